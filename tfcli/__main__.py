@@ -1,0 +1,5 @@
+"""python -m tfcli"""
+
+from tfcli.cli import main
+
+main()

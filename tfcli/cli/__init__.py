@@ -1,0 +1,75 @@
+"""The tfcli command line: a Typer app, its commands, and the one error boundary.
+
+Commands live one per file and import the engine (and NumPy) inside their functions, so that
+`tfcli --help` and `tfcli params` start without loading what they do not use.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from tfcli.engine.errors import TfcliError
+
+
+class ErrorBoundary(TyperGroup):
+    """Turn known errors into one line on stderr and an exit code; let real bugs keep their traceback.
+
+    exit 1: a problem with a file or model the user can fix (TfcliError)
+    exit 2: a bad flag or value (click's usage errors, UsageError)
+    exit 130: Ctrl-C
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        except TfcliError as e:
+            _fail(str(e), e.exit_code)
+        except click.UsageError as e:
+            where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            _fail(e.format_message() + where, e.exit_code)
+        except click.ClickException as e:
+            _fail(e.format_message(), e.exit_code)
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            _fail("interrupted", 130)
+        except BrokenPipeError:
+            # The reader went away (`tfcli ... | head`): not an error worth a message.
+            sys.stderr.close()
+            sys.exit(0)
+        if isinstance(rv, int):
+            sys.exit(rv)
+        sys.exit(0)
+
+
+def _fail(message: str, code: int) -> None:
+    from rich.markup import escape
+
+    from .console import err
+
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True, highlight=False)
+    sys.exit(code)
+
+
+app = typer.Typer(
+    cls=ErrorBoundary,
+    name="tfcli",
+    help="See inside a GPT-style transformer: generate text with a NumPy engine, count its parameters, draw its attention.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+# One file per command; each module keeps its heavy imports inside the command function.
+from . import generate, tokenize  # noqa: E402
+
+app.command("generate")(generate.generate)
+app.command("tokenize")(tokenize.tokenize)
+
+
+def main() -> None:
+    app(prog_name="tfcli")

@@ -1,0 +1,222 @@
+"""tfcli generate: continue a prompt with a model, streaming the text to stdout."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Annotated, Optional
+
+import typer
+
+from . import options
+from .console import err, note, warn
+
+DEFAULT_MAX_TOKENS = 256
+
+
+def generate(
+    prompt: Annotated[
+        Optional[str],
+        typer.Argument(help="Text to continue. '-' reads it from stdin. Omitted: start from a newline.", show_default=False),
+    ] = None,
+    model: options.Model = None,
+    max_tokens: Annotated[
+        Optional[int],
+        typer.Option("--max-tokens", "-n", help=f"New tokens to generate (default {DEFAULT_MAX_TOKENS}, or what the context has room for).", show_default=False),
+    ] = None,
+    temperature: Annotated[
+        Optional[float],
+        typer.Option("--temperature", "-t", help="Divide the logits by this before softmax: 0 = greedy, <1 sharper, >1 flatter. [default: model's, else 0.8]", show_default=False),
+    ] = None,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off). [default: model's, else 40]", show_default=False)] = None,
+    top_p: Annotated[Optional[float], typer.Option("--top-p", help="Keep the smallest set of tokens whose probability reaches p (1 = off). [default: model's, else 0.95]", show_default=False)] = None,
+    min_p: Annotated[Optional[float], typer.Option("--min-p", help="Drop tokens less likely than min-p x the top token (0 = off). [default: 0.05]", show_default=False)] = None,
+    repetition_penalty: Annotated[
+        Optional[float], typer.Option("--repetition-penalty", help="Penalise tokens seen in the last --repeat-last-n (1 = off). [default: model's, else 1]", show_default=False)
+    ] = None,
+    repeat_last_n: Annotated[int, typer.Option("--repeat-last-n", help="How many recent tokens the repetition penalty looks at.")] = 64,
+    seed: options.Seed = None,
+    stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop when this text appears (repeatable); it is not printed.", show_default=False)] = None,
+    show_probs: Annotated[int, typer.Option("--show-probs", help="For each new token, show the top N candidates before and after temperature/top-k/top-p.", show_default=False)] = 0,
+    truncate: Annotated[bool, typer.Option("--truncate", help="If the prompt is longer than the context, keep its last tokens (with a warning).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No statistics on stderr.")] = False,
+) -> None:
+    """Continue PROMPT with a model, token by token.
+
+    The text goes to stdout as it is generated; statistics go to stderr, so
+    'tfcli generate "..." > out.txt' keeps only the text. Ctrl-C stops and keeps what was printed.
+
+    Examples:
+
+      tfcli generate "ROMEO:" --temperature 0.7
+
+      tfcli generate -m tang "床前明月光" --seed 1
+
+      tfcli generate "To be" -t 0 -n 40 --show-probs 5
+    """
+    from tfcli.engine import load
+    from tfcli.engine.errors import PromptError, UsageError
+    from tfcli.engine.generate import Generation
+    from tfcli.engine.sampling import Sampler
+
+    if show_probs < 0:
+        raise UsageError(f"--show-probs must be 0 or more, not {show_probs}")
+    if max_tokens is not None and max_tokens < 1:
+        raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
+    text = _read_prompt(prompt)
+    t0 = time.perf_counter()
+    lm = load(model)
+    load_seconds = time.perf_counter() - t0
+    for w in lm.warnings:
+        warn(w)
+    sampler = Sampler(_sampling_params(lm.generation, temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n, seed))
+
+    ids = lm.tokenizer.encode(text)
+    if not ids:
+        raise PromptError("the prompt encodes to no tokens", "give some text to continue")
+    n_ctx = lm.config.n_ctx
+    want = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS
+    if len(ids) >= n_ctx or (truncate and len(ids) + want > n_ctx):
+        if not truncate:
+            raise PromptError(
+                f"the prompt is {len(ids)} tokens but {lm.name}'s context is {n_ctx}",
+                "shorten it, or use --truncate to keep its last tokens",
+            )
+        keep = max(1, n_ctx - want)
+        warn(f"the prompt is {len(ids)} tokens; keeping its last {keep} so that {n_ctx - keep} new tokens fit the context of {n_ctx}")
+        ids = ids[-keep:]
+    if max_tokens is None:
+        want = min(DEFAULT_MAX_TOKENS, n_ctx - len(ids))
+
+    gen = Generation(
+        lm.model,
+        lm.tokenizer,
+        ids,
+        sampler,
+        max_new_tokens=want,
+        stop=tuple(stop or ()),
+        eos_ids=lm.config.eos_token_ids,
+        show_top=show_probs,
+    )
+    # With --show-probs the candidate view goes to stderr step by step, and the text to stdout at the
+    # end, so that the two never interleave on a terminal.
+    stream = sys.stdout
+    pieces: list[str] = []
+    if not show_probs and prompt is not None and stream.isatty():
+        stream.write(text)
+    try:
+        for step in gen:
+            if show_probs:
+                pieces.append(step.text)
+                _show_choice(lm.tokenizer, step, gen.stats.new_tokens, sampler)
+            elif step.text:
+                stream.write(step.text)
+                stream.flush()
+    except KeyboardInterrupt:
+        gen.stats.stop_reason = "interrupted"
+        _finish(stream, pieces, gen.stats, load_seconds, quiet)
+        raise typer.Exit(130) from None
+    _finish(stream, pieces, gen.stats, load_seconds, quiet)
+
+
+def _finish(stream, pieces: list[str], stats, load_seconds: float, quiet: bool) -> None:
+    if pieces:
+        stream.write("".join(pieces))
+    stream.write("\n")
+    stream.flush()
+    if not quiet:
+        note(
+            f"{stats.prompt_tokens} prompt tokens · {stats.new_tokens} new · "
+            f"prefill {stats.prefill_tps:,.0f} tok/s · decode {stats.decode_tps:,.1f} tok/s · "
+            f"load {load_seconds:.2f} s · stopped: {stats.stop_reason or 'interrupted'}"
+        )
+
+
+def _read_prompt(prompt: str | None) -> str:
+    from tfcli.engine.errors import PromptError
+
+    if prompt is None:
+        return "\n"
+    if prompt == "-":
+        data = sys.stdin.buffer.read()
+        try:
+            prompt = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PromptError(f"stdin is not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start})", "convert the text to UTF-8") from None
+    if prompt == "":
+        raise PromptError("the prompt is empty", "give some text to continue, or omit it to start from a newline")
+    # Bytes that are not UTF-8 reach Python's argv as lone surrogates (PEP 383).
+    bad = next((i for i, c in enumerate(prompt) if "\udc80" <= c <= "\udcff"), None)
+    if bad is not None:
+        byte = ord(prompt[bad]) - 0xDC00
+        raise PromptError(
+            f"the prompt is not valid UTF-8 (byte {byte:#04x} at character {bad})",
+            "set the terminal to UTF-8, or pass the text with '-' from a UTF-8 file",
+        )
+    return prompt
+
+
+def _sampling_params(generation: dict, temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n, seed):
+    """Flags first, then the model's generation_config.json, then llama.cpp-like defaults."""
+    from tfcli.engine.sampling import SamplingParams
+
+    base = SamplingParams()
+
+    def pick(flag, key, default, kind):
+        if flag is not None:
+            return flag
+        value = generation.get(key)
+        return kind(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+    model_temperature = pick(None, "temperature", base.temperature, float)
+    if generation.get("do_sample") is False:
+        model_temperature = 0.0  # the model's authors asked for greedy decoding
+    return SamplingParams(
+        temperature=temperature if temperature is not None else model_temperature,
+        top_k=pick(top_k, "top_k", base.top_k, int),
+        top_p=pick(top_p, "top_p", base.top_p, float),
+        min_p=pick(min_p, "min_p", base.min_p, float),
+        repetition_penalty=pick(repetition_penalty, "repetition_penalty", base.repetition_penalty, float),
+        repeat_last_n=repeat_last_n,
+        seed=seed,
+    )
+
+
+def _show_choice(tokenizer, step, index: int, sampler) -> None:
+    """One step of --show-probs: the candidates, their probability under the model (temperature 1,
+    no filters) and in the distribution actually sampled from, as bars."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    choice = step.choice
+    p = sampler.params
+    table = Table(box=None, show_header=index == 1, pad_edge=False, padding=(0, 1))
+    table.add_column("", width=1)
+    table.add_column("token", min_width=8, no_wrap=True)
+    table.add_column("model (T=1)", no_wrap=True)
+    table.add_column(f"sampled (T={p.temperature:g}, k={p.top_k}, p={p.top_p:g})", no_wrap=True)
+    for tid, pm, pf in zip(choice.top_ids, choice.p_model, choice.p_final):
+        mark = "▶" if tid == choice.token else ""
+        table.add_row(mark, Text(_show_token(tokenizer, int(tid))), _bar(float(pm), "cyan"), _bar(float(pf), "magenta"))
+    err.print(
+        f"[bold]#{index}[/] chose [bold]{escape(_show_token(tokenizer, choice.token))}[/] "
+        f"[dim]({choice.kept} candidate{'s' if choice.kept != 1 else ''} left after the filters)[/]"
+    )
+    err.print(table)
+
+
+def _bar(p: float, colour: str, width: int = 20):
+    from rich.text import Text
+
+    filled = p * width
+    full = int(filled)
+    partial = " ▏▎▍▌▋▊▉"[int((filled - full) * 8)] if full < width else ""
+    bar = Text("█" * full + partial.strip(), style=colour)
+    bar.append(" " * (width - len(bar.plain)) + f" {p:6.1%}", style="default")
+    return bar
+
+
+def _show_token(tokenizer, token_id: int) -> str:
+    text = tokenizer.decode([token_id])
+    return repr(text) if text and "\ufffd" not in text else f"<{tokenizer.piece(token_id)}>"

@@ -1,0 +1,136 @@
+"""Open a model folder in the Hugging Face layout.
+
+    config.json                      shapes and family (engine/config.py)
+    model.safetensors                or model-0000x-of-0000y.safetensors + model.safetensors.index.json
+    tokenizer.json                   a `tokenizers` tokenizer
+    generation_config.json           optional sampling defaults
+
+Weights are memory-mapped (engine/weightfile.py); the family's name table (gpt2.py, llama.py)
+asks for each tensor by name and shape through `Tensors`, which checks both and remembers what was
+used so that unexpected extra tensors can be reported.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import ModelConfig, load_config
+from .errors import CheckpointError
+from .weightfile import WeightFile
+
+INDEX_NAME = "model.safetensors.index.json"
+SINGLE_NAME = "model.safetensors"
+
+
+class Tensors:
+    """All tensors of a checkpoint, by name, across one or several safetensors files."""
+
+    def __init__(self, files: list[WeightFile]):
+        self.files = files
+        self._where: dict[str, WeightFile] = {}
+        for wf in files:
+            for name in wf.tensors:
+                if name in self._where:
+                    raise CheckpointError(f"tensor {name!r} appears in both {self._where[name].path.name} and {wf.path.name}")
+                self._where[name] = wf
+        self.used: set[str] = set()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._where
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._where)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._where[name].tensors[name].shape
+
+    def dtype(self, name: str) -> str:
+        return self._where[name].tensors[name].dtype
+
+    def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """The tensor `name` as float32, checked to have `shape` (what config.json implies)."""
+        if name not in self._where:
+            raise CheckpointError(
+                f"tensor {name!r} is missing from the checkpoint",
+                "the weight file does not match this model family or config.json; re-save or re-convert it",
+            )
+        actual = self.shape(name)
+        if actual != tuple(shape):
+            raise CheckpointError(
+                f"tensor {name!r} has shape {list(actual)} but config.json implies {list(shape)}",
+                "config.json and the weights disagree; use the config.json saved with these weights",
+            )
+        self.used.add(name)
+        return self._where[name].float32(name)
+
+    def unused(self) -> list[str]:
+        return [n for n in self._where if n not in self.used]
+
+
+def open_tensors(folder: Path) -> Tensors:
+    """Find the safetensors file(s) of a model folder and read their headers."""
+    index = folder / INDEX_NAME
+    single = folder / SINGLE_NAME
+    if single.exists():
+        return Tensors([WeightFile(single)])
+    if index.exists():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            shard_names = sorted(set(weight_map.values()))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            raise CheckpointError(f"{index} is malformed", "it must hold a 'weight_map' of tensor name to shard file") from None
+        shards = []
+        for shard in shard_names:
+            path = folder / str(shard)
+            if Path(str(shard)).name != str(shard) or not path.exists():
+                raise CheckpointError(f"shard {shard!r} listed in {INDEX_NAME} is missing from {folder}")
+            shards.append(WeightFile(path))
+        return Tensors(shards)
+    others = sorted(p.name for p in folder.glob("*.safetensors"))
+    if len(others) == 1:
+        return Tensors([WeightFile(folder / others[0])])
+    if others:
+        raise CheckpointError(f"{folder} holds several .safetensors files but no {INDEX_NAME}")
+    hint = "convert it with 'tfcli convert FILE.gguf DIR'" if any(folder.glob("*.gguf")) else "the folder needs model.safetensors"
+    raise CheckpointError(f"no model.safetensors in {folder}", hint)
+
+
+@dataclass
+class Checkpoint:
+    """A model folder opened but not yet turned into a runnable model."""
+
+    path: Path
+    config: ModelConfig
+    tensors: Tensors
+    generation: dict[str, Any] = field(default_factory=dict)  # generation_config.json, if any
+    raw_config: dict[str, Any] = field(default_factory=dict)
+
+
+def open_checkpoint(folder: Path) -> Checkpoint:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder} is not a folder")
+    cfg_path = folder / "config.json"
+    if not cfg_path.exists():
+        raise CheckpointError(
+            f"{folder} has no config.json",
+            "a model folder holds config.json, model.safetensors and tokenizer.json (Hugging Face layout)",
+        )
+    config = load_config(cfg_path)
+    raw = json.loads(cfg_path.read_text(encoding="utf-8"))
+    tensors = open_tensors(folder)
+    generation: dict[str, Any] = {}
+    gen_path = folder / "generation_config.json"
+    if gen_path.exists():
+        try:
+            loaded = json.loads(gen_path.read_text(encoding="utf-8"))
+            generation = loaded if isinstance(loaded, dict) else {}
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            raise CheckpointError(f"{gen_path} is not valid JSON", "fix or delete generation_config.json") from None
+    return Checkpoint(folder, config, tensors, generation, raw)

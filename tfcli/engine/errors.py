@@ -1,0 +1,62 @@
+"""Errors the user can fix.
+
+Every problem caused by input (a file, a flag, a prompt) is raised as a `TfcliError` carrying a
+one-line message and, where there is one, a hint that says how to fix it. The CLI prints these as a
+single line and exits with `exit_code`; anything else that escapes is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class TfcliError(Exception):
+    """A problem the user can fix; `hint` says how."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class UsageError(TfcliError):
+    """An impossible option value or combination (exit code 2, like a bad flag)."""
+
+    exit_code = 2
+
+
+class ModelNotFoundError(TfcliError):
+    """A model name or path that does not lead to a model folder."""
+
+
+class CheckpointError(TfcliError):
+    """A model folder or weight file that is missing, corrupt or inconsistent with its config."""
+
+
+class ConfigError(CheckpointError):
+    """A config.json that is missing, malformed or describes an impossible model."""
+
+
+class TokenizerError(CheckpointError):
+    """A tokenizer.json that is missing or malformed, or text it cannot encode."""
+
+
+class PromptError(TfcliError):
+    """A prompt that cannot be run: empty, or longer than the model's context."""
+
+    exit_code = 2
+
+
+class ResourceError(TfcliError):
+    """Something that would need more memory than the machine has; refused before it is tried."""
+
+
+class GGUFError(CheckpointError):
+    """A GGUF file that is not one, is truncated, or uses an unsupported architecture or type."""
+
+
+class PullError(TfcliError):
+    """Obtaining a model failed (offline, package index unreachable, interrupted)."""

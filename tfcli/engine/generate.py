@@ -1,0 +1,142 @@
+"""Text generation: one forward pass over the prompt, then one token per step through the KV cache.
+
+`Generation` is an iterator of `Step`s; the caller decides what to do with each (print it, collect
+it, draw its probabilities). Timings are kept in `stats`, so that an interrupted generation can
+still report what it did.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import PromptError, TokenizerError, UsageError
+from .model import Transformer
+from .sampling import Choice, Sampler
+from .tokenizer import TextStream, Tokenizer
+
+
+@dataclass
+class Stats:
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0  # time of the decode steps (the tokens after the first)
+    stop_reason: str = ""  # "eos", "stop string", "max tokens", "context full", or "" while running
+
+    @property
+    def prefill_tps(self) -> float:
+        return self.prompt_tokens / self.prefill_seconds if self.prefill_seconds > 0 else 0.0
+
+    @property
+    def decode_tps(self) -> float:
+        steps = self.new_tokens - 1  # the first new token comes from the prefill pass
+        return steps / self.decode_seconds if steps > 0 and self.decode_seconds > 0 else 0.0
+
+
+@dataclass
+class Step:
+    token: int
+    text: str  # text released by this step (may be "" while a character or a stop string is incomplete)
+    choice: Choice | None = None  # the candidates, when asked for with show_top
+
+
+@dataclass
+class Generation:
+    model: Transformer
+    tokenizer: Tokenizer
+    prompt: list[int]
+    sampler: Sampler
+    max_new_tokens: int
+    stop: tuple[str, ...] = ()
+    eos_ids: tuple[int, ...] = ()
+    show_top: int = 0  # report the top N candidates of every step
+    stats: Stats = field(default_factory=Stats)
+
+    def __post_init__(self) -> None:
+        cfg = self.model.config
+        if not self.prompt:
+            raise PromptError("the prompt is empty", "give some text to continue")
+        bad = [t for t in self.prompt if not 0 <= t < cfg.vocab_size]
+        if bad:
+            raise TokenizerError(
+                f"token id {bad[0]} is outside the model's vocabulary of {cfg.vocab_size}",
+                "tokenizer.json does not belong to this model",
+            )
+        if self.max_new_tokens < 1:
+            raise UsageError(f"--max-tokens must be at least 1, not {self.max_new_tokens}")
+        if len(self.prompt) + self.max_new_tokens > cfg.n_ctx:
+            room = cfg.n_ctx - len(self.prompt)
+            if room < 1:
+                raise PromptError(
+                    f"the prompt is {len(self.prompt)} tokens but the model's context is {cfg.n_ctx}",
+                    "shorten it, or use --truncate to keep its last tokens",
+                )
+            raise UsageError(
+                f"--max-tokens {self.max_new_tokens} does not fit: the context holds {cfg.n_ctx} tokens and the prompt uses {len(self.prompt)}",
+                f"use --max-tokens {room} or fewer",
+            )
+        if any(s == "" for s in self.stop):
+            raise UsageError("--stop strings must not be empty")
+        self.stats.prompt_tokens = len(self.prompt)
+
+    def __iter__(self) -> Iterator[Step]:
+        model, sampler, stats = self.model, self.sampler, self.stats
+        # The last sampled token is never fed back, so prompt + max_new - 1 positions suffice.
+        cache = model.new_cache(len(self.prompt) + self.max_new_tokens - 1)
+        stream = TextStream(self.tokenizer, context=self.prompt[-4:])
+        history = list(self.prompt)
+        pending = ""  # decoded text held back because it could be the start of a stop string
+
+        t0 = time.perf_counter()
+        logits = model.forward(np.asarray(self.prompt), cache)[-1]  # [V]
+        stats.prefill_seconds = time.perf_counter() - t0
+        t_decode = time.perf_counter()
+        while True:
+            if self.show_top:
+                choice = sampler.choose(logits, history, self.show_top)
+                token = choice.token
+            else:
+                choice, token = None, sampler.sample(logits, history)
+            history.append(token)
+            stats.new_tokens += 1
+            if token in self.eos_ids:
+                stats.stop_reason = "eos"
+                yield Step(token, pending + stream.flush(), choice)
+                return
+            pending += stream.push(token)
+            release, pending, hit = _split_at_stop(pending, self.stop)
+            if hit:
+                stats.stop_reason = "stop string"
+                yield Step(token, release, choice)
+                return
+            if stats.new_tokens >= self.max_new_tokens:
+                stats.stop_reason = "max tokens"
+                yield Step(token, release + pending + stream.flush(), choice)
+                return
+            yield Step(token, release, choice)
+            logits = model.forward(np.asarray([token]), cache)[-1]  # [V]
+            stats.decode_seconds = time.perf_counter() - t_decode
+
+
+def _split_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, str, bool]:
+    """Split text into (safe to release, held back, stop found).
+
+    On a stop string, release what precedes it and drop the rest. Otherwise hold back the longest
+    tail that could still grow into a stop string.
+    """
+    if not stops:
+        return text, "", False
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+    if cut >= 0:
+        return text[:cut], "", True
+    hold = 0
+    for s in stops:
+        for n in range(min(len(s) - 1, len(text)), hold, -1):
+            if text.endswith(s[:n]):
+                hold = n
+                break
+    return text[: len(text) - hold], text[len(text) - hold :], False

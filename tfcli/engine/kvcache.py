@@ -1,0 +1,42 @@
+"""The key/value cache: every layer's keys and values for the positions seen so far.
+
+Allocated once, for the positions a generation can reach, and written by slice: no list of
+arrays, no concatenate per token (growing a cache by concatenation copies it every step).
+Layout [L, Hkv, S, Dh] rather than [L, S, Hkv, Dh]: attention reads one head's keys as a
+contiguous [S, Dh] block, which is what the batched matmul wants; the write of T new positions
+is a small strided copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .config import ModelConfig
+from .errors import ResourceError
+from .memory import check_allocation
+
+
+class KVCache:
+    def __init__(self, config: ModelConfig, capacity: int):
+        nbytes = config.kv_cache_bytes(capacity)
+        check_allocation(nbytes, f"a KV cache of {capacity:,} positions")
+        shape = (config.n_layer, config.n_kv_head, capacity, config.head_dim)
+        # np.zeros maps fresh zero pages lazily: memory is only committed as positions are written.
+        self.k = np.zeros(shape, dtype=np.float32)  # [L, Hkv, capacity, Dh]
+        self.v = np.zeros(shape, dtype=np.float32)  # [L, Hkv, capacity, Dh]
+        self.capacity = capacity
+        self.length = 0  # positions filled so far, the same for every layer once a forward pass ends
+
+    def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Write k, v [T, Hkv, Dh] at positions start..start+T-1; return the keys and values of
+        positions 0..start+T-1, each [Hkv, S, Dh] (views, no copy)."""
+        end = start + k.shape[0]
+        if end > self.capacity:
+            raise ResourceError(f"the KV cache holds {self.capacity} positions; position {end - 1} does not fit")
+        self.k[layer, :, start:end] = k.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
+        self.v[layer, :, start:end] = v.transpose(1, 0, 2)
+        return self.k[layer, :, :end], self.v[layer, :, :end]
+
+    def reset(self, length: int = 0) -> None:
+        """Forget positions from `length` on (they are overwritten by the next forward pass)."""
+        self.length = length

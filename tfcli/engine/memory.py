@@ -1,0 +1,39 @@
+"""Refuse allocations the machine cannot hold, before trying them, with the size they would need."""
+
+from __future__ import annotations
+
+import os
+
+from .errors import ResourceError
+
+
+def available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (Linux), else physical memory from sysconf, else None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} PB"
+
+
+def check_allocation(nbytes: int, what: str) -> None:
+    avail = available_bytes()
+    if avail is not None and nbytes > avail:
+        raise ResourceError(
+            f"{what} would need {human_bytes(nbytes)} but only {human_bytes(avail)} of memory is available",
+            "use a shorter prompt or fewer --max-tokens, or a smaller model",
+        )

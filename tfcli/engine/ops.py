@@ -1,0 +1,89 @@
+"""The building blocks of a transformer, as pure NumPy functions on float32 arrays.
+
+Axes (STYLE.md): T tokens in this call, S cached positions, D model width, H / Hkv query and
+key/value heads, Dh head size, F MLP width, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """[..., N] -> [..., N], rows summing to 1; subtracting the max keeps exp() from overflowing."""
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    """[T, D] -> [T, D]: zero mean, unit variance per token, then scale and shift (GPT-2)."""
+    mean = x.mean(axis=-1, keepdims=True)  # [T, 1]
+    centered = x - mean
+    var = np.mean(centered * centered, axis=-1, keepdims=True)  # [T, 1]
+    return centered / np.sqrt(var + np.float32(eps)) * g + b
+
+
+def rms_norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:
+    """[T, D] -> [T, D]: divide by the root mean square, then scale; no centring, no bias (Llama)."""
+    ms = np.mean(x * x, axis=-1, keepdims=True)  # [T, 1]
+    return x / np.sqrt(ms + np.float32(eps)) * g
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """The tanh approximation of GELU that GPT-2 was trained with ("gelu_new")."""
+    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + np.float32(0.044715) * x * x * x)))
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """x * sigmoid(x), the gate of a SwiGLU MLP."""
+    return x / (1.0 + np.exp(-x))
+
+
+def rope_tables(n_positions: int, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin tables, each [n_positions, Dh/2], computed once per model.
+
+    Frequencies theta^(-2i/Dh) as in RoFormer; computed in float64 then rounded, so that long
+    positions keep their phase accuracy.
+    """
+    inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)  # [Dh/2]
+    angles = np.outer(np.arange(n_positions, dtype=np.float64), inv_freq)  # [P, Dh/2]
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotate pairs of dimensions by each position's angle: [T, n, Dh] -> [T, n, Dh].
+
+    Uses the "rotate half" pairing of the Hugging Face Llama layout: dimension i is paired with
+    i + Dh/2 (not with i + 1 as in the original paper). cos, sin: [T, Dh/2].
+    """
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]  # [T, n, Dh/2] each
+    c, s = cos[:, None, :], sin[:, None, :]  # [T, 1, Dh/2]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """Causal scaled dot-product attention with grouped heads.
+
+    q: [Hkv, G, T, Dh] queries for positions start..start+T-1, G = H / Hkv query heads per kv head
+    k, v: [Hkv, S, Dh] keys and values for positions 0..S-1 (S = start + T)
+    returns (out [Hkv, G, T, Dh], weights [Hkv, G, T, S])
+
+    Query t may look at keys 0..start+t. The mask sets the future to -inf *before* softmax, so each
+    row still sums to 1 and the future gets exactly 0. With one query (decoding) there is no future
+    in the cache, and no mask is built.
+    """
+    n_kv, group, t_len, head_dim = q.shape
+    s_len = k.shape[1]
+    scale = np.float32(1.0 / np.sqrt(head_dim))
+    qf = q.reshape(n_kv, group * t_len, head_dim)  # [Hkv, G*T, Dh]
+    scores = (qf @ k.transpose(0, 2, 1)) * scale  # [Hkv, G*T, Dh] @ [Hkv, Dh, S] -> [Hkv, G*T, S]
+    scores = scores.reshape(n_kv, group, t_len, s_len)  # [Hkv, G, T, S]
+    if t_len > 1:
+        future = np.triu(np.ones((t_len, s_len), dtype=bool), k=start + 1)  # [T, S], True above the shifted diagonal
+        scores[..., future] = -np.inf
+    weights = softmax(scores)  # [Hkv, G, T, S]
+    out = weights.reshape(n_kv, group * t_len, s_len) @ v  # [Hkv, G*T, S] @ [Hkv, S, Dh] -> [Hkv, G*T, Dh]
+    return out.reshape(n_kv, group, t_len, head_dim), weights

@@ -1,0 +1,85 @@
+"""Where models live, and how a -m/--model value becomes a folder.
+
+Names are names, never paths: a name (letters, digits, '.', '_', '-') only ever resolves to a folder
+under the shipped `weights/` or under the cache ($TFCLI_HOME/models). Anything that looks like a
+path (it has a slash, or starts with '.' or '~') is used as the path the user typed, and only then.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+
+from .errors import ModelNotFoundError
+
+DEFAULT_MODEL = "shakespeare"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+# Models that `tfcli pull NAME` can fetch; filled in by the pull machinery (engine/pull.py).
+PULLABLE: dict[str, str] = {}
+
+
+def shipped_dir() -> Path:
+    """weights/ inside an installed wheel, or at the root of a source checkout."""
+    here = Path(__file__).resolve().parent.parent  # the tfcli package
+    for candidate in (here / "weights", here.parent / "weights"):
+        if candidate.is_dir():
+            return candidate
+    return here / "weights"
+
+
+def home_dir() -> Path:
+    """$TFCLI_HOME, else $XDG_CACHE_HOME/tfcli, else ~/.cache/tfcli."""
+    if os.environ.get("TFCLI_HOME"):
+        return Path(os.environ["TFCLI_HOME"]).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "tfcli"
+
+
+def cache_dir() -> Path:
+    return home_dir() / "models"
+
+
+def _is_model_folder(path: Path) -> bool:
+    return path.is_dir() and (path / "config.json").exists()
+
+
+def shipped_models() -> list[str]:
+    root = shipped_dir()
+    return sorted(p.name for p in root.iterdir() if _is_model_folder(p)) if root.is_dir() else []
+
+
+def cached_models() -> list[str]:
+    root = cache_dir()
+    return sorted(p.name for p in root.iterdir() if _is_model_folder(p) and _NAME.match(p.name)) if root.is_dir() else []
+
+
+def looks_like_path(value: str) -> bool:
+    return "/" in value or os.sep in value or value.startswith((".", "~"))
+
+
+def resolve(value: str | None) -> Path:
+    """The folder of a model name or path; ModelNotFoundError with the closest name otherwise."""
+    value = DEFAULT_MODEL if value is None else value
+    if looks_like_path(value):
+        path = Path(value).expanduser()
+        if not path.exists():
+            raise ModelNotFoundError(f"no such folder: {value}", "check the path, or give a model name (see 'tfcli models')")
+        if path.is_file():
+            hint = f"convert it first: tfcli convert {value} OUT_DIR" if path.suffix == ".gguf" else "give the folder that holds config.json"
+            raise ModelNotFoundError(f"{value} is a file, not a model folder", hint)
+        return path
+    if _NAME.match(value):
+        for root in (shipped_dir(), cache_dir()):
+            if (root / value).is_dir():
+                return root / value
+    known = shipped_models() + cached_models() + sorted(PULLABLE)
+    if value in PULLABLE:
+        raise ModelNotFoundError(f"model {value!r} has not been pulled yet", f"run: tfcli pull {value}")
+    close = difflib.get_close_matches(value, known, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]!r}?" if close else f"known models: {', '.join(known) or 'none'}"
+    if Path(value).is_dir():
+        hint += f" To use the folder {value}, write -m ./{value}"
+    raise ModelNotFoundError(f"unknown model {value!r}", hint)

@@ -1,0 +1,112 @@
+"""Choosing the next token from logits: repetition penalty, temperature, top-k, top-p, min-p.
+
+The order is that of transformers' logits processors (penalty, temperature, top-k, top-p), with
+min-p last as in llama.cpp. The sampler owns its random generator, so one seed gives one output
+whatever else the program does with randomness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import ops
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    # Defaults of llama.cpp's sampler, which users of local models know (nanoGPT uses 0.8 and top-k 200).
+    temperature: float = 0.8  # 0 = greedy (argmax); < 1 sharpens the distribution, > 1 flattens it
+    top_k: int = 40  # keep the k most likely tokens; 0 = off
+    top_p: float = 0.95  # keep the smallest set whose probability reaches p; 1 = off
+    min_p: float = 0.05  # drop tokens less likely than min_p x the top token; 0 = off
+    repetition_penalty: float = 1.0  # > 1 discourages tokens seen in the last `repeat_last_n`; 1 = off
+    repeat_last_n: int = 64
+    seed: int | None = None  # None: a fresh random seed
+
+    def validate(self) -> None:
+        if not np.isfinite(self.temperature) or self.temperature < 0:
+            raise UsageError(f"--temperature must be 0 or more, not {self.temperature}", "0 is greedy; 0.7-1.0 is typical")
+        if self.top_k < 0:
+            raise UsageError(f"--top-k must be 0 (off) or a positive count, not {self.top_k}")
+        if not (0 < self.top_p <= 1):
+            raise UsageError(f"--top-p must be in (0, 1], not {self.top_p}", "1 turns it off; 0.9-0.95 is typical")
+        if not (0 <= self.min_p < 1):
+            raise UsageError(f"--min-p must be in [0, 1), not {self.min_p}", "0 turns it off; 0.05 is typical")
+        if not np.isfinite(self.repetition_penalty) or self.repetition_penalty <= 0:
+            raise UsageError(
+                f"--repetition-penalty must be a positive number, not {self.repetition_penalty}", "1 turns it off; 1.1 is typical"
+            )
+        if self.repeat_last_n < 0:
+            raise UsageError(f"--repeat-last-n must be 0 or more, not {self.repeat_last_n}")
+        if self.seed is not None and not (0 <= self.seed < 2**63):
+            raise UsageError(f"--seed must be between 0 and 2^63-1, not {self.seed}")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the sampler saw when it picked a token: the top candidates before and after the knobs."""
+
+    token: int
+    top_ids: np.ndarray  # [N] most likely tokens under the model's own distribution
+    p_model: np.ndarray  # [N] their probabilities: softmax(logits), temperature 1, no filters
+    p_final: np.ndarray  # [N] their probabilities in the distribution actually sampled from
+    kept: int  # how many tokens survived top-k / top-p / min-p
+
+
+class Sampler:
+    def __init__(self, params: SamplingParams):
+        params.validate()
+        self.params = params
+        self.rng = np.random.default_rng(params.seed)
+
+    def final_probs(self, logits: np.ndarray, history: list[int]) -> np.ndarray:
+        """logits [V] -> the distribution sampled from [V] (one-hot for temperature 0)."""
+        p = self.params
+        logits = logits.astype(np.float32, copy=True)  # [V]
+        if p.repetition_penalty != 1.0 and p.repeat_last_n > 0 and history:
+            seen = np.unique(np.asarray(history[-p.repeat_last_n :]))
+            seen = seen[seen < logits.shape[0]]
+            vals = logits[seen]
+            # CTRL's penalty (Keskar et al. 2019): shrink positive logits, push negative ones further down.
+            logits[seen] = np.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+        if p.temperature == 0:
+            probs = np.zeros_like(logits)
+            probs[int(np.argmax(logits))] = 1.0
+            return probs
+        logits /= np.float32(p.temperature)
+        if 0 < p.top_k < logits.shape[0]:
+            kth = np.partition(logits, -p.top_k)[-p.top_k]
+            logits[logits < kth] = -np.inf
+        probs = ops.softmax(logits)  # [V]
+        if p.top_p < 1.0:
+            order = np.argsort(-probs, kind="stable")  # [V], most likely first
+            cum = np.cumsum(probs[order])
+            # Keep every token whose predecessors' total is still below p: the smallest set reaching p.
+            drop = order[(cum - probs[order]) >= p.top_p]
+            probs[drop] = 0.0
+        if p.min_p > 0:
+            probs[probs < p.min_p * probs.max()] = 0.0
+        return probs / probs.sum()
+
+    def sample(self, logits: np.ndarray, history: list[int]) -> int:
+        return self._pick(self.final_probs(logits, history))
+
+    def choose(self, logits: np.ndarray, history: list[int], top_n: int) -> Choice:
+        """Sample like `sample`, and report the top candidates before and after the knobs."""
+        probs = self.final_probs(logits, history)  # [V]
+        token = self._pick(probs)
+        p_model = ops.softmax(logits.astype(np.float32))  # [V]
+        n = min(top_n, len(p_model))
+        top = np.argpartition(-p_model, n - 1)[:n]
+        top = top[np.argsort(-p_model[top], kind="stable")]  # [N]
+        return Choice(token, top, p_model[top], probs[top], int(np.count_nonzero(probs)))
+
+    def _pick(self, probs: np.ndarray) -> int:
+        if self.params.temperature == 0:
+            return int(np.argmax(probs))
+        # Inverse CDF with one uniform draw: cheap, and exactly reproducible for a seed.
+        cdf = np.cumsum(probs, dtype=np.float64)
+        return int(min(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"), len(cdf) - 1))

@@ -1,0 +1,178 @@
+"""Memory-mapped safetensors reading, treating every file as untrusted.
+
+A safetensors file is an 8-byte little-endian header length N, N bytes of JSON mapping tensor names
+to {dtype, shape, data_offsets}, then the raw bytes (format: huggingface/safetensors README). We
+parse the header ourselves so that tensors become NumPy views of one read-only mmap (no copy, pages
+load on first touch) and so that every inconsistency becomes a one-line CheckpointError before any
+byte of tensor data is read: lengths past the end of the file, overlapping or out-of-range offsets,
+sizes that disagree with shapes, unknown dtypes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CheckpointError
+
+# safetensors dtype name -> (NumPy dtype of the stored bytes, item size). BF16 has no NumPy dtype:
+# it is kept as raw uint16 and widened to float32 by `to_float32`.
+DTYPES: dict[str, np.dtype] = {
+    "F64": np.dtype("<f8"),
+    "F32": np.dtype("<f4"),
+    "F16": np.dtype("<f2"),
+    "BF16": np.dtype("<u2"),
+    "I64": np.dtype("<i8"),
+    "I32": np.dtype("<i4"),
+    "I16": np.dtype("<i2"),
+    "I8": np.dtype("i1"),
+    "U8": np.dtype("u1"),
+    "BOOL": np.dtype("?"),
+}
+FLOAT_DTYPES = ("F32", "F16", "BF16")
+
+# The reference implementation refuses headers over 100 MB; so do we, before reading them.
+MAX_HEADER_BYTES = 100_000_000
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str  # safetensors dtype name, e.g. "F32"
+    shape: tuple[int, ...]
+    start: int  # absolute byte offset in the file
+    end: int
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+class WeightFile:
+    """One safetensors file: its validated header and lazily created mmap'd views of its tensors."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.metadata, self.tensors = read_header(self.path)
+        self._map: mmap.mmap | None = None
+
+    def _buffer(self) -> mmap.mmap:
+        if self._map is None:
+            with open(self.path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return self._map
+
+    def raw(self, name: str) -> np.ndarray:
+        """The tensor as stored (read-only view into the mmap, no copy)."""
+        info = self.tensors[name]
+        dtype = DTYPES[info.dtype]
+        arr = np.frombuffer(self._buffer(), dtype=dtype, count=info.numel, offset=info.start)
+        return arr.reshape(info.shape)
+
+    def float32(self, name: str) -> np.ndarray:
+        """The tensor as float32: a view for F32, a converted copy for F16/BF16."""
+        info = self.tensors[name]
+        if info.dtype not in FLOAT_DTYPES:
+            raise CheckpointError(
+                f"{self.path.name}: tensor {name!r} has dtype {info.dtype}; weights must be F32, F16 or BF16",
+                "re-save the checkpoint in a floating-point dtype",
+            )
+        return to_float32(self.raw(name), info.dtype)
+
+
+def to_float32(arr: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "F32":
+        return arr
+    if dtype == "F16":
+        return arr.astype(np.float32)
+    # bfloat16 is the top half of a float32: shift the 16 stored bits into place.
+    return (arr.astype(np.uint32) << 16).view(np.float32)
+
+
+def read_header(path: Path) -> tuple[dict[str, str], dict[str, TensorInfo]]:
+    """Parse and validate a safetensors header without reading any tensor data."""
+    name = path.name
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            prefix = f.read(8)
+            if size == 0:
+                raise CheckpointError(f"{name} is empty", "the download or save did not finish; fetch or save it again")
+            if len(prefix) < 8:
+                raise CheckpointError(f"{name} is truncated ({size} bytes)", "fetch or save the file again")
+            n = int.from_bytes(prefix, "little")
+            if n > size - 8:
+                raise CheckpointError(
+                    f"{name}: header length {n:,} is larger than the file ({size:,} bytes); the file is truncated or not safetensors",
+                    "fetch or save the file again",
+                )
+            if n > MAX_HEADER_BYTES:
+                raise CheckpointError(f"{name}: header of {n:,} bytes is larger than the 100 MB safetensors allows")
+            header_bytes = f.read(n)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"{path} is a directory, not a safetensors file") from None
+    except PermissionError:
+        raise CheckpointError(f"{path} cannot be read (permission denied)") from None
+    try:
+        header = json.loads(header_bytes.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise CheckpointError(f"{name}: the header is not valid JSON ({type(e).__name__})", "the file is corrupt; fetch or save it again") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{name}: the header is not a JSON object")
+
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict):
+        raise CheckpointError(f"{name}: __metadata__ must be an object of strings")
+    data_start = 8 + n
+    data_size = size - data_start
+    tensors: dict[str, TensorInfo] = {}
+    for tname, entry in header.items():
+        tensors[tname] = _tensor_info(name, tname, entry, data_start, data_size)
+
+    # Byte ranges must not overlap: each byte of data belongs to at most one tensor.
+    spans = sorted((t.start, t.end, t.name) for t in tensors.values() if t.end > t.start)
+    for (s0, e0, n0), (s1, _e1, n1) in zip(spans, spans[1:]):
+        if s1 < e0:
+            raise CheckpointError(f"{name}: tensors {n0!r} and {n1!r} overlap in the file", "the file is corrupt; fetch or save it again")
+    return {str(k): str(v) for k, v in metadata.items()}, tensors
+
+
+def _tensor_info(fname: str, tname: str, entry: object, data_start: int, data_size: int) -> TensorInfo:
+    if not isinstance(entry, dict):
+        raise CheckpointError(f"{fname}: header entry {tname!r} is not an object")
+    dtype = entry.get("dtype")
+    if dtype not in DTYPES:
+        raise CheckpointError(
+            f"{fname}: tensor {tname!r} has unknown dtype {dtype!r}",
+            f"supported dtypes: {', '.join(DTYPES)}",
+        )
+    shape = entry.get("shape")
+    offsets = entry.get("data_offsets")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise CheckpointError(f"{fname}: tensor {tname!r} has an invalid shape {shape!r}")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+    ):
+        raise CheckpointError(f"{fname}: tensor {tname!r} has invalid data_offsets {offsets!r}")
+    begin, end = offsets
+    if not 0 <= begin <= end <= data_size:
+        raise CheckpointError(
+            f"{fname}: tensor {tname!r} lies outside the file (bytes {begin:,}..{end:,} of {data_size:,})",
+            "the file is truncated or corrupt; fetch or save it again",
+        )
+    nbytes = math.prod(shape) * DTYPES[dtype].itemsize
+    if nbytes != end - begin:
+        raise CheckpointError(
+            f"{fname}: tensor {tname!r} of shape {tuple(shape)} and dtype {dtype} needs {nbytes:,} bytes but has {end - begin:,}",
+            "the file is corrupt; fetch or save it again",
+        )
+    return TensorInfo(tname, dtype, tuple(shape), data_start + begin, data_start + end)
