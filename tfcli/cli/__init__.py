@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
 from typer.core import TyperGroup
+
+try:  # typer >= 0.22 carries its own copy of click
+    from typer._click import exceptions as click_errors
+except ImportError:  # older typer runs on click itself
+    from click import exceptions as click_errors
 
 from tfcli.engine.errors import TfcliError
 
@@ -28,12 +32,12 @@ class ErrorBoundary(TyperGroup):
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
         except TfcliError as e:
             _fail(str(e), e.exit_code)
-        except click.UsageError as e:
+        except click_errors.UsageError as e:
             where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
             _fail(e.format_message() + where, e.exit_code)
-        except click.ClickException as e:
+        except click_errors.ClickException as e:
             _fail(e.format_message(), e.exit_code)
-        except (click.exceptions.Abort, KeyboardInterrupt):
+        except (click_errors.Abort, KeyboardInterrupt):
             _fail("interrupted", 130)
         except BrokenPipeError:
             # The reader went away (`tfcli ... | head`): not an error worth a message.

@@ -1,0 +1,46 @@
+"""Shared fixtures: the small reference checkpoints and a way to run the real CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+DATA = Path(__file__).parent / "data"
+TINY_GPT2 = DATA / "tiny-gpt2"
+TINY_LLAMA = DATA / "tiny-llama"
+
+
+def reference(name: str) -> dict[str, np.ndarray]:
+    """Outputs of transformers for a checkpoint in tests/data (written by tools/make_references.py)."""
+    with np.load(DATA / f"{name}.reference.npz") as z:
+        return dict(z)
+
+
+class Result:
+    def __init__(self, r):
+        self.exit_code = r.exit_code
+        self.stdout = r.stdout
+        self.stderr = r.stderr
+        self.exception = r.exception
+
+
+@pytest.fixture
+def cli(monkeypatch, tmp_path):
+    """Run `tfcli ARGS...` in-process through the real entry point (error boundary included).
+
+    Returns an object with exit_code, stdout and stderr. TFCLI_HOME points at an empty temporary
+    folder so tests never see or touch the user's model cache.
+    """
+    from tfcli.cli import app
+
+    monkeypatch.setenv("TFCLI_HOME", str(tmp_path / "tfcli-home"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    runner = CliRunner()
+
+    def run(*args: str, input: str | bytes | None = None) -> Result:
+        return Result(runner.invoke(app, [str(a) for a in args], input=input, catch_exceptions=True))
+
+    return run
