@@ -88,7 +88,7 @@ def main() -> None:
     lcfg = LlamaConfig(
         vocab_size=vocab, hidden_size=96, intermediate_size=160, num_hidden_layers=3,
         num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=128,
-        rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False, initializer_range=0.2,
+        rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False, initializer_range=0.1,
         bos_token_id=0, eos_token_id=0, attn_implementation="eager",
     )
     llama = LlamaForCausalLM(lcfg).eval()

@@ -114,6 +114,7 @@ def generate(
                 stream.flush()
     except KeyboardInterrupt:
         gen.stats.stop_reason = "interrupted"
+        (pieces.append if show_probs else stream.write)(gen.flush())
         _finish(stream, pieces, gen.stats, load_seconds, quiet)
         raise typer.Exit(130) from None
     _finish(stream, pieces, gen.stats, load_seconds, quiet)

@@ -87,9 +87,9 @@ class Generation:
         model, sampler, stats = self.model, self.sampler, self.stats
         # The last sampled token is never fed back, so prompt + max_new - 1 positions suffice.
         cache = model.new_cache(len(self.prompt) + self.max_new_tokens - 1)
-        stream = TextStream(self.tokenizer, context=self.prompt[-4:])
+        self._stream = stream = TextStream(self.tokenizer, context=self.prompt[-4:])
         history = list(self.prompt)
-        pending = ""  # decoded text held back because it could be the start of a stop string
+        self._pending = ""  # decoded text held back: it could be the start of a stop string
 
         t0 = time.perf_counter()
         logits = model.forward(np.asarray(self.prompt), cache)[-1]  # [V]
@@ -105,21 +105,29 @@ class Generation:
             stats.new_tokens += 1
             if token in self.eos_ids:
                 stats.stop_reason = "eos"
-                yield Step(token, pending + stream.flush(), choice)
+                yield Step(token, self.flush(), choice)
                 return
-            pending += stream.push(token)
-            release, pending, hit = _split_at_stop(pending, self.stop)
+            release, self._pending, hit = _split_at_stop(self._pending + stream.push(token), self.stop)
             if hit:
                 stats.stop_reason = "stop string"
                 yield Step(token, release, choice)
                 return
             if stats.new_tokens >= self.max_new_tokens:
                 stats.stop_reason = "max tokens"
-                yield Step(token, release + pending + stream.flush(), choice)
+                yield Step(token, release + self.flush(), choice)
                 return
             yield Step(token, release, choice)
             logits = model.forward(np.asarray([token]), cache)[-1]  # [V]
             stats.decode_seconds = time.perf_counter() - t_decode
+
+
+    def flush(self) -> str:
+        """Text decoded but not yet released (held for a stop string or an incomplete character);
+        for a generation that ends early, e.g. on Ctrl-C."""
+        if not hasattr(self, "_stream"):
+            return ""
+        text, self._pending = self._pending + self._stream.flush(), ""
+        return text
 
 
 def _split_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, str, bool]:

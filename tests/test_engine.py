@@ -1,0 +1,119 @@
+"""The NumPy engine against transformers, and cached decoding against full recomputation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tfcli.engine import load
+from tfcli.engine.generate import Generation
+from tfcli.engine.sampling import Sampler, SamplingParams
+
+from conftest import DATA, reference
+
+MODELS = ["tiny-gpt2", "tiny-llama"]
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def lm(request):
+    return request.param, load(DATA / request.param)
+
+
+@pytest.mark.parametrize("prompt", ["one", "short", "long"])
+def test_logits_equal_transformers(lm, prompt):
+    name, m = lm
+    ref = reference(name)
+    ids = ref[f"ids_{prompt}"]
+    logits = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True)  # [T, V]
+    assert logits.shape == ref[f"logits_{prompt}"].shape
+    assert logits.dtype == np.float32
+    assert np.abs(logits - ref[f"logits_{prompt}"]).max() <= 1e-4
+
+
+def test_long_prompt_is_past_64_tokens():
+    assert len(reference("tiny-gpt2")["ids_long"]) > 64
+
+
+def test_kv_cache_equals_recomputation(lm):
+    """Feed a sequence token by token through the cache; each step's logits must equal those of
+    the whole prefix run in one pass with no cache."""
+    _, m = lm
+    ids = reference("tiny-gpt2")["ids_long"]  # 70 tokens: 5 in the prompt pass, 65 decode steps
+    full = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True)  # [T, V]
+    cache = m.model.new_cache(len(ids))
+    first = m.model.forward(ids[:5], cache, all_logits=True)  # a prompt pass, then decode steps
+    steps = [first] + [m.model.forward(ids[t : t + 1], cache) for t in range(5, len(ids))]
+    cached = np.concatenate(steps)  # [T, V]
+    assert cache.length == len(ids)
+    assert np.abs(cached - full).max() <= 1e-5
+
+
+def test_last_position_logits_equal_all_positions(lm):
+    _, m = lm
+    ids = reference("tiny-gpt2")["ids_short"]
+    last = m.model.forward(ids, m.model.new_cache(len(ids)))
+    full = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True)
+    assert last.shape == (1, m.config.vocab_size)
+    # same values up to the summation order BLAS picks for a [1, D] vs a [T, D] product
+    np.testing.assert_allclose(last[0], full[-1], rtol=0, atol=1e-5)
+
+
+def test_greedy_continuation_equals_transformers(lm):
+    name, m = lm
+    ref = reference(name)
+    gen = Generation(m.model, m.tokenizer, list(ref["greedy_prompt"]), Sampler(SamplingParams(temperature=0)), len(ref["greedy"]))
+    tokens = [step.token for step in gen]
+    assert len(tokens) >= 32
+    assert tokens == list(ref["greedy"])
+
+
+def test_attention_weights_equal_transformers(lm):
+    name, m = lm
+    ref = reference(name)
+    ids = ref["ids_long"]
+    probs: list[np.ndarray] = []
+    m.model.forward(ids, m.model.new_cache(len(ids)), attn_probs=probs)
+    got = np.stack(probs)  # [L, H, T, T]
+    assert got.shape == ref["attn_long"].shape
+    assert np.abs(got - ref["attn_long"]).max() <= 1e-5
+    np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-5)
+    upper = np.triu(np.ones(got.shape[-2:], dtype=bool), k=1)
+    assert (got[..., upper] == 0).all()
+
+
+def test_weights_are_memory_mapped_not_copied():
+    m = load(DATA / "tiny-gpt2")
+    # float32 weights are read-only views into the file's mmap, not private arrays
+    w = m.model.layers[0].c_attn_w
+    assert not w.flags.owndata and not w.flags.writeable
+    # the tied unembedding is the embedding matrix itself
+    assert np.shares_memory(m.model.lm_head_t, m.model.wte)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_checkpoints_load(tmp_path, dtype):
+    """F16 and BF16 files load and compute in float32, close to the float32 original."""
+    import shutil
+
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file, save_file
+
+    src = DATA / "tiny-gpt2"
+    dst = tmp_path / dtype
+    shutil.copytree(src, dst)
+    tensors = {k: v.to(getattr(torch, dtype)) for k, v in load_file(src / "model.safetensors").items()}
+    save_file(tensors, dst / "model.safetensors", metadata={"format": "pt"})
+    ref = reference("tiny-gpt2")
+    m = load(dst)
+    assert m.model.wte.dtype == np.float32
+    ids = ref["ids_short"]
+    logits = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True)
+    # exact against a float32 model whose weights were rounded the same way
+    rounded = {k: v.float() for k, v in tensors.items()}
+    from transformers import GPT2LMHeadModel
+
+    hf = GPT2LMHeadModel.from_pretrained(src).eval()
+    hf.load_state_dict(rounded, strict=False)
+    with torch.no_grad():
+        expect = hf(torch.from_numpy(ids)[None]).logits[0].numpy()
+    assert np.abs(logits - expect).max() <= 1e-4
