@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tfcli.engine import load
-from tfcli.engine.generate import Generation
+from tfcli.engine.generate import Generation, Session
 from tfcli.engine.sampling import Sampler, SamplingParams
 
 from conftest import DATA, reference
@@ -61,7 +61,7 @@ def test_last_position_logits_equal_all_positions(lm):
 def test_greedy_continuation_equals_transformers(lm):
     name, m = lm
     ref = reference(name)
-    gen = Generation(m.model, m.tokenizer, list(ref["greedy_prompt"]), Sampler(SamplingParams(temperature=0)), len(ref["greedy"]))
+    gen = Generation(Session(m.model), m.tokenizer, list(ref["greedy_prompt"]), Sampler(SamplingParams(temperature=0)), len(ref["greedy"]))
     tokens = [step.token for step in gen]
     assert len(tokens) >= 32
     assert tokens == list(ref["greedy"])

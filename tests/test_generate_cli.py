@@ -136,7 +136,7 @@ def test_prompt_longer_than_context(cli):
     _one_line_error(cli("generate", "-m", TINY_GPT2, long), 2, "context", "--truncate")
     r = cli("generate", "-m", TINY_GPT2, long, "--truncate", "-n", "8", "--seed", "0")
     assert r.exit_code == 0
-    assert "warning" in r.stderr and "keeping its last 120" in r.stderr
+    assert "warning" in r.stderr and "keeping its last 121" in r.stderr
 
 
 def test_empty_prompt(cli):

@@ -38,6 +38,8 @@ def generate(
     seed: options.Seed = None,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop when this text appears (repeatable); it is not printed.", show_default=False)] = None,
     show_probs: Annotated[int, typer.Option("--show-probs", help="For each new token, show the top N candidates before and after temperature/top-k/top-p.", show_default=False)] = 0,
+    chat: Annotated[bool, typer.Option("--chat", help="Treat PROMPT as a user message and lay it out with the model's chat template.")] = False,
+    system: Annotated[Optional[str], typer.Option("--system", help="With --chat: a system message before the user's.", show_default=False)] = None,
     truncate: Annotated[bool, typer.Option("--truncate", help="If the prompt is longer than the context, keep its last tokens (with a warning).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No statistics on stderr.")] = False,
 ) -> None:
@@ -53,10 +55,12 @@ def generate(
       tfcli generate -m tang "床前明月光" --seed 1
 
       tfcli generate "To be" -t 0 -n 40 --show-probs 5
+
+      tfcli generate -m smollm2 --chat "What is the capital of France?" -t 0
     """
     from tfcli.engine import load
     from tfcli.engine.errors import PromptError, UsageError
-    from tfcli.engine.generate import Generation
+    from tfcli.engine.generate import Generation, Session
     from tfcli.engine.sampling import Sampler
 
     if show_probs < 0:
@@ -71,38 +75,33 @@ def generate(
         warn(w)
     sampler = Sampler(_sampling_params(lm.generation, temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n, seed))
 
+    if system is not None and not chat:
+        raise UsageError("--system goes with --chat")
+    eos_ids = lm.config.eos_token_ids
+    if chat:
+        text = chat_prompt(lm, text, system)
+        eos_ids = lm.chat_eos_ids()
     ids = lm.tokenizer.encode(text)
     if not ids:
         raise PromptError("the prompt encodes to no tokens", "give some text to continue")
-    n_ctx = lm.config.n_ctx
-    want = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS
-    if len(ids) >= n_ctx or (truncate and len(ids) + want > n_ctx):
-        if not truncate:
-            raise PromptError(
-                f"the prompt is {len(ids)} tokens but {lm.name}'s context is {n_ctx}",
-                "shorten it, or use --truncate to keep its last tokens",
-            )
-        keep = max(1, n_ctx - want)
-        warn(f"the prompt is {len(ids)} tokens; keeping its last {keep} so that {n_ctx - keep} new tokens fit the context of {n_ctx}")
-        ids = ids[-keep:]
-    if max_tokens is None:
-        want = min(DEFAULT_MAX_TOKENS, n_ctx - len(ids))
-
+    ids = _fit_context(ids, lm.config.n_ctx, max_tokens, truncate, lm.name)
+    # The last new token is never fed back: a prompt of P tokens leaves n_ctx - P + 1 to generate.
+    want = max_tokens if max_tokens is not None else min(DEFAULT_MAX_TOKENS, lm.config.n_ctx - len(ids) + 1)
     gen = Generation(
-        lm.model,
+        Session(lm.model, capacity=len(ids) + want - 1),
         lm.tokenizer,
         ids,
         sampler,
         max_new_tokens=want,
         stop=tuple(stop or ()),
-        eos_ids=lm.config.eos_token_ids,
+        eos_ids=eos_ids,
         show_top=show_probs,
     )
     # With --show-probs the candidate view goes to stderr step by step, and the text to stdout at the
     # end, so that the two never interleave on a terminal.
     stream = sys.stdout
     pieces: list[str] = []
-    if not show_probs and prompt is not None and stream.isatty():
+    if not show_probs and not chat and prompt is not None and stream.isatty():
         stream.write(text)
     try:
         for step in gen:
@@ -120,6 +119,16 @@ def generate(
     _finish(stream, pieces, gen.stats, load_seconds, quiet)
 
 
+def chat_prompt(lm, user: str, system: str | None, history: list[dict[str, str]] = ()) -> str:
+    """The conversation so far plus the user's new message, laid out by the model's chat template."""
+    from tfcli.engine.errors import UsageError
+
+    if lm.chat is None:
+        raise UsageError(f"{lm.name} has no chat template, so it is not a chat model", "drop --chat to continue text, or use a chat model such as smollm2")
+    messages = ([{"role": "system", "content": system}] if system else []) + list(history)
+    return lm.chat.render(messages + [{"role": "user", "content": user}], add_generation_prompt=True)
+
+
 def _finish(stream, pieces: list[str], stats, load_seconds: float, quiet: bool) -> None:
     if pieces:
         stream.write("".join(pieces))
@@ -131,6 +140,30 @@ def _finish(stream, pieces: list[str], stats, load_seconds: float, quiet: bool) 
             f"prefill {stats.prefill_tps:,.0f} tok/s · decode {stats.decode_tps:,.1f} tok/s · "
             f"load {load_seconds:.2f} s · stopped: {stats.stop_reason or 'interrupted'}"
         )
+
+
+def _fit_context(ids: list[int], n_ctx: int, max_tokens: int | None, truncate: bool, name: str) -> list[int]:
+    """The prompt's tokens, or with --truncate its last ones, so that it and the new tokens fit.
+
+    Without --truncate a prompt that fits is kept whole (Generation says if --max-tokens does not
+    fit after it); with --truncate the prompt is cut to leave room for --max-tokens, or by default
+    for up to half the context.
+    """
+    from tfcli.engine.errors import PromptError
+
+    room_needed = max_tokens if max_tokens is not None else min(DEFAULT_MAX_TOKENS, n_ctx // 2)
+    if not truncate:
+        if len(ids) > n_ctx:
+            raise PromptError(
+                f"the prompt is {len(ids)} tokens but {name}'s context is {n_ctx}",
+                "shorten it, or use --truncate to keep its last tokens",
+            )
+        return ids
+    keep = max(1, n_ctx - room_needed + 1)
+    if len(ids) <= keep:
+        return ids
+    warn(f"the prompt is {len(ids)} tokens; keeping its last {keep} so that {n_ctx - keep + 1} new tokens fit the context of {n_ctx}")
+    return ids[-keep:]
 
 
 def _read_prompt(prompt: str | None) -> str:

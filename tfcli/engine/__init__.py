@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .chat import ChatTemplate, load_chat_template
 from .checkpoint import Checkpoint, open_checkpoint
 from .config import ModelConfig
 from .errors import TfcliError
@@ -22,11 +23,21 @@ class LoadedModel:
     model: Transformer
     tokenizer: Tokenizer
     generation: dict = field(default_factory=dict)  # generation_config.json
+    chat: ChatTemplate | None = None  # how the model lays out a conversation, if it is a chat model
     warnings: list[str] = field(default_factory=list)
 
     @property
     def config(self) -> ModelConfig:
         return self.model.config
+
+    def chat_eos_ids(self) -> tuple[int, ...]:
+        """Tokens that end a reply: the config's EOS ids and the chat template's end-of-turn token."""
+        ids = set(self.config.eos_token_ids)
+        if self.chat and self.chat.eos_token:
+            tid = self.tokenizer.token_id(self.chat.eos_token)
+            if tid is not None:
+                ids.add(tid)
+        return tuple(sorted(ids))
 
 
 def build(ckpt: Checkpoint) -> Transformer:
@@ -54,7 +65,7 @@ def load(model: str | Path | None = None) -> LoadedModel:
             f"tokenizer.json has {tokenizer.vocab_size} tokens but the model only {ckpt.config.vocab_size}; ids past it are refused"
         )
     name = path.name if isinstance(model, Path) or model is None or "/" in str(model) else str(model)
-    return LoadedModel(name, path, net, tokenizer, ckpt.generation, warnings)
+    return LoadedModel(name, path, net, tokenizer, ckpt.generation, load_chat_template(path), warnings)
 
 
 __all__ = ["LoadedModel", "ModelConfig", "TfcliError", "Transformer", "Tokenizer", "build", "load"]

@@ -1,8 +1,10 @@
 """Text generation: one forward pass over the prompt, then one token per step through the KV cache.
 
-`Generation` is an iterator of `Step`s; the caller decides what to do with each (print it, collect
-it, draw its probabilities). Timings are kept in `stats`, so that an interrupted generation can
-still report what it did.
+A `Session` is a model with its KV cache and the tokens that cache holds; a new prompt that starts
+with those tokens only pays for the rest (a chat reuses every earlier turn). `Generation` is an
+iterator of `Step`s; the caller decides what to do with each (print it, collect it, draw its
+probabilities). Timings are kept in `stats`, so that an interrupted generation still reports what
+it did.
 """
 
 from __future__ import annotations
@@ -19,13 +21,44 @@ from .sampling import Choice, Sampler
 from .tokenizer import TextStream, Tokenizer
 
 
+class Session:
+    """A model, its KV cache, and the tokens whose keys and values the cache holds."""
+
+    def __init__(self, model: Transformer, capacity: int | None = None):
+        self.model = model
+        self.capacity = min(capacity or model.config.n_ctx, model.config.n_ctx)
+        self.cache = model.new_cache(self.capacity)
+        self.tokens: list[int] = []
+
+    def prefill(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+        """Bring the cache to `tokens`; return the logits after the last one [V] and how many
+        tokens were computed (those after the longest prefix the cache already held)."""
+        reuse = 0
+        for a, b in zip(self.tokens, tokens):
+            if a != b:
+                break
+            reuse += 1
+        reuse = min(reuse, len(tokens) - 1)  # the last token must run to give logits
+        self.cache.reset(reuse)
+        self.tokens = list(tokens[:reuse])
+        logits = self.model.forward(np.asarray(tokens[reuse:]), self.cache)[-1]  # [V]
+        self.tokens = list(tokens)
+        return logits, len(tokens) - reuse
+
+    def step(self, token: int) -> np.ndarray:
+        """Append one token; return the logits for the next one [V]."""
+        logits = self.model.forward(np.asarray([token]), self.cache)[-1]  # [V]
+        self.tokens.append(token)
+        return logits
+
+
 @dataclass
 class Stats:
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # tokens run in the prompt pass (a chat turn reuses the earlier ones)
     new_tokens: int = 0
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0  # time of the decode steps (the tokens after the first)
-    stop_reason: str = ""  # "eos", "stop string", "max tokens", "context full", or "" while running
+    stop_reason: str = ""  # "eos", "stop string", "max tokens", or "" while running
 
     @property
     def prefill_tps(self) -> float:
@@ -46,9 +79,9 @@ class Step:
 
 @dataclass
 class Generation:
-    model: Transformer
+    session: Session
     tokenizer: Tokenizer
-    prompt: list[int]
+    prompt: list[int]  # the whole context to continue (a session reuses what it already holds)
     sampler: Sampler
     max_new_tokens: int
     stop: tuple[str, ...] = ()
@@ -57,7 +90,7 @@ class Generation:
     stats: Stats = field(default_factory=Stats)
 
     def __post_init__(self) -> None:
-        cfg = self.model.config
+        cfg = self.session.model.config
         if not self.prompt:
             raise PromptError("the prompt is empty", "give some text to continue")
         bad = [t for t in self.prompt if not 0 <= t < cfg.vocab_size]
@@ -68,31 +101,30 @@ class Generation:
             )
         if self.max_new_tokens < 1:
             raise UsageError(f"--max-tokens must be at least 1, not {self.max_new_tokens}")
-        if len(self.prompt) + self.max_new_tokens > cfg.n_ctx:
-            room = cfg.n_ctx - len(self.prompt)
+        # The last sampled token is never fed back, so prompt + max_new - 1 positions are used.
+        n_ctx = self.session.capacity
+        if len(self.prompt) + self.max_new_tokens - 1 > n_ctx:
+            room = n_ctx - len(self.prompt) + 1
             if room < 1:
                 raise PromptError(
-                    f"the prompt is {len(self.prompt)} tokens but the model's context is {cfg.n_ctx}",
+                    f"the prompt is {len(self.prompt)} tokens but the context holds {n_ctx}",
                     "shorten it, or use --truncate to keep its last tokens",
                 )
             raise UsageError(
-                f"--max-tokens {self.max_new_tokens} does not fit: the context holds {cfg.n_ctx} tokens and the prompt uses {len(self.prompt)}",
+                f"--max-tokens {self.max_new_tokens} does not fit: the context holds {n_ctx} tokens and the prompt uses {len(self.prompt)}",
                 f"use --max-tokens {room} or fewer",
             )
         if any(s == "" for s in self.stop):
             raise UsageError("--stop strings must not be empty")
-        self.stats.prompt_tokens = len(self.prompt)
 
     def __iter__(self) -> Iterator[Step]:
-        model, sampler, stats = self.model, self.sampler, self.stats
-        # The last sampled token is never fed back, so prompt + max_new - 1 positions suffice.
-        cache = model.new_cache(len(self.prompt) + self.max_new_tokens - 1)
+        session, sampler, stats = self.session, self.sampler, self.stats
         self._stream = stream = TextStream(self.tokenizer, context=self.prompt[-4:])
-        history = list(self.prompt)
         self._pending = ""  # decoded text held back: it could be the start of a stop string
+        history = list(self.prompt)
 
         t0 = time.perf_counter()
-        logits = model.forward(np.asarray(self.prompt), cache)[-1]  # [V]
+        logits, stats.prompt_tokens = session.prefill(self.prompt)  # [V]
         stats.prefill_seconds = time.perf_counter() - t0
         t_decode = time.perf_counter()
         while True:
@@ -117,9 +149,8 @@ class Generation:
                 yield Step(token, release + self.flush(), choice)
                 return
             yield Step(token, release, choice)
-            logits = model.forward(np.asarray([token]), cache)[-1]  # [V]
+            logits = session.step(token)  # [V]
             stats.decode_seconds = time.perf_counter() - t_decode
-
 
     def flush(self) -> str:
         """Text decoded but not yet released (held for a stop string or an incomplete character);

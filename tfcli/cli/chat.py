@@ -1,0 +1,97 @@
+"""tfcli chat: talk to a chat model, turn after turn, keeping the KV cache between turns."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from . import options
+from .console import err, note, warn
+
+
+def chat(
+    model: options.Model = None,
+    system: Annotated[Optional[str], typer.Option("--system", help="A system message that opens the conversation.", show_default=False)] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Longest reply, in tokens.")] = 512,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", "-t", help="0 = greedy. [default: model's, else 0.8]", show_default=False)] = None,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", show_default=False, help="[default: model's, else 40]")] = None,
+    top_p: Annotated[Optional[float], typer.Option("--top-p", show_default=False, help="[default: model's, else 0.95]")] = None,
+    min_p: Annotated[Optional[float], typer.Option("--min-p", show_default=False, help="[default: 0.05]")] = None,
+    repetition_penalty: Annotated[Optional[float], typer.Option("--repetition-penalty", show_default=False, help="[default: model's, else 1]")] = None,
+    seed: options.Seed = None,
+) -> None:
+    """Chat with a model that has a chat template (such as smollm2).
+
+    Each turn reuses the KV cache of the conversation so far: only the new message is computed.
+    Type /reset to start over, /exit or Ctrl-D to leave; Ctrl-C stops a reply. Lines piped on
+    stdin are read as successive user messages.
+
+    Example:
+
+      tfcli chat -m smollm2 --system "Answer in one sentence."
+    """
+    from tfcli.engine import load
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.generate import Generation, Session
+    from tfcli.engine.sampling import Sampler
+
+    from .generate import _sampling_params, chat_prompt
+
+    if max_tokens < 1:
+        raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
+    lm = load(model)
+    for w in lm.warnings:
+        warn(w)
+    if lm.chat is None:
+        chat_prompt(lm, "", None)  # raises the "not a chat model" error
+    sampler = Sampler(_sampling_params(lm.generation, temperature, top_k, top_p, min_p, repetition_penalty, 64, seed))
+    session = Session(lm.model)
+    history: list[dict[str, str]] = []
+    interactive = sys.stdin.isatty()
+    if interactive:
+        note(f"chatting with {lm.name} ({lm.config.n_ctx:,}-token context); /reset starts over, /exit or Ctrl-D leaves")
+    while True:
+        try:
+            user = input("> " if interactive else "")
+        except EOFError:
+            break
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+        command = user.strip()
+        if command in ("/exit", "/quit"):
+            break
+        if command == "/reset":
+            history.clear()
+            note("conversation cleared")
+            continue
+        if not command:
+            continue
+        ids = lm.tokenizer.encode(chat_prompt(lm, user, system, history))
+        room = session.capacity - len(ids) + 1
+        if room < 2:
+            warn(f"the conversation fills the context ({len(ids):,} of {session.capacity:,} tokens); starting over")
+            history.clear()
+            ids = lm.tokenizer.encode(chat_prompt(lm, user, system, history))
+            room = session.capacity - len(ids) + 1
+        gen = Generation(session, lm.tokenizer, ids, sampler, min(max_tokens, room), eos_ids=lm.chat_eos_ids())
+        reply: list[str] = []
+        try:
+            for step in gen:
+                if step.text:
+                    reply.append(step.text)
+                    sys.stdout.write(step.text)
+                    sys.stdout.flush()
+        except KeyboardInterrupt:
+            reply.append(gen.flush())
+            sys.stdout.write(reply[-1])
+            gen.stats.stop_reason = "interrupted"
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        s = gen.stats
+        err.print(
+            f"[dim]{s.prompt_tokens} new prompt tokens (of {len(ids)}) · {s.new_tokens} reply · "
+            f"decode {s.decode_tps:,.1f} tok/s · stopped: {s.stop_reason}[/]"
+        )
+        history += [{"role": "user", "content": user}, {"role": "assistant", "content": "".join(reply)}]
