@@ -37,7 +37,7 @@ class ErrorBoundary(TyperGroup):
             _fail(e.format_message() + where, e.exit_code)
         except click_errors.ClickException as e:
             _fail(e.format_message(), e.exit_code)
-        except (click_errors.Abort, KeyboardInterrupt):
+        except (typer.Abort, KeyboardInterrupt):
             _fail("interrupted", 130)
         except BrokenPipeError:
             # The reader went away (`tfcli ... | head`): not an error worth a message.
@@ -69,10 +69,16 @@ app = typer.Typer(
 
 
 # One file per command; each module keeps its heavy imports inside the command function.
-from . import generate, tokenize  # noqa: E402
+from . import attn, bench, chat, generate, params, tokenize  # noqa: E402
 
 app.command("generate")(generate.generate)
+app.command("chat")(chat.chat)
 app.command("tokenize")(tokenize.tokenize)
+app.command("params")(params.params)
+app.command("attn")(attn.attn)
+app.command("bench")(bench.bench)
+
+
 
 
 def main() -> None:

@@ -15,11 +15,11 @@ def chat(
     model: options.Model = None,
     system: Annotated[Optional[str], typer.Option("--system", help="A system message that opens the conversation.", show_default=False)] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Longest reply, in tokens.")] = 512,
-    temperature: Annotated[Optional[float], typer.Option("--temperature", "-t", help="0 = greedy. [default: model's, else 0.8]", show_default=False)] = None,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", show_default=False, help="[default: model's, else 40]")] = None,
-    top_p: Annotated[Optional[float], typer.Option("--top-p", show_default=False, help="[default: model's, else 0.95]")] = None,
-    min_p: Annotated[Optional[float], typer.Option("--min-p", show_default=False, help="[default: 0.05]")] = None,
-    repetition_penalty: Annotated[Optional[float], typer.Option("--repetition-penalty", show_default=False, help="[default: model's, else 1]")] = None,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", "-t", help="0 = greedy. (default: model's, else 0.8)", show_default=False)] = None,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", show_default=False, help="(default: model's, else 40)")] = None,
+    top_p: Annotated[Optional[float], typer.Option("--top-p", show_default=False, help="(default: model's, else 0.95)")] = None,
+    min_p: Annotated[Optional[float], typer.Option("--min-p", show_default=False, help="(default: 0.05)")] = None,
+    repetition_penalty: Annotated[Optional[float], typer.Option("--repetition-penalty", show_default=False, help="(default: model's, else 1)")] = None,
     seed: options.Seed = None,
 ) -> None:
     """Chat with a model that has a chat template (such as smollm2).

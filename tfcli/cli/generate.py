@@ -26,13 +26,13 @@ def generate(
     ] = None,
     temperature: Annotated[
         Optional[float],
-        typer.Option("--temperature", "-t", help="Divide the logits by this before softmax: 0 = greedy, <1 sharper, >1 flatter. [default: model's, else 0.8]", show_default=False),
+        typer.Option("--temperature", "-t", help="Divide the logits by this before softmax: 0 = greedy, <1 sharper, >1 flatter. (default: model's, else 0.8)", show_default=False),
     ] = None,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off). [default: model's, else 40]", show_default=False)] = None,
-    top_p: Annotated[Optional[float], typer.Option("--top-p", help="Keep the smallest set of tokens whose probability reaches p (1 = off). [default: model's, else 0.95]", show_default=False)] = None,
-    min_p: Annotated[Optional[float], typer.Option("--min-p", help="Drop tokens less likely than min-p x the top token (0 = off). [default: 0.05]", show_default=False)] = None,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off). (default: model's, else 40)", show_default=False)] = None,
+    top_p: Annotated[Optional[float], typer.Option("--top-p", help="Keep the smallest set of tokens whose probability reaches p (1 = off). (default: model's, else 0.95)", show_default=False)] = None,
+    min_p: Annotated[Optional[float], typer.Option("--min-p", help="Drop tokens less likely than min-p x the top token (0 = off). (default: 0.05)", show_default=False)] = None,
     repetition_penalty: Annotated[
-        Optional[float], typer.Option("--repetition-penalty", help="Penalise tokens seen in the last --repeat-last-n (1 = off). [default: model's, else 1]", show_default=False)
+        Optional[float], typer.Option("--repetition-penalty", help="Penalise tokens seen in the last --repeat-last-n (1 = off). (default: model's, else 1)", show_default=False)
     ] = None,
     repeat_last_n: Annotated[int, typer.Option("--repeat-last-n", help="How many recent tokens the repetition penalty looks at.")] = 64,
     seed: options.Seed = None,

@@ -1,0 +1,68 @@
+"""Loading a model folder into a runnable model: name table, tokenizer, chat template, warnings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .chat import ChatTemplate, load_chat_template
+from .checkpoint import Checkpoint, open_checkpoint
+from .config import ModelConfig
+from .model import Transformer
+from .registry import resolve
+from .tokenizer import Tokenizer
+
+
+@dataclass
+class LoadedModel:
+    """A runnable model with its tokenizer, sampling defaults and anything worth warning about."""
+
+    name: str
+    path: Path
+    model: Transformer
+    tokenizer: Tokenizer
+    generation: dict = field(default_factory=dict)  # generation_config.json
+    chat: ChatTemplate | None = None  # how the model lays out a conversation, if it is a chat model
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.model.config
+
+    def chat_eos_ids(self) -> tuple[int, ...]:
+        """Tokens that end a reply: the config's EOS ids and the chat template's end-of-turn token."""
+        ids = set(self.config.eos_token_ids)
+        if self.chat and self.chat.eos_token:
+            tid = self.tokenizer.token_id(self.chat.eos_token)
+            if tid is not None:
+                ids.add(tid)
+        return tuple(sorted(ids))
+
+
+def build(ckpt: Checkpoint) -> Transformer:
+    """Turn an opened checkpoint into the family's model (name table applied, shapes checked)."""
+    from .gpt2 import GPT2
+    from .llama import Llama
+
+    family = {"gpt2": GPT2, "llama": Llama}[ckpt.config.family]
+    return family.from_checkpoint(ckpt)
+
+
+def load(model: str | Path | None = None) -> LoadedModel:
+    """Load a model by name (shipped or pulled) or folder path."""
+    path = Path(model) if isinstance(model, Path) else resolve(model)
+    ckpt = open_checkpoint(path)
+    net = build(ckpt)
+    tokenizer = Tokenizer(path / "tokenizer.json")
+    warnings = []
+    extra = ckpt.tensors.unused()
+    if extra:
+        shown = ", ".join(extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+        warnings.append(f"{len(extra)} tensor(s) in the checkpoint are not used by a {ckpt.config.family} model: {shown}")
+    if tokenizer.vocab_size > ckpt.config.vocab_size:
+        warnings.append(
+            f"tokenizer.json has {tokenizer.vocab_size} tokens but the model only {ckpt.config.vocab_size}; ids past it are refused"
+        )
+    name = path.name if isinstance(model, Path) or model is None or "/" in str(model) else str(model)
+    return LoadedModel(name, path, net, tokenizer, ckpt.generation, load_chat_template(path), warnings)
+
