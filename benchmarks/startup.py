@@ -1,0 +1,119 @@
+"""How long `tfcli --help` and `tfcli params --preset gpt3` take to start, and what they import.
+
+    python benchmarks/startup.py            # median of 7 runs each
+    python benchmarks/startup.py -n 15 --check
+
+Each command runs as a fresh subprocess (`python -m tfcli ...` from the repository root), so the
+times include the interpreter, Typer and Rich. The reference, measured in the same run, is a bare
+`python -c pass`. Then `-X importtime` lists the heavy modules the params command loads (NumPy,
+tokenizers, safetensors, torch, the tfcli engine) and the chain of imports that pulled each in:
+`tfcli params --preset` only needs tfcli/analysis (pure Python) and the error classes of
+tfcli.engine.errors, so anything else is overhead.
+
+--check exits with 1 if the params command takes 0.5 s or more, or loads any of those modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUDGET = 0.5  # seconds, for `tfcli params --preset gpt3`
+HEAVY = ("numpy", "tokenizers", "safetensors", "torch", "transformers")
+
+
+def environment() -> dict[str, str]:
+    """This environment, with bytecode cached in a temporary folder (not in the source tree), as an
+    installed tfcli would have it: with PYTHONDONTWRITEBYTECODE set, every run would recompile tfcli."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return env | {"NO_COLOR": "1", "PYTHONPYCACHEPREFIX": str(Path(tempfile.gettempdir()) / "tfcli-startup-pycache")}
+
+
+def timed(args: list[str], runs: int) -> float:
+    """Median wall time of `python ARGS` after one warm-up run, output discarded."""
+    env = environment()
+    subprocess.run([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def import_tree(args: list[str]) -> list[tuple[str, int, int, int]]:
+    """(module, depth, self µs, cumulative µs) for each import of `python -X importtime ARGS`, in the
+    order Python reports them: a module's own imports come before it, one level deeper."""
+    env = environment()
+    r = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    rows = []
+    for line in r.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        self_us, cumulative, name = line[len("import time:") :].split("|", 2)
+        depth = (len(name) - len(name.lstrip(" ")) - 1) // 2
+        rows.append((name.strip(), depth, int(self_us), int(cumulative)))
+    return rows
+
+
+def chain(rows: list[tuple[str, int, int, int]], i: int) -> list[str]:
+    """The imports that led to rows[i], outermost first."""
+    names = [rows[i][0]]
+    depth = rows[i][1]
+    for name, d, _, _ in rows[i + 1 :]:
+        if d == depth - 1:
+            names.append(name)
+            depth = d
+            if d == 0:
+                break
+    return names[::-1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", "--runs", type=int, default=7, help="runs per command (the median is shown)")
+    ap.add_argument("--check", action="store_true", help=f"exit 1 if params takes {BUDGET} s or more, or loads a heavy module")
+    a = ap.parse_args()
+
+    params = ["-m", "tfcli", "params", "--preset", "gpt3"]
+    bare = timed(["-c", "pass"], a.runs)
+    help_ = timed(["-m", "tfcli", "--help"], a.runs)
+    cmd = timed(params, a.runs)
+    print(f"median of {a.runs} runs, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(f"  python -c pass                  {bare * 1000:7.0f} ms   (reference)")
+    print(f"  tfcli --help                    {help_ * 1000:7.0f} ms   {help_ / bare:5.1f} x reference")
+    print(f"  tfcli params --preset gpt3      {cmd * 1000:7.0f} ms   {cmd / bare:5.1f} x reference   budget {BUDGET * 1000:.0f} ms: {'ok' if cmd < BUDGET else 'OVER'}")
+
+    rows = import_tree(params)
+    total = sum(r[2] for r in rows)
+    mine = [r for r in rows if r[0].startswith(("tfcli.analysis", "tfcli.cli.params"))]
+    print(f"\nimports of `tfcli params --preset gpt3` (-X importtime): {len(rows)} modules, {total / 1000:.0f} ms in all")
+    for name, _, self_us, _ in mine:
+        print(f"  {name:32} {self_us / 1000:6.1f} ms")
+    heavy = [i for i, r in enumerate(rows) if r[0] in HEAVY]
+    # The error classes live in tfcli.engine.errors, which the CLI's error boundary imports; that
+    # also runs tfcli/engine/__init__.py. Both are fine if that file imports nothing itself.
+    engine = [r[0] for r in rows if r[0].startswith("tfcli.engine.") and r[0] != "tfcli.engine.errors"]
+    if not heavy and not engine:
+        print("  no heavy module: not NumPy, tokenizers, safetensors, torch, transformers, nor the engine (beyond tfcli.engine.errors)")
+    else:
+        print("  heavy modules loaded, each with the chain of imports that pulled it in:")
+        for i in heavy:
+            name, _, _, cumulative = rows[i]
+            print(f"  {name:16} {cumulative / 1000:6.1f} ms   {' → '.join(chain(rows, i))}")
+        if engine:
+            print(f"  engine modules loaded ({len(set(engine))}): {', '.join(dict.fromkeys(engine))}")
+    if a.check and (cmd >= BUDGET or heavy or engine):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

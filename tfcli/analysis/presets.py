@@ -1,0 +1,110 @@
+"""Shapes of published models, with the parameter figure their authors quoted.
+
+GPT-3: Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1. Every row has
+context 2048 and the GPT-2 vocabulary of 50,257, learned positions, LayerNorm, biases, a GELU MLP
+of 4 x d_model, and the unembedding tied to the embedding (as in GPT-2, which the paper follows).
+GPT-2: the config.json files of openai-community/gpt2{,-medium,-large,-xl} (context 1024).
+SmolLM2-135M: HuggingFaceTB/SmolLM2-135M config.json.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from .params import Shape, ShapeError
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    title: str
+    shape: Shape
+    quoted: str  # the figure the authors printed, e.g. "1.3B"
+    source: str  # where `quoted` and the shape come from
+    note: str = ""  # where the shape departs from what was printed, and why
+
+
+def _gpt3(layers: int, d_model: int, heads: int) -> Shape:
+    return Shape(layers=layers, d_model=d_model, heads=heads, head_dim=d_model // heads, kv_heads=heads, d_ff=4 * d_model, vocab=50257, context=2048)
+
+
+def _gpt2(layers: int, d_model: int, heads: int) -> Shape:
+    return Shape(layers=layers, d_model=d_model, heads=heads, head_dim=d_model // heads, kv_heads=heads, d_ff=4 * d_model, vocab=50257, context=1024)
+
+
+_GPT3 = "GPT-3 paper, Table 2.1"
+_GPT2 = "GPT-2 paper, Table 2"
+_GPT2_NOTE = "the GPT-2 paper printed {}; the released checkpoint holds the count here (OpenAI's download name: {})"
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset("gpt3-small", "GPT-3 Small", _gpt3(12, 768, 12), "125M", _GPT3),
+        Preset("gpt3-medium", "GPT-3 Medium", _gpt3(24, 1024, 16), "350M", _GPT3),
+        Preset("gpt3-large", "GPT-3 Large", _gpt3(24, 1536, 16), "760M", _GPT3),
+        Preset(
+            "gpt3-xl",
+            "GPT-3 XL",
+            _gpt3(24, 2048, 16),
+            "1.3B",
+            _GPT3,
+            "the table prints 24 heads of 128, but 24 × 128 = 3,072 ≠ d_model 2,048 and would give 1.5B; "
+            "16 heads of 128 (as GPT-Neo 1.3B) match d_model and the 1.3B figure",
+        ),
+        Preset("gpt3-2.7b", "GPT-3 2.7B", _gpt3(32, 2560, 32), "2.7B", _GPT3),
+        Preset("gpt3-6.7b", "GPT-3 6.7B", _gpt3(32, 4096, 32), "6.7B", _GPT3),
+        Preset(
+            "gpt3-13b",
+            "GPT-3 13B",
+            _gpt3(40, 5120, 40),
+            "13B",
+            _GPT3,
+            "the table prints d_model 5,140, which 40 heads of 128 (= 5,120) cannot fill; 5,120 is used",
+        ),
+        Preset("gpt3", "GPT-3 175B", _gpt3(96, 12288, 96), "175B", _GPT3),
+        Preset("gpt2", "GPT-2 small", _gpt2(12, 768, 12), "117M", _GPT2, _GPT2_NOTE.format("117M", "124M")),
+        Preset("gpt2-medium", "GPT-2 medium", _gpt2(24, 1024, 16), "345M", _GPT2, _GPT2_NOTE.format("345M", "355M")),
+        Preset("gpt2-large", "GPT-2 large", _gpt2(36, 1280, 20), "762M", _GPT2, _GPT2_NOTE.format("762M", "774M")),
+        Preset("gpt2-xl", "GPT-2 XL", _gpt2(48, 1600, 25), "1542M", _GPT2, _GPT2_NOTE.format("1542M", "1558M")),
+        Preset(
+            "smollm2-135m",
+            "SmolLM2-135M",
+            Shape(
+                layers=30,
+                d_model=576,
+                heads=9,
+                head_dim=64,
+                kv_heads=3,
+                d_ff=1536,
+                vocab=49152,
+                context=8192,
+                tied=True,
+                attn_bias=False,
+                mlp_bias=False,
+                mlp="swiglu",
+                norm="rmsnorm",
+                positions="rope",
+            ),
+            "135M",
+            "HuggingFaceTB/SmolLM2-135M",
+        ),
+    )
+}
+
+# Other spellings people use for the same rows.
+ALIASES = {"gpt3-175b": "gpt3", "gpt3-125m": "gpt3-small", "gpt3-350m": "gpt3-medium", "gpt3-760m": "gpt3-large"}
+ALIASES |= {"gpt3-1.3b": "gpt3-xl", "gpt2-small": "gpt2", "gpt2-124m": "gpt2", "smollm2": "smollm2-135m"}
+
+DEFAULT = "gpt3"
+
+
+def get(name: str) -> Preset:
+    """The preset called `name` (any case, or a common alias); ShapeError with the closest name otherwise."""
+    key = name.strip().lower()
+    key = ALIASES.get(key, key)
+    if key in PRESETS:
+        return PRESETS[key]
+    close = difflib.get_close_matches(key, [*PRESETS, *ALIASES], n=1, cutoff=0.6)
+    hint = f"did you mean {ALIASES.get(close[0], close[0])!r}? See --list-presets" if close else "see --list-presets"
+    raise ShapeError(f"unknown preset {name!r}", hint)
