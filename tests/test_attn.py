@@ -1,0 +1,341 @@
+"""tfcli attn: attention weights equal transformers', masks, the worked example, and the CLI's views and files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tfcli.analysis.attention import (
+    banded_mask,
+    causal_mask,
+    fit,
+    masked_softmax,
+    parse_pattern,
+    sliding_mask,
+    summarize,
+    worked_example,
+)
+from tfcli.cli import images
+from tfcli.cli.attn import attention_weights, token_labels
+from tfcli.engine import load
+from tfcli.engine.errors import UsageError
+
+from conftest import TINY_GPT2, TINY_LLAMA, reference
+
+TANG = Path(__file__).resolve().parent.parent / "weights" / "tang"
+CHINESE = "今天天气很好"
+
+
+def _has_cjk_font() -> bool:
+    try:
+        images.find_font(True)
+    except Exception:
+        return False
+    return True
+
+
+# --- the engine's attention weights ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, path", [("tiny-gpt2", TINY_GPT2), ("tiny-llama", TINY_LLAMA)])
+@pytest.mark.parametrize("case", ["one", "short", "long"])
+def test_attention_weights_equal_transformers(name, path, case):
+    ref = reference(name)
+    lm = load(path)
+    got = attention_weights(lm.model, ref[f"ids_{case}"].tolist(), list(range(lm.config.n_layer)))  # [L, H, T, T]
+    want = ref[f"attn_{case}"]
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-5
+
+
+@pytest.mark.parametrize("path", [TINY_GPT2, TINY_LLAMA])
+def test_rows_sum_to_one_and_the_future_is_exactly_zero(path):
+    lm = load(path)
+    ids = reference(path.name)["ids_long"].tolist()
+    w = attention_weights(lm.model, ids, list(range(lm.config.n_layer)))  # [L, H, T, T]
+    np.testing.assert_allclose(w.sum(axis=-1), 1.0, atol=1e-5)
+    future = ~causal_mask(len(ids))
+    assert (w[..., future] == 0.0).all()
+
+
+def test_asking_for_some_layers_keeps_only_those():
+    lm = load(TINY_LLAMA)
+    ids = reference("tiny-llama")["ids_short"].tolist()
+    every = attention_weights(lm.model, ids, [0, 1, 2])
+    some = attention_weights(lm.model, ids, [2, 0])
+    np.testing.assert_array_equal(some, every[[2, 0]])
+
+
+# --- masks, the worked example, summaries ---------------------------------------------------
+
+
+def test_masks():
+    assert causal_mask(4).sum() == 4 * 5 // 2
+    s = sliding_mask(6, 3)
+    assert s.sum(axis=1).tolist() == [1, 2, 3, 3, 3, 3]
+    assert not s[5, 2] and s[5, 3]
+    b = banded_mask(6, 3)
+    assert b.sum(axis=1).tolist() == [1, 2, 3, 1, 2, 3]
+    assert not b[3, 2]  # a new block starts: no look back across it
+    for allowed in (causal_mask(7), sliding_mask(7, 2), banded_mask(7, 3)):
+        w = masked_softmax(np.random.default_rng(0).normal(size=(7, 7)).astype(np.float32), allowed)
+        np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-6)
+        assert (w[~allowed] == 0.0).all() and (w[allowed] > 0).all()
+
+
+def test_parse_pattern():
+    assert parse_pattern("sliding:4").name == "sliding:4"
+    assert parse_pattern("banded:2").mask(4).tolist() == banded_mask(4, 2).tolist()
+    for bad in ("sliding", "banded:0", "dense", "sliding:-1"):
+        with pytest.raises(UsageError):
+            parse_pattern(bad)
+
+
+def test_worked_example_adds_up():
+    ex = worked_example()
+    t = ex.row
+    np.testing.assert_allclose(ex.weights.sum(axis=1), 1.0, atol=1e-6)
+    assert (ex.weights[t, t + 1 :] == 0).all() and np.isneginf(ex.masked[t, t + 1 :]).all()
+    np.testing.assert_allclose(ex.weights[t, : t + 1], ex.exps(t)[: t + 1] / ex.exps(t).sum(), rtol=1e-6)
+    np.testing.assert_allclose(ex.context(t), sum(ex.weights[t, i] * ex.values[i] for i in range(len(ex.tokens))), rtol=1e-6)
+    assert ex.tokens[int(ex.weights[t].argmax())] == "cat"
+
+
+def test_summaries_name_the_pattern():
+    t = 6
+    previous = np.eye(t, k=-1)
+    previous[0, 0] = 1
+    first = np.zeros((t, t))
+    first[:, 0] = 1
+    s = summarize(previous, 0, 0)
+    assert s.kind == "previous token" and s.to_previous == 1.0 and s.entropy == 0.0
+    s = summarize(first, 1, 2)
+    assert s.kind == "first token" and s.top_key == 0 and s.top_share == 1.0
+    uniform = masked_softmax(np.zeros((t, t), np.float32), causal_mask(t))
+    assert summarize(uniform, 0, 0).kind == "spread out"
+    assert summarize(np.ones((1, 1)), 0, 0).kind == "-"
+
+
+def test_pooling_keeps_rows_summing_to_one():
+    lm = load(TINY_GPT2)
+    ids = reference("tiny-gpt2")["ids_long"].tolist()
+    w = attention_weights(lm.model, ids, [1])[0]  # [H, T, T]
+    pooled, allowed, groups = fit(w, causal_mask(len(ids)), 16, "pool")
+    assert pooled.shape == (w.shape[0], 16, 16) and allowed.shape == (16, 16)
+    assert [i for g in groups for i in g] == list(range(len(ids)))
+    np.testing.assert_allclose(pooled.sum(axis=-1), 1.0, atol=1e-5)
+    last, _, groups = fit(w, causal_mask(len(ids)), 10, "last")
+    np.testing.assert_array_equal(last, w[:, -10:, -10:])
+    assert groups[0].start == len(ids) - 10
+
+
+def test_byte_split_characters_are_labelled_by_their_character():
+    tok = load(TINY_GPT2).tokenizer
+    ids = tok.encode(CHINESE)
+    labels = token_labels(tok, ids)
+    assert len(labels) == len(ids) > 6  # byte-level BPE with 300 tokens splits most characters
+    assert labels[:5] == ["今¹", "今²", "今³", "天", "天"]
+    assert {lab[0] for lab in labels} == set(CHINESE)
+    assert token_labels(tok, tok.encode("a b\n")) == ["a", "␣b", "⏎"]
+
+
+# --- the CLI --------------------------------------------------------------------------------
+
+
+def test_show_mask_offline_labels_each_character(cli):
+    r = cli("attn", "--show-mask", CHINESE, "--json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["tokens"] == list(CHINESE)
+    w = np.array(data["weights"])
+    assert w.shape == (6, 6)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0)
+    assert (w[~causal_mask(6)] == 0).all()
+
+    r = cli("attn", "--show-mask", CHINESE)
+    assert r.exit_code == 0, r.stderr
+    rows = [line.strip() for line in r.stdout.splitlines() if line.strip()[:1] in set(CHINESE) and line.endswith("1.00")]
+    assert [row[0] for row in rows] == list(CHINESE)  # one row of weights per character, in order, each summing to 1
+    assert "-inf" in r.stdout
+
+
+def test_show_mask_patterns(cli):
+    r = cli("attn", "--pattern", "sliding:2", "a b c d", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["allowed"] == sliding_mask(4, 2).tolist()
+    r = cli("attn", "--show-mask", "a b c d e f", "--pattern", "banded:3")
+    assert r.exit_code == 0 and "banded:3" in r.stdout and "keeps 12 of the 6×6" in r.stdout
+
+
+def test_demo(cli):
+    r = cli("attn", "--demo")
+    assert r.exit_code == 0, r.stderr
+    assert "-inf" in r.stdout and "c_2 = " in r.stdout
+    data = json.loads(cli("attn", "--demo", "--json").stdout)
+    np.testing.assert_allclose(data["context"], worked_example().context(data["row"]), rtol=1e-6)
+
+
+def test_json_weights_are_the_engines(cli):
+    ref = reference("tiny-llama")
+    lm = load(TINY_LLAMA)
+    text = "To be, or not to be"
+    r = cli("attn", text, "-m", TINY_LLAMA, "--layer", "all", "--head", "all", "--json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    ids = [t["id"] for t in data["tokens"]]
+    assert ids == lm.tokenizer.encode(text)
+    got = np.array(data["weights"], dtype=np.float32)
+    np.testing.assert_array_equal(got, attention_weights(lm.model, ids, [0, 1, 2]))
+    assert data["shape"] == [3, ref["attn_short"].shape[1], len(ids), len(ids)]
+
+
+def test_terminal_views(cli):
+    r = cli("attn", "To be, or not", "-m", TINY_GPT2, "--layer", "1", "--head", "2")
+    assert r.exit_code == 0, r.stderr
+    assert "layer 1 of 3 · head 2 of 4" in r.stdout and "masked" in r.stdout and "█" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
+    r = cli("attn", "To be, or not", "-m", TINY_GPT2, "--head", "all", "--values")
+    assert r.exit_code == 0 and sum(line.rstrip().endswith("Σ") for line in r.stdout.splitlines()) == 4
+    r = cli("attn", "To be, or not", "-m", TINY_GPT2, "--head", "all", "--layer", "all")
+    assert r.exit_code == 0 and "L2 H3" in r.stdout and "What each head attends to" in r.stdout
+
+
+def test_long_text_is_fitted_with_a_note(cli):
+    text = "the quick brown fox jumps over the lazy dog " * 3
+    for how in ("last", "first", "pool"):
+        r = cli("attn", text, "-m", TINY_GPT2, "--fit", how)
+        assert r.exit_code == 0, r.stderr
+        assert "--fit" in r.stdout
+        assert max(len(line) for line in r.stdout.splitlines()) <= 80, how
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["hi", "--layer", "3"], "--layer 3 is not a layer of tiny-gpt2: it has 3 layers, 0 to 2"),
+        (["hi", "--layer", "x"], "--layer x is not a layer"),
+        (["hi", "--head", "-1"], "--head -1 is not a head of tiny-gpt2: it has 4 heads"),
+        (["hi", "--head", "4"], "--head 4 is not a head"),
+        ([""], "the text is empty"),
+        ([], "give the TEXT"),
+    ],
+)
+def test_bad_values_are_one_line_errors(cli, args, message):
+    r = cli("attn", "-m", TINY_GPT2, *args)
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: ") and message in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_csv_and_svg(cli, tmp_path):
+    r = cli("attn", "To be", "-m", TINY_GPT2, "--head", "all", "--csv", tmp_path / "a.csv", "--svg", tmp_path / "a.svg", "--json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    w = np.array(data["weights"])  # [1, 4, T, T]
+    rows = list(csv.DictReader(open(tmp_path / "a.csv", encoding="utf-8")))
+    assert len(rows) == w.size
+    one = next(x for x in rows if (x["head"], x["query"], x["key"]) == ("3", "2", "1"))
+    assert float(one["weight"]) == pytest.approx(w[0, 3, 2, 1], rel=1e-6) and one["key_token"] == "o"
+    svg = ET.parse(tmp_path / "a.svg").getroot()
+    texts = [e.text for e in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert {"head 0", "head 3", "T", "o"} <= set(texts)
+    assert int(svg.get("width")) > 0 and int(svg.get("height")) > 0
+
+
+def _png_and_layout(cli, tmp_path, *args):
+    from PIL import Image
+
+    r = cli("attn", *args, "--png", tmp_path / "a.png", "--json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    labels = [t["label"] for t in data["tokens"]] if "tokens" in data and isinstance(data["tokens"][0], dict) else data["tokens"]
+    img = np.asarray(Image.open(tmp_path / "a.png").convert("RGB")).astype(int)
+    return img, labels, data
+
+
+def _dark(region: np.ndarray) -> int:
+    return int((region.sum(axis=-1) < 300).sum())
+
+
+def test_png_has_the_expected_size_and_labels_on_both_axes(cli, tmp_path):
+    img, labels, data = _png_and_layout(cli, tmp_path, "To be, or not to be", "-m", TINY_GPT2, "--layer", "2", "--head", "1")
+    w = np.array(data["weights"])[0, 0]
+    panel = images.Panel("head 1", w, causal_mask(len(labels)), labels, labels)
+    heading = f"tiny-gpt2 · layer 2 of 3 · head 1 of 4 · {len(labels)} tokens"
+    d = images.layout([[panel]], heading)
+    assert img.shape == (d.height, d.width, 3)
+    x0, y0, cell = d.grids[0]
+    t = len(labels)
+    # The cells: the top-left is weight 1 (viridis yellow), the top-right is masked (grey).
+    assert tuple(img[y0 + cell // 2, x0 + cell // 2]) == tuple(images.viridis(1.0).tolist())
+    assert tuple(img[y0 + cell // 2, x0 + (t - 1) * cell + cell // 2]) == images.MASKED_FILL
+    # Labels: ink left of the rows and above the columns, where the label-less layout has none.
+    bare = images.layout([[panel]], heading, labels=False)
+    assert (bare.width, bare.height) == (d.width, d.height)
+    left = img[y0 : y0 + t * cell, x0 - 40 : x0 - 2]
+    top = img[y0 - 30 : y0 - 2, x0 : x0 + t * cell]
+    assert _dark(left) > 50 and _dark(top) > 50
+    for i in range(t):  # every row has its label
+        assert _dark(img[y0 + i * cell + 2 : y0 + (i + 1) * cell - 2, 0 : x0 - 2]) > 0, labels[i]
+
+
+def test_png_of_chinese_labels_renders_the_glyphs(cli, tmp_path):
+    if not _has_cjk_font():
+        if os.environ.get("CI"):
+            pytest.fail("no CJK font on the CI machine: .ci/run installs fonts-noto-cjk")
+        pytest.skip("no CJK font (apt install fonts-noto-cjk)")
+    from PIL import ImageFont
+
+    img, labels, _ = _png_and_layout(cli, tmp_path, "--show-mask", CHINESE)
+    assert labels == list(CHINESE)
+    path, index = images.find_font(True)
+    font = ImageFont.truetype(path, 16, index=index)
+    tofu = bytes(font.getmask("\U000f0000"))  # a private-use character: the font's "missing glyph" box
+    assert all(bytes(font.getmask(c)) != tofu for c in CHINESE)
+    d = images.layout([[images.Panel("x", np.eye(6), causal_mask(6), labels, labels)]], "x")
+    x0, y0, cell = d.grids[0]
+    assert img.shape == (d.height, d.width, 3)
+    for i in range(6):
+        assert _dark(img[y0 + i * cell + 2 : y0 + (i + 1) * cell - 2, x0 - cell : x0 - 2]) > 10, CHINESE[i]
+
+
+def test_png_errors_are_one_line(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("TFCLI_FONT", str(tmp_path / "missing.ttf"))
+    r = cli("attn", "hi", "-m", TINY_GPT2, "--png", tmp_path / "a.png")
+    assert r.exit_code == 1 and r.stderr.startswith("error: TFCLI_FONT=") and r.stderr.count("\n") == 1
+
+    monkeypatch.delenv("TFCLI_FONT")
+    monkeypatch.setattr(images, "_fontconfig_cjk", lambda: None)
+    monkeypatch.setattr(images, "CJK_FONTS", [])
+    r = cli("attn", "--show-mask", CHINESE, "--png", tmp_path / "a.png")
+    assert r.exit_code == 1 and "no font with CJK glyphs" in r.stderr and "fonts-noto-cjk" in r.stderr and r.stderr.count("\n") == 1
+    r = cli("attn", "--show-mask", "abc", "--png", tmp_path / "a.png")  # Latin labels need no CJK font
+    assert r.exit_code == 0, r.stderr
+
+    monkeypatch.setitem(sys.modules, "PIL", None)  # as if Pillow were not installed
+    r = cli("attn", "hi", "-m", TINY_GPT2, "--png", tmp_path / "b.png")
+    assert r.exit_code == 1 and "needs Pillow" in r.stderr and "tfcli[images]" in r.stderr and r.stderr.count("\n") == 1
+    assert cli("attn", "hi", "-m", TINY_GPT2, "--svg", tmp_path / "b.svg").exit_code == 0  # SVG needs no library
+
+
+@pytest.mark.skipif(not (TANG / "config.json").exists(), reason="weights/tang is not trained yet")
+def test_tang_labels_each_character(cli):
+    r = cli("attn", CHINESE, "-m", "tang", "--layer", "0", "--head", "0", "--json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert [t["label"] for t in data["tokens"]] == list(CHINESE)
+    w = np.array(data["weights"])[0, 0]
+    assert w.shape == (6, 6)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
+    assert (w[~causal_mask(6)] == 0).all()
+    r = cli("attn", CHINESE, "-m", "tang", "--layer", "0", "--head", "0")
+    assert r.exit_code == 0, r.stderr
+    lines = [line.strip() for line in r.stdout.splitlines()]
+    rows = [line for line in lines if line[:1] in set(CHINESE) and len(line) > 1 and set(line[1:]) <= set(" ░▒▓█·")]
+    assert [row[0] for row in rows] == list(CHINESE)  # a row per character, in order

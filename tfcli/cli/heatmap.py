@@ -1,0 +1,194 @@
+"""Attention matrices drawn in a terminal with Rich: heatmaps, numbers, thumbnails, a legend.
+
+A cell is two characters wide, so that it looks roughly square and a CJK character (two cells) fits
+one column exactly. With colour, a cell's background follows viridis (perceptually even, readable for
+colour-blind eyes, and dark-to-light so that it stands out on dark and light terminals alike); without
+colour (NO_COLOR, a pipe, a file) the same weight is a shade character from ' ░▒▓█'. Masked cells
+(the future: weight exactly 0) are a dim '·' in both, never a colour, so they cannot be mistaken for
+a small weight. Column labels are written downwards, one character per line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from rich.cells import cell_len
+from rich.color import Color
+from rich.style import Style
+from rich.text import Text
+
+# Viridis (van der Walt and Smith, matplotlib's default colour map) at 11 even steps; linear in between.
+_VIRIDIS = [
+    (0x44, 0x01, 0x54), (0x48, 0x24, 0x75), (0x41, 0x44, 0x87), (0x35, 0x5F, 0x8D), (0x2A, 0x78, 0x8E), (0x21, 0x91, 0x8C),
+    (0x22, 0xA8, 0x84), (0x44, 0xBF, 0x70), (0x7A, 0xD1, 0x51), (0xBD, 0xDF, 0x26), (0xFD, 0xE7, 0x25),
+]  # fmt: skip
+SHADES = "░▒▓█"
+# Upper bounds of each shade; finer at the bottom because most weights of a long text are small.
+SHADE_TOPS = (0.1, 0.3, 0.6, 1.0)
+MASKED = "·"
+ROW_LABEL_MAX = 12  # cells; longer labels end in '…'
+COL_LABEL_MAX = 6  # lines
+
+
+def viridis(w) -> np.ndarray:
+    """Weights in [0, 1], any shape [...] -> colours uint8 [..., 3]."""
+    x = np.clip(np.asarray(w, dtype=np.float64), 0.0, 1.0)
+    stops = np.linspace(0.0, 1.0, len(_VIRIDIS))
+    table = np.array(_VIRIDIS, dtype=np.float64)  # [11, 3]
+    return np.stack([np.interp(x, stops, table[:, k]) for k in range(3)], axis=-1).round().astype(np.uint8)
+
+
+def _bg(rgb) -> Style:
+    return Style(bgcolor=Color.from_rgb(*(int(c) for c in rgb)))
+
+
+def ink_on(rgb: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Black or white, whichever reads better on this background (relative luminance, ITU-R BT.709)."""
+    r, g, b = rgb
+    return (0, 0, 0) if 0.2126 * r + 0.7152 * g + 0.0722 * b > 140 else (255, 255, 255)
+
+
+def shade(w: float) -> str:
+    """A weight as a shade character: blank for exactly 0, then ░ ▒ ▓ █ up to SHADE_TOPS."""
+    if w <= 0:
+        return " "
+    return next((c for c, top in zip(SHADES, SHADE_TOPS) if w <= top), SHADES[-1])
+
+
+def uses_colour(console) -> bool:
+    return console.color_system is not None and not console.no_color
+
+
+def clip(label: str, width: int) -> str:
+    """Cut a label to at most `width` terminal cells (a CJK character counts two), ending in '…'."""
+    if cell_len(label) <= width:
+        return label
+    while label and cell_len(label) > width - 1:
+        label = label[:-1]
+    return label + "…"
+
+
+def label_width(labels: Sequence[str]) -> int:
+    return min(max((cell_len(s) for s in labels), default=0), ROW_LABEL_MAX)
+
+
+def columns_that_fit(total_width: int, labels: Sequence[str], cell_width: int, extra: int = 0) -> int:
+    """How many columns of `cell_width` fit beside the row labels (and an `extra` column) in total_width."""
+    return max(1, (total_width - label_width(labels) - 1 - extra) // cell_width)
+
+
+Cell = Callable[[int, int], tuple[str, Style | str | None]]
+
+
+def matrix(row_labels: Sequence[str], col_labels: Sequence[str], cell_width: int, cell: Cell, row_end: Callable[[int], str] | None = None, end_title: str = "") -> Text:
+    """A labelled grid: column labels written downwards on top, row labels on the left, cell(i, j)
+    giving each cell's text (exactly cell_width wide) and style; row_end(i) an optional last column."""
+    lw = label_width(row_labels)
+    text = Text(no_wrap=True, overflow="crop")
+    columns = [column_glyphs(label) for label in col_labels]
+    height = max((len(c) for c in columns), default=0)
+    for line in range(height):
+        text.append(" " * (lw + 1))
+        for glyphs in columns:
+            pad = height - len(glyphs)  # labels end just above their column
+            g = glyphs[line - pad] if line >= pad else ""
+            left = (cell_width - cell_len(g)) // 2
+            text.append(" " * left + g + " " * (cell_width - left - cell_len(g)), style="bold")
+        if row_end is not None and line == height - 1:
+            text.append(end_title, style="dim")
+        text.append("\n")
+    for i, label in enumerate(row_labels):
+        shown = clip(label, lw)
+        text.append(" " * (lw - cell_len(shown)) + shown + " ", style="bold")
+        for j in range(len(col_labels)):
+            s, style = cell(i, j)
+            text.append(s, style=style)
+        if row_end is not None:
+            text.append(row_end(i), style="dim")
+        if i < len(row_labels) - 1:
+            text.append("\n")
+    return text
+
+
+def column_glyphs(label: str) -> list[str]:
+    """A column label as the characters written downwards, at most COL_LABEL_MAX of them."""
+    chars = list(label) or [" "]
+    return chars if len(chars) <= COL_LABEL_MAX else chars[: COL_LABEL_MAX - 1] + ["…"]
+
+
+def heatmap(w: np.ndarray, allowed: np.ndarray, row_labels, col_labels, colour: bool) -> Text:
+    """w [R, C] weights in [0, 1] as two-character cells; allowed [R, C] False where masked."""
+    rgb = viridis(w)  # [R, C, 3]
+
+    def cell(i: int, j: int):
+        if not allowed[i, j]:
+            return " " + MASKED, "dim"
+        if colour:
+            return "  ", _bg(rgb[i, j])
+        return shade(w[i, j]) * 2, None
+
+    return matrix(row_labels, col_labels, 2, cell)
+
+
+def numbers(w: np.ndarray, allowed: np.ndarray, row_labels, col_labels, colour: bool, *, masked_as: str = "0", masked_style: str = "dim", fmt: str = "{:.2f}", row_sums: bool = True) -> Text:
+    """w [R, C] as numbers, five characters a cell; masked cells show masked_as, dim.
+    With colour the background is the heatmap's; row_sums adds a Σ column (each row's total)."""
+    rgb = viridis(np.nan_to_num(w))  # [R, C, 3]
+
+    def cell(i: int, j: int):
+        if not allowed[i, j]:
+            return f"{masked_as:>5}", masked_style
+        s = f"{fmt.format(w[i, j]):>5}"
+        if colour and np.isfinite(w[i, j]):
+            bg = [int(c) for c in rgb[i, j]]
+            return s, Style(bgcolor=Color.from_rgb(*bg), color=Color.from_rgb(*ink_on(bg)))
+        return s, None
+
+    row_end = (lambda i: f"{w[i][allowed[i]].sum():6.2f}") if row_sums else None
+    return matrix(row_labels, col_labels, 5, cell, row_end, "     Σ")
+
+
+def thumbnail(w: np.ndarray, allowed: np.ndarray, colour: bool) -> list[Text]:
+    """w [R, C] as unlabelled two-character cells, one Text per row (for grids of many heads)."""
+    rgb = viridis(w)  # [R, C, 3]
+    lines = []
+    for i in range(w.shape[0]):
+        line = Text(no_wrap=True)
+        for j in range(w.shape[1]):
+            if not allowed[i, j]:
+                line.append(" " + MASKED, "dim")
+            elif colour:
+                line.append("  ", _bg(rgb[i, j]))
+            else:
+                line.append(shade(w[i, j]) * 2)
+        lines.append(line)
+    return lines
+
+
+def side_by_side(panels: list[tuple[str, list[Text]]], cell_cols: int, gap: int = 3) -> Text:
+    """Panels (title, lines) of equal width cell_cols * 2 laid out in one row."""
+    width = cell_cols * 2
+    text = Text(no_wrap=True, overflow="crop")
+    text.append((" " * gap).join(clip(title, width).ljust(width) for title, _ in panels), style="bold")
+    for row in range(max(len(lines) for _, lines in panels)):
+        text.append("\n")
+        for k, (_, lines) in enumerate(panels):
+            if k:
+                text.append(" " * gap)
+            text.append_text(lines[row] if row < len(lines) else Text(" " * width))
+    return text
+
+
+def legend(colour: bool) -> Text:
+    """What the cells mean: a colour bar from 0 to 1 (or the shade steps), and the masked mark."""
+    text = Text(no_wrap=True)
+    if colour:
+        text.append("weight 0 ")
+        for rgb in viridis(np.linspace(0, 1, 11)):
+            text.append(" ", _bg(rgb))
+        text.append(" 1")
+    else:
+        text.append("weight " + "  ".join(f"{c} ≤{top:g}".replace("0.", ".") for c, top in zip(SHADES, SHADE_TOPS)))
+    text.append(f"    {MASKED} masked (the future, exactly 0)", style="dim")
+    return text
