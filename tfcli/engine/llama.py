@@ -36,6 +36,8 @@ class LlamaLayer:
 
 
 class Llama(Transformer):
+    tables = ("cos", "sin")
+
     def __init__(self, config: ModelConfig, embed_tokens, layers: list[LlamaLayer], norm, lm_head):
         self.config = config
         self.embed_tokens = embed_tokens  # [V, D]

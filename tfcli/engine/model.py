@@ -17,6 +17,24 @@ from .kvcache import KVCache
 class Transformer:
     config: ModelConfig
     layers: list
+    tables: tuple[str, ...] = ()  # attributes that are precomputed tables, not weights (RoPE cos/sin)
+
+    def weight_bytes(self) -> int:
+        """Bytes of distinct weight arrays (a tied unembedding counted once): what a decode step reads."""
+        seen: dict[tuple[int, int], int] = {}
+
+        def visit(obj) -> None:
+            if isinstance(obj, np.ndarray):
+                seen[(obj.ctypes.data, obj.nbytes)] = obj.nbytes
+            elif hasattr(obj, "__dataclass_fields__"):
+                for name in obj.__dataclass_fields__:
+                    visit(getattr(obj, name))
+            elif isinstance(obj, (list, tuple)):
+                for item in obj:
+                    visit(item)
+
+        visit([v for k, v in vars(self).items() if k not in self.tables])
+        return sum(seen.values())
 
     def new_cache(self, capacity: int | None = None) -> KVCache:
         """A cache for `capacity` positions (default: the whole context)."""

@@ -1,0 +1,155 @@
+"""tfcli against transformers, measured in one run on this machine.
+
+    python benchmarks/compare.py MODEL_FOLDER [--new-tokens 128] [--runs 3] [--prompts 16,128,512]
+
+Each engine runs in its own subprocess (so that peak memory is its own), on the same float32
+weights, the same prompt tokens, greedy, with a KV cache and batch 1. Printed: load time, load to
+first token, prefill tokens/s for each prompt length, decode tokens/s (median of --runs), peak
+resident memory, each as a ratio tfcli / transformers; then the roofline: the machine's read
+bandwidth, the bandwidth-bound decode ceiling (weight bytes / bandwidth) and tfcli's decode as a
+fraction of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+
+# --------------------------------------------------------------------------------------------
+# Children: one engine each, reporting JSON on stdout.
+
+
+def child_tfcli(folder: str, prompts: list[int], new_tokens: int, runs: int) -> dict:
+    from tfcli.engine import bench
+
+    r = bench.run(Path(folder), prompts, new_tokens, runs, roofline=False)
+    return {
+        "load_s": r.load_s, "first_token_s": r.first_token_s, "prefill_tps": r.prefill_tps, "decode_tps": r.decode_tps,
+        "decode_all": r.decode_runs, "peak_rss": r.peak_rss, "kv_bytes": r.kv_bytes, "weight_bytes": r.weight_bytes,
+    }
+
+
+def child_transformers(folder: str, prompts: list[int], new_tokens: int, runs: int) -> dict:
+    import resource
+
+    from tfcli.engine.bench import prompt_ids
+
+    t0 = time.perf_counter()
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    t_import = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    load_s = time.perf_counter() - t_import
+    vocab = model.config.vocab_size
+    with torch.inference_mode():
+        model(torch.tensor([prompt_ids(vocab, 4)])).logits[0, -1].argmax()
+        first_token_s = time.perf_counter() - t0
+
+        prefill = {}
+        for n in prompts:
+            times = []
+            for _ in range(runs):
+                ids = torch.tensor([prompt_ids(vocab, n)])
+                t = time.perf_counter()
+                model(ids, use_cache=True, logits_to_keep=1)
+                times.append(time.perf_counter() - t)
+            prefill[n] = n / statistics.median(times)
+
+        decode = []
+        for _ in range(runs):
+            out = model(torch.tensor([prompt_ids(vocab, 16)]), use_cache=True, logits_to_keep=1)
+            past, tok = out.past_key_values, out.logits[0, -1].argmax().view(1, 1)
+            t = time.perf_counter()
+            for _ in range(new_tokens):
+                out = model(tok, past_key_values=past, use_cache=True)
+                past, tok = out.past_key_values, out.logits[0, -1].argmax().view(1, 1)
+            decode.append(new_tokens / (time.perf_counter() - t))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"load_s": load_s, "first_token_s": first_token_s, "prefill_tps": prefill, "decode_tps": statistics.median(decode), "decode_all": decode, "peak_rss": peak}
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def run_child(engine: str, args) -> dict:
+    cmd = [sys.executable, __file__, "--child", engine, args.model, "--new-tokens", str(args.new_tokens), "--runs", str(args.runs), "--prompts", args.prompts]
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    if out.returncode != 0:
+        sys.exit(f"{engine} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="a model folder (float32 safetensors + config.json)")
+    p.add_argument("--new-tokens", type=int, default=128)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--prompts", default="16,128,512")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--markdown", action="store_true", help="print the table as Markdown (for RESULTS.md)")
+    args = p.parse_args()
+    prompts = [int(x) for x in args.prompts.split(",")]
+    if args.child:
+        fn = child_tfcli if args.child == "tfcli" else child_transformers
+        print(json.dumps(fn(args.model, prompts, args.new_tokens, args.runs)))
+        return
+
+    from tfcli.engine.bandwidth import measure_read_bandwidth
+    from tfcli.engine.memory import human_bytes
+
+    folder = Path(args.model)
+    bw = measure_read_bandwidth()
+    ours = run_child("tfcli", args)
+    ref = run_child("transformers", args)
+    wbytes = ours["weight_bytes"]
+    ceiling = bw / wbytes
+
+    rows = [("model load (s)", ours["load_s"], ref["load_s"], "lower"), ("load to first token (s)", ours["first_token_s"], ref["first_token_s"], "lower")]
+    for n in prompts:
+        rows.append((f"prefill {n} tokens (tok/s)", ours["prefill_tps"][str(n)], ref["prefill_tps"][str(n)], "higher"))
+    rows.append((f"decode {args.new_tokens} tokens (tok/s, median of {args.runs})", ours["decode_tps"], ref["decode_tps"], "higher"))
+    rows.append(("peak resident memory", ours["peak_rss"], ref["peak_rss"], "lower"))
+
+    def fmt(name, v):
+        return human_bytes(v) if "memory" in name else f"{v:,.3f}" if "(s)" in name else f"{v:,.1f}"
+
+    sep = "|" if args.markdown else " "
+    lines = []
+    header = ["measure", "tfcli", "transformers", "tfcli / transformers"]
+    lines.append(header)
+    for name, a, b, better in rows:
+        ratio = a / b
+        lines.append([name, fmt(name, a), fmt(name, b), f"{ratio:.2f}x" + (" (lower is better)" if better == "lower" else "")])
+    widths = [max(len(r[i]) for r in lines) for i in range(4)]
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"model: {folder} ({human_bytes(wbytes)} of float32 weights)")
+    for i, r in enumerate(lines):
+        if args.markdown:
+            print("| " + " | ".join(r) + " |")
+            if i == 0:
+                print("|" + "|".join("---" for _ in r) + "|")
+        else:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+    print()
+    print(f"read bandwidth (matrix-vector product over 1 GB, 3 runs, best): {human_bytes(bw)}/s")
+    print(f"decode ceiling = weight bytes / bandwidth = {human_bytes(wbytes)} / {human_bytes(bw)}/s = {ceiling:.1f} tok/s")
+    print(f"tfcli decode = {ours['decode_tps']:.1f} tok/s = {ours['decode_tps'] / ceiling:.0%} of the ceiling")
+    mem_budget = 1.2 * wbytes + ours["kv_bytes"]
+    print(f"tfcli peak memory {human_bytes(ours['peak_rss'])} vs 1.2 x weights + KV cache = {human_bytes(mem_budget)}")
+
+
+if __name__ == "__main__":
+    main()

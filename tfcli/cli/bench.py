@@ -1,0 +1,67 @@
+"""tfcli bench: how fast a model runs on this machine, and how close that is to the hardware limit."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from . import options
+from .console import err, out
+
+
+def bench(
+    model: options.Model = None,
+    prompt_tokens: Annotated[str, typer.Option("--prompts", help="Prompt lengths to time the prompt pass with, comma-separated.")] = "16,128,512",
+    new_tokens: Annotated[int, typer.Option("--new-tokens", "-n", help="Tokens to decode per run.")] = 128,
+    runs: Annotated[int, typer.Option("--runs", help="Runs per figure; the median is reported.")] = 3,
+    as_json: options.Json = False,
+) -> None:
+    """Measure load time, prompt (prefill) and decode speed, peak memory, and the roofline.
+
+    Decoding reads every weight once per token, so memory bandwidth caps it at
+    bandwidth / weight bytes tokens per second: the 'ceiling' below, measured on this machine.
+
+    Example:
+
+      tfcli bench -m smollm2 --runs 3
+    """
+    from tfcli.engine import bench as engine_bench
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.memory import human_bytes
+
+    try:
+        prompts = [int(x) for x in prompt_tokens.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--prompts takes comma-separated token counts, not {prompt_tokens!r}") from None
+    if not prompts or min(prompts) < 1:
+        raise UsageError("--prompts needs positive token counts")
+    if new_tokens < 1 or runs < 1:
+        raise UsageError("--new-tokens and --runs must be at least 1")
+    from tfcli.engine import load
+
+    n_ctx = load(model).config.n_ctx
+    if max(prompts) > n_ctx or 16 + new_tokens > n_ctx:
+        raise UsageError(f"the model's context is {n_ctx} tokens", f"use --prompts and --new-tokens that fit (16 + new tokens <= {n_ctx})")
+    with err.status("measuring (prompt passes, decoding, memory bandwidth)..."):
+        r = engine_bench.run(model, prompts, new_tokens, runs)
+    fraction = r.decode_tps / r.ceiling_tps if r.ceiling_tps else 0.0
+    if as_json:
+        print(json.dumps({**r.__dict__, "ceiling_fraction": fraction}))
+        return
+    from rich.table import Table
+
+    t = Table(title=f"tfcli bench: {model or 'shakespeare'}", title_justify="left")
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+    t.add_row("load", f"{r.load_s:.3f} s")
+    t.add_row("load to first token", f"{r.first_token_s:.3f} s")
+    for n, tps in r.prefill_tps.items():
+        t.add_row(f"prefill, {n}-token prompt", f"{tps:,.0f} tok/s")
+    t.add_row(f"decode, {new_tokens} tokens (median of {runs})", f"{r.decode_tps:,.1f} tok/s")
+    t.add_row("peak memory", f"{human_bytes(r.peak_rss)}  (weights {human_bytes(r.weight_bytes)}, KV cache {human_bytes(r.kv_bytes)})")
+    t.add_row("memory read bandwidth", f"{human_bytes(r.bandwidth)}/s")
+    t.add_row("decode ceiling = weights / bandwidth", f"{r.ceiling_tps:,.1f} tok/s")
+    t.add_row("decode as a fraction of the ceiling", f"[bold]{fraction:.0%}[/]")
+    out.print(t)

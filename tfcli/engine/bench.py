@@ -1,0 +1,79 @@
+"""Measuring the engine: load, prefill and decode speed, peak memory, and the roofline.
+
+Used by `tfcli bench` and by benchmarks/compare.py (which runs transformers beside it), so that
+both report the same measurement.
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .bandwidth import measure_read_bandwidth
+from .generate import Session
+
+
+def prompt_ids(vocab: int, n: int) -> list[int]:
+    """Deterministic token ids spread over the vocabulary, the same for every engine compared."""
+    return [(i * 7919 + 13) % vocab for i in range(n)]
+
+
+@dataclass
+class BenchResult:
+    load_s: float
+    first_token_s: float  # load, a 4-token prompt pass and the choice of a token
+    prefill_tps: dict[int, float] = field(default_factory=dict)  # prompt length -> tokens/s (median)
+    decode_tps: float = 0.0  # median over runs
+    decode_runs: list[float] = field(default_factory=list)
+    peak_rss: int = 0  # bytes, the process's high-water mark
+    weight_bytes: int = 0  # float32 bytes of the model's weights (what each decode step reads)
+    kv_bytes: int = 0  # the largest KV cache used
+    bandwidth: float = 0.0  # bytes/s, measured with a matrix-vector product
+    ceiling_tps: float = 0.0  # bandwidth / weight_bytes
+
+
+def peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def run(model: str | Path | None, prompts: list[int], new_tokens: int, runs: int, roofline: bool = True) -> BenchResult:
+    from . import load
+
+    t0 = time.perf_counter()
+    lm = load(model)
+    load_s = time.perf_counter() - t0
+    vocab, net = lm.config.vocab_size, lm.model
+    logits, _ = Session(net, capacity=4).prefill(prompt_ids(vocab, 4))
+    int(np.argmax(logits))
+    res = BenchResult(load_s=load_s, first_token_s=time.perf_counter() - t0)
+
+    for n in prompts:
+        times = []
+        for _ in range(runs):
+            s = Session(net, capacity=n)
+            t = time.perf_counter()
+            s.prefill(prompt_ids(vocab, n))
+            times.append(time.perf_counter() - t)
+        res.prefill_tps[n] = n / statistics.median(times)
+
+    for _ in range(runs):
+        s = Session(net, capacity=16 + new_tokens)
+        logits, _ = s.prefill(prompt_ids(vocab, 16))
+        tok = int(np.argmax(logits))
+        t = time.perf_counter()
+        for _ in range(new_tokens):
+            tok = int(np.argmax(s.step(tok)))
+        res.decode_runs.append(new_tokens / (time.perf_counter() - t))
+    res.decode_tps = statistics.median(res.decode_runs)
+    res.peak_rss = peak_rss()
+    res.kv_bytes = lm.config.kv_cache_bytes(max(prompts + [16 + new_tokens]))
+    res.weight_bytes = net.weight_bytes()
+    if roofline:
+        res.bandwidth = measure_read_bandwidth()
+        res.ceiling_tps = res.bandwidth / res.weight_bytes
+    return res
