@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import ModelNotFoundError
@@ -17,8 +18,21 @@ from .errors import ModelNotFoundError
 DEFAULT_MODEL = "shakespeare"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
-# Models that `tfcli pull NAME` can fetch; filled in by the pull machinery (engine/pull.py).
-PULLABLE: dict[str, str] = {}
+# Models that `tfcli pull NAME` can fetch (how: engine/pull.py, RECIPES), with a one-line description.
+PULLABLE: dict[str, str] = {
+    "smollm2": "SmolLM2-135M-Instruct, a small Llama chat model by Hugging Face",
+}
+
+# What resolve() does with a pullable model that is not in the cache yet. The engine never downloads
+# on its own: the CLI installs a function that pulls with progress on stderr (cli/pull.py). Without
+# one, resolve raises ModelNotFoundError with the 'tfcli pull' hint.
+_auto_pull: Callable[[str], Path] | None = None
+
+
+def set_auto_pull(pull: Callable[[str], Path] | None) -> None:
+    """pull(name) -> folder is called by resolve() for a pullable name not yet in the cache."""
+    global _auto_pull
+    _auto_pull = pull
 
 
 def shipped_dir() -> Path:
@@ -77,6 +91,8 @@ def resolve(value: str | None) -> Path:
                 return root / value
     known = shipped_models() + cached_models() + sorted(PULLABLE)
     if value in PULLABLE:
+        if _auto_pull is not None:
+            return _auto_pull(value)
         raise ModelNotFoundError(f"model {value!r} has not been pulled yet", f"run: tfcli pull {value}")
     close = difflib.get_close_matches(value, known, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]!r}?" if close else f"known models: {', '.join(known) or 'none'}"

@@ -1,0 +1,457 @@
+"""GGUF import: the dequantizers against the gguf package, and `tfcli convert` on small GGUF files
+written with gguf.GGUFWriter from the tiny Llama in tests/data (GQA, Q/K rows permuted the way
+llama.cpp's convert_hf_to_gguf.py permutes them), checked against transformers."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+from gguf import GGMLQuantizationType as Q  # noqa: E402
+from safetensors.numpy import load_file  # noqa: E402
+
+from tfcli.engine import gguf as tg  # noqa: E402
+from tfcli.engine import load  # noqa: E402
+from tfcli.engine.errors import GGUFError  # noqa: E402
+
+from conftest import TINY_LLAMA, reference  # noqa: E402
+
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+TINY_PARAMS = sum(w.size for w in load_file(TINY_LLAMA / "model.safetensors").values())
+TEXTS = ["Hello, world!", "The quick brown fox 🙂", "今天天气很好。", "  two  spaces\n\n\tand a tab", "café naïve", "<|endoftext|>x"]
+
+# A mix that exercises every dequantizer (and llama.cpp's permutation under quantization).
+MIXED = {
+    "token_embd": Q.Q8_0, "attn_q": Q.Q4_1, "attn_k": Q.Q4_0, "attn_v": Q.Q5_0, "attn_output": Q.Q5_1,
+    "ffn_gate": Q.Q8_0, "ffn_up": Q.F16, "ffn_down": Q.BF16, "output": Q.F16,
+}  # fmt: skip
+
+
+# --- writing GGUF files the way llama.cpp does ------------------------------------------------------
+
+
+def llama_cpp_permute(w: np.ndarray, n_head: int, n_head_kv: int | None = None) -> np.ndarray:
+    """convert_hf_to_gguf.py `LlamaModel.permute`, as written there."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def gguf_names(n_layer: int, tied: bool) -> dict[str, str]:
+    """HF name -> llama.cpp name (written out here, not taken from tfcli)."""
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+    if not tied:
+        names["lm_head.weight"] = "output.weight"
+    per_layer = {
+        "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+    }  # fmt: skip
+    for i in range(n_layer):
+        for hf, gg in per_layer.items():
+            names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{gg}.weight"
+    return names
+
+
+def write_gguf(
+    path: Path,
+    *,
+    types: dict[str, Q] | None = None,
+    tied: bool = False,
+    arch: str = "llama",
+    pre: str = "gpt2",
+    alignment: int | None = None,
+    tweak=None,
+) -> Path:
+    """The tiny Llama of tests/data as a GGUF file; `types` picks a ggml type per tensor kind (default F32);
+    `tweak(writer)` may add metadata or tensors before the file is written."""
+    cfg = json.loads((TINY_LLAMA / "config.json").read_text())
+    weights = load_file(TINY_LLAMA / "model.safetensors")
+    tok = json.loads((TINY_LLAMA / "tokenizer.json").read_text())
+    H, Hkv, L = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["num_hidden_layers"]
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(L)
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(H)
+    w.add_head_count_kv(Hkv)
+    w.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_dimension_count(cfg["head_dim"])
+    w.add_vocab_size(cfg["vocab_size"])
+    if alignment:
+        w.add_custom_alignment(alignment)
+    vocab = tok["model"]["vocab"]
+    special = {t["content"] for t in tok["added_tokens"]}
+    tokens = sorted(vocab, key=vocab.get)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in special else 1 for t in tokens])  # 3 = CONTROL
+    w.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in tok["model"]["merges"]])
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(0)
+    w.add_add_bos_token(False)
+    w.add_chat_template(CHATML)
+    for hf, gg in gguf_names(L, tied).items():
+        arr = weights[hf]
+        if "q_proj" in hf:
+            arr = llama_cpp_permute(arr, H, H)
+        elif "k_proj" in hf:
+            arr = llama_cpp_permute(arr, H, Hkv)
+        qtype = (types or {}).get(gg.split(".")[-2], Q.F32) if arr.ndim == 2 else Q.F32
+        if qtype == Q.F32:
+            w.add_tensor(gg, arr)
+        else:
+            w.add_tensor(gg, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
+    if tweak:
+        tweak(w)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def f32_gguf(tmp_path_factory):
+    return write_gguf(tmp_path_factory.mktemp("gguf") / "tiny-f32.gguf")
+
+
+@pytest.fixture(scope="module")
+def mixed_gguf(tmp_path_factory):
+    return write_gguf(tmp_path_factory.mktemp("gguf") / "tiny-mixed.gguf", types=MIXED, alignment=64)
+
+
+@pytest.fixture(scope="module")
+def f32_folder(f32_gguf, tmp_path_factory):
+    return tg.convert(f32_gguf, tmp_path_factory.mktemp("out") / "tiny").path
+
+
+@pytest.fixture(scope="module")
+def mixed_folder(mixed_gguf, tmp_path_factory):
+    return tg.convert(mixed_gguf, tmp_path_factory.mktemp("out") / "tiny").path
+
+
+# --- dequantization -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.F16, Q.BF16, Q.F32], ids=lambda q: q.name)
+def test_dequantize_equals_gguf_package(qtype):
+    """Bit for bit what gguf-py (the reference for llama.cpp's block layouts) computes: from real
+    quantized weights, and from random bytes (every bit pattern of the quants; finite block scales;
+    NaN and inf included for the float types, compared as equal where both have them)."""
+    rng = np.random.default_rng(qtype.value)
+    x = (rng.standard_normal((8, 256)) * rng.uniform(0.01, 10, (8, 1))).astype(np.float32)
+    quantized = np.ascontiguousarray(gguf.quants.quantize(x, qtype)).view(np.uint8)  # [8, bytes per row]
+    block_size, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    noise = rng.integers(0, 256, quantized.shape, dtype=np.uint8)
+    if block_size > 1:  # keep the float16 scale (and minimum) of each random block finite
+        blocks = noise.reshape(-1, type_size)
+        n_halves = 2 if qtype in (Q.Q4_1, Q.Q5_1) else 1
+        blocks[:, : 2 * n_halves] = rng.uniform(-2, 2, (len(blocks), n_halves)).astype(np.float16).view(np.uint8)
+    for raw in (quantized, noise):
+        expected = gguf.quants.dequantize(raw, qtype).reshape(x.shape)
+        ours = tg.dequantize(raw.reshape(-1), qtype.value, x.shape)
+        assert ours.dtype == np.float32
+        np.testing.assert_array_equal(ours, expected)
+
+
+def test_unsupported_type_names_itself_and_the_supported_ones():
+    with pytest.raises(GGUFError, match=r"Q6_K is not supported.*Q4_1.*Q8_0"):
+        tg.dequantize(np.zeros(210, np.uint8), Q.Q6_K.value, (256,))
+
+
+def test_unpermute_inverts_llama_cpp_permute():
+    rng = np.random.default_rng(0)
+    for n_head, n_kv, head_dim in [(6, 2, 16), (9, 3, 64), (4, 4, 8), (1, 1, 2)]:
+        q = rng.standard_normal((n_head * head_dim, 5)).astype(np.float32)
+        k = rng.standard_normal((n_kv * head_dim, 5)).astype(np.float32)
+        np.testing.assert_array_equal(tg.unpermute_rope_rows(llama_cpp_permute(q, n_head, n_head), n_head), q)
+        np.testing.assert_array_equal(tg.unpermute_rope_rows(llama_cpp_permute(k, n_head, n_kv), n_kv), k)
+
+
+# --- reading ------------------------------------------------------------------------------------------
+
+
+def test_reader_matches_gguf_reader(mixed_gguf):
+    ours = tg.GGUFFile(mixed_gguf)
+    theirs = gguf.GGUFReader(mixed_gguf)
+    assert set(ours.tensors) == {t.name for t in theirs.tensors}
+    for t in theirs.tensors:
+        mine = ours.tensors[t.name]
+        assert mine.type_id == t.tensor_type.value
+        assert mine.shape == tuple(int(d) for d in reversed(t.shape))
+        assert mine.start == t.data_offset  # gguf-py's offsets are absolute
+        np.testing.assert_array_equal(ours.raw(t.name), np.asarray(t.data).reshape(-1).view(np.uint8))
+    assert ours.get("general.alignment") == 64
+    assert ours.get("llama.attention.head_count_kv") == 2
+    assert ours.get("tokenizer.ggml.tokens")[:1] == ["<|endoftext|>"]
+    assert ours.get("tokenizer.chat_template") == CHATML
+
+
+def test_not_a_gguf_file(tmp_path):
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(b"PK\x03\x04" + bytes(100))
+    with pytest.raises(GGUFError, match=r"not a GGUF file .*b'PK\\x03\\x04'"):
+        tg.GGUFFile(bad)
+    bad.write_bytes(b"GG")
+    with pytest.raises(GGUFError, match="not a GGUF file"):
+        tg.GGUFFile(bad)
+    with pytest.raises(GGUFError, match="does not exist"):
+        tg.GGUFFile(tmp_path / "missing.gguf")
+
+
+@pytest.mark.parametrize("fraction", [0.002, 0.02, 0.5, 0.999])
+def test_truncated_file_is_one_line_error(f32_gguf, tmp_path, fraction):
+    data = f32_gguf.read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[: int(len(data) * fraction)])
+    with pytest.raises(GGUFError, match="truncated") as e:
+        tg.GGUFFile(cut)
+    assert "\n" not in str(e.value)
+
+
+# --- conversion ---------------------------------------------------------------------------------------
+
+
+def test_f32_conversion_restores_the_hugging_face_weights_exactly(f32_folder):
+    """With no quantization in the way, every converted tensor equals the original checkpoint's:
+    in particular q_proj and k_proj, whose rows llama.cpp had permuted."""
+    original = load_file(TINY_LLAMA / "model.safetensors")
+    converted = load_file(f32_folder / "model.safetensors")
+    assert set(converted) == set(original)
+    for name, w in original.items():
+        np.testing.assert_array_equal(converted[name], w, err_msg=name)
+
+
+def test_f32_conversion_logits_equal_transformers_reference(f32_folder):
+    lm = load(f32_folder)
+    ref = reference("tiny-llama")
+    for key in ("short", "long"):
+        ids = ref[f"ids_{key}"]
+        logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)
+        assert np.abs(logits - ref[f"logits_{key}"]).max() <= 1e-4
+
+
+def test_without_the_unpermutation_the_model_is_silently_wrong(f32_gguf, tmp_path, monkeypatch):
+    """The failure this guards against loads fine and produces garbage: show that it would be caught."""
+    monkeypatch.setattr(tg, "unpermute_rope_rows", lambda w, n_heads: w)
+    folder = tg.convert(f32_gguf, tmp_path / "wrong").path
+    original = load_file(TINY_LLAMA / "model.safetensors")
+    assert not np.array_equal(load_file(folder / "model.safetensors")["model.layers.0.self_attn.q_proj.weight"], original["model.layers.0.self_attn.q_proj.weight"])
+    ref = reference("tiny-llama")
+    lm = load(folder)
+    logits = lm.model.forward(ref["ids_short"], lm.model.new_cache(len(ref["ids_short"])), all_logits=True)
+    assert np.abs(logits - ref["logits_short"]).max() > 1e-2
+
+
+def test_quantized_conversion_equals_an_independent_dequantization(mixed_gguf, mixed_folder):
+    """Each converted tensor equals gguf-py's dequantization of the stored blocks, with llama.cpp's
+    row permutation undone by inverting it as an index permutation (not with tfcli's function)."""
+    cfg = json.loads((TINY_LLAMA / "config.json").read_text())
+    H, Hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    reader = gguf.GGUFReader(mixed_gguf)
+    stored = {t.name: t for t in reader.tensors}
+    converted = load_file(mixed_folder / "model.safetensors")
+    for hf, gg in gguf_names(cfg["num_hidden_layers"], tied=False).items():
+        t = stored[gg]
+        w = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(converted[hf].shape)
+        if "q_proj" in hf or "k_proj" in hf:
+            rows = np.arange(w.shape[0])[:, None]
+            order = llama_cpp_permute(rows, H, H if "q_proj" in hf else Hkv)[:, 0]  # stored row i is HF row order[i]
+            w = w[np.argsort(order)]
+        np.testing.assert_array_equal(converted[hf], w, err_msg=hf)
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_converted_folder_loads_in_transformers_with_equal_logits(tied, mixed_folder, tmp_path):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    folder = mixed_folder if not tied else tg.convert(write_gguf(tmp_path / "tied.gguf", types=MIXED, tied=True), tmp_path / "tied").path
+    cfg = json.loads((folder / "config.json").read_text())
+    assert cfg["tie_word_embeddings"] is tied
+    hf = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    lm = load(folder)
+    assert not lm.warnings
+    ids = reference("tiny-llama")["ids_long"]
+    with torch.no_grad():
+        expected = hf(torch.from_numpy(np.asarray(ids)[None])).logits[0].numpy()
+    logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)
+    assert np.abs(logits - expected).max() <= 1e-4
+
+
+def test_config_and_generation_files(mixed_folder):
+    cfg = json.loads((mixed_folder / "config.json").read_text())
+    expected = json.loads((TINY_LLAMA / "config.json").read_text())
+    for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings"):  # fmt: skip
+        assert cfg[key] == expected[key], key
+    assert cfg["model_type"] == "llama" and cfg["architectures"] == ["LlamaForCausalLM"]
+    assert cfg["rope_theta"] == cfg["rope_parameters"]["rope_theta"] == expected["rope_parameters"]["rope_theta"]
+    assert cfg["bos_token_id"] == 0 and cfg["eos_token_id"] == [0]
+    assert json.loads((mixed_folder / "generation_config.json").read_text())["eos_token_id"] == [0]
+    tok_cfg = json.loads((mixed_folder / "tokenizer_config.json").read_text())
+    assert tok_cfg["chat_template"] == CHATML == (mixed_folder / "chat_template.jinja").read_text()
+    assert tok_cfg["bos_token"] == tok_cfg["eos_token"] == "<|endoftext|>" and tok_cfg["add_bos_token"] is False
+
+
+def test_tokenizer_tokenizes_like_the_original(mixed_folder):
+    from tokenizers import Tokenizer
+
+    original = Tokenizer.from_file(str(TINY_LLAMA / "tokenizer.json"))
+    converted = Tokenizer.from_file(str(mixed_folder / "tokenizer.json"))
+    for text in TEXTS:
+        ids = converted.encode(text, add_special_tokens=False).ids
+        assert ids == original.encode(text, add_special_tokens=False).ids, text
+        assert converted.decode(ids, skip_special_tokens=False) == text
+    assert converted.encode("<|endoftext|>").ids == [0]
+
+
+def test_tokenizer_equals_transformers_gguf_tokenizer(mixed_gguf, mixed_folder):
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    theirs = AutoTokenizer.from_pretrained(mixed_gguf.parent, gguf_file=mixed_gguf.name)
+    ours = Tokenizer.from_file(str(mixed_folder / "tokenizer.json"))
+    for text in TEXTS:
+        assert ours.encode(text, add_special_tokens=False).ids == theirs(text, add_special_tokens=False).input_ids, text
+
+
+def test_smollm_pre_tokenizer_isolates_digits(tmp_path):
+    """llama.cpp's 'smollm' pre-tokenizer splits every digit off first (llama-vocab.cpp: "\\p{N}",
+    then GPT-2's regex); without it 'a  1' would become 'a', ' ', ' 1' instead of 'a', '  ', '1'."""
+    from tokenizers import Tokenizer
+
+    folder = tg.convert(write_gguf(tmp_path / "smol.gguf", pre="smollm"), tmp_path / "smol").path
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    assert [p for p, _ in tok.pre_tokenizer.pre_tokenize_str("a  12")] == ["a", "ĠĠ", "1", "2"]
+
+
+def test_manifest_detects_corruption(mixed_gguf, tmp_path):
+    folder = tg.convert(mixed_gguf, tmp_path / "m").path
+    manifest = json.loads((folder / tg.MANIFEST_NAME).read_text())
+    assert set(manifest["files"]) == {p.name for p in folder.iterdir()} - {tg.MANIFEST_NAME}
+    assert manifest["source"]["tensor_types"]["Q4_1"] == 3 and manifest["n_params"] == TINY_PARAMS
+    assert tg.verify_manifest(folder) == []
+    data = bytearray((folder / "model.safetensors").read_bytes())
+    data[-1] ^= 0xFF
+    (folder / "model.safetensors").write_bytes(bytes(data))
+    assert tg.verify_manifest(folder) == ["model.safetensors does not match its sha256 checksum"]
+    assert tg.verify_manifest(folder, full=False) == []
+    (folder / "tokenizer.json").write_text("{}")
+    assert any("tokenizer.json has 2 bytes" in p for p in tg.verify_manifest(folder))
+
+
+# --- refusals -----------------------------------------------------------------------------------------
+
+
+def test_refuses_other_architectures(tmp_path):
+    path = write_gguf(tmp_path / "q.gguf", arch="qwen2")
+    with pytest.raises(GGUFError, match=r"architecture 'qwen2' is not supported \(tfcli converts: llama\)"):
+        tg.convert(path, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_refuses_unsupported_quantization_naming_the_type(tmp_path):
+    def add_q6k(w):
+        w.add_tensor("blk.0.extra.weight", np.zeros((1, 210), np.uint8), raw_dtype=Q.Q6_K)
+
+    path = write_gguf(tmp_path / "k.gguf", tweak=add_q6k)
+    with pytest.raises(GGUFError, match=r"'blk.0.extra.weight' is Q6_K, which tfcli cannot dequantize \(supported types: F32, F16, BF16, Q4_0"):
+        tg.convert(path, tmp_path / "out")
+
+
+def test_refuses_unknown_pre_tokenizer(tmp_path):
+    with pytest.raises(GGUFError, match="pre-tokenizer 'qwen2' is not supported"):
+        tg.convert(write_gguf(tmp_path / "p.gguf", pre="qwen2"), tmp_path / "out")
+
+
+# --- the command --------------------------------------------------------------------------------------
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def test_cli_convert_writes_the_folder(cli, mixed_gguf, tmp_path):
+    out = tmp_path / "converted"
+    r = cli("convert", mixed_gguf, out)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.strip() == str(out)
+    assert f"{TINY_PARAMS:,} parameters" in r.stderr and "dequantizing" in r.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "chat_template.jinja", "config.json", "generation_config.json", "model.safetensors",
+        "tfcli-manifest.json", "tokenizer.json", "tokenizer_config.json",
+    ]  # fmt: skip
+    r = cli("generate", "-m", out, "Hello", "-n", "3", "-t", "0", "-q")
+    assert r.exit_code == 0, r.stderr
+
+
+def test_cli_convert_will_not_overwrite_without_force(cli, mixed_gguf, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    r = cli("convert", mixed_gguf, out)
+    assert r.exit_code == 1
+    assert "already exists" in r.stderr and "--force" in r.stderr
+    assert (out / "keep.txt").exists()
+    r = cli("convert", mixed_gguf, out, "--force")
+    assert r.exit_code == 0, r.stderr
+    assert not (out / "keep.txt").exists() and (out / "model.safetensors").exists()
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError], ids=["ctrl-c", "disk error"])
+def test_cli_convert_leaves_nothing_behind_on_failure(cli, mixed_gguf, tmp_path, monkeypatch, failure):
+    real = tg.GGUFFile.tensor
+    calls = []
+
+    def failing(self, name):
+        calls.append(name)
+        if len(calls) == 5:
+            raise failure("boom")
+        return real(self, name)
+
+    monkeypatch.setattr(tg.GGUFFile, "tensor", failing)
+    r = cli("convert", mixed_gguf, tmp_path / "out")
+    assert r.exit_code == 130 if failure is KeyboardInterrupt else r.exit_code != 0
+    assert not (tmp_path / "out").exists()
+    assert _leftovers(tmp_path) == []
+
+
+def test_cli_convert_bad_files_are_one_line_errors(cli, tmp_path):
+    bad = tmp_path / "x.gguf"
+    bad.write_bytes(b"not gguf at all")
+    r = cli("convert", bad, tmp_path / "out")
+    assert r.exit_code == 1
+    assert r.stderr.startswith("error: x.gguf is not a GGUF file") and r.stderr.count("\n") == 1
+    r = cli("convert", tmp_path / "missing.gguf", tmp_path / "out")
+    assert r.exit_code == 1 and "does not exist" in r.stderr
+
+
+def test_a_gguf_given_as_model_says_convert_it(cli, mixed_gguf):
+    r = cli("generate", "-m", mixed_gguf, "hi")
+    assert r.exit_code == 1 and "tfcli convert" in r.stderr
+
+
+def test_convert_never_needs_torch_or_transformers(mixed_gguf, tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; sys.modules['gguf'] = None\n"
+        f"from tfcli.engine.gguf import convert; convert({str(mixed_gguf)!r}, {str(tmp_path / 'o')!r})"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr

