@@ -67,7 +67,16 @@ class Tensors:
                 "config.json and the weights disagree; use the config.json saved with these weights",
             )
         self.used.add(name)
-        return self._where[name].float32(name)
+        wf = self._where[name]
+        arr = wf.float32(name)
+        if wf.tensors[name].dtype != "F32":
+            wf.release(name)  # widened to a float32 copy: the half-precision pages are not needed
+        return arr
+
+    def release(self, *names: str) -> None:
+        """Forget the mapped pages of tensors that were copied (see WeightFile.release)."""
+        for name in names:
+            self._where[name].release(name)
 
     def unused(self) -> list[str]:
         return [n for n in self._where if n not in self.used]

@@ -74,6 +74,20 @@ class WeightFile:
         arr = np.frombuffer(self._buffer(), dtype=dtype, count=info.numel, offset=info.start)
         return arr.reshape(info.shape)
 
+    def release(self, name: str) -> None:
+        """Drop this tensor's pages from our mapping, after copying it (fused, or widened to float32).
+
+        The file's pages stay in the OS page cache; they just stop counting in this process's
+        resident memory, so that a copy does not cost twice its size. A later read of the view
+        faults the pages back in, so this is always safe.
+        """
+        info = self.tensors[name]
+        if self._map is None or info.end <= info.start:
+            return
+        page = mmap.PAGESIZE
+        start = info.start // page * page
+        self._map.madvise(mmap.MADV_DONTNEED, start, info.end - start)
+
     def float32(self, name: str) -> np.ndarray:
         """The tensor as float32: a view for F32, a converted copy for F16/BF16."""
         info = self.tensors[name]
