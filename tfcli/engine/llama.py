@@ -1,7 +1,12 @@
 """Llama: RMSNorm, rotary positions, grouped-query attention, SwiGLU MLP (Touvron et al. 2023).
 
-Hugging Face stores Linear weights as [out, in]; the name table turns each into an [in, out] view
-(`.T`, no copy) once, at load, so that every matmul in `block` reads `x @ w` like GPT-2's.
+Hugging Face stores Linear weights as [out, in]. The name table turns each into [in, out] once,
+at load, so that every matmul in `block` reads `x @ w` like GPT-2's. The three attention input
+projections are fused into one [D, (H+2Hkv)*Dh] matrix and the SwiGLU gate and up projections into
+one [D, 2F] (as GPT-2's c_attn fuses Q, K, V): a decode step then makes 4 matrix products per layer
+instead of 7, and q and k leave the fused product side by side, so one RoPE call rotates both.
+The fused matrices are copies; the mapped pages they came from are released. o_proj and down_proj
+stay zero-copy views of the file.
 """
 
 from __future__ import annotations
@@ -21,18 +26,13 @@ from .model import Transformer
 @dataclass(frozen=True)
 class LlamaLayer:
     attn_norm: np.ndarray  # [D]   input_layernorm
-    wq: np.ndarray  # [D, H*Dh]
-    wk: np.ndarray  # [D, Hkv*Dh]
-    wv: np.ndarray  # [D, Hkv*Dh]
-    wo: np.ndarray  # [H*Dh, D]
-    bq: np.ndarray | None  # [H*Dh] when attention_bias
-    bk: np.ndarray | None  # [Hkv*Dh]
-    bv: np.ndarray | None  # [Hkv*Dh]
+    w_qkv: np.ndarray  # [D, (H+2Hkv)*Dh]  q_proj, k_proj, v_proj side by side
+    b_qkv: np.ndarray | None  # [(H+2Hkv)*Dh] when attention_bias
+    wo: np.ndarray  # [H*Dh, D]  o_proj (view)
     bo: np.ndarray | None  # [D]
     mlp_norm: np.ndarray  # [D]   post_attention_layernorm
-    w_gate: np.ndarray  # [D, F]
-    w_up: np.ndarray  # [D, F]
-    w_down: np.ndarray  # [F, D]
+    w_gate_up: np.ndarray  # [D, 2F]  gate_proj, up_proj side by side
+    w_down: np.ndarray  # [F, D]  down_proj (view)
 
 
 class Llama(Transformer):
@@ -54,28 +54,28 @@ class Llama(Transformer):
         D, F, V = cfg.d_model, cfg.d_ff, cfg.vocab_size
         q_dim, kv_dim = cfg.n_head * cfg.head_dim, cfg.n_kv_head * cfg.head_dim
 
-        def linear(name: str, n_out: int, n_in: int) -> np.ndarray:
-            return t.get(name, (n_out, n_in)).T  # [out, in] -> [in, out] view
-
-        def bias(name: str, n: int, present: bool) -> np.ndarray | None:
-            return t.get(name, (n,)) if present else None
+        def fused(names_rows: list[tuple[str, int]], n_in: int) -> np.ndarray:
+            """Stack [out_i, in] weights into one [in, sum(out_i)] C-contiguous matrix."""
+            parts = [t.get(name, (rows, n_in)) for name, rows in names_rows]  # [out_i, in] each
+            w = np.ascontiguousarray(np.concatenate(parts, axis=0).T)  # [in, sum out_i]
+            t.release(*(name for name, _ in names_rows))
+            return w
 
         def layer(i: int) -> LlamaLayer:
             p = f"model.layers.{i}."
+            a = p + "self_attn."
+            qkv = [(a + "q_proj.weight", q_dim), (a + "k_proj.weight", kv_dim), (a + "v_proj.weight", kv_dim)]
             return LlamaLayer(
                 attn_norm=t.get(p + "input_layernorm.weight", (D,)),
-                wq=linear(p + "self_attn.q_proj.weight", q_dim, D),
-                wk=linear(p + "self_attn.k_proj.weight", kv_dim, D),
-                wv=linear(p + "self_attn.v_proj.weight", kv_dim, D),
-                wo=linear(p + "self_attn.o_proj.weight", D, q_dim),
-                bq=bias(p + "self_attn.q_proj.bias", q_dim, cfg.attn_bias),
-                bk=bias(p + "self_attn.k_proj.bias", kv_dim, cfg.attn_bias),
-                bv=bias(p + "self_attn.v_proj.bias", kv_dim, cfg.attn_bias),
-                bo=bias(p + "self_attn.o_proj.bias", D, cfg.attn_bias),
+                w_qkv=fused(qkv, D),
+                b_qkv=np.concatenate([t.get(a + f"{n}_proj.bias", (k,)) for n, k in zip("qkv", (q_dim, kv_dim, kv_dim))])
+                if cfg.attn_bias
+                else None,
+                wo=t.get(a + "o_proj.weight", (D, q_dim)).T,  # [out, in] -> [in, out] view
+                bo=t.get(a + "o_proj.bias", (D,)) if cfg.attn_bias else None,
                 mlp_norm=t.get(p + "post_attention_layernorm.weight", (D,)),
-                w_gate=linear(p + "mlp.gate_proj.weight", F, D),
-                w_up=linear(p + "mlp.up_proj.weight", F, D),
-                w_down=linear(p + "mlp.down_proj.weight", D, F),
+                w_gate_up=fused([(p + "mlp.gate_proj.weight", F), (p + "mlp.up_proj.weight", F)], D),
+                w_down=t.get(p + "mlp.down_proj.weight", (D, F)).T,
             )
 
         if cfg.mlp_bias:
@@ -99,22 +99,22 @@ class Llama(Transformer):
     def block(self, x, layer: LlamaLayer, index: int, cache: KVCache, start: int, attn_probs) -> np.ndarray:
         cfg = self.config
         t_len = x.shape[0]
+        H, Hkv, F = cfg.n_head, cfg.n_kv_head, cfg.d_ff
         h = ops.rms_norm(x, layer.attn_norm, cfg.norm_eps)  # [T, D]
-        q = h @ layer.wq  # [T, D] @ [D, H*Dh] -> [T, H*Dh]
-        k = h @ layer.wk  # [T, D] @ [D, Hkv*Dh] -> [T, Hkv*Dh]
-        v = h @ layer.wv  # [T, Hkv*Dh]
-        if layer.bq is not None:
-            q, k, v = q + layer.bq, k + layer.bk, v + layer.bv
+        qkv = h @ layer.w_qkv  # [T, D] @ [D, (H+2Hkv)*Dh] -> [T, (H+2Hkv)*Dh]
+        if layer.b_qkv is not None:
+            qkv += layer.b_qkv
+        qkv = qkv.reshape(t_len, H + 2 * Hkv, cfg.head_dim)  # [T, H+2Hkv, Dh]
         cos, sin = self.cos[start : start + t_len], self.sin[start : start + t_len]  # [T, Dh/2]
-        q = ops.apply_rope(q.reshape(t_len, cfg.n_head, cfg.head_dim), cos, sin)  # [T, H, Dh]
-        k = ops.apply_rope(k.reshape(t_len, cfg.n_kv_head, cfg.head_dim), cos, sin)  # [T, Hkv, Dh]
-        v = v.reshape(t_len, cfg.n_kv_head, cfg.head_dim)  # [T, Hkv, Dh]
-        a = self.self_attention(q, k, v, index, cache, start, attn_probs) @ layer.wo  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
+        qk = ops.apply_rope(qkv[:, : H + Hkv], cos, sin)  # [T, H+Hkv, Dh]: queries and keys rotate together
+        a = self.self_attention(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], index, cache, start, attn_probs)  # [T, H*Dh]
+        a = a @ layer.wo  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
         if layer.bo is not None:
-            a = a + layer.bo
+            a += layer.bo
         x = x + a
         h = ops.rms_norm(x, layer.mlp_norm, cfg.norm_eps)  # [T, D]
-        h = ops.silu(h @ layer.w_gate) * (h @ layer.w_up)  # [T, F]
+        gu = h @ layer.w_gate_up  # [T, D] @ [D, 2F] -> [T, 2F]
+        h = ops.silu(gu[:, :F]) * gu[:, F:]  # [T, F]
         return x + h @ layer.w_down  # [T, F] @ [F, D] -> [T, D]
 
     def unembed(self, x: np.ndarray) -> np.ndarray:
