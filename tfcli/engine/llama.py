@@ -5,8 +5,8 @@ at load, so that every matmul in `block` reads `x @ w` like GPT-2's. The three a
 projections are fused into one [D, (H+2Hkv)*Dh] matrix and the SwiGLU gate and up projections into
 one [D, 2F] (as GPT-2's c_attn fuses Q, K, V): a decode step then makes 4 matrix products per layer
 instead of 7, and q and k leave the fused product side by side, so one RoPE call rotates both.
-The fused matrices are copies; the mapped pages they came from are released. o_proj and down_proj
-stay zero-copy views of the file.
+The fused matrices are copies (row blocks, so a plain memcpy at load); the mapped pages they came
+from are released. The others stay zero-copy views of the file.
 """
 
 from __future__ import annotations
@@ -55,11 +55,12 @@ class Llama(Transformer):
         q_dim, kv_dim = cfg.n_head * cfg.head_dim, cfg.n_kv_head * cfg.head_dim
 
         def fused(names_rows: list[tuple[str, int]], n_in: int) -> np.ndarray:
-            """Stack [out_i, in] weights into one [in, sum(out_i)] C-contiguous matrix."""
+            """Stack [out_i, in] weights row-wise (a plain memory copy, no transpose) and view the
+            result as [in, sum(out_i)]."""
             parts = [t.get(name, (rows, n_in)) for name, rows in names_rows]  # [out_i, in] each
-            w = np.ascontiguousarray(np.concatenate(parts, axis=0).T)  # [in, sum out_i]
+            w = np.concatenate(parts, axis=0)  # [sum out_i, in]
             t.release(*(name for name, _ in names_rows))
-            return w
+            return w.T  # [in, sum out_i] view
 
         def layer(i: int) -> LlamaLayer:
             p = f"model.layers.{i}."
