@@ -113,3 +113,27 @@ def test_choose_reports_before_and_after():
 def test_out_of_range_values_are_refused(kw):
     with pytest.raises(UsageError):
         Sampler(SamplingParams(**kw))
+
+
+def _dense_reference(logits, temperature, top_k, top_p, min_p):
+    """The whole-vocabulary pipeline of transformers' logits processors, written plainly."""
+    z = logits.astype(np.float64) / temperature
+    if top_k:
+        z[z < np.sort(z)[-top_k]] = -np.inf
+    p = softmax(z)
+    if top_p < 1:
+        order = np.argsort(-p, kind="stable")
+        cum = np.cumsum(p[order])
+        p[order[(cum - p[order]) >= top_p]] = 0
+    if min_p:
+        p[p < min_p * p.max()] = 0
+    return p / p.sum()
+
+
+@pytest.mark.parametrize("top_k, top_p, min_p", [(0, 0.9, 0), (40, 0.95, 0.05), (0, 1.0, 0.1), (5, 1.0, 0), (0, 0.5, 0), (1000, 0.99, 0)])
+def test_candidate_pipeline_equals_the_dense_one(top_k, top_p, min_p):
+    rng = np.random.default_rng(3)
+    for scale in (0.5, 3.0):
+        logits = (rng.standard_normal(5000) * scale).astype(np.float32)
+        s = Sampler(SamplingParams(temperature=0.7, top_k=top_k, top_p=top_p, min_p=min_p))
+        np.testing.assert_allclose(s.final_probs(logits, []), _dense_reference(logits, 0.7, top_k, top_p, min_p), atol=1e-6)

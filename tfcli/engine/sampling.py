@@ -62,51 +62,81 @@ class Sampler:
         self.params = params
         self.rng = np.random.default_rng(params.seed)
 
-    def final_probs(self, logits: np.ndarray, history: list[int]) -> np.ndarray:
-        """logits [V] -> the distribution sampled from [V] (one-hot for temperature 0)."""
+    def candidates(self, logits: np.ndarray, history: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """logits [V] -> the distribution sampled from, as (token ids [K], probabilities [K]).
+
+        Only the tokens that survive the filters are carried: with top-k on, the softmax and the
+        top-p sort see k values, not the whole vocabulary (the result is the same, since tokens
+        filtered out would get probability 0; temperature does not change the ranking).
+        """
         p = self.params
-        logits = logits.astype(np.float32, copy=True)  # [V]
         if p.repetition_penalty != 1.0 and p.repeat_last_n > 0 and history:
+            logits = logits.copy()  # [V]
             seen = np.unique(np.asarray(history[-p.repeat_last_n :]))
             seen = seen[seen < logits.shape[0]]
             vals = logits[seen]
             # CTRL's penalty (Keskar et al. 2019): shrink positive logits, push negative ones further down.
             logits[seen] = np.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
         if p.temperature == 0:
-            probs = np.zeros_like(logits)
-            probs[int(np.argmax(logits))] = 1.0
-            return probs
-        logits /= np.float32(p.temperature)
-        if 0 < p.top_k < logits.shape[0]:
-            kth = np.partition(logits, -p.top_k)[-p.top_k]
-            logits[logits < kth] = -np.inf
-        probs = ops.softmax(logits)  # [V]
+            return np.array([int(np.argmax(logits))]), np.ones(1, dtype=np.float32)
+        vocab = logits.shape[0]
+        if 0 < p.top_k < vocab:
+            kth = np.partition(logits, vocab - p.top_k)[vocab - p.top_k]
+            ids = np.flatnonzero(logits >= kth)  # [>= k]: ties with the k-th are kept, as in transformers
+        else:
+            ids = np.arange(vocab)
+        probs = ops.softmax(logits[ids].astype(np.float32) / np.float32(p.temperature))  # [K]
         if p.top_p < 1.0:
-            order = np.argsort(-probs, kind="stable")  # [V], most likely first
+            order = _descending(probs, p.top_p)  # [M] most likely first, M <= K, their total >= top_p
             cum = np.cumsum(probs[order])
             # Keep every token whose predecessors' total is still below p: the smallest set reaching p.
-            drop = order[(cum - probs[order]) >= p.top_p]
-            probs[drop] = 0.0
+            keep = order[(cum - probs[order]) < p.top_p]
+            ids, probs = ids[keep], probs[keep]
         if p.min_p > 0:
-            probs[probs < p.min_p * probs.max()] = 0.0
-        return probs / probs.sum()
+            keep = probs >= p.min_p * probs.max()
+            ids, probs = ids[keep], probs[keep]
+        return ids, probs / probs.sum()
+
+    def final_probs(self, logits: np.ndarray, history: list[int]) -> np.ndarray:
+        """The distribution sampled from, over the whole vocabulary [V] (one-hot for temperature 0)."""
+        ids, probs = self.candidates(logits, history)
+        dense = np.zeros(logits.shape[0], dtype=np.float32)  # [V]
+        dense[ids] = probs
+        return dense
 
     def sample(self, logits: np.ndarray, history: list[int]) -> int:
-        return self._pick(self.final_probs(logits, history))
+        return self._pick(*self.candidates(logits, history))
 
     def choose(self, logits: np.ndarray, history: list[int], top_n: int) -> Choice:
         """Sample like `sample`, and report the top candidates before and after the knobs."""
-        probs = self.final_probs(logits, history)  # [V]
-        token = self._pick(probs)
+        ids, probs = self.candidates(logits, history)
+        token = self._pick(ids, probs)
         p_model = ops.softmax(logits.astype(np.float32))  # [V]
         n = min(top_n, len(p_model))
         top = np.argpartition(-p_model, n - 1)[:n]
         top = top[np.argsort(-p_model[top], kind="stable")]  # [N]
-        return Choice(token, top, p_model[top], probs[top], int(np.count_nonzero(probs)))
+        final = dict(zip(ids.tolist(), probs.tolist()))
+        p_final = np.array([final.get(int(i), 0.0) for i in top], dtype=np.float32)  # [N]
+        return Choice(token, top, p_model[top], p_final, len(ids))
 
-    def _pick(self, probs: np.ndarray) -> int:
-        if self.params.temperature == 0:
-            return int(np.argmax(probs))
+    def _pick(self, ids: np.ndarray, probs: np.ndarray) -> int:
+        if len(ids) == 1:
+            return int(ids[0])
         # Inverse CDF with one uniform draw: cheap, and exactly reproducible for a seed.
         cdf = np.cumsum(probs, dtype=np.float64)
-        return int(min(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"), len(cdf) - 1))
+        return int(ids[min(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"), len(cdf) - 1)])
+
+
+def _descending(probs: np.ndarray, mass: float) -> np.ndarray:
+    """Indices of the most likely entries, sorted, enough of them to hold `mass` of the total.
+
+    Sorting a whole 50,000-token vocabulary costs milliseconds; the top few hundred usually hold the
+    mass, so sort a partition of them first and fall back to the full sort only when they do not.
+    """
+    m = 256
+    while m < len(probs):
+        part = np.argpartition(-probs, m - 1)[:m]  # [m], unordered
+        if probs[part].sum() >= mass:
+            return part[np.argsort(-probs[part], kind="stable")]
+        m *= 4
+    return np.argsort(-probs, kind="stable")
