@@ -132,13 +132,9 @@ def _offline_tokens(text: str) -> tuple[list[str], str]:
 
 
 def _read_text(text: str | None, what: str) -> str:
-    from tfcli.engine.errors import PromptError
+    from .options import read_text
 
-    from .generate import _read_prompt
-
-    if text == "":
-        raise PromptError("the text is empty", f"give some text to {what}")
-    return _read_prompt(text)
+    return read_text(text or "", "the text", f"give some text to {what}")
 
 
 # --- the worked example -----------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .options import read_text
 from .console import err, note, warn
 
 DEFAULT_MAX_TOKENS = 256
@@ -67,7 +68,7 @@ def generate(
         raise UsageError(f"--show-probs must be 0 or more, not {show_probs}")
     if max_tokens is not None and max_tokens < 1:
         raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
-    text = _read_prompt(prompt)
+    text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
     t0 = time.perf_counter()
     lm = load(model)
     load_seconds = time.perf_counter() - t0
@@ -164,30 +165,6 @@ def _fit_context(ids: list[int], n_ctx: int, max_tokens: int | None, truncate: b
         return ids
     warn(f"the prompt is {len(ids)} tokens; keeping its last {keep} so that {n_ctx - keep + 1} new tokens fit the context of {n_ctx}")
     return ids[-keep:]
-
-
-def _read_prompt(prompt: str | None) -> str:
-    from tfcli.engine.errors import PromptError
-
-    if prompt is None:
-        return "\n"
-    if prompt == "-":
-        data = sys.stdin.buffer.read()
-        try:
-            prompt = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise PromptError(f"stdin is not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start})", "convert the text to UTF-8") from None
-    if prompt == "":
-        raise PromptError("the prompt is empty", "give some text to continue, or omit it to start from a newline")
-    # Bytes that are not UTF-8 reach Python's argv as lone surrogates (PEP 383).
-    bad = next((i for i, c in enumerate(prompt) if "\udc80" <= c <= "\udcff"), None)
-    if bad is not None:
-        byte = ord(prompt[bad]) - 0xDC00
-        raise PromptError(
-            f"the prompt is not valid UTF-8 (byte {byte:#04x} at character {bad})",
-            "set the terminal to UTF-8, or pass the text with '-' from a UTF-8 file",
-        )
-    return prompt
 
 
 def _sampling_params(generation: dict, temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n, seed):

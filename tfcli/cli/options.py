@@ -17,3 +17,28 @@ Model = Annotated[
 ]
 Seed = Annotated[Optional[int], typer.Option("--seed", "-s", help="Random seed: the same seed gives the same output.", show_default=False)]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]
+
+
+def read_text(value: str, what: str, hint: str) -> str:
+    """Text given on the command line, or on stdin when it is '-': refused with one line when it is
+    empty or not UTF-8 (bytes that are not UTF-8 reach Python's argv as lone surrogates, PEP 383)."""
+    import sys
+
+    from tfcli.engine.errors import PromptError
+
+    if value == "-":
+        data = sys.stdin.buffer.read()
+        try:
+            value = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PromptError(f"stdin is not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start})", "convert the text to UTF-8") from None
+    if value == "":
+        raise PromptError(f"{what} is empty", hint)
+    bad = next((i for i, c in enumerate(value) if "\udc80" <= c <= "\udcff"), None)
+    if bad is not None:
+        byte = ord(value[bad]) - 0xDC00
+        raise PromptError(
+            f"{what} is not valid UTF-8 (byte {byte:#04x} at character {bad})",
+            "set the terminal to UTF-8, or pass the text with '-' from a UTF-8 file",
+        )
+    return value

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from . import options
+from .options import read_text
 from .console import out
 
 
@@ -28,9 +29,7 @@ def tokenize(
     from tfcli.engine.registry import resolve
     from tfcli.engine.tokenizer import Tokenizer
 
-    from .generate import _read_prompt
-
-    text = _read_prompt(text)
+    text = read_text(text, "the text", "give some text to tokenize")
     tok = Tokenizer(resolve(model) / "tokenizer.json")
     ids = tok.encode(text)
     if not ids:
