@@ -117,3 +117,66 @@ def test_half_precision_checkpoints_load(tmp_path, dtype):
     with torch.no_grad():
         expect = hf(torch.from_numpy(ids)[None]).logits[0].numpy()
     assert np.abs(logits - expect).max() <= 1e-4
+
+
+def _rewrite(tmp_path, transform, name="model.safetensors"):
+    """A copy of tiny-gpt2 whose tensors went through `transform(dict) -> dict of files`."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    dst = tmp_path / "ckpt"
+    shutil.copytree(DATA / "tiny-gpt2", dst)
+    tensors = load_file(dst / "model.safetensors")
+    (dst / "model.safetensors").unlink()
+    for fname, part in transform(tensors).items():
+        if fname.endswith(".json"):
+            (dst / fname).write_text(part)
+        else:
+            save_file(part, dst / fname)
+    return dst
+
+
+def _logits(folder):
+    ids = reference("tiny-gpt2")["ids_short"]
+    m = load(folder)
+    return m, m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True)
+
+
+def test_gpt2_keys_without_prefix_with_mask_buffers_and_saved_lm_head(tmp_path):
+    """Older GPT-2 files: no 'transformer.' prefix, the causal-mask buffers saved as tensors, and a
+    tied lm_head written out; all load, nothing is reported as unexpected."""
+
+    def old_layout(t):
+        out = {k.removeprefix("transformer."): v for k, v in t.items()}
+        for i in range(3):
+            out[f"h.{i}.attn.bias"] = np.tril(np.ones((1, 1, 128, 128), dtype=np.float32))
+        out["lm_head.weight"] = t["transformer.wte.weight"].copy()
+        return {"model.safetensors": out}
+
+    m, logits = _logits(_rewrite(tmp_path, old_layout))
+    assert m.warnings == []
+    assert np.abs(logits - reference("tiny-gpt2")["logits_short"]).max() <= 1e-4
+
+
+def test_sharded_checkpoint_loads(tmp_path):
+    import json
+
+    def shard(t):
+        names = sorted(t)
+        half = len(names) // 2
+        files = {"model-00001-of-00002.safetensors": {n: t[n] for n in names[:half]},
+                 "model-00002-of-00002.safetensors": {n: t[n] for n in names[half:]}}
+        index = {"metadata": {}, "weight_map": {n: f for f, part in files.items() for n in part}}
+        return {**files, "model.safetensors.index.json": json.dumps(index)}
+
+    _, logits = _logits(_rewrite(tmp_path, shard))
+    assert np.abs(logits - reference("tiny-gpt2")["logits_short"]).max() <= 1e-4
+
+
+def test_unexpected_tensor_is_a_warning(tmp_path):
+    def extra(t):
+        return {"model.safetensors": {**t, "transformer.h.0.attn.rotary": np.zeros(4, dtype=np.float32)}}
+
+    m, _ = _logits(_rewrite(tmp_path, extra))
+    assert len(m.warnings) == 1 and "transformer.h.0.attn.rotary" in m.warnings[0]
