@@ -6,6 +6,7 @@ Commands live one per file and import the engine (and NumPy) inside their functi
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -46,6 +47,19 @@ class ErrorBoundary(TyperGroup):
         if isinstance(rv, int):
             sys.exit(rv)
         sys.exit(0)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # The reader went away (`tfcli generate ... | head`): stop quietly, with exit code 0.
+            # Typer would turn this into exit 1; and the final flush of stdout would fail again, so
+            # stdout is pointed at /dev/null first (the Python docs' advice, under "Note on SIGPIPE").
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
+                pass
+            raise typer.Exit(0) from None
 
 
 def _fail(message: str, code: int) -> None:
@@ -89,4 +103,9 @@ set_auto_pull(pull.auto_pull)
 
 
 def main() -> None:
+    # A terminal whose encoding cannot show a character (a Latin-1 locale, PYTHONIOENCODING=ascii)
+    # gets '?' for it, not a UnicodeEncodeError in the middle of a generation.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure") and stream.errors == "strict":
+            stream.reconfigure(errors="replace")
     app(prog_name="tfcli")

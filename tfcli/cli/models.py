@@ -52,7 +52,7 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
     from tfcli.engine.checkpoint import open_tensors
     from tfcli.engine.config import load_config
     from tfcli.engine.errors import TfcliError
-    from tfcli.engine.gguf import MANIFEST_NAME, verify_manifest
+    from tfcli.engine.manifest import MANIFEST_NAME, quick_check, verify_manifest
 
     row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": _folder_bytes(folder), "shape": "", "path": str(folder), "problems": []}
     try:
@@ -65,6 +65,8 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
     if verify and (folder / MANIFEST_NAME).exists():
         row["problems"] += verify_manifest(folder)
         row["verified"] = not row["problems"]
+    elif kind == "pulled":
+        row["problems"] += quick_check(folder)  # sizes and times (engine/manifest.py): what a run would refuse
     return row
 
 

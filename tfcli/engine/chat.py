@@ -37,8 +37,14 @@ class ChatTemplate:
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
             )
+        except TfcliError:
+            raise
         except TemplateError as e:
-            raise TfcliError(f"the model's chat template failed: {e}", "check chat_template in the model folder") from None
+            raise TfcliError(f"the model's chat template failed: {_first_line(e)}", "check chat_template in the model folder") from None
+        except Exception as e:  # noqa: BLE001 - the template is code from the model folder: any failure is the file's
+            raise TfcliError(
+                f"the model's chat template failed: {type(e).__name__}: {_first_line(e)}", "check chat_template in the model folder"
+            ) from None
 
 
 def load_chat_template(folder: Path) -> ChatTemplate | None:
@@ -49,19 +55,24 @@ def load_chat_template(folder: Path) -> ChatTemplate | None:
         try:
             loaded = json.loads(cfg_path.read_text(encoding="utf-8"))
             cfg = loaded if isinstance(loaded, dict) else {}
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             raise TfcliError(f"{cfg_path} is not valid JSON", "fix or re-convert the model folder") from None
     source = None
     jinja_path = folder / "chat_template.jinja"
     if jinja_path.exists():
-        source = jinja_path.read_text(encoding="utf-8")
+        try:
+            source = jinja_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            raise TfcliError(f"{jinja_path} cannot be read as UTF-8 text", "fix or re-convert the model folder") from None
     elif isinstance(cfg.get("chat_template"), str):
         source = cfg["chat_template"]
     elif isinstance(cfg.get("chat_template"), list):  # [{"name": "default", "template": ...}, ...]
-        named = {t.get("name"): t.get("template") for t in cfg["chat_template"] if isinstance(t, dict)}
+        named = {t.get("name"): t.get("template") for t in cfg["chat_template"] if isinstance(t, dict) and isinstance(t.get("name"), str)}
         source = named.get("default") or next(iter(named.values()), None)
     if not source:
         return None
+    if not isinstance(source, str):
+        raise TfcliError(f"the chat_template in {cfg_path} is not text", "fix or re-convert the model folder")
 
     def token(key: str) -> str:
         value = cfg.get(key)
@@ -70,3 +81,8 @@ def load_chat_template(folder: Path) -> ChatTemplate | None:
         return value if isinstance(value, str) else ""
 
     return ChatTemplate(source, token("bos_token"), token("eos_token"))
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:200] if text else type(e).__name__

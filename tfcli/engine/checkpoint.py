@@ -21,6 +21,8 @@ import numpy as np
 
 from .config import ModelConfig, load_config
 from .errors import CheckpointError
+from .manifest import ensure_intact
+from .memory import check_allocation
 from .weightfile import WeightFile
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -36,7 +38,10 @@ class Tensors:
         for wf in files:
             for name in wf.tensors:
                 if name in self._where:
-                    raise CheckpointError(f"tensor {name!r} appears in both {self._where[name].path.name} and {wf.path.name}")
+                    raise CheckpointError(
+                        f"tensor {name!r} appears in both {self._where[name].path.name} and {wf.path.name}",
+                        "the shards do not belong together; fetch the model again",
+                    )
                 self._where[name] = wf
         self.used: set[str] = set()
 
@@ -92,20 +97,27 @@ def open_tensors(folder: Path) -> Tensors:
         try:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
             shard_names = sorted(set(weight_map.values()))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            if not all(isinstance(s, str) for s in shard_names):
+                raise TypeError
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, KeyError, TypeError, AttributeError):
             raise CheckpointError(f"{index} is malformed", "it must hold a 'weight_map' of tensor name to shard file") from None
         shards = []
         for shard in shard_names:
-            path = folder / str(shard)
-            if Path(str(shard)).name != str(shard) or not path.exists():
-                raise CheckpointError(f"shard {shard!r} listed in {INDEX_NAME} is missing from {folder}")
-            shards.append(WeightFile(path))
+            if Path(shard).name != shard or shard in ("", ".", ".."):
+                # A shard is a file beside the index, never a path that leads elsewhere.
+                raise CheckpointError(f"{INDEX_NAME} lists the shard {shard!r}, which is not a file name", "shards must be files in the model folder")
+            if not (folder / shard).is_file():
+                raise CheckpointError(f"shard {shard!r} listed in {INDEX_NAME} is missing from {folder}", "the download did not finish; fetch the model again")
+            shards.append(WeightFile(folder / shard))
         return Tensors(shards)
     others = sorted(p.name for p in folder.glob("*.safetensors"))
     if len(others) == 1:
         return Tensors([WeightFile(folder / others[0])])
     if others:
-        raise CheckpointError(f"{folder} holds several .safetensors files but no {INDEX_NAME}")
+        raise CheckpointError(
+            f"{folder} holds several .safetensors files ({', '.join(others[:3])}) but no {INDEX_NAME}",
+            f"rename the one to use to {SINGLE_NAME}, or add the index that lists the shards",
+        )
     hint = "convert it with 'tfcli convert FILE.gguf DIR'" if any(folder.glob("*.gguf")) else "the folder needs model.safetensors"
     raise CheckpointError(f"no model.safetensors in {folder}", hint)
 
@@ -124,7 +136,8 @@ class Checkpoint:
 def open_checkpoint(folder: Path) -> Checkpoint:
     folder = Path(folder)
     if not folder.is_dir():
-        raise CheckpointError(f"{folder} is not a folder")
+        raise CheckpointError(f"{folder} is not a folder", "give the folder that holds config.json")
+    ensure_intact(folder)  # a model in the cache must still be what was pulled (engine/manifest.py)
     cfg_path = folder / "config.json"
     if not cfg_path.exists():
         raise CheckpointError(
@@ -133,6 +146,15 @@ def open_checkpoint(folder: Path) -> Checkpoint:
         )
     config = load_config(cfg_path)
     raw = json.loads(cfg_path.read_text(encoding="utf-8"))
+    if config.family == "llama":
+        # The Llama model computes its RoPE tables for every position of the context when it is
+        # built (float64 angles, then float32 cos and sin: about 12 x n_ctx x Dh bytes at the peak),
+        # so an absurd max_position_embeddings is refused here, before that allocation.
+        check_allocation(
+            12 * config.n_ctx * config.head_dim,
+            f"the RoPE tables for a context of {config.n_ctx:,} positions",
+            "max_position_embeddings in config.json is larger than this machine can run; lower it",
+        )
     tensors = open_tensors(folder)
     generation: dict[str, Any] = {}
     gen_path = folder / "generation_config.json"
@@ -140,6 +162,6 @@ def open_checkpoint(folder: Path) -> Checkpoint:
         try:
             loaded = json.loads(gen_path.read_text(encoding="utf-8"))
             generation = loaded if isinstance(loaded, dict) else {}
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise CheckpointError(f"{gen_path} is not valid JSON", "fix or delete generation_config.json") from None
     return Checkpoint(folder, config, tensors, generation, raw)

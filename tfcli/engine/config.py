@@ -59,7 +59,7 @@ class ModelConfig:
     def from_hf(cls, raw: dict[str, Any]) -> ModelConfig:
         """Build from the dict of a Hugging Face config.json; raises ConfigError on anything impossible."""
         if not isinstance(raw, dict):
-            raise ConfigError("config.json does not hold a JSON object")
+            raise ConfigError("config.json does not hold a JSON object", "a config.json is one {...} object of settings; use the one saved with the weights")
         family = _family_of(raw)
         reader = _Reader(raw)
         if family == "gpt2":
@@ -68,11 +68,14 @@ class ModelConfig:
             n_inner = raw.get("n_inner")
             if raw.get("activation_function", "gelu_new") not in ("gelu_new", "gelu_pytorch_tanh", "gelu"):
                 raise ConfigError(
-                    f"config.json: activation_function {raw.get('activation_function')!r} is not supported",
+                    f"config.json: activation_function {_short(raw.get('activation_function'))} is not supported",
                     "GPT-2 models use gelu_new (the tanh form of GELU)",
                 )
             if raw.get("scale_attn_by_inverse_layer_idx") or raw.get("scale_attn_weights") is False:
-                raise ConfigError("config.json: non-standard GPT-2 attention scaling is not supported")
+                raise ConfigError(
+                    "config.json: non-standard GPT-2 attention scaling is not supported",
+                    "tfcli runs GPT-2 with scale_attn_weights true and scale_attn_by_inverse_layer_idx false",
+                )
             cfg = cls(
                 family="gpt2",
                 vocab_size=reader.int("vocab_size"),
@@ -98,13 +101,13 @@ class ModelConfig:
             n_head = reader.int("num_attention_heads")
             n_kv_head = reader.int("num_key_value_heads", default=n_head)
             if raw.get("hidden_act", "silu") != "silu":
-                raise ConfigError(f"config.json: hidden_act {raw.get('hidden_act')!r} is not supported (Llama uses silu)")
+                raise ConfigError(f"config.json: hidden_act {_short(raw.get('hidden_act'))} is not supported", "Llama models use silu")
             scaling = raw.get("rope_scaling")
             rope_params = raw.get("rope_parameters") if isinstance(raw.get("rope_parameters"), dict) else {}
             rope_type = (scaling or {}).get("rope_type", (scaling or {}).get("type")) if isinstance(scaling, dict) else None
             rope_type = rope_type or rope_params.get("rope_type", "default")
             if rope_type != "default":
-                raise ConfigError(f"config.json: RoPE scaling {rope_type!r} is not supported", "only plain RoPE is implemented")
+                raise ConfigError(f"config.json: RoPE scaling {_short(rope_type)} is not supported", "only plain RoPE is implemented")
             # transformers 5 moved rope_theta under rope_parameters; older files keep it at the top level.
             theta = rope_params.get("rope_theta", raw.get("rope_theta", 10000.0))
             head_dim_raw = raw.get("head_dim")
@@ -137,7 +140,10 @@ class ModelConfig:
                     "grouped-query attention needs each key/value head shared by the same number of query heads",
                 )
             if cfg.head_dim % 2:
-                raise ConfigError(f"config.json: head_dim {cfg.head_dim} is odd; rotary embeddings need an even head size")
+                raise ConfigError(
+                    f"config.json: head_dim {cfg.head_dim} is odd; rotary embeddings need an even head size",
+                    "fix head_dim (or hidden_size / num_attention_heads) in config.json",
+                )
         return cfg
 
 
@@ -147,12 +153,17 @@ def load_config(path: Path) -> ModelConfig:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path} is missing", "a model folder needs config.json next to its weights") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read {path}: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {e.start:,})", "save config.json as UTF-8 JSON") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}", "check that it is a readable file") from None
+    fix = "fix the file, or use the config.json saved with the weights"
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        raise ConfigError(f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})", fix) from None
+    except (ValueError, RecursionError) as e:  # an integer of > 4300 digits; nesting deeper than Python's stack
+        raise ConfigError(f"{path} is not valid JSON ({type(e).__name__})", fix) from None
     return ModelConfig.from_hf(raw)
 
 
@@ -160,12 +171,13 @@ def _family_of(raw: dict[str, Any]) -> str:
     model_type = raw.get("model_type")
     if isinstance(model_type, str) and model_type in _MODEL_TYPES:
         return _MODEL_TYPES[model_type]
-    for arch in raw.get("architectures") or []:
+    architectures = raw.get("architectures")
+    for arch in architectures if isinstance(architectures, list) else []:
         if isinstance(arch, str) and arch in _ARCHITECTURES:
             return _ARCHITECTURES[arch]
     known = ", ".join(sorted(_MODEL_TYPES))
     raise ConfigError(
-        f"config.json: model_type {model_type!r} is not supported",
+        f"config.json: model_type {_short(model_type)} is not supported",
         f"tfcli runs these model types: {known}",
     )
 
@@ -186,7 +198,7 @@ class _Reader:
                 return _positive_int(self.raw[key], key)
         if default is not None:
             return default
-        raise ConfigError(f"config.json has no {keys[0]!r}", "the model folder's config.json is incomplete")
+        raise ConfigError(f"config.json has no {keys[0]!r}", "the model folder's config.json is incomplete; use the one saved with the weights")
 
     def opt_int(self, key: str) -> int | None:
         value = self.raw.get(key)
@@ -197,7 +209,7 @@ class _Reader:
             if value is None:
                 return None
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"config.json: {key} must be a non-negative integer, not {value!r}")
+            raise ConfigError(f"config.json: {key} must be a non-negative integer, not {_short(value)}", "fix the value in config.json")
         return value
 
     def int_tuple(self, key: str) -> tuple[int, ...]:
@@ -205,7 +217,7 @@ class _Reader:
         values = value if isinstance(value, list) else ([] if value is None else [value])
         for v in values:
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ConfigError(f"config.json: {key} must be a non-negative integer or a list of them, not {value!r}")
+                raise ConfigError(f"config.json: {key} must be a non-negative integer or a list of them, not {_short(value)}", "fix the value in config.json")
         return tuple(values)
 
     def float(self, key: str, default: float) -> float:
@@ -215,13 +227,24 @@ class _Reader:
 def _positive_int(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value > _MAX_DIM:
         raise ConfigError(
-            f"config.json: {key} must be a positive integer up to {_MAX_DIM:,}, not {value!r}",
+            f"config.json: {key} must be a positive integer up to {_MAX_DIM:,}, not {_short(value)}",
             "fix the value in config.json",
         )
     return value
 
 
 def _positive_float(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"config.json: {key} must be a positive number, not {value!r}")
-    return float(value)
+    # float() first: an integer too large for a float (10**400) is as wrong as infinity.
+    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e308 else math.nan
+    if not math.isfinite(number) or number <= 0:
+        raise ConfigError(f"config.json: {key} must be a positive number, not {_short(value)}", "fix the value in config.json")
+    return number
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """A value from config.json for a message: its repr, cut so that one line stays one line."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int of more than 4300 digits, a list nested past the stack
+        text = f"<a {type(value).__name__} too large to show>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

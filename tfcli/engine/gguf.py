@@ -36,11 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CheckpointError, GGUFError, ResourceError
+from .config import ModelConfig
+from .errors import CheckpointError, ConfigError, GGUFError, ResourceError
+from .manifest import MANIFEST_NAME, file_entry, sha256_file, verify_manifest  # noqa: F401 (re-exported)
 
 MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
-MANIFEST_NAME = "tfcli-manifest.json"
 
 # progress(stage, done, total): called as work advances; total 0 means "unknown".
 Progress = Callable[[str, int, int], None]
@@ -206,6 +207,11 @@ class _Cursor:
             return self.string()
         if vtype == _ARRAY:
             etype, count = self.scalar("<I"), self.scalar("<Q")
+            # Every element takes at least this many bytes: a count the rest of the file cannot hold
+            # is refused before a list of that length is started.
+            least = struct.calcsize(_SCALARS[etype]) if etype in _SCALARS else 8 if etype == _STRING else 12
+            if count * least > len(self.buf) - self.pos:
+                self.take(count * least)  # raises: the file ends first
             if etype in _SCALARS:
                 # Numeric arrays (token types, scores) in one read rather than a Python loop.
                 dtype = np.dtype(_SCALARS[etype].replace("?", "u1"))
@@ -213,6 +219,12 @@ class _Cursor:
                 return np.frombuffer(self.buf, dtype, count, start).tolist()
             return [self.value(etype) for _ in range(count)]
         raise GGUFError(f"{self.name}: unknown metadata value type {vtype} at byte {self.pos:,}", "the file is corrupt or from a newer GGUF version")
+
+
+# The fewest bytes a metadata entry (key length, type, a u8 value) and a tensor entry (name length,
+# n_dims, type, offset) can take: counts in the header that the file cannot hold are refused at once.
+_MIN_KV_BYTES, _MIN_TENSOR_BYTES = 8 + 4 + 1, 8 + 4 + 4 + 8
+CORRUPT = "the file is corrupt"
 
 
 class GGUFFile:
@@ -225,45 +237,58 @@ class GGUFFile:
             with open(self.path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 if size < 4:
-                    raise GGUFError(f"{name} is not a GGUF file (it is {size} bytes long)")
+                    raise GGUFError(f"{name} is not a GGUF file (it is {size} bytes long)", "the download did not finish; fetch the file again")
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except FileNotFoundError:
-            raise GGUFError(f"{self.path} does not exist") from None
+            raise GGUFError(f"{self.path} does not exist", "check the path of the .gguf file") from None
         except IsADirectoryError:
-            raise GGUFError(f"{self.path} is a folder, not a GGUF file") from None
+            raise GGUFError(f"{self.path} is a folder, not a GGUF file", "give the .gguf file inside it") from None
         except PermissionError:
-            raise GGUFError(f"{self.path} cannot be read (permission denied)") from None
+            raise GGUFError(f"{self.path} cannot be read (permission denied)", "check the file's permissions") from None
         self.size = size
         cur = _Cursor(self._map, name)
         if self._map[:4] != MAGIC:
-            raise GGUFError(f"{name} is not a GGUF file (it starts with {bytes(self._map[:4])!r}, not b'GGUF')")
+            raise GGUFError(
+                f"{name} is not a GGUF file (it starts with {bytes(self._map[:4])!r}, not b'GGUF')",
+                "tfcli convert reads llama.cpp's .gguf files; a Hugging Face folder can be used as it is with -m",
+            )
         cur.take(4)
         self.version = cur.scalar("<I")
         if self.version not in (2, 3):
             # Version 1 used 32-bit counts and lengths; nothing current writes it.
-            raise GGUFError(f"{name}: GGUF version {self.version} is not supported (tfcli reads versions 2 and 3)")
+            raise GGUFError(
+                f"{name}: GGUF version {self.version} is not supported (tfcli reads versions 2 and 3)",
+                "convert the model again with a current llama.cpp",
+            )
         n_tensors, n_kv = cur.scalar("<Q"), cur.scalar("<Q")
+        if n_kv * _MIN_KV_BYTES + n_tensors * _MIN_TENSOR_BYTES > size - cur.pos:
+            raise GGUFError(
+                f"{name}: the header claims {n_kv:,} metadata entries and {n_tensors:,} tensors, more than a file of {size:,} bytes can hold",
+                "the file is truncated or corrupt; fetch it again",
+            )
 
         self.metadata: dict[str, Any] = {}
         try:
             for _ in range(n_kv):
                 key = cur.string()
+                if key in self.metadata:
+                    raise GGUFError(f"{name}: metadata key {_short(key)} appears twice", CORRUPT)
                 self.metadata[key] = cur.value(cur.scalar("<I"))
         except RecursionError:  # arrays of arrays of ... : only a corrupt file nests that deep
-            raise GGUFError(f"{name}: metadata nested too deeply", "the file is corrupt") from None
+            raise GGUFError(f"{name}: metadata nested too deeply", CORRUPT) from None
 
         infos = []
         for _ in range(n_tensors):
             tname = cur.string()
             n_dims = cur.scalar("<I")
             if n_dims > _MAX_DIMS:
-                raise GGUFError(f"{name}: tensor {tname!r} claims {n_dims} dimensions (ggml allows {_MAX_DIMS})", "the file is corrupt")
+                raise GGUFError(f"{name}: tensor {_short(tname)} claims {n_dims:,} dimensions (ggml allows {_MAX_DIMS})", CORRUPT)
             dims = [cur.scalar("<Q") for _ in range(n_dims)]
             infos.append((tname, dims, cur.scalar("<I"), cur.scalar("<Q")))
 
         alignment = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-        if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
-            raise GGUFError(f"{name}: general.alignment {alignment!r} is not a power of two")
+        if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
+            raise GGUFError(f"{name}: general.alignment {_short(alignment)} is not a power of two", CORRUPT)
         self.data_start = -(-cur.pos // alignment) * alignment  # round up to the alignment
         self.tensors: dict[str, GGUFTensor] = {}
         for tname, dims, type_id, offset in infos:
@@ -272,21 +297,22 @@ class GGUFFile:
     def _tensor(self, tname: str, dims: list[int], type_id: int, offset: int, alignment: int) -> GGUFTensor:
         name = self.path.name
         if tname in self.tensors:
-            raise GGUFError(f"{name}: tensor {tname!r} appears twice", "the file is corrupt")
+            raise GGUFError(f"{name}: tensor {_short(tname)} appears twice", CORRUPT)
         if offset % alignment:
-            raise GGUFError(f"{name}: tensor {tname!r} is at offset {offset:,}, not a multiple of the alignment {alignment}", "the file is corrupt")
+            raise GGUFError(f"{name}: tensor {_short(tname)} is at offset {offset:,}, not a multiple of the alignment {alignment}", CORRUPT)
         shape = tuple(reversed(dims))
         numel = math.prod(shape)
         bt = BLOCK_TYPES.get(type_id)
         nbytes = 0
         if bt is not None:
-            if dims and dims[0] % bt.weights:
-                raise GGUFError(f"{name}: tensor {tname!r} has rows of {dims[0]} weights, not a multiple of {bt.name}'s block of {bt.weights}")
+            if bt.weights > 1 and (not dims or dims[0] % bt.weights):
+                row = dims[0] if dims else 1
+                raise GGUFError(f"{name}: tensor {_short(tname)} has rows of {row:,} weights, not a multiple of {bt.name}'s block of {bt.weights}", CORRUPT)
             nbytes = numel // bt.weights * bt.nbytes
         start = self.data_start + offset
         if start + nbytes > self.size:
             raise GGUFError(
-                f"{name} is truncated: tensor {tname!r} needs bytes {start:,}..{start + nbytes:,} but the file has {self.size:,}",
+                f"{name} is truncated: tensor {_short(tname)} needs bytes {_number(start)}..{_number(start + nbytes)} but the file has {self.size:,}",
                 "the download or copy did not finish; fetch the file again",
             )
         return GGUFTensor(tname, type_id, shape, start, nbytes)
@@ -371,45 +397,62 @@ def _round32(x: float) -> float:
 
 
 def llama_config(g: GGUFFile) -> dict[str, Any]:
-    """config.json for transformers' LlamaForCausalLM from a GGUF's metadata (keys: gguf.md, "LLM")."""
+    """config.json for transformers' LlamaForCausalLM from a GGUF's metadata (keys: gguf.md, "LLM").
+
+    Every value is checked for its type here, and the result by ModelConfig's own rules in
+    check_convertible: a file from an unknown converter is as untrusted as its bytes.
+    """
+    name = g.path.name
     arch = g.get("general.architecture")
-    if arch not in ARCHITECTURES:
-        raise GGUFError(f"{g.path.name}: architecture {arch!r} is not supported", f"tfcli converts: {', '.join(ARCHITECTURES)}")
+    if not isinstance(arch, str) or arch not in ARCHITECTURES:
+        raise GGUFError(f"{name}: architecture {_short(arch)} is not supported", f"tfcli converts: {', '.join(ARCHITECTURES)}")
 
     def key(suffix: str, default: Any = None) -> Any:
         value = g.get(f"{arch}.{suffix}", default)
         if value is None:
-            raise GGUFError(f"{g.path.name} has no {arch}.{suffix}", "the file's metadata is incomplete")
+            raise GGUFError(f"{name} has no {arch}.{suffix}", "the file's metadata is incomplete")
         return value
 
-    n_head = int(key("attention.head_count"))
-    d_model = int(key("embedding_length"))
-    head_dim = int(key("attention.key_length", d_model // max(n_head, 1)))
-    if int(key("rope.dimension_count", head_dim)) != head_dim:
-        raise GGUFError(f"{g.path.name}: RoPE on part of each head (rope.dimension_count) is not supported")
+    def count(suffix: str, default: Any = None) -> int:
+        value = key(suffix, default)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_COUNT:
+            raise GGUFError(f"{name}: {arch}.{suffix} must be a positive integer up to {_MAX_COUNT:,}, not {_short(value)}", CORRUPT)
+        return value
+
+    def number(suffix: str, default: Any = None) -> float:
+        value = key(suffix, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise GGUFError(f"{name}: {arch}.{suffix} must be a positive number, not {_short(value)}", CORRUPT)
+        return _round32(value)
+
+    n_head = count("attention.head_count")
+    d_model = count("embedding_length")
+    head_dim = count("attention.key_length", d_model // n_head or None)
+    if count("rope.dimension_count", head_dim) != head_dim:
+        raise GGUFError(f"{name}: RoPE on part of each head (rope.dimension_count) is not supported", "tfcli converts plain Llamas")
     if g.get(f"{arch}.expert_count", 0):
-        raise GGUFError(f"{g.path.name}: mixture-of-experts Llamas are not supported")
+        raise GGUFError(f"{name}: mixture-of-experts Llamas are not supported", "tfcli converts plain Llamas")
     scaling = g.get(f"{arch}.rope.scaling.type", "none")
     if scaling != "none" or "rope_freqs.weight" in g.tensors:
         # Llama 3.1+ ships its RoPE frequency scaling as a rope_freqs tensor; the engine has plain RoPE only.
-        what = scaling if scaling != "none" else "a rope_freqs tensor"
-        raise GGUFError(f"{g.path.name}: RoPE scaling ({what}) is not supported", "only plain RoPE is implemented")
-    tokens = g.get("tokenizer.ggml.tokens") or []
-    bos, eos = g.get("tokenizer.ggml.bos_token_id"), g.get("tokenizer.ggml.eos_token_id")
-    theta = _round32(key("rope.freq_base", 10000.0))
+        what = _short(scaling) if scaling != "none" else "a rope_freqs tensor"
+        raise GGUFError(f"{name}: RoPE scaling ({what}) is not supported", "only plain RoPE is implemented")
+    tokens, _types, _merges = vocabulary(g)
+    bos, pad = g.get("tokenizer.ggml.bos_token_id"), g.get("tokenizer.ggml.padding_token_id")
+    theta = number("rope.freq_base", 10000.0)
     return {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
-        "vocab_size": int(key("vocab_size", len(tokens) or None)),
+        "vocab_size": count("vocab_size", len(tokens) or None),
         "hidden_size": d_model,
-        "intermediate_size": int(key("feed_forward_length")),
-        "num_hidden_layers": int(key("block_count")),
+        "intermediate_size": count("feed_forward_length"),
+        "num_hidden_layers": count("block_count"),
         "num_attention_heads": n_head,
-        "num_key_value_heads": int(key("attention.head_count_kv", n_head)),
+        "num_key_value_heads": count("attention.head_count_kv", n_head),
         "head_dim": head_dim,
         "hidden_act": "silu",
-        "max_position_embeddings": int(key("context_length")),
-        "rms_norm_eps": _round32(key("attention.layer_norm_rms_epsilon")),
+        "max_position_embeddings": count("context_length"),
+        "rms_norm_eps": number("attention.layer_norm_rms_epsilon"),
         # transformers 5 reads rope_parameters, earlier versions rope_theta; write both.
         "rope_theta": theta,
         "rope_parameters": {"rope_type": "default", "rope_theta": theta},
@@ -418,11 +461,33 @@ def llama_config(g: GGUFFile) -> dict[str, Any]:
         "tie_word_embeddings": "output.weight" not in g.tensors,
         "bos_token_id": bos,
         "eos_token_id": end_of_generation_ids(g),
-        "pad_token_id": g.get("tokenizer.ggml.padding_token_id"),
+        "pad_token_id": pad if isinstance(pad, int) and not isinstance(pad, bool) else None,
         "torch_dtype": "float32",
         "initializer_range": 0.02,
         "use_cache": True,
     }
+
+
+# Sizes in the metadata beyond this are corrupt (config.py's bound on config.json says the same).
+_MAX_COUNT = 1 << 24
+
+
+def vocabulary(g: GGUFFile) -> tuple[list[str], list[int], list[str]]:
+    """The file's tokens, their types and the BPE merges, checked to be lists of the right types
+    (absent ones are empty; tokenizer_json says when that is a problem)."""
+    name = g.path.name
+    tokens = g.get("tokenizer.ggml.tokens", [])
+    types = g.get("tokenizer.ggml.token_type", None)
+    merges = g.get("tokenizer.ggml.merges", [])
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        raise GGUFError(f"{name}: tokenizer.ggml.tokens is not a list of strings", CORRUPT)
+    if types is None:
+        types = [_NORMAL] * len(tokens)
+    if not isinstance(types, list) or not all(isinstance(t, int) for t in types):
+        raise GGUFError(f"{name}: tokenizer.ggml.token_type is not a list of integers", CORRUPT)
+    if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
+        raise GGUFError(f"{name}: tokenizer.ggml.merges is not a list of strings", CORRUPT)
+    return tokens, types, merges
 
 
 # llama.cpp token types (llama.h `llama_token_type`).
@@ -436,10 +501,9 @@ _EOG_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endofte
 def end_of_generation_ids(g: GGUFFile) -> list[int]:
     """The file's eos id first, then its end-of-turn id and the other tokens llama.cpp stops at."""
     ids = [g.get(k) for k in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id")]
-    tokens = g.get("tokenizer.ggml.tokens") or []
-    types = g.get("tokenizer.ggml.token_type") or [1] * len(tokens)
+    tokens, types, _merges = vocabulary(g)
     ids += [i for i, (t, kind) in enumerate(zip(tokens, types)) if kind == _CONTROL and t in _EOG_TEXTS]
-    return list(dict.fromkeys(i for i in ids if isinstance(i, int)))  # unique, first occurrence wins
+    return list(dict.fromkeys(i for i in ids if isinstance(i, int) and not isinstance(i, bool)))  # unique, first occurrence wins
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -475,19 +539,23 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
     model = g.get("tokenizer.ggml.model")
     if model != "gpt2":
         hint = "tfcli converts byte-level BPE vocabularies (tokenizer.ggml.model 'gpt2')"
-        raise GGUFError(f"{name}: tokenizer model {model!r} is not supported", hint)
+        raise GGUFError(f"{name}: tokenizer model {_short(model)} is not supported", hint)
     pre = g.get("tokenizer.ggml.pre", "default")
-    if pre not in PRE_TOKENIZERS:
-        raise GGUFError(f"{name}: pre-tokenizer {pre!r} is not supported", f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
-    tokens: list[str] = g.get("tokenizer.ggml.tokens") or []
-    types: list[int] = g.get("tokenizer.ggml.token_type") or [_NORMAL] * len(tokens)
-    merges: list[str] = g.get("tokenizer.ggml.merges") or []
+    if not isinstance(pre, str) or pre not in PRE_TOKENIZERS:
+        raise GGUFError(f"{name}: pre-tokenizer {_short(pre)} is not supported", f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
+    tokens, types, merges = vocabulary(g)
     if not tokens or len(types) != len(tokens):
-        raise GGUFError(f"{name}: the tokenizer vocabulary is missing or inconsistent")
+        raise GGUFError(f"{name}: the tokenizer vocabulary is missing or inconsistent", "the file is corrupt or has no tokenizer")
     vocab = {t: i for i, t in enumerate(tokens)}
     if len(vocab) != len(tokens):
         dup = next(t for t, n in Counter(tokens).items() if n > 1)
-        raise GGUFError(f"{name}: token {dup!r} appears twice in the vocabulary", "a tokenizer.json vocabulary needs unique tokens")
+        raise GGUFError(f"{name}: token {_short(dup)} appears twice in the vocabulary", "a tokenizer.json vocabulary needs unique tokens")
+    for m in merges:
+        # A merge is "left right", two tokens of the vocabulary whose concatenation is one too
+        # (the tokenizers library refuses anything else when it loads the file).
+        left, _, right = m.partition(" ")
+        if " " in right or left not in vocab or right not in vocab or left + right not in vocab:
+            raise GGUFError(f"{name}: the merge {_short(m)} does not join two tokens of the vocabulary", CORRUPT)
     added = [
         {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": kind == _CONTROL}
         for i, (t, kind) in enumerate(zip(tokens, types))
@@ -519,7 +587,7 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
 
 def tokenizer_config(g: GGUFFile, config: dict[str, Any]) -> dict[str, Any]:
     """tokenizer_config.json: special tokens, whether to add BOS, and the chat template."""
-    tokens = g.get("tokenizer.ggml.tokens") or []
+    tokens, _types, _merges = vocabulary(g)
 
     def piece(key: str) -> str | None:
         i = g.get(f"tokenizer.ggml.{key}")
@@ -537,8 +605,11 @@ def tokenizer_config(g: GGUFFile, config: dict[str, Any]) -> dict[str, Any]:
         "clean_up_tokenization_spaces": False,
         "model_max_length": config["max_position_embeddings"],
     }
-    if g.get("tokenizer.chat_template"):
-        out["chat_template"] = g.get("tokenizer.chat_template")
+    template = g.get("tokenizer.chat_template")
+    if template is not None and not isinstance(template, str):
+        raise GGUFError(f"{g.path.name}: tokenizer.chat_template is not a string", CORRUPT)
+    if template:
+        out["chat_template"] = template
     return out
 
 
@@ -558,12 +629,17 @@ class ConvertResult:
 def check_convertible(g: GGUFFile) -> dict[str, Any]:
     """Refuse, before any work, what the conversion cannot do; returns config.json."""
     config = llama_config(g)
+    try:
+        ModelConfig.from_hf(config)  # the rules every config.json is held to (head counts that divide...)
+    except ConfigError as e:
+        raise GGUFError(f"{g.path.name}: its metadata describes an impossible model: {e.message.removeprefix('config.json: ')}", CORRUPT) from None
     for t in g.tensors.values():
         if t.type_id not in BLOCK_TYPES:
-            raise GGUFError(f"{g.path.name}: tensor {t.name!r} is {t.type_name}, which tfcli cannot dequantize", f"supported types: {SUPPORTED_TYPES}")
+            raise GGUFError(f"{g.path.name}: tensor {_short(t.name)} is {t.type_name}, which tfcli cannot dequantize", f"supported types: {SUPPORTED_TYPES}")
         if hf_name(t.name) is None:
-            raise GGUFError(f"{g.path.name}: tensor {t.name!r} has no counterpart in a Hugging Face Llama", "the file is not a plain Llama")
+            raise GGUFError(f"{g.path.name}: tensor {_short(t.name)} has no counterpart in a Hugging Face Llama", "the file is not a plain Llama")
     tokenizer_json(g)  # raises on an unsupported tokenizer
+    tokenizer_config(g, config)  # raises on a chat template that is not text
     return config
 
 
@@ -579,27 +655,34 @@ def convert(src: Path, out_dir: Path, *, replace: bool = False, progress: Progre
         config = check_convertible(g)
         _check_target(out_dir, replace)
         order = _tensor_order(g, config)
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        need, free = sum(4 * g.tensors[n].numel for n, _ in order), shutil.disk_usage(out_dir.parent).free
-        if free < need + 50_000_000:
-            raise ResourceError(
-                f"converting {src.name} needs about {need / 1e6:,.0f} MB of disk space; {out_dir.parent} has {free / 1e6:,.0f} MB free",
-                "free some space or choose another OUT_DIR",
-            )
-        tmp = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{secrets.token_hex(3)}"
-        tmp.mkdir()
+        try:
+            out_dir.parent.mkdir(parents=True, exist_ok=True)
+            need, free = sum(4 * g.tensors[n].numel for n, _ in order), shutil.disk_usage(out_dir.parent).free
+            if free < need + 50_000_000:
+                raise ResourceError(
+                    f"converting {src.name} needs about {need / 1e6:,.0f} MB of disk space; {out_dir.parent} has {free / 1e6:,.0f} MB free",
+                    "free some space or choose another OUT_DIR",
+                )
+            _remove_stale_partials(out_dir)
+            tmp = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{secrets.token_hex(3)}"
+            tmp.mkdir()
+        except OSError as e:  # a read-only or missing parent folder: the user's to fix
+            raise CheckpointError(f"cannot write into {out_dir.parent}: {e.strerror or e}", "choose a writable OUT_DIR") from None
         try:
             manifest = _write_folder(g, config, order, tmp, progress)
             _move_into_place(tmp, out_dir, replace)
-        except BaseException:
+        except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(e, OSError) and e.errno is not None:  # disk full, quota, I/O error
+                raise CheckpointError(f"writing {out_dir} failed: {e.strerror}; nothing was left behind", "free some space, or choose another OUT_DIR") from None
             raise
     nbytes = sum(f["bytes"] for f in manifest["files"].values())
     return ConvertResult(out_dir, manifest["n_params"], nbytes, manifest["source"]["tensor_types"])
 
 
 def _write_folder(g: GGUFFile, config: dict[str, Any], order: list[tuple[str, str]], folder: Path, progress: Progress | None) -> dict[str, Any]:
-    """Every file of the model folder, the manifest of their checksums last; returns the manifest."""
+    """Every file of the model folder, the manifest of their sizes, times and checksums last (see
+    engine/manifest.py: a cached model is checked against it before use); returns the manifest."""
     files = {"model.safetensors": _write_safetensors(g, order, config, folder / "model.safetensors", progress)}
     tok_cfg = tokenizer_config(g, config)
     texts = {
@@ -613,7 +696,7 @@ def _write_folder(g: GGUFFile, config: dict[str, Any], order: list[tuple[str, st
     for fname, text in texts.items():
         data = text.encode("utf-8")
         (folder / fname).write_bytes(data)
-        files[fname] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        files[fname] = file_entry(folder / fname, hashlib.sha256(data).hexdigest())
     source = {
         "file": g.path.name, "bytes": g.size, "sha256": sha256_file(g.path), "name": g.get("general.name"),
         "tensor_types": dict(Counter(t.type_name for t in g.tensors.values())),
@@ -627,6 +710,28 @@ def _write_folder(g: GGUFFile, config: dict[str, Any], order: list[tuple[str, st
     }
     (folder / MANIFEST_NAME).write_text(_json(manifest), encoding="utf-8")
     return manifest
+
+
+def _remove_stale_partials(out_dir: Path) -> None:
+    """Hidden folders that killed conversions into out_dir left behind (.NAME.partial-PID-xxxxxx),
+    once their process is gone: a live conversion's folder is left alone."""
+    prefix = f".{out_dir.name}.partial-"
+    for path in out_dir.parent.glob(prefix + "*"):
+        pid = path.name[len(prefix) :].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if os.name == "nt":
+        return True  # no cheap check there: keep the folder
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by someone else
+        return True
+    return True
 
 
 def _check_target(out_dir: Path, replace: bool) -> None:
@@ -659,16 +764,23 @@ def _move_into_place(tmp: Path, out_dir: Path, replace: bool) -> None:
 
 def _tensor_order(g: GGUFFile, config: dict[str, Any]) -> list[tuple[str, str]]:
     """(GGUF name, HF name) for every tensor, in model order; checks nothing a Llama needs is missing."""
+    n_layer = config["num_hidden_layers"]
+    if n_layer * len(_LAYER_NAMES) > len(g.tensors):
+        # Checked before the list of names is built: block_count may claim millions of layers.
+        raise GGUFError(
+            f"{g.path.name}: the metadata says {n_layer:,} layers but the file has only {len(g.tensors):,} tensors",
+            "the file is not a complete Llama",
+        )
     wanted = ["token_embd.weight"]
-    for i in range(config["num_hidden_layers"]):
+    for i in range(n_layer):
         wanted += [f"blk.{i}.{n}" for n in _LAYER_NAMES]
     wanted += ["output_norm.weight"] + ([] if config["tie_word_embeddings"] else ["output.weight"])
     missing = [n for n in wanted if n not in g.tensors]
     if missing:
-        raise GGUFError(f"{g.path.name}: tensor {missing[0]!r} is missing ({len(missing)} missing in all)", "the file is not a complete Llama")
+        raise GGUFError(f"{g.path.name}: tensor {_short(missing[0])} is missing ({len(missing)} missing in all)", "the file is not a complete Llama")
     extra = sorted(set(g.tensors) - set(wanted))
     if extra:
-        raise GGUFError(f"{g.path.name}: tensor {extra[0]!r} does not belong to a {config['num_hidden_layers']}-layer Llama")
+        raise GGUFError(f"{g.path.name}: tensor {_short(extra[0])} does not belong to a {n_layer}-layer Llama", "the file is not a plain Llama")
     return [(n, hf_name(n)) for n in wanted]
 
 
@@ -718,7 +830,7 @@ def _write_safetensors(g: GGUFFile, order, config, path: Path, progress: Progres
             done += len(data)
             if progress:
                 progress("convert", done, offset)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+    return file_entry(path, digest.hexdigest())
 
 
 def _generation_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -728,36 +840,18 @@ def _generation_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _number(n: int) -> str:
+    return f"{n:,}" if abs(n) < 10**24 else _short(n, 24)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """A value from the file for a message: its repr, cut so that a corrupt file cannot flood the terminal."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        text = f"<a {type(value).__name__} too large to show>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _json(obj: Any) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
-
-
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def verify_manifest(folder: Path, *, full: bool = True) -> list[str]:
-    """Problems with a converted folder against its manifest: missing files, wrong sizes, and (full)
-    wrong sha256 checksums. An empty list means the folder is as it was written."""
-    folder = Path(folder)
-    try:
-        manifest = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
-        files = dict(manifest["files"])
-    except FileNotFoundError:
-        return [f"{MANIFEST_NAME} is missing"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError):
-        return [f"{MANIFEST_NAME} is unreadable"]
-    problems = []
-    for fname, want in files.items():
-        path = folder / fname
-        if Path(fname).name != fname or not path.is_file():
-            problems.append(f"{fname} is missing")
-        elif path.stat().st_size != want.get("bytes"):
-            problems.append(f"{fname} has {path.stat().st_size:,} bytes, not {want.get('bytes'):,}")
-        elif full and sha256_file(path) != want.get("sha256"):
-            problems.append(f"{fname} does not match its sha256 checksum")
-    return problems

@@ -30,10 +30,8 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} PB"
 
 
-def check_allocation(nbytes: int, what: str) -> None:
+def check_allocation(nbytes: int, what: str, hint: str = "use a shorter prompt or fewer --max-tokens, or a smaller model") -> None:
+    """ResourceError, naming the size, if `what` needs more than the memory available now."""
     avail = available_bytes()
     if avail is not None and nbytes > avail:
-        raise ResourceError(
-            f"{what} would need {human_bytes(nbytes)} but only {human_bytes(avail)} of memory is available",
-            "use a shorter prompt or fewer --max-tokens, or a smaller model",
-        )
+        raise ResourceError(f"{what} would need {human_bytes(nbytes)} but only {human_bytes(avail)} of memory is available", hint)

@@ -28,6 +28,7 @@ from pathlib import Path
 from . import gguf
 from .errors import GGUFError, ModelNotFoundError, PullError
 from .gguf import Progress
+from .manifest import MANIFEST_NAME, quick_check
 from .registry import cache_dir
 
 
@@ -62,9 +63,10 @@ def model_dir(name: str) -> Path:
 
 
 def is_pulled(name: str) -> bool:
-    """The model's folder is in the cache and its files have the sizes its manifest records."""
+    """The model's folder is in the cache, with its manifest, and its files are the ones the manifest
+    records (sizes and times; a file whose time changed is hashed: engine/manifest.py)."""
     folder = model_dir(name)
-    return (folder / "config.json").is_file() and not gguf.verify_manifest(folder, full=False)
+    return (folder / "config.json").is_file() and (folder / MANIFEST_NAME).is_file() and not quick_check(folder)
 
 
 def pull(name: str, *, source: Path | None = None, force: bool = False, progress: Progress | None = None) -> Path:

@@ -47,7 +47,10 @@ def shipped_dir() -> Path:
 def home_dir() -> Path:
     """$TFCLI_HOME, else $XDG_CACHE_HOME/tfcli, else ~/.cache/tfcli."""
     if os.environ.get("TFCLI_HOME"):
-        return Path(os.environ["TFCLI_HOME"]).expanduser()
+        try:
+            return Path(os.environ["TFCLI_HOME"]).expanduser()
+        except RuntimeError:  # ~someone with no such user: the folder is taken as written
+            return Path(os.environ["TFCLI_HOME"])
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "tfcli"
 
@@ -67,7 +70,7 @@ def shipped_models() -> list[str]:
 
 def cached_models() -> list[str]:
     root = cache_dir()
-    return sorted(p.name for p in root.iterdir() if _is_model_folder(p) and _NAME.match(p.name)) if root.is_dir() else []
+    return sorted(p.name for p in root.iterdir() if _is_model_folder(p) and _NAME.fullmatch(p.name)) if root.is_dir() else []
 
 
 def looks_like_path(value: str) -> bool:
@@ -78,17 +81,24 @@ def resolve(value: str | None) -> Path:
     """The folder of a model name or path; ModelNotFoundError with the closest name otherwise."""
     value = DEFAULT_MODEL if value is None else value
     if looks_like_path(value):
-        path = Path(value).expanduser()
+        try:
+            path = Path(value).expanduser()
+        except RuntimeError:  # ~someone, and there is no such user
+            raise ModelNotFoundError(f"no such folder: {value} (no home folder for {value.split('/')[0]})", "check the path") from None
         if not path.exists():
             raise ModelNotFoundError(f"no such folder: {value}", "check the path, or give a model name (see 'tfcli models')")
         if path.is_file():
             hint = f"convert it first: tfcli convert {value} OUT_DIR" if path.suffix == ".gguf" else "give the folder that holds config.json"
             raise ModelNotFoundError(f"{value} is a file, not a model folder", hint)
         return path
-    if _NAME.match(value):
-        for root in (shipped_dir(), cache_dir()):
-            if (root / value).is_dir():
-                return root / value
+    if _NAME.fullmatch(value):
+        if (shipped_dir() / value).is_dir():
+            return shipped_dir() / value
+        if (cache_dir() / value).is_dir():
+            from .manifest import ensure_intact
+
+            ensure_intact(cache_dir() / value)  # a damaged pull is reported, never used
+            return cache_dir() / value
     known = shipped_models() + cached_models() + sorted(PULLABLE)
     if value in PULLABLE:
         if _auto_pull is not None:
@@ -97,5 +107,5 @@ def resolve(value: str | None) -> Path:
     close = difflib.get_close_matches(value, known, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]!r}?" if close else f"known models: {', '.join(known) or 'none'}"
     if Path(value).is_dir():
-        hint += f" To use the folder {value}, write -m ./{value}"
+        hint += f"; to use the folder {value}, write -m ./{value}"
     raise ModelNotFoundError(f"unknown model {value!r}", hint)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import TokenizerError
+from .errors import PromptError, TokenizerError
 
 
 class Tokenizer:
@@ -24,6 +24,7 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of text, without the special tokens a post-processor would add."""
+        check_utf8(text)
         return self._tok.encode(text, add_special_tokens=False).ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
@@ -39,6 +40,20 @@ class Tokenizer:
 
     def special_ids(self) -> set[int]:
         return {int(i) for i, tok in self._tok.get_added_tokens_decoder().items() if tok.special}
+
+
+def check_utf8(text: str, what: str = "the text") -> None:
+    """PromptError if text holds lone surrogates: bytes that were not UTF-8, as Python hands them
+    over from argv or stdin (PEP 383). The tokenizer cannot encode them."""
+    try:
+        text.encode("utf-8")  # fails exactly on surrogates, at C speed
+    except UnicodeEncodeError as e:
+        code = ord(text[e.start])
+        what_byte = f"byte {code - 0xDC00:#04x}" if code >= 0xDC80 else f"code point U+{code:04X}"
+        raise PromptError(
+            f"{what} is not valid UTF-8 ({what_byte} at character {e.start})",
+            "set the terminal to UTF-8, or pass the text with '-' from a UTF-8 file",
+        ) from None
 
 
 class TextStream:

@@ -38,6 +38,7 @@ FLOAT_DTYPES = ("F32", "F16", "BF16")
 
 # The reference implementation refuses headers over 100 MB; so do we, before reading them.
 MAX_HEADER_BYTES = 100_000_000
+CORRUPT = "the file is corrupt; fetch or save it again"
 
 
 @dataclass(frozen=True)
@@ -126,24 +127,24 @@ def read_header(path: Path) -> tuple[dict[str, str], dict[str, TensorInfo]]:
                     "fetch or save the file again",
                 )
             if n > MAX_HEADER_BYTES:
-                raise CheckpointError(f"{name}: header of {n:,} bytes is larger than the 100 MB safetensors allows")
+                raise CheckpointError(f"{name}: header of {n:,} bytes is larger than the 100 MB safetensors allows", CORRUPT)
             header_bytes = f.read(n)
     except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing") from None
+        raise CheckpointError(f"{path} is missing", "a model folder needs its model.safetensors") from None
     except IsADirectoryError:
-        raise CheckpointError(f"{path} is a directory, not a safetensors file") from None
+        raise CheckpointError(f"{path} is a directory, not a safetensors file", "remove it, and put the weight file there") from None
     except PermissionError:
-        raise CheckpointError(f"{path} cannot be read (permission denied)") from None
+        raise CheckpointError(f"{path} cannot be read (permission denied)", "check the file's permissions") from None
     try:
         header = json.loads(header_bytes.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise CheckpointError(f"{name}: the header is not valid JSON ({type(e).__name__})", "the file is corrupt; fetch or save it again") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # ValueError: also an int of > 4300 digits
+        raise CheckpointError(f"{name}: the header is not valid JSON ({type(e).__name__})", CORRUPT) from None
     if not isinstance(header, dict):
-        raise CheckpointError(f"{name}: the header is not a JSON object")
+        raise CheckpointError(f"{name}: the header is not a JSON object", CORRUPT)
 
     metadata = header.pop("__metadata__", None) or {}
     if not isinstance(metadata, dict):
-        raise CheckpointError(f"{name}: __metadata__ must be an object of strings")
+        raise CheckpointError(f"{name}: __metadata__ must be an object of strings", CORRUPT)
     data_start = 8 + n
     data_size = size - data_start
     tensors: dict[str, TensorInfo] = {}
@@ -154,39 +155,66 @@ def read_header(path: Path) -> tuple[dict[str, str], dict[str, TensorInfo]]:
     spans = sorted((t.start, t.end, t.name) for t in tensors.values() if t.end > t.start)
     for (s0, e0, n0), (s1, _e1, n1) in zip(spans, spans[1:]):
         if s1 < e0:
-            raise CheckpointError(f"{name}: tensors {n0!r} and {n1!r} overlap in the file", "the file is corrupt; fetch or save it again")
+            raise CheckpointError(f"{name}: tensors {_short(n0)} and {_short(n1)} overlap in the file", CORRUPT)
     return {str(k): str(v) for k, v in metadata.items()}, tensors
 
 
 def _tensor_info(fname: str, tname: str, entry: object, data_start: int, data_size: int) -> TensorInfo:
     if not isinstance(entry, dict):
-        raise CheckpointError(f"{fname}: header entry {tname!r} is not an object")
+        raise CheckpointError(f"{fname}: header entry {_short(tname)} is not an object", CORRUPT)
     dtype = entry.get("dtype")
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         raise CheckpointError(
-            f"{fname}: tensor {tname!r} has unknown dtype {dtype!r}",
+            f"{fname}: tensor {_short(tname)} has unknown dtype {_short(dtype)}",
             f"supported dtypes: {', '.join(DTYPES)}",
         )
     shape = entry.get("shape")
     offsets = entry.get("data_offsets")
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        raise CheckpointError(f"{fname}: tensor {tname!r} has an invalid shape {shape!r}")
+        raise CheckpointError(f"{fname}: tensor {_short(tname)} has an invalid shape {_short(shape)}", CORRUPT)
     if (
         not isinstance(offsets, list)
         or len(offsets) != 2
         or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
     ):
-        raise CheckpointError(f"{fname}: tensor {tname!r} has invalid data_offsets {offsets!r}")
+        raise CheckpointError(f"{fname}: tensor {_short(tname)} has invalid data_offsets {_short(offsets)}", CORRUPT)
     begin, end = offsets
     if not 0 <= begin <= end <= data_size:
         raise CheckpointError(
-            f"{fname}: tensor {tname!r} lies outside the file (bytes {begin:,}..{end:,} of {data_size:,})",
+            f"{fname}: tensor {_short(tname)} lies outside the file (bytes {_number(begin)}..{_number(end)} of {data_size:,})",
             "the file is truncated or corrupt; fetch or save it again",
         )
-    nbytes = math.prod(shape) * DTYPES[dtype].itemsize
+    nbytes = _nbytes(shape, DTYPES[dtype].itemsize, data_size)
     if nbytes != end - begin:
+        need = f"{nbytes:,} bytes" if nbytes is not None else f"more than the {data_size:,} bytes of data in the file"
         raise CheckpointError(
-            f"{fname}: tensor {tname!r} of shape {tuple(shape)} and dtype {dtype} needs {nbytes:,} bytes but has {end - begin:,}",
-            "the file is corrupt; fetch or save it again",
+            f"{fname}: tensor {_short(tname)} of shape {_short(tuple(shape))} and dtype {dtype} needs {need} but has {end - begin:,}",
+            CORRUPT,
         )
     return TensorInfo(tname, dtype, tuple(shape), data_start + begin, data_start + end)
+
+
+def _nbytes(shape: list[int], itemsize: int, limit: int) -> int | None:
+    """Bytes of a tensor of `shape`, or None once that passes `limit`: a header may claim dimensions
+    whose product has millions of digits, which we do not compute."""
+    if 0 in shape:
+        return 0
+    n = itemsize
+    for d in shape:
+        n *= d
+        if n > limit:
+            return None
+    return n
+
+
+def _number(n: int) -> str:
+    return f"{n:,}" if abs(n) < 10**24 else _short(n, 24)
+
+
+def _short(value: object, limit: int = 60) -> str:
+    """A value from the file for a message: repr, cut so that a corrupt header cannot flood the terminal."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int of more than 4300 digits, a list nested past the stack
+        text = f"<a {type(value).__name__} too large to show>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
