@@ -21,6 +21,7 @@ def chat(
     min_p: Annotated[Optional[float], typer.Option("--min-p", show_default=False, help="(default: 0.05)")] = None,
     repetition_penalty: Annotated[Optional[float], typer.Option("--repetition-penalty", show_default=False, help="(default: model's, else 1)")] = None,
     seed: options.Seed = None,
+    threads: options.Threads = None,
 ) -> None:
     """Chat with a model that has a chat template (such as smollm2).
 
@@ -33,14 +34,16 @@ def chat(
       tfcli chat -m smollm2 --system "Answer in one sentence."
     """
     from tfcli.engine import load
-    from tfcli.engine.errors import UsageError
+    from tfcli.engine.errors import PromptError, UsageError
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.sampling import Sampler
+    from tfcli.engine.tokenizer import check_utf8
 
     from .generate import _sampling_params, chat_prompt
 
     if max_tokens < 1:
         raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
+    options.apply_threads(threads)
     lm = load(model)
     for w in lm.warnings:
         warn(w)
@@ -59,6 +62,8 @@ def chat(
             break
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
+        except UnicodeDecodeError as e:  # a strict stdin; a lenient one hands over lone surrogates (below)
+            raise PromptError(f"the message is not valid UTF-8 (byte {e.object[e.start]:#04x})", "convert the text to UTF-8") from None
         command = user.strip()
         if command in ("/exit", "/quit"):
             break
@@ -68,6 +73,7 @@ def chat(
             continue
         if not command:
             continue
+        check_utf8(user, "the message")  # bytes that are not UTF-8 arrive from stdin as lone surrogates
         ids = lm.tokenizer.encode(chat_prompt(lm, user, system, history))
         room = session.capacity - len(ids) + 1
         if room < 2:

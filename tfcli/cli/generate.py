@@ -42,6 +42,7 @@ def generate(
     chat: Annotated[bool, typer.Option("--chat", help="Treat PROMPT as a user message and lay it out with the model's chat template.")] = False,
     system: Annotated[Optional[str], typer.Option("--system", help="With --chat: a system message before the user's.", show_default=False)] = None,
     truncate: Annotated[bool, typer.Option("--truncate", help="If the prompt is longer than the context, keep its last tokens (with a warning).")] = False,
+    threads: options.Threads = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No statistics on stderr.")] = False,
 ) -> None:
     """Continue PROMPT with a model, token by token.
@@ -69,6 +70,7 @@ def generate(
     if max_tokens is not None and max_tokens < 1:
         raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
+    n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
     lm = load(model)
     load_seconds = time.perf_counter() - t0
@@ -115,9 +117,9 @@ def generate(
     except KeyboardInterrupt:
         gen.stats.stop_reason = "interrupted"
         (pieces.append if show_probs else stream.write)(gen.flush())
-        _finish(stream, pieces, gen.stats, load_seconds, quiet)
+        _finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet)
         raise typer.Exit(130) from None
-    _finish(stream, pieces, gen.stats, load_seconds, quiet)
+    _finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet)
 
 
 def chat_prompt(lm, user: str, system: str | None, history: list[dict[str, str]] = ()) -> str:
@@ -130,7 +132,7 @@ def chat_prompt(lm, user: str, system: str | None, history: list[dict[str, str]]
     return lm.chat.render(messages + [{"role": "user", "content": user}], add_generation_prompt=True)
 
 
-def _finish(stream, pieces: list[str], stats, load_seconds: float, quiet: bool) -> None:
+def _finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, quiet: bool) -> None:
     if pieces:
         stream.write("".join(pieces))
     stream.write("\n")
@@ -139,7 +141,7 @@ def _finish(stream, pieces: list[str], stats, load_seconds: float, quiet: bool) 
         note(
             f"{stats.prompt_tokens} prompt tokens · {stats.new_tokens} new · "
             f"prefill {stats.prefill_tps:,.0f} tok/s · decode {stats.decode_tps:,.1f} tok/s · "
-            f"load {load_seconds:.2f} s · stopped: {stats.stop_reason or 'interrupted'}"
+            f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''} · stopped: {stats.stop_reason or 'interrupted'}"
         )
 
 

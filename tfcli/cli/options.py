@@ -16,6 +16,14 @@ Model = Annotated[
     ),
 ]
 Seed = Annotated[Optional[int], typer.Option("--seed", "-s", help="Random seed: the same seed gives the same output.", show_default=False)]
+Threads = Annotated[
+    Optional[int],
+    typer.Option(
+        "--threads",
+        help="Threads for the matrix products (default: the cores idle right now; busy cores stall BLAS threads).",
+        show_default=False,
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]
 
 
@@ -42,3 +50,15 @@ def read_text(value: str, what: str, hint: str) -> str:
             "set the terminal to UTF-8, or pass the text with '-' from a UTF-8 file",
         )
     return value
+
+
+def apply_threads(threads: int | None) -> int:
+    """Set the BLAS thread count for this process: the flag, else the idle cores. Returns it."""
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.threads import auto_threads, set_blas_threads
+
+    if threads is not None and threads < 1:
+        raise UsageError(f"--threads must be at least 1, not {threads}")
+    n = threads or auto_threads()
+    set_blas_threads(n)
+    return n
