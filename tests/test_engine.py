@@ -180,3 +180,17 @@ def test_unexpected_tensor_is_a_warning(tmp_path):
 
     m, _ = _logits(_rewrite(tmp_path, extra))
     assert len(m.warnings) == 1 and "transformer.h.0.attn.rotary" in m.warnings[0]
+
+
+def test_prompt_pass_in_chunks_equals_one_pass(lm, monkeypatch):
+    """A long prompt runs in chunks (bounded attention scores); the logits must not change."""
+    import tfcli.engine.generate as g
+
+    _, m = lm
+    ids = list(reference("tiny-gpt2")["ids_long"])  # 70 tokens
+    whole, n = Session(m.model).prefill(ids)
+    monkeypatch.setattr(g, "PREFILL_CHUNK", 16)
+    s = Session(m.model)
+    chunked, n2 = s.prefill(ids)
+    assert n == n2 == len(ids) and s.tokens == ids and s.cache.length == len(ids)
+    assert np.abs(chunked - whole).max() <= 1e-5

@@ -22,7 +22,6 @@ import numpy as np
 from .config import ModelConfig, load_config
 from .errors import CheckpointError
 from .manifest import ensure_intact
-from .memory import check_allocation
 from .weightfile import WeightFile
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -146,15 +145,6 @@ def open_checkpoint(folder: Path) -> Checkpoint:
         )
     config = load_config(cfg_path)
     raw = json.loads(cfg_path.read_text(encoding="utf-8"))
-    if config.family == "llama":
-        # The Llama model computes its RoPE tables for every position of the context when it is
-        # built (float64 angles, then float32 cos and sin: about 12 x n_ctx x Dh bytes at the peak),
-        # so an absurd max_position_embeddings is refused here, before that allocation.
-        check_allocation(
-            12 * config.n_ctx * config.head_dim,
-            f"the RoPE tables for a context of {config.n_ctx:,} positions",
-            "max_position_embeddings in config.json is larger than this machine can run; lower it",
-        )
     tensors = open_tensors(folder)
     generation: dict[str, Any] = {}
     gen_path = folder / "generation_config.json"

@@ -21,6 +21,9 @@ from .sampling import Choice, Sampler
 from .tokenizer import TextStream, Tokenizer
 
 
+PREFILL_CHUNK = 512  # prompt tokens per forward pass
+
+
 class Session:
     """A model, its KV cache, and the tokens whose keys and values the cache holds."""
 
@@ -41,8 +44,10 @@ class Session:
         reuse = min(reuse, len(tokens) - 1)  # the last token must run to give logits
         self.cache.reset(reuse)
         self.tokens = list(tokens[:reuse])
-        logits = self.model.forward(np.asarray(tokens[reuse:]), self.cache)[-1]  # [V]
-        self.tokens = list(tokens)
+        # In chunks, so that a long prompt's attention scores [H, chunk, S] stay bounded.
+        for i in range(reuse, len(tokens), PREFILL_CHUNK):
+            logits = self.model.forward(np.asarray(tokens[i : i + PREFILL_CHUNK]), self.cache)[-1]  # [V]
+            self.tokens = list(tokens[: i + PREFILL_CHUNK])
         return logits, len(tokens) - reuse
 
     def step(self, token: int) -> np.ndarray:

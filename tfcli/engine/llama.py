@@ -20,6 +20,7 @@ from .checkpoint import Checkpoint
 from .config import ModelConfig
 from .errors import ConfigError
 from .kvcache import KVCache
+from .memory import check_allocation
 from .model import Transformer
 
 
@@ -44,8 +45,17 @@ class Llama(Transformer):
         self.layers = layers
         self.norm = norm  # [D]
         self.lm_head_t = lm_head.T  # [D, V]; a view of embed_tokens when tied
-        # Rotation tables for every position, computed once.
-        self.cos, self.sin = ops.rope_tables(config.n_ctx, config.head_dim, config.rope_theta)  # [n_ctx, Dh/2] each
+        # Rotation tables, computed once for the positions used so far (a context can be millions
+        # of positions long; a generation rarely is) and grown by doubling.
+        self.cos = self.sin = np.empty((0, config.head_dim // 2), dtype=np.float32)  # [P, Dh/2] each
+
+    def rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin for positions start..end-1, each [end - start, Dh/2]."""
+        if end > len(self.cos):
+            n = min(self.config.n_ctx, max(end, 2 * len(self.cos), 256))
+            check_allocation(12 * n * self.config.head_dim, f"RoPE tables for {n:,} positions")
+            self.cos, self.sin = ops.rope_tables(n, self.config.head_dim, self.config.rope_theta)
+        return self.cos[start:end], self.sin[start:end]
 
     @classmethod
     def from_checkpoint(cls, ckpt: Checkpoint) -> Llama:
@@ -106,7 +116,7 @@ class Llama(Transformer):
         if layer.b_qkv is not None:
             qkv += layer.b_qkv
         qkv = qkv.reshape(t_len, H + 2 * Hkv, cfg.head_dim)  # [T, H+2Hkv, Dh]
-        cos, sin = self.cos[start : start + t_len], self.sin[start : start + t_len]  # [T, Dh/2]
+        cos, sin = self.rope(start, start + t_len)  # [T, Dh/2] each
         qk = ops.apply_rope(qkv[:, : H + Hkv], cos, sin)  # [T, H+Hkv, Dh]: queries and keys rotate together
         a = self.self_attention(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], index, cache, start, attn_probs)  # [T, H*Dh]
         a = a @ layer.wo  # [T, H*Dh] @ [H*Dh, D] -> [T, D]

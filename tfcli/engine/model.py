@@ -12,6 +12,7 @@ from . import ops
 from .config import ModelConfig
 from .errors import PromptError
 from .kvcache import KVCache
+from .memory import check_allocation
 
 
 class Transformer:
@@ -61,6 +62,11 @@ class Transformer:
                 f"{start + t_len} tokens do not fit in the model's context of {min(self.config.n_ctx, cache.capacity)}",
                 "use a shorter prompt or fewer --max-tokens",
             )
+        # The largest temporaries: attention scores and their softmax [H, T, S], and the MLP's [T, F] (x3).
+        cfg = self.config
+        temporaries = 4 * (3 * cfg.n_head * t_len * (start + t_len) + 3 * t_len * 2 * cfg.d_ff)
+        if temporaries > 1 << 26:  # reading /proc/meminfo on every decode step would cost more than it saves
+            check_allocation(temporaries, f"a forward pass over {t_len:,} tokens")
         x = self.embed(tokens, start)  # [T, D]
         for i, layer in enumerate(self.layers):
             x = self.block(x, layer, i, cache, start, attn_probs)  # [T, D]
