@@ -33,6 +33,7 @@ def read_text(value: str, what: str, hint: str) -> str:
     import sys
 
     from tfcli.engine.errors import PromptError
+    from tfcli.engine.tokenizer import check_utf8
 
     if value == "-":
         data = sys.stdin.buffer.read()
@@ -42,13 +43,7 @@ def read_text(value: str, what: str, hint: str) -> str:
             raise PromptError(f"stdin is not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start})", "convert the text to UTF-8") from None
     if value == "":
         raise PromptError(f"{what} is empty", hint)
-    bad = next((i for i, c in enumerate(value) if "\udc80" <= c <= "\udcff"), None)
-    if bad is not None:
-        byte = ord(value[bad]) - 0xDC00
-        raise PromptError(
-            f"{what} is not valid UTF-8 (byte {byte:#04x} at character {bad})",
-            "set the terminal to UTF-8, or pass the text with '-' from a UTF-8 file",
-        )
+    check_utf8(value, what)
     return value
 
 
