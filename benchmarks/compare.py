@@ -30,8 +30,11 @@ sys.path.insert(0, str(HERE.parent))
 # Children: one engine each, reporting JSON on stdout.
 
 
-def child_tfcli(folder: str, prompts: list[int], new_tokens: int, runs: int) -> dict:
+def child_tfcli(folder: str, prompts: list[int], new_tokens: int, runs: int, threads: int) -> dict:
     from tfcli.engine import bench
+    from tfcli.engine.threads import set_blas_threads
+
+    set_blas_threads(threads)
 
     r = bench.run(Path(folder), prompts, new_tokens, runs, roofline=False)
     return {
@@ -40,7 +43,7 @@ def child_tfcli(folder: str, prompts: list[int], new_tokens: int, runs: int) -> 
     }
 
 
-def child_transformers(folder: str, prompts: list[int], new_tokens: int, runs: int) -> dict:
+def child_transformers(folder: str, prompts: list[int], new_tokens: int, runs: int, threads: int) -> dict:
     import resource
 
     from tfcli.engine.bench import prompt_ids
@@ -49,7 +52,7 @@ def child_transformers(folder: str, prompts: list[int], new_tokens: int, runs: i
     import torch
     from transformers import AutoModelForCausalLM
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(threads)
     t_import = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     load_s = time.perf_counter() - t_import
@@ -85,7 +88,7 @@ def child_transformers(folder: str, prompts: list[int], new_tokens: int, runs: i
 
 
 def run_child(engine: str, args) -> dict:
-    cmd = [sys.executable, __file__, "--child", engine, args.model, "--new-tokens", str(args.new_tokens), "--runs", str(args.runs), "--prompts", args.prompts]
+    cmd = [sys.executable, __file__, "--child", engine, args.model, "--new-tokens", str(args.new_tokens), "--runs", str(args.runs), "--prompts", args.prompts, "--threads", str(args.threads)]
     out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     if out.returncode != 0:
         sys.exit(f"{engine} failed:\n{out.stderr}")
@@ -98,13 +101,18 @@ def main() -> None:
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--prompts", default="16,128,512")
+    p.add_argument("--threads", type=int, default=None, help="threads for both engines (default: all cores; run on an idle machine)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown (for RESULTS.md)")
     args = p.parse_args()
     prompts = [int(x) for x in args.prompts.split(",")]
+    if args.threads is None:
+        from tfcli.engine.threads import available_cpus
+
+        args.threads = available_cpus()
     if args.child:
         fn = child_tfcli if args.child == "tfcli" else child_transformers
-        print(json.dumps(fn(args.model, prompts, args.new_tokens, args.runs)))
+        print(json.dumps(fn(args.model, prompts, args.new_tokens, args.runs, args.threads)))
         return
 
     from tfcli.engine.bandwidth import measure_read_bandwidth
@@ -134,7 +142,7 @@ def main() -> None:
         ratio = a / b
         lines.append([name, fmt(name, a), fmt(name, b), f"{ratio:.2f}x" + (" (lower is better)" if better == "lower" else "")])
     widths = [max(len(r[i]) for r in lines) for i in range(4)]
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {args.threads} threads for both engines, load average {os.getloadavg()[0]:.2f}")
     print(f"model: {folder} ({human_bytes(wbytes)} of float32 weights)")
     for i, r in enumerate(lines):
         if args.markdown:

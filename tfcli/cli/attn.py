@@ -272,6 +272,7 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     if text is None:
         raise UsageError("give the TEXT to run through the model", 'e.g. tfcli attn "To be, or not to be" --head all; or try --demo or --show-mask')
     text = _read_text(text, "run through the model")
+    options.apply_threads(None)  # only the idle cores: busy ones stall BLAS threads (engine/threads.py)
     lm = load(model)
     for w in lm.warnings:
         warn(w)

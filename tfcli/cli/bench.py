@@ -16,6 +16,7 @@ def bench(
     prompt_tokens: Annotated[str, typer.Option("--prompts", help="Prompt lengths to time the prompt pass with, comma-separated.")] = "16,128,512",
     new_tokens: Annotated[int, typer.Option("--new-tokens", "-n", help="Tokens to decode per run.")] = 128,
     runs: Annotated[int, typer.Option("--runs", help="Runs per figure; the median is reported.")] = 3,
+    threads: options.Threads = None,
     as_json: options.Json = False,
 ) -> None:
     """Measure load time, prompt (prefill) and decode speed, peak memory, and the roofline.
@@ -41,6 +42,7 @@ def bench(
         raise UsageError("--new-tokens and --runs must be at least 1")
     from tfcli.engine import load
 
+    n_threads = options.apply_threads(threads)
     n_ctx = load(model).config.n_ctx
     if max(prompts) > n_ctx or 16 + new_tokens > n_ctx:
         raise UsageError(f"the model's context is {n_ctx} tokens", f"use --prompts and --new-tokens that fit (16 + new tokens <= {n_ctx})")
@@ -48,11 +50,11 @@ def bench(
         r = engine_bench.run(model, prompts, new_tokens, runs)
     fraction = r.decode_tps / r.ceiling_tps if r.ceiling_tps else 0.0
     if as_json:
-        print(json.dumps({**r.__dict__, "ceiling_fraction": fraction}))
+        print(json.dumps({**r.__dict__, "ceiling_fraction": fraction, "threads": n_threads}))
         return
     from rich.table import Table
 
-    t = Table(title=f"tfcli bench: {model or 'shakespeare'}", title_justify="left")
+    t = Table(title=f"tfcli bench: {model or 'shakespeare'}, {n_threads} thread{'s' if n_threads != 1 else ''}", title_justify="left")
     t.add_column("measure")
     t.add_column("value", justify="right")
     t.add_row("load", f"{r.load_s:.3f} s")
