@@ -135,3 +135,12 @@ def test_generate_command(cli, folder):
     r = cli("generate", "-m", folder, "The capital of France is", "-t", "0", "-n", "3", "-q")
     assert r.exit_code == 0, r.stderr
     assert r.stdout.startswith(" Paris.")
+
+
+def test_chat_by_name_answers_paris(cli, folder, monkeypatch):
+    """The README's command: the model by name (from the cache it was pulled into), ChatML, greedy."""
+    monkeypatch.setenv("TFCLI_HOME", str(folder.parent.parent))  # $TFCLI_HOME/models/smollm2
+    r = cli("generate", "-m", "smollm2", "--chat", "What is the capital of France?", "--temperature", "0", "-n", "24")
+    assert r.exit_code == 0, r.stderr
+    assert "Paris" in r.stdout
+    assert "stopped: eos" in r.stderr  # the reply ends itself with <|im_end|>
