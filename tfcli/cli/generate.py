@@ -206,7 +206,7 @@ def _show_choice(tokenizer, step, index: int, sampler) -> None:
     p = sampler.params
     table = Table(box=None, show_header=index == 1, pad_edge=False, padding=(0, 1))
     table.add_column("", width=1)
-    table.add_column("token", min_width=8, no_wrap=True)
+    table.add_column("token", width=14, no_wrap=True, overflow="ellipsis")  # fixed, so the bars line up step after step
     table.add_column("model (T=1)", no_wrap=True)
     table.add_column(f"sampled (T={p.temperature:g}, k={p.top_k}, p={p.top_p:g})", no_wrap=True)
     for tid, pm, pf in zip(choice.top_ids, choice.p_model, choice.p_final):
