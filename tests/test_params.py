@@ -437,3 +437,17 @@ def test_from_without_a_shape(cli, tmp_path):
     r, f = compare(cli, lone, "-m", TINY_GPT2)
     assert r.exit_code == 0 and f["agree"]
     assert "no such file or folder" in one_error_line(cli("params", "--from", tmp_path / "nope", "--preset", "gpt2"), code=1)
+
+
+@pytest.mark.parametrize("preset", ["gpt3", "gpt2", "smollm2-135m", "gpt3-small"])
+def test_difference_rows_lead_from_the_exact_count_to_the_tally(cli, preset):
+    """The 'why the two totals differ' table must add up, in the order it is printed."""
+    import json as _json
+
+    r = cli("params", "--preset", preset, "--json")
+    report = _json.loads(r.stdout)
+    steps = sum(row["count"] for row in report["difference"]["rows"])
+    assert report["exact"]["total"] + steps == report["tally_3b1b"]["total"]
+    text = cli("params", "--preset", preset).stdout
+    section = text[text.index("Why the two totals differ") :]
+    assert section.index("Exact count") < section.index("3Blue1Brown")

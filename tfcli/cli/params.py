@@ -442,12 +442,13 @@ def _render_difference(report: dict, say: _Say) -> None:
     d, e, t, s = report["difference"], report["exact"], report["tally_3b1b"], report["shape"]
     table = _table(say.both("Why the two totals differ", "两个总数为何不同"), _NAME, ("", {"justify": "right", "no_wrap": True, "style": "cyan"}))
     table.show_header = False
-    table.add_row("3Blue1Brown", f"{t['total']:,}")
+    # From the exact count to the tally: each row is what the tally adds or leaves out.
+    table.add_row(say.label("exact_total"), f"{e['total']:,}")
     for r in d["rows"]:
         if r["count"]:
             table.add_row(_named({**r, "note": ""}, say), f"{r['count']:+,}".replace("-", "−"))
     table.add_section()
-    table.add_row(f"[bold]{say.label('exact_total')}[/]", f"[bold]{e['total']:,}[/]")
+    table.add_row("[bold]3Blue1Brown[/]", f"[bold]{t['total']:,}[/]")
     out.print(table)
 
     vd = s["vocab"] * s["d_model"]
