@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, shown
 
 FAMILIES = ("gpt2", "llama")
 
@@ -68,7 +68,7 @@ class ModelConfig:
             n_inner = raw.get("n_inner")
             if raw.get("activation_function", "gelu_new") not in ("gelu_new", "gelu_pytorch_tanh", "gelu"):
                 raise ConfigError(
-                    f"config.json: activation_function {_short(raw.get('activation_function'))} is not supported",
+                    f"config.json: activation_function {shown(raw.get('activation_function'))} is not supported",
                     "GPT-2 models use gelu_new (the tanh form of GELU)",
                 )
             if raw.get("scale_attn_by_inverse_layer_idx") or raw.get("scale_attn_weights") is False:
@@ -101,13 +101,13 @@ class ModelConfig:
             n_head = reader.int("num_attention_heads")
             n_kv_head = reader.int("num_key_value_heads", default=n_head)
             if raw.get("hidden_act", "silu") != "silu":
-                raise ConfigError(f"config.json: hidden_act {_short(raw.get('hidden_act'))} is not supported", "Llama models use silu")
+                raise ConfigError(f"config.json: hidden_act {shown(raw.get('hidden_act'))} is not supported", "Llama models use silu")
             scaling = raw.get("rope_scaling")
             rope_params = raw.get("rope_parameters") if isinstance(raw.get("rope_parameters"), dict) else {}
             rope_type = (scaling or {}).get("rope_type", (scaling or {}).get("type")) if isinstance(scaling, dict) else None
             rope_type = rope_type or rope_params.get("rope_type", "default")
             if rope_type != "default":
-                raise ConfigError(f"config.json: RoPE scaling {_short(rope_type)} is not supported", "only plain RoPE is implemented")
+                raise ConfigError(f"config.json: RoPE scaling {shown(rope_type)} is not supported", "only plain RoPE is implemented")
             # transformers 5 moved rope_theta under rope_parameters; older files keep it at the top level.
             theta = rope_params.get("rope_theta", raw.get("rope_theta", 10000.0))
             head_dim_raw = raw.get("head_dim")
@@ -177,7 +177,7 @@ def _family_of(raw: dict[str, Any]) -> str:
             return _ARCHITECTURES[arch]
     known = ", ".join(sorted(_MODEL_TYPES))
     raise ConfigError(
-        f"config.json: model_type {_short(model_type)} is not supported",
+        f"config.json: model_type {shown(model_type)} is not supported",
         f"tfcli runs these model types: {known}",
     )
 
@@ -209,7 +209,7 @@ class _Reader:
             if value is None:
                 return None
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"config.json: {key} must be a non-negative integer, not {_short(value)}", "fix the value in config.json")
+            raise ConfigError(f"config.json: {key} must be a non-negative integer, not {shown(value)}", "fix the value in config.json")
         return value
 
     def int_tuple(self, key: str) -> tuple[int, ...]:
@@ -217,7 +217,7 @@ class _Reader:
         values = value if isinstance(value, list) else ([] if value is None else [value])
         for v in values:
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ConfigError(f"config.json: {key} must be a non-negative integer or a list of them, not {_short(value)}", "fix the value in config.json")
+                raise ConfigError(f"config.json: {key} must be a non-negative integer or a list of them, not {shown(value)}", "fix the value in config.json")
         return tuple(values)
 
     def float(self, key: str, default: float) -> float:
@@ -227,7 +227,7 @@ class _Reader:
 def _positive_int(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value > _MAX_DIM:
         raise ConfigError(
-            f"config.json: {key} must be a positive integer up to {_MAX_DIM:,}, not {_short(value)}",
+            f"config.json: {key} must be a positive integer up to {_MAX_DIM:,}, not {shown(value)}",
             "fix the value in config.json",
         )
     return value
@@ -237,14 +237,6 @@ def _positive_float(value: Any, key: str) -> float:
     # float() first: an integer too large for a float (10**400) is as wrong as infinity.
     number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e308 else math.nan
     if not math.isfinite(number) or number <= 0:
-        raise ConfigError(f"config.json: {key} must be a positive number, not {_short(value)}", "fix the value in config.json")
+        raise ConfigError(f"config.json: {key} must be a positive number, not {shown(value)}", "fix the value in config.json")
     return number
 
-
-def _short(value: Any, limit: int = 60) -> str:
-    """A value from config.json for a message: its repr, cut so that one line stays one line."""
-    try:
-        text = repr(value)
-    except (ValueError, RecursionError):  # an int of more than 4300 digits, a list nested past the stack
-        text = f"<a {type(value).__name__} too large to show>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."

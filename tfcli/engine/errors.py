@@ -8,6 +8,21 @@ single line and exits with `exit_code`; anything else that escapes is a bug and 
 from __future__ import annotations
 
 
+def shown(value: object, limit: int = 60) -> str:
+    """A value read from a file, for a message: its repr, cut so that a corrupt file cannot flood
+    the terminal or turn one line into many."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int of more than 4300 digits, a list nested past the stack
+        text = f"<a {type(value).__name__} too large to show>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def shown_number(n: int) -> str:
+    """An integer with thousands separators, or cut short when absurdly long."""
+    return f"{n:,}" if abs(n) < 10**24 else shown(n, 24)
+
+
 class TfcliError(Exception):
     """A problem the user can fix; `hint` says how."""
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .config import ModelConfig
-from .errors import CheckpointError, ConfigError, GGUFError, ResourceError
+from .errors import CheckpointError, ConfigError, GGUFError, ResourceError, shown, shown_number
 from .manifest import MANIFEST_NAME, file_entry, sha256_file, verify_manifest  # noqa: F401 (re-exported)
 
 MAGIC = b"GGUF"
@@ -272,7 +272,7 @@ class GGUFFile:
             for _ in range(n_kv):
                 key = cur.string()
                 if key in self.metadata:
-                    raise GGUFError(f"{name}: metadata key {_short(key)} appears twice", CORRUPT)
+                    raise GGUFError(f"{name}: metadata key {shown(key)} appears twice", CORRUPT)
                 self.metadata[key] = cur.value(cur.scalar("<I"))
         except RecursionError:  # arrays of arrays of ... : only a corrupt file nests that deep
             raise GGUFError(f"{name}: metadata nested too deeply", CORRUPT) from None
@@ -282,13 +282,13 @@ class GGUFFile:
             tname = cur.string()
             n_dims = cur.scalar("<I")
             if n_dims > _MAX_DIMS:
-                raise GGUFError(f"{name}: tensor {_short(tname)} claims {n_dims:,} dimensions (ggml allows {_MAX_DIMS})", CORRUPT)
+                raise GGUFError(f"{name}: tensor {shown(tname)} claims {n_dims:,} dimensions (ggml allows {_MAX_DIMS})", CORRUPT)
             dims = [cur.scalar("<Q") for _ in range(n_dims)]
             infos.append((tname, dims, cur.scalar("<I"), cur.scalar("<Q")))
 
         alignment = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
         if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
-            raise GGUFError(f"{name}: general.alignment {_short(alignment)} is not a power of two", CORRUPT)
+            raise GGUFError(f"{name}: general.alignment {shown(alignment)} is not a power of two", CORRUPT)
         self.data_start = -(-cur.pos // alignment) * alignment  # round up to the alignment
         self.tensors: dict[str, GGUFTensor] = {}
         for tname, dims, type_id, offset in infos:
@@ -297,9 +297,9 @@ class GGUFFile:
     def _tensor(self, tname: str, dims: list[int], type_id: int, offset: int, alignment: int) -> GGUFTensor:
         name = self.path.name
         if tname in self.tensors:
-            raise GGUFError(f"{name}: tensor {_short(tname)} appears twice", CORRUPT)
+            raise GGUFError(f"{name}: tensor {shown(tname)} appears twice", CORRUPT)
         if offset % alignment:
-            raise GGUFError(f"{name}: tensor {_short(tname)} is at offset {offset:,}, not a multiple of the alignment {alignment}", CORRUPT)
+            raise GGUFError(f"{name}: tensor {shown(tname)} is at offset {offset:,}, not a multiple of the alignment {alignment}", CORRUPT)
         shape = tuple(reversed(dims))
         numel = math.prod(shape)
         bt = BLOCK_TYPES.get(type_id)
@@ -307,12 +307,12 @@ class GGUFFile:
         if bt is not None:
             if bt.weights > 1 and (not dims or dims[0] % bt.weights):
                 row = dims[0] if dims else 1
-                raise GGUFError(f"{name}: tensor {_short(tname)} has rows of {row:,} weights, not a multiple of {bt.name}'s block of {bt.weights}", CORRUPT)
+                raise GGUFError(f"{name}: tensor {shown(tname)} has rows of {row:,} weights, not a multiple of {bt.name}'s block of {bt.weights}", CORRUPT)
             nbytes = numel // bt.weights * bt.nbytes
         start = self.data_start + offset
         if start + nbytes > self.size:
             raise GGUFError(
-                f"{name} is truncated: tensor {_short(tname)} needs bytes {_number(start)}..{_number(start + nbytes)} but the file has {self.size:,}",
+                f"{name} is truncated: tensor {shown(tname)} needs bytes {shown_number(start)}..{shown_number(start + nbytes)} but the file has {self.size:,}",
                 "the download or copy did not finish; fetch the file again",
             )
         return GGUFTensor(tname, type_id, shape, start, nbytes)
@@ -405,7 +405,7 @@ def llama_config(g: GGUFFile) -> dict[str, Any]:
     name = g.path.name
     arch = g.get("general.architecture")
     if not isinstance(arch, str) or arch not in ARCHITECTURES:
-        raise GGUFError(f"{name}: architecture {_short(arch)} is not supported", f"tfcli converts: {', '.join(ARCHITECTURES)}")
+        raise GGUFError(f"{name}: architecture {shown(arch)} is not supported", f"tfcli converts: {', '.join(ARCHITECTURES)}")
 
     def key(suffix: str, default: Any = None) -> Any:
         value = g.get(f"{arch}.{suffix}", default)
@@ -416,13 +416,13 @@ def llama_config(g: GGUFFile) -> dict[str, Any]:
     def count(suffix: str, default: Any = None) -> int:
         value = key(suffix, default)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_COUNT:
-            raise GGUFError(f"{name}: {arch}.{suffix} must be a positive integer up to {_MAX_COUNT:,}, not {_short(value)}", CORRUPT)
+            raise GGUFError(f"{name}: {arch}.{suffix} must be a positive integer up to {_MAX_COUNT:,}, not {shown(value)}", CORRUPT)
         return value
 
     def number(suffix: str, default: Any = None) -> float:
         value = key(suffix, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise GGUFError(f"{name}: {arch}.{suffix} must be a positive number, not {_short(value)}", CORRUPT)
+            raise GGUFError(f"{name}: {arch}.{suffix} must be a positive number, not {shown(value)}", CORRUPT)
         return _round32(value)
 
     n_head = count("attention.head_count")
@@ -435,7 +435,7 @@ def llama_config(g: GGUFFile) -> dict[str, Any]:
     scaling = g.get(f"{arch}.rope.scaling.type", "none")
     if scaling != "none" or "rope_freqs.weight" in g.tensors:
         # Llama 3.1+ ships its RoPE frequency scaling as a rope_freqs tensor; the engine has plain RoPE only.
-        what = _short(scaling) if scaling != "none" else "a rope_freqs tensor"
+        what = shown(scaling) if scaling != "none" else "a rope_freqs tensor"
         raise GGUFError(f"{name}: RoPE scaling ({what}) is not supported", "only plain RoPE is implemented")
     tokens, _types, _merges = vocabulary(g)
     bos, pad = g.get("tokenizer.ggml.bos_token_id"), g.get("tokenizer.ggml.padding_token_id")
@@ -539,23 +539,23 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
     model = g.get("tokenizer.ggml.model")
     if model != "gpt2":
         hint = "tfcli converts byte-level BPE vocabularies (tokenizer.ggml.model 'gpt2')"
-        raise GGUFError(f"{name}: tokenizer model {_short(model)} is not supported", hint)
+        raise GGUFError(f"{name}: tokenizer model {shown(model)} is not supported", hint)
     pre = g.get("tokenizer.ggml.pre", "default")
     if not isinstance(pre, str) or pre not in PRE_TOKENIZERS:
-        raise GGUFError(f"{name}: pre-tokenizer {_short(pre)} is not supported", f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
+        raise GGUFError(f"{name}: pre-tokenizer {shown(pre)} is not supported", f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
     tokens, types, merges = vocabulary(g)
     if not tokens or len(types) != len(tokens):
         raise GGUFError(f"{name}: the tokenizer vocabulary is missing or inconsistent", "the file is corrupt or has no tokenizer")
     vocab = {t: i for i, t in enumerate(tokens)}
     if len(vocab) != len(tokens):
         dup = next(t for t, n in Counter(tokens).items() if n > 1)
-        raise GGUFError(f"{name}: token {_short(dup)} appears twice in the vocabulary", "a tokenizer.json vocabulary needs unique tokens")
+        raise GGUFError(f"{name}: token {shown(dup)} appears twice in the vocabulary", "a tokenizer.json vocabulary needs unique tokens")
     for m in merges:
         # A merge is "left right", two tokens of the vocabulary whose concatenation is one too
         # (the tokenizers library refuses anything else when it loads the file).
         left, _, right = m.partition(" ")
         if " " in right or left not in vocab or right not in vocab or left + right not in vocab:
-            raise GGUFError(f"{name}: the merge {_short(m)} does not join two tokens of the vocabulary", CORRUPT)
+            raise GGUFError(f"{name}: the merge {shown(m)} does not join two tokens of the vocabulary", CORRUPT)
     added = [
         {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": kind == _CONTROL}
         for i, (t, kind) in enumerate(zip(tokens, types))
@@ -635,9 +635,9 @@ def check_convertible(g: GGUFFile) -> dict[str, Any]:
         raise GGUFError(f"{g.path.name}: its metadata describes an impossible model: {e.message.removeprefix('config.json: ')}", CORRUPT) from None
     for t in g.tensors.values():
         if t.type_id not in BLOCK_TYPES:
-            raise GGUFError(f"{g.path.name}: tensor {_short(t.name)} is {t.type_name}, which tfcli cannot dequantize", f"supported types: {SUPPORTED_TYPES}")
+            raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} is {t.type_name}, which tfcli cannot dequantize", f"supported types: {SUPPORTED_TYPES}")
         if hf_name(t.name) is None:
-            raise GGUFError(f"{g.path.name}: tensor {_short(t.name)} has no counterpart in a Hugging Face Llama", "the file is not a plain Llama")
+            raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} has no counterpart in a Hugging Face Llama", "the file is not a plain Llama")
     tokenizer_json(g)  # raises on an unsupported tokenizer
     tokenizer_config(g, config)  # raises on a chat template that is not text
     return config
@@ -777,10 +777,10 @@ def _tensor_order(g: GGUFFile, config: dict[str, Any]) -> list[tuple[str, str]]:
     wanted += ["output_norm.weight"] + ([] if config["tie_word_embeddings"] else ["output.weight"])
     missing = [n for n in wanted if n not in g.tensors]
     if missing:
-        raise GGUFError(f"{g.path.name}: tensor {_short(missing[0])} is missing ({len(missing)} missing in all)", "the file is not a complete Llama")
+        raise GGUFError(f"{g.path.name}: tensor {shown(missing[0])} is missing ({len(missing)} missing in all)", "the file is not a complete Llama")
     extra = sorted(set(g.tensors) - set(wanted))
     if extra:
-        raise GGUFError(f"{g.path.name}: tensor {_short(extra[0])} does not belong to a {n_layer}-layer Llama", "the file is not a plain Llama")
+        raise GGUFError(f"{g.path.name}: tensor {shown(extra[0])} does not belong to a {n_layer}-layer Llama", "the file is not a plain Llama")
     return [(n, hf_name(n)) for n in wanted]
 
 
@@ -840,17 +840,6 @@ def _generation_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _number(n: int) -> str:
-    return f"{n:,}" if abs(n) < 10**24 else _short(n, 24)
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """A value from the file for a message: its repr, cut so that a corrupt file cannot flood the terminal."""
-    try:
-        text = repr(value)
-    except (ValueError, RecursionError):
-        text = f"<a {type(value).__name__} too large to show>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _json(obj: Any) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import CheckpointError
+from .errors import CheckpointError, shown, shown_number
 
 # safetensors dtype name -> (NumPy dtype of the stored bytes, item size). BF16 has no NumPy dtype:
 # it is kept as raw uint16 and widened to float32 by `to_float32`.
@@ -155,40 +155,40 @@ def read_header(path: Path) -> tuple[dict[str, str], dict[str, TensorInfo]]:
     spans = sorted((t.start, t.end, t.name) for t in tensors.values() if t.end > t.start)
     for (s0, e0, n0), (s1, _e1, n1) in zip(spans, spans[1:]):
         if s1 < e0:
-            raise CheckpointError(f"{name}: tensors {_short(n0)} and {_short(n1)} overlap in the file", CORRUPT)
+            raise CheckpointError(f"{name}: tensors {shown(n0)} and {shown(n1)} overlap in the file", CORRUPT)
     return {str(k): str(v) for k, v in metadata.items()}, tensors
 
 
 def _tensor_info(fname: str, tname: str, entry: object, data_start: int, data_size: int) -> TensorInfo:
     if not isinstance(entry, dict):
-        raise CheckpointError(f"{fname}: header entry {_short(tname)} is not an object", CORRUPT)
+        raise CheckpointError(f"{fname}: header entry {shown(tname)} is not an object", CORRUPT)
     dtype = entry.get("dtype")
     if not isinstance(dtype, str) or dtype not in DTYPES:
         raise CheckpointError(
-            f"{fname}: tensor {_short(tname)} has unknown dtype {_short(dtype)}",
+            f"{fname}: tensor {shown(tname)} has unknown dtype {shown(dtype)}",
             f"supported dtypes: {', '.join(DTYPES)}",
         )
     shape = entry.get("shape")
     offsets = entry.get("data_offsets")
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        raise CheckpointError(f"{fname}: tensor {_short(tname)} has an invalid shape {_short(shape)}", CORRUPT)
+        raise CheckpointError(f"{fname}: tensor {shown(tname)} has an invalid shape {shown(shape)}", CORRUPT)
     if (
         not isinstance(offsets, list)
         or len(offsets) != 2
         or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
     ):
-        raise CheckpointError(f"{fname}: tensor {_short(tname)} has invalid data_offsets {_short(offsets)}", CORRUPT)
+        raise CheckpointError(f"{fname}: tensor {shown(tname)} has invalid data_offsets {shown(offsets)}", CORRUPT)
     begin, end = offsets
     if not 0 <= begin <= end <= data_size:
         raise CheckpointError(
-            f"{fname}: tensor {_short(tname)} lies outside the file (bytes {_number(begin)}..{_number(end)} of {data_size:,})",
+            f"{fname}: tensor {shown(tname)} lies outside the file (bytes {shown_number(begin)}..{shown_number(end)} of {data_size:,})",
             "the file is truncated or corrupt; fetch or save it again",
         )
     nbytes = _nbytes(shape, DTYPES[dtype].itemsize, data_size)
     if nbytes != end - begin:
         need = f"{nbytes:,} bytes" if nbytes is not None else f"more than the {data_size:,} bytes of data in the file"
         raise CheckpointError(
-            f"{fname}: tensor {_short(tname)} of shape {_short(tuple(shape))} and dtype {dtype} needs {need} but has {end - begin:,}",
+            f"{fname}: tensor {shown(tname)} of shape {shown(tuple(shape))} and dtype {dtype} needs {need} but has {end - begin:,}",
             CORRUPT,
         )
     return TensorInfo(tname, dtype, tuple(shape), data_start + begin, data_start + end)
@@ -207,14 +207,3 @@ def _nbytes(shape: list[int], itemsize: int, limit: int) -> int | None:
     return n
 
 
-def _number(n: int) -> str:
-    return f"{n:,}" if abs(n) < 10**24 else _short(n, 24)
-
-
-def _short(value: object, limit: int = 60) -> str:
-    """A value from the file for a message: repr, cut so that a corrupt header cannot flood the terminal."""
-    try:
-        text = repr(value)
-    except (ValueError, RecursionError):  # an int of more than 4300 digits, a list nested past the stack
-        text = f"<a {type(value).__name__} too large to show>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
