@@ -44,9 +44,7 @@ def child_tfcli(folder: str, prompts: list[int], new_tokens: int, runs: int, thr
 
 
 def child_transformers(folder: str, prompts: list[int], new_tokens: int, runs: int, threads: int) -> dict:
-    import resource
-
-    from tfcli.engine.bench import prompt_ids
+    from tfcli.engine.bench import peak_rss, prompt_ids
 
     t0 = time.perf_counter()
     import torch
@@ -80,8 +78,7 @@ def child_transformers(folder: str, prompts: list[int], new_tokens: int, runs: i
                 out = model(tok, past_key_values=past, use_cache=True)
                 past, tok = out.past_key_values, out.logits[0, -1].argmax().view(1, 1)
             decode.append(new_tokens / (time.perf_counter() - t))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"load_s": load_s, "first_token_s": first_token_s, "prefill_tps": prefill, "decode_tps": statistics.median(decode), "decode_all": decode, "peak_rss": peak}
+    return {"load_s": load_s, "first_token_s": first_token_s, "prefill_tps": prefill, "decode_tps": statistics.median(decode), "decode_all": decode, "peak_rss": peak_rss()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -119,9 +116,9 @@ def main() -> None:
     from tfcli.engine.memory import human_bytes
 
     folder = Path(args.model)
-    bw = measure_read_bandwidth()
     ours = run_child("tfcli", args)
     ref = run_child("transformers", args)
+    bw = measure_read_bandwidth()  # last: the 1 GB it allocates must not be in the children's memory
     wbytes = ours["weight_bytes"]
     ceiling = bw / wbytes
 

@@ -38,7 +38,19 @@ class BenchResult:
 
 
 def peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    """This process's peak resident memory, in bytes.
+
+    VmHWM from /proc on Linux: ru_maxrss survives exec, so a child started by a process that once
+    held 1 GB would report the parent's peak; VmHWM belongs to the new address space.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux, bytes on macOS
 
 
 def run(model: str | Path | None, prompts: list[int], new_tokens: int, runs: int, roofline: bool = True) -> BenchResult:
