@@ -191,3 +191,32 @@ def test_model_by_name_from_weights_folder(cli):
         pytest.skip("weights/shakespeare is not trained yet")
     r = cli("generate", "ROMEO:", "-n", "20", "--seed", "0")
     assert r.exit_code == 0 and len(r.stdout.strip()) > 0
+
+
+def test_slide_goes_on_past_the_context(cli):
+    """--slide: a 128-token model writes 300 tokens, starting again from the recent half when full."""
+    r = cli("generate", "-m", TINY_GPT2, "The", "-n", "300", "--seed", "0", "--slide")
+    assert r.exit_code == 0, r.stderr
+    assert "300 new" in r.stderr and "context slid" in r.stderr
+
+
+def test_a_slide_continues_from_the_recent_half():
+    """After a slide the next logits are those of the kept window run from position 0."""
+    import numpy as np
+
+    from tfcli.engine import load
+    from tfcli.engine.generate import Generation, Session
+    from tfcli.engine.sampling import Sampler, SamplingParams
+
+    m = load(TINY_GPT2)
+    prompt = m.tokenizer.encode("The")
+    session = Session(m.model, capacity=16)
+    gen = Generation(session, m.tokenizer, prompt, Sampler(SamplingParams(temperature=0)), 40, slide=True)
+    tokens = [s.token for s in gen]
+    assert len(tokens) == 40 and gen.stats.slides >= 2
+    # replay: the window the session holds now must be the last 8 + tokens since the last slide
+    history = prompt + tokens[:-1]
+    held = session.tokens
+    assert held == history[-len(held):] and len(held) <= 16
+    fresh, _ = Session(m.model).prefill(held)
+    assert int(np.argmax(fresh)) == tokens[-1]

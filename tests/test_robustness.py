@@ -533,7 +533,7 @@ def tokenize_empty(env):
     return ["tokenize", "-m", TINY_GPT2, ""]
 
 
-@case(2, "--max-tokens 1000 does not fit: the context holds 128 tokens and the prompt uses 2", "use --max-tokens 127 or fewer")
+@case(2, "--max-tokens 1000 does not fit: the context holds 128 tokens and the prompt uses 2", "use --max-tokens 127 or fewer, or --slide")
 def max_tokens_beyond_the_context(env):
     return gen(TINY_GPT2, "-n", "1000")
 

@@ -23,7 +23,7 @@ def generate(
     model: options.Model = None,
     max_tokens: Annotated[
         Optional[int],
-        typer.Option("--max-tokens", "-n", help=f"New tokens to generate (default {DEFAULT_MAX_TOKENS}, or what the context has room for).", show_default=False),
+        typer.Option("--max-tokens", "-n", help=f"New tokens to generate (default {DEFAULT_MAX_TOKENS}, or what the context has room for; --slide goes past it).", show_default=False),
     ] = None,
     temperature: Annotated[
         Optional[float],
@@ -41,6 +41,7 @@ def generate(
     show_probs: Annotated[int, typer.Option("--show-probs", help="For each new token, show the top N candidates before and after temperature/top-k/top-p.", show_default=False)] = 0,
     chat: Annotated[bool, typer.Option("--chat", help="Treat PROMPT as a user message and lay it out with the model's chat template.")] = False,
     system: Annotated[Optional[str], typer.Option("--system", help="With --chat: a system message before the user's.", show_default=False)] = None,
+    slide: Annotated[bool, typer.Option("--slide", help="Go on past the context: when it is full, continue from its most recent half (as nanoGPT crops).")] = False,
     truncate: Annotated[bool, typer.Option("--truncate", help="If the prompt is longer than the context, keep its last tokens (with a warning).")] = False,
     threads: options.Threads = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No statistics on stderr.")] = False,
@@ -89,9 +90,9 @@ def generate(
         raise PromptError("the prompt encodes to no tokens", "give some text to continue")
     ids = _fit_context(ids, lm.config.n_ctx, max_tokens, truncate, lm.name)
     # The last new token is never fed back: a prompt of P tokens leaves n_ctx - P + 1 to generate.
-    want = max_tokens if max_tokens is not None else min(DEFAULT_MAX_TOKENS, lm.config.n_ctx - len(ids) + 1)
+    want = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS if slide else min(DEFAULT_MAX_TOKENS, lm.config.n_ctx - len(ids) + 1)
     gen = Generation(
-        Session(lm.model, capacity=len(ids) + want - 1),
+        Session(lm.model, capacity=min(len(ids) + want - 1, lm.config.n_ctx)),
         lm.tokenizer,
         ids,
         sampler,
@@ -99,6 +100,7 @@ def generate(
         stop=tuple(stop or ()),
         eos_ids=eos_ids,
         show_top=show_probs,
+        slide=slide,
     )
     # With --show-probs the candidate view goes to stderr step by step, and the text to stdout at the
     # end, so that the two never interleave on a terminal.
@@ -141,7 +143,9 @@ def _finish(stream, pieces: list[str], stats, load_seconds: float, threads: int,
         note(
             f"{stats.prompt_tokens} prompt tokens · {stats.new_tokens} new · "
             f"prefill {stats.prefill_tps:,.0f} tok/s · decode {stats.decode_tps:,.1f} tok/s · "
-            f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''} · stopped: {stats.stop_reason or 'interrupted'}"
+            f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''} · "
+            + (f"context slid {stats.slides}× · " if stats.slides else "")
+            + f"stopped: {stats.stop_reason or 'interrupted'}"
         )
 
 

@@ -64,6 +64,7 @@ class Stats:
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0  # time of the decode steps (the tokens after the first)
     stop_reason: str = ""  # "eos", "stop string", "max tokens", or "" while running
+    slides: int = 0  # times the context was full and generation went on from its recent half
 
     @property
     def prefill_tps(self) -> float:
@@ -92,6 +93,7 @@ class Generation:
     stop: tuple[str, ...] = ()
     eos_ids: tuple[int, ...] = ()
     show_top: int = 0  # report the top N candidates of every step
+    slide: bool = False  # past the context, keep going on the most recent half (nanoGPT's crop)
     stats: Stats = field(default_factory=Stats)
 
     def __post_init__(self) -> None:
@@ -108,7 +110,12 @@ class Generation:
             raise UsageError(f"--max-tokens must be at least 1, not {self.max_new_tokens}")
         # The last sampled token is never fed back, so prompt + max_new - 1 positions are used.
         n_ctx = self.session.capacity
-        if len(self.prompt) + self.max_new_tokens - 1 > n_ctx:
+        if len(self.prompt) > n_ctx:
+            raise PromptError(
+                f"the prompt is {len(self.prompt)} tokens but the context holds {n_ctx}",
+                "shorten it, or use --truncate to keep its last tokens",
+            )
+        if len(self.prompt) + self.max_new_tokens - 1 > n_ctx and not self.slide:
             room = n_ctx - len(self.prompt) + 1
             if room < 1:
                 raise PromptError(
@@ -117,7 +124,7 @@ class Generation:
                 )
             raise UsageError(
                 f"--max-tokens {self.max_new_tokens} does not fit: the context holds {n_ctx} tokens and the prompt uses {len(self.prompt)}",
-                f"use --max-tokens {room} or fewer",
+                f"use --max-tokens {room} or fewer, or --slide to go on past the context with the most recent tokens",
             )
         if any(s == "" for s in self.stop):
             raise UsageError("--stop strings must not be empty")
@@ -154,7 +161,14 @@ class Generation:
                 yield Step(token, release + self.flush(), choice)
                 return
             yield Step(token, release, choice)
-            logits = session.step(token)  # [V]
+            if session.cache.length < session.capacity:
+                logits = session.step(token)  # [V]
+            else:
+                # The context is full: start again from the most recent half. With learned
+                # positions the kept tokens move to positions 0.., so they are recomputed, not shifted.
+                keep = history[-max(1, session.capacity // 2) :]
+                logits, _ = session.prefill(keep)  # [V]
+                stats.slides += 1
             stats.decode_seconds = time.perf_counter() - t_decode
 
     def flush(self) -> str:
