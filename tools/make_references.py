@@ -1,6 +1,7 @@
 """Write the small random checkpoints and the reference outputs the tests compare tfcli against.
 
     python tools/make_references.py          # rewrites tests/data/
+    python tools/make_references.py --shipped  # only the references of the models in weights/
 
 Uses PyTorch and transformers (test/tool-only dependencies). Each checkpoint is saved with
 `save_pretrained`, exactly as users' checkpoints are, and the reference is transformers' own forward
@@ -68,7 +69,45 @@ def save(model, tok: Tokenizer, name: str, extra: dict) -> None:
     )
 
 
+# Prompts for the shipped models: each model's own kind of text.
+SHIPPED_PROMPTS = {"shakespeare": "ROMEO:\nWhat light through yonder window breaks?", "tang": "床前明月光，"}
+
+
+def shipped_references() -> None:
+    """transformers' logits and greedy continuation for each model in weights/ (float16 weights,
+    computed in float32 by both sides)."""
+    from transformers import GPT2LMHeadModel
+
+    for name, text in SHIPPED_PROMPTS.items():
+        folder = ROOT / "weights" / name
+        if not (folder / "model.safetensors").exists():
+            print(f"skipping {name}: {folder} has no weights yet")
+            continue
+        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        ids = tok.encode(text, add_special_tokens=False).ids
+        model = GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+        with torch.no_grad():
+            out = model(torch.tensor([ids]), output_attentions=True)
+            gen = model.generate(
+                torch.tensor([ids]), max_new_tokens=GREEDY_TOKENS, min_new_tokens=GREEDY_TOKENS, do_sample=False,
+                eos_token_id=None, pad_token_id=0,
+            )
+        np.savez_compressed(
+            OUT / f"{name}.reference.npz",
+            ids=np.array(ids),
+            logits=out.logits[0].numpy(),  # [T, V]
+            attn=torch.stack(out.attentions)[:, 0].numpy(),  # [L, H, T, T]
+            greedy=gen[0, len(ids):].numpy(),
+        )
+        print(f"{name}: {len(ids)} prompt tokens, greedy {tok.decode(gen[0, len(ids):].tolist())!r}")
+
+
 def main() -> None:
+    import sys
+
+    if "--shipped" in sys.argv:
+        shipped_references()
+        return
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     tok = byte_level_tokenizer(300)
@@ -99,6 +138,7 @@ def main() -> None:
                 p.uniform_(0.5, 1.5)
     save(llama, tok, "tiny-llama", {"what": "Llama (3 layers, 6 query / 2 kv heads, d 96, untied)", "seed": 1})
     print(json.dumps({"vocab": vocab, "out": str(OUT)}))
+    shipped_references()
 
 
 if __name__ == "__main__":

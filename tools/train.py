@@ -15,9 +15,9 @@ Two corpus formats:
 The output folder holds config.json, generation_config.json, model.safetensors (float16),
 tokenizer.json, tokenizer_config.json and a model card README.md with the measured figures.
 
-Example (the exact commands for the shipped models are in their model cards):
-  python tools/train.py --data ../shared/data/tinyshakespeare.txt --format plain \\
-      --out weights/shakespeare --n-layer 6 --n-embd 256 --n-head 8 --context 256 --steps 5000
+Example, a one-minute smoke test (the exact commands of the shipped models are in their cards):
+  python tools/train.py --data ../shared/data/tinyshakespeare.txt --out /tmp/tiny \\
+      --n-layer 2 --n-embd 64 --n-head 4 --context 64 --steps 100 --warmup 10 --prompt ROMEO:
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import platform
 import shlex
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,7 +177,8 @@ def full_loss(model, ids: torch.Tensor, ctx: int, batch: int = 32) -> float:
     y_all = ids[1 : n * ctx + 1].view(n, ctx)  # [n, T]
     total = 0.0
     for i in range(0, n, batch):
-        total += float(loss_on(model, x_all[i : i + batch], y_all[i : i + batch])) * len(x_all[i : i + batch])
+        x, y = x_all[i : i + batch], y_all[i : i + batch]
+        total += float(loss_on(model, x, y)) * len(x)
     model.train()
     return total / n
 
@@ -192,7 +192,6 @@ def fixed_batches(ids: torch.Tensor, n: int, batch: int, ctx: int, seed: int):
 def train(args) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    out = Path(args.out)
 
     corpus = load_corpus(Path(args.data), args.format, args.val_fraction, args.val_every)
     vocab_size = len(SPECIALS) + len(corpus.chars)
@@ -264,17 +263,19 @@ def train(args) -> None:
     # Final figures in float32, without autocast: these are the numbers of the model card.
     train_loss = estimate_loss(model, train_eval)
     val_loss = estimate_loss(model, val_eval)
-    val_full = full_loss(model, corpus.val_ids, args.context)
     history.append((args.steps, train_loss, val_loss))
     print(
         f"final: train {train_loss:.4f} val {val_loss:.4f} (fixed batches), "
-        f"val {val_full:.4f} (whole split), baseline {baseline:.4f}, {train_seconds:.0f} s",
+        f"baseline {baseline:.4f}, {train_seconds:.0f} s",
         flush=True,
     )
     if not args.save:
         return
+    val_full = full_loss(model, corpus.val_ids, args.context)
+    print(f"val {val_full:.4f} (whole split)", flush=True)
 
     # -- write the folder ---------------------------------------------------------------------
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(corpus.chars)
     tokenizer.save(str(out / "tokenizer.json"))
@@ -302,9 +303,8 @@ def train(args) -> None:
         pad_token_id=eot,
     )
     model.half().save_pretrained(out, safe_serialization=True)
-    model.float()
 
-    checks = verify(out, model, corpus, val_eval, val_loss, n_params)
+    checks = verify(out, corpus, val_eval, val_loss, n_params)
     sample = sample_text(out, args.prompt, args.seed)
     print(f"sample from {args.prompt!r}:\n{sample}\n", flush=True)
     write_card(out, args, corpus, config, n_params, baseline, train_loss, val_loss, val_full,
@@ -316,28 +316,33 @@ def train(args) -> None:
 # checks on the written folder
 
 
-def verify(out: Path, model, corpus: Corpus, val_eval, val_loss: float, n_params: int) -> dict:
+def require(ok: bool, what: str) -> None:
+    if not ok:  # not assert: these checks must also run under python -O
+        raise SystemExit(f"check failed: {what}")
+
+
+def verify(out: Path, corpus: Corpus, val_eval, val_loss: float, n_params: int) -> dict:
     """Reload everything from disk and check it matches what was trained."""
     tok = Tokenizer.from_file(str(out / "tokenizer.json"))
     ids = tok.encode(corpus.val_text).ids
-    assert ids == corpus.val_ids.tolist(), "tokenizer ids differ from the training stream"
+    require(ids == corpus.val_ids.tolist(), "tokenizer ids equal the training stream's")
     plain_val = corpus.val_text.replace(EOT, "")
     enc = tok.encode(plain_val).ids
-    assert len(enc) == len(plain_val), "not one token per character"
-    assert tok.decode(enc) == plain_val, "decode(encode(val)) != val"
+    require(len(enc) == len(plain_val), "one token per character")
+    require(tok.decode(enc) == plain_val, "decode(encode(val)) == val")
     odd = "a☃\n b"  # a character outside the vocabulary must become <unk>, not crash
-    assert len(tok.encode(odd).ids) == len(odd)
+    require(tok.encode(odd).ids == ids_of(tok, ["a", UNK, "\n", " ", "b"]), "unknown characters map to <unk>")
 
     with safe_open(str(out / "model.safetensors"), "pt") as f:
         stored = {k: f.get_slice(k).get_shape() for k in f.keys()}
         dtypes = {f.get_slice(k).get_dtype() for k in f.keys()}
     n_stored = sum(math.prod(s) for s in stored.values())
-    assert n_stored == n_params, f"safetensors holds {n_stored:,} values, model has {n_params:,}"
+    require(n_stored == n_params, f"safetensors holds {n_stored:,} values = {n_params:,} parameters")
 
     reloaded = GPT2LMHeadModel.from_pretrained(out, dtype=torch.float32)
     reloaded_val = estimate_loss(reloaded, val_eval)
     delta = abs(reloaded_val - val_loss)
-    assert delta < 5e-3, f"reloaded val loss {reloaded_val:.4f} vs {val_loss:.4f}"
+    require(delta < 5e-3, f"reloaded val loss {reloaded_val:.4f} ~ trained {val_loss:.4f}")
     print(
         f"verified: tokenizer round trip on {len(plain_val):,} chars, {len(stored)} tensors "
         f"({sorted(dtypes)}) = {n_stored:,} values, reloaded val {reloaded_val:.4f} "
@@ -345,6 +350,10 @@ def verify(out: Path, model, corpus: Corpus, val_eval, val_loss: float, n_params
         flush=True,
     )
     return {"n_tensors": len(stored), "reloaded_val": reloaded_val, "delta": delta}
+
+
+def ids_of(tok: Tokenizer, pieces: list[str]) -> list[int]:
+    return [tok.token_to_id(p) for p in pieces]
 
 
 def sample_text(out: Path, prompt: str, seed: int) -> str:
@@ -392,7 +401,7 @@ character. It ships with tfcli as an embedded model.
 
 {args.source or Path(args.data).name}
 
-- file: `{Path(args.data).name}`, {corpus.n_chars:,} characters, sha256 `{corpus.sha256[:16]}…`
+- file: `{Path(args.data).name}`, {corpus.n_chars:,} characters, sha256 `{corpus.sha256}`
 - split: {split}
 
 ## Tokenizer
@@ -423,7 +432,7 @@ the tied `lm_head` counted once; the embedding matrix alone is {vocab * config.n
 | dropout | {args.dropout} |
 | precision | {"bfloat16 autocast, float32 master weights" if args.bf16 else "float32"}; stored as float16 |
 | seed | {args.seed} |
-| wall time | {seconds / 60:.1f} min on {args.threads} CPU threads ({cpu}, {os.cpu_count()} cores shared with other work), PyTorch {torch.__version__} |
+| wall time | {seconds / 60:.1f} min on {args.threads} CPU thread{'s' if args.threads > 1 else ''} ({cpu}, {os.cpu_count()} cores shared with other work), PyTorch {torch.__version__} |
 
 ## Results (nats per token; a token is a character{" or the poem separator" if corpus.n_docs else ""})
 
