@@ -14,7 +14,8 @@ _SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """[..., N] -> [..., N], rows summing to 1; subtracting the max keeps exp() from overflowing."""
     e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
 
 
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
@@ -79,7 +80,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int) -> tuple[
     s_len = k.shape[1]
     scale = np.float32(1.0 / np.sqrt(head_dim))
     qf = q.reshape(n_kv, group * t_len, head_dim)  # [Hkv, G*T, Dh]
-    scores = (qf @ k.transpose(0, 2, 1)) * scale  # [Hkv, G*T, Dh] @ [Hkv, Dh, S] -> [Hkv, G*T, S]
+    scores = qf @ k.transpose(0, 2, 1)  # [Hkv, G*T, Dh] @ [Hkv, Dh, S] -> [Hkv, G*T, S]
+    scores *= scale
     scores = scores.reshape(n_kv, group, t_len, s_len)  # [Hkv, G, T, S]
     if t_len > 1:
         future = np.triu(np.ones((t_len, s_len), dtype=bool), k=start + 1)  # [T, S], True above the shifted diagonal
