@@ -11,9 +11,11 @@ import numpy as np
 _SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
 
 
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """[..., N] -> [..., N], rows summing to 1; subtracting the max keeps exp() from overflowing."""
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
+def softmax(x: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.ndarray:
+    """[..., N] -> [..., N], rows summing to 1; subtracting the max keeps exp() from overflowing.
+    With out=x it works in place (no temporaries the size of x: attention scores can be large)."""
+    e = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    np.exp(e, out=e)
     e /= e.sum(axis=axis, keepdims=True)
     return e
 
@@ -38,8 +40,11 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 
 def silu(x: np.ndarray) -> np.ndarray:
-    """x * sigmoid(x), the gate of a SwiGLU MLP."""
-    return x / (1.0 + np.exp(-x))
+    """x * sigmoid(x), the gate of a SwiGLU MLP (x / (1 + e^-x), with one temporary)."""
+    t = np.negative(x)
+    np.exp(t, out=t)
+    t += 1.0
+    return np.divide(x, t, out=t)
 
 
 def rope_tables(n_positions: int, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -84,8 +89,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int) -> tuple[
     scores *= scale
     scores = scores.reshape(n_kv, group, t_len, s_len)  # [Hkv, G, T, S]
     if t_len > 1:
-        future = np.triu(np.ones((t_len, s_len), dtype=bool), k=start + 1)  # [T, S], True above the shifted diagonal
-        scores[..., future] = -np.inf
-    weights = softmax(scores)  # [Hkv, G, T, S]
+        # 0 where query t may look, -inf above the shifted diagonal; added in one pass over the scores.
+        future = np.triu(np.full((t_len, s_len), -np.inf, dtype=np.float32), k=start + 1)  # [T, S]
+        scores += future
+    weights = softmax(scores, out=scores)  # [Hkv, G, T, S], in place
     out = weights.reshape(n_kv, group * t_len, s_len) @ v  # [Hkv, G*T, S] @ [Hkv, S, Dh] -> [Hkv, G*T, Dh]
     return out.reshape(n_kv, group, t_len, head_dim), weights
