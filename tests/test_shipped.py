@@ -70,7 +70,7 @@ def test_the_card_shows_losses_below_the_unigram_baseline(shipped):
     card = (folder / "README.md").read_text(encoding="utf-8")
     val = float(re.search(r"validation \(whole split[^|]*\| ([0-9.]+)", card).group(1))
     unigram = float(re.search(r"unigram baseline[^|]*\| ([0-9.]+)", card).group(1))
-    assert val < 0.6 * unigram
+    assert val <= unigram - 1.0  # at least a nat per character better than character frequencies alone
 
 
 def test_default_model_is_shakespeare(cli):
