@@ -59,6 +59,15 @@ class Tensors:
 
     def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """The tensor `name` as float32, checked to have `shape` (what config.json implies)."""
+        self._check(name, shape)
+        self.used.add(name)
+        wf = self._where[name]
+        arr = wf.float32(name)
+        if wf.tensors[name].dtype != "F32":
+            wf.release(name)  # widened to a float32 copy: the half-precision pages are not needed
+        return arr
+
+    def _check(self, name: str, shape: tuple[int, ...]) -> None:
         if name not in self._where:
             raise CheckpointError(
                 f"tensor {name!r} is missing from the checkpoint",
@@ -70,12 +79,12 @@ class Tensors:
                 f"tensor {name!r} has shape {list(actual)} but config.json implies {list(shape)}",
                 "config.json and the weights disagree; use the config.json saved with these weights",
             )
+
+    def read_into(self, name: str, shape: tuple[int, ...], out: np.ndarray) -> None:
+        """Like get(), but copy the tensor into `out` (a slice of a larger, fused matrix)."""
+        self._check(name, shape)
         self.used.add(name)
-        wf = self._where[name]
-        arr = wf.float32(name)
-        if wf.tensors[name].dtype != "F32":
-            wf.release(name)  # widened to a float32 copy: the half-precision pages are not needed
-        return arr
+        self._where[name].read_into(name, out)
 
     def release(self, *names: str) -> None:
         """Forget the mapped pages of tensors that were copied (see WeightFile.release)."""

@@ -5,8 +5,8 @@ at load, so that every matmul in `block` reads `x @ w` like GPT-2's. The three a
 projections are fused into one [D, (H+2Hkv)*Dh] matrix and the SwiGLU gate and up projections into
 one [D, 2F] (as GPT-2's c_attn fuses Q, K, V): a decode step then makes 4 matrix products per layer
 instead of 7, and q and k leave the fused product side by side, so one RoPE call rotates both.
-The fused matrices are copies (row blocks, so a plain memcpy at load); the mapped pages they came
-from are released. The others stay zero-copy views of the file.
+The fused matrices are copies, read from the file straight into their row blocks; the others stay
+zero-copy views of the mapped file.
 """
 
 from __future__ import annotations
@@ -65,11 +65,13 @@ class Llama(Transformer):
         q_dim, kv_dim = cfg.n_head * cfg.head_dim, cfg.n_kv_head * cfg.head_dim
 
         def fused(names_rows: list[tuple[str, int]], n_in: int) -> np.ndarray:
-            """Stack [out_i, in] weights row-wise (a plain memory copy, no transpose) and view the
-            result as [in, sum(out_i)]."""
-            parts = [t.get(name, (rows, n_in)) for name, rows in names_rows]  # [out_i, in] each
-            w = np.concatenate(parts, axis=0)  # [sum out_i, in]
-            t.release(*(name for name, _ in names_rows))
+            """Stack [out_i, in] weights row-wise, read from the file straight into their rows
+            (no transpose, no page of the mapping touched), and view the result as [in, sum(out_i)]."""
+            w = np.empty((sum(rows for _, rows in names_rows), n_in), dtype=np.float32)  # [sum out_i, in]
+            start = 0
+            for name, rows in names_rows:
+                t.read_into(name, (rows, n_in), w[start : start + rows])
+                start += rows
             return w.T  # [in, sum out_i] view
 
         def layer(i: int) -> LlamaLayer:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import mmap
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +89,24 @@ class WeightFile:
         page = mmap.PAGESIZE
         start = info.start // page * page
         self._map.madvise(mmap.MADV_DONTNEED, start, info.end - start)
+
+    def read_into(self, name: str, out: np.ndarray) -> None:
+        """Fill `out` (C-contiguous float32, the tensor's size) with the tensor, for a copy the model
+        keeps (a fused matrix). F32 bytes are read straight from the file, without going through
+        the mapping, so they never count twice in resident memory."""
+        info = self.tensors[name]
+        if info.dtype != "F32":
+            out[...] = self.float32(name).reshape(out.shape)
+            self.release(name)
+            return
+        view = memoryview(out.reshape(-1)).cast("B")
+        with open(self.path, "rb", buffering=0) as f:
+            done = 0
+            while done < len(view):
+                n = os.preadv(f.fileno(), [view[done:]], info.start + done)
+                if n <= 0:
+                    raise CheckpointError(f"{self.path.name} ended while reading tensor {name!r}", "the file is truncated; fetch or save it again")
+                done += n
 
     def float32(self, name: str) -> np.ndarray:
         """The tensor as float32: a view for F32, a converted copy for F16/BF16."""
