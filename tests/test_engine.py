@@ -194,3 +194,22 @@ def test_prompt_pass_in_chunks_equals_one_pass(lm, monkeypatch):
     chunked, n2 = s.prefill(ids)
     assert n == n2 == len(ids) and s.tokens == ids and s.cache.length == len(ids)
     assert np.abs(chunked - whole).max() <= 1e-5
+
+
+def test_blocked_attention_equals_one_block(monkeypatch):
+    """Long prompt passes score queries in blocks; the result must equal a single block, and the
+    assembled weights must keep rows summing to 1 and the future at exactly 0."""
+    from tfcli.engine import ops
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 3, 70, 16)).astype(np.float32)  # [Hkv, G, T, Dh]
+    k = rng.standard_normal((2, 75, 16)).astype(np.float32)  # [Hkv, S, Dh], 5 cached positions first
+    v = rng.standard_normal((2, 75, 16)).astype(np.float32)
+    whole_out, whole_w = ops.attention(q, k, v, start=5, return_weights=True)
+    monkeypatch.setattr(ops, "ATTN_BLOCK", 16)
+    out, w = ops.attention(q, k, v, start=5, return_weights=True)
+    np.testing.assert_allclose(out, whole_out, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(w, whole_w, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-6)
+    future = np.triu(np.ones((70, 75), dtype=bool), k=6)
+    assert (w[..., future] == 0).all()

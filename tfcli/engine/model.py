@@ -91,7 +91,7 @@ class Transformer:
         k_all, v_all = cache.store(layer, start, k, v)  # [Hkv, S, Dh] each
         # Query head h reads key/value head h // G (the grouping of transformers' repeat_kv).
         qg = q.reshape(t_len, cfg.n_kv_head, cfg.q_per_kv, cfg.head_dim).transpose(1, 2, 0, 3)  # [Hkv, G, T, Dh]
-        out, weights = ops.attention(qg, k_all, v_all, start)  # [Hkv, G, T, Dh], [Hkv, G, T, S]
+        out, weights = ops.attention(qg, k_all, v_all, start, return_weights=attn_probs is not None)  # [Hkv, G, T, Dh], [Hkv, G, T, S]
         if attn_probs is not None:
             attn_probs.append(weights.reshape(cfg.n_head, t_len, -1))  # [H, T, S]
         return out.transpose(2, 0, 1, 3).reshape(t_len, cfg.n_head * cfg.head_dim)  # [T, H*Dh]

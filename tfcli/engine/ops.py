@@ -70,23 +70,46 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+ATTN_BLOCK = 128  # queries per block in a long prompt pass
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_weights: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """Causal scaled dot-product attention with grouped heads.
 
     q: [Hkv, G, T, Dh] queries for positions start..start+T-1, G = H / Hkv query heads per kv head
     k, v: [Hkv, S, Dh] keys and values for positions 0..S-1 (S = start + T)
-    returns (out [Hkv, G, T, Dh], weights [Hkv, G, T, S])
+    returns (out [Hkv, G, T, Dh], weights [Hkv, G, T, S] if return_weights else None)
 
-    Query t may look at keys 0..start+t. The mask sets the future to -inf *before* softmax, so each
-    row still sums to 1 and the future gets exactly 0. With one query (decoding) there is no future
-    in the cache, and no mask is built.
+    A long prompt goes through in blocks of queries: block b only scores the keys up to its own
+    last position, so the upper-right triangle that the mask would zero is never computed (about
+    40% of the scores of a 512-token prompt) and the scores stay [Hkv, G*128, S] at most.
+    """
+    n_kv, group, t_len, head_dim = q.shape
+    if t_len <= ATTN_BLOCK:
+        return _attention_block(q, k, v, start, return_weights)
+    s_len = k.shape[1]
+    out = np.empty(q.shape, dtype=np.float32)  # [Hkv, G, T, Dh]
+    weights = np.zeros((n_kv, group, t_len, s_len), dtype=np.float32) if return_weights else None
+    for b in range(0, t_len, ATTN_BLOCK):
+        e = min(b + ATTN_BLOCK, t_len)
+        seen = start + e  # keys this block may look at
+        out[:, :, b:e], w = _attention_block(q[:, :, b:e], k[:, :seen], v[:, :seen], start + b, return_weights)
+        if weights is not None:
+            weights[:, :, b:e, :seen] = w
+    return out, weights
+
+
+def _attention_block(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_weights: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """softmax(q k^T / sqrt(Dh) + mask) v for queries at start..start+T-1 over keys 0..S-1.
+
+    The mask sets the future to -inf *before* softmax, so each row still sums to 1 and the future
+    gets exactly 0. With one query (decoding) there is no future in the cache, and no mask.
     """
     n_kv, group, t_len, head_dim = q.shape
     s_len = k.shape[1]
-    scale = np.float32(1.0 / np.sqrt(head_dim))
     qf = q.reshape(n_kv, group * t_len, head_dim)  # [Hkv, G*T, Dh]
     scores = qf @ k.transpose(0, 2, 1)  # [Hkv, G*T, Dh] @ [Hkv, Dh, S] -> [Hkv, G*T, S]
-    scores *= scale
+    scores *= np.float32(1.0 / np.sqrt(head_dim))
     scores = scores.reshape(n_kv, group, t_len, s_len)  # [Hkv, G, T, S]
     if t_len > 1:
         # 0 where query t may look, -inf above the shifted diagonal; added in one pass over the scores.
@@ -94,4 +117,4 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int) -> tuple[
         scores += future
     weights = softmax(scores, out=scores)  # [Hkv, G, T, S], in place
     out = weights.reshape(n_kv, group * t_len, s_len) @ v  # [Hkv, G*T, S] @ [Hkv, S, Dh] -> [Hkv, G*T, Dh]
-    return out.reshape(n_kv, group, t_len, head_dim), weights
+    return out.reshape(n_kv, group, t_len, head_dim), (weights if return_weights else None)
