@@ -10,7 +10,7 @@ tokenizers, safetensors, torch, the tfcli engine) and the chain of imports that 
 `tfcli params --preset` only needs tfcli/analysis (pure Python) and the error classes of
 tfcli.engine.errors, so anything else is overhead.
 
---check exits with 1 if the params command takes 0.5 s or more, or loads any of those modules.
+--check exits with 1 if either command takes 0.3 s or more, or params loads any of those modules.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BUDGET = 0.5  # seconds, for `tfcli params --preset gpt3`
+BUDGET = 0.3  # seconds, for `tfcli --help` and `tfcli params --preset gpt3` (issue 7; issue 3 asked for 0.5)
 HEAVY = ("numpy", "tokenizers", "safetensors", "torch", "transformers")
 
 
@@ -79,7 +79,7 @@ def chain(rows: list[tuple[str, int, int, int]], i: int) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", "--runs", type=int, default=7, help="runs per command (the median is shown)")
-    ap.add_argument("--check", action="store_true", help=f"exit 1 if params takes {BUDGET} s or more, or loads a heavy module")
+    ap.add_argument("--check", action="store_true", help=f"exit 1 if either command takes {BUDGET} s or more, or params loads a heavy module")
     a = ap.parse_args()
 
     params = ["-m", "tfcli", "params", "--preset", "gpt3"]
@@ -88,7 +88,7 @@ def main() -> int:
     cmd = timed(params, a.runs)
     print(f"median of {a.runs} runs, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     print(f"  python -c pass                  {bare * 1000:7.0f} ms   (reference)")
-    print(f"  tfcli --help                    {help_ * 1000:7.0f} ms   {help_ / bare:5.1f} x reference")
+    print(f"  tfcli --help                    {help_ * 1000:7.0f} ms   {help_ / bare:5.1f} x reference   budget {BUDGET * 1000:.0f} ms: {'ok' if help_ < BUDGET else 'OVER'}")
     print(f"  tfcli params --preset gpt3      {cmd * 1000:7.0f} ms   {cmd / bare:5.1f} x reference   budget {BUDGET * 1000:.0f} ms: {'ok' if cmd < BUDGET else 'OVER'}")
 
     rows = import_tree(params)
@@ -110,7 +110,7 @@ def main() -> int:
             print(f"  {name:16} {cumulative / 1000:6.1f} ms   {' → '.join(chain(rows, i))}")
         if engine:
             print(f"  engine modules loaded ({len(set(engine))}): {', '.join(dict.fromkeys(engine))}")
-    if a.check and (cmd >= BUDGET or heavy or engine):
+    if a.check and (cmd >= BUDGET or help_ >= BUDGET or heavy or engine):
         return 1
     return 0
 

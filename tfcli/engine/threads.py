@@ -20,10 +20,15 @@ def available_cpus() -> int:
 
 def busy_cpus() -> int | None:
     """Tasks running or runnable right now besides this process (the 4th field of /proc/loadavg,
-    an instant count, unlike the load averages); the least of a few readings. None off Linux."""
+    an instant count, unlike the load averages). The least of five readings 2 ms apart, so that a
+    kernel thread passing through (kswapd, a shell) is not taken for a busy core. None off Linux."""
+    import time
+
     counts = []
     try:
-        for _ in range(5):
+        for i in range(5):
+            if i:
+                time.sleep(0.002)
             with open("/proc/loadavg") as f:
                 counts.append(int(f.read().split()[3].split("/")[0]) - 1)
     except (OSError, ValueError, IndexError):
