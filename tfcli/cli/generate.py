@@ -142,8 +142,9 @@ def _finish(stream, pieces: list[str], stats, load_seconds: float, threads: int,
     if not quiet:
         note(
             f"{stats.prompt_tokens} prompt tokens · {stats.new_tokens} new · "
-            f"prefill {stats.prefill_tps:,.0f} tok/s · decode {stats.decode_tps:,.1f} tok/s · "
-            f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''} · "
+            f"prefill {stats.prefill_tps:,.0f} tok/s · "
+            + (f"decode {stats.decode_tps:,.1f} tok/s · " if stats.new_tokens > 1 else "")
+            + f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''} · "
             + (f"context slid {stats.slides}× · " if stats.slides else "")
             + f"stopped: {stats.stop_reason or 'interrupted'}"
         )
