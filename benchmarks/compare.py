@@ -131,7 +131,6 @@ def main() -> None:
     def fmt(name, v):
         return human_bytes(v) if "memory" in name else f"{v:,.3f}" if "(s)" in name else f"{v:,.1f}"
 
-    sep = "|" if args.markdown else " "
     lines = []
     header = ["measure", "tfcli", "transformers", "tfcli / transformers"]
     lines.append(header)

@@ -220,7 +220,7 @@ app(sys.argv[5:], prog_name="tfcli")
 
 
 def _driver(tmp_path: Path, tiny_wheel: Path, tiny_gguf: Path, hang: str, *args, **env) -> subprocess.Popen:
-    from tfcli.engine.gguf import sha256_file
+    from tfcli.engine.manifest import sha256_file
 
     cmd = [sys.executable, "-c", DRIVER, str(tiny_wheel), sha256_file(tiny_gguf), str(tmp_path / "downloads.log"), hang, *map(str, args)]
     environ = dict(os.environ, TFCLI_HOME=str(tmp_path / "tfcli-home"), NO_COLOR="1", PYTHONPATH=str(ROOT), **env)

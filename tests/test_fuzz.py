@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tfcli.engine.manifest import verify_manifest
 from tfcli.engine.config import ModelConfig, load_config
 from tfcli.engine.errors import TfcliError
 from tfcli.engine.weightfile import DTYPES, read_header
@@ -245,7 +246,7 @@ def _check_gguf(path: Path, out: Path) -> object:
     result, peak = peak_allocation(_convert, path, out)
     assert peak <= justified(path.stat().st_size), (peak, path.stat().st_size)
     if not isinstance(result, TfcliError):
-        assert tg.verify_manifest(out) == []
+        assert verify_manifest(out) == []
     return result
 
 

@@ -15,6 +15,7 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as Q  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
+from tfcli.engine.manifest import verify_manifest
 from tfcli.engine import gguf as tg  # noqa: E402
 from tfcli.engine import load  # noqa: E402
 from tfcli.engine.errors import GGUFError  # noqa: E402
@@ -343,14 +344,14 @@ def test_manifest_detects_corruption(mixed_gguf, tmp_path):
     manifest = json.loads((folder / tg.MANIFEST_NAME).read_text())
     assert set(manifest["files"]) == {p.name for p in folder.iterdir()} - {tg.MANIFEST_NAME}
     assert manifest["source"]["tensor_types"]["Q4_1"] == 3 and manifest["n_params"] == TINY_PARAMS
-    assert tg.verify_manifest(folder) == []
+    assert verify_manifest(folder) == []
     data = bytearray((folder / "model.safetensors").read_bytes())
     data[-1] ^= 0xFF
     (folder / "model.safetensors").write_bytes(bytes(data))
-    assert tg.verify_manifest(folder) == ["model.safetensors does not match its sha256 checksum"]
-    assert tg.verify_manifest(folder, full=False) == []
+    assert verify_manifest(folder) == ["model.safetensors does not match its sha256 checksum"]
+    assert verify_manifest(folder, full=False) == []
     (folder / "tokenizer.json").write_text("{}")
-    assert any("tokenizer.json has 2 bytes" in p for p in tg.verify_manifest(folder))
+    assert any("tokenizer.json has 2 bytes" in p for p in verify_manifest(folder))
 
 
 # --- refusals -----------------------------------------------------------------------------------------

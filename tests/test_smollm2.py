@@ -69,7 +69,7 @@ def test_config(lm):
 
 
 def test_checksums_match_the_manifest(folder):
-    from tfcli.engine.gguf import verify_manifest
+    from tfcli.engine.manifest import verify_manifest
 
     assert verify_manifest(folder) == []
 

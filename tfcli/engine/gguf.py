@@ -38,7 +38,7 @@ import numpy as np
 
 from .config import ModelConfig
 from .errors import CheckpointError, ConfigError, GGUFError, ResourceError, shown, shown_number
-from .manifest import MANIFEST_NAME, file_entry, sha256_file, verify_manifest  # noqa: F401 (re-exported)
+from .manifest import MANIFEST_NAME, file_entry, sha256_file
 
 MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
