@@ -114,21 +114,21 @@ class Llama(Transformer):
         t_len = x.shape[0]
         H, Hkv, F = cfg.n_head, cfg.n_kv_head, cfg.d_ff
         h = ops.rms_norm(x, layer.attn_norm, cfg.norm_eps)  # [T, D]
-        qkv = h @ layer.w_qkv  # [T, D] @ [D, (H+2Hkv)*Dh] -> [T, (H+2Hkv)*Dh]
+        qkv = ops.linear(h, layer.w_qkv)  # [T, D] @ [D, (H+2Hkv)*Dh] -> [T, (H+2Hkv)*Dh]
         if layer.b_qkv is not None:
             qkv += layer.b_qkv
         qkv = qkv.reshape(t_len, H + 2 * Hkv, cfg.head_dim)  # [T, H+2Hkv, Dh]
         cos, sin = self.rope(start, start + t_len)  # [T, Dh/2] each
         qk = ops.apply_rope(qkv[:, : H + Hkv], cos, sin)  # [T, H+Hkv, Dh]: queries and keys rotate together
         a = self.self_attention(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], index, cache, start, attn_probs)  # [T, H*Dh]
-        a = a @ layer.wo  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
+        a = ops.linear(a, layer.wo)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
         if layer.bo is not None:
             a += layer.bo
         x = x + a
         h = ops.rms_norm(x, layer.mlp_norm, cfg.norm_eps)  # [T, D]
-        gu = h @ layer.w_gate_up  # [T, D] @ [D, 2F] -> [T, 2F]
+        gu = ops.linear(h, layer.w_gate_up)  # [T, D] @ [D, 2F] -> [T, 2F]
         h = ops.silu(gu[:, :F]) * gu[:, F:]  # [T, F]
-        return x + h @ layer.w_down  # [T, F] @ [F, D] -> [T, D]
+        return x + ops.linear(h, layer.w_down)  # [T, F] @ [F, D] -> [T, D]
 
     def unembed(self, x: np.ndarray) -> np.ndarray:
         return ops.rms_norm(x, self.norm, self.config.norm_eps) @ self.lm_head_t  # [T, D] @ [D, V] -> [T, V]
