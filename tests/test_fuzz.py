@@ -449,11 +449,7 @@ def test_config_every_key_with_every_odd_value(base):
         for value in _ODD_VALUES:
             for drop_type in (False, True):
                 raw = {k: v for k, v in base.items() if not (drop_type and k == "model_type")}
-                if value is None:
-                    raw.pop(key, None)
-                else:
-                    raw[key] = value
-                _check_config(raw)
+                _check_config(_changed(raw, {key: value}))
 
 
 @FUZZ
@@ -465,13 +461,18 @@ def test_config_any_json_value(raw):
 @FUZZ
 @given(base=st.sampled_from(_BASES), changes=st.dictionaries(st.sampled_from(_CONFIG_KEYS), st.one_of(st.just(None), _json_values), min_size=1, max_size=4))
 def test_config_mutated_real_configs(base, changes):
-    raw = dict(base)
+    _check_config(_changed(base, changes))
+
+
+def _changed(raw: dict, changes: dict) -> dict:
+    """raw with each key set to its new value, or removed where the value is None."""
+    out = dict(raw)
     for key, value in changes.items():
         if value is None:
-            raw.pop(key, None)
+            out.pop(key, None)
         else:
-            raw[key] = value
-    _check_config(raw)
+            out[key] = value
+    return out
 
 
 @FUZZ
