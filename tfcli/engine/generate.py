@@ -116,12 +116,7 @@ class Generation:
                 "shorten it, or use --truncate to keep its last tokens",
             )
         if len(self.prompt) + self.max_new_tokens - 1 > n_ctx and not self.slide:
-            room = n_ctx - len(self.prompt) + 1
-            if room < 1:
-                raise PromptError(
-                    f"the prompt is {len(self.prompt)} tokens but the context holds {n_ctx}",
-                    "shorten it, or use --truncate to keep its last tokens",
-                )
+            room = n_ctx - len(self.prompt) + 1  # >= 1: a longer prompt was refused just above
             raise UsageError(
                 f"--max-tokens {self.max_new_tokens} does not fit: the context holds {n_ctx} tokens and the prompt uses {len(self.prompt)}",
                 f"use --max-tokens {room} or fewer, or --slide to go on past the context with the most recent tokens",
