@@ -72,11 +72,12 @@ class GPT2(Transformer):
             )
 
         wte = t.get(p + "wte.weight", (V, D))
-        lm_head = wte
-        if not cfg.tie_embeddings or "lm_head.weight" in t:
-            # A separate lm_head is used when the config unties it; a tied one may also be saved (same values).
-            lm_head = t.get("lm_head.weight", (V, D)) if not cfg.tie_embeddings else wte
-            t.used.add("lm_head.weight")
+        if cfg.tie_embeddings:
+            lm_head = wte
+            if "lm_head.weight" in t:
+                t.used.add("lm_head.weight")  # a copy of wte that some savers write out; not read
+        else:
+            lm_head = t.get("lm_head.weight", (V, D))
         for name in t.names:
             if name.endswith(IGNORED_SUFFIXES):
                 t.used.add(name)
