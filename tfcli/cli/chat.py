@@ -39,7 +39,7 @@ def chat(
     from tfcli.engine.sampling import Sampler
     from tfcli.engine.tokenizer import check_utf8
 
-    from .generate import _sampling_params, chat_prompt
+    from .generate import _sampling_params, chat_prompt, require_chat_template
 
     if max_tokens < 1:
         raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
@@ -47,8 +47,7 @@ def chat(
     lm = load(model)
     for w in lm.warnings:
         warn(w)
-    if lm.chat is None:
-        chat_prompt(lm, "", None)  # raises the "not a chat model" error
+    require_chat_template(lm)
     sampler = Sampler(_sampling_params(lm.generation, temperature, top_k, top_p, min_p, repetition_penalty, 64, seed))
     session = Session(lm.model)
     history: list[dict[str, str]] = []

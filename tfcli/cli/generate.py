@@ -124,12 +124,16 @@ def generate(
     _finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet)
 
 
-def chat_prompt(lm, user: str, system: str | None, history: list[dict[str, str]] = ()) -> str:
-    """The conversation so far plus the user's new message, laid out by the model's chat template."""
+def require_chat_template(lm) -> None:
     from tfcli.engine.errors import UsageError
 
     if lm.chat is None:
         raise UsageError(f"{lm.name} has no chat template, so it is not a chat model", "drop --chat to continue text, or use a chat model such as smollm2")
+
+
+def chat_prompt(lm, user: str, system: str | None, history: list[dict[str, str]] = ()) -> str:
+    """The conversation so far plus the user's new message, laid out by the model's chat template."""
+    require_chat_template(lm)
     messages = ([{"role": "system", "content": system}] if system else []) + list(history)
     return lm.chat.render(messages + [{"role": "user", "content": user}], add_generation_prompt=True)
 
