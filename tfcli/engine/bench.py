@@ -16,6 +16,7 @@ import numpy as np
 
 from .bandwidth import measure_read_bandwidth
 from .generate import Session
+from .memory import proc_bytes
 
 
 def prompt_ids(vocab: int, n: int) -> list[int]:
@@ -43,13 +44,9 @@ def peak_rss() -> int:
     VmHWM from /proc on Linux: ru_maxrss survives exec, so a child started by a process that once
     held 1 GB would report the parent's peak; VmHWM belongs to the new address space.
     """
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    peak = proc_bytes("/proc/self/status", "VmHWM")
+    if peak is not None:
+        return peak
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux, bytes on macOS
 
 

@@ -7,15 +7,23 @@ import os
 from .errors import ResourceError
 
 
-def available_bytes() -> int | None:
-    """MemAvailable from /proc/meminfo (Linux), else physical memory from sysconf, else None."""
+def proc_bytes(path: str, field: str) -> int | None:
+    """A "Field:  123 kB" line of a Linux /proc file (meminfo, self/status) in bytes; None elsewhere."""
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
+    return None
+
+
+def available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (Linux), else physical memory from sysconf, else None."""
+    avail = proc_bytes("/proc/meminfo", "MemAvailable")
+    if avail is not None:
+        return avail
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
