@@ -98,35 +98,39 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_we
     """
     n_kv, group, t_len, head_dim = q.shape
     if t_len <= ATTN_BLOCK:
-        return _attention_block(q, k, v, start, return_weights)
+        return _attention_block(q, k, v, return_weights)
     s_len = k.shape[1]
     out = np.empty(q.shape, dtype=np.float32)  # [Hkv, G, T, Dh]
     weights = np.zeros((n_kv, group, t_len, s_len), dtype=np.float32) if return_weights else None
     for b in range(0, t_len, ATTN_BLOCK):
         e = min(b + ATTN_BLOCK, t_len)
         seen = start + e  # keys this block may look at
-        out[:, :, b:e], w = _attention_block(q[:, :, b:e], k[:, :seen], v[:, :seen], start + b, return_weights)
+        out[:, :, b:e], w = _attention_block(q[:, :, b:e], k[:, :seen], v[:, :seen], return_weights)
         if weights is not None:
             weights[:, :, b:e, :seen] = w
     return out, weights
 
 
-def _attention_block(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_weights: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """softmax(q k^T / sqrt(Dh) + mask) v for queries at start..start+T-1 over keys 0..S-1.
+def _attention_block(q: np.ndarray, k: np.ndarray, v: np.ndarray, return_weights: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """softmax(q k^T / sqrt(Dh) + mask) v for the queries of the last T positions over keys 0..S-1.
 
     The mask sets the future to -inf *before* softmax, so each row still sums to 1 and the future
-    gets exactly 0. With one query (decoding) there is no future in the cache, and no mask.
+    gets exactly 0. Only the last T keys can be in some query's future: the mask is a [T, T] triangle
+    added to that last square of the scores (with one query, decoding, there is no future at all).
+    The exponentials are multiplied by v before they are normalized: dividing the [T, Dh] result
+    by the row sums is the same sum of products as dividing the [T, S] weights, and S is the larger.
     """
     n_kv, group, t_len, head_dim = q.shape
     s_len = k.shape[1]
-    qf = q.reshape(n_kv, group * t_len, head_dim)  # [Hkv, G*T, Dh]
+    qf = q.reshape(n_kv, group * t_len, head_dim) * np.float32(1.0 / np.sqrt(head_dim))  # [Hkv, G*T, Dh], scaled
     scores = qf @ k.transpose(0, 2, 1)  # [Hkv, G*T, Dh] @ [Hkv, Dh, S] -> [Hkv, G*T, S]
-    scores *= np.float32(1.0 / np.sqrt(head_dim))
     scores = scores.reshape(n_kv, group, t_len, s_len)  # [Hkv, G, T, S]
     if t_len > 1:
-        # 0 where query t may look, -inf above the shifted diagonal; added in one pass over the scores.
-        future = np.triu(np.full((t_len, s_len), -np.inf, dtype=np.float32), k=start + 1)  # [T, S]
-        scores += future
-    weights = softmax(scores, out=scores)  # [Hkv, G, T, S], in place
-    out = weights.reshape(n_kv, group * t_len, s_len) @ v  # [Hkv, G*T, S] @ [Hkv, S, Dh] -> [Hkv, G*T, Dh]
-    return out.reshape(n_kv, group, t_len, head_dim), (weights if return_weights else None)
+        # Query t sits at position S-T+t and may look at keys up to it: -inf above the diagonal of the last square.
+        scores[..., s_len - t_len :] += np.triu(np.full((t_len, t_len), -np.inf, dtype=np.float32), k=1)  # [T, T]
+    scores -= scores.max(axis=-1, keepdims=True)  # exp() of at most 0: no overflow
+    e = np.exp(scores, out=scores)  # [Hkv, G, T, S], the softmax numerators
+    total = e.sum(axis=-1, keepdims=True)  # [Hkv, G, T, 1]
+    out = (e.reshape(n_kv, group * t_len, s_len) @ v).reshape(n_kv, group, t_len, head_dim)  # [Hkv, G, T, Dh]
+    out /= total
+    return out, (np.divide(e, total, out=e) if return_weights else None)
