@@ -44,10 +44,13 @@ class Session:
         reuse = min(reuse, len(tokens) - 1)  # the last token must run to give logits
         self.cache.reset(reuse)
         self.tokens = list(tokens[:reuse])
-        # In chunks, so that a long prompt's attention scores [H, chunk, S] stay bounded.
-        for i in range(reuse, len(tokens), PREFILL_CHUNK):
-            logits = self.model.forward(np.asarray(tokens[i : i + PREFILL_CHUNK]), self.cache)[-1]  # [V]
-            self.tokens = list(tokens[: i + PREFILL_CHUNK])
+        # In chunks, so that a long prompt's temporaries stay bounded; of equal size (700 tokens as
+        # 350 + 350, not 512 + 188), so that each is long enough to be split between threads.
+        n_chunks = -(-(len(tokens) - reuse) // PREFILL_CHUNK)
+        size = -(-(len(tokens) - reuse) // n_chunks)
+        for i in range(reuse, len(tokens), size):
+            logits = self.model.forward(np.asarray(tokens[i : i + size]), self.cache)[-1]  # [V]
+            self.tokens = list(tokens[: i + size])
         return logits, len(tokens) - reuse
 
     def step(self, token: int) -> np.ndarray:

@@ -6,12 +6,14 @@ layers, the KV cache bookkeeping and the attention itself live here once.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
-from . import ops
+from . import ops, threads
 from .config import ModelConfig
 from .errors import PromptError
-from .kvcache import KVCache
+from .kvcache import KVCache, Relay
 from .memory import check_allocation
 
 
@@ -67,13 +69,44 @@ class Transformer:
         temporaries = 4 * (3 * cfg.n_head * t_len * (start + t_len) + 3 * t_len * 2 * cfg.d_ff)
         if temporaries > 1 << 26:  # reading /proc/meminfo on every decode step would cost more than it saves
             check_allocation(temporaries, f"a forward pass over {t_len:,} tokens")
-        x = self.embed(tokens, start)  # [T, D]
-        for i, layer in enumerate(self.layers):
-            x = self.block(x, layer, i, cache, start, attn_probs)  # [T, D]
+        parts = split_prompt(cfg, start, t_len, threads.workers()) if attn_probs is None else [t_len]
+        if len(parts) == 1:
+            x = self.layers_forward(tokens, cache, start, attn_probs)  # [T, D]
+        else:
+            x = self.parallel_forward(tokens, cache, start, parts)  # [T, D]
         cache.length = start + t_len
         if not all_logits:
             x = x[-1:]  # [1, D]
         return self.unembed(x)  # [T or 1, V]
+
+    def layers_forward(self, tokens: np.ndarray, cache: KVCache, start: int, attn_probs=None) -> np.ndarray:
+        """tokens [T] at positions start.. -> their hidden states [T, D] after the last layer."""
+        x = self.embed(tokens, start)  # [T, D]
+        for i, layer in enumerate(self.layers):
+            x = self.block(x, layer, i, cache, start, attn_probs)  # [T, D]
+        return x
+
+    def parallel_forward(self, tokens: np.ndarray, cache: KVCache, start: int, parts: list[int]) -> np.ndarray:
+        """A prompt pass split into consecutive parts of `parts` tokens, each on its own thread.
+
+        Every part goes through all the layers; the cache's relay makes a part wait, at each
+        layer, for the keys and values of the part before it (causal attention needs nothing
+        later). The element-wise work (softmax, SiLU, norms), which NumPy does on one core, then
+        runs on all of them, and each part's matrix products on its own core. [T] -> [T, D]
+        """
+        bounds = np.cumsum([0, *parts])  # token offsets of the parts
+        cache.relay = relay = Relay(len(self.layers), start)
+        try:
+            with threads.single_threaded_blas(), ThreadPoolExecutor(len(parts) - 1, thread_name_prefix="tfcli-part") as pool:
+                try:
+                    later = [pool.submit(self.layers_forward, tokens[a:b], cache, start + a) for a, b in zip(bounds[1:-1], bounds[2:])]
+                    first = self.layers_forward(tokens[: bounds[1]], cache, start)  # the first part on this thread
+                    return np.concatenate([first] + [f.result() for f in later])  # [T, D]
+                except BaseException:  # an error, or Ctrl-C: the other parts stop at their next layer,
+                    relay.cancel()  # and leaving the pool waits for them, so no thread writes the cache after
+                    raise
+        finally:
+            cache.relay = None
 
     def self_attention(
         self,
@@ -105,3 +138,22 @@ class Transformer:
 
     def unembed(self, x: np.ndarray) -> np.ndarray:  # [T, D] -> [T, V]
         raise NotImplementedError
+
+
+PART_MIN_TOKENS = 160  # shorter parts are faster as one part on BLAS's own threads (see benchmarks/README.md)
+
+
+def split_prompt(cfg: ModelConfig, start: int, t_len: int, workers: int) -> list[int]:
+    """How many tokens of a prompt pass each thread takes: [T] in one part, or consecutive parts
+    of about equal work. A token's work is its matrix products (the same for every token) plus
+    its attention over the positions up to its own, so the later parts get fewer tokens."""
+    n = min(workers, t_len // PART_MIN_TOKENS)
+    if n < 2:
+        return [t_len]
+    mlp_matrices = 3 if cfg.family == "llama" else 2
+    matmul = 2 * cfg.d_model * ((cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim + cfg.n_head * cfg.head_dim + mlp_matrices * cfg.d_ff)
+    attention = 12 * cfg.n_head * cfg.head_dim  # per position attended: q.k and p.v (4 flops), at about a third of a matmul's speed
+    work = np.cumsum(matmul + attention * np.arange(start + 1, start + t_len + 1, dtype=np.float64))  # [T], per layer
+    cuts = np.searchsorted(work, work[-1] * np.arange(1, n) / n)  # [n-1] the tokens where each share is reached
+    bounds = [0, *(int(c) + 1 for c in cuts), t_len]
+    return [b - a for a, b in zip(bounds, bounds[1:]) if b > a]

@@ -9,6 +9,8 @@ and 17.9 with 1. So by default we use only the cores that are idle right now.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def available_cpus() -> int:
@@ -47,11 +49,36 @@ def auto_threads() -> int:
     return cpus if busy is None else max(1, cpus - busy)
 
 
+_threads = 1  # how many threads tfcli may use, as set by set_blas_threads (1 until then)
+_blas = None  # threadpoolctl's handle on the BLAS libraries, found by set_blas_threads
+
+
 def set_blas_threads(n: int) -> bool:
-    """Limit the BLAS library NumPy uses to n threads; False if that cannot be controlled here."""
+    """Use n threads: the BLAS library's count, and the prompt pass's parts (model.forward).
+    False if the BLAS threads cannot be controlled here (the prompt pass then stays in one part)."""
+    global _threads, _blas
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import ThreadpoolController
     except ImportError:
         return False
-    threadpool_limits(limits=n, user_api="blas")
+    _blas = ThreadpoolController().select(user_api="blas")  # every BLAS library loaded by now
+    _blas.limit(limits=n)
+    _threads = n
     return True
+
+
+def workers() -> int:
+    """The threads a prompt pass may split its tokens over (1 until set_blas_threads is called)."""
+    return _threads
+
+
+@contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """BLAS on one thread for the duration (each of our threads then runs its own products:
+    BLAS threads on top of them would fight for the same cores), back to the set count after."""
+    _blas.limit(limits=1)
+    try:
+        yield
+    finally:
+        _blas.limit(limits=_threads)
+

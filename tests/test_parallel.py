@@ -1,0 +1,128 @@
+"""A prompt pass split into parts on several threads (Transformer.parallel_forward) must give the
+logits and the cache of one pass, and must stop every part, without hanging, on an error or Ctrl-C."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from tfcli.engine import load, threads
+from tfcli.engine import model as model_module
+from tfcli.engine.model import split_prompt
+
+from conftest import DATA, reference
+
+
+@pytest.fixture(params=["tiny-gpt2", "tiny-llama"])
+def net(request):
+    return load(DATA / request.param).model
+
+
+@pytest.fixture
+def three_threads(monkeypatch):
+    """Three threads, and parts as short as 8 tokens, so that the 70-token prompt is split in three."""
+    from threadpoolctl import threadpool_info
+
+    before = next((lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"), 1)
+    monkeypatch.setattr(threads, "_threads", threads._threads)  # restored after the test
+    threads.set_blas_threads(3)
+    monkeypatch.setattr(model_module, "PART_MIN_TOKENS", 8)
+    yield
+    threads._blas.limit(limits=before)
+
+
+def _threads_used(net, monkeypatch) -> set[str]:
+    """Record the thread each layer of each part runs on."""
+    names: set[str] = set()
+    block = net.block
+
+    def recording_block(*args):
+        names.add(threading.current_thread().name)
+        return block(*args)
+
+    monkeypatch.setattr(net, "block", recording_block)
+    return names
+
+
+def test_split_prompt_balances_the_work(monkeypatch):
+    cfg = load(DATA / "tiny-llama").config
+    monkeypatch.setattr(model_module, "PART_MIN_TOKENS", 8)
+    parts = split_prompt(cfg, 0, 70, 3)
+    assert len(parts) == 3 and sum(parts) == 70
+    assert parts[0] > parts[1] > parts[2]  # later tokens attend to more positions
+    assert split_prompt(cfg, 0, 70, 1) == [70]
+    assert split_prompt(cfg, 0, 12, 3) == [12]  # too short for two parts of 8
+    monkeypatch.setattr(model_module, "PART_MIN_TOKENS", 160)
+    assert split_prompt(cfg, 0, 319, 2) == [319]
+    assert len(split_prompt(cfg, 0, 320, 2)) == 2
+
+
+@pytest.mark.parametrize("start", [0, 5])
+def test_parts_on_threads_equal_one_pass(net, three_threads, monkeypatch, start):
+    ids = reference("tiny-gpt2")["ids_long"]  # 70 tokens
+    one = net.new_cache(len(ids))
+    net.forward(ids[:start], one) if start else None
+    with monkeypatch.context() as m:
+        m.setattr(threads, "_threads", 1)
+        expect = net.forward(ids[start:], one, all_logits=True)  # [T, V]
+    split = net.new_cache(len(ids))
+    net.forward(ids[:start], split) if start else None
+    used = _threads_used(net, monkeypatch)
+    got = net.forward(ids[start:], split, all_logits=True)  # [T, V]
+    assert len(used) == 3  # this thread and two of the pool's
+    assert split.length == one.length == len(ids) and split.relay is None
+    assert np.abs(got - expect).max() <= 1e-5
+    assert np.abs(split.k - one.k).max() <= 1e-5 and np.abs(split.v - one.v).max() <= 1e-5
+
+
+def _failing_block(net, monkeypatch, error: BaseException, on_pool: bool):
+    """A block that raises `error` at layer 1, on a pool thread or on the calling one."""
+    block = net.block
+
+    def block_that_fails(x, layer, index, *rest):
+        if index == 1 and threading.current_thread().name.startswith("tfcli-part") == on_pool:
+            raise error
+        return block(x, layer, index, *rest)
+
+    monkeypatch.setattr(net, "block", block_that_fails)
+
+
+def _forward_in_thread(net, ids, cache) -> BaseException | None:
+    """Run a forward pass on a thread of its own; fail the test rather than hang if it never ends."""
+    outcome: list[BaseException | None] = []
+
+    def run():
+        try:
+            net.forward(ids, cache)
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt is what is tested
+            outcome.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(timeout=30)
+    assert not t.is_alive(), "a part of the prompt pass never finished"
+    return outcome[0]
+
+
+@pytest.mark.parametrize(
+    "error, on_pool",
+    [(RuntimeError("a later part failed"), True), (KeyboardInterrupt(), False), (MemoryError(), False)],
+    ids=["error in a later part", "Ctrl-C in the first part", "error in the first part"],
+)
+def test_a_failing_part_stops_the_others(net, three_threads, monkeypatch, error, on_pool):
+    ids = reference("tiny-gpt2")["ids_long"]
+    cache = net.new_cache(len(ids))
+    with monkeypatch.context() as m:
+        _failing_block(net, m, error, on_pool)
+        raised = _forward_in_thread(net, ids, cache)
+    assert type(raised) is type(error)
+    assert cache.relay is None and cache.length == 0  # nothing half-done counts as cached
+    # The cache and the pool's threads are usable again: the same pass now equals one pass.
+    got = net.forward(ids, cache)
+    with monkeypatch.context() as m:
+        m.setattr(threads, "_threads", 1)
+        expect = net.forward(ids, net.new_cache(len(ids)))
+    assert np.abs(got - expect).max() <= 1e-5
