@@ -47,8 +47,17 @@ def rms_norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
-    """The tanh approximation of GELU that GPT-2 was trained with ("gelu_new")."""
-    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + np.float32(0.044715) * x * x * x)))
+    """The tanh approximation of GELU that GPT-2 was trained with ("gelu_new"):
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed in place in one temporary."""
+    t = np.square(x)
+    t *= np.float32(0.044715) * _SQRT_2_OVER_PI
+    t += _SQRT_2_OVER_PI
+    t *= x  # sqrt(2/pi) (x + 0.044715 x^3)
+    np.tanh(t, out=t)
+    t += np.float32(1.0)
+    t *= x
+    t *= np.float32(0.5)
+    return t
 
 
 def silu(x: np.ndarray) -> np.ndarray:
