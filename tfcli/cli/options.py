@@ -20,7 +20,7 @@ Threads = Annotated[
     Optional[int],
     typer.Option(
         "--threads",
-        help="Threads for the matrix products (default: the cores idle right now; busy cores stall BLAS threads).",
+        help="Threads for the matrix products and for the parts of a long prompt (default: the cores idle right now; busy cores stall threads).",
         show_default=False,
     ),
 ]
@@ -48,7 +48,7 @@ def read_text(value: str, what: str, hint: str) -> str:
 
 
 def apply_threads(threads: int | None) -> int:
-    """Set the BLAS thread count for this process: the flag, else the idle cores. Returns it."""
+    """Set the thread count for this process (BLAS and prompt parts): the flag, else the idle cores. Returns it."""
     from tfcli.engine.errors import UsageError
     from tfcli.engine.threads import auto_threads, set_blas_threads
 
