@@ -33,3 +33,38 @@ def test_threads_flag_sets_blas(cli, monkeypatch):
     assert all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
     r = cli("generate", "-m", TINY_GPT2, "Hi", "--threads", "0")
     assert r.exit_code == 2 and "--threads must be at least 1" in r.stderr
+
+
+def test_own_threads_are_not_taken_for_busy_cores(monkeypatch):
+    """/proc/loadavg counts this process's running threads too (OpenBLAS's workers spin for a
+    moment after NumPy is imported): only the others' are busy cores."""
+    import io
+    import os
+    import threading
+    import time
+
+    import numpy as np
+    import pytest
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("Linux only")
+    stop = threading.Event()
+
+    def spin():  # a thread of ours that keeps a core, outside the GIL
+        a = np.ones(1 << 20, dtype=np.float32)
+        while not stop.is_set():
+            np.exp(a, out=a)
+            a.fill(1.0)
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        time.sleep(0.05)
+        assert threads._own_running_threads() >= 2
+    finally:
+        stop.set()
+        t.join()
+    # 3 running tasks, 2 of them ours: one busy core.
+    monkeypatch.setattr(threads, "open", lambda path: io.StringIO("0.50 0.40 0.30 3/120 4242\n"), raising=False)
+    monkeypatch.setattr(threads, "_own_running_threads", lambda: 2)
+    assert threads.busy_cpus() == 1

@@ -21,9 +21,11 @@ def available_cpus() -> int:
 
 
 def busy_cpus() -> int | None:
-    """Tasks running or runnable right now besides this process (the 4th field of /proc/loadavg,
-    an instant count, unlike the load averages). The least of five readings 2 ms apart, so that a
-    kernel thread passing through (kswapd, a shell) is not taken for a busy core. None off Linux."""
+    """Tasks running or runnable right now besides this process's own threads (the 4th field of
+    /proc/loadavg, an instant count, unlike the load averages). Our own threads are not other
+    work: right after NumPy is imported, OpenBLAS's workers spin for a moment before they sleep.
+    The least of five readings 2 ms apart, so that a kernel thread passing through (kswapd, a
+    shell) is not taken for a busy core. None off Linux."""
     import time
 
     counts = []
@@ -32,10 +34,23 @@ def busy_cpus() -> int | None:
             if i:
                 time.sleep(0.002)
             with open("/proc/loadavg") as f:
-                counts.append(int(f.read().split()[3].split("/")[0]) - 1)
+                running = int(f.read().split()[3].split("/")[0])
+            counts.append(running - _own_running_threads())
     except (OSError, ValueError, IndexError):
         return None
     return max(0, min(counts))
+
+
+def _own_running_threads() -> int:
+    """This process's threads that are running or runnable (at least this one)."""
+    own = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                own += f.read().rpartition(")")[2].split()[0] == "R"  # the state follows the (name)
+        except OSError:  # the thread ended meanwhile
+            pass
+    return max(1, own)
 
 
 def auto_threads() -> int:
