@@ -36,11 +36,11 @@ class KVCache:
         end = start + k.shape[0]
         if end > self.capacity:
             raise ResourceError(f"the KV cache holds {self.capacity} positions; position {end - 1} does not fit")
-        if self.relay:
+        if self.relay is not None:
             self.relay.wait(layer, start)
         self.k[layer, :, start:end] = k.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
         self.v[layer, :, start:end] = v.transpose(1, 0, 2)
-        if self.relay:
+        if self.relay is not None:
             self.relay.done(layer, end)
         return self.k[layer, :, :end], self.v[layer, :, :end]
 

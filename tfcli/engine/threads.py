@@ -96,4 +96,3 @@ def single_threaded_blas() -> Iterator[None]:
         yield
     finally:
         _blas.limit(limits=_threads)
-
