@@ -37,7 +37,7 @@ class LlamaLayer:
 
 
 class Llama(Transformer):
-    tables = ("cos", "sin")
+    tables = ("rotations",)
 
     def __init__(self, config: ModelConfig, embed_tokens, layers: list[LlamaLayer], norm, lm_head):
         self.config = config
@@ -45,17 +45,19 @@ class Llama(Transformer):
         self.layers = layers
         self.norm = norm  # [D]
         self.lm_head_t = lm_head.T  # [D, V]; a view of embed_tokens when tied
-        # Rotation tables, computed once for the positions used so far (a context can be millions
-        # of positions long; a generation rarely is) and grown by doubling.
-        self.cos = self.sin = np.empty((0, config.head_dim // 2), dtype=np.float32)  # [P, Dh/2] each
+        # Rotation tables (cos, sin), computed once for the positions used so far (a context can be
+        # millions of positions long; a generation rarely is) and grown by doubling.
+        empty = np.empty((0, config.head_dim // 2), dtype=np.float32)
+        self.rotations = (empty, empty)  # [P, Dh/2] each
 
     def rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """cos and sin for positions start..end-1, each [end - start, Dh/2]."""
-        if end > len(self.cos):
-            n = min(self.config.n_ctx, max(end, 2 * len(self.cos), 256))
+        cos, sin = self.rotations  # read once: the parts of a prompt pass call this from several threads
+        if end > len(cos):
+            n = min(self.config.n_ctx, max(end, 2 * len(cos), 256))
             check_allocation(12 * n * self.config.head_dim, f"RoPE tables for {n:,} positions")
-            self.cos, self.sin = ops.rope_tables(n, self.config.head_dim, self.config.rope_theta)
-        return self.cos[start:end], self.sin[start:end]
+            cos, sin = self.rotations = ops.rope_tables(n, self.config.head_dim, self.config.rope_theta)
+        return cos[start:end], sin[start:end]
 
     @classmethod
     def from_checkpoint(cls, ckpt: Checkpoint) -> Llama:
