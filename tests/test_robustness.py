@@ -966,6 +966,38 @@ def test_chat_refuses_a_line_that_is_not_utf8(tmp_path, stdin_errors, what):
     assert r.stderr.startswith(b"error: " + what) and r.stderr.count(b"\n") == 1, r.stderr
 
 
+def test_interactive_chat_skips_a_line_that_is_not_utf8(tmp_path):
+    """At a terminal, a line that is not UTF-8 (a typing slip) gets a warning and the conversation
+    goes on; piped, it ends the chat with one error line (above)."""
+    m = Env(tmp_path, None).model(TINY_LLAMA)
+    (m / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}\n{% endfor %}")
+    leader, follower = pty.openpty()
+    p = subprocess.Popen(_tfcli("chat", "-m", m, "-n", "3", "-t", "0"), stdin=follower, stdout=follower, stderr=follower, env=_env(tmp_path), cwd=ROOT)
+    os.close(follower)
+    seen = b""
+
+    def read_until(marker: bytes) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + 60
+        while marker not in seen:
+            assert time.monotonic() < deadline, seen
+            if select.select([leader], [], [], 0.5)[0]:
+                seen += os.read(leader, 4096)
+
+    try:
+        read_until(b"> ")
+        os.write(leader, b"caf\xe9\n")
+        read_until(b"type it again")
+        os.write(leader, b"Hello\n")
+        read_until(b"new prompt tokens")
+        os.write(leader, b"/exit\n")
+        assert p.wait(timeout=30) == 0
+    finally:
+        p.kill()
+        os.close(leader)
+    assert b"the message is not valid UTF-8" in seen and b"Traceback" not in seen
+
+
 @pytest.fixture(scope="module")
 def long_context_gpt2(tmp_path_factory) -> Path:
     """The tiny GPT-2 with 4,096 learned positions (random), so that a generation can run for seconds."""

@@ -62,7 +62,11 @@ def chat(
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
         except UnicodeDecodeError as e:  # a strict stdin; a lenient one hands over lone surrogates (below)
-            raise PromptError(f"the message is not valid UTF-8 (byte {e.object[e.start]:#04x})", "convert the text to UTF-8") from None
+            problem = PromptError(f"the message is not valid UTF-8 (byte {e.object[e.start]:#04x})", "convert the text to UTF-8")
+            if not interactive:
+                raise problem from None
+            warn(f"{problem.message}; not sent, type it again")  # a typing slip should not end the conversation
+            continue
         command = user.strip()
         if command in ("/exit", "/quit"):
             break
@@ -72,7 +76,13 @@ def chat(
             continue
         if not command:
             continue
-        check_utf8(user, "the message")  # bytes that are not UTF-8 arrive from stdin as lone surrogates
+        try:
+            check_utf8(user, "the message")  # bytes that are not UTF-8 arrive from stdin as lone surrogates
+        except PromptError as problem:
+            if not interactive:
+                raise
+            warn(f"{problem.message}; not sent, type it again")
+            continue
         ids = lm.tokenizer.encode(chat_prompt(lm, user, system, history))
         room = session.capacity - len(ids) + 1
         if room < 2:
