@@ -213,3 +213,11 @@ def test_blocked_attention_equals_one_block(monkeypatch):
     np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-6)
     future = np.triu(np.ones((70, 75), dtype=bool), k=6)
     assert (w[..., future] == 0).all()
+
+
+def test_session_refuses_an_empty_prompt(lm):
+    from tfcli.engine.errors import PromptError
+
+    _, m = lm
+    with pytest.raises(PromptError, match="the prompt is empty"):
+        Session(m.model).prefill([])

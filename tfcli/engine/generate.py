@@ -36,6 +36,8 @@ class Session:
     def prefill(self, tokens: list[int]) -> tuple[np.ndarray, int]:
         """Bring the cache to `tokens`; return the logits after the last one [V] and how many
         tokens were computed (those after the longest prefix the cache already held)."""
+        if not tokens:
+            raise PromptError("the prompt is empty", "give some text to continue")
         reuse = 0
         for a, b in zip(self.tokens, tokens):
             if a != b:
