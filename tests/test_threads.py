@@ -60,7 +60,8 @@ def test_own_threads_are_not_taken_for_busy_cores(monkeypatch):
     t.start()
     try:
         time.sleep(0.05)
-        assert threads._own_running_threads() >= 2
+        # Sampled a few times: at a given instant the spinning thread may be waiting for the GIL.
+        assert max(threads._own_running_threads() for _ in range(20)) >= 2
     finally:
         stop.set()
         t.join()
