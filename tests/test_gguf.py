@@ -167,9 +167,47 @@ def test_dequantize_equals_gguf_package(qtype):
         np.testing.assert_array_equal(ours, expected)
 
 
+@pytest.mark.parametrize("qtype", [Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K], ids=lambda q: q.name)
+def test_k_quants_equal_gguf_package(qtype):
+    """The k-quants (what Q4_K_M and the like are made of), bit for bit what gguf-py computes, on
+    random blocks: every bit pattern of the quants and of the packed 6-bit scales, with the float16
+    block scales (d, and dmin where there is one) kept finite."""
+    rng = np.random.default_rng(qtype.value)
+    block_size, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    blocks = rng.integers(0, 256, (64, type_size), dtype=np.uint8)  # 64 blocks of 256 weights
+    floats = {Q.Q2_K: (80, 84), Q.Q3_K: (108, 110), Q.Q4_K: (0, 4), Q.Q5_K: (0, 4), Q.Q6_K: (208, 210)}[qtype]
+    a, b = floats
+    blocks[:, a:b] = rng.uniform(-2, 2, (64, (b - a) // 2)).astype(np.float16).view(np.uint8)
+    expected = gguf.quants.dequantize(blocks, qtype).reshape(16, 1024)
+    ours = tg.dequantize(blocks.reshape(-1), qtype.value, (16, 1024))
+    assert ours.dtype == np.float32 and block_size == 256
+    np.testing.assert_array_equal(ours, expected)
+
+
+def test_k_quant_tensors_read_from_a_file(tmp_path):
+    """A GGUF file with k-quant tensors, written by gguf-py: our reader finds and dequantizes them as gguf-py's does."""
+    rng = np.random.default_rng(1)
+    w = gguf.GGUFWriter(tmp_path / "k.gguf", "llama")
+    for i, qtype in enumerate((Q.Q4_K, Q.Q6_K)):
+        _, type_size = gguf.GGML_QUANT_SIZES[qtype]
+        raw = rng.integers(0, 256, (3, 2 * type_size), dtype=np.uint8)  # 3 rows of 512 weights
+        d = slice(0, 4) if qtype == Q.Q4_K else slice(type_size - 2, type_size)
+        for block in (raw[:, :type_size], raw[:, type_size:]):
+            block[:, d] = rng.uniform(-1, 1, (3, (d.stop - d.start) // 2)).astype(np.float16).view(np.uint8)
+        w.add_tensor(f"t{i}", raw, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    ours = tg.GGUFFile(tmp_path / "k.gguf")
+    for t in gguf.GGUFReader(tmp_path / "k.gguf").tensors:
+        assert ours.tensors[t.name].shape == (3, 512)
+        np.testing.assert_array_equal(ours.tensor(t.name), gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(3, 512))
+
+
 def test_unsupported_type_names_itself_and_the_supported_ones():
-    with pytest.raises(GGUFError, match=r"Q6_K is not supported.*Q4_1.*Q8_0"):
-        tg.dequantize(np.zeros(210, np.uint8), Q.Q6_K.value, (256,))
+    with pytest.raises(GGUFError, match=r"IQ2_XXS is not supported.*Q4_1.*Q8_0.*Q6_K"):
+        tg.dequantize(np.zeros(66, np.uint8), Q.IQ2_XXS.value, (256,))
 
 
 def test_unpermute_inverts_llama_cpp_permute():
@@ -365,11 +403,11 @@ def test_refuses_other_architectures(tmp_path):
 
 
 def test_refuses_unsupported_quantization_naming_the_type(tmp_path):
-    def add_q6k(w):
-        w.add_tensor("blk.0.extra.weight", np.zeros((1, 210), np.uint8), raw_dtype=Q.Q6_K)
+    def add_iq2(w):
+        w.add_tensor("blk.0.extra.weight", np.zeros((1, 66), np.uint8), raw_dtype=Q.IQ2_XXS)
 
-    path = write_gguf(tmp_path / "k.gguf", tweak=add_q6k)
-    with pytest.raises(GGUFError, match=r"'blk.0.extra.weight' is Q6_K, which tfcli cannot dequantize \(supported types: F32, F16, BF16, Q4_0"):
+    path = write_gguf(tmp_path / "k.gguf", tweak=add_iq2)
+    with pytest.raises(GGUFError, match=r"'blk.0.extra.weight' is IQ2_XXS, which tfcli cannot dequantize \(supported types: F32, F16, BF16, Q4_0"):
         tg.convert(path, tmp_path / "out")
 
 

@@ -475,14 +475,14 @@ def gguf_claims_a_terabyte_string(env):
     return ["convert", path, env.tmp / "out"]
 
 
-@case(1, "'blk.0.extra.weight' is Q6_K, which tfcli cannot dequantize", "supported types: F32, F16, BF16, Q4_0")
+@case(1, "'blk.0.extra.weight' is IQ2_XXS, which tfcli cannot dequantize", "supported types: F32, F16, BF16, Q4_0")
 def gguf_unsupported_quantization(env):
     from gguf import GGMLQuantizationType as Q
 
-    def add_q6k(w):
-        w.add_tensor("blk.0.extra.weight", np.zeros((1, 210), np.uint8), raw_dtype=Q.Q6_K)
+    def add_iq2(w):
+        w.add_tensor("blk.0.extra.weight", np.zeros((1, 66), np.uint8), raw_dtype=Q.IQ2_XXS)
 
-    return ["convert", env.gguf(tweak=add_q6k), env.tmp / "out"]
+    return ["convert", env.gguf(tweak=add_iq2), env.tmp / "out"]
 
 
 @case(1, "architecture 'qwen2' is not supported", "tfcli converts: llama")

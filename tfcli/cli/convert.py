@@ -31,7 +31,7 @@ def convert(
     tokenizer_config.json (with the chat template, also in chat_template.jinja) and
     tfcli-manifest.json (sha256 of every file). It is written next to OUT_DIR and renamed into place
     at the end, so a failure or Ctrl-C leaves nothing half-written. Weight types: F32, F16, BF16,
-    Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
+    Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, and the k-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (as in Q4_K_M files).
 
     Examples:
 
