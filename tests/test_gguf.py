@@ -70,6 +70,7 @@ def write_gguf(
     arch: str = "llama",
     pre: str = "gpt2",
     alignment: int | None = None,
+    add_bos: bool = False,
     tweak=None,
 ) -> Path:
     """The tiny Llama of tests/data as a GGUF file; `types` picks a ggml type per tensor kind (default F32);
@@ -101,7 +102,7 @@ def write_gguf(
     w.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in tok["model"]["merges"]])
     w.add_bos_token_id(0)
     w.add_eos_token_id(0)
-    w.add_add_bos_token(False)
+    w.add_add_bos_token(add_bos)
     w.add_chat_template(CHATML)
     for hf, gg in gguf_names(L, tied).items():
         arr = weights[hf]
@@ -365,6 +366,25 @@ def test_tokenizer_equals_transformers_gguf_tokenizer(mixed_gguf, mixed_folder):
     ours = Tokenizer.from_file(str(mixed_folder / "tokenizer.json"))
     for text in TEXTS:
         assert ours.encode(text, add_special_tokens=False).ids == theirs(text, add_special_tokens=False).input_ids, text
+
+
+@pytest.mark.parametrize("add_bos", [True, False])
+def test_prompt_gets_the_bos_the_file_asks_for(cli, tmp_path, add_bos):
+    """tokenizer.ggml.add_bos_token (Llama 3 sets it, SmolLM2 does not): a prompt gets the BOS exactly
+    when transformers, reading the same GGUF, puts one; `tfcli generate` feeds it to the model."""
+    from transformers import AutoTokenizer
+
+    from tfcli.engine.tokenizer import Tokenizer
+
+    path = write_gguf(tmp_path / "bos.gguf", add_bos=add_bos)
+    folder = tg.convert(path, tmp_path / "out").path
+    theirs = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    ours = Tokenizer(folder / "tokenizer.json")
+    for text in TEXTS:
+        assert ours.prompt(text) == theirs(text).input_ids, text
+        assert ours.prompt(text) == [0] * add_bos + ours.encode(text)
+    r = cli("generate", "-m", folder, "Hello", "-n", "1")
+    assert r.exit_code == 0 and f"{len(ours.encode('Hello')) + add_bos} prompt tokens" in r.stderr, r.stderr
 
 
 def test_smollm_pre_tokenizer_isolates_digits(tmp_path):

@@ -222,7 +222,7 @@ def _mask(text, model, spec, as_json, png, svg, csv_path) -> None:
         from tfcli.engine.tokenizer import Tokenizer
 
         tok = Tokenizer(resolve(model) / "tokenizer.json")
-        labels, how = token_labels(tok, tok.encode(text)), f"{model}'s tokenizer"
+        labels, how = token_labels(tok, tok.prompt(text)), f"{model}'s tokenizer"
     if not labels:
         raise PromptError("the text has no tokens", "give some text to draw the mask for")
     n = len(labels)
@@ -279,7 +279,7 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     cfg = lm.config
     layers = _pick(layer_spec, cfg.n_layer, "--layer", "layer", lm.name)
     heads = _pick(head_spec, cfg.n_head, "--head", "head", lm.name)
-    ids = lm.tokenizer.encode(text)
+    ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
     if not ids:
         raise PromptError("the text encodes to no tokens", "give some text to run through the model")
     if len(ids) > cfg.n_ctx:

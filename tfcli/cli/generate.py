@@ -82,10 +82,11 @@ def generate(
     if system is not None and not chat:
         raise UsageError("--system goes with --chat")
     eos_ids = lm.config.eos_token_ids
-    if chat:
-        text = chat_prompt(lm, text, system)
+    if chat:  # the template writes the special tokens itself
+        ids = lm.tokenizer.encode(chat_prompt(lm, text, system))
         eos_ids = lm.chat_eos_ids()
-    ids = lm.tokenizer.encode(text)
+    else:
+        ids = lm.tokenizer.prompt(text)
     if not ids:
         raise PromptError("the prompt encodes to no tokens", "give some text to continue")
     ids = _fit_context(ids, lm.config.n_ctx, max_tokens, truncate, lm.name)

@@ -17,7 +17,7 @@ def tokenize(
     model: options.Model = None,
     as_json: options.Json = False,
 ) -> None:
-    """Show the tokens of TEXT: each token's id, its text and its UTF-8 bytes.
+    """Show the tokens of TEXT as the model gets them (a BOS first where its tokenizer adds one): each token's id, its text and its UTF-8 bytes.
 
     Examples:
 
@@ -31,7 +31,7 @@ def tokenize(
 
     text = read_text(text, "the text", "give some text to tokenize")
     tok = Tokenizer(resolve(model) / "tokenizer.json")
-    ids = tok.encode(text)
+    ids = tok.prompt(text)  # as generate feeds it to the model (a BOS where the tokenizer adds one)
     if not ids:
         raise PromptError("the text encodes to no tokens")
     rows = []

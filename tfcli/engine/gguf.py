@@ -666,7 +666,7 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
         "added_tokens": added,
         "normalizer": None,
         "pre_tokenizer": PRE_TOKENIZERS[pre],
-        "post_processor": None,  # tokenizer.ggml.add_bos_token decides BOS; tokenizer_config.json says it
+        "post_processor": _post_processor(g, tokens),  # the BOS (and EOS) llama.cpp adds to a prompt
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {
             "type": "BPE",
@@ -681,6 +681,27 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
             "merges": merges,  # "left right" strings: byte-level pieces never contain a space
         },
     }
+
+
+def _post_processor(g: GGUFFile, tokens: list[str]) -> dict[str, Any] | None:
+    """The special tokens to put around a prompt, as llama.cpp does when the file says
+    tokenizer.ggml.add_bos_token / add_eos_token (Llama 3: a BOS; SmolLM2: nothing)."""
+    before, after, special = [], [], {}
+    for flag, key, where in (("add_bos_token", "bos_token_id", before), ("add_eos_token", "eos_token_id", after)):
+        i = g.get(f"tokenizer.ggml.{key}")
+        if g.get(f"tokenizer.ggml.{flag}", False) is True and isinstance(i, int) and 0 <= i < len(tokens):
+            where.append(tokens[i])
+            special[tokens[i]] = {"id": tokens[i], "ids": [i], "tokens": [tokens[i]]}
+    if not special:
+        return None
+
+    def template(sequence: str, type_id: int) -> list[dict[str, Any]]:
+        def mark(t: str) -> dict[str, Any]:
+            return {"SpecialToken": {"id": t, "type_id": type_id}}
+
+        return [mark(t) for t in before] + [{"Sequence": {"id": sequence, "type_id": type_id}}] + [mark(t) for t in after]
+
+    return {"type": "TemplateProcessing", "single": template("A", 0), "pair": template("A", 0) + template("B", 1), "special_tokens": special}
 
 
 def tokenizer_config(g: GGUFFile, config: dict[str, Any]) -> dict[str, Any]:

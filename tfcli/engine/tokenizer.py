@@ -23,9 +23,17 @@ class Tokenizer:
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of text, without the special tokens a post-processor would add."""
+        """Token ids of text, without the special tokens a post-processor would add (for text that
+        already holds them, such as a rendered chat template)."""
         check_utf8(text)
         return self._tok.encode(text, add_special_tokens=False).ids
+
+    def prompt(self, text: str) -> list[int]:
+        """Token ids of a prompt as the model expects it: with the special tokens the tokenizer's
+        post-processor adds (a BOS for Llama 2 and 3, nothing for GPT-2), as transformers'
+        `tokenizer(text)` does."""
+        check_utf8(text)
+        return self._tok.encode(text, add_special_tokens=True).ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
