@@ -17,7 +17,8 @@ def tokenize(
     model: options.Model = None,
     as_json: options.Json = False,
 ) -> None:
-    """Show the tokens of TEXT as the model gets them (a BOS first where its tokenizer adds one): each token's id, its text and its UTF-8 bytes.
+    """Show the tokens of TEXT as the model gets them: each token's id, its text and its UTF-8 bytes
+    (with the BOS first where the model's tokenizer adds one).
 
     Examples:
 
