@@ -37,7 +37,7 @@ def tokenize(
         raise PromptError("the text encodes to no tokens")
     rows = []
     for i in ids:
-        piece = tok.decode([i])
+        piece = tok.token_text(i)
         rows.append({"id": i, "piece": tok.piece(i), "text": piece, "bytes": _token_bytes(tok, i, piece)})
     if as_json:
         print(json.dumps({"text": text, "n_tokens": len(ids), "tokens": rows}, ensure_ascii=False))
@@ -60,7 +60,8 @@ _BYTE_DECODER: dict[str, int] | None = None
 
 
 def _token_bytes(tok, token_id: int, text: str) -> str:
-    """The token's bytes: exact for byte-level BPE pieces (GPT-2's printable byte alphabet), else its text's UTF-8."""
+    """The token's bytes: exact for byte-level BPE pieces (GPT-2's printable byte alphabet) and for
+    SentencePiece's byte tokens, else its text's UTF-8."""
     global _BYTE_DECODER
     if _BYTE_DECODER is None:
         # GPT-2's bytes_to_unicode: printable bytes stand for themselves, the rest are shifted past 255.
@@ -74,7 +75,9 @@ def _token_bytes(tok, token_id: int, text: str) -> str:
                 n += 1
         _BYTE_DECODER = {chr(c): b for b, c in zip(bs, cs)}
     piece = tok.piece(token_id)
-    if "\ufffd" in text and all(ch in _BYTE_DECODER for ch in piece):
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):  # SentencePiece's byte fallback, <0xE4>
+        data = bytes([int(piece[3:5], 16)])
+    elif "\ufffd" in text and all(ch in _BYTE_DECODER for ch in piece):
         data = bytes(_BYTE_DECODER[ch] for ch in piece)
     else:
         data = text.encode("utf-8")

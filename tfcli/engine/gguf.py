@@ -589,7 +589,7 @@ def vocabulary(g: GGUFFile) -> tuple[list[str], list[int], list[str]]:
 
 
 # llama.cpp token types (llama.h `llama_token_type`).
-_NORMAL, _CONTROL, _USER_DEFINED = 1, 3, 4
+_NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED = 1, 2, 3, 4
 
 # Tokens llama.cpp ends generation at whatever the file's eos says (llama-vocab.cpp, special_eog_ids):
 # a chat model ends a turn with one and a document with another (SmolLM2: <|im_end|> and <|endoftext|>).
@@ -632,15 +632,13 @@ PRE_TOKENIZERS: dict[str, dict] = {
 
 
 def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
-    """A Hugging Face tokenizer.json for a byte-level BPE vocabulary (`tokenizer.ggml.model` "gpt2")."""
+    """A Hugging Face tokenizer.json for the file's vocabulary: byte-level BPE (`tokenizer.ggml.model`
+    "gpt2": GPT-2, Llama 3, SmolLM2) or SentencePiece BPE ("llama": Llama 2, TinyLlama, Mistral)."""
     name = g.path.name
     model = g.get("tokenizer.ggml.model")
-    if model != "gpt2":
-        hint = "tfcli converts byte-level BPE vocabularies (tokenizer.ggml.model 'gpt2')"
+    if model not in ("gpt2", "llama"):
+        hint = "tfcli converts byte-level BPE ('gpt2') and SentencePiece BPE ('llama') vocabularies"
         raise GGUFError(f"{name}: tokenizer model {shown(model)} is not supported", hint)
-    pre = g.get("tokenizer.ggml.pre", "default")
-    if not isinstance(pre, str) or pre not in PRE_TOKENIZERS:
-        raise GGUFError(f"{name}: pre-tokenizer {shown(pre)} is not supported", f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
     tokens, types, merges = vocabulary(g)
     if not tokens or len(types) != len(tokens):
         raise GGUFError(f"{name}: the tokenizer vocabulary is missing or inconsistent", "the file is corrupt or has no tokenizer")
@@ -648,39 +646,81 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
     if len(vocab) != len(tokens):
         dup = next(t for t, n in Counter(tokens).items() if n > 1)
         raise GGUFError(f"{name}: token {shown(dup)} appears twice in the vocabulary", "a tokenizer.json vocabulary needs unique tokens")
-    for m in merges:
-        # A merge is "left right", two tokens of the vocabulary whose concatenation is one too
-        # (the tokenizers library refuses anything else when it loads the file).
-        left, _, right = m.partition(" ")
-        if " " in right or left not in vocab or right not in vocab or left + right not in vocab:
-            raise GGUFError(f"{name}: the merge {shown(m)} does not join two tokens of the vocabulary", CORRUPT)
+    special = (_CONTROL, _UNKNOWN) if model == "llama" else (_CONTROL,)
     added = [
-        {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": kind == _CONTROL}
+        {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": kind in special}
         for i, (t, kind) in enumerate(zip(tokens, types))
-        if kind in (_CONTROL, _USER_DEFINED)
+        if kind in special or kind == _USER_DEFINED
     ]
+    if model == "gpt2":
+        pre = g.get("tokenizer.ggml.pre", "default")
+        if not isinstance(pre, str) or pre not in PRE_TOKENIZERS:
+            raise GGUFError(f"{name}: pre-tokenizer {shown(pre)} is not supported", f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
+        for m in merges:
+            # A merge is "left right", two tokens of the vocabulary whose concatenation is one too
+            # (the tokenizers library refuses anything else when it loads the file).
+            left, _, right = m.partition(" ")
+            if " " in right or left not in vocab or right not in vocab or left + right not in vocab:
+                raise GGUFError(f"{name}: the merge {shown(m)} does not join two tokens of the vocabulary", CORRUPT)
+        normalizer, pre_tokenizer = None, PRE_TOKENIZERS[pre]
+        decoder = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+        bpe = {"unk_token": None, "fuse_unk": False, "byte_fallback": False, "merges": merges}  # byte-level pieces never contain a space
+    else:
+        # SentencePiece: spaces become "▁", and the text gets one in front even when it starts with
+        # a space (SentencePiece's add_dummy_prefix, and llama.cpp, which also puts one after each
+        # special token: the normalizer runs on each piece of text between them). A character
+        # outside the vocabulary falls back to its UTF-8 bytes, the <0xNN> tokens. Decoding undoes all three.
+        prefix = g.get("tokenizer.ggml.add_space_prefix", True) is not False
+        spaces = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+        normalizer = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, spaces]} if prefix else spaces
+        pre_tokenizer = None
+        steps = [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
+        decoder = {"type": "Sequence", "decoders": steps + ([{"type": "Strip", "content": " ", "start": 1, "stop": 0}] if prefix else [])}
+        unk = g.get("tokenizer.ggml.unknown_token_id")
+        bpe = {
+            "unk_token": tokens[unk] if isinstance(unk, int) and 0 <= unk < len(tokens) else None,
+            "fuse_unk": True,
+            "byte_fallback": True,
+            "merges": sentencepiece_merges(tokens, _scores(g, len(tokens))),
+        }
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
         "added_tokens": added,
-        "normalizer": None,
-        "pre_tokenizer": PRE_TOKENIZERS[pre],
+        "normalizer": normalizer,
+        "pre_tokenizer": pre_tokenizer,
         "post_processor": _post_processor(g, tokens),  # the BOS (and EOS) llama.cpp adds to a prompt
-        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-            "vocab": vocab,
-            "merges": merges,  # "left right" strings: byte-level pieces never contain a space
-        },
+        "decoder": decoder,
+        "model": {"type": "BPE", "dropout": None, "continuing_subword_prefix": None, "end_of_word_suffix": None, "ignore_merges": False, "vocab": vocab, **bpe},
     }
+
+
+def _scores(g: GGUFFile, n: int) -> list[float]:
+    scores = g.get("tokenizer.ggml.scores")
+    if not isinstance(scores, list) or len(scores) != n or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in scores):
+        raise GGUFError(f"{g.path.name}: tokenizer.ggml.scores is missing or is not one number per token", "a SentencePiece vocabulary needs its scores")
+    return scores
+
+
+def sentencepiece_merges(tokens: list[str], scores: list[float]) -> list[list[str]]:
+    """The BPE merges a SentencePiece vocabulary implies. SentencePiece (and llama.cpp) join, again
+    and again, the two neighbours whose union is the piece with the highest score; as BPE merges,
+    every way of cutting a piece into two pieces of the vocabulary is a merge, ranked by the score
+    of the piece (ties: the longer left part, then the longer right part; then by ids), the order
+    transformers derives for the same file."""
+    vocab = {t: i for i, t in enumerate(tokens)}
+    ranked = []
+    for i, piece in enumerate(tokens):
+        cuts = sorted((vocab[piece[:c]], vocab[piece[c:]]) for c in range(1, len(piece)) if piece[:c] in vocab and piece[c:] in vocab)
+        ranked += [(scores[i], tokens[left], tokens[right]) for left, right in cuts]
+    ranked.sort(key=lambda m: (m[0], len(m[1]), len(m[2])), reverse=True)  # stable: equal keys keep their order
+    return [[left, right] for _, left, right in ranked]
+
+
+def _adds_by_default(g: GGUFFile, flag: str) -> bool:
+    """llama.cpp adds a BOS to a SentencePiece vocabulary whose file does not say (older files have no flag)."""
+    return flag == "add_bos_token" and g.get("tokenizer.ggml.model") == "llama"
 
 
 def _post_processor(g: GGUFFile, tokens: list[str]) -> dict[str, Any] | None:
@@ -689,7 +729,7 @@ def _post_processor(g: GGUFFile, tokens: list[str]) -> dict[str, Any] | None:
     before, after, special = [], [], {}
     for flag, key, where in (("add_bos_token", "bos_token_id", before), ("add_eos_token", "eos_token_id", after)):
         i = g.get(f"tokenizer.ggml.{key}")
-        if g.get(f"tokenizer.ggml.{flag}", False) is True and isinstance(i, int) and 0 <= i < len(tokens):
+        if g.get(f"tokenizer.ggml.{flag}", _adds_by_default(g, flag)) is True and isinstance(i, int) and 0 <= i < len(tokens):
             where.append(tokens[i])
             special[tokens[i]] = {"id": tokens[i], "ids": [i], "tokens": [tokens[i]]}
     if not special:
@@ -719,7 +759,7 @@ def tokenizer_config(g: GGUFFile, config: dict[str, Any]) -> dict[str, Any]:
         "eos_token": piece("eos_token_id"),
         "unk_token": piece("unknown_token_id"),
         "pad_token": piece("padding_token_id"),
-        "add_bos_token": bool(g.get("tokenizer.ggml.add_bos_token", False)),
+        "add_bos_token": g.get("tokenizer.ggml.add_bos_token", _adds_by_default(g, "add_bos_token")) is True,
         "add_eos_token": bool(g.get("tokenizer.ggml.add_eos_token", False)),
         "clean_up_tokenization_spaces": False,
         "model_max_length": config["max_position_embeddings"],

@@ -38,6 +38,14 @@ class Tokenizer:
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
+    def token_text(self, token_id: int) -> str:
+        """The text one token adds to a text. A SentencePiece piece decoded alone loses its leading
+        space ("\u2581the" is "the" at the start of a text, " the" inside one): it is put back."""
+        text = self.decode([token_id])
+        if self.piece(token_id).startswith("\u2581") and not text.startswith(" "):
+            text = " " + text
+        return text
+
     def piece(self, token_id: int) -> str:
         """The token's string in the vocabulary (for byte-level BPE, bytes shown as GPT-2's printable stand-ins)."""
         p = self._tok.id_to_token(int(token_id))
