@@ -220,3 +220,13 @@ def test_a_slide_continues_from_the_recent_half():
     assert held == history[-len(held):] and len(held) <= 16
     fresh, _ = Session(m.model).prefill(held)
     assert int(np.argmax(fresh)) == tokens[-1]
+
+
+def test_truncate_keeps_the_bos_in_front():
+    """--truncate keeps a prompt's last tokens and, in front of them, the BOS its tokenizer put first."""
+    from tfcli.cli.generate import _fit_context
+
+    ids = [1] + list(range(10, 30))  # a BOS, then 20 tokens of text
+    assert _fit_context(ids, 8, 3, True, "m", lead=1) == [1, 25, 26, 27, 28, 29]  # 6 kept: 8 - 3 + 1
+    assert _fit_context(ids, 8, 3, True, "m") == [24, 25, 26, 27, 28, 29]
+    assert _fit_context(ids, 30, 3, True, "m", lead=1) == ids  # it fits: nothing cut

@@ -89,7 +89,8 @@ def generate(
         ids = lm.tokenizer.prompt(text)
     if not ids:
         raise PromptError("the prompt encodes to no tokens", "give some text to continue")
-    ids = _fit_context(ids, lm.config.n_ctx, max_tokens, truncate, lm.name)
+    bos = 0 if chat or not ids or ids[0] not in lm.tokenizer.special_ids() else 1  # the tokenizer's BOS, kept by --truncate
+    ids = _fit_context(ids, lm.config.n_ctx, max_tokens, truncate, lm.name, lead=bos)
     # The last new token is never fed back: a prompt of P tokens leaves n_ctx - P + 1 to generate.
     want = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS if slide else min(DEFAULT_MAX_TOKENS, lm.config.n_ctx - len(ids) + 1)
     gen = Generation(
@@ -155,12 +156,13 @@ def _finish(stream, pieces: list[str], stats, load_seconds: float, threads: int,
         )
 
 
-def _fit_context(ids: list[int], n_ctx: int, max_tokens: int | None, truncate: bool, name: str) -> list[int]:
+def _fit_context(ids: list[int], n_ctx: int, max_tokens: int | None, truncate: bool, name: str, lead: int = 0) -> list[int]:
     """The prompt's tokens, or with --truncate its last ones, so that it and the new tokens fit.
 
     Without --truncate a prompt that fits is kept whole (Generation says if --max-tokens does not
     fit after it); with --truncate the prompt is cut to leave room for --max-tokens, or by default
-    for up to half the context.
+    for up to half the context. The first `lead` tokens (a BOS) stay in front of what is kept, as
+    llama.cpp keeps them.
     """
     from tfcli.engine.errors import PromptError
 
@@ -175,8 +177,10 @@ def _fit_context(ids: list[int], n_ctx: int, max_tokens: int | None, truncate: b
     keep = max(1, n_ctx - room_needed + 1)
     if len(ids) <= keep:
         return ids
-    warn(f"the prompt is {len(ids)} tokens; keeping its last {keep} so that {n_ctx - keep + 1} new tokens fit the context of {n_ctx}")
-    return ids[-keep:]
+    lead = min(lead, keep - 1)
+    kept = f"its last {keep - lead}" + (" after its BOS" if lead else "")
+    warn(f"the prompt is {len(ids)} tokens; keeping {kept} so that {n_ctx - keep + 1} new tokens fit the context of {n_ctx}")
+    return ids[:lead] + ids[len(ids) - (keep - lead) :]
 
 
 def _sampling_params(generation: dict, temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n, seed):
