@@ -205,9 +205,10 @@ def test_blocked_attention_equals_one_block(monkeypatch):
     q = rng.standard_normal((2, 3, 70, 16)).astype(np.float32)  # [Hkv, G, T, Dh]
     k = rng.standard_normal((2, 75, 16)).astype(np.float32)  # [Hkv, S, Dh], 5 cached positions first
     v = rng.standard_normal((2, 75, 16)).astype(np.float32)
-    whole_out, whole_w = ops.attention(q, k, v, start=5, return_weights=True)
+    kt = k.transpose(0, 2, 1)  # [Hkv, Dh, S], as the cache keeps keys
+    whole_out, whole_w = ops.attention(q, kt, v, start=5, return_weights=True)
     monkeypatch.setattr(ops, "ATTN_BLOCK", 16)
-    out, w = ops.attention(q, k, v, start=5, return_weights=True)
+    out, w = ops.attention(q, kt, v, start=5, return_weights=True)
     np.testing.assert_allclose(out, whole_out, rtol=0, atol=1e-6)
     np.testing.assert_allclose(w, whole_w, rtol=0, atol=1e-7)
     np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-6)

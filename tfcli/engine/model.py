@@ -121,7 +121,7 @@ class Transformer:
         """q [T, H, Dh], new k, v [T, Hkv, Dh] -> context vectors [T, H*Dh], through the cache."""
         cfg = self.config
         t_len = q.shape[0]
-        k_all, v_all = cache.store(layer, start, k, v)  # [Hkv, S, Dh] each
+        k_all, v_all = cache.store(layer, start, k, v)  # [Hkv, Dh, S] (keys transposed), [Hkv, S, Dh]
         # Query head h reads key/value head h // G (the grouping of transformers' repeat_kv).
         qg = q.reshape(t_len, cfg.n_kv_head, cfg.q_per_kv, cfg.head_dim).transpose(1, 2, 0, 3)  # [Hkv, G, T, Dh]
         out, weights = ops.attention(qg, k_all, v_all, start, return_weights=attn_probs is not None)  # [Hkv, G, T, Dh], [Hkv, G, T, S]

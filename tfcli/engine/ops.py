@@ -98,7 +98,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_we
     """Causal scaled dot-product attention with grouped heads.
 
     q: [Hkv, G, T, Dh] queries for positions start..start+T-1, G = H / Hkv query heads per kv head
-    k, v: [Hkv, S, Dh] keys and values for positions 0..S-1 (S = start + T)
+    k: [Hkv, Dh, S] keys for positions 0..S-1 (S = start + T), transposed as the KV cache keeps them
+    v: [Hkv, S, Dh] values
     returns (out [Hkv, G, T, Dh], weights [Hkv, G, T, S] if return_weights else None)
 
     A long prompt goes through in blocks of queries: block b only scores the keys up to its own
@@ -108,20 +109,21 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_we
     n_kv, group, t_len, head_dim = q.shape
     if t_len <= ATTN_BLOCK:
         return _attention_block(q, k, v, return_weights)
-    s_len = k.shape[1]
+    s_len = k.shape[2]
     out = np.empty(q.shape, dtype=np.float32)  # [Hkv, G, T, Dh]
     weights = np.zeros((n_kv, group, t_len, s_len), dtype=np.float32) if return_weights else None
     for b in range(0, t_len, ATTN_BLOCK):
         e = min(b + ATTN_BLOCK, t_len)
         seen = start + e  # keys this block may look at
-        out[:, :, b:e], w = _attention_block(q[:, :, b:e], k[:, :seen], v[:, :seen], return_weights)
+        out[:, :, b:e], w = _attention_block(q[:, :, b:e], k[:, :, :seen], v[:, :seen], return_weights)
         if weights is not None:
             weights[:, :, b:e, :seen] = w
     return out, weights
 
 
 def _attention_block(q: np.ndarray, k: np.ndarray, v: np.ndarray, return_weights: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """softmax(q k^T / sqrt(Dh) + mask) v for the queries of the last T positions over keys 0..S-1.
+    """softmax(q k^T / sqrt(Dh) + mask) v for the queries of the last T positions over keys 0..S-1
+    (k given transposed, [Hkv, Dh, S]).
 
     The mask sets the future to -inf *before* softmax, so each row still sums to 1 and the future
     gets exactly 0. Only the last T keys can be in some query's future: the mask is a [T, T] triangle
@@ -130,9 +132,9 @@ def _attention_block(q: np.ndarray, k: np.ndarray, v: np.ndarray, return_weights
     by the row sums is the same sum of products as dividing the [T, S] weights, and S is the larger.
     """
     n_kv, group, t_len, head_dim = q.shape
-    s_len = k.shape[1]
+    s_len = k.shape[2]
     qf = q.reshape(n_kv, group * t_len, head_dim) * np.float32(1.0 / np.sqrt(head_dim))  # [Hkv, G*T, Dh], scaled
-    scores = qf @ k.transpose(0, 2, 1)  # [Hkv, G*T, Dh] @ [Hkv, Dh, S] -> [Hkv, G*T, S]
+    scores = qf @ k  # [Hkv, G*T, Dh] @ [Hkv, Dh, S] -> [Hkv, G*T, S]
     scores = scores.reshape(n_kv, group, t_len, s_len)  # [Hkv, G, T, S]
     if t_len > 1:
         # Query t sits at position S-T+t and may look at keys up to it: -inf above the diagonal of the last square.
