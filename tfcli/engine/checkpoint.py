@@ -86,11 +86,6 @@ class Tensors:
         self.used.add(name)
         self._where[name].read_into(name, out)
 
-    def release(self, *names: str) -> None:
-        """Forget the mapped pages of tensors that were copied (see WeightFile.release)."""
-        for name in names:
-            self._where[name].release(name)
-
     def unused(self) -> list[str]:
         return [n for n in self._where if n not in self.used]
 
