@@ -23,10 +23,10 @@ def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return x @ w
 
 
-def softmax(x: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.ndarray:
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """[..., N] -> [..., N], rows summing to 1; subtracting the max keeps exp() from overflowing.
-    With out=x it works in place (no temporaries the size of x: attention scores can be large)."""
-    e = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    One array the size of x is made; exp and the division work in it."""
+    e = x - x.max(axis=axis, keepdims=True)
     np.exp(e, out=e)
     e /= e.sum(axis=axis, keepdims=True)
     return e
