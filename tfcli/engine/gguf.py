@@ -718,9 +718,11 @@ def sentencepiece_merges(tokens: list[str], scores: list[float]) -> list[list[st
     return [[left, right] for _, left, right in ranked]
 
 
-def _adds_by_default(g: GGUFFile, flag: str) -> bool:
-    """llama.cpp adds a BOS to a SentencePiece vocabulary whose file does not say (older files have no flag)."""
-    return flag == "add_bos_token" and g.get("tokenizer.ggml.model") == "llama"
+def _adds(g: GGUFFile, flag: str) -> bool:
+    """Whether llama.cpp puts the BOS ("add_bos_token") or EOS ("add_eos_token") around a prompt: as
+    the file says, and when it does not, a BOS for a SentencePiece vocabulary (older files have no flag)."""
+    default = flag == "add_bos_token" and g.get("tokenizer.ggml.model") == "llama"
+    return g.get(f"tokenizer.ggml.{flag}", default) is True
 
 
 def _post_processor(g: GGUFFile, tokens: list[str]) -> dict[str, Any] | None:
@@ -729,7 +731,7 @@ def _post_processor(g: GGUFFile, tokens: list[str]) -> dict[str, Any] | None:
     before, after, special = [], [], {}
     for flag, key, where in (("add_bos_token", "bos_token_id", before), ("add_eos_token", "eos_token_id", after)):
         i = g.get(f"tokenizer.ggml.{key}")
-        if g.get(f"tokenizer.ggml.{flag}", _adds_by_default(g, flag)) is True and isinstance(i, int) and 0 <= i < len(tokens):
+        if _adds(g, flag) and isinstance(i, int) and 0 <= i < len(tokens):
             where.append(tokens[i])
             special[tokens[i]] = {"id": tokens[i], "ids": [i], "tokens": [tokens[i]]}
     if not special:
@@ -759,8 +761,8 @@ def tokenizer_config(g: GGUFFile, config: dict[str, Any]) -> dict[str, Any]:
         "eos_token": piece("eos_token_id"),
         "unk_token": piece("unknown_token_id"),
         "pad_token": piece("padding_token_id"),
-        "add_bos_token": g.get("tokenizer.ggml.add_bos_token", _adds_by_default(g, "add_bos_token")) is True,
-        "add_eos_token": bool(g.get("tokenizer.ggml.add_eos_token", False)),
+        "add_bos_token": _adds(g, "add_bos_token"),
+        "add_eos_token": _adds(g, "add_eos_token"),
         "clean_up_tokenization_spaces": False,
         "model_max_length": config["max_position_embeddings"],
     }
@@ -785,8 +787,9 @@ class ConvertResult:
     types: dict[str, int]  # GGUF tensor types and how many tensors had each
 
 
-def check_convertible(g: GGUFFile) -> dict[str, Any]:
-    """Refuse, before any work, what the conversion cannot do; returns config.json."""
+def check_convertible(g: GGUFFile) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Refuse, before any work, what the conversion cannot do; returns config.json, tokenizer.json
+    and tokenizer_config.json (built here, where a problem with them is found, and written as they are)."""
     config = llama_config(g)
     try:
         ModelConfig.from_hf(config)  # the rules every config.json is held to (head counts that divide...)
@@ -797,9 +800,9 @@ def check_convertible(g: GGUFFile) -> dict[str, Any]:
             raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} is {t.type_name}, which tfcli cannot dequantize", f"supported types: {SUPPORTED_TYPES}")
         if hf_name(t.name) is None:
             raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} has no counterpart in a Hugging Face Llama", "the file is not a plain Llama")
-    tokenizer_json(g)  # raises on an unsupported tokenizer
-    tokenizer_config(g, config)  # raises on a chat template that is not text
-    return config
+    tokenizer = tokenizer_json(g)  # raises on an unsupported tokenizer
+    tok_cfg = tokenizer_config(g, config)  # raises on a chat template that is not text
+    return config, tokenizer, tok_cfg
 
 
 def convert(src: Path, out_dir: Path, *, replace: bool = False, progress: Progress | None = None) -> ConvertResult:
@@ -811,7 +814,7 @@ def convert(src: Path, out_dir: Path, *, replace: bool = False, progress: Progre
     """
     src, out_dir = Path(src), Path(out_dir)
     with GGUFFile(src) as g:
-        config = check_convertible(g)
+        config, tokenizer, tok_cfg = check_convertible(g)
         _check_target(out_dir, replace)
         order = _tensor_order(g, config)
         try:
@@ -828,7 +831,7 @@ def convert(src: Path, out_dir: Path, *, replace: bool = False, progress: Progre
         except OSError as e:  # a read-only or missing parent folder: the user's to fix
             raise CheckpointError(f"cannot write into {out_dir.parent}: {e.strerror or e}", "choose a writable OUT_DIR") from None
         try:
-            manifest = _write_folder(g, config, order, tmp, progress)
+            manifest = _write_folder(g, config, tokenizer, tok_cfg, order, tmp, progress)
             _move_into_place(tmp, out_dir, replace)
         except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -839,15 +842,14 @@ def convert(src: Path, out_dir: Path, *, replace: bool = False, progress: Progre
     return ConvertResult(out_dir, manifest["n_params"], nbytes, manifest["source"]["tensor_types"])
 
 
-def _write_folder(g: GGUFFile, config: dict[str, Any], order: list[tuple[str, str]], folder: Path, progress: Progress | None) -> dict[str, Any]:
+def _write_folder(g: GGUFFile, config: dict[str, Any], tokenizer: dict[str, Any], tok_cfg: dict[str, Any], order: list[tuple[str, str]], folder: Path, progress: Progress | None) -> dict[str, Any]:
     """Every file of the model folder, the manifest of their sizes, times and checksums last (see
     engine/manifest.py: a cached model is checked against it before use); returns the manifest."""
     files = {"model.safetensors": _write_safetensors(g, order, config, folder / "model.safetensors", progress)}
-    tok_cfg = tokenizer_config(g, config)
     texts = {
         "config.json": _json(config),
         "generation_config.json": _json(_generation_config(config)),
-        "tokenizer.json": json.dumps(tokenizer_json(g), ensure_ascii=False),
+        "tokenizer.json": json.dumps(tokenizer, ensure_ascii=False),
         "tokenizer_config.json": _json(tok_cfg),
     }
     if "chat_template" in tok_cfg:
