@@ -57,12 +57,13 @@ def chat(
     while True:
         try:
             user = input("> " if interactive else "")
+            check_utf8(user, "the message")  # bytes that are not UTF-8 arrive from a lenient stdin as lone surrogates
         except EOFError:
             break
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
-        except UnicodeDecodeError as e:  # a strict stdin; a lenient one hands over lone surrogates (below)
-            problem = PromptError(f"the message is not valid UTF-8 (byte {e.object[e.start]:#04x})", "convert the text to UTF-8")
+        except (UnicodeDecodeError, PromptError) as e:  # not UTF-8 (a strict stdin raises the first)
+            problem = e if isinstance(e, PromptError) else PromptError(f"the message is not valid UTF-8 (byte {e.object[e.start]:#04x})", "convert the text to UTF-8")
             if not interactive:
                 raise problem from None
             warn(f"{problem.message}; not sent, type it again")  # a typing slip should not end the conversation
@@ -75,13 +76,6 @@ def chat(
             note("conversation cleared")
             continue
         if not command:
-            continue
-        try:
-            check_utf8(user, "the message")  # bytes that are not UTF-8 arrive from stdin as lone surrogates
-        except PromptError as problem:
-            if not interactive:
-                raise
-            warn(f"{problem.message}; not sent, type it again")
             continue
         ids = lm.tokenizer.encode(chat_prompt(lm, user, system, history))
         room = session.capacity - len(ids) + 1
