@@ -89,7 +89,7 @@ def generate(
         ids = lm.tokenizer.prompt(text)
     if not ids:
         raise PromptError("the prompt encodes to no tokens", "give some text to continue")
-    bos = 0 if chat or not ids or ids[0] not in lm.tokenizer.special_ids() else 1  # the tokenizer's BOS, kept by --truncate
+    bos = int(not chat and ids[0] in lm.tokenizer.special_ids())  # the tokenizer's BOS, kept by --truncate
     ids = _fit_context(ids, lm.config.n_ctx, max_tokens, truncate, lm.name, lead=bos)
     # The last new token is never fed back: a prompt of P tokens leaves n_ctx - P + 1 to generate.
     want = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS if slide else min(DEFAULT_MAX_TOKENS, lm.config.n_ctx - len(ids) + 1)

@@ -1,4 +1,4 @@
-"""How many threads the BLAS library may use.
+"""How many threads tfcli uses: the BLAS library's, and the parts a long prompt pass is split into.
 
 OpenBLAS splits each matrix product across its threads and makes them wait for each other. When
 other programs keep the cores busy, a thread that loses its core stalls every product: on a
