@@ -62,6 +62,14 @@ def gguf_names(n_layer: int, tied: bool) -> dict[str, str]:
     return names
 
 
+def finish(w) -> None:
+    """Write out a gguf-py GGUFWriter: header, metadata, tensors."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def write_gguf(
     path: Path,
     *,
@@ -121,10 +129,7 @@ def write_gguf(
             w.add_tensor(gg, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
     if tweak:
         tweak(w)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     return path
 
 
@@ -228,10 +233,7 @@ def test_k_quant_tensors_read_from_a_file(tmp_path):
         for block in (raw[:, :type_size], raw[:, type_size:]):
             block[:, d] = rng.uniform(-1, 1, (3, (d.stop - d.start) // 2)).astype(np.float16).view(np.uint8)
         w.add_tensor(f"t{i}", raw, raw_dtype=qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     ours = tg.GGUFFile(tmp_path / "k.gguf")
     for t in gguf.GGUFReader(tmp_path / "k.gguf").tensors:
         assert ours.tensors[t.name].shape == (3, 512)
@@ -435,10 +437,7 @@ def test_sentencepiece_vocabulary_tokenizes_like_sentencepiece(tmp_path):
     path = tmp_path / "spm.gguf"
     w = gguf.GGUFWriter(str(path), "llama")
     write_sentencepiece_vocab(w, sp)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     ours = Tokenizer.from_str(json.dumps(tg.tokenizer_json(tg.GGUFFile(path))))
     theirs = AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
     for text in SPM_TEXTS:
@@ -478,10 +477,7 @@ def test_other_tokenizer_models_are_refused_by_name(tmp_path):
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_tokenizer_model("t5")
     w.add_token_list(["<pad>", "a"])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     with pytest.raises(GGUFError, match=r"tokenizer model 't5' is not supported \(tfcli converts byte-level BPE \('gpt2'\) and SentencePiece BPE \('llama'\)"):
         tg.tokenizer_json(tg.GGUFFile(path))
 
