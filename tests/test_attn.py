@@ -24,7 +24,7 @@ from tfcli.analysis.attention import (
 )
 from tfcli.cli import images
 from tfcli.cli.attn import attention_weights, token_labels
-from tfcli.engine import load
+from tfcli.store import load
 from tfcli.engine.errors import UsageError
 
 from conftest import TINY_GPT2, TINY_LLAMA, reference

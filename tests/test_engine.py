@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tfcli.engine import load
+from tfcli.store import load
 from tfcli.engine.generate import Generation, Session
 from tfcli.engine.sampling import Sampler, SamplingParams
 

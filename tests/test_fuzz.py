@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfcli.engine.manifest import verify_manifest
+from tfcli.store.manifest import verify_manifest
 from tfcli.engine.config import ModelConfig, load_config
 from tfcli.engine.errors import TfcliError
 from tfcli.engine.weightfile import DTYPES, read_header
@@ -168,7 +168,7 @@ def test_safetensors_bit_flips_load_or_fail_cleanly(tmp_path):
 
 gguf = pytest.importorskip("gguf")
 
-from tfcli.engine import gguf as tg  # noqa: E402
+from tfcli.store import gguf as tg  # noqa: E402
 
 # GGUF value types (gguf.md): struct formats of the scalars, then STRING and ARRAY.
 _FMT = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}

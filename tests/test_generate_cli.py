@@ -39,7 +39,7 @@ def test_temperature_zero_is_greedy_and_ignores_seed(cli):
 def test_greedy_cli_equals_engine_argmax(cli):
     import numpy as np
 
-    from tfcli.engine import load
+    from tfcli.store import load
 
     m = load(TINY_GPT2)
     ids = m.tokenizer.encode("The")
@@ -185,7 +185,7 @@ def test_tensor_of_the_wrong_shape(cli, tmp_path):
 
 
 def test_model_by_name_from_weights_folder(cli):
-    from tfcli.engine.registry import shipped_models
+    from tfcli.store.registry import shipped_models
 
     if "shakespeare" not in shipped_models():
         pytest.skip("weights/shakespeare is not trained yet")
@@ -204,7 +204,7 @@ def test_a_slide_continues_from_the_recent_half():
     """After a slide the next logits are those of the kept window run from position 0."""
     import numpy as np
 
-    from tfcli.engine import load
+    from tfcli.store import load
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.sampling import Sampler, SamplingParams
 

@@ -15,9 +15,9 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as Q  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
-from tfcli.engine.manifest import verify_manifest
-from tfcli.engine import gguf as tg  # noqa: E402
-from tfcli.engine import load  # noqa: E402
+from tfcli.store.manifest import verify_manifest
+from tfcli.store import gguf as tg  # noqa: E402
+from tfcli.store import load  # noqa: E402
 from tfcli.engine.errors import GGUFError  # noqa: E402
 
 from conftest import TINY_LLAMA, reference  # noqa: E402
@@ -605,7 +605,7 @@ def test_convert_never_needs_torch_or_transformers(mixed_gguf, tmp_path):
 
     code = (
         "import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; sys.modules['gguf'] = None\n"
-        f"from tfcli.engine.gguf import convert; convert({str(mixed_gguf)!r}, {str(tmp_path / 'o')!r})"
+        f"from tfcli.store.gguf import convert; convert({str(mixed_gguf)!r}, {str(tmp_path / 'o')!r})"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert r.returncode == 0, r.stderr

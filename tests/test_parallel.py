@@ -8,7 +8,8 @@ import threading
 import numpy as np
 import pytest
 
-from tfcli.engine import load, threads
+from tfcli.engine import threads
+from tfcli.store import load
 from tfcli.engine import model as model_module
 from tfcli.engine.model import split_prompt
 

@@ -15,9 +15,9 @@ import pytest
 
 pytest.importorskip("gguf")
 
-from tfcli.engine.manifest import verify_manifest
-from tfcli.engine import gguf as tg  # noqa: E402
-from tfcli.engine import pull, registry  # noqa: E402
+from tfcli.store.manifest import verify_manifest
+from tfcli.store import gguf as tg  # noqa: E402
+from tfcli.store import pull, registry  # noqa: E402
 from tfcli.engine.errors import ModelNotFoundError, PullError  # noqa: E402
 
 from test_gguf import MIXED, TINY_PARAMS, write_gguf  # noqa: E402
@@ -177,7 +177,6 @@ def test_unknown_name(home):
 
 def test_engine_alone_never_downloads(home, monkeypatch):
     """Without the CLI's hook, resolve() only says how to pull."""
-    monkeypatch.setattr(registry, "_auto_pull", None)
     with pytest.raises(ModelNotFoundError, match="has not been pulled yet.*tfcli pull smollm2"):
         registry.resolve("smollm2")
 

@@ -727,7 +727,7 @@ def test_absurd_sizes_fail_before_any_large_allocation(cli, tmp_path, monkeypatc
 def test_a_name_never_resolves_outside_weights_or_the_cache(cli, tmp_path, monkeypatch):
     """A model folder next to the cache, in the current directory or one level up is not found by
     its bare name; given as a path, it is used."""
-    from tfcli.engine import registry
+    from tfcli.store import registry
     from tfcli.engine.errors import ModelNotFoundError
 
     home = tmp_path / "tfcli-home"  # the cli fixture's TFCLI_HOME; the cache is home/models
@@ -754,7 +754,7 @@ def test_resolve_of_any_name_stays_inside_the_roots(tmp_path, monkeypatch):
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from tfcli.engine import registry
+    from tfcli.store import registry
     from tfcli.engine.errors import TfcliError
 
     monkeypatch.setenv("TFCLI_HOME", str(tmp_path / "home"))
@@ -762,7 +762,6 @@ def test_resolve_of_any_name_stays_inside_the_roots(tmp_path, monkeypatch):
     shutil.copytree(TINY_GPT2, registry.cache_dir() / "cached")
     shutil.copytree(TINY_GPT2, tmp_path / "outside")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(registry, "_auto_pull", None)
     roots = {registry.shipped_dir().resolve(), registry.cache_dir().resolve()}
     names = st.one_of(
         st.text(max_size=80),

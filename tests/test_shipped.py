@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from conftest import DATA
-from tfcli.engine import load
+from tfcli.store import load
 from tfcli.engine.generate import Generation, Session
-from tfcli.engine.registry import shipped_dir
+from tfcli.store.registry import shipped_dir
 from tfcli.engine.sampling import Sampler, SamplingParams
 
 SHIPPED = ["shakespeare", "tang"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfcli.engine import load
+from tfcli.store import load
 from tfcli.engine.errors import PullError
 from tfcli.engine.tokenizer import Tokenizer
 from tfcli.engine.weightfile import read_header
@@ -29,7 +29,7 @@ TOLERANCE = 1e-3  # float32 logits of a 30-layer model, summed in a different or
 
 @pytest.fixture(scope="session")
 def folder(request, tmp_path_factory) -> Path:
-    from tfcli.engine import pull
+    from tfcli.store import pull
 
     cache = getattr(request.config, "cache", None)
     home = os.environ.get("TFCLI_TEST_HOME") or (cache.mkdir("tfcli-home") if cache else tmp_path_factory.mktemp("tfcli-home"))
@@ -69,7 +69,7 @@ def test_config(lm):
 
 
 def test_checksums_match_the_manifest(folder):
-    from tfcli.engine.manifest import verify_manifest
+    from tfcli.store.manifest import verify_manifest
 
     assert verify_manifest(folder) == []
 

@@ -93,13 +93,10 @@ app.command("attn")(attn.attn)
 app.command("bench")(bench.bench)
 
 from . import convert, models, pull  # noqa: E402
-from tfcli.engine.registry import set_auto_pull  # noqa: E402
 
 app.command("models")(models.models)
 app.command("pull")(pull.pull)
 app.command("convert")(convert.convert)
-# The first use of a pullable model (-m smollm2) pulls it, with a message and progress on stderr.
-set_auto_pull(pull.auto_pull)
 
 
 def main() -> None:

@@ -218,10 +218,9 @@ def _mask(text, model, spec, as_json, png, svg, csv_path) -> None:
     if model is None:
         labels, how = _offline_tokens(text)
     else:
-        from tfcli.engine.registry import resolve
         from tfcli.engine.tokenizer import Tokenizer
 
-        tok = Tokenizer(resolve(model) / "tokenizer.json")
+        tok = Tokenizer(options.model_folder(model) / "tokenizer.json")
         labels, how = token_labels(tok, tok.prompt(text)), f"{model}'s tokenizer"
     if not labels:
         raise PromptError("the text has no tokens", "give some text to draw the mask for")
@@ -266,14 +265,13 @@ def _count(n: int) -> str:
 
 def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg, csv_path) -> None:
     from tfcli.analysis.attention import causal_mask
-    from tfcli.engine import load
     from tfcli.engine.errors import PromptError, UsageError
 
     if text is None:
         raise UsageError("give the TEXT to run through the model", 'e.g. tfcli attn "To be, or not to be" --head all; or try --demo or --show-mask')
     text = _read_text(text, "run through the model")
     options.apply_threads(None)  # only the idle cores: busy ones stall BLAS threads (engine/threads.py)
-    lm = load(model)
+    lm = options.load_model(model)
     for w in lm.warnings:
         warn(w)
     cfg = lm.config

@@ -41,14 +41,14 @@ def bench(
     if new_tokens < 1 or runs < 1:
         raise UsageError("--new-tokens and --runs must be at least 1")
     from tfcli.engine.config import load_config
-    from tfcli.engine.registry import resolve
 
     n_threads = options.apply_threads(threads)
-    n_ctx = load_config(resolve(model) / "config.json").n_ctx  # the shape only: bench.run loads (and times) the model
+    folder = options.model_folder(model)
+    n_ctx = load_config(folder / "config.json").n_ctx  # the shape only: bench.run loads (and times) the model
     if max(prompts) > n_ctx or 16 + new_tokens > n_ctx:
         raise UsageError(f"the model's context is {n_ctx} tokens", f"use --prompts and --new-tokens that fit (16 + new tokens <= {n_ctx})")
     with err.status("measuring (prompt passes, decoding, memory bandwidth)..."):
-        r = engine_bench.run(model, prompts, new_tokens, runs)
+        r = engine_bench.run(folder, prompts, new_tokens, runs)
     fraction = r.decode_tps / r.ceiling_tps if r.ceiling_tps else 0.0
     if as_json:
         print(json.dumps({**r.__dict__, "ceiling_fraction": fraction, "threads": n_threads}))

@@ -33,7 +33,6 @@ def chat(
 
       tfcli chat -m smollm2 --system "Answer in one sentence."
     """
-    from tfcli.engine import load
     from tfcli.engine.errors import PromptError, UsageError
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.sampling import Sampler
@@ -44,7 +43,7 @@ def chat(
     if max_tokens < 1:
         raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
     options.apply_threads(threads)
-    lm = load(model)
+    lm = options.load_model(model)
     for w in lm.warnings:
         warn(w)
     require_chat_template(lm)

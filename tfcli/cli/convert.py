@@ -39,7 +39,7 @@ def convert(
 
       tfcli generate -m ./smollm2 "The capital of France is" -t 0
     """
-    from tfcli.engine.gguf import convert as convert_gguf
+    from tfcli.store.gguf import convert as convert_gguf
 
     t0 = time.perf_counter()
     with progress_bars() as progress:

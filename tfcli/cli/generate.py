@@ -61,7 +61,6 @@ def generate(
 
       tfcli generate -m smollm2 --chat "What is the capital of France?" -t 0
     """
-    from tfcli.engine import load
     from tfcli.engine.errors import PromptError, UsageError
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.sampling import Sampler
@@ -73,7 +72,7 @@ def generate(
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
-    lm = load(model)
+    lm = options.load_model(model)
     load_seconds = time.perf_counter() - t0
     for w in lm.warnings:
         warn(w)

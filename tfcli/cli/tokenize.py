@@ -27,11 +27,10 @@ def tokenize(
       tfcli tokenize -m tang "今天天气很好"
     """
     from tfcli.engine.errors import PromptError
-    from tfcli.engine.registry import resolve
     from tfcli.engine.tokenizer import Tokenizer
 
     text = read_text(text, "the text", "give some text to tokenize")
-    tok = Tokenizer(resolve(model) / "tokenizer.json")
+    tok = Tokenizer(options.model_folder(model) / "tokenizer.json")
     ids = tok.prompt(text)  # as generate feeds it to the model (a BOS where the tokenizer adds one)
     if not ids:
         raise PromptError("the text encodes to no tokens")

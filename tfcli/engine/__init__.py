@@ -8,7 +8,7 @@ from __future__ import annotations
 
 _LAZY = {
     "LoadedModel": "loader",
-    "load": "loader",
+    "load_folder": "loader",
     "build": "loader",
     "ModelConfig": "config",
     "Transformer": "model",

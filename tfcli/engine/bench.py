@@ -50,11 +50,11 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux, bytes on macOS
 
 
-def run(model: str | Path | None, prompts: list[int], new_tokens: int, runs: int, roofline: bool = True) -> BenchResult:
-    from . import load
+def run(folder: Path, prompts: list[int], new_tokens: int, runs: int, roofline: bool = True) -> BenchResult:
+    from .loader import load_folder
 
     t0 = time.perf_counter()
-    lm = load(model)
+    lm = load_folder(folder)
     load_s = time.perf_counter() - t0
     vocab, net = lm.config.vocab_size, lm.model
     logits, _ = Session(net, capacity=4).prefill(prompt_ids(vocab, 4))

@@ -9,7 +9,6 @@ from .chat import ChatTemplate, load_chat_template
 from .checkpoint import Checkpoint, open_checkpoint
 from .config import ModelConfig
 from .model import Transformer
-from .registry import resolve
 from .tokenizer import Tokenizer
 
 
@@ -48,9 +47,9 @@ def build(ckpt: Checkpoint) -> Transformer:
     return family.from_checkpoint(ckpt)
 
 
-def load(model: str | Path | None = None) -> LoadedModel:
-    """Load a model by name (shipped or pulled) or folder path."""
-    path = Path(model) if isinstance(model, Path) else resolve(model)
+def load_folder(path: Path, name: str | None = None) -> LoadedModel:
+    """Load the model folder at `path` (names are the store's business: tfcli.store.load)."""
+    path = Path(path)
     ckpt = open_checkpoint(path)
     net = build(ckpt)
     tokenizer = Tokenizer(path / "tokenizer.json")
@@ -63,6 +62,5 @@ def load(model: str | Path | None = None) -> LoadedModel:
         warnings.append(
             f"tokenizer.json has {tokenizer.vocab_size} tokens but the model only {ckpt.config.vocab_size}; ids past it are refused"
         )
-    name = path.name if isinstance(model, Path) or model is None or "/" in str(model) else str(model)
-    return LoadedModel(name, path, net, tokenizer, ckpt.generation, load_chat_template(path), warnings)
+    return LoadedModel(name or path.name, path, net, tokenizer, ckpt.generation, load_chat_template(path), warnings)
 

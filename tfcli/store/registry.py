@@ -13,27 +13,17 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import ModelNotFoundError
+from tfcli.engine.errors import CheckpointError, ModelNotFoundError
+
+from .manifest import MANIFEST_NAME, quick_check
 
 DEFAULT_MODEL = "shakespeare"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
-# Models that `tfcli pull NAME` can fetch (how: engine/pull.py, RECIPES), with a one-line description.
+# Models that `tfcli pull NAME` can fetch (how: store/pull.py, RECIPES), with a one-line description.
 PULLABLE: dict[str, str] = {
     "smollm2": "SmolLM2-135M-Instruct, a small Llama chat model by Hugging Face",
 }
-
-# What resolve() does with a pullable model that is not in the cache yet. The engine never downloads
-# on its own: the CLI installs a function that pulls with progress on stderr (cli/pull.py). Without
-# one, resolve raises ModelNotFoundError with the 'tfcli pull' hint.
-_auto_pull: Callable[[str], Path] | None = None
-
-
-def set_auto_pull(pull: Callable[[str], Path] | None) -> None:
-    """pull(name) -> folder is called by resolve() for a pullable name not yet in the cache."""
-    global _auto_pull
-    _auto_pull = pull
-
 
 def shipped_dir() -> Path:
     """weights/ inside an installed wheel, or at the root of a source checkout."""
@@ -77,8 +67,12 @@ def looks_like_path(value: str) -> bool:
     return "/" in value or os.sep in value or value.startswith((".", "~"))
 
 
-def resolve(value: str | None) -> Path:
-    """The folder of a model name or path; ModelNotFoundError with the closest name otherwise."""
+def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None) -> Path:
+    """The folder of a model name or path; ModelNotFoundError with the closest name otherwise.
+
+    A pullable name not yet in the cache is fetched by `pull(name) -> folder` when one is given
+    (the CLI passes one that shows progress); without it, the error says to run tfcli pull.
+    """
     value = DEFAULT_MODEL if value is None else value
     if looks_like_path(value):
         try:
@@ -90,22 +84,44 @@ def resolve(value: str | None) -> Path:
         if path.is_file():
             hint = f"convert it first: tfcli convert {value} OUT_DIR" if path.suffix == ".gguf" else "give the folder that holds config.json"
             raise ModelNotFoundError(f"{value} is a file, not a model folder", hint)
+        ensure_intact(path)  # a cached model named by its path is checked as by its name
         return path
     if _NAME.fullmatch(value):
         if (shipped_dir() / value).is_dir():
             return shipped_dir() / value
         if (cache_dir() / value).is_dir():
-            from .manifest import ensure_intact
-
             ensure_intact(cache_dir() / value)  # a damaged pull is reported, never used
             return cache_dir() / value
     known = shipped_models() + cached_models() + sorted(PULLABLE)
     if value in PULLABLE:
-        if _auto_pull is not None:
-            return _auto_pull(value)
+        if pull is not None:
+            return pull(value)
         raise ModelNotFoundError(f"model {value!r} has not been pulled yet", f"run: tfcli pull {value}")
     close = difflib.get_close_matches(value, known, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]!r}?" if close else f"known models: {', '.join(known) or 'none'}"
     if Path(value).is_dir():
         hint += f"; to use the folder {value}, write -m ./{value}"
     raise ModelNotFoundError(f"unknown model {value!r}", hint)
+
+
+def ensure_intact(folder: Path) -> None:
+    """Refuse a cached model folder whose files are not the ones written when it was pulled.
+
+    Only folders in the model cache are checked: a folder the user gives by path is theirs to edit
+    (a hand-edited config.json is an experiment, not damage).
+    """
+    folder = Path(folder)
+    try:
+        in_cache = folder.resolve().parent == cache_dir().resolve()
+    except OSError:
+        return
+    if not in_cache:
+        return
+    name = folder.name
+    problems = quick_check(folder)
+    if name in PULLABLE and not (folder / MANIFEST_NAME).is_file():
+        problems = [f"{MANIFEST_NAME} is missing"]  # every pull writes one: without it nothing says the files are whole
+    if problems:
+        more = f" and {len(problems) - 1} more problem(s)" if len(problems) > 1 else ""
+        fix = f"run: tfcli pull {name} --force" if name in PULLABLE else f"delete {folder} and convert or copy the model again"
+        raise CheckpointError(f"the cached model {name} is damaged: {problems[0]}{more}; it was not used", fix)

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import CheckpointError
+from tfcli.engine.errors import CheckpointError
 
 MANIFEST_NAME = "tfcli-manifest.json"
 
@@ -115,28 +115,3 @@ def _write_atomically(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)
-
-
-def ensure_intact(folder: Path) -> None:
-    """Refuse a cached model folder whose files are not the ones written when it was pulled.
-
-    Only folders in the model cache are checked: a folder the user gives by path is theirs to edit
-    (a hand-edited config.json is an experiment, not damage).
-    """
-    from .registry import PULLABLE, cache_dir
-
-    folder = Path(folder)
-    try:
-        in_cache = folder.resolve().parent == cache_dir().resolve()
-    except OSError:
-        return
-    if not in_cache:
-        return
-    name = folder.name
-    problems = quick_check(folder)
-    if name in PULLABLE and not (folder / MANIFEST_NAME).is_file():
-        problems = [f"{MANIFEST_NAME} is missing"]  # every pull writes one: without it nothing says the files are whole
-    if problems:
-        more = f" and {len(problems) - 1} more problem(s)" if len(problems) > 1 else ""
-        fix = f"run: tfcli pull {name} --force" if name in PULLABLE else f"delete {folder} and convert or copy the model again"
-        raise CheckpointError(f"the cached model {name} is damaged: {problems[0]}{more}; it was not used", fix)

