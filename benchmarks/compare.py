@@ -36,7 +36,7 @@ def child_tfcli(folder: str, prompts: list[int], new_tokens: int, runs: int, thr
 
     set_blas_threads(threads)
 
-    r = bench.run(Path(folder), prompts, new_tokens, runs, roofline=False)
+    r = bench.run(Path(folder), prompts, new_tokens, runs, roofline=False, workers=threads)
     return {
         "load_s": r.load_s, "first_token_s": r.first_token_s, "prefill_tps": r.prefill_tps, "decode_tps": r.decode_tps,
         "decode_all": r.decode_runs, "peak_rss": r.peak_rss, "kv_bytes": r.kv_bytes, "weight_bytes": r.weight_bytes,

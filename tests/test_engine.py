@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tfcli.engine.inspect import Recorder
 from tfcli.store import load
 from tfcli.engine.generate import Generation, Session
 from tfcli.engine.sampling import Sampler, SamplingParams
@@ -71,9 +72,9 @@ def test_attention_weights_equal_transformers(lm):
     name, m = lm
     ref = reference(name)
     ids = ref["ids_long"]
-    probs: list[np.ndarray] = []
-    m.model.forward(ids, m.model.new_cache(len(ids)), attn_probs=probs)
-    got = np.stack(probs)  # [L, H, T, T]
+    rec = Recorder(attention=True)
+    m.model.forward(ids, m.model.new_cache(len(ids)), record=rec)
+    got = np.stack([rec.attn[i] for i in range(m.config.n_layer)])  # [L, H, T, T]
     assert got.shape == ref["attn_long"].shape
     assert np.abs(got - ref["attn_long"]).max() <= 1e-5
     np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-5)
@@ -87,7 +88,7 @@ def test_weights_are_memory_mapped_not_copied():
     w = m.model.layers[0].c_attn_w
     assert not w.flags.owndata and not w.flags.writeable
     # the tied unembedding is the embedding matrix itself
-    assert np.shares_memory(m.model.lm_head_t, m.model.wte)
+    assert np.shares_memory(m.model.unembedding, m.model.token_embedding)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -105,7 +106,7 @@ def test_half_precision_checkpoints_load(tmp_path, dtype):
     save_file(tensors, dst / "model.safetensors", metadata={"format": "pt"})
     ref = reference("tiny-gpt2")
     m = load(dst)
-    assert m.model.wte.dtype == np.float32
+    assert m.model.token_embedding.dtype == np.float32
     ids = ref["ids_short"]
     logits = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True)
     # exact against a float32 model whose weights were rounded the same way

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tfcli.store.manifest import verify_manifest
-from tfcli.engine.config import ModelConfig, load_config
+from tfcli.engine.families import config_from_hf, load_config
 from tfcli.engine.errors import TfcliError
 from tfcli.engine.weightfile import DTYPES, read_header
 
@@ -427,15 +427,15 @@ _CONFIG_KEYS = sorted(set(_BASES[0]) | set(_BASES[1]) | {"n_ctx", "rope_scaling"
 
 
 def _check_config(raw) -> None:
-    cfg = outcome(ModelConfig.from_hf, raw)
+    cfg = outcome(config_from_hf, raw)
     if isinstance(cfg, TfcliError):
         return
     dims = (cfg.vocab_size, cfg.n_ctx, cfg.n_layer, cfg.d_model, cfg.n_head, cfg.n_kv_head, cfg.head_dim)
     assert all(isinstance(d, int) and 0 < d <= 1 << 24 for d in dims), dims
     assert 0 < cfg.d_ff <= 4 << 24  # GPT-2's default MLP width is 4 x n_embd
-    assert cfg.n_head % cfg.n_kv_head == 0 and cfg.family in ("gpt2", "llama")
+    assert cfg.n_head % cfg.n_kv_head == 0 and cfg.family in ("gpt2", "llama", "qwen2")
     assert math.isfinite(cfg.norm_eps) and cfg.norm_eps > 0 and math.isfinite(cfg.rope_theta) and cfg.rope_theta > 0
-    assert cfg.family == "llama" or cfg.d_model == cfg.n_head * cfg.head_dim
+    assert cfg.family != "gpt2" or cfg.d_model == cfg.n_head * cfg.head_dim
 
 
 _ODD_VALUES = [0, -1, 1 << 24, (1 << 24) + 1, 10**400, 10**5000, 1.5, float("inf"), float("nan"), True, "8", "", [], [1, "x"], {}, {"rope_type": [1]}, None]

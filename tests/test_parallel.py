@@ -27,11 +27,10 @@ def three_threads(monkeypatch):
     from threadpoolctl import threadpool_info
 
     before = next((lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"), 1)
-    monkeypatch.setattr(threads, "_threads", threads._threads)  # restored after the test
     threads.set_blas_threads(3)
     monkeypatch.setattr(model_module, "PART_MIN_TOKENS", 8)
-    yield
-    threads._blas.limit(limits=before)
+    yield 3  # the workers to pass to forward
+    threads.set_blas_threads(before)
 
 
 def _threads_used(net, monkeypatch) -> set[str]:
@@ -65,13 +64,11 @@ def test_parts_on_threads_equal_one_pass(net, three_threads, monkeypatch, start)
     ids = reference("tiny-gpt2")["ids_long"]  # 70 tokens
     one = net.new_cache(len(ids))
     net.forward(ids[:start], one) if start else None
-    with monkeypatch.context() as m:
-        m.setattr(threads, "_threads", 1)
-        expect = net.forward(ids[start:], one, all_logits=True)  # [T, V]
+    expect = net.forward(ids[start:], one, all_logits=True)  # [T, V], one part (workers=1)
     split = net.new_cache(len(ids))
     net.forward(ids[:start], split) if start else None
     used = _threads_used(net, monkeypatch)
-    got = net.forward(ids[start:], split, all_logits=True)  # [T, V]
+    got = net.forward(ids[start:], split, all_logits=True, workers=three_threads)  # [T, V]
     assert len(used) == 3  # this thread and two of the pool's
     assert split.length == one.length == len(ids) and split.relay is None
     assert np.abs(got - expect).max() <= 1e-5
@@ -82,21 +79,21 @@ def _failing_block(net, monkeypatch, error: BaseException, on_pool: bool):
     """A block that raises `error` at layer 1, on a pool thread or on the calling one."""
     block = net.block
 
-    def block_that_fails(x, layer, index, *rest):
-        if index == 1 and threading.current_thread().name.startswith("tfcli-part") == on_pool:
+    def block_that_fails(x, layer, at):
+        if at.index == 1 and threading.current_thread().name.startswith("tfcli-part") == on_pool:
             raise error
-        return block(x, layer, index, *rest)
+        return block(x, layer, at)
 
     monkeypatch.setattr(net, "block", block_that_fails)
 
 
-def _forward_in_thread(net, ids, cache) -> BaseException | None:
+def _forward_in_thread(net, ids, cache, workers: int) -> BaseException | None:
     """Run a forward pass on a thread of its own; fail the test rather than hang if it never ends."""
     outcome: list[BaseException | None] = []
 
     def run():
         try:
-            net.forward(ids, cache)
+            net.forward(ids, cache, workers=workers)
             outcome.append(None)
         except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt is what is tested
             outcome.append(e)
@@ -118,12 +115,10 @@ def test_a_failing_part_stops_the_others(net, three_threads, monkeypatch, error,
     cache = net.new_cache(len(ids))
     with monkeypatch.context() as m:
         _failing_block(net, m, error, on_pool)
-        raised = _forward_in_thread(net, ids, cache)
+        raised = _forward_in_thread(net, ids, cache, three_threads)
     assert type(raised) is type(error)
     assert cache.relay is None and cache.length == 0  # nothing half-done counts as cached
     # The cache and the pool's threads are usable again: the same pass now equals one pass.
-    got = net.forward(ids, cache)
-    with monkeypatch.context() as m:
-        m.setattr(threads, "_threads", 1)
-        expect = net.forward(ids, net.new_cache(len(ids)))
+    got = net.forward(ids, cache, workers=three_threads)
+    expect = net.forward(ids, net.new_cache(len(ids)))
     assert np.abs(got - expect).max() <= 1e-5

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import DATA
+from tfcli.engine.inspect import Recorder
 from tfcli.store import load
 from tfcli.engine.generate import Generation, Session
 from tfcli.store.registry import shipped_dir
@@ -41,9 +42,9 @@ def test_logits_equal_transformers(shipped):
 
 def test_attention_equals_transformers(shipped):
     _, lm, ref, _ = shipped
-    probs: list[np.ndarray] = []
-    lm.model.forward(ref["ids"], lm.model.new_cache(len(ref["ids"])), attn_probs=probs)
-    assert np.abs(np.stack(probs) - ref["attn"]).max() <= 1e-5
+    rec = Recorder(attention=True)
+    lm.model.forward(ref["ids"], lm.model.new_cache(len(ref["ids"])), record=rec)
+    assert np.abs(np.stack([rec.attn[i] for i in sorted(rec.attn)]) - ref["attn"]).max() <= 1e-5
 
 
 def test_greedy_continuation_equals_transformers(shipped):

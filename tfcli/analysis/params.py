@@ -185,7 +185,6 @@ def shape_from_config(cfg) -> Shape:
     """The Shape of a tfcli.engine.config.ModelConfig (taken by its attributes, so that this module
     needs no import of the engine): GPT-2 is LayerNorm, learned positions, GELU; Llama is RMSNorm,
     RoPE, SwiGLU."""
-    llama = cfg.family == "llama"
     return check(
         Shape(
             layers=cfg.n_layer,
@@ -197,11 +196,11 @@ def shape_from_config(cfg) -> Shape:
             vocab=cfg.vocab_size,
             context=cfg.n_ctx,
             tied=cfg.tie_embeddings,
-            attn_bias=cfg.attn_bias,
+            attn_bias=cfg.qkv_bias or cfg.o_bias,
             mlp_bias=cfg.mlp_bias,
-            mlp="swiglu" if llama else "gelu",
-            norm="rmsnorm" if llama else "layernorm",
-            positions="rope" if llama else "learned",
+            mlp=cfg.mlp,
+            norm=cfg.norm,
+            positions=cfg.positions,
         )
     )
 

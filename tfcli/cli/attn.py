@@ -303,18 +303,6 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     _terminal_view(lm.name, cfg, weights, allowed, labels, layers, heads, values, fit.value)
 
 
-class _Layers(list):
-    """An attn_probs list that keeps only some layers: the engine appends each layer's [H, T, S] in
-    order, and holding all of them for a long text and a deep model could take gigabytes."""
-
-    def __init__(self, keep):
-        super().__init__()
-        self.keep = set(keep)
-
-    def append(self, weights):
-        super().append(weights if len(self) in self.keep else None)
-
-
 def attention_weights(model, ids: list[int], layers: list[int]):
     """Run ids through the model from an empty cache -> weights [len(layers), H, T, T]."""
     import numpy as np
@@ -330,9 +318,11 @@ def attention_weights(model, ids: list[int], layers: list[int]):
             f"of the {human_bytes(avail)} of memory available",
             "pick one --layer, or use a shorter text",
         )
-    probs = _Layers(layers)
-    model.forward(np.asarray(ids), model.new_cache(len(ids)), attn_probs=probs)
-    return np.stack([probs[i] for i in layers])
+    from tfcli.engine.inspect import Recorder
+
+    rec = Recorder(attention=True, layers=layers)  # only these layers: all of a deep model could take gigabytes
+    model.forward(np.asarray(ids), model.new_cache(len(ids)), record=rec)
+    return np.stack([rec.attn[i] for i in layers])  # [len(layers), H, T, T]
 
 
 def _pick(spec: str, n: int, flag: str, what: str, name: str) -> list[int]:

@@ -40,7 +40,7 @@ def bench(
         raise UsageError("--prompts needs positive token counts")
     if new_tokens < 1 or runs < 1:
         raise UsageError("--new-tokens and --runs must be at least 1")
-    from tfcli.engine.config import load_config
+    from tfcli.engine.families import load_config
 
     n_threads = options.apply_threads(threads)
     folder = options.model_folder(model)
@@ -48,7 +48,7 @@ def bench(
     if max(prompts) > n_ctx or 16 + new_tokens > n_ctx:
         raise UsageError(f"the model's context is {n_ctx} tokens", f"use --prompts and --new-tokens that fit (16 + new tokens <= {n_ctx})")
     with err.status("measuring (prompt passes, decoding, memory bandwidth)..."):
-        r = engine_bench.run(folder, prompts, new_tokens, runs)
+        r = engine_bench.run(folder, prompts, new_tokens, runs, workers=n_threads)
     fraction = r.decode_tps / r.ceiling_tps if r.ceiling_tps else 0.0
     if as_json:
         print(json.dumps({**r.__dict__, "ceiling_fraction": fraction, "threads": n_threads}))

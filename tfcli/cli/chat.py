@@ -42,13 +42,13 @@ def chat(
 
     if max_tokens < 1:
         raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
-    options.apply_threads(threads)
+    n_threads = options.apply_threads(threads)
     lm = options.load_model(model)
     for w in lm.warnings:
         warn(w)
     require_chat_template(lm)
     sampler = Sampler(_sampling_params(lm.generation, temperature, top_k, top_p, min_p, repetition_penalty, 64, seed))
-    session = Session(lm.model)
+    session = Session(lm.model, workers=n_threads)
     history: list[dict[str, str]] = []
     interactive = sys.stdin.isatty()
     if interactive:

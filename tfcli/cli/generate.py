@@ -93,7 +93,7 @@ def generate(
     # The last new token is never fed back: a prompt of P tokens leaves n_ctx - P + 1 to generate.
     want = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS if slide else min(DEFAULT_MAX_TOKENS, lm.config.n_ctx - len(ids) + 1)
     gen = Generation(
-        Session(lm.model, capacity=min(len(ids) + want - 1, lm.config.n_ctx)),
+        Session(lm.model, capacity=min(len(ids) + want - 1, lm.config.n_ctx), workers=n_threads),
         lm.tokenizer,
         ids,
         sampler,

@@ -50,7 +50,7 @@ def models(
 def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, Any]:
     """What a model folder holds, read from its headers only; a broken folder is listed with its problem."""
     from tfcli.engine.checkpoint import open_tensors
-    from tfcli.engine.config import load_config
+    from tfcli.engine.families import load_config
     from tfcli.engine.errors import TfcliError
     from tfcli.store.manifest import MANIFEST_NAME, quick_check, verify_manifest
 

@@ -177,7 +177,7 @@ def _v(value: object) -> str:
 
 def _config_shape(path: Path):
     from tfcli.analysis.params import shape_from_config
-    from tfcli.engine.config import load_config
+    from tfcli.engine.families import load_config
 
     return shape_from_config(load_config(path))
 

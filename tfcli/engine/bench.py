@@ -50,7 +50,7 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux, bytes on macOS
 
 
-def run(folder: Path, prompts: list[int], new_tokens: int, runs: int, roofline: bool = True) -> BenchResult:
+def run(folder: Path, prompts: list[int], new_tokens: int, runs: int, roofline: bool = True, workers: int = 1) -> BenchResult:
     from .loader import load_folder
 
     t0 = time.perf_counter()
@@ -64,14 +64,14 @@ def run(folder: Path, prompts: list[int], new_tokens: int, runs: int, roofline: 
     for n in prompts:
         times = []
         for _ in range(runs):
-            s = Session(net, capacity=n)
+            s = Session(net, capacity=n, workers=workers)
             t = time.perf_counter()
             s.prefill(prompt_ids(vocab, n))
             times.append(time.perf_counter() - t)
         res.prefill_tps[n] = n / statistics.median(times)
 
     for _ in range(runs):
-        s = Session(net, capacity=16 + new_tokens)
+        s = Session(net, capacity=16 + new_tokens, workers=workers)
         logits, _ = s.prefill(prompt_ids(vocab, 16))
         tok = int(np.argmax(logits))
         t = time.perf_counter()

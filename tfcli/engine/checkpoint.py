@@ -5,7 +5,7 @@
     tokenizer.json                   a `tokenizers` tokenizer
     generation_config.json           optional sampling defaults
 
-Weights are memory-mapped (engine/weightfile.py); the family's name table (gpt2.py, llama.py)
+Weights are memory-mapped (engine/weightfile.py); the family's name table (engine/families/)
 asks for each tensor by name and shape through `Tensors`, which checks both and remembers what was
 used so that unexpected extra tensors can be reported.
 """
@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import ModelConfig, load_config
+from .config import ModelConfig
+from .families import config_from_hf, read_config_json
 from .errors import CheckpointError
 from .weightfile import WeightFile
 
@@ -85,6 +86,10 @@ class Tensors:
         self.used.add(name)
         self._where[name].read_into(name, out)
 
+    def ignore(self, *names: str) -> None:
+        """Tensors a family knows it does not read (a saved copy of a tied matrix, old buffers)."""
+        self.used.update(name for name in names if name in self._where)
+
     def unused(self) -> list[str]:
         return [n for n in self._where if n not in self.used]
 
@@ -145,8 +150,8 @@ def open_checkpoint(folder: Path) -> Checkpoint:
             f"{folder} has no config.json",
             "a model folder holds config.json, model.safetensors and tokenizer.json (Hugging Face layout)",
         )
-    config = load_config(cfg_path)
-    raw = json.loads(cfg_path.read_text(encoding="utf-8"))
+    raw = read_config_json(cfg_path)
+    config = config_from_hf(raw)
     tensors = open_tensors(folder)
     generation: dict[str, Any] = {}
     gen_path = folder / "generation_config.json"

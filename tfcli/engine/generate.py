@@ -27,8 +27,9 @@ PREFILL_CHUNK = 512  # prompt tokens per forward pass
 class Session:
     """A model, its KV cache, and the tokens whose keys and values the cache holds."""
 
-    def __init__(self, model: Transformer, capacity: int | None = None):
+    def __init__(self, model: Transformer, capacity: int | None = None, workers: int = 1):
         self.model = model
+        self.workers = workers  # threads a long prompt pass may be split over (model.split_prompt)
         self.capacity = min(capacity or model.config.n_ctx, model.config.n_ctx)
         self.cache = model.new_cache(self.capacity)
         self.tokens: list[int] = []
@@ -51,7 +52,7 @@ class Session:
         n_chunks = -(-(len(tokens) - reuse) // PREFILL_CHUNK)
         size = -(-(len(tokens) - reuse) // n_chunks)
         for i in range(reuse, len(tokens), size):
-            logits = self.model.forward(np.asarray(tokens[i : i + size]), self.cache)[-1]  # [V]
+            logits = self.model.forward(np.asarray(tokens[i : i + size]), self.cache, workers=self.workers)[-1]  # [V]
             self.tokens = list(tokens[: i + size])
         return logits, len(tokens) - reuse
 

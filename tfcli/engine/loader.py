@@ -8,6 +8,7 @@ from pathlib import Path
 from .chat import ChatTemplate, load_chat_template
 from .checkpoint import Checkpoint, open_checkpoint
 from .config import ModelConfig
+from .families import family
 from .model import Transformer
 from .tokenizer import Tokenizer
 
@@ -40,11 +41,7 @@ class LoadedModel:
 
 def build(ckpt: Checkpoint) -> Transformer:
     """Turn an opened checkpoint into the family's model (name table applied, shapes checked)."""
-    from .gpt2 import GPT2
-    from .llama import Llama
-
-    family = {"gpt2": GPT2, "llama": Llama}[ckpt.config.family]
-    return family.from_checkpoint(ckpt)
+    return family(ckpt.config.family).MODEL.from_checkpoint(ckpt)
 
 
 def load_folder(path: Path, name: str | None = None) -> LoadedModel:

@@ -1,26 +1,49 @@
-"""What every model family shares: the forward pass skeleton and cached self-attention.
+"""What every model family shares: the forward pass, the pre-norm block, cached self-attention.
 
-A family (gpt2.py, llama.py) supplies three pieces, `embed`, `block` and `unembed`; the loop over
-layers, the KV cache bookkeeping and the attention itself live here once.
+A family (engine/families/) supplies the pieces that differ: `embed`, the two norms of a block,
+the `attention` projections around the shared `self_attention`, the two halves of its `mlp`, the
+`final_norm` and the `unembed`. The loop over layers, the block itself, the KV cache bookkeeping,
+the attention and what a pass records (engine/inspect.py) live here once:
+
+    x = embed(tokens)                                        # [T, D]
+    for each layer:
+        x = x + attention(attn_norm(x))                      # tokens look at earlier tokens
+        x = x + mlp_down(mlp_hidden(mlp_norm(x)))            # each token on its own
+    logits = unembed(final_norm(x))                          # [T, V]
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
-from . import ops, threads
+from . import ops
 from .config import ModelConfig
 from .errors import PromptError
+from .inspect import Recorder
 from .kvcache import KVCache, Relay
 from .memory import check_allocation
+
+
+@dataclass(frozen=True)
+class LayerCall:
+    """Where one layer of a forward pass runs: its index, the cache, the first position, the recorder."""
+
+    index: int
+    cache: KVCache
+    start: int  # position of the first token of this call
+    record: Recorder | None = None  # None: record nothing here
 
 
 class Transformer:
     config: ModelConfig
     layers: list
     tables: tuple[str, ...] = ()  # attributes that are precomputed tables, not weights (RoPE cos/sin)
+    # Every family exposes these, whatever it calls them in its checkpoint:
+    token_embedding: np.ndarray  # [V, D], the rows a token id selects
+    unembedding: np.ndarray  # [D, V], logits = final_norm(h) @ unembedding (a view of token_embedding when tied)
 
     def weight_bytes(self) -> int:
         """Bytes of distinct weight arrays (a tied unembedding counted once): what a decode step reads."""
@@ -49,13 +72,15 @@ class Transformer:
         cache: KVCache,
         *,
         all_logits: bool = False,
-        attn_probs: list[np.ndarray] | None = None,
+        record: Recorder | None = None,
+        workers: int = 1,
     ) -> np.ndarray:
         """Run tokens [T] at positions cache.length .. cache.length+T-1 through the model.
 
         Returns logits [T, V] with all_logits, else [1, V] for the last position only (all that
-        sampling needs; the unembedding is the single largest matmul of a small model).
-        If attn_probs is a list, each layer appends its attention weights [H, T, S] to it.
+        sampling needs; the unembedding is the single largest matmul of a small model). `record`
+        collects what it asks for (engine/inspect.py). `workers` threads may share a long prompt
+        pass (split_prompt); BLAS is then single-threaded for its duration.
         """
         start = cache.length
         t_len = len(tokens)
@@ -69,21 +94,37 @@ class Transformer:
         temporaries = 4 * (3 * cfg.n_head * t_len * (start + t_len) + 3 * t_len * 2 * cfg.d_ff)
         if temporaries > 1 << 26:  # reading /proc/meminfo on every decode step would cost more than it saves
             check_allocation(temporaries, f"a forward pass over {t_len:,} tokens")
-        parts = split_prompt(cfg, start, t_len, threads.workers()) if attn_probs is None else [t_len]
+        parts = split_prompt(cfg, start, t_len, workers) if record is None else [t_len]
         if len(parts) == 1:
-            x = self.layers_forward(tokens, cache, start, attn_probs)  # [T, D]
+            x = self.layers_forward(tokens, cache, start, record)  # [T, D]
         else:
             x = self.parallel_forward(tokens, cache, start, parts)  # [T, D]
         cache.length = start + t_len
         if not all_logits:
             x = x[-1:]  # [1, D]
-        return self.unembed(x)  # [T or 1, V]
+        return self.unembed(self.final_norm(x))  # [T or 1, V]
 
-    def layers_forward(self, tokens: np.ndarray, cache: KVCache, start: int, attn_probs=None) -> np.ndarray:
+    def layers_forward(self, tokens: np.ndarray, cache: KVCache, start: int, record: Recorder | None = None) -> np.ndarray:
         """tokens [T] at positions start.. -> their hidden states [T, D] after the last layer."""
         x = self.embed(tokens, start)  # [T, D]
+        if record is not None and record.residual:
+            record.embedded = x
         for i, layer in enumerate(self.layers):
-            x = self.block(x, layer, i, cache, start, attn_probs)  # [T, D]
+            x = self.block(x, layer, LayerCall(i, cache, start, record and record.at(i)))  # [T, D]
+        return x
+
+    def block(self, x: np.ndarray, layer, at: LayerCall) -> np.ndarray:
+        """One pre-norm transformer block: [T, D] -> [T, D]."""
+        x = x + self.attention(self.attn_norm(x, layer), layer, at)  # [T, D]
+        rec = at.record
+        if rec is not None and rec.residual:
+            rec.mid[at.index] = x
+        a = self.mlp_hidden(self.mlp_norm(x, layer), layer)  # [T, F]
+        if rec is not None and rec.mlp:
+            rec.mlp_act[at.index] = a
+        x = x + self.mlp_down(a, layer)  # [T, D]
+        if rec is not None and rec.residual:
+            rec.post[at.index] = x
         return x
 
     def parallel_forward(self, tokens: np.ndarray, cache: KVCache, start: int, parts: list[int]) -> np.ndarray:
@@ -94,10 +135,12 @@ class Transformer:
         later). The element-wise work (softmax, SiLU, norms), which NumPy does on one core, then
         runs on all of them, and each part's matrix products on its own core. [T] -> [T, D]
         """
+        from .threads import single_threaded_blas
+
         bounds = np.cumsum([0, *parts])  # token offsets of the parts
         cache.relay = relay = Relay(len(self.layers), start)
         try:
-            with threads.single_threaded_blas(), ThreadPoolExecutor(len(parts) - 1, thread_name_prefix="tfcli-part") as pool:
+            with single_threaded_blas(), ThreadPoolExecutor(len(parts) - 1, thread_name_prefix="tfcli-part") as pool:
                 try:
                     later = [pool.submit(self.layers_forward, tokens[a:b], cache, start + a) for a, b in zip(bounds[1:-1], bounds[2:])]
                     first = self.layers_forward(tokens[: bounds[1]], cache, start)  # the first part on this thread
@@ -108,36 +151,44 @@ class Transformer:
         finally:
             cache.relay = None
 
-    def self_attention(
-        self,
-        q: np.ndarray,
-        k: np.ndarray,
-        v: np.ndarray,
-        layer: int,
-        cache: KVCache,
-        start: int,
-        attn_probs: list[np.ndarray] | None,
-    ) -> np.ndarray:
+    def self_attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, at: LayerCall) -> np.ndarray:
         """q [T, H, Dh], new k, v [T, Hkv, Dh] -> context vectors [T, H*Dh], through the cache."""
         cfg = self.config
         t_len = q.shape[0]
-        k_all, v_all = cache.store(layer, start, k, v)  # [Hkv, Dh, S] (keys transposed), [Hkv, S, Dh]
+        k_all, v_all = at.cache.store(at.index, at.start, k, v)  # [Hkv, Dh, S] (keys transposed), [Hkv, S, Dh]
         # Query head h reads key/value head h // G (the grouping of transformers' repeat_kv).
         qg = q.reshape(t_len, cfg.n_kv_head, cfg.q_per_kv, cfg.head_dim).transpose(1, 2, 0, 3)  # [Hkv, G, T, Dh]
-        out, weights = ops.attention(qg, k_all, v_all, start, return_weights=attn_probs is not None)  # [Hkv, G, T, Dh], [Hkv, G, T, S]
-        if attn_probs is not None:
-            attn_probs.append(weights.reshape(cfg.n_head, t_len, -1))  # [H, T, S]
+        want = at.record is not None and at.record.attention
+        out, weights = ops.attention(qg, k_all, v_all, at.start, return_weights=want)  # [Hkv, G, T, Dh], [Hkv, G, T, S]
+        if want:
+            at.record.attn[at.index] = weights.reshape(cfg.n_head, t_len, -1)  # [H, T, S]
         return out.transpose(2, 0, 1, 3).reshape(t_len, cfg.n_head * cfg.head_dim)  # [T, H*Dh]
 
     # Supplied by each family.
     def embed(self, tokens: np.ndarray, start: int) -> np.ndarray:  # [T] -> [T, D]
         raise NotImplementedError
 
-    def block(self, x, layer, index, cache, start, attn_probs) -> np.ndarray:  # [T, D] -> [T, D]
+    def attn_norm(self, x: np.ndarray, layer) -> np.ndarray:  # [T, D] -> [T, D]
         raise NotImplementedError
 
-    def unembed(self, x: np.ndarray) -> np.ndarray:  # [T, D] -> [T, V]
+    def attention(self, h: np.ndarray, layer, at: LayerCall) -> np.ndarray:  # [T, D] -> [T, D]
         raise NotImplementedError
+
+    def mlp_norm(self, x: np.ndarray, layer) -> np.ndarray:  # [T, D] -> [T, D]
+        raise NotImplementedError
+
+    def mlp_hidden(self, h: np.ndarray, layer) -> np.ndarray:  # [T, D] -> [T, F], after the nonlinearity
+        raise NotImplementedError
+
+    def mlp_down(self, a: np.ndarray, layer) -> np.ndarray:  # [T, F] -> [T, D]
+        raise NotImplementedError
+
+    def final_norm(self, x: np.ndarray) -> np.ndarray:  # [T, D] -> [T, D]
+        raise NotImplementedError
+
+    def unembed(self, x: np.ndarray) -> np.ndarray:
+        """Normed hidden states [T, D] -> logits [T, V]. A logit lens is unembed(final_norm(h))."""
+        return x @ self.unembedding  # [T, D] @ [D, V] -> [T, V]
 
 
 PART_MIN_TOKENS = 160  # shorter parts are faster as one part on BLAS's own threads (see benchmarks/README.md)
@@ -150,8 +201,7 @@ def split_prompt(cfg: ModelConfig, start: int, t_len: int, workers: int) -> list
     n = min(workers, t_len // PART_MIN_TOKENS)
     if n < 2:
         return [t_len]
-    mlp_matrices = 3 if cfg.family == "llama" else 2
-    matmul = 2 * cfg.d_model * ((cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim + cfg.n_head * cfg.head_dim + mlp_matrices * cfg.d_ff)
+    matmul = 2 * cfg.d_model * ((cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim + cfg.n_head * cfg.head_dim + cfg.mlp_matrices * cfg.d_ff)
     attention = 6 * cfg.n_head * cfg.head_dim  # per position attended: q.k and p.v (4 flops), at 2/3 of a matmul's speed (fitted: equal parts on SmolLM2)
     work = np.cumsum(matmul + attention * np.arange(start + 1, start + t_len + 1, dtype=np.float64))  # [T], per layer
     cuts = np.searchsorted(work, work[-1] * np.arange(1, n) / n)  # [n-1] the tokens where each share is reached

@@ -91,11 +91,35 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
 
 
+def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """softmax(q kᵀ / √Dh + mask) v, written as the formula reads (picoGPT's `attention`).
+
+    q: [H, T, Dh] queries of the last T of S positions; k, v: [H, S, Dh] keys and values of all S
+    (for grouped-query attention, repeat each key/value head for the query heads that share it).
+    Returns (out [H, T, Dh], weights [H, T, S]). `attention` below computes the same thing faster;
+    tests/test_ops.py checks that they agree.
+    """
+    t_len, s_len, head_dim = q.shape[1], k.shape[1], q.shape[2]
+    scores = q @ k.transpose(0, 2, 1) / np.sqrt(head_dim)  # [H, T, Dh] @ [H, Dh, S] -> [H, T, S]
+    # Query t sits at position S-T+t and may not look at later positions: -inf there, 0 after softmax.
+    future = np.arange(s_len)[None, :] > np.arange(s_len - t_len, s_len)[:, None]  # [T, S]
+    weights = softmax(np.where(future, -np.inf, scores).astype(np.float32))  # [H, T, S], rows sum to 1
+    return weights @ v, weights  # [H, T, S] @ [H, S, Dh] -> [H, T, Dh]
+
+
 ATTN_BLOCK = 128  # queries per block in a long prompt pass
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_weights: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """Causal scaled dot-product attention with grouped heads.
+    """Causal scaled dot-product attention with grouped heads: `reference_attention`, made fast.
+
+    What it changes, and why: the query heads that share a key/value head are batched into one
+    product (no copy of the shared keys); keys arrive transposed, as the cache keeps them (a plain
+    row-major product); q is scaled instead of the [T, S] scores (fewer multiplications); the mask
+    is added only to the last [T, T] square (earlier positions are never in any query's future);
+    the exponentials are multiplied by v before being normalised (dividing the [T, Dh] result
+    costs less than dividing the [T, S] weights); and a long prompt goes in blocks of queries that
+    score only the keys up to their own position.
 
     q: [Hkv, G, T, Dh] queries for positions start..start+T-1, G = H / Hkv query heads per kv head
     k: [Hkv, Dh, S] keys for positions 0..S-1 (S = start + T), transposed as the KV cache keeps them

@@ -1,4 +1,4 @@
-"""How many threads tfcli uses: the BLAS library's, and the parts a long prompt pass is split into.
+"""How many threads tfcli uses: the idle cores, and the BLAS library's own thread count.
 
 OpenBLAS splits each matrix product across its threads and makes them wait for each other. When
 other programs keep the cores busy, a thread that loses its core stalls every product: on a
@@ -64,35 +64,26 @@ def auto_threads() -> int:
     return cpus if busy is None else max(1, cpus - busy)
 
 
-_threads = 1  # how many threads tfcli may use, as set by set_blas_threads (1 until then)
-_blas = None  # threadpoolctl's handle on the BLAS libraries, found by set_blas_threads
-
-
 def set_blas_threads(n: int) -> bool:
-    """Use n threads: the BLAS library's count, and the prompt pass's parts (model.forward).
-    False if the BLAS threads cannot be controlled here (the prompt pass then stays in one part)."""
-    global _threads, _blas
+    """Let the BLAS library use n threads (a setting of the process, kept by the library itself).
+    False if it cannot be controlled here. The parts of a long prompt pass are a separate choice,
+    passed to the forward pass as `workers` (a Session's field)."""
     try:
-        from threadpoolctl import ThreadpoolController
+        from threadpoolctl import threadpool_limits
     except ImportError:
         return False
-    _blas = ThreadpoolController().select(user_api="blas")  # every BLAS library loaded by now
-    _blas.limit(limits=n)
-    _threads = n
+    threadpool_limits(limits=n, user_api="blas")
     return True
-
-
-def workers() -> int:
-    """The threads a prompt pass may split its tokens over (1 until set_blas_threads is called)."""
-    return _threads
 
 
 @contextmanager
 def single_threaded_blas() -> Iterator[None]:
     """BLAS on one thread for the duration (each of our threads then runs its own products:
-    BLAS threads on top of them would fight for the same cores), back to the set count after."""
-    _blas.limit(limits=1)
+    BLAS threads on top of them would fight for the same cores), back to what it was after."""
     try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
         yield
-    finally:
-        _blas.limit(limits=_threads)
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield

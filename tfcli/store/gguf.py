@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from tfcli.engine.config import ModelConfig
+from tfcli.engine.families import config_from_hf
 from tfcli.engine.errors import CheckpointError, ConfigError, GGUFError, ResourceError, shown, shown_number
 from .manifest import MANIFEST_NAME, file_entry, sha256_file
 
@@ -792,7 +792,7 @@ def check_convertible(g: GGUFFile) -> tuple[dict[str, Any], dict[str, Any], dict
     and tokenizer_config.json (built here, where a problem with them is found, and written as they are)."""
     config = llama_config(g)
     try:
-        ModelConfig.from_hf(config)  # the rules every config.json is held to (head counts that divide...)
+        config_from_hf(config)  # the rules every config.json is held to (head counts that divide...)
     except ConfigError as e:
         raise GGUFError(f"{g.path.name}: its metadata describes an impossible model: {e.message.removeprefix('config.json: ')}", CORRUPT) from None
     for t in g.tensors.values():

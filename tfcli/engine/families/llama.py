@@ -1,0 +1,260 @@
+"""Llama: RMSNorm, rotary positions, grouped-query attention, SwiGLU MLP (Touvron et al. 2023).
+
+Hugging Face stores Linear weights as [out, in]. The name table turns each into [in, out] once,
+at load, so that every matmul in the block reads `x @ w` like GPT-2's. The three attention input
+projections are fused into one [D, (H+2Hkv)*Dh] matrix and the SwiGLU gate and up projections into
+one [D, 2F] (as GPT-2's c_attn fuses Q, K, V): a decode step then makes 4 matrix products per layer
+instead of 7, and q and k leave the fused product side by side, so one RoPE call rotates both.
+The fused matrices are copies, read from the file straight into their row blocks; the others stay
+zero-copy views of the mapped file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import ops
+from ..config import ConfigReader, ModelConfig, positive_float
+from ..errors import ConfigError, shown
+from ..memory import check_allocation
+from ..model import LayerCall, Transformer
+
+if TYPE_CHECKING:
+    from ..checkpoint import Checkpoint
+
+NAME = "llama"
+MODEL_TYPES = ("llama", "mistral")
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
+
+
+def config_from_hf(raw: dict[str, Any], *, family: str = NAME, qkv_bias: bool | None = None, o_bias: bool | None = None) -> ModelConfig:
+    """Llama's config.json keys. Families built on Llama's block (Qwen2) pass their own biases."""
+    r = ConfigReader(raw)
+    d_model = r.int("hidden_size")
+    n_head = r.int("num_attention_heads")
+    n_kv_head = r.int("num_key_value_heads", default=n_head)
+    if raw.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"config.json: hidden_act {shown(raw.get('hidden_act'))} is not supported", f"{family} models use silu")
+    scaling = raw.get("rope_scaling")
+    rope_params = raw.get("rope_parameters") if isinstance(raw.get("rope_parameters"), dict) else {}
+    rope_type = (scaling or {}).get("rope_type", (scaling or {}).get("type")) if isinstance(scaling, dict) else None
+    rope_type = rope_type or rope_params.get("rope_type", "default")
+    if rope_type != "default":
+        raise ConfigError(f"config.json: RoPE scaling {shown(rope_type)} is not supported", "only plain RoPE is implemented")
+    # transformers 5 moved rope_theta under rope_parameters; older files keep it at the top level.
+    theta = rope_params.get("rope_theta", raw.get("rope_theta", 10000.0))
+    if raw.get("head_dim") is not None:
+        head_dim = r.int("head_dim")
+    elif d_model % n_head == 0:
+        head_dim = d_model // n_head
+    else:
+        raise ConfigError(
+            f"config.json: hidden_size {d_model} is not divisible by num_attention_heads {n_head}",
+            "set head_dim explicitly or fix the head count",
+        )
+    if n_head % n_kv_head:
+        raise ConfigError(
+            f"config.json: num_attention_heads {n_head} is not a multiple of num_key_value_heads {n_kv_head}",
+            "grouped-query attention needs each key/value head shared by the same number of query heads",
+        )
+    if head_dim % 2:
+        raise ConfigError(
+            f"config.json: head_dim {head_dim} is odd; rotary embeddings need an even head size",
+            "fix head_dim (or hidden_size / num_attention_heads) in config.json",
+        )
+    attention_bias = bool(raw.get("attention_bias", False))
+    return ModelConfig(
+        family=family,
+        vocab_size=r.int("vocab_size"),
+        n_ctx=r.int("max_position_embeddings"),
+        n_layer=r.int("num_hidden_layers"),
+        d_model=d_model,
+        n_head=n_head,
+        n_kv_head=n_kv_head,
+        head_dim=head_dim,
+        d_ff=r.int("intermediate_size"),
+        norm_eps=r.float("rms_norm_eps", default=1e-6),
+        tie_embeddings=bool(raw.get("tie_word_embeddings", False)),
+        norm="rmsnorm",
+        mlp="swiglu",
+        positions="rope",
+        qkv_bias=attention_bias if qkv_bias is None else qkv_bias,
+        o_bias=attention_bias if o_bias is None else o_bias,
+        mlp_bias=bool(raw.get("mlp_bias", False)),  # counted by `params`; refused by the engine (from_checkpoint)
+        rope_theta=positive_float(theta, "rope_theta"),
+        bos_token_id=r.opt_int("bos_token_id"),
+        eos_token_ids=r.int_tuple("eos_token_id"),
+    )
+
+
+# `tfcli params --from`: what each stored tensor is (names after the "model." prefix).
+CENSUS = (
+    (r"embed_tokens\.weight", "token_embedding"),
+    (r"layers\.\d+\.self_attn\.q_proj\.weight", "attn_q"),
+    (r"layers\.\d+\.self_attn\.k_proj\.weight", "attn_k"),
+    (r"layers\.\d+\.self_attn\.v_proj\.weight", "attn_v"),
+    (r"layers\.\d+\.self_attn\.o_proj\.weight", "attn_o"),
+    (r"layers\.\d+\.self_attn\.[qkvo]_proj\.bias", "attn_bias"),
+    (r"layers\.\d+\.mlp\.(gate|up|down)_proj\.weight", "mlp"),
+    (r"layers\.\d+\.mlp\.(gate|up|down)_proj\.bias", "mlp_bias"),
+    (r"layers\.\d+\.(input_layernorm|post_attention_layernorm)\.weight", "norms"),
+    (r"norm\.weight", "final_norm"),
+    (r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq", "buffer"),  # RoPE table some old files kept
+    (r"lm_head\.weight", "unembedding"),
+)
+
+
+@dataclass(frozen=True)
+class GGUFNames:
+    """How llama.cpp names and lays out a family (gguf-py/gguf/constants.py, MODEL_TENSOR)."""
+
+    arch: str  # general.architecture
+    names: dict[str, str]  # GGUF tensor name -> Hugging Face key; per-layer names with {i}
+    config: dict[str, Any]  # config.json entries fixed for the family (architectures, model_type, ...)
+    permuted_qk: bool  # llama.cpp's converter reorders Q and K rows for its RoPE layout (undone on conversion)
+
+
+GGUF = GGUFNames(
+    arch="llama",
+    names={
+        "token_embd.weight": "model.embed_tokens.weight",
+        "output_norm.weight": "model.norm.weight",
+        "output.weight": "lm_head.weight",
+        "blk.{i}.attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
+        "blk.{i}.attn_q.weight": "model.layers.{i}.self_attn.q_proj.weight",
+        "blk.{i}.attn_k.weight": "model.layers.{i}.self_attn.k_proj.weight",
+        "blk.{i}.attn_v.weight": "model.layers.{i}.self_attn.v_proj.weight",
+        "blk.{i}.attn_output.weight": "model.layers.{i}.self_attn.o_proj.weight",
+        "blk.{i}.ffn_norm.weight": "model.layers.{i}.post_attention_layernorm.weight",
+        "blk.{i}.ffn_gate.weight": "model.layers.{i}.mlp.gate_proj.weight",
+        "blk.{i}.ffn_up.weight": "model.layers.{i}.mlp.up_proj.weight",
+        "blk.{i}.ffn_down.weight": "model.layers.{i}.mlp.down_proj.weight",
+    },
+    config={"architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False, "mlp_bias": False},
+    permuted_qk=True,
+)
+
+
+@dataclass(frozen=True)
+class LlamaLayer:
+    attn_norm: np.ndarray  # [D]   input_layernorm
+    w_qkv: np.ndarray  # [D, (H+2Hkv)*Dh]  q_proj, k_proj, v_proj side by side
+    b_qkv: np.ndarray | None  # [(H+2Hkv)*Dh] with qkv_bias
+    wo: np.ndarray  # [H*Dh, D]  o_proj (view)
+    bo: np.ndarray | None  # [D] with o_bias
+    mlp_norm: np.ndarray  # [D]   post_attention_layernorm
+    w_gate_up: np.ndarray  # [D, 2F]  gate_proj, up_proj side by side
+    w_down: np.ndarray  # [F, D]  down_proj (view)
+
+
+class Llama(Transformer):
+    tables = ("rotations",)
+
+    def __init__(self, config: ModelConfig, embed_tokens, layers: list[LlamaLayer], norm, lm_head):
+        self.config = config
+        self.token_embedding = embed_tokens  # [V, D]
+        self.layers = layers
+        self.norm = norm  # [D]
+        self.unembedding = lm_head.T  # [D, V]; a view of embed_tokens when tied
+        # Rotation tables (cos, sin), computed once for the positions used so far (a context can be
+        # millions of positions long; a generation rarely is) and grown by doubling.
+        empty = np.empty((0, config.head_dim // 2), dtype=np.float32)
+        self.rotations = (empty, empty)  # [P, Dh/2] each
+
+    def rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin for positions start..end-1, each [end - start, Dh/2]."""
+        cos, sin = self.rotations  # read once: the parts of a prompt pass call this from several threads
+        if end > len(cos):
+            n = min(self.config.n_ctx, max(end, 2 * len(cos), 256))
+            check_allocation(12 * n * self.config.head_dim, f"RoPE tables for {n:,} positions")
+            cos, sin = self.rotations = ops.rope_tables(n, self.config.head_dim, self.config.rope_theta)
+        return cos[start:end], sin[start:end]
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: Checkpoint) -> Llama:
+        """The name table: Hugging Face LlamaForCausalLM keys, each Linear transposed to [in, out]."""
+        cfg, t = ckpt.config, ckpt.tensors
+        if cfg.mlp_bias:
+            raise ConfigError(f"config.json: mlp_bias is not supported for {cfg.family} models")
+        D, F, V = cfg.d_model, cfg.d_ff, cfg.vocab_size
+        q_dim, kv_dim = cfg.d_attn, cfg.d_kv
+
+        def fused(names_rows: list[tuple[str, int]], n_in: int) -> np.ndarray:
+            """Stack [out_i, in] weights row-wise, read from the file straight into their rows
+            (no transpose, no page of the mapping touched), and view the result as [in, sum(out_i)]."""
+            w = np.empty((sum(rows for _, rows in names_rows), n_in), dtype=np.float32)  # [sum out_i, in]
+            start = 0
+            for name, rows in names_rows:
+                t.read_into(name, (rows, n_in), w[start : start + rows])
+                start += rows
+            return w.T  # [in, sum out_i] view
+
+        def layer(i: int) -> LlamaLayer:
+            p = f"model.layers.{i}."
+            a = p + "self_attn."
+            qkv = [(a + "q_proj.weight", q_dim), (a + "k_proj.weight", kv_dim), (a + "v_proj.weight", kv_dim)]
+            return LlamaLayer(
+                attn_norm=t.get(p + "input_layernorm.weight", (D,)),
+                w_qkv=fused(qkv, D),
+                b_qkv=np.concatenate([t.get(a + f"{n}_proj.bias", (k,)) for n, k in zip("qkv", (q_dim, kv_dim, kv_dim))])
+                if cfg.qkv_bias
+                else None,
+                wo=t.get(a + "o_proj.weight", (D, q_dim)).T,  # [out, in] -> [in, out] view
+                bo=t.get(a + "o_proj.bias", (D,)) if cfg.o_bias else None,
+                mlp_norm=t.get(p + "post_attention_layernorm.weight", (D,)),
+                w_gate_up=fused([(p + "mlp.gate_proj.weight", F), (p + "mlp.up_proj.weight", F)], D),
+                w_down=t.get(p + "mlp.down_proj.weight", (D, F)).T,
+            )
+
+        embed = t.get("model.embed_tokens.weight", (V, D))
+        if cfg.tie_embeddings:
+            lm_head = embed
+            t.ignore("lm_head.weight")  # a copy of the embedding some savers write out; not read
+        else:
+            lm_head = t.get("lm_head.weight", (V, D))
+        t.ignore(*(name for name in t.names if name.endswith("rotary_emb.inv_freq")))  # non-persistent buffers some converters save
+        return cls(cfg, embed, [layer(i) for i in range(cfg.n_layer)], t.get("model.norm.weight", (D,)), lm_head)
+
+    def embed(self, tokens: np.ndarray, start: int) -> np.ndarray:
+        return self.token_embedding[tokens]  # [T, D]; positions enter through RoPE, not here
+
+    def attn_norm(self, x: np.ndarray, layer: LlamaLayer) -> np.ndarray:
+        return ops.rms_norm(x, layer.attn_norm, self.config.norm_eps)  # [T, D]
+
+    def attention(self, h: np.ndarray, layer: LlamaLayer, at: LayerCall) -> np.ndarray:
+        """Grouped-query self-attention with rotary positions: [T, D] -> [T, D]."""
+        cfg = self.config
+        t_len = h.shape[0]
+        H, Hkv = cfg.n_head, cfg.n_kv_head
+        qkv = ops.linear(h, layer.w_qkv)  # [T, D] @ [D, (H+2Hkv)*Dh] -> [T, (H+2Hkv)*Dh]
+        if layer.b_qkv is not None:
+            qkv += layer.b_qkv
+        qkv = qkv.reshape(t_len, H + 2 * Hkv, cfg.head_dim)  # [T, H+2Hkv, Dh]
+        cos, sin = self.rope(at.start, at.start + t_len)  # [T, Dh/2] each
+        qk = ops.apply_rope(qkv[:, : H + Hkv], cos, sin)  # [T, H+Hkv, Dh]: queries and keys rotate together
+        a = self.self_attention(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], at)  # [T, H*Dh]
+        a = ops.linear(a, layer.wo)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
+        if layer.bo is not None:
+            a += layer.bo
+        return a
+
+    def mlp_norm(self, x: np.ndarray, layer: LlamaLayer) -> np.ndarray:
+        return ops.rms_norm(x, layer.mlp_norm, self.config.norm_eps)  # [T, D]
+
+    def mlp_hidden(self, h: np.ndarray, layer: LlamaLayer) -> np.ndarray:
+        """SwiGLU: silu(h W_gate) * (h W_up), [T, D] -> [T, F]."""
+        F = self.config.d_ff
+        gu = ops.linear(h, layer.w_gate_up)  # [T, D] @ [D, 2F] -> [T, 2F]
+        return ops.silu(gu[:, :F]) * gu[:, F:]  # [T, F]
+
+    def mlp_down(self, a: np.ndarray, layer: LlamaLayer) -> np.ndarray:
+        return ops.linear(a, layer.w_down)  # [T, F] @ [F, D] -> [T, D]
+
+    def final_norm(self, x: np.ndarray) -> np.ndarray:
+        return ops.rms_norm(x, self.norm, self.config.norm_eps)  # [T, D]
+
+
+MODEL = Llama
