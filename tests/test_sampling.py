@@ -137,3 +137,13 @@ def test_candidate_pipeline_equals_the_dense_one(top_k, top_p, min_p):
         logits = (rng.standard_normal(5000) * scale).astype(np.float32)
         s = Sampler(SamplingParams(temperature=0.7, top_k=top_k, top_p=top_p, min_p=min_p))
         np.testing.assert_allclose(s.final_probs(logits, []), _dense_reference(logits, 0.7, top_k, top_p, min_p), atol=1e-6)
+
+
+def test_settings_merge_flags_then_model_then_defaults():
+    """One rule for generate and chat: a flag given wins, then generation_config.json, then the defaults."""
+    gen = {"temperature": 0.6, "top_p": 0.9, "top_k": True, "repetition_penalty": "high"}  # bools and strings are not numbers
+    p = SamplingParams.merged(gen, temperature=None, top_k=None, top_p=0.5, seed=3)
+    assert (p.temperature, p.top_p, p.top_k, p.repetition_penalty, p.seed) == (0.6, 0.5, 40, 1.0, 3)
+    assert SamplingParams.merged({"do_sample": False, "temperature": 0.6}).temperature == 0.0  # greedy, as its authors asked
+    assert SamplingParams.merged({"do_sample": False}, temperature=0.7).temperature == 0.7  # unless the flag says otherwise
+    assert SamplingParams.merged({}) == SamplingParams()

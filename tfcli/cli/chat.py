@@ -15,11 +15,12 @@ def chat(
     model: options.Model = None,
     system: Annotated[Optional[str], typer.Option("--system", help="A system message that opens the conversation.", show_default=False)] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Longest reply, in tokens.")] = 512,
-    temperature: Annotated[Optional[float], typer.Option("--temperature", "-t", help="0 = greedy. (default: model's, else 0.8)", show_default=False)] = None,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", show_default=False, help="(default: model's, else 40)")] = None,
-    top_p: Annotated[Optional[float], typer.Option("--top-p", show_default=False, help="(default: model's, else 0.95)")] = None,
-    min_p: Annotated[Optional[float], typer.Option("--min-p", show_default=False, help="(default: 0.05)")] = None,
-    repetition_penalty: Annotated[Optional[float], typer.Option("--repetition-penalty", show_default=False, help="(default: model's, else 1)")] = None,
+    temperature: options.Temperature = None,
+    top_k: options.TopK = None,
+    top_p: options.TopP = None,
+    min_p: options.MinP = None,
+    repetition_penalty: options.RepetitionPenalty = None,
+    repeat_last_n: options.RepeatLastN = None,
     seed: options.Seed = None,
     threads: options.Threads = None,
 ) -> None:
@@ -35,10 +36,9 @@ def chat(
     """
     from tfcli.engine.errors import PromptError, UsageError
     from tfcli.engine.generate import Generation, Session
-    from tfcli.engine.sampling import Sampler
     from tfcli.engine.tokenizer import check_utf8
 
-    from .generate import _sampling_params, chat_prompt, require_chat_template
+    from .generate import chat_prompt, require_chat_template
 
     if max_tokens < 1:
         raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
@@ -47,7 +47,10 @@ def chat(
     for w in lm.warnings:
         warn(w)
     require_chat_template(lm)
-    sampler = Sampler(_sampling_params(lm.generation, temperature, top_k, top_p, min_p, repetition_penalty, 64, seed))
+    sampler = options.sampler(
+        lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+        repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=seed,
+    )  # fmt: skip
     session = Session(lm.model, workers=n_threads)
     history: list[dict[str, str]] = []
     interactive = sys.stdin.isatty()

@@ -25,17 +25,12 @@ def generate(
         Optional[int],
         typer.Option("--max-tokens", "-n", help=f"New tokens to generate (default {DEFAULT_MAX_TOKENS}, or what the context has room for; --slide goes past it).", show_default=False),
     ] = None,
-    temperature: Annotated[
-        Optional[float],
-        typer.Option("--temperature", "-t", help="Divide the logits by this before softmax: 0 = greedy, <1 sharper, >1 flatter. (default: model's, else 0.8)", show_default=False),
-    ] = None,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off). (default: model's, else 40)", show_default=False)] = None,
-    top_p: Annotated[Optional[float], typer.Option("--top-p", help="Keep the smallest set of tokens whose probability reaches p (1 = off). (default: model's, else 0.95)", show_default=False)] = None,
-    min_p: Annotated[Optional[float], typer.Option("--min-p", help="Drop tokens less likely than min-p x the top token (0 = off). (default: 0.05)", show_default=False)] = None,
-    repetition_penalty: Annotated[
-        Optional[float], typer.Option("--repetition-penalty", help="Penalise tokens seen in the last --repeat-last-n (1 = off). (default: model's, else 1)", show_default=False)
-    ] = None,
-    repeat_last_n: Annotated[int, typer.Option("--repeat-last-n", help="How many recent tokens the repetition penalty looks at.")] = 64,
+    temperature: options.Temperature = None,
+    top_k: options.TopK = None,
+    top_p: options.TopP = None,
+    min_p: options.MinP = None,
+    repetition_penalty: options.RepetitionPenalty = None,
+    repeat_last_n: options.RepeatLastN = None,
     seed: options.Seed = None,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop when this text appears (repeatable); it is not printed.", show_default=False)] = None,
     show_probs: Annotated[int, typer.Option("--show-probs", help="For each new token, show the top N candidates before and after temperature/top-k/top-p.", show_default=False)] = 0,
@@ -63,7 +58,6 @@ def generate(
     """
     from tfcli.engine.errors import PromptError, UsageError
     from tfcli.engine.generate import Generation, Session
-    from tfcli.engine.sampling import Sampler
 
     if show_probs < 0:
         raise UsageError(f"--show-probs must be 0 or more, not {show_probs}")
@@ -76,7 +70,10 @@ def generate(
     load_seconds = time.perf_counter() - t0
     for w in lm.warnings:
         warn(w)
-    sampler = Sampler(_sampling_params(lm.generation, temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n, seed))
+    sampler = options.sampler(
+        lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+        repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=seed,
+    )  # fmt: skip
 
     if system is not None and not chat:
         raise UsageError("--system goes with --chat")
@@ -180,32 +177,6 @@ def _fit_context(ids: list[int], n_ctx: int, max_tokens: int | None, truncate: b
     kept = f"its last {keep - lead}" + (" after its BOS" if lead else "")
     warn(f"the prompt is {len(ids)} tokens; keeping {kept} so that {n_ctx - keep + 1} new tokens fit the context of {n_ctx}")
     return ids[:lead] + ids[len(ids) - (keep - lead) :]
-
-
-def _sampling_params(generation: dict, temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n, seed):
-    """Flags first, then the model's generation_config.json, then llama.cpp-like defaults."""
-    from tfcli.engine.sampling import SamplingParams
-
-    base = SamplingParams()
-
-    def pick(flag, key, default, kind):
-        if flag is not None:
-            return flag
-        value = generation.get(key)
-        return kind(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
-
-    model_temperature = pick(None, "temperature", base.temperature, float)
-    if generation.get("do_sample") is False:
-        model_temperature = 0.0  # the model's authors asked for greedy decoding
-    return SamplingParams(
-        temperature=temperature if temperature is not None else model_temperature,
-        top_k=pick(top_k, "top_k", base.top_k, int),
-        top_p=pick(top_p, "top_p", base.top_p, float),
-        min_p=pick(min_p, "min_p", base.min_p, float),
-        repetition_penalty=pick(repetition_penalty, "repetition_penalty", base.repetition_penalty, float),
-        repeat_last_n=repeat_last_n,
-        seed=seed,
-    )
 
 
 def _show_choice(tokenizer, step, index: int, sampler) -> None:

@@ -26,6 +26,32 @@ Threads = Annotated[
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]
 
+# The sampling knobs, shared by generate and chat. None means "not given": the model's
+# generation_config.json, then llama.cpp's defaults, fill it in (SamplingParams.merged).
+_SAMPLING = "Sampling"
+Temperature = Annotated[
+    Optional[float],
+    typer.Option("--temperature", "-t", "--temp", help="Divide the logits by this before softmax: 0 = greedy, <1 sharper, >1 flatter. (default: model's, else 0.8)", show_default=False, rich_help_panel=_SAMPLING),
+]
+TopK = Annotated[Optional[int], typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off). (default: model's, else 40)", show_default=False, rich_help_panel=_SAMPLING)]
+TopP = Annotated[
+    Optional[float],
+    typer.Option("--top-p", help="Keep the smallest set of tokens whose probability reaches p (1 = off). (default: model's, else 0.95)", show_default=False, rich_help_panel=_SAMPLING),
+]
+MinP = Annotated[Optional[float], typer.Option("--min-p", help="Drop tokens less likely than min-p x the top token (0 = off). (default: model's, else 0.05)", show_default=False, rich_help_panel=_SAMPLING)]
+RepetitionPenalty = Annotated[
+    Optional[float],
+    typer.Option("--repetition-penalty", "--repeat-penalty", help="Penalise tokens seen in the last --repeat-last-n (1 = off). (default: model's, else 1)", show_default=False, rich_help_panel=_SAMPLING),
+]
+RepeatLastN = Annotated[Optional[int], typer.Option("--repeat-last-n", help="How many recent tokens the repetition penalty looks at. (default: 64)", show_default=False, rich_help_panel=_SAMPLING)]
+
+
+def sampler(generation: dict, **flags):
+    """A Sampler for the flags given (None = not given), the model's generation_config.json and the defaults."""
+    from tfcli.engine.sampling import Sampler, SamplingParams
+
+    return Sampler(SamplingParams.merged(generation, **flags))
+
 
 def read_text(value: str, what: str, hint: str) -> str:
     """Text given on the command line, or on stdin when it is '-': refused with one line when it is

@@ -26,6 +26,27 @@ class SamplingParams:
     repeat_last_n: int = 64
     seed: int | None = None  # None: a fresh random seed
 
+    @classmethod
+    def merged(cls, generation: dict, **flags) -> SamplingParams:
+        """The settings a run uses: each flag given (not None) first, then the model's
+        generation_config.json, then the defaults above. A model whose authors set do_sample false
+        gets greedy decoding unless --temperature says otherwise."""
+        base = cls()
+        model: dict = {}
+        for key, kind in (("temperature", float), ("top_k", int), ("top_p", float), ("min_p", float), ("repetition_penalty", float)):
+            value = generation.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                model[key] = kind(value)
+        if generation.get("do_sample") is False:
+            model["temperature"] = 0.0
+        unknown = set(flags) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"unknown sampling settings: {sorted(unknown)}")
+        chosen = {key: getattr(base, key) for key in cls.__dataclass_fields__}
+        chosen.update(model)
+        chosen.update({key: value for key, value in flags.items() if value is not None})
+        return cls(**chosen)
+
     def validate(self) -> None:
         if not np.isfinite(self.temperature) or self.temperature < 0:
             raise UsageError(f"--temperature must be 0 or more, not {self.temperature}", "0 is greedy; 0.7-1.0 is typical")

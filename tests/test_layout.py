@@ -1,0 +1,101 @@
+"""The layout keeps its promises: arrows only point down, no import circles, no giant files."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).parent.parent / "tfcli"
+LAYERS = {"cli": 3, "store": 2, "analysis": 2, "engine": 1, "numbers": 0}  # a layer may import only lower ones
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every tfcli module a file imports, at the top or inside functions."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = _module(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found = set()
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING") for n in ast.walk(block)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:  # imports for annotations only never run
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("tfcli")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            if base.startswith("tfcli"):
+                found.add(base)
+                found |= {f"{base}.{a.name}" for a in node.names}
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    return {m: {i for i in _imports(p) if i in files and i != m} for m, p in files.items()}
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    return LAYERS.get(parts[1]) if len(parts) > 1 else None
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    # A package's __init__ importing its own submodules is how packages work, not a circle.
+    edges = {m: {i for i in deps if not (m + ".").startswith(i + ".")} for m, deps in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in edges[m]:
+            if state.get(n) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(n) :] + [n]) if n in path else n)
+            if n not in state:
+                visit(n, path + [n])
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m, [m])
+
+
+def test_arrows_point_down():
+    wrong = []
+    for m, deps in _graph().items():
+        for d in deps:
+            a, b = _layer(m), _layer(d)
+            if a is not None and b is not None and b > a and not m.startswith("tfcli.cli"):
+                wrong.append(f"{m} imports {d}")
+            if m.startswith(("tfcli.engine", "tfcli.analysis", "tfcli.store")) and d.startswith("tfcli.cli"):
+                wrong.append(f"{m} imports {d}")
+    assert not wrong, wrong
+
+
+def test_engine_knows_no_terminal():
+    """The engine never imports typer or rich, never prints, never exits."""
+    for path in (PACKAGE / "engine").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                assert not any(n.split(".")[0] in ("typer", "rich", "click", "torch", "transformers") for n in names), path
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                assert node.func.id not in ("print", "exit", "quit"), f"{path}:{node.lineno}"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+                assert (node.func.value.id, node.func.attr) != ("sys", "exit"), f"{path}:{node.lineno}"
+
+
+def test_a_family_is_one_module_and_one_registry_line():
+    from tfcli.engine.families import FAMILIES
+
+    for name, module in FAMILIES.items():
+        assert module.NAME == name and module.__name__ == f"tfcli.engine.families.{name}"
+        for attr in ("MODEL_TYPES", "ARCHITECTURES", "config_from_hf", "MODEL", "CENSUS", "GGUF"):
+            assert hasattr(module, attr), (name, attr)

@@ -1,0 +1,39 @@
+"""The fast attention equals the plain one that reads like the formula."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tfcli.engine import ops
+
+
+@pytest.mark.parametrize("n_kv, group, t_len, start", [(2, 1, 5, 0), (3, 3, 7, 4), (1, 4, 1, 9), (2, 2, 300, 20)])
+def test_fast_attention_equals_reference(n_kv, group, t_len, start):
+    """Grouped heads, cached positions, one decode query, and a prompt long enough for query blocks."""
+    rng = np.random.default_rng(0)
+    dh, s_len = 8, start + t_len
+    q = rng.standard_normal((n_kv, group, t_len, dh), dtype=np.float32)  # [Hkv, G, T, Dh]
+    k = rng.standard_normal((n_kv, s_len, dh), dtype=np.float32)  # [Hkv, S, Dh]
+    v = rng.standard_normal((n_kv, s_len, dh), dtype=np.float32)  # [Hkv, S, Dh]
+    out, weights = ops.attention(q, k.transpose(0, 2, 1).copy(), v, start, return_weights=True)
+    # The reference takes one key/value head per query head: repeat each for its group.
+    ref_out, ref_w = ops.reference_attention(
+        q.reshape(n_kv * group, t_len, dh), np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
+    )  # [H, T, Dh], [H, T, S]
+    assert np.abs(out.reshape(n_kv * group, t_len, dh) - ref_out).max() <= 1e-5
+    assert np.abs(weights.reshape(n_kv * group, t_len, s_len) - ref_w).max() <= 1e-6
+    future = np.arange(s_len)[None, :] > np.arange(start, s_len)[:, None]  # [T, S]
+    assert (ref_w[:, future] == 0).all() and np.allclose(ref_w.sum(-1), 1, atol=1e-6)
+
+
+def test_reference_attention_by_hand():
+    """Two positions, one head: the second query attends to both keys by softmax of q.k/sqrt(d)."""
+    q = np.array([[[1.0, 0.0], [0.0, 2.0]]], dtype=np.float32)  # [1, 2, 2]
+    k = np.array([[[1.0, 0.0], [0.0, 1.0]]], dtype=np.float32)
+    v = np.array([[[1.0, 2.0], [3.0, 4.0]]], dtype=np.float32)
+    out, w = ops.reference_attention(q, k, v)
+    s = np.array([0.0, 2.0]) / np.sqrt(2)
+    p = np.exp(s) / np.exp(s).sum()
+    np.testing.assert_allclose(w[0], [[1, 0], p], atol=1e-6)
+    np.testing.assert_allclose(out[0, 1], p @ v[0], atol=1e-6)
