@@ -145,8 +145,7 @@ def test_safetensors_truncated_at_every_boundary(tmp_path):
 def test_safetensors_bit_flips_load_or_fail_cleanly(tmp_path):
     """Every bit of the length field, and bytes across the whole header flipped: the folder then
     either loads into a model or fails with a TfcliError."""
-    from tfcli.engine.checkpoint import open_checkpoint
-    from tfcli.engine.loader import build
+    from tfcli.engine.loader import build, read_checkpoint
 
     data, n, _ = _real_safetensors()
     folder = tmp_path / "model"
@@ -159,7 +158,7 @@ def test_safetensors_bit_flips_load_or_fail_cleanly(tmp_path):
         mutated = bytearray(data)
         mutated[offset] ^= mask
         path.write_bytes(bytes(mutated))
-        result = outcome(lambda: build(open_checkpoint(folder)))
+        result = outcome(lambda: build(read_checkpoint(folder)))
         outcomes["refused" if isinstance(result, TfcliError) else "loaded"] += 1
     assert outcomes["refused"] > 0 and sum(outcomes.values()) == len(flips)
 

@@ -20,10 +20,7 @@ def _imports(path: Path) -> set[str]:
     here = _module(path).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
     found = set()
-    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING") for n in ast.walk(block)}
-    for node in ast.walk(tree):
-        if id(node) in typing_only:  # imports for annotations only never run
-            continue
+    for node in ast.walk(tree):  # imports for annotations only (TYPE_CHECKING) count too: a reader follows them
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("tfcli")}
         elif isinstance(node, ast.ImportFrom):

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from .config import ModelConfig
-from .families import config_from_hf, read_config_json
 from .errors import CheckpointError
 from .weightfile import WeightFile
 
@@ -137,21 +136,12 @@ class Checkpoint:
     config: ModelConfig
     tensors: Tensors
     generation: dict[str, Any] = field(default_factory=dict)  # generation_config.json, if any
-    raw_config: dict[str, Any] = field(default_factory=dict)
 
 
-def open_checkpoint(folder: Path) -> Checkpoint:
+def open_checkpoint(folder: Path, config: ModelConfig) -> Checkpoint:
+    """The weights and sampling defaults of a model folder whose config.json was read into `config`
+    (by its family: tfcli.engine.loader.read_checkpoint does both)."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise CheckpointError(f"{folder} is not a folder", "give the folder that holds config.json")
-    cfg_path = folder / "config.json"
-    if not cfg_path.exists():
-        raise CheckpointError(
-            f"{folder} has no config.json",
-            "a model folder holds config.json, model.safetensors and tokenizer.json (Hugging Face layout)",
-        )
-    raw = read_config_json(cfg_path)
-    config = config_from_hf(raw)
     tensors = open_tensors(folder)
     generation: dict[str, Any] = {}
     gen_path = folder / "generation_config.json"
@@ -161,4 +151,4 @@ def open_checkpoint(folder: Path) -> Checkpoint:
             generation = loaded if isinstance(loaded, dict) else {}
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise CheckpointError(f"{gen_path} is not valid JSON", "fix or delete generation_config.json") from None
-    return Checkpoint(folder, config, tensors, generation, raw)
+    return Checkpoint(folder, config, tensors, generation)

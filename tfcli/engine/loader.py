@@ -8,7 +8,8 @@ from pathlib import Path
 from .chat import ChatTemplate, load_chat_template
 from .checkpoint import Checkpoint, open_checkpoint
 from .config import ModelConfig
-from .families import family
+from .errors import CheckpointError
+from .families import family, load_config
 from .model import Transformer
 from .tokenizer import Tokenizer
 
@@ -44,10 +45,23 @@ def build(ckpt: Checkpoint) -> Transformer:
     return family(ckpt.config.family).MODEL.from_checkpoint(ckpt)
 
 
+def read_checkpoint(folder: Path) -> Checkpoint:
+    """A model folder's config.json, read by its family, and its weights, opened (not yet loaded)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder} is not a folder", "give the folder that holds config.json")
+    if not (folder / "config.json").exists():
+        raise CheckpointError(
+            f"{folder} has no config.json",
+            "a model folder holds config.json, model.safetensors and tokenizer.json (Hugging Face layout)",
+        )
+    return open_checkpoint(folder, load_config(folder / "config.json"))
+
+
 def load_folder(path: Path, name: str | None = None) -> LoadedModel:
     """Load the model folder at `path` (names are the store's business: tfcli.store.load)."""
     path = Path(path)
-    ckpt = open_checkpoint(path)
+    ckpt = read_checkpoint(path)
     net = build(ckpt)
     tokenizer = Tokenizer(path / "tokenizer.json")
     warnings = []
