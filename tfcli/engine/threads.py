@@ -1,9 +1,9 @@
 """How many threads tfcli uses: the idle cores, and the BLAS library's own thread count.
 
 OpenBLAS splits each matrix product across its threads and makes them wait for each other. When
-other programs keep the cores busy, a thread that loses its core stalls every product: on a
-2-core machine with one busy core we measured SmolLM2 decoding at 2.5 tokens/s with 2 threads
-and 17.9 with 1. So by default we use only the cores that are idle right now.
+other programs keep the cores busy, a thread that loses its core stalls every product (with one
+of two cores busy, SmolLM2 decoded several times slower on 2 threads than on 1: benchmarks/README.md).
+So by default we use only the cores that are idle right now.
 """
 
 from __future__ import annotations
