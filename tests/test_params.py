@@ -20,6 +20,7 @@ from safetensors.numpy import load_file, save_file
 from conftest import TINY_GPT2, TINY_LLAMA
 from tfcli.analysis import params as P
 from tfcli.analysis import presets
+from tfcli.engine.config import ModelConfig
 
 
 @pytest.fixture(autouse=True)
@@ -30,8 +31,8 @@ def english(monkeypatch):
     monkeypatch.setenv("LANG", "C.UTF-8")
 
 
-def shape(name: str) -> P.Shape:
-    return presets.get(name).shape
+def shape(name: str) -> ModelConfig:
+    return presets.get(name).config
 
 
 def one_error_line(r, code: int = 2) -> str:
@@ -119,7 +120,7 @@ def test_every_gpt3_row_against_the_paper(name):
     total, figure = GPT3_ROWS[name]
     p = presets.get(name)
     assert p.quoted == figure
-    assert P.exact(p.shape).total == total
+    assert P.exact(p.config).total == total
     assert abs(total - P.parse_figure(figure)) / P.parse_figure(figure) < 0.02
     # Every figure is the exact count rounded to the digits printed, except Medium: 355.9M printed as 350M.
     assert P.rounds_to(total, figure) == (name != "gpt3-medium")
@@ -178,14 +179,14 @@ def test_gpt3_flops_and_memory():
 
 def test_modify_rederives_what_followed():
     s = P.modify(shape("gpt3"), layers=2, d_model=128, heads=4, vocab=1000, context=64)
-    assert (s.head_dim, s.kv_heads, s.d_ff) == (32, 4, 512)
+    assert (s.head_dim, s.n_kv_head, s.d_ff) == (32, 4, 512)
     # 1000·128 + 64·128 + 2·(12·128² + 13·128) + 2·128
     assert P.exact(s).total == 532_992
     swiglu = P.modify(shape("gpt3"), mlp="swiglu")
     assert swiglu.d_ff == 32768  # LLaMA's rule: 2/3 of 4·D, up to a multiple of 256
     # SmolLM2's 9 heads of 64 fill d_model 576, so the head size follows; its 3 GQA heads are kept.
     s = P.modify(shape("smollm2-135m"), heads=12)
-    assert (s.kv_heads, s.head_dim) == (3, 48)
+    assert (s.n_kv_head, s.head_dim) == (3, 48)
     # A head size set apart from d_model / heads (as some Llamas do) is kept.
     apart = P.modify(shape("smollm2-135m"), head_dim=32)
     assert P.modify(apart, heads=12).head_dim == 32
@@ -206,9 +207,10 @@ def test_impossible_shapes(changes, needle):
 
 
 def test_analysis_imports_nothing_heavy():
+    """The accounting reads the engine's ModelConfig, and of the engine only that (and its errors)."""
     code = "import sys, tfcli.analysis.params, tfcli.analysis.presets; print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'tokenizers', 'safetensors', 'torch') or m.startswith('tfcli.engine')))"
     r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent, capture_output=True, text=True, check=True)
-    assert r.stdout.strip() == "[]"
+    assert r.stdout.strip() == str(["tfcli.engine", "tfcli.engine.config", "tfcli.engine.errors"])
 
 
 # --- the command ---------------------------------------------------------------------------------------
@@ -307,7 +309,7 @@ def test_cli_model_config(cli):
     assert doc["shape"] | {"d_attn": 0, "d_kv": 0} == {
         "layers": 3, "d_model": 96, "heads": 6, "head_dim": 16, "kv_heads": 2, "d_ff": 160, "vocab": 300, "context": 128,
         "tied": False, "attn_bias": False, "mlp_bias": False, "mlp": "swiglu", "norm": "rmsnorm", "positions": "rope",
-        "d_attn": 0, "d_kv": 0,
+        "qkv_bias": False, "o_bias": False, "d_attn": 0, "d_kv": 0,
     }  # fmt: skip
     r = cli("params", "-m", TINY_GPT2, "--preset", "gpt3", "--json")  # config.json wins over the preset
     assert json.loads(r.stdout)["shape"]["layers"] == 3
@@ -451,3 +453,48 @@ def test_difference_rows_lead_from_the_exact_count_to_the_tally(cli, preset):
     text = cli("params", "--preset", preset).stdout
     section = text[text.index("Why the two totals differ") :]
     assert section.index("Exact count") < section.index("3Blue1Brown")
+
+
+# --- Qwen2: biases on Q, K and V but not on O ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def qwen2_folders(tmp_path_factory):
+    """Two random Qwen2ForCausalLM checkpoints as transformers saves them: GQA, tied and untied."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    folders = {}
+    for tied in (True, False):
+        torch.manual_seed(0)
+        config = transformers.Qwen2Config(
+            vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=tied, use_sliding_window=False,
+        )  # fmt: skip
+        folder = tmp_path_factory.mktemp(f"qwen2-{'tied' if tied else 'untied'}")
+        transformers.Qwen2ForCausalLM(config).save_pretrained(folder, safe_serialization=True)
+        folders[tied] = folder
+    return folders
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_from_qwen2_counts_its_biases_exactly(cli, qwen2_folders, tied):
+    folder = qwen2_folders[tied]
+    r, f = compare(cli, folder)
+    assert r.exit_code == 0, r.stderr
+    assert f["agree"] and not f["mismatched"] and not f["uncategorised"], f
+    weights = load_file(folder / "model.safetensors")
+    assert f["analytic_total"] == f["actual_total"] == sum(t.size for t in weights.values())
+    rows = {row["key"]: row["actual"] for row in f["rows"]}
+    assert rows["attn_bias"] == 2 * (4 * 16 + 2 * 2 * 16)  # q, k and v biases; o has none
+    assert not any(name.endswith("o_proj.bias") for name in weights)
+    assert rows["mlp_bias"] == 0 and rows["unembedding"] == (0 if tied else 320 * 64)
+    doc = json.loads(r.stdout)
+    assert doc["shape"]["qkv_bias"] is True and doc["shape"]["o_bias"] is False
+    bias_row = next(row for row in doc["exact"]["rows"] if row["key"] == "attn_bias")
+    assert (bias_row["formula"], bias_row["numbers"], bias_row["count"]) == ("L × (H·Dh + 2·Hkv·Dh)", "2 × 128", 256)
+
+
+def test_qwen2_header_names_its_biases(cli, qwen2_folders):
+    r = cli("params", "-m", qwen2_folders[True])
+    assert r.exit_code == 0, r.stderr
+    assert "SwiGLU MLP · RMSNorm · RoPE positions · Q/K/V biases · tied embeddings" in r.stdout

@@ -20,69 +20,44 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-MLPS = ("gelu", "swiglu")  # gelu: up, GELU, down (GPT-2/3); swiglu: silu(gate) * up, down (LLaMA)
-NORMS = ("layernorm", "rmsnorm")  # LayerNorm: scale and shift (2 D); RMSNorm: scale only (D)
-POSITIONS = ("learned", "rope")  # learned: a T x D table (GPT-2/3); rope: rotations, no parameters
+from tfcli.engine.config import MLPS, NORMS, POSITIONS, ModelConfig
+from tfcli.engine.errors import UsageError
 
 WEIGHT_BITS = {"fp32": 32, "fp16": 16, "int8": 8, "int4": 4}  # bits per stored weight (bf16 as fp16)
 CACHE_BYTES = {"fp32": 4, "fp16": 2}  # tfcli's engine keeps its KV cache in fp32
 
 
-class ShapeError(ValueError):
-    """A shape no transformer can have; `hint` says how to fix it. The CLI turns it into exit 2."""
-
-    def __init__(self, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
+class ShapeError(UsageError):
+    """A shape no transformer can have; `hint` says how to fix it (exit 2, like a bad flag)."""
 
 
-@dataclass(frozen=True)
-class Shape:
-    layers: int  # L
-    d_model: int  # D: the width of the residual stream
-    heads: int  # H query heads
-    head_dim: int  # Dh: D / H in GPT-2/3; some Llamas set it apart (then H x Dh != D)
-    kv_heads: int  # Hkv key/value heads; fewer than H is grouped-query attention (GQA)
-    d_ff: int  # F: MLP hidden width (4 D in GPT-2/3)
-    vocab: int  # V
-    context: int  # T: the longest sequence the model was trained for
-    tied: bool = True  # the unembedding is the embedding matrix, stored once
-    attn_bias: bool = True  # biases on the Q/K/V/O projections
-    mlp_bias: bool = True  # biases on the MLP projections
-    mlp: str = "gelu"
-    norm: str = "layernorm"
-    positions: str = "learned"
-
-    @property
-    def d_attn(self) -> int:
-        """Width of all query heads together (H x Dh); equals D in GPT-2/3."""
-        return self.heads * self.head_dim
-
-    @property
-    def d_kv(self) -> int:
-        """Width of all key (or value) heads together (Hkv x Dh)."""
-        return self.kv_heads * self.head_dim
-
-    @property
-    def gqa(self) -> bool:
-        return self.kv_heads != self.heads
-
-    @property
-    def mlp_matrices(self) -> int:
-        """Matrices of D x F in one MLP: up and down (GELU), or gate, up and down (SwiGLU)."""
-        return 3 if self.mlp == "swiglu" else 2
-
-    @property
-    def norm_params(self) -> int:
-        """Parameters of one norm: LayerNorm has a scale and a shift, RMSNorm only a scale."""
-        return 2 * self.d_model if self.norm == "layernorm" else self.d_model
+# The sizes of a shape by the names the flags and the JSON use, and the ModelConfig field of each.
+SIZES = {"layers": "n_layer", "d_model": "d_model", "heads": "n_head", "head_dim": "head_dim", "kv_heads": "n_kv_head"}
+SIZES |= {"d_ff": "d_ff", "vocab": "vocab_size", "context": "n_ctx"}
+# What a shape is, as the JSON report and the "changed" list name it.
+SHAPE_KEYS = (*SIZES, "tied", "attn_bias", "mlp_bias", "mlp", "norm", "positions")
 
 
-SIZES = ("layers", "d_model", "heads", "head_dim", "kv_heads", "d_ff", "vocab", "context")
+def gqa(cfg: ModelConfig) -> bool:
+    """Grouped-query attention: fewer key/value heads than query heads."""
+    return cfg.n_kv_head != cfg.n_head
+
+
+def norm_params(cfg: ModelConfig) -> int:
+    """Parameters of one norm: LayerNorm has a scale and a shift, RMSNorm only a scale."""
+    return 2 * cfg.d_model if cfg.norm == "layernorm" else cfg.d_model
+
+
+def shape_dict(cfg: ModelConfig) -> dict:
+    """The shape under the names of SHAPE_KEYS (attn_bias: any bias in attention, split into
+    qkv_bias and o_bias since Qwen2 has the one without the other), with d_attn and d_kv."""
+    d = {key: getattr(cfg, field) for key, field in SIZES.items()}
+    d |= {"tied": cfg.tie_embeddings, "attn_bias": cfg.qkv_bias or cfg.o_bias, "mlp_bias": cfg.mlp_bias}
+    d |= {"mlp": cfg.mlp, "norm": cfg.norm, "positions": cfg.positions, "qkv_bias": cfg.qkv_bias, "o_bias": cfg.o_bias}
+    return d | {"d_attn": cfg.d_attn, "d_kv": cfg.d_kv}
 
 
 def default_d_ff(d_model: int, mlp: str) -> int:
@@ -97,26 +72,26 @@ def default_d_ff(d_model: int, mlp: str) -> int:
     return 256 * -(-hidden // 256)
 
 
-def check(shape: Shape) -> Shape:
-    """The shape itself, or a ShapeError naming the first impossible value."""
-    for name in SIZES:
-        _positive(name, getattr(shape, name))
-    if shape.mlp not in MLPS:
-        raise ShapeError(f"mlp must be one of {', '.join(MLPS)}, not {shape.mlp!r}")
-    if shape.norm not in NORMS:
-        raise ShapeError(f"norm must be one of {', '.join(NORMS)}, not {shape.norm!r}")
-    if shape.positions not in POSITIONS:
-        raise ShapeError(f"positions must be one of {', '.join(POSITIONS)}, not {shape.positions!r}")
-    if shape.heads % shape.kv_heads:
+def check(cfg: ModelConfig) -> ModelConfig:
+    """The config itself, or a ShapeError naming the first impossible value."""
+    for name, field in SIZES.items():
+        _positive(name, getattr(cfg, field))
+    if cfg.mlp not in MLPS:
+        raise ShapeError(f"mlp must be one of {', '.join(MLPS)}, not {cfg.mlp!r}")
+    if cfg.norm not in NORMS:
+        raise ShapeError(f"norm must be one of {', '.join(NORMS)}, not {cfg.norm!r}")
+    if cfg.positions not in POSITIONS:
+        raise ShapeError(f"positions must be one of {', '.join(POSITIONS)}, not {cfg.positions!r}")
+    if cfg.n_head % cfg.n_kv_head:
         raise ShapeError(
-            f"{shape.heads} query heads cannot be shared evenly by {shape.kv_heads} key/value heads",
+            f"{cfg.n_head} query heads cannot be shared evenly by {cfg.n_kv_head} key/value heads",
             "the number of heads must be a multiple of the number of key/value heads",
         )
-    return shape
+    return cfg
 
 
 def modify(
-    base: Shape,
+    base: ModelConfig,
     *,
     layers: int | None = None,
     d_model: int | None = None,
@@ -129,12 +104,12 @@ def modify(
     tied: bool | None = None,
     bias: bool | None = None,
     mlp: str | None = None,
-) -> Shape:
-    """`base` with the given values changed.
+) -> ModelConfig:
+    """`base` with the given values changed (dataclasses.replace).
 
     A value not given that followed from others in `base` follows them again: head_dim = D / H,
     kv_heads = H (no GQA), d_ff = the default for D and the MLP kind. A value `base` set apart
-    (a Llama's explicit head_dim, a GQA head count) is kept.
+    (a Llama's explicit head_dim, a GQA head count) is kept. `bias` sets every projection's bias.
     """
     given = {"layers": layers, "d_model": d_model, "heads": heads, "head_dim": head_dim, "kv_heads": kv_heads}
     given |= {"d_ff": d_ff, "vocab": vocab, "context": context}
@@ -142,13 +117,13 @@ def modify(
         if value is not None:
             _positive(name, value)
     D = base.d_model if d_model is None else d_model
-    H = base.heads if heads is None else heads
+    H = base.n_head if heads is None else heads
     kind = base.mlp if mlp is None else mlp
     if kind not in MLPS:
         raise ShapeError(f"mlp must be one of {', '.join(MLPS)}, not {kind!r}")
 
     if head_dim is None:
-        follows = base.heads * base.head_dim == base.d_model
+        follows = base.n_head * base.head_dim == base.d_model
         if follows and (d_model is not None or heads is not None):
             if D % H:
                 raise ShapeError(f"d_model {D:,} is not divisible by {H} heads", "choose heads that divide d_model, or give --head-dim")
@@ -156,51 +131,25 @@ def modify(
         else:
             head_dim = base.head_dim
     if kv_heads is None:
-        kv_heads = H if base.kv_heads == base.heads else base.kv_heads
+        kv_heads = H if base.n_kv_head == base.n_head else base.n_kv_head
     if d_ff is None:
         follows = base.d_ff == default_d_ff(base.d_model, base.mlp)
         d_ff = default_d_ff(D, kind) if follows and (d_model is not None or mlp is not None) else base.d_ff
-
+    biases = {} if bias is None else {"qkv_bias": bias, "o_bias": bias, "mlp_bias": bias}
     return check(
-        Shape(
-            layers=base.layers if layers is None else layers,
+        replace(
+            base,
+            n_layer=base.n_layer if layers is None else layers,
             d_model=D,
-            heads=H,
+            n_head=H,
             head_dim=head_dim,
-            kv_heads=kv_heads,
+            n_kv_head=kv_heads,
             d_ff=d_ff,
-            vocab=base.vocab if vocab is None else vocab,
-            context=base.context if context is None else context,
-            tied=base.tied if tied is None else tied,
-            attn_bias=base.attn_bias if bias is None else bias,
-            mlp_bias=base.mlp_bias if bias is None else bias,
+            vocab_size=base.vocab_size if vocab is None else vocab,
+            n_ctx=base.n_ctx if context is None else context,
+            tie_embeddings=base.tie_embeddings if tied is None else tied,
             mlp=kind,
-            norm=base.norm,
-            positions=base.positions,
-        )
-    )
-
-
-def shape_from_config(cfg) -> Shape:
-    """The Shape of a tfcli.engine.config.ModelConfig (taken by its attributes, so that this module
-    needs no import of the engine): GPT-2 is LayerNorm, learned positions, GELU; Llama is RMSNorm,
-    RoPE, SwiGLU."""
-    return check(
-        Shape(
-            layers=cfg.n_layer,
-            d_model=cfg.d_model,
-            heads=cfg.n_head,
-            head_dim=cfg.head_dim,
-            kv_heads=cfg.n_kv_head,
-            d_ff=cfg.d_ff,
-            vocab=cfg.vocab_size,
-            context=cfg.n_ctx,
-            tied=cfg.tie_embeddings,
-            attn_bias=cfg.qkv_bias or cfg.o_bias,
-            mlp_bias=cfg.mlp_bias,
-            mlp=cfg.mlp,
-            norm=cfg.norm,
-            positions=cfg.positions,
+            **biases,
         )
     )
 
@@ -243,14 +192,14 @@ def _n(*values: int) -> str:
     return " × ".join(f"{v:,}" for v in values)
 
 
-def tally_3b1b(s: Shape) -> Tally:
+def tally_3b1b(s: ModelConfig) -> Tally:
     """3Blue1Brown's convention: weight matrices only, embedding and unembedding counted apart.
 
     Per head, "Value" is the value-down map (D -> Dh) and "Output" the value-up map (Dh -> D). With
     GQA the Key and Value rows count the Hkv shared key/value heads, not the H query heads.
     """
-    L, D, H, Hkv, Dh, F, V = s.layers, s.d_model, s.heads, s.kv_heads, s.head_dim, s.d_ff, s.vocab
-    kv = "Hkv" if s.gqa else "H"
+    L, D, H, Hkv, Dh, F, V = s.n_layer, s.d_model, s.n_head, s.n_kv_head, s.head_dim, s.d_ff, s.vocab_size
+    kv = "Hkv" if gqa(s) else "H"
     m = s.mlp_matrices - 1  # matrices on the way up: up (GELU), gate and up (SwiGLU)
     up_note = "gate and up, both D → F" if m == 2 else ""
     rows = (
@@ -270,7 +219,7 @@ def tally_3b1b(s: Shape) -> Tally:
         Row("head_value_down", one, "D × Dh", _n(D, Dh)),
         Row("head_value_up", one, "Dh × D", _n(Dh, D)),
     ]
-    if s.gqa:
+    if gqa(s):
         layer_attn = H * 2 * one + Hkv * 2 * one
         steps += [
             Row("query_head", 2 * one, "2 × D × Dh", f"2 × {one:,}", "W_Q and value-up"),
@@ -292,17 +241,20 @@ def tally_3b1b(s: Shape) -> Tally:
     return Tally(rows, tuple(steps))
 
 
-def exact(s: Shape) -> Tally:
+def exact(s: ModelConfig) -> Tally:
     """Every parameter tensor a checkpoint of this shape stores, grouped by what it does."""
-    L, D, H, Hkv, Dh, F, V, T = s.layers, s.d_model, s.heads, s.kv_heads, s.head_dim, s.d_ff, s.vocab, s.context
-    kv = "Hkv" if s.gqa else "H"
+    L, D, H, Hkv, Dh, F, V, T = s.n_layer, s.d_model, s.n_head, s.n_kv_head, s.head_dim, s.d_ff, s.vocab_size, s.n_ctx
+    kv = "Hkv" if gqa(s) else "H"
     if s.positions == "learned":
         pos = Row("position_embedding", T * D, "T × D", _n(T, D))
     else:
         pos = Row("position_embedding", 0, note="RoPE: rotations, no parameters")
-    if s.attn_bias:
-        per = H * Dh + 2 * Hkv * Dh + D  # q, k, v and o biases
-        attn_bias = Row("attn_bias", L * per, "L × (H·Dh + 2·Hkv·Dh + D)" if s.gqa else "L × (3·H·Dh + D)", f"{L} × {per:,}")
+    if s.qkv_bias or s.o_bias:
+        per = (H * Dh + 2 * Hkv * Dh if s.qkv_bias else 0) + (D if s.o_bias else 0)  # q, k, v and o biases
+        terms = (["H·Dh", "2·Hkv·Dh"] if gqa(s) else ["3·H·Dh"]) if s.qkv_bias else []
+        terms += ["D"] if s.o_bias else []
+        formula = f"L × ({' + '.join(terms)})" if len(terms) > 1 else f"L × {terms[0]}"
+        attn_bias = Row("attn_bias", L * per, formula, f"{L} × {per:,}")
     else:
         attn_bias = Row("attn_bias", 0, note="no biases")
     m = s.mlp_matrices
@@ -311,7 +263,7 @@ def exact(s: Shape) -> Tally:
         mlp_bias = Row("mlp_bias", L * per, "L × (2·F + D)" if m == 3 else "L × (F + D)", f"{L} × {per:,}")
     else:
         mlp_bias = Row("mlp_bias", 0, note="no biases")
-    n = s.norm_params
+    n = norm_params(s)
     what = "scale and shift" if s.norm == "layernorm" else "scale only"
     norm_f = "2 × D" if s.norm == "layernorm" else "D"
     rows = (
@@ -326,17 +278,17 @@ def exact(s: Shape) -> Tally:
         mlp_bias,
         Row("norms", L * 2 * n, f"L × 2 × {norm_f}", _n(L, 2, n), f"2 per layer, {what}"),
         Row("final_norm", n, norm_f, f"{n:,}"),
-        Row("unembedding", 0, note="tied: shares the embedding") if s.tied else Row("unembedding", V * D, "V × D", _n(V, D)),
+        Row("unembedding", 0, note="tied: shares the embedding") if s.tie_embeddings else Row("unembedding", V * D, "V × D", _n(V, D)),
     )
     return Tally(rows)
 
 
-def difference(s: Shape) -> tuple[Row, ...]:
+def difference(s: ModelConfig) -> tuple[Row, ...]:
     """Why the 3Blue1Brown tally and the exact count differ: rows that sum to tally - exact."""
     e = exact(s)
     norms = e["norms"] + e["final_norm"]
     return (
-        Row("diff_unembedding", s.vocab * s.d_model if s.tied else 0, "V × D", note="counted as its own matrix; a tied checkpoint stores it once" if s.tied else "untied: both count it"),
+        Row("diff_unembedding", s.vocab_size * s.d_model if s.tie_embeddings else 0, "V × D", note="counted as its own matrix; a tied checkpoint stores it once" if s.tie_embeddings else "untied: both count it"),
         Row("diff_positions", -e["position_embedding"], "T × D" if e["position_embedding"] else ""),
         Row("diff_biases", -(e["attn_bias"] + e["mlp_bias"])),
         Row("diff_norms", -norms),
@@ -364,10 +316,10 @@ class Compute:
     training: int  # forward + backward ≈ 3 x forward ≈ 6 N
 
 
-def compute(s: Shape) -> Compute:
+def compute(s: ModelConfig) -> Compute:
     t = tally_3b1b(s)
     n = t.total - t["embedding"]
-    attention = 2 * s.layers * s.context * s.d_attn
+    attention = 2 * s.n_layer * s.n_ctx * s.d_attn
     forward = 2 * n + attention
     return Compute(n, attention, forward, 3 * forward)
 
@@ -385,11 +337,11 @@ class KVCache:
     full_context: dict[str, int]  # bytes for T tokens
 
 
-def kv_cache(s: Shape) -> KVCache:
-    numbers = 2 * s.layers * s.kv_heads * s.head_dim
+def kv_cache(s: ModelConfig) -> KVCache:
+    numbers = 2 * s.n_layer * s.n_kv_head * s.head_dim
     return KVCache(
         {k: numbers * b for k, b in CACHE_BYTES.items()},
-        {k: numbers * b * s.context for k, b in CACHE_BYTES.items()},
+        {k: numbers * b * s.n_ctx for k, b in CACHE_BYTES.items()},
     )
 
 
@@ -407,9 +359,9 @@ class AttentionPattern:
     bytes_per_layer_fp32: int
 
 
-def attention_pattern(s: Shape) -> AttentionPattern:
-    one = s.context * s.context
-    return AttentionPattern(one, s.heads * one, s.layers * s.heads * one, 4 * s.heads * one)
+def attention_pattern(s: ModelConfig) -> AttentionPattern:
+    one = s.n_ctx * s.n_ctx
+    return AttentionPattern(one, s.n_head * one, s.n_layer * s.n_head * one, 4 * s.n_head * one)
 
 
 def rounds_to(count: int, figure: str) -> bool:
@@ -430,52 +382,19 @@ def parse_figure(figure: str) -> int:
 # ---------------------------------------------------------------------------------------------------
 # A real weight file, grouped like `exact`
 
-BUFFER = "buffer"
+BUFFER = "buffer"  # a stored constant (GPT-2's causal mask), not a parameter
 QKV = "qkv"  # GPT-2's fused c_attn: one D x 3D matrix holding Q, K and V side by side
-
-# Hugging Face names after the "transformer." (GPT-2) or "model." (Llama) prefix, if any.
-# Compiled on first use: `tfcli params --preset` never needs them.
-_RULES: tuple[tuple[str, str], ...] = (
-    # GPT-2 (Conv1D weights are stored [in, out])
-    (r"wte\.weight", "token_embedding"),
-    (r"wpe\.weight", "position_embedding"),
-    (r"h\.\d+\.attn\.c_attn\.weight", QKV),
-    (r"h\.\d+\.attn\.c_proj\.weight", "attn_o"),
-    (r"h\.\d+\.attn\.c_(attn|proj)\.bias", "attn_bias"),
-    (r"h\.\d+\.mlp\.c_(fc|proj)\.weight", "mlp"),
-    (r"h\.\d+\.mlp\.c_(fc|proj)\.bias", "mlp_bias"),
-    (r"h\.\d+\.ln_[12]\.(weight|bias)", "norms"),
-    (r"ln_f\.(weight|bias)", "final_norm"),
-    # the causal mask old GPT-2 checkpoints saved as buffers: constants, not parameters
-    (r"h\.\d+\.attn\.(bias|masked_bias)", BUFFER),
-    # Llama
-    (r"embed_tokens\.weight", "token_embedding"),
-    (r"layers\.\d+\.self_attn\.q_proj\.weight", "attn_q"),
-    (r"layers\.\d+\.self_attn\.k_proj\.weight", "attn_k"),
-    (r"layers\.\d+\.self_attn\.v_proj\.weight", "attn_v"),
-    (r"layers\.\d+\.self_attn\.o_proj\.weight", "attn_o"),
-    (r"layers\.\d+\.self_attn\.[qkvo]_proj\.bias", "attn_bias"),
-    (r"layers\.\d+\.mlp\.(gate|up|down)_proj\.weight", "mlp"),
-    (r"layers\.\d+\.mlp\.(gate|up|down)_proj\.bias", "mlp_bias"),
-    (r"layers\.\d+\.(input_layernorm|post_attention_layernorm)\.weight", "norms"),
-    (r"norm\.weight", "final_norm"),
-    (r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq", BUFFER),  # RoPE table some old files kept
-    # both
-    (r"lm_head\.weight", "unembedding"),
-)
 CATEGORIES = ("token_embedding", "position_embedding", "attn_q", "attn_k", "attn_v", "attn_o", "attn_bias")
 CATEGORIES += ("mlp", "mlp_bias", "norms", "final_norm", "unembedding")
 
 
-def categorise(name: str) -> str | None:
-    """The category of a tensor name (a key of CATEGORIES, QKV or BUFFER), or None if unknown."""
-    bare = name
-    for prefix in ("transformer.", "model."):
-        if bare.startswith(prefix):
-            bare = bare[len(prefix) :]
-            break
-    for pattern, category in _RULES:
-        if re.fullmatch(pattern, bare):  # re caches the compiled patterns
+def categorise(name: str, rules: tuple[tuple[str, str], ...]) -> str | None:
+    """The category of a tensor name by a family's CENSUS rules (a key of CATEGORIES, QKV or BUFFER),
+    or None if no rule knows it. A rule matches the name as it stands or after its first dotted part,
+    the wrapper transformers adds ("transformer." for GPT-2, "model." for Llama and Qwen2)."""
+    bare = name.split(".", 1)[-1]
+    for pattern, category in rules:
+        if re.fullmatch(pattern, name) or re.fullmatch(pattern, bare):  # re caches the compiled patterns
             return category
     return None
 
@@ -494,14 +413,18 @@ class Census:
         return sum(self.counts.values()) + sum(math.prod(shape) for _, shape in self.unknown)
 
 
-def census(shapes: dict[str, tuple[int, ...]]) -> Census:
-    """Group tensors by name into the categories of `exact`.
+def census(shapes: dict[str, tuple[int, ...]], family: str) -> Census:
+    """Group tensors by name into the categories of `exact`, by the CENSUS rules of `family`
+    (a module of tfcli.engine.families).
 
     GPT-2's fused c_attn weight [D, 3·D] is split into its Q, K and V thirds.
     """
+    from tfcli.engine.families import family as family_module  # only --from needs it (and NumPy)
+
+    rules = family_module(family).CENSUS
     c = Census()
     for name, shape in shapes.items():
-        category = categorise(name)
+        category = categorise(name, rules)
         n = math.prod(shape)
         if category == BUFFER:
             c.buffers.append(name)
@@ -532,9 +455,9 @@ class Comparison:
         return not self.mismatched and not self.unknown
 
 
-def compare(s: Shape, shapes: dict[str, tuple[int, ...]]) -> Comparison:
+def compare(s: ModelConfig, shapes: dict[str, tuple[int, ...]]) -> Comparison:
     """The exact count for `s` beside what the tensors `shapes` actually hold, category by category."""
-    e, c = exact(s), census(shapes)
+    e, c = exact(s), census(shapes, s.family)
     rows = tuple((r.key, r.count, c.counts[r.key]) for r in e.rows)
     return Comparison(rows, tuple(c.unknown), tuple(c.buffers))
 

@@ -89,19 +89,13 @@ def params(
 
       tfcli params --preset smollm2-135m --lang zh
     """
-    from tfcli.analysis.params import ShapeError
-    from tfcli.engine.errors import UsageError
-
     zh = _chinese(lang)
     if list_presets:
         _list_presets(as_json, zh)
         return
     flags = {"layers": layers, "d_model": d_model, "heads": heads, "head_dim": head_dim, "kv_heads": kv_heads}
     flags |= {"d_ff": d_ff, "vocab": vocab, "context": context, "tied": tied, "bias": bias, "mlp": mlp.value if mlp else None}
-    try:
-        subject = _subject(preset, model, from_path, flags)
-    except ShapeError as e:
-        raise UsageError(e.message, e.hint) from None
+    subject = _subject(preset, model, from_path, flags)
     report = build_report(subject)
     if from_path is not None:
         report["from"] = _from_report(subject, from_path)
@@ -128,7 +122,7 @@ class Subject:
     name: str  # the preset, or the model folder, the shape started from
     title: str
     source: str  # where the shape came from
-    shape: Any  # tfcli.analysis.params.Shape
+    shape: Any  # a tfcli.engine.config.ModelConfig
     preset: Any = None  # the Preset, when the shape is exactly a preset's (so its quoted figure applies)
     note: str = ""
     changed: tuple[str, ...] = ()  # flags that changed the starting shape
@@ -148,7 +142,7 @@ def _subject(preset: str | None, model: str | None, from_path: Path | None, flag
             note(f"-m {model}: its config.json replaces --preset {chosen.name}")
         base = Subject(folder.name, folder.name, f"{folder / 'config.json'}", _config_shape(folder / "config.json"))
     elif chosen is not None:
-        base = Subject(chosen.name, chosen.title, chosen.source, chosen.shape, chosen, chosen.note)
+        base = Subject(chosen.name, chosen.title, chosen.source, chosen.config, chosen, chosen.note)
     elif from_path is not None:
         config = (from_path if from_path.is_dir() else from_path.parent) / "config.json"
         if not config.exists():
@@ -158,7 +152,7 @@ def _subject(preset: str | None, model: str | None, from_path: Path | None, flag
         base = Subject(config.parent.name, config.parent.name, str(config), _config_shape(config))
     else:
         chosen = presets.get(presets.DEFAULT)
-        base = Subject(chosen.name, chosen.title, chosen.source, chosen.shape, chosen, chosen.note)
+        base = Subject(chosen.name, chosen.title, chosen.source, chosen.config, chosen, chosen.note)
 
     given = {k: v for k, v in flags.items() if v is not None}
     if not given:
@@ -166,8 +160,9 @@ def _subject(preset: str | None, model: str | None, from_path: Path | None, flag
     shape = P.modify(base.shape, **given)
     if shape == base.shape:
         return base
-    changed = tuple(k for k in P.Shape.__dataclass_fields__ if getattr(shape, k) != getattr(base.shape, k))
-    title = f"{base.title}, changed: " + ", ".join(f"{k} {_v(getattr(shape, k))}" for k in changed)
+    new, old = P.shape_dict(shape), P.shape_dict(base.shape)
+    changed = tuple(k for k in P.SHAPE_KEYS if new[k] != old[k])
+    title = f"{base.title}, changed: " + ", ".join(f"{k} {_v(new[k])}" for k in changed)
     return Subject(base.name, title, base.source, shape, None, "", changed)
 
 
@@ -176,10 +171,10 @@ def _v(value: object) -> str:
 
 
 def _config_shape(path: Path):
-    from tfcli.analysis.params import shape_from_config
+    from tfcli.analysis.params import check
     from tfcli.engine.families import load_config
 
-    return shape_from_config(load_config(path))
+    return check(load_config(path))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -192,14 +187,14 @@ def build_report(subject: Subject) -> dict[str, Any]:
     s = subject.shape
     tally, ex = P.tally_3b1b(s), P.exact(s)
     comp, kv, pattern = P.compute(s), P.kv_cache(s), P.attention_pattern(s)
-    untied_total = ex.total + (s.vocab * s.d_model if s.tied else 0)
+    untied_total = ex.total + (s.vocab_size * s.d_model if s.tie_embeddings else 0)
     report: dict[str, Any] = {
         "name": subject.name,
         "title": subject.title,
         "source": subject.source,
         "note": subject.note,
         "changed": list(subject.changed),
-        "shape": asdict(s) | {"d_attn": s.d_attn, "d_kv": s.d_kv},
+        "shape": P.shape_dict(s),
         "tally_3b1b": {"rows": [_row(r) for r in tally.rows], "steps": [_row(r) for r in tally.steps], "total": tally.total},
         "exact": {"rows": [_row(r) for r in ex.rows], "total": ex.total, "untied_total": untied_total},
         "difference": {"rows": [_row(r) for r in P.difference(s)], "total": tally.total - ex.total},
@@ -254,7 +249,7 @@ def _from_report(subject: Subject, path: Path) -> dict[str, Any]:
         "dtypes": dtypes,
         "rows": [{"key": k, "name": LABELS[k][0], "name_zh": LABELS[k][1], "analytic": a, "actual": b} for k, a, b in c.rows],
         "analytic_total": sum(a for _, a, _ in c.rows),
-        "actual_total": P.census(shapes).total,
+        "actual_total": P.census(shapes, subject.shape.family).total,
         "mismatched": c.mismatched,
         "uncategorised": [{"name": n, "shape": list(sh)} for n, sh in c.unknown],
         "buffers": list(c.buffers),
@@ -349,18 +344,26 @@ def _header(report: dict, say: _Say) -> None:
     out.print(f"[bold]{escape(report['title'])}[/]  [dim]{escape(report['name'])} · {escape(report['source'])}[/]")
     _say(f"{s['layers']:,} layers · d_model {s['d_model']:,} · {heads} · d_ff {s['d_ff']:,}")
     _say(f"vocabulary {s['vocab']:,} · context {s['context']:,}")
-    biases = {(True, True): "biases", (False, False): "no biases", (True, False): "attention biases", (False, True): "MLP biases"}
     style = [
         {"gelu": "GELU MLP", "swiglu": "SwiGLU MLP"}[s["mlp"]],
         {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[s["norm"]],
         {"learned": "learned positions", "rope": "RoPE positions"}[s["positions"]],
-        biases[s["attn_bias"], s["mlp_bias"]],
+        _biases(s),
         "tied embeddings" if s["tied"] else "untied embeddings",
     ]
     _say(" · ".join(style), "dim")
     if report["note"]:
         _say(f"note: {report['note']}", "dim")
     out.print()
+
+
+def _biases(s: dict) -> str:
+    """Which projections have biases: all, none, or which (Qwen2: Q, K and V only)."""
+    if s["qkv_bias"] and s["o_bias"] and s["mlp_bias"]:
+        return "biases"
+    parts = ["attention" if s["o_bias"] else "Q/K/V"] if s["qkv_bias"] else ["attention output"] if s["o_bias"] else []
+    parts += ["MLP"] if s["mlp_bias"] else []
+    return " and ".join(parts) + " biases" if parts else "no biases"
 
 
 def _table(title: str, *columns: tuple[str, dict]):
@@ -614,7 +617,7 @@ def _list_presets(as_json: bool, zh: bool) -> None:
 
     rows = []
     for p in PRESETS.values():
-        rows.append({"name": p.name, "title": p.title, "quoted": p.quoted, "source": p.source, "exact": P.exact(p.shape).total, "shape": asdict(p.shape), "note": p.note})
+        rows.append({"name": p.name, "title": p.title, "quoted": p.quoted, "source": p.source, "exact": P.exact(p.config).total, "shape": P.shape_dict(p.config), "note": p.note})
     if as_json:
         print(json.dumps({"presets": rows}, ensure_ascii=False))
         return
