@@ -18,8 +18,9 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from conftest import TINY_GPT2, TINY_LLAMA
-from tfcli.analysis import params as P
-from tfcli.analysis import presets
+from tfcli import numbers
+from tfcli.analysis.params import costs, presets, tally
+from tfcli.analysis.params.shape import ShapeError, modify
 from tfcli.engine.config import ModelConfig
 
 
@@ -68,7 +69,7 @@ GPT3_STEPS = {
 
 
 def test_gpt3_tally_line_by_line():
-    t = P.tally_3b1b(shape("gpt3"))
+    t = tally.tally_3b1b(shape("gpt3"))
     assert [r.key for r in t.rows] == list(GPT3_TALLY)  # 3Blue1Brown's order
     assert {r.key: r.count for r in t.rows} == GPT3_TALLY
     assert t.total == 175_181_291_520
@@ -77,7 +78,7 @@ def test_gpt3_tally_line_by_line():
 
 def test_tally_with_grouped_query_attention_counts_kv_heads_for_key_and_value():
     s = shape("smollm2-135m")  # 30 layers, d 576, 9 query heads and 3 kv heads of 64, d_ff 1536
-    t = P.tally_3b1b(s)
+    t = tally.tally_3b1b(s)
     assert t["query"] == t["output"] == 30 * 9 * 64 * 576
     assert t["key"] == t["value"] == 30 * 3 * 64 * 576
     assert t["up"] == 30 * 2 * 576 * 1536  # SwiGLU: gate and up
@@ -100,7 +101,7 @@ def test_tally_with_grouped_query_attention_counts_kv_heads_for_key_and_value():
     ],
 )
 def test_exact_totals(name, total):
-    assert P.exact(shape(name)).total == total
+    assert tally.exact(shape(name)).total == total
 
 
 GPT3_ROWS = {  # exact count; the paper's Table 2.1 figure
@@ -120,21 +121,21 @@ def test_every_gpt3_row_against_the_paper(name):
     total, figure = GPT3_ROWS[name]
     p = presets.get(name)
     assert p.quoted == figure
-    assert P.exact(p.config).total == total
-    assert abs(total - P.parse_figure(figure)) / P.parse_figure(figure) < 0.02
+    assert tally.exact(p.config).total == total
+    assert abs(total - numbers.parse_figure(figure)) / numbers.parse_figure(figure) < 0.02
     # Every figure is the exact count rounded to the digits printed, except Medium: 355.9M printed as 350M.
-    assert P.rounds_to(total, figure) == (name != "gpt3-medium")
+    assert numbers.rounds_to(total, figure) == (name != "gpt3-medium")
 
 
 def test_gpt3_exact_rows_and_why_the_totals_differ():
     s = shape("gpt3")
-    e = P.exact(s)
+    e = tally.exact(s)
     assert e["token_embedding"] == 617_558_016
     assert e["position_embedding"] == 2048 * 12288
     assert e["attn_q"] == e["attn_k"] == e["attn_v"] == e["attn_o"] == 14_495_514_624
     assert e["mlp"] == 115_964_116_992
     assert e["unembedding"] == 0  # tied
-    diff = {r.key: r.count for r in P.difference(s)}
+    diff = {r.key: r.count for r in tally.difference(s)}
     assert diff == {"diff_unembedding": 617_558_016, "diff_positions": -25_165_824, "diff_biases": -10_616_832, "diff_norms": -4_743_168}
     assert sum(diff.values()) == 175_181_291_520 - 174_604_259_328
 
@@ -142,15 +143,15 @@ def test_gpt3_exact_rows_and_why_the_totals_differ():
 @pytest.mark.parametrize("name", list(presets.PRESETS))
 def test_difference_explains_the_whole_gap_for_every_preset(name):
     s = shape(name)
-    assert sum(r.count for r in P.difference(s)) == P.tally_3b1b(s).total - P.exact(s).total
+    assert sum(r.count for r in tally.difference(s)) == tally.tally_3b1b(s).total - tally.exact(s).total
 
 
 def test_gpt2_three_ways():
     """117M (the GPT-2 paper), 124M (exact, tied), 163M (exact with the unembedding stored apart)."""
     s = shape("gpt2")
     assert presets.get("gpt2").quoted == "117M"
-    assert P.exact(s).total == 124_439_808
-    assert P.exact(P.modify(s, tied=False)).total == 163_037_184
+    assert tally.exact(s).total == 124_439_808
+    assert tally.exact(modify(s, tied=False)).total == 163_037_184
 
 
 # --- compute and memory ------------------------------------------------------------------------------
@@ -158,38 +159,38 @@ def test_gpt2_three_ways():
 
 def test_gpt3_flops_and_memory():
     s = shape("gpt3")
-    c = P.compute(s)
+    c = costs.compute(s)
     assert c.matmul_params == 174_563_733_504  # every layer matrix + the unembedding
     assert c.attention == 2 * 96 * 2048 * 12288 == 4_831_838_208
     assert c.forward == 2 * c.matmul_params + c.attention
     assert c.training == 3 * c.forward
-    assert P.weight_bytes(174_604_259_328) == {"fp32": 698_417_037_312, "fp16": 349_208_518_656, "int8": 174_604_259_328, "int4": 87_302_129_664}
-    kv = P.kv_cache(s)
+    assert costs.weight_bytes(174_604_259_328) == {"fp32": 698_417_037_312, "fp16": 349_208_518_656, "int8": 174_604_259_328, "int4": 87_302_129_664}
+    kv = costs.kv_cache(s)
     assert kv.per_token["fp16"] == 2 * 96 * 96 * 128 * 2 == 4_718_592
     assert kv.full_context["fp16"] == 4_718_592 * 2048
     assert kv.per_token["fp32"] == 2 * kv.per_token["fp16"]
-    a = P.attention_pattern(s)
+    a = costs.attention_pattern(s)
     assert a.per_head == 2048 * 2048 and a.per_layer == 96 * 2048 * 2048 and a.all_layers == 96 * 96 * 2048 * 2048
     # GQA shrinks the cache by H / Hkv
-    assert P.kv_cache(shape("smollm2-135m")).per_token["fp32"] == 2 * 30 * 3 * 64 * 4
+    assert costs.kv_cache(shape("smollm2-135m")).per_token["fp32"] == 2 * 30 * 3 * 64 * 4
 
 
 # --- shapes from flags -------------------------------------------------------------------------------
 
 
 def test_modify_rederives_what_followed():
-    s = P.modify(shape("gpt3"), layers=2, d_model=128, heads=4, vocab=1000, context=64)
+    s = modify(shape("gpt3"), layers=2, d_model=128, heads=4, vocab=1000, context=64)
     assert (s.head_dim, s.n_kv_head, s.d_ff) == (32, 4, 512)
     # 1000·128 + 64·128 + 2·(12·128² + 13·128) + 2·128
-    assert P.exact(s).total == 532_992
-    swiglu = P.modify(shape("gpt3"), mlp="swiglu")
+    assert tally.exact(s).total == 532_992
+    swiglu = modify(shape("gpt3"), mlp="swiglu")
     assert swiglu.d_ff == 32768  # LLaMA's rule: 2/3 of 4·D, up to a multiple of 256
     # SmolLM2's 9 heads of 64 fill d_model 576, so the head size follows; its 3 GQA heads are kept.
-    s = P.modify(shape("smollm2-135m"), heads=12)
+    s = modify(shape("smollm2-135m"), heads=12)
     assert (s.n_kv_head, s.head_dim) == (3, 48)
     # A head size set apart from d_model / heads (as some Llamas do) is kept.
-    apart = P.modify(shape("smollm2-135m"), head_dim=32)
-    assert P.modify(apart, heads=12).head_dim == 32
+    apart = modify(shape("smollm2-135m"), head_dim=32)
+    assert modify(apart, heads=12).head_dim == 32
 
 
 @pytest.mark.parametrize(
@@ -202,13 +203,13 @@ def test_modify_rederives_what_followed():
     ],
 )
 def test_impossible_shapes(changes, needle):
-    with pytest.raises(P.ShapeError, match=needle):
-        P.modify(shape("gpt3"), **changes)
+    with pytest.raises(ShapeError, match=needle):
+        modify(shape("gpt3"), **changes)
 
 
 def test_analysis_imports_nothing_heavy():
     """The accounting reads the engine's ModelConfig, and of the engine only that (and its errors)."""
-    code = "import sys, tfcli.analysis.params, tfcli.analysis.presets; print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'tokenizers', 'safetensors', 'torch') or m.startswith('tfcli.engine')))"
+    code = "import sys, tfcli.analysis.params.shape, tfcli.analysis.params.tally, tfcli.analysis.params.costs, tfcli.analysis.params.presets; print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'tokenizers', 'safetensors', 'torch') or m.startswith('tfcli.engine')))"
     r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent, capture_output=True, text=True, check=True)
     assert r.stdout.strip() == str(["tfcli.engine", "tfcli.engine.config", "tfcli.engine.errors"])
 

@@ -131,8 +131,8 @@ class Subject:
 def _subject(preset: str | None, model: str | None, from_path: Path | None, flags: dict) -> Subject:
     """The shape to count: flags applied to -m's config.json, else --preset, else the config.json
     beside --from, else gpt3."""
-    from tfcli.analysis import params as P
-    from tfcli.analysis import presets
+    from tfcli.analysis.params import presets
+    from tfcli.analysis.params import shape as P
 
     chosen = presets.get(preset) if preset is not None else None
     if model is not None:
@@ -171,7 +171,7 @@ def _v(value: object) -> str:
 
 
 def _config_shape(path: Path):
-    from tfcli.analysis.params import check
+    from tfcli.analysis.params.shape import check
     from tfcli.engine.families import load_config
 
     return check(load_config(path))
@@ -182,11 +182,13 @@ def _config_shape(path: Path):
 
 
 def build_report(subject: Subject) -> dict[str, Any]:
-    from tfcli.analysis import params as P
+    from tfcli import numbers
+    from tfcli.analysis.params import costs, tally as T
+    from tfcli.analysis.params.shape import shape_dict
 
     s = subject.shape
-    tally, ex = P.tally_3b1b(s), P.exact(s)
-    comp, kv, pattern = P.compute(s), P.kv_cache(s), P.attention_pattern(s)
+    tally, ex = T.tally_3b1b(s), T.exact(s)
+    comp, kv, pattern = costs.compute(s), costs.kv_cache(s), costs.attention_pattern(s)
     untied_total = ex.total + (s.vocab_size * s.d_model if s.tie_embeddings else 0)
     report: dict[str, Any] = {
         "name": subject.name,
@@ -194,10 +196,10 @@ def build_report(subject: Subject) -> dict[str, Any]:
         "source": subject.source,
         "note": subject.note,
         "changed": list(subject.changed),
-        "shape": P.shape_dict(s),
+        "shape": shape_dict(s),
         "tally_3b1b": {"rows": [_row(r) for r in tally.rows], "steps": [_row(r) for r in tally.steps], "total": tally.total},
         "exact": {"rows": [_row(r) for r in ex.rows], "total": ex.total, "untied_total": untied_total},
-        "difference": {"rows": [_row(r) for r in P.difference(s)], "total": tally.total - ex.total},
+        "difference": {"rows": [_row(r) for r in T.difference(s)], "total": tally.total - ex.total},
         "quoted": None,
         "compute": asdict(comp)
         | {
@@ -209,26 +211,26 @@ def build_report(subject: Subject) -> dict[str, Any]:
             }
         },
         "memory": {
-            "weights": P.weight_bytes(ex.total),
+            "weights": costs.weight_bytes(ex.total),
             "kv_cache": asdict(kv) | {"formula": "2 × L × Hkv × Dh × bytes"},
             "attention_pattern": asdict(pattern) | {"formula": "T² per head per layer"},
         },
     }
     p = subject.preset
     if p is not None:
-        quoted = P.parse_figure(p.quoted)
+        quoted = numbers.parse_figure(p.quoted)
         report["quoted"] = {
             "figure": p.quoted,
             "value": quoted,
             "source": p.source,
-            "rounds_to": P.rounds_to(ex.total, p.quoted),
+            "rounds_to": numbers.rounds_to(ex.total, p.quoted),
             "relative": (ex.total - quoted) / quoted,
         }
     return report
 
 
 def _row(r) -> dict[str, Any]:
-    from tfcli.analysis.params import LABELS
+    from tfcli.analysis.params.labels import LABELS
 
     en, zh = LABELS[r.key]
     return {"key": r.key, "name": en, "name_zh": zh, "count": r.count, "formula": r.formula, "numbers": r.numbers, "note": r.note}
@@ -236,11 +238,11 @@ def _row(r) -> dict[str, Any]:
 
 def _from_report(subject: Subject, path: Path) -> dict[str, Any]:
     """Read the tensor names and shapes of `path` and set them beside the count for the shape."""
-    from tfcli.analysis import params as P
+    from tfcli.analysis.params.census import compare
+    from tfcli.analysis.params.labels import LABELS
 
     shapes, files, dtypes = _read_shapes(path)
-    c = P.compare(subject.shape, shapes)
-    from tfcli.analysis.params import LABELS
+    c = compare(subject.shape, shapes)
 
     return {
         "path": str(path),
@@ -249,7 +251,7 @@ def _from_report(subject: Subject, path: Path) -> dict[str, Any]:
         "dtypes": dtypes,
         "rows": [{"key": k, "name": LABELS[k][0], "name_zh": LABELS[k][1], "analytic": a, "actual": b} for k, a, b in c.rows],
         "analytic_total": sum(a for _, a, _ in c.rows),
-        "actual_total": P.census(shapes, subject.shape.family).total,
+        "actual_total": c.actual_total,
         "mismatched": c.mismatched,
         "uncategorised": [{"name": n, "shape": list(sh)} for n, sh in c.unknown],
         "buffers": list(c.buffers),
@@ -306,7 +308,7 @@ class _Say:
         return f"{item['name']}\n{item['name_zh']}" if self.zh else item["name"]
 
     def label(self, key: str) -> str:
-        from tfcli.analysis.params import LABELS
+        from tfcli.analysis.params.labels import LABELS
 
         en, zh = LABELS[key]
         return f"{en}\n{zh}" if self.zh else en
@@ -612,12 +614,13 @@ def _list_presets(as_json: bool, zh: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tfcli.analysis import params as P
-    from tfcli.analysis.presets import PRESETS
+    from tfcli.analysis.params.presets import PRESETS
+    from tfcli.analysis.params.shape import shape_dict
+    from tfcli.analysis.params.tally import exact
 
     rows = []
     for p in PRESETS.values():
-        rows.append({"name": p.name, "title": p.title, "quoted": p.quoted, "source": p.source, "exact": P.exact(p.config).total, "shape": P.shape_dict(p.config), "note": p.note})
+        rows.append({"name": p.name, "title": p.title, "quoted": p.quoted, "source": p.source, "exact": exact(p.config).total, "shape": shape_dict(p.config), "note": p.note})
     if as_json:
         print(json.dumps({"presets": rows}, ensure_ascii=False))
         return

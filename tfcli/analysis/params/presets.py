@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tfcli.engine.config import ModelConfig
 
-from .params import ShapeError
+from .shape import ShapeError
 
 
 @dataclass(frozen=True)
