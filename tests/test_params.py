@@ -499,3 +499,143 @@ def test_qwen2_header_names_its_biases(cli, qwen2_folders):
     r = cli("params", "-m", qwen2_folders[True])
     assert r.exit_code == 0, r.stderr
     assert "SwiGLU MLP · RMSNorm · RoPE positions · Q/K/V biases · tied embeddings" in r.stdout
+
+
+# --- one source for each row: count, formula and numbers ------------------------------------------------
+
+
+def _axes(s: ModelConfig) -> dict[str, int]:
+    return {"L": s.n_layer, "D": s.d_model, "H": s.n_head, "Hkv": s.n_kv_head, "Dh": s.head_dim, "F": s.d_ff, "V": s.vocab_size, "T": s.n_ctx}
+
+
+def _evaluate(text: str, names: dict[str, int]) -> int:
+    """A formula or a numbers line as Python: × and · multiply, thousands separators go."""
+    expr = text.replace("×", "*").replace("·", "*").replace(",", "")
+    return eval(expr, {"__builtins__": {}}, names)  # noqa: S307 - our own formula text
+
+
+@pytest.mark.parametrize("name", list(presets.PRESETS))
+@pytest.mark.parametrize("changes", [{}, {"kv_heads": 4, "heads": 8, "d_model": 512}, {"mlp": "swiglu", "tied": False}, {"bias": False}])
+def test_every_row_is_its_own_formula_filled_in(name, changes):
+    """The formula, with the axes' values put in, and the numbers line both give the row's count."""
+    s = modify(shape(name), **changes)
+    steps = tally.tally_3b1b(s)
+    named = {"head": steps["head"] if "head" in {r.key for r in steps.steps} else 0}
+    for r in (*steps.rows, *steps.steps, *tally.exact(s).rows, costs.attention_flops(s), costs.kv_per_token(s, "fp16")):
+        if not r.factors:
+            assert r.count == 0 and r.formula == r.numbers == "" and r.note, r
+            continue
+        assert _evaluate(r.numbers, {}) == r.count, r
+        if "one layer" in r.formula:  # "L × one layer": the layer's count is the step before
+            continue
+        assert _evaluate(r.formula, _axes(s) | named) == r.count, r
+
+
+def test_difference_rows_are_sums_of_the_rows_they_name():
+    s = shape("gpt3")
+    e = tally.exact(s)
+    diff = {r.key: r for r in tally.difference(s)}
+    assert diff["diff_biases"].count == -(e["attn_bias"] + e["mlp_bias"])
+    assert diff["diff_biases"].formula == "L × (3·H·Dh + D) + L × (F + D)"
+    assert diff["diff_positions"].numbers == "2,048 × 12,288"
+
+
+def test_qwen2_shape_counts_qkv_biases_without_o():
+    from dataclasses import replace
+
+    s = replace(shape("smollm2-135m"), family="qwen2", qkv_bias=True)  # SmolLM2's shape with Qwen2's biases
+    bias = tally.exact(s).row("attn_bias")
+    assert bias.count == 30 * (9 * 64 + 2 * 3 * 64) and bias.formula == "L × (H·Dh + 2·Hkv·Dh)"
+    assert tally.exact(replace(s, o_bias=True)).row("attn_bias").count == 30 * (9 * 64 + 2 * 3 * 64 + 576)
+
+
+# --- numbers ----------------------------------------------------------------------------------------------
+
+
+def test_number_formats():
+    assert numbers.count(175_181_291_520) == "175,181,291,520"
+    assert (numbers.signed(617_558_016), numbers.signed(-25_165_824), numbers.signed(0)) == ("+617,558,016", "−25,165,824", "+0")
+    assert (numbers.si(4_831_838_208, "FLOP"), numbers.si(999, "FLOP"), numbers.si(1_000, "FLOP")) == ("4.83 GFLOP", "999 FLOP", "1 kFLOP")
+    assert (numbers.size(349_208_518_656), numbers.size(1_536), numbers.size(512)) == ("349 GB", "1.54 kB", "512 bytes")
+    assert (numbers.human_bytes(1_500_000_000), numbers.human_bytes(12)) == ("1.5 GB", "12 B")
+    assert (numbers.share(1, 3), numbers.share(1, 10_000), numbers.share(0, 5)) == ("33.3", "<0.1", "0.0")
+    assert numbers.percent(40_525_824, 174_604_259_328) == "0.02%"
+    assert (numbers.signed_percent(0.0179), numbers.signed_percent(-0.0113)) == ("+1.8%", "-1.1%")
+    assert numbers.parse_figure("1.3B") == 1_300_000_000 and numbers.parse_figure("125M") == 125_000_000
+    assert numbers.rounds_to(1_315_723_264, "1.3B") and not numbers.rounds_to(355_871_744, "350M")
+
+
+def test_numbers_imports_only_the_standard_library():
+    """Engine, analysis and CLI all use it: it must load nothing of theirs (nor NumPy, typer, rich)."""
+    code = "import sys; import tfcli.numbers; print(sorted(m for m in sys.modules if m.split('.')[0] in ('tfcli', 'numpy', 'typer', 'rich', 'click')))"
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent, capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == str(["tfcli", "tfcli.numbers"])
+
+
+def test_engine_memory_still_offers_human_bytes():
+    from tfcli.engine.memory import human_bytes
+
+    assert human_bytes is numbers.human_bytes
+
+
+# --- the title of a changed shape ---------------------------------------------------------------------------
+
+
+def test_flags_that_make_a_preset_are_titled_as_that_preset(cli):
+    """GPT-3 with 12 layers of 768 and 12 heads is GPT-3 Small (issue: it was "GPT-3 175B, changed: ...")."""
+    r = cli("params", "--layers", "12", "--d-model", "768", "--heads", "12")
+    assert r.exit_code == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("GPT-3 Small  gpt3-small") and "175B" not in first
+    assert "125M. The exact 125,226,240 rounds to it" in r.stdout
+    doc = json.loads(cli("params", "--preset", "gpt2", "--context", "2048", "--json").stdout)  # GPT-3 Small is GPT-2 small at 2,048
+    assert (doc["name"], doc["title"], doc["quoted"]["figure"], doc["changed"]) == ("gpt3-small", "GPT-3 Small", "125M", ["context"])
+
+
+def test_flags_on_the_default_are_a_custom_shape(cli):
+    r = cli("params", "--layers", "2", "--d-model", "128", "--heads", "4")
+    assert r.exit_code == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("Custom shape  custom · shape flags on gpt3") and "changed" not in first
+    doc = json.loads(cli("params", "--layers", "2", "--d-model", "128", "--heads", "4", "--json").stdout)
+    assert (doc["name"], doc["title"], doc["quoted"]) == ("custom", "Custom shape", None)
+
+
+def test_flags_on_a_named_preset_say_what_they_changed(cli):
+    doc = json.loads(cli("params", "--preset", "gpt3", "--layers", "48", "--context", "8192", "--json").stdout)
+    assert doc["title"] == "Custom shape: GPT-3 175B, changed: layers 48, context 8,192"
+    assert doc["name"] == "gpt3" and doc["quoted"] is None
+
+
+# --- --from by name, and a path that is not there ---------------------------------------------------------
+
+
+def test_from_a_model_name_resolves_through_the_store(cli, tmp_path):
+    """--from NAME finds a model as -m does: a shipped one, or one in the cache ($TFCLI_HOME/models)."""
+    r, f = compare(cli, "tang")
+    assert r.exit_code == 0, r.stderr
+    assert f["agree"] and f["actual_total"] == 5_566_720
+    cached = tmp_path / "tfcli-home" / "models" / "tiny"
+    shutil.copytree(TINY_LLAMA, cached)
+    r, f = compare(cli, "tiny")
+    assert r.exit_code == 0, r.stderr
+    assert f["agree"] and f["path"] == str(cached)
+    assert json.loads(r.stdout)["source"] == str(cached / "config.json")
+
+
+def test_from_an_unknown_name_or_a_missing_path(cli, tmp_path):
+    assert "unknown model 'tnag' (did you mean 'tang'?" in one_error_line(cli("params", "--from", "tnag"), code=1)
+    for args in (["--from", tmp_path / "nope"], ["--from", tmp_path / "nope.safetensors", "--preset", "gpt2"], ["--from", "nope.safetensors"]):
+        line = one_error_line(cli("params", *args), code=1)
+        assert "does not exist" in line and "no config.json" not in line, line
+
+
+def test_readme_excerpt_of_params_gpt3_is_what_it_prints(cli):
+    """Every line of the README's `tfcli params --preset gpt3` excerpt is a line of the output."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ tfcli params --preset gpt3\n", 1)[1].split("```", 1)[0]
+    printed = {line.rstrip() for line in cli("params", "--preset", "gpt3").stdout.splitlines()}
+    shown = [line.rstrip() for line in block.splitlines() if line.strip() and line.strip() != "..."]
+    assert len(shown) > 15
+    for line in shown:
+        assert line in printed, line

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tfcli.engine.config import ModelConfig
 
-from .shape import ShapeError
+from .shape import ShapeError, same_shape
 
 
 @dataclass(frozen=True)
@@ -131,3 +131,8 @@ def get(name: str) -> Preset:
     close = difflib.get_close_matches(key, [*PRESETS, *ALIASES], n=1, cutoff=0.6)
     hint = f"did you mean {ALIASES.get(close[0], close[0])!r}? See --list-presets" if close else "see --list-presets"
     raise ShapeError(f"unknown preset {name!r}", hint)
+
+
+def matching(config: ModelConfig) -> Preset | None:
+    """The preset whose shape `config` has (every parameter the same), if any."""
+    return next((p for p in PRESETS.values() if same_shape(p.config, config)), None)
