@@ -3,12 +3,14 @@
 The exact totals pinned here were also counted independently, with transformers on the meta device
 (GPT2LMHeadModel / LlamaForCausalLM built from each preset's shape; `sum(p.numel() for p in
 model.parameters())`, which counts a tied matrix once): every preset agreed to the parameter.
-That check is not repeated here because importing torch alone takes longer than this whole file.
+That check is not repeated here because importing torch alone takes longer than the rest of this file;
+only the Qwen2 tests import it (once, for a module-scoped pair of checkpoints written by transformers).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -639,3 +641,17 @@ def test_readme_excerpt_of_params_gpt3_is_what_it_prints(cli):
     assert len(shown) > 15
     for line in shown:
         assert line in printed, line
+
+
+@pytest.mark.slow
+def test_from_smollm2_by_name(cli, monkeypatch, request):
+    """`--from smollm2`, as the issue wrote it: the pulled model by its name (skipped when it is not
+    in the test cache, $TFCLI_TEST_HOME or .pytest_cache/d/tfcli-home, as tests/test_smollm2.py pulls it)."""
+    cache = getattr(request.config, "cache", None)
+    home = Path(os.environ.get("TFCLI_TEST_HOME") or (cache.mkdir("tfcli-home") if cache else "/nonexistent"))
+    if not (home / "models" / "smollm2" / "config.json").is_file():
+        pytest.skip("SmolLM2 has not been pulled into the test cache")
+    monkeypatch.setenv("TFCLI_HOME", str(home))
+    r, f = compare(cli, "smollm2")
+    assert r.exit_code == 0, r.stderr
+    assert f["agree"] and f["actual_total"] == 134_515_008
