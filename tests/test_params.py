@@ -655,3 +655,13 @@ def test_from_smollm2_by_name(cli, monkeypatch, request):
     r, f = compare(cli, "smollm2")
     assert r.exit_code == 0, r.stderr
     assert f["agree"] and f["actual_total"] == 134_515_008
+
+
+def test_from_a_bare_file_name_is_the_file(cli, tmp_path, monkeypatch):
+    """A model is never a file, so `--from model.safetensors` in the model's folder means that file."""
+    shutil.copy(TINY_GPT2 / "model.safetensors", tmp_path / "model.safetensors")
+    shutil.copy(TINY_GPT2 / "config.json", tmp_path / "config.json")
+    monkeypatch.chdir(tmp_path)
+    r, f = compare(cli, "model.safetensors")
+    assert r.exit_code == 0, r.stderr
+    assert f["agree"] and f["path"] == "model.safetensors"

@@ -45,7 +45,7 @@ def params(
         Optional[str],
         typer.Option("--model", "-m", help="A model name or folder: take the shape from its config.json (wins over --preset).", show_default=False),
     ] = None,
-    from_path: Annotated[
+    from_value: Annotated[
         Optional[str],
         typer.Option(
             "--from",
@@ -76,10 +76,11 @@ def params(
     3Blue1Brown's tally (weight matrices only) is shown step by step beside the
     exact count of every tensor a checkpoint stores, with why the two differ.
 
-    The shape comes from --preset, -m or the default gpt3. The shape flags
-    change it; sizes you do not give follow from those you do (head_dim =
-    d_model / heads, d_ff = 4 x d_model). --from compares the count with the
-    tensors of a real weight file or model, and exits with 1 if they differ.
+    The shape comes from --preset, -m, the config.json beside --from, or the
+    default gpt3. The shape flags change it; sizes you do not give follow from
+    those you do (head_dim = d_model / heads, d_ff = 4 x d_model). --from
+    (a weight file, a model folder or a model name) compares the count with the
+    tensors actually stored, and exits with 1 if they differ.
 
     Examples:
 
@@ -109,11 +110,11 @@ def params(
         return
     flags = {"layers": layers, "d_model": d_model, "heads": heads, "head_dim": head_dim, "kv_heads": kv_heads}
     flags |= {"d_ff": d_ff, "vocab": vocab, "context": context, "tied": tied, "bias": bias, "mlp": mlp.value if mlp else None}
-    weights = _weights(from_path) if from_path is not None else None  # before the shape: a bad path is the first thing to say
-    subject = _subject(preset, model, from_path, weights, flags)
+    weights = _weights(from_value) if from_value is not None else None  # before the shape: a bad path is the first thing to say
+    subject = _subject(preset, model, from_value, weights, flags)
     report = R.build(subject)
     if weights is not None:
-        shown = str(Path(from_path)) if _is_path(from_path) else str(weights)  # as typed, or the folder a name found
+        shown = str(Path(from_value)) if _is_path(from_value) else str(weights)  # as typed, or the folder a name found
         report["from"] = R.build_from(subject, shown, *_read_shapes(weights))
     if as_json:
         print(json.dumps(report, ensure_ascii=False))
@@ -165,15 +166,16 @@ def _config(path: Path):
 
 
 def _is_path(value: str) -> bool:
-    from tfcli.store.registry import looks_like_path as path_like
+    """--from's value names a path, not a model: it looks like one, names a weight file, or is a file."""
+    from tfcli.store.registry import looks_like_path
 
-    return path_like(value) or value.endswith(".safetensors")
+    return looks_like_path(value) or value.endswith(".safetensors") or Path(value).is_file()
 
 
 def _weights(value: str) -> Path:
     """--from VALUE: a .safetensors file or a model folder by its path, or a model by its name, as -m
-    takes it (shipped, cached, or pulled on first use). A name is never a path (tfcli/store/registry.py);
-    a file name ending in .safetensors is taken as a path."""
+    takes it (shipped, cached, or pulled on first use). A name is never a folder's path (see
+    tfcli/store/registry.py), but a model is never a file, so a bare file name is taken as the file."""
     from tfcli.engine.errors import CheckpointError
 
     if not _is_path(value):

@@ -88,7 +88,10 @@ def build(subject: Subject) -> dict[str, Any]:
         "memory": {
             "weights": costs.weight_bytes(ex.total),
             "kv_cache": asdict(kv)
-            | {"formula": "2 × L × Hkv × Dh × bytes", "rows": {dtype: {"formula": r.formula, "numbers": r.numbers} for dtype, r in kv_rows.items()}},
+            | {
+                "formula": "2 × L × Hkv × Dh × bytes",
+                "rows": {dtype: {"formula": r.formula, "numbers": r.numbers} for dtype, r in kv_rows.items()},
+            },
             "attention_pattern": asdict(pattern) | {"formula": "T² per head per layer"},
         },
     }
@@ -126,6 +129,7 @@ def build_from(subject: Subject, path: str, shapes: dict[str, tuple[int, ...]], 
         "actual_total": c.actual_total,
         "mismatched": c.mismatched,
         "uncategorised": [{"name": n, "shape": list(sh)} for n, sh in c.unknown],
+        "uncategorised_total": c.actual_total - sum(b for _, _, b in c.rows),
         "buffers": list(c.buffers),
         "agree": c.agree,
     }
@@ -133,7 +137,7 @@ def build_from(subject: Subject, path: str, shapes: dict[str, tuple[int, ...]], 
 
 def presets_list() -> list[dict[str, Any]]:
     """Every preset with its exact count, for --list-presets."""
-    rows = []
-    for p in presets.PRESETS.values():
-        rows.append({"name": p.name, "title": p.title, "quoted": p.quoted, "source": p.source, "exact": exact(p.config).total, "shape": shape_dict(p.config), "note": p.note})
-    return rows
+    return [
+        {"name": p.name, "title": p.title, "quoted": p.quoted, "source": p.source, "exact": exact(p.config).total, "shape": shape_dict(p.config), "note": p.note}
+        for p in presets.PRESETS.values()
+    ]

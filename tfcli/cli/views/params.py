@@ -7,8 +7,6 @@ Drawing only: every number comes from the report dict (tfcli/analysis/params/rep
 
 from __future__ import annotations
 
-import math
-
 from rich import box
 from rich.markup import escape
 from rich.table import Table
@@ -133,7 +131,7 @@ def _render_tally(report: dict, say: _Say) -> None:
 
     steps = _table(say.both("Step by step", "逐步计算"), _NAME, _FORMULA, _NUMBERS, _COUNT)
     for r in t["steps"]:
-        steps.add_row(_named(r, say), escape(r["formula"]), escape(r["numbers"]), f"{num.count(r['count'])}")
+        steps.add_row(_named(r, say), escape(r["formula"]), escape(r["numbers"]), num.count(r["count"]))
     out.print(steps)
 
 
@@ -160,8 +158,7 @@ def _render_difference(report: dict, say: _Say) -> None:
     table.add_row("[bold]3Blue1Brown[/]", f"[bold]{num.count(t['total'])}[/]")
     out.print(table)
 
-    vd = s["vocab"] * s["d_model"]
-    small = t["total"] - e["total"] - (vd if s["tied"] else 0)
+    small = sum(r["count"] for r in d["rows"][1:])  # what the tally leaves out, besides counting the unembedding apart
     if s["tied"]:
         _say(
             say.both(
@@ -202,7 +199,7 @@ def _render_costs(report: dict, say: _Say) -> None:
     def row(en: str, zh: str, formula: str, value: str) -> None:
         table.add_row(escape(f"{en}\n{zh}" if say.zh else en), escape(formula), value)
 
-    row("N: weights a token is multiplied by", "N：词元要乘过的权重", "layer matrices + unembedding", f"{num.count(c['matmul_params'])}")
+    row("N: weights a token is multiplied by", "N：词元要乘过的权重", "layer matrices + unembedding", num.count(c["matmul_params"]))
     row("attention FLOPs per token", "每词元注意力 FLOPs", f"{c['formula']['attention']}\n= {c['numbers']['attention']}", num.si(c["attention"], "FLOP"))
     row("forward FLOPs per token", "每词元前向 FLOPs", "2·N + attention", num.si(c["forward"], "FLOP"))
     row("training FLOPs per token", "每词元训练 FLOPs", "3 × forward ≈ 6·N", num.si(c["training"], "FLOP"))
@@ -250,10 +247,10 @@ def _render_from(report: dict, say: _Say) -> None:
     for r in f["rows"]:
         diff = r["actual"] - r["analytic"]
         mark = f"[bold red]✗ {num.signed(diff)}[/]" if diff else "[green]✓[/]"
-        table.add_row(escape(say.name(r)), f"{num.count(r['analytic'])}", f"{num.count(r['actual'])}", mark)
+        table.add_row(escape(say.name(r)), num.count(r["analytic"]), num.count(r["actual"]), mark)
     if f["uncategorised"]:
-        n = sum(math.prod(u["shape"]) for u in f["uncategorised"])
-        table.add_row(escape(say.label("uncategorised")), "0", f"{num.count(n)}", f"[bold red]✗ {num.signed(n)}[/]")
+        n = f["uncategorised_total"]
+        table.add_row(escape(say.label("uncategorised")), "0", num.count(n), f"[bold red]✗ {num.signed(n)}[/]")
     table.add_section()
     same = f["analytic_total"] == f["actual_total"]
     table.add_row(f"[bold]{say.label('total')}[/]", f"[bold]{num.count(f['analytic_total'])}[/]", f"[bold]{num.count(f['actual_total'])}[/]", "[green]✓[/]" if same else "[bold red]✗[/]")
