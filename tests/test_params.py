@@ -3,12 +3,14 @@
 The exact totals pinned here were also counted independently, with transformers on the meta device
 (GPT2LMHeadModel / LlamaForCausalLM built from each preset's shape; `sum(p.numel() for p in
 model.parameters())`, which counts a tied matrix once): every preset agreed to the parameter.
-That check is not repeated here because importing torch alone takes longer than this whole file.
+That check is not repeated here because importing torch alone takes longer than the rest of this file;
+only the Qwen2 tests import it (once, for a module-scoped pair of checkpoints written by transformers).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,8 +20,10 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from conftest import TINY_GPT2, TINY_LLAMA
-from tfcli.analysis import params as P
-from tfcli.analysis import presets
+from tfcli import numbers
+from tfcli.analysis.params import costs, presets, tally
+from tfcli.analysis.params.shape import ShapeError, modify
+from tfcli.engine.config import ModelConfig
 
 
 @pytest.fixture(autouse=True)
@@ -30,8 +34,8 @@ def english(monkeypatch):
     monkeypatch.setenv("LANG", "C.UTF-8")
 
 
-def shape(name: str) -> P.Shape:
-    return presets.get(name).shape
+def shape(name: str) -> ModelConfig:
+    return presets.get(name).config
 
 
 def one_error_line(r, code: int = 2) -> str:
@@ -67,7 +71,7 @@ GPT3_STEPS = {
 
 
 def test_gpt3_tally_line_by_line():
-    t = P.tally_3b1b(shape("gpt3"))
+    t = tally.tally_3b1b(shape("gpt3"))
     assert [r.key for r in t.rows] == list(GPT3_TALLY)  # 3Blue1Brown's order
     assert {r.key: r.count for r in t.rows} == GPT3_TALLY
     assert t.total == 175_181_291_520
@@ -76,7 +80,7 @@ def test_gpt3_tally_line_by_line():
 
 def test_tally_with_grouped_query_attention_counts_kv_heads_for_key_and_value():
     s = shape("smollm2-135m")  # 30 layers, d 576, 9 query heads and 3 kv heads of 64, d_ff 1536
-    t = P.tally_3b1b(s)
+    t = tally.tally_3b1b(s)
     assert t["query"] == t["output"] == 30 * 9 * 64 * 576
     assert t["key"] == t["value"] == 30 * 3 * 64 * 576
     assert t["up"] == 30 * 2 * 576 * 1536  # SwiGLU: gate and up
@@ -99,7 +103,7 @@ def test_tally_with_grouped_query_attention_counts_kv_heads_for_key_and_value():
     ],
 )
 def test_exact_totals(name, total):
-    assert P.exact(shape(name)).total == total
+    assert tally.exact(shape(name)).total == total
 
 
 GPT3_ROWS = {  # exact count; the paper's Table 2.1 figure
@@ -119,21 +123,21 @@ def test_every_gpt3_row_against_the_paper(name):
     total, figure = GPT3_ROWS[name]
     p = presets.get(name)
     assert p.quoted == figure
-    assert P.exact(p.shape).total == total
-    assert abs(total - P.parse_figure(figure)) / P.parse_figure(figure) < 0.02
+    assert tally.exact(p.config).total == total
+    assert abs(total - numbers.parse_figure(figure)) / numbers.parse_figure(figure) < 0.02
     # Every figure is the exact count rounded to the digits printed, except Medium: 355.9M printed as 350M.
-    assert P.rounds_to(total, figure) == (name != "gpt3-medium")
+    assert numbers.rounds_to(total, figure) == (name != "gpt3-medium")
 
 
 def test_gpt3_exact_rows_and_why_the_totals_differ():
     s = shape("gpt3")
-    e = P.exact(s)
+    e = tally.exact(s)
     assert e["token_embedding"] == 617_558_016
     assert e["position_embedding"] == 2048 * 12288
     assert e["attn_q"] == e["attn_k"] == e["attn_v"] == e["attn_o"] == 14_495_514_624
     assert e["mlp"] == 115_964_116_992
     assert e["unembedding"] == 0  # tied
-    diff = {r.key: r.count for r in P.difference(s)}
+    diff = {r.key: r.count for r in tally.difference(s)}
     assert diff == {"diff_unembedding": 617_558_016, "diff_positions": -25_165_824, "diff_biases": -10_616_832, "diff_norms": -4_743_168}
     assert sum(diff.values()) == 175_181_291_520 - 174_604_259_328
 
@@ -141,15 +145,15 @@ def test_gpt3_exact_rows_and_why_the_totals_differ():
 @pytest.mark.parametrize("name", list(presets.PRESETS))
 def test_difference_explains_the_whole_gap_for_every_preset(name):
     s = shape(name)
-    assert sum(r.count for r in P.difference(s)) == P.tally_3b1b(s).total - P.exact(s).total
+    assert sum(r.count for r in tally.difference(s)) == tally.tally_3b1b(s).total - tally.exact(s).total
 
 
 def test_gpt2_three_ways():
     """117M (the GPT-2 paper), 124M (exact, tied), 163M (exact with the unembedding stored apart)."""
     s = shape("gpt2")
     assert presets.get("gpt2").quoted == "117M"
-    assert P.exact(s).total == 124_439_808
-    assert P.exact(P.modify(s, tied=False)).total == 163_037_184
+    assert tally.exact(s).total == 124_439_808
+    assert tally.exact(modify(s, tied=False)).total == 163_037_184
 
 
 # --- compute and memory ------------------------------------------------------------------------------
@@ -157,38 +161,38 @@ def test_gpt2_three_ways():
 
 def test_gpt3_flops_and_memory():
     s = shape("gpt3")
-    c = P.compute(s)
+    c = costs.compute(s)
     assert c.matmul_params == 174_563_733_504  # every layer matrix + the unembedding
     assert c.attention == 2 * 96 * 2048 * 12288 == 4_831_838_208
     assert c.forward == 2 * c.matmul_params + c.attention
     assert c.training == 3 * c.forward
-    assert P.weight_bytes(174_604_259_328) == {"fp32": 698_417_037_312, "fp16": 349_208_518_656, "int8": 174_604_259_328, "int4": 87_302_129_664}
-    kv = P.kv_cache(s)
+    assert costs.weight_bytes(174_604_259_328) == {"fp32": 698_417_037_312, "fp16": 349_208_518_656, "int8": 174_604_259_328, "int4": 87_302_129_664}
+    kv = costs.kv_cache(s)
     assert kv.per_token["fp16"] == 2 * 96 * 96 * 128 * 2 == 4_718_592
     assert kv.full_context["fp16"] == 4_718_592 * 2048
     assert kv.per_token["fp32"] == 2 * kv.per_token["fp16"]
-    a = P.attention_pattern(s)
+    a = costs.attention_pattern(s)
     assert a.per_head == 2048 * 2048 and a.per_layer == 96 * 2048 * 2048 and a.all_layers == 96 * 96 * 2048 * 2048
     # GQA shrinks the cache by H / Hkv
-    assert P.kv_cache(shape("smollm2-135m")).per_token["fp32"] == 2 * 30 * 3 * 64 * 4
+    assert costs.kv_cache(shape("smollm2-135m")).per_token["fp32"] == 2 * 30 * 3 * 64 * 4
 
 
 # --- shapes from flags -------------------------------------------------------------------------------
 
 
 def test_modify_rederives_what_followed():
-    s = P.modify(shape("gpt3"), layers=2, d_model=128, heads=4, vocab=1000, context=64)
-    assert (s.head_dim, s.kv_heads, s.d_ff) == (32, 4, 512)
+    s = modify(shape("gpt3"), layers=2, d_model=128, heads=4, vocab=1000, context=64)
+    assert (s.head_dim, s.n_kv_head, s.d_ff) == (32, 4, 512)
     # 1000·128 + 64·128 + 2·(12·128² + 13·128) + 2·128
-    assert P.exact(s).total == 532_992
-    swiglu = P.modify(shape("gpt3"), mlp="swiglu")
+    assert tally.exact(s).total == 532_992
+    swiglu = modify(shape("gpt3"), mlp="swiglu")
     assert swiglu.d_ff == 32768  # LLaMA's rule: 2/3 of 4·D, up to a multiple of 256
     # SmolLM2's 9 heads of 64 fill d_model 576, so the head size follows; its 3 GQA heads are kept.
-    s = P.modify(shape("smollm2-135m"), heads=12)
-    assert (s.kv_heads, s.head_dim) == (3, 48)
+    s = modify(shape("smollm2-135m"), heads=12)
+    assert (s.n_kv_head, s.head_dim) == (3, 48)
     # A head size set apart from d_model / heads (as some Llamas do) is kept.
-    apart = P.modify(shape("smollm2-135m"), head_dim=32)
-    assert P.modify(apart, heads=12).head_dim == 32
+    apart = modify(shape("smollm2-135m"), head_dim=32)
+    assert modify(apart, heads=12).head_dim == 32
 
 
 @pytest.mark.parametrize(
@@ -201,14 +205,15 @@ def test_modify_rederives_what_followed():
     ],
 )
 def test_impossible_shapes(changes, needle):
-    with pytest.raises(P.ShapeError, match=needle):
-        P.modify(shape("gpt3"), **changes)
+    with pytest.raises(ShapeError, match=needle):
+        modify(shape("gpt3"), **changes)
 
 
 def test_analysis_imports_nothing_heavy():
-    code = "import sys, tfcli.analysis.params, tfcli.analysis.presets; print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'tokenizers', 'safetensors', 'torch') or m.startswith('tfcli.engine')))"
+    """The accounting reads the engine's ModelConfig, and of the engine only that (and its errors)."""
+    code = "import sys, tfcli.analysis.params.shape, tfcli.analysis.params.tally, tfcli.analysis.params.costs, tfcli.analysis.params.presets; print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'tokenizers', 'safetensors', 'torch') or m.startswith('tfcli.engine')))"
     r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent, capture_output=True, text=True, check=True)
-    assert r.stdout.strip() == "[]"
+    assert r.stdout.strip() == str(["tfcli.engine", "tfcli.engine.config", "tfcli.engine.errors"])
 
 
 # --- the command ---------------------------------------------------------------------------------------
@@ -307,7 +312,7 @@ def test_cli_model_config(cli):
     assert doc["shape"] | {"d_attn": 0, "d_kv": 0} == {
         "layers": 3, "d_model": 96, "heads": 6, "head_dim": 16, "kv_heads": 2, "d_ff": 160, "vocab": 300, "context": 128,
         "tied": False, "attn_bias": False, "mlp_bias": False, "mlp": "swiglu", "norm": "rmsnorm", "positions": "rope",
-        "d_attn": 0, "d_kv": 0,
+        "qkv_bias": False, "o_bias": False, "d_attn": 0, "d_kv": 0,
     }  # fmt: skip
     r = cli("params", "-m", TINY_GPT2, "--preset", "gpt3", "--json")  # config.json wins over the preset
     assert json.loads(r.stdout)["shape"]["layers"] == 3
@@ -451,3 +456,212 @@ def test_difference_rows_lead_from_the_exact_count_to_the_tally(cli, preset):
     text = cli("params", "--preset", preset).stdout
     section = text[text.index("Why the two totals differ") :]
     assert section.index("Exact count") < section.index("3Blue1Brown")
+
+
+# --- Qwen2: biases on Q, K and V but not on O ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def qwen2_folders(tmp_path_factory):
+    """Two random Qwen2ForCausalLM checkpoints as transformers saves them: GQA, tied and untied."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    folders = {}
+    for tied in (True, False):
+        torch.manual_seed(0)
+        config = transformers.Qwen2Config(
+            vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=tied, use_sliding_window=False,
+        )  # fmt: skip
+        folder = tmp_path_factory.mktemp(f"qwen2-{'tied' if tied else 'untied'}")
+        transformers.Qwen2ForCausalLM(config).save_pretrained(folder, safe_serialization=True)
+        folders[tied] = folder
+    return folders
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_from_qwen2_counts_its_biases_exactly(cli, qwen2_folders, tied):
+    folder = qwen2_folders[tied]
+    r, f = compare(cli, folder)
+    assert r.exit_code == 0, r.stderr
+    assert f["agree"] and not f["mismatched"] and not f["uncategorised"], f
+    weights = load_file(folder / "model.safetensors")
+    assert f["analytic_total"] == f["actual_total"] == sum(t.size for t in weights.values())
+    rows = {row["key"]: row["actual"] for row in f["rows"]}
+    assert rows["attn_bias"] == 2 * (4 * 16 + 2 * 2 * 16)  # q, k and v biases; o has none
+    assert not any(name.endswith("o_proj.bias") for name in weights)
+    assert rows["mlp_bias"] == 0 and rows["unembedding"] == (0 if tied else 320 * 64)
+    doc = json.loads(r.stdout)
+    assert doc["shape"]["qkv_bias"] is True and doc["shape"]["o_bias"] is False
+    bias_row = next(row for row in doc["exact"]["rows"] if row["key"] == "attn_bias")
+    assert (bias_row["formula"], bias_row["numbers"], bias_row["count"]) == ("L × (H·Dh + 2·Hkv·Dh)", "2 × 128", 256)
+
+
+def test_qwen2_header_names_its_biases(cli, qwen2_folders):
+    r = cli("params", "-m", qwen2_folders[True])
+    assert r.exit_code == 0, r.stderr
+    assert "SwiGLU MLP · RMSNorm · RoPE positions · Q/K/V biases · tied embeddings" in r.stdout
+
+
+# --- one source for each row: count, formula and numbers ------------------------------------------------
+
+
+def _axes(s: ModelConfig) -> dict[str, int]:
+    return {"L": s.n_layer, "D": s.d_model, "H": s.n_head, "Hkv": s.n_kv_head, "Dh": s.head_dim, "F": s.d_ff, "V": s.vocab_size, "T": s.n_ctx}
+
+
+def _evaluate(text: str, names: dict[str, int]) -> int:
+    """A formula or a numbers line as Python: × and · multiply, thousands separators go."""
+    expr = text.replace("×", "*").replace("·", "*").replace(",", "")
+    return eval(expr, {"__builtins__": {}}, names)  # noqa: S307 - our own formula text
+
+
+@pytest.mark.parametrize("name", list(presets.PRESETS))
+@pytest.mark.parametrize("changes", [{}, {"kv_heads": 4, "heads": 8, "d_model": 512}, {"mlp": "swiglu", "tied": False}, {"bias": False}])
+def test_every_row_is_its_own_formula_filled_in(name, changes):
+    """The formula, with the axes' values put in, and the numbers line both give the row's count."""
+    s = modify(shape(name), **changes)
+    steps = tally.tally_3b1b(s)
+    named = {"head": steps["head"] if "head" in {r.key for r in steps.steps} else 0}
+    for r in (*steps.rows, *steps.steps, *tally.exact(s).rows, costs.attention_flops(s), costs.kv_per_token(s, "fp16")):
+        if not r.factors:
+            assert r.count == 0 and r.formula == r.numbers == "" and r.note, r
+            continue
+        assert _evaluate(r.numbers, {}) == r.count, r
+        if "one layer" in r.formula:  # "L × one layer": the layer's count is the step before
+            continue
+        assert _evaluate(r.formula, _axes(s) | named) == r.count, r
+
+
+def test_difference_rows_are_sums_of_the_rows_they_name():
+    s = shape("gpt3")
+    e = tally.exact(s)
+    diff = {r.key: r for r in tally.difference(s)}
+    assert diff["diff_biases"].count == -(e["attn_bias"] + e["mlp_bias"])
+    assert diff["diff_biases"].formula == "L × (3·H·Dh + D) + L × (F + D)"
+    assert diff["diff_positions"].numbers == "2,048 × 12,288"
+
+
+def test_qwen2_shape_counts_qkv_biases_without_o():
+    from dataclasses import replace
+
+    s = replace(shape("smollm2-135m"), family="qwen2", qkv_bias=True)  # SmolLM2's shape with Qwen2's biases
+    bias = tally.exact(s).row("attn_bias")
+    assert bias.count == 30 * (9 * 64 + 2 * 3 * 64) and bias.formula == "L × (H·Dh + 2·Hkv·Dh)"
+    assert tally.exact(replace(s, o_bias=True)).row("attn_bias").count == 30 * (9 * 64 + 2 * 3 * 64 + 576)
+
+
+# --- numbers ----------------------------------------------------------------------------------------------
+
+
+def test_number_formats():
+    assert numbers.count(175_181_291_520) == "175,181,291,520"
+    assert (numbers.signed(617_558_016), numbers.signed(-25_165_824), numbers.signed(0)) == ("+617,558,016", "−25,165,824", "+0")
+    assert (numbers.si(4_831_838_208, "FLOP"), numbers.si(999, "FLOP"), numbers.si(1_000, "FLOP")) == ("4.83 GFLOP", "999 FLOP", "1 kFLOP")
+    assert (numbers.size(349_208_518_656), numbers.size(1_536), numbers.size(512)) == ("349 GB", "1.54 kB", "512 bytes")
+    assert (numbers.human_bytes(1_500_000_000), numbers.human_bytes(12)) == ("1.5 GB", "12 B")
+    assert (numbers.share(1, 3), numbers.share(1, 10_000), numbers.share(0, 5)) == ("33.3", "<0.1", "0.0")
+    assert numbers.percent(40_525_824, 174_604_259_328) == "0.02%"
+    assert (numbers.signed_percent(0.0179), numbers.signed_percent(-0.0113)) == ("+1.8%", "-1.1%")
+    assert numbers.parse_figure("1.3B") == 1_300_000_000 and numbers.parse_figure("125M") == 125_000_000
+    assert numbers.rounds_to(1_315_723_264, "1.3B") and not numbers.rounds_to(355_871_744, "350M")
+
+
+def test_numbers_imports_only_the_standard_library():
+    """Engine, analysis and CLI all use it: it must load nothing of theirs (nor NumPy, typer, rich)."""
+    code = "import sys; import tfcli.numbers; print(sorted(m for m in sys.modules if m.split('.')[0] in ('tfcli', 'numpy', 'typer', 'rich', 'click')))"
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent, capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == str(["tfcli", "tfcli.numbers"])
+
+
+def test_engine_memory_still_offers_human_bytes():
+    from tfcli.engine.memory import human_bytes
+
+    assert human_bytes is numbers.human_bytes
+
+
+# --- the title of a changed shape ---------------------------------------------------------------------------
+
+
+def test_flags_that_make_a_preset_are_titled_as_that_preset(cli):
+    """GPT-3 with 12 layers of 768 and 12 heads is GPT-3 Small (issue: it was "GPT-3 175B, changed: ...")."""
+    r = cli("params", "--layers", "12", "--d-model", "768", "--heads", "12")
+    assert r.exit_code == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("GPT-3 Small  gpt3-small") and "175B" not in first
+    assert "125M. The exact 125,226,240 rounds to it" in r.stdout
+    doc = json.loads(cli("params", "--preset", "gpt2", "--context", "2048", "--json").stdout)  # GPT-3 Small is GPT-2 small at 2,048
+    assert (doc["name"], doc["title"], doc["quoted"]["figure"], doc["changed"]) == ("gpt3-small", "GPT-3 Small", "125M", ["context"])
+
+
+def test_flags_on_the_default_are_a_custom_shape(cli):
+    r = cli("params", "--layers", "2", "--d-model", "128", "--heads", "4")
+    assert r.exit_code == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("Custom shape  custom · shape flags on gpt3") and "changed" not in first
+    doc = json.loads(cli("params", "--layers", "2", "--d-model", "128", "--heads", "4", "--json").stdout)
+    assert (doc["name"], doc["title"], doc["quoted"]) == ("custom", "Custom shape", None)
+
+
+def test_flags_on_a_named_preset_say_what_they_changed(cli):
+    doc = json.loads(cli("params", "--preset", "gpt3", "--layers", "48", "--context", "8192", "--json").stdout)
+    assert doc["title"] == "Custom shape: GPT-3 175B, changed: layers 48, context 8,192"
+    assert doc["name"] == "gpt3" and doc["quoted"] is None
+
+
+# --- --from by name, and a path that is not there ---------------------------------------------------------
+
+
+def test_from_a_model_name_resolves_through_the_store(cli, tmp_path):
+    """--from NAME finds a model as -m does: a shipped one, or one in the cache ($TFCLI_HOME/models)."""
+    r, f = compare(cli, "tang")
+    assert r.exit_code == 0, r.stderr
+    assert f["agree"] and f["actual_total"] == 5_566_720
+    cached = tmp_path / "tfcli-home" / "models" / "tiny"
+    shutil.copytree(TINY_LLAMA, cached)
+    r, f = compare(cli, "tiny")
+    assert r.exit_code == 0, r.stderr
+    assert f["agree"] and f["path"] == str(cached)
+    assert json.loads(r.stdout)["source"] == str(cached / "config.json")
+
+
+def test_from_an_unknown_name_or_a_missing_path(cli, tmp_path):
+    assert "unknown model 'tnag' (did you mean 'tang'?" in one_error_line(cli("params", "--from", "tnag"), code=1)
+    for args in (["--from", tmp_path / "nope"], ["--from", tmp_path / "nope.safetensors", "--preset", "gpt2"], ["--from", "nope.safetensors"]):
+        line = one_error_line(cli("params", *args), code=1)
+        assert "does not exist" in line and "no config.json" not in line, line
+
+
+def test_readme_excerpt_of_params_gpt3_is_what_it_prints(cli):
+    """Every line of the README's `tfcli params --preset gpt3` excerpt is a line of the output."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ tfcli params --preset gpt3\n", 1)[1].split("```", 1)[0]
+    printed = {line.rstrip() for line in cli("params", "--preset", "gpt3").stdout.splitlines()}
+    shown = [line.rstrip() for line in block.splitlines() if line.strip() and line.strip() != "..."]
+    assert len(shown) > 15
+    for line in shown:
+        assert line in printed, line
+
+
+@pytest.mark.slow
+def test_from_smollm2_by_name(cli, monkeypatch, request):
+    """`--from smollm2`, as the issue wrote it: the pulled model by its name (skipped when it is not
+    in the test cache, $TFCLI_TEST_HOME or .pytest_cache/d/tfcli-home, as tests/test_smollm2.py pulls it)."""
+    cache = getattr(request.config, "cache", None)
+    home = Path(os.environ.get("TFCLI_TEST_HOME") or (cache.mkdir("tfcli-home") if cache else "/nonexistent"))
+    if not (home / "models" / "smollm2" / "config.json").is_file():
+        pytest.skip("SmolLM2 has not been pulled into the test cache")
+    monkeypatch.setenv("TFCLI_HOME", str(home))
+    r, f = compare(cli, "smollm2")
+    assert r.exit_code == 0, r.stderr
+    assert f["agree"] and f["actual_total"] == 134_515_008
+
+
+def test_from_a_bare_file_name_is_the_file(cli, tmp_path, monkeypatch):
+    """A model is never a file, so `--from model.safetensors` in the model's folder means that file."""
+    shutil.copy(TINY_GPT2 / "model.safetensors", tmp_path / "model.safetensors")
+    shutil.copy(TINY_GPT2 / "config.json", tmp_path / "config.json")
+    monkeypatch.chdir(tmp_path)
+    r, f = compare(cli, "model.safetensors")
+    assert r.exit_code == 0, r.stderr
+    assert f["agree"] and f["path"] == "model.safetensors"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ..numbers import human_bytes  # re-exported: cli/bench.py, cli/attn.py and benchmarks/compare.py import it from here
 from .errors import ResourceError
 
 
@@ -28,14 +29,6 @@ def available_bytes() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if abs(n) < 1000 or unit == "PB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} PB"
 
 
 def check_allocation(nbytes: int, what: str, hint: str = "use a shorter prompt or fewer --max-tokens, or a smaller model") -> None:

@@ -12,25 +12,44 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from .params import Shape, ShapeError
+from tfcli.engine.config import ModelConfig
+
+from .shape import ShapeError, same_shape
 
 
 @dataclass(frozen=True)
 class Preset:
     name: str
     title: str
-    shape: Shape
+    config: ModelConfig  # the shape, as the engine would describe the model
     quoted: str  # the figure the authors printed, e.g. "1.3B"
     source: str  # where `quoted` and the shape come from
     note: str = ""  # where the shape departs from what was printed, and why
 
 
-def _gpt3(layers: int, d_model: int, heads: int) -> Shape:
-    return Shape(layers=layers, d_model=d_model, heads=heads, head_dim=d_model // heads, kv_heads=heads, d_ff=4 * d_model, vocab=50257, context=2048)
+def _gpt(layers: int, d_model: int, heads: int, context: int) -> ModelConfig:
+    """GPT-2's block (GPT-3 keeps it): LayerNorm, learned positions, biases, a GELU MLP of 4 D, tied."""
+    return ModelConfig(
+        family="gpt2",
+        vocab_size=50257,
+        n_ctx=context,
+        n_layer=layers,
+        d_model=d_model,
+        n_head=heads,
+        n_kv_head=heads,
+        head_dim=d_model // heads,
+        d_ff=4 * d_model,
+        norm_eps=1e-5,
+        tie_embeddings=True,
+    )
 
 
-def _gpt2(layers: int, d_model: int, heads: int) -> Shape:
-    return Shape(layers=layers, d_model=d_model, heads=heads, head_dim=d_model // heads, kv_heads=heads, d_ff=4 * d_model, vocab=50257, context=1024)
+def _gpt3(layers: int, d_model: int, heads: int) -> ModelConfig:
+    return _gpt(layers, d_model, heads, 2048)
+
+
+def _gpt2(layers: int, d_model: int, heads: int) -> ModelConfig:
+    return _gpt(layers, d_model, heads, 1024)
 
 
 _GPT3 = "GPT-3 paper, Table 2.1"
@@ -70,21 +89,25 @@ PRESETS: dict[str, Preset] = {
         Preset(
             "smollm2-135m",
             "SmolLM2-135M",
-            Shape(
-                layers=30,
+            ModelConfig(
+                family="llama",
+                vocab_size=49152,
+                n_ctx=8192,
+                n_layer=30,
                 d_model=576,
-                heads=9,
+                n_head=9,
+                n_kv_head=3,
                 head_dim=64,
-                kv_heads=3,
                 d_ff=1536,
-                vocab=49152,
-                context=8192,
-                tied=True,
-                attn_bias=False,
-                mlp_bias=False,
-                mlp="swiglu",
+                norm_eps=1e-5,
+                tie_embeddings=True,
                 norm="rmsnorm",
+                mlp="swiglu",
                 positions="rope",
+                qkv_bias=False,
+                o_bias=False,
+                mlp_bias=False,
+                rope_theta=100000.0,
             ),
             "135M",
             "HuggingFaceTB/SmolLM2-135M",
@@ -108,3 +131,8 @@ def get(name: str) -> Preset:
     close = difflib.get_close_matches(key, [*PRESETS, *ALIASES], n=1, cutoff=0.6)
     hint = f"did you mean {ALIASES.get(close[0], close[0])!r}? See --list-presets" if close else "see --list-presets"
     raise ShapeError(f"unknown preset {name!r}", hint)
+
+
+def matching(config: ModelConfig) -> Preset | None:
+    """The preset whose shape `config` has (every parameter the same), if any."""
+    return next((p for p in PRESETS.values() if same_shape(p.config, config)), None)

@@ -1,0 +1,135 @@
+"""The two counts of a shape, row by row, and the rows that lead from the one to the other.
+
+* tally_3b1b: 3Blue1Brown's convention (Deep Learning series, chapters 5-7), weight matrices only,
+  with the embedding and the unembedding as two matrices, and the per-head and per-layer steps.
+* exact: every tensor a checkpoint of the shape stores, grouped by what it does.
+* difference: why the two totals differ.
+
+Every row is a product of factors (factors.py), so its count, its formula and its filled-in numbers
+cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tfcli.engine.config import ModelConfig
+
+from .factors import Row, Sum, axis, const, plus, times
+from .shape import gqa
+
+
+@dataclass(frozen=True)
+class Tally:
+    rows: tuple[Row, ...]
+    steps: tuple[Row, ...] = ()  # the per-head and per-layer arithmetic a reader follows
+
+    @property
+    def total(self) -> int:
+        return sum(r.count for r in self.rows)
+
+    def row(self, key: str) -> Row:
+        for r in (*self.rows, *self.steps):
+            if r.key == key:
+                return r
+        raise KeyError(key)
+
+    def __getitem__(self, key: str) -> int:
+        return self.row(key).count
+
+
+class _Axes:
+    """The axes of a shape as factors, named as STYLE.md names them."""
+
+    def __init__(self, s: ModelConfig):
+        self.L, self.D, self.H = axis("L", s.n_layer), axis("D", s.d_model), axis("H", s.n_head)
+        self.Dh, self.F, self.V, self.T = axis("Dh", s.head_dim), axis("F", s.d_ff), axis("V", s.vocab_size), axis("T", s.n_ctx)
+        self.Hkv = axis("Hkv", s.n_kv_head)
+        # Key and value heads: written Hkv under grouped-query attention, H (the same number) without.
+        self.kv = self.Hkv if gqa(s) else axis("H", s.n_kv_head)
+
+
+def tally_3b1b(s: ModelConfig) -> Tally:
+    """3Blue1Brown's convention: weight matrices only, embedding and unembedding counted apart.
+
+    Per head, "Value" is the value-down map (D -> Dh) and "Output" the value-up map (Dh -> D). With
+    GQA the Key and Value rows count the Hkv shared key/value heads, not the H query heads.
+    """
+    a = _Axes(s)
+    L, D, H, Dh, F, V = a.L, a.D, a.H, a.Dh, a.F, a.V
+    # Matrices on the way up: up (GELU), or gate and up (SwiGLU), both D -> F.
+    up = Row("up", (L, const(2), D, F), "gate and up, both D → F") if s.mlp_matrices == 3 else Row("up", (L, D, F))
+    rows = (
+        Row("embedding", (V, D)),
+        Row("key", (L, a.kv, Dh, D)),
+        Row("query", (L, H, Dh, D)),
+        Row("value", (L, a.kv, Dh, D)),
+        Row("output", (L, H, Dh, D)),
+        up,
+        Row("down", (L, F, D)),
+        Row("unembedding", (V, D)),
+    )
+    one = times(D, Dh, sep=" × ")  # one head's matrix, D x Dh
+    steps = [
+        Row("head_query", (D, Dh)),
+        Row("head_key", (D, Dh)),
+        Row("head_value_down", (D, Dh)),
+        Row("head_value_up", (Dh, D)),
+    ]
+    if gqa(s):
+        steps += [
+            Row("query_head", (const(2), one), "W_Q and value-up"),
+            Row("kv_head", (const(2), one), f"W_K and value-down, shared by {s.q_per_kv} query heads"),
+            Row("layer_attention", (plus(H, a.Hkv, parts=True), times(const(2), D, Dh))),
+        ]
+    else:
+        head = Row("head", (const(4), one))
+        steps += [head, Row("layer_attention", (H, axis("head", head.count)))]
+    layer_attention, layer_mlp = steps[-1], Row("layer_mlp", (const(s.mlp_matrices), D, F))
+    steps += [
+        layer_mlp,
+        Row("all_attention", (L, axis("one layer", layer_attention.count))),
+        Row("all_mlp", (L, axis("one layer", layer_mlp.count))),
+    ]
+    return Tally(rows, tuple(steps))
+
+
+def exact(s: ModelConfig) -> Tally:
+    """Every parameter tensor a checkpoint of this shape stores, grouped by what it does."""
+    a = _Axes(s)
+    L, D, H, Dh, F, V, T = a.L, a.D, a.H, a.Dh, a.F, a.V, a.T
+    m = s.mlp_matrices
+    # Biases: Q, K and V (GPT-2, Qwen2), O (GPT-2), or none (Llama by default).
+    qkv = ([times(H, Dh), times(const(2), a.Hkv, Dh)] if gqa(s) else [times(const(3), H, Dh)]) if s.qkv_bias else []
+    attn_bias = qkv + ([D] if s.o_bias else [])
+    norm = times(const(2), D, sep=" × ") if s.norm == "layernorm" else D  # LayerNorm: scale and shift
+    rows = (
+        Row("token_embedding", (V, D)),
+        Row("position_embedding", (T, D)) if s.positions == "learned" else Row("position_embedding", note="RoPE: rotations, no parameters"),
+        Row("attn_q", (L, D, times(H, Dh))),
+        Row("attn_k", (L, D, times(a.kv, Dh))),
+        Row("attn_v", (L, D, times(a.kv, Dh))),
+        Row("attn_o", (L, times(H, Dh), D)),
+        Row("attn_bias", (L, plus(*attn_bias))) if attn_bias else Row("attn_bias", note="no biases"),
+        Row("mlp", (L, const(m), D, F), "gate, up, down" if m == 3 else "up, down"),
+        Row("mlp_bias", (L, plus(times(const(2), F) if m == 3 else F, D))) if s.mlp_bias else Row("mlp_bias", note="no biases"),
+        Row("norms", (L, const(2), norm), f"2 per layer, {'scale and shift' if s.norm == 'layernorm' else 'scale only'}"),
+        Row("final_norm", (norm,)),
+        Row("unembedding", note="tied: shares the embedding") if s.tie_embeddings else Row("unembedding", (V, D)),
+    )
+    return Tally(rows)
+
+
+def difference(s: ModelConfig) -> tuple[Sum, ...]:
+    """Why the 3Blue1Brown tally and the exact count differ: rows that sum to tally - exact."""
+    t, e = tally_3b1b(s), exact(s)
+    if s.tie_embeddings:
+        unembedding = Sum("diff_unembedding", (t.row("unembedding"),), note="counted as its own matrix; a tied checkpoint stores it once")
+    else:
+        unembedding = Sum("diff_unembedding", note="untied: both count it")
+    return (
+        unembedding,
+        Sum("diff_positions", (e.row("position_embedding"),), -1),
+        Sum("diff_biases", (e.row("attn_bias"), e.row("mlp_bias")), -1),
+        Sum("diff_norms", (e.row("norms"), e.row("final_norm")), -1),
+    )

@@ -1,0 +1,315 @@
+"""Drawing the `tfcli params` report: the header, the tally and its steps, the exact count, why the
+totals differ, what a token costs, and the --from comparison; and the --list-presets table.
+
+Drawing only: every number comes from the report dict (tfcli/analysis/params/report.py), which
+--json prints as it is, and is written by tfcli/numbers.py.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from tfcli import numbers as num
+from tfcli.analysis.params.labels import LABELS
+
+from ..console import out
+
+
+class _Say:
+    """Names and sentences in English, and in Chinese too when asked."""
+
+    def __init__(self, zh: bool):
+        self.zh = zh
+
+    def name(self, item: dict) -> str:
+        return f"{item['name']}\n{item['name_zh']}" if self.zh else item["name"]
+
+    def label(self, key: str) -> str:
+        en, zh = LABELS[key]
+        return f"{en}\n{zh}" if self.zh else en
+
+    def both(self, en: str, zh: str) -> str:
+        return f"{en}\n{zh}" if self.zh else en
+
+
+def render(report: dict, zh: bool) -> None:
+    """The whole report: its header, then the --from comparison, or the counts and the costs."""
+    say = _Say(zh)
+    _header(report, say)
+    if "from" in report:
+        _render_from(report, say)
+        return
+    _render_tally(report, say)
+    _render_exact(report, say)
+    _render_difference(report, say)
+    _render_costs(report, say)
+    _say(say.both("Compare with the tensors of a real file: tfcli params --from MODEL_DIR", "与真实权重文件中的张量对照：tfcli params --from 模型目录"), "dim")
+
+
+def _say(text: str, style: str = "") -> None:
+    out.print(escape(text), style=style or None)
+
+
+def _header(report: dict, say: _Say) -> None:
+    s = report["shape"]
+    heads = f"{s['heads']} heads × {s['head_dim']}"
+    if s["kv_heads"] != s["heads"]:
+        heads = f"{s['heads']} query heads × {s['head_dim']} ({s['kv_heads']} key/value heads)"
+    out.print(f"[bold]{escape(report['title'])}[/]  [dim]{escape(report['name'])} · {escape(report['source'])}[/]")
+    _say(f"{num.count(s['layers'])} layers · d_model {num.count(s['d_model'])} · {heads} · d_ff {num.count(s['d_ff'])}")
+    _say(f"vocabulary {num.count(s['vocab'])} · context {num.count(s['context'])}")
+    style = [
+        {"gelu": "GELU MLP", "swiglu": "SwiGLU MLP"}[s["mlp"]],
+        {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[s["norm"]],
+        {"learned": "learned positions", "rope": "RoPE positions"}[s["positions"]],
+        _biases(s),
+        "tied embeddings" if s["tied"] else "untied embeddings",
+    ]
+    _say(" · ".join(style), "dim")
+    if report["note"]:
+        _say(f"note: {report['note']}", "dim")
+    out.print()
+
+
+def _biases(s: dict) -> str:
+    """Which projections have biases: all, none, or which (Qwen2: Q, K and V only)."""
+    if s["qkv_bias"] and s["o_bias"] and s["mlp_bias"]:
+        return "biases"
+    parts = ["attention" if s["o_bias"] else "Q/K/V"] if s["qkv_bias"] else ["attention output"] if s["o_bias"] else []
+    parts += ["MLP"] if s["mlp_bias"] else []
+    return " and ".join(parts) + " biases" if parts else "no biases"
+
+
+def _table(title: str, *columns: tuple[str, dict]):
+    """A borderless table with a bold title; columns are (header, Rich column options)."""
+    table = Table(title=escape(title), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for header, opts in columns:
+        table.add_column(header, **opts)
+    return table
+
+
+_NAME = ("", {"ratio": 1})
+_FORMULA = ("formula", {"style": "dim", "no_wrap": True})
+_NUMBERS = ("", {"style": "dim", "no_wrap": True})
+_COUNT = ("parameters", {"justify": "right", "no_wrap": True, "style": "cyan"})
+
+
+def _named(r: dict, say: _Say) -> str:
+    return escape(say.name(r)) + (f"\n[dim]{escape(r['note'])}[/]" if r["note"] else "")
+
+
+def _render_tally(report: dict, say: _Say) -> None:
+    t, s = report["tally_3b1b"], report["shape"]
+    table = _table(say.both("3Blue1Brown's tally: weight matrices only", "3Blue1Brown 的统计：只计权重矩阵"), _NAME, _FORMULA, _NUMBERS, _COUNT)
+    for r in t["rows"]:
+        table.add_row(_named(r, say), escape(r["formula"]), escape(r["numbers"]), num.count(r["count"]))
+    table.add_section()
+    table.add_row(f"[bold]{say.label('total')}[/]", "", "", f"[bold]{num.count(t['total'])}[/]")
+    out.print(table)
+    notes = [
+        say.both(
+            "Embedding and unembedding are counted as two matrices. Per head, Value is the value-down map (D → Dh) "
+            "and Output the value-up map (Dh → D).",
+            "嵌入与反嵌入按两个矩阵计。每个头的“值”是值降维映射（D → Dh），“输出”是值升维映射（Dh → D）。",
+        )
+    ]
+    if s["kv_heads"] != s["heads"]:
+        q = s["heads"] // s["kv_heads"]
+        notes.append(
+            say.both(
+                f"Grouped-query attention: the Key and Value rows count the {s['kv_heads']} key/value heads, each shared by {q} query heads.",
+                f"分组查询注意力：键和值两行按 {s['kv_heads']} 个键值头计算，每个键值头由 {q} 个查询头共享。",
+            )
+        )
+    if s["mlp"] == "swiglu":
+        notes.append(say.both("SwiGLU MLP: the Up-projection holds two matrices, gate and up.", "SwiGLU MLP：上投影包含门控和上投影两个矩阵。"))
+    for n in notes:
+        _say(n, "dim")
+    out.print()
+
+    steps = _table(say.both("Step by step", "逐步计算"), _NAME, _FORMULA, _NUMBERS, _COUNT)
+    for r in t["steps"]:
+        steps.add_row(_named(r, say), escape(r["formula"]), escape(r["numbers"]), num.count(r["count"]))
+    out.print(steps)
+
+
+def _render_exact(report: dict, say: _Say) -> None:
+    e = report["exact"]
+    table = _table(say.both("Exact count: every tensor a checkpoint stores", "精确计数：检查点中存放的每一个张量"), _NAME, _FORMULA, _COUNT, ("%", {"justify": "right", "no_wrap": True, "style": "dim"}))
+    for r in e["rows"]:
+        table.add_row(_named(r, say), escape(r["formula"]), num.count(r["count"]), num.share(r["count"], e["total"]))
+    table.add_section()
+    table.add_row(f"[bold]{say.label('total')}[/]", "", f"[bold]{num.count(e['total'])}[/]", "100")
+    out.print(table)
+
+
+def _render_difference(report: dict, say: _Say) -> None:
+    d, e, t, s = report["difference"], report["exact"], report["tally_3b1b"], report["shape"]
+    table = _table(say.both("Why the two totals differ", "两个总数为何不同"), _NAME, ("", {"justify": "right", "no_wrap": True, "style": "cyan"}))
+    table.show_header = False
+    # From the exact count to the tally: each row is what the tally adds or leaves out.
+    table.add_row(say.label("exact_total"), num.count(e["total"]))
+    for r in d["rows"]:
+        if r["count"]:
+            table.add_row(_named({**r, "note": ""}, say), num.signed(r["count"]))
+    table.add_section()
+    table.add_row("[bold]3Blue1Brown[/]", f"[bold]{num.count(t['total'])}[/]")
+    out.print(table)
+
+    small = sum(r["count"] for r in d["rows"][1:])  # what the tally leaves out, besides counting the unembedding apart
+    if s["tied"]:
+        _say(
+            say.both(
+                f"The tally counts the unembedding as a matrix of its own, but this model ties it to the embedding: a checkpoint "
+                f"stores that {num.count(s['vocab'])} × {num.count(s['d_model'])} matrix once. Stored twice (untied, as some tools report), "
+                f"the exact count would be {num.count(e['untied_total'])}.",
+                f"统计把反嵌入当作独立的矩阵，但本模型的反嵌入与嵌入共享权重：检查点只存一次这个 {num.count(s['vocab'])} × {num.count(s['d_model'])} 矩阵。"
+                f"若存两份（不共享，一些工具这样报告），精确计数将是 {num.count(e['untied_total'])}。",
+            )
+        )
+    if small:
+        left = [(r["count"], en, zh) for r, en, zh in zip(d["rows"][1:], ("the position table", "the biases", "the norms"), ("位置表", "偏置", "归一化参数")) if r["count"]]
+        en = " and ".join(", ".join(x[1] for x in left).rsplit(", ", 1))
+        zh = "、".join(x[2] for x in left)
+        _say(
+            say.both(
+                f"The tally also leaves out {en}: {num.count(-small)} parameters, {num.percent(-small, e['total'])} of the exact count.",
+                f"统计还略去了{zh}：共 {num.count(-small)} 个，占精确计数的 {num.percent(-small, e['total'])}。",
+            )
+        )
+    q = report["quoted"]
+    if q:
+        if q["rounds_to"]:
+            en = f"{q['source']}: {q['figure']}. The exact {num.count(e['total'])} rounds to it ({num.signed_percent(q['relative'])})."
+            zh = f"{q['source']}：{q['figure']}。精确值 {num.count(e['total'])} 四舍五入后与之相符（{num.signed_percent(q['relative'])}）。"
+        else:
+            en = f"{q['source']}: {q['figure']}. The exact {num.count(e['total'])} is {num.signed_percent(q['relative'])} from it: the printed figure is not this count rounded."
+            zh = f"{q['source']}：{q['figure']}。精确值 {num.count(e['total'])} 与之相差 {num.signed_percent(q['relative'])}：印出的数字并非此计数的四舍五入。"
+        _say(say.both(en, zh), "bold")
+    out.print()
+
+
+def _render_costs(report: dict, say: _Say) -> None:
+    s, c, m = report["shape"], report["compute"], report["memory"]
+    T = s["context"]
+    table = _table(say.both("What a token costs", "一个词元的开销"), _NAME, ("formula", {"style": "dim", "ratio": 1}), ("", {"justify": "right", "no_wrap": True, "style": "cyan"}))
+
+    def row(en: str, zh: str, formula: str, value: str) -> None:
+        table.add_row(escape(f"{en}\n{zh}" if say.zh else en), escape(formula), value)
+
+    row("N: weights a token is multiplied by", "N：词元要乘过的权重", "layer matrices + unembedding", num.count(c["matmul_params"]))
+    row("attention FLOPs per token", "每词元注意力 FLOPs", f"{c['formula']['attention']}\n= {c['numbers']['attention']}", num.si(c["attention"], "FLOP"))
+    row("forward FLOPs per token", "每词元前向 FLOPs", "2·N + attention", num.si(c["forward"], "FLOP"))
+    row("training FLOPs per token", "每词元训练 FLOPs", "3 × forward ≈ 6·N", num.si(c["training"], "FLOP"))
+    table.add_section()
+    for dtype, n in m["weights"].items():
+        per = {"fp32": "4 bytes", "fp16": "2 bytes", "int8": "1 byte", "int4": "½ byte"}[dtype]
+        row(f"weights in {dtype}", f"{dtype} 权重", f"exact count × {per}", num.size(n))
+    table.add_section()
+    kv = m["kv_cache"]
+    for dtype in ("fp32", "fp16"):
+        row(f"KV cache per token, {dtype}", f"每词元 KV 缓存（{dtype}）", f"{kv['rows'][dtype]['formula']}\n= {kv['rows'][dtype]['numbers']}", num.size(kv["per_token"][dtype]))
+        row(f"  … for the full context of {num.count(T)}", f"完整上下文 {num.count(T)}", "× T", num.size(kv["full_context"][dtype]))
+    table.add_section()
+    a = m["attention_pattern"]
+    row("one attention pattern (a head, a layer)", "一个注意力模式（一头一层）", f"T² = {num.count(T)}²", f"{num.count(a['per_head'])} scores")
+    row("  … all heads of one layer, fp32", "一层全部头（fp32）", "H × T² × 4 bytes", num.size(a["bytes_per_layer_fp32"]))
+    row("  … all heads of all layers", "全部层全部头", "L × H × T²", f"{num.count(a['all_layers'])} scores")
+    out.print(table)
+    _say(
+        say.both(
+            "FLOPs count a multiply-add as 2 (Kaplan et al. 2020, Table 1); the attention term averages a causal context of T. "
+            "Embedding lookups, biases and norms are left out. Doubling the context doubles the KV cache but quadruples "
+            "the attention patterns: that square is what limits context length. GB = 10⁹ bytes.",
+            "FLOPs 把一次乘加算作 2（Kaplan 等 2020，表 1）；注意力项按长度 T 的因果上下文取平均。嵌入查表、偏置和归一化未计入。"
+            "上下文加倍，KV 缓存加倍，注意力模式却变为四倍：正是这个平方限制了上下文长度。GB = 10⁹ 字节。",
+        ),
+        "dim",
+    )
+    out.print()
+
+
+def _render_from(report: dict, say: _Say) -> None:
+    f = report["from"]
+    dtypes = ", ".join(f"{n} {d}" for d, n in f["dtypes"].items())
+    files = f"{len(f['files'])} file" + ("s" if len(f["files"]) != 1 else "")
+    _say(
+        say.both(
+            f"{f['path']}: {f['tensors']} tensors in {files} ({dtypes}), read from the header only",
+            f"{f['path']}：{len(f['files'])} 个文件中的 {f['tensors']} 个张量（{dtypes}），只读文件头",
+        ),
+        "bold",
+    )
+    count = {"justify": "right", "no_wrap": True, "style": "cyan"}
+    table = _table("", _NAME, (say.both("from the shape", "按形状计算"), count), (say.both("in the file", "文件中"), count), ("", {"no_wrap": True}))
+    for r in f["rows"]:
+        diff = r["actual"] - r["analytic"]
+        mark = f"[bold red]✗ {num.signed(diff)}[/]" if diff else "[green]✓[/]"
+        table.add_row(escape(say.name(r)), num.count(r["analytic"]), num.count(r["actual"]), mark)
+    if f["uncategorised"]:
+        n = f["uncategorised_total"]
+        table.add_row(escape(say.label("uncategorised")), "0", num.count(n), f"[bold red]✗ {num.signed(n)}[/]")
+    table.add_section()
+    same = f["analytic_total"] == f["actual_total"]
+    table.add_row(f"[bold]{say.label('total')}[/]", f"[bold]{num.count(f['analytic_total'])}[/]", f"[bold]{num.count(f['actual_total'])}[/]", "[green]✓[/]" if same else "[bold red]✗[/]")
+    out.print(table)
+    for u in f["uncategorised"]:
+        _say(say.both(f"not categorised: {u['name']} {u['shape']}", f"未归类：{u['name']} {u['shape']}"), "red")
+    if f["mismatched"]:
+        _say(
+            say.both(
+                "A category that differs holds a tensor that is missing, extra, or of another shape than config.json implies.",
+                "数目不符的类别中，有张量缺失、多余，或形状与 config.json 所示不同。",
+            ),
+            "red",
+        )
+    if f["buffers"]:
+        _say(
+            say.both(
+                f"{len(f['buffers'])} stored buffer(s) not counted: constants such as GPT-2's causal mask (attn.bias), not parameters.",
+                f"未计入 {len(f['buffers'])} 个缓冲张量：它们是常量（如 GPT-2 的因果掩码 attn.bias），不是参数。",
+            ),
+            "dim",
+        )
+    unembedding = next(r for r in f["rows"] if r["key"] == "unembedding")
+    if report["shape"]["tied"] and unembedding["actual"]:
+        _say(
+            say.both(
+                "config.json ties the unembedding to the embedding, yet the file also stores lm_head.weight: a copy.",
+                "config.json 让反嵌入与嵌入共享权重，但文件中还存了 lm_head.weight：一份副本。",
+            ),
+            "dim",
+        )
+    if f["agree"]:
+        _say(say.both("The tensors in the file agree with the count from the shape, category by category.", "文件中的张量与按形状计算的结果逐类一致。"), "bold green")
+
+
+def render_presets(rows: list[dict], zh: bool) -> None:
+    """The --list-presets table (rows from tfcli.analysis.params.report.presets_list)."""
+    say = _Say(zh)
+    table = Table(title=say.both("Presets", "预设"), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for name in ("preset", "L", "D", "H×Dh", "Hkv", "V", "T", "exact", "quoted"):
+        table.add_column(name, justify="left" if name == "preset" else "right", no_wrap=True)
+    for r in rows:
+        s = r["shape"]
+        table.add_row(
+            escape(r["name"]),
+            str(s["layers"]),
+            num.count(s["d_model"]),
+            f"{s['heads']}×{s['head_dim']}",
+            str(s["kv_heads"]),
+            num.count(s["vocab"]),
+            num.count(s["context"]),
+            num.count(r["exact"]),
+            r["quoted"],
+        )
+    out.print(table)
+    _say(
+        say.both(
+            "exact: every tensor a checkpoint stores; quoted: the figure the authors printed (GPT-3 paper Table 2.1, GPT-2 paper Table 2).",
+            "exact：检查点存放的全部参数；quoted：作者公布的数字（GPT-3 论文表 2.1，GPT-2 论文表 2）。",
+        ),
+        "dim",
+    )
