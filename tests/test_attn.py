@@ -15,6 +15,7 @@ import pytest
 from tfcli.analysis.attention import (
     banded_mask,
     causal_mask,
+    attention_weights,
     fit,
     masked_softmax,
     parse_pattern,
@@ -22,8 +23,8 @@ from tfcli.analysis.attention import (
     summarize,
     worked_example,
 )
-from tfcli.cli import images
-from tfcli.cli.attn import attention_weights, token_labels
+from tfcli.cli.views import images
+from tfcli.cli.views.attn import token_labels
 from tfcli.store import load
 from tfcli.engine.errors import UsageError
 

@@ -1,8 +1,8 @@
 """Attention taken apart: masks, a worked example with hand-set numbers, per-head summaries.
 
-Pure NumPy, no I/O. The real attention weights come from the engine's forward pass
-(`Transformer.forward(..., attn_probs=[])`); this module only builds masks, applies softmax the way
-the engine does (ops.softmax), and measures patterns. Axes (STYLE.md): T query tokens, S key
+Pure NumPy, no I/O. The real attention weights come from the engine's forward pass, which records
+them when asked (`attention_weights` below, through engine.inspect.Recorder); the rest of this module
+builds masks, applies softmax the way the engine does (ops.softmax), and measures patterns. Axes (STYLE.md): T query tokens, S key
 positions; for a whole text run from an empty cache S = T.
 """
 
@@ -16,6 +16,32 @@ import numpy as np
 
 from tfcli.engine.errors import UsageError
 from tfcli.engine.ops import softmax
+
+# --- a model's weights ------------------------------------------------------------------------
+
+
+def attention_weights(model, ids: list[int], layers: list[int]) -> np.ndarray:
+    """Run ids through the model from an empty cache -> weights [len(layers), H, T, T].
+
+    Refuses (ResourceError) before the pass when the weights kept for drawing would take more than
+    half the memory available.
+    """
+    from tfcli.engine.errors import ResourceError
+    from tfcli.engine.inspect import Recorder
+    from tfcli.engine.memory import available_bytes, human_bytes
+
+    need = len(layers) * model.config.n_head * len(ids) ** 2 * 4  # float32, kept until drawn
+    avail = available_bytes()
+    if avail is not None and need > avail // 2:
+        raise ResourceError(
+            f"the attention weights of {len(layers)} layer(s) for {len(ids)} tokens would need {human_bytes(need)} "
+            f"of the {human_bytes(avail)} of memory available",
+            "pick one --layer, or use a shorter text",
+        )
+    rec = Recorder(attention=True, layers=layers)  # only these layers: all of a deep model could take gigabytes
+    model.forward(np.asarray(ids), model.new_cache(len(ids)), record=rec)
+    return np.stack([rec.attn[i] for i in layers])  # [len(layers), H, T, T]
+
 
 # --- masks ------------------------------------------------------------------------------------
 # A mask is a boolean [T, T] array, True where query t may look at key s. Everything False is set to
@@ -64,6 +90,17 @@ class Pattern:
         if self.kind == "banded":
             return banded_mask(t_len, self.width)
         return causal_mask(t_len)
+
+    def kept(self, t_len: int) -> int:
+        """How many of the T x T scores the mask keeps, counted without building it (T may be large)."""
+        tri = lambda n: n * (n + 1) // 2  # noqa: E731  a causal block of n tokens
+        if self.kind == "sliding":
+            w = min(self.width, t_len)
+            return tri(w) + (t_len - w) * w  # rows grow to W, then stay at W
+        if self.kind == "banded":
+            full, rest = divmod(t_len, self.width)
+            return full * tri(self.width) + tri(rest)
+        return tri(t_len)
 
     def describe(self) -> str:
         if self.kind == "sliding":
