@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import sys
@@ -340,3 +341,96 @@ def test_tang_labels_each_character(cli):
     lines = [line.strip() for line in r.stdout.splitlines()]
     rows = [line for line in lines if line[:1] in set(CHINESE) and len(line) > 1 and set(line[1:]) <= set(" ░▒▓█·")]
     assert [row[0] for row in rows] == list(CHINESE)  # a row per character, in order
+
+
+# --- many heads: --explain ------------------------------------------------------------------
+
+def _flat(text: str) -> str:
+    """Terminal text with its line wrapping undone."""
+    return " ".join(text.split())
+
+
+SMOLLM2_CONFIG = {  # HuggingFaceTB/SmolLM2-135M's config.json, the fields that fix its shape
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,
+    "num_attention_heads": 9, "num_key_value_heads": 3, "num_hidden_layers": 30, "vocab_size": 49152,
+    "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "rope_theta": 100000, "tie_word_embeddings": True,
+    "bos_token_id": 0, "eos_token_id": 0,
+}  # fmt: skip
+
+
+def test_explain_without_a_model_is_gpt3(cli):
+    r = cli("attn", "--explain")
+    assert r.exit_code == 0, r.stderr
+    out = _flat(r.stdout)
+    assert "GPT-3 175B" in out and "96 × 128 = 12,288" in out and "W_O" in out
+    assert "Value↓" in out and "Value↑" in out and "[c_0 c_1 … c_95]" in out  # not eaten as markup
+    assert "plain multi-head attention" in out
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
+    data = json.loads(cli("attn", "--explain", "--json").stdout)
+    assert data["model"] == "gpt3"
+    assert data["shape"] | {} == {"layers": 96, "d_model": 12288, "heads": 96, "head_dim": 128, "kv_heads": 96, "d_attn": 12288, "d_kv": 12288}
+    assert data["value_down"] == [12288, 128] and data["value_up"] == [128, 12288]
+    assert data["weights_per_layer"]["W_O"] == 12288 * 12288
+
+
+def test_explain_reads_only_config_json_and_names_the_shared_heads(cli, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(SMOLLM2_CONFIG))  # no weights, no tokenizer
+    r = cli("attn", "--explain", "-m", tmp_path)
+    assert r.exit_code == 0, r.stderr
+    out = _flat(r.stdout)
+    assert "9 × 64 = 576" in out and "Grouped-query attention: the 9 query heads share 3 key/value heads, 3 each" in out
+    assert "Key/value head 0 serves query heads 0-2; key/value head 1 serves query heads 3-5; key/value head 2 serves query heads 6-8" in out
+    assert "W_K and W_V are [576, 192] instead of [576, 576]" in out
+    data = json.loads(cli("attn", "--explain", "-m", tmp_path, "--json").stdout)
+    assert [g["query_heads"] for g in data["groups"]] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert data["shape"]["kv_heads"] == 3 and data["q_per_kv"] == 3
+    # The preset of `tfcli params` gives the same numbers as the config.json.
+    preset = json.loads(cli("attn", "--explain", "--preset", "smollm2-135m", "--json").stdout)
+    assert preset["shape"] == data["shape"] and preset["groups"] == data["groups"]
+
+
+def test_explain_in_chinese(cli):
+    r = cli("attn", "--explain", "-m", "tang", "--lang", "zh")
+    assert r.exit_code == 0, r.stderr
+    zh = r.stdout.replace("\n", "")  # Rich wraps Chinese between any two characters
+    assert "多头注意力" in zh and "8 × 32 = 256" in _flat(r.stdout) and "拼接" in zh and "普通多头注意力" in zh
+    assert "Multi-head attention in tang" in r.stdout  # Chinese as well as English, as params does
+    assert "多头注意力" not in cli("attn", "--explain", "-m", "tang", "--lang", "en").stdout
+
+
+def test_demo_ends_with_many_heads(cli):
+    r = cli("attn", "--demo")
+    assert r.exit_code == 0, r.stderr
+    assert "5. Many heads" in r.stdout and "96 × 128 = 12,288" in _flat(r.stdout)
+
+
+def test_the_grouping_shown_is_the_engines():
+    """Changing the keys of key/value head 1 in layer 0 changes exactly the query heads --explain says read it."""
+    from tfcli.analysis.attention import HeadSplit
+
+    lm = load(TINY_LLAMA)
+    split = HeadSplit.from_config(lm.config, "tiny-llama")
+    ids = reference("tiny-llama")["ids_short"].tolist()
+    before = attention_weights(lm.model, ids, [0])[0]  # [H, T, T]
+    layer, dh, d_attn = lm.model.layers[0], split.head_dim, split.d_attn
+    w = layer.w_qkv.copy()  # [D, H*Dh + 2*Hkv*Dh]: q, then k, then v
+    w[:, d_attn + dh : d_attn + 2 * dh] *= 3.0  # the keys of key/value head 1
+    lm.model.layers[0] = dataclasses.replace(layer, w_qkv=w)
+    after = attention_weights(lm.model, ids, [0])[0]
+    changed = [h for h in range(split.n_head) if not np.allclose(before[h], after[h])]
+    assert changed == list(split.groups()[1]) == [h for h in range(split.n_head) if split.kv_head_of(h) == 1] == [3, 4, 5]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--explain", "hi"], "--explain shows the shapes"),
+        (["--explain", "--preset", "gpt5"], "--preset: unknown preset 'gpt5'"),
+        (["--preset", "gpt3"], "--preset goes with --explain"),
+        (["--explain", "--preset", "gpt3", "-m", "tang"], "give -m MODEL or --preset, not both"),
+    ],
+)
+def test_explain_bad_values(cli, args, message):
+    r = cli("attn", *args)
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.startswith("error: ") and message in r.stderr and r.stderr.count("\n") == 1

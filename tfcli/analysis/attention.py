@@ -43,6 +43,62 @@ def attention_weights(model, ids: list[int], layers: list[int]) -> np.ndarray:
     return np.stack([rec.attn[i] for i in layers])  # [len(layers), H, T, T]
 
 
+# --- many heads -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeadSplit:
+    """How one attention layer cuts the model's width into heads, and which heads share keys and values.
+
+    Vaswani et al. 2017, section 3.2.2: D is projected to H queries, keys and values of Dh numbers
+    each; every head attends on its own, the H context vectors are concatenated and W_O maps them
+    back to D. With grouped-query attention (Ainslie et al. 2023) only Hkv < H heads of keys and
+    values exist and each serves H / Hkv query heads; Hkv = 1 is multi-query attention.
+    """
+
+    name: str  # the model, for the title
+    n_layer: int  # L: every layer has the same split
+    d_model: int  # D
+    n_head: int  # H query heads
+    n_kv_head: int  # Hkv key/value heads
+    head_dim: int  # Dh
+
+    @classmethod
+    def from_config(cls, cfg, name: str) -> HeadSplit:
+        """From an engine.config.ModelConfig (read from config.json; no weights needed)."""
+        return cls(name, cfg.n_layer, cfg.d_model, cfg.n_head, cfg.n_kv_head, cfg.head_dim)
+
+    @classmethod
+    def from_shape(cls, shape, name: str) -> HeadSplit:
+        """From an analysis.params.Shape (a preset of `tfcli params`)."""
+        return cls(name, shape.layers, shape.d_model, shape.heads, shape.kv_heads, shape.head_dim)
+
+    @property
+    def d_attn(self) -> int:  # H x Dh: the concatenation's width (= D in most models)
+        return self.n_head * self.head_dim
+
+    @property
+    def d_kv(self) -> int:  # Hkv x Dh: the width of all keys (or values)
+        return self.n_kv_head * self.head_dim
+
+    @property
+    def q_per_kv(self) -> int:  # G: query heads per key/value head
+        return self.n_head // self.n_kv_head
+
+    def kv_head_of(self, h: int) -> int:
+        """The key/value head that query head h reads: h // G (transformers' repeat_kv, engine/model.py)."""
+        return h // self.q_per_kv
+
+    def groups(self) -> list[range]:
+        """For each key/value head, the query heads that share it."""
+        g = self.q_per_kv
+        return [range(k * g, (k + 1) * g) for k in range(self.n_kv_head)]
+
+    def weights_per_layer(self) -> dict[str, int]:
+        """Parameters of the four matrices of one layer (no biases): W_Q, W_K, W_V, W_O."""
+        return {"W_Q": self.d_model * self.d_attn, "W_K": self.d_model * self.d_kv, "W_V": self.d_model * self.d_kv, "W_O": self.d_attn * self.d_model}
+
+
 # --- masks ------------------------------------------------------------------------------------
 # A mask is a boolean [T, T] array, True where query t may look at key s. Everything False is set to
 # -inf before softmax, so its weight is exactly 0 and each row still sums to 1.

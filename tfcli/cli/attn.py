@@ -39,9 +39,12 @@ def attn(
         typer.Option("--pattern", help="The mask for --show-mask: causal, sliding:W (each token sees the last W) or banded:W (blocks of W, the local layers of GPT-3). Implies --show-mask.", show_default=False),
     ] = None,
     demo: Annotated[bool, typer.Option("--demo", help="A worked example with hand-set scores: scores, masked scores, softmax weights and the context vector of one token, step by step.")] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Many heads: how D splits into H heads of Dh, each head's context vector, the concatenation and W_O, with the shapes of -m MODEL (read from its config.json), of --preset, or of GPT-3.")] = False,
+    preset: Annotated[Optional[str], typer.Option("--preset", help="With --explain: a shape from 'tfcli params --list-presets' instead of a model (default gpt3).", show_default=False)] = None,
     png: Annotated[Optional[Path], typer.Option("--png", help="Also write the heatmap(s) as a PNG image with token labels (needs Pillow).", show_default=False, dir_okay=False)] = None,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the heatmap(s) as an SVG image.", show_default=False, dir_okay=False)] = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the weights as CSV: layer, head, query, key, their tokens, weight.", show_default=False, dir_okay=False)] = None,
+    lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
     """Show how each token looks at the tokens before it: the causal mask, and a model's real attention.
@@ -53,6 +56,8 @@ def attn(
     Examples:
 
       tfcli attn --demo
+
+      tfcli attn --explain -m tang --lang zh
 
       tfcli attn --show-mask "今天天气很好"
 
@@ -66,18 +71,66 @@ def attn(
     """
     from tfcli.engine.errors import UsageError
 
-    if demo:
+    if preset is not None and not explain:
+        raise UsageError("--preset goes with --explain", "e.g. tfcli attn --explain --preset smollm2-135m")
+    if explain:
+        if demo or show_mask or pattern is not None or text is not None or png or svg or csv_path:
+            raise UsageError("--explain shows the shapes of a model's heads; it takes no TEXT, --demo, --show-mask, --png, --svg or --csv")
+        _explain(model, preset, options.chinese(lang), as_json)
+    elif demo:
         if png or svg or csv_path:
             raise UsageError("--demo prints a worked example; --png, --svg and --csv draw a mask or a model's attention")
         from tfcli.analysis.attention import worked_example
 
         from .views import attn as view
 
-        (view.demo_json if as_json else view.demo)(worked_example())
+        if as_json:
+            view.demo_json(worked_example())
+        else:
+            from .views import multihead
+
+            view.demo(worked_example())
+            out.print("\n[bold]5. Many heads[/]: a model runs this many times side by side, each head with its own q, k and v.")
+            multihead.explain(_head_split(None, None), options.chinese(lang), brief=True)
+            out.print("[dim]tfcli attn --explain (-m MODEL) shows every step with the shapes of a real model.[/]")
     elif show_mask or pattern is not None:
         _mask(text, model, pattern or "causal", as_json, png, svg, csv_path)
     else:
         _patterns(text, model, layer, head, values, fit, as_json, png, svg, csv_path)
+
+
+def _head_split(model, preset):
+    """The HeadSplit of -m MODEL (its config.json only: no weights are read), of --preset, or of GPT-3."""
+    from tfcli.analysis.attention import HeadSplit
+
+    if model is not None:
+        from tfcli.engine.families import load_config
+
+        folder = options.model_folder(model)
+        return HeadSplit.from_config(load_config(folder / "config.json"), folder.name if model in (None, "") else model)
+    from tfcli.analysis import presets
+    from tfcli.analysis.params import ShapeError
+    from tfcli.engine.errors import UsageError
+
+    try:
+        p = presets.get(preset or "gpt3")
+    except ShapeError as e:
+        raise UsageError(f"--preset: {e.message}", e.hint) from None
+    return HeadSplit.from_shape(p.shape, p.title)
+
+
+def _explain(model, preset, zh: bool, as_json: bool) -> None:
+    from tfcli.engine.errors import UsageError
+
+    from .views import multihead
+
+    if model is not None and preset is not None:
+        raise UsageError("give -m MODEL or --preset, not both")
+    split = _head_split(model, preset)
+    if as_json:
+        multihead.explain_json(split, model or preset or "gpt3")
+    else:
+        multihead.explain(split, zh)
 
 
 def _read_text(text: str | None, what: str) -> str:
