@@ -24,7 +24,7 @@ from tfcli.analysis.attention import (
     summarize,
     worked_example,
 )
-from tfcli.cli.views import images
+from tfcli.cli.views import fonts, images
 from tfcli.cli.views.attn import token_labels
 from tfcli.store import load
 from tfcli.engine.errors import UsageError
@@ -33,14 +33,6 @@ from conftest import TINY_GPT2, TINY_LLAMA, reference
 
 TANG = Path(__file__).resolve().parent.parent / "weights" / "tang"
 CHINESE = "今天天气很好"
-
-
-def _has_cjk_font() -> bool:
-    try:
-        images.find_font(True)
-    except Exception:
-        return False
-    return True
 
 
 # --- the engine's attention weights ---------------------------------------------------------
@@ -287,43 +279,67 @@ def test_png_has_the_expected_size_and_labels_on_both_axes(cli, tmp_path):
         assert _dark(img[y0 + i * cell + 2 : y0 + (i + 1) * cell - 2, 0 : x0 - 2]) > 0, labels[i]
 
 
-def test_png_of_chinese_labels_renders_the_glyphs(cli, tmp_path):
-    if not _has_cjk_font():
-        if os.environ.get("CI"):
-            pytest.fail("no CJK font on the CI machine: .ci/run installs fonts-noto-cjk")
-        pytest.skip("no CJK font (apt install fonts-noto-cjk)")
-    from PIL import ImageFont
+@pytest.fixture
+def no_system_fonts(monkeypatch):
+    """As on a fresh machine: no TFCLI_FONT, and fontconfig and the usual font paths find nothing."""
+    monkeypatch.delenv("TFCLI_FONT", raising=False)
+    monkeypatch.setattr(fonts, "_fontconfig_cjk", lambda: None)
+    monkeypatch.setattr(fonts, "CJK_FONTS", [])
+    monkeypatch.setattr(fonts, "LATIN_FONTS", [])
 
-    img, labels, _ = _png_and_layout(cli, tmp_path, "--show-mask", CHINESE)
-    assert labels == list(CHINESE)
-    path, index = images.find_font(True)
-    font = ImageFont.truetype(path, 16, index=index)
-    tofu = bytes(font.getmask("\U000f0000"))  # a private-use character: the font's "missing glyph" box
-    assert all(bytes(font.getmask(c)) != tofu for c in CHINESE)
-    d = images.layout([[images.Panel("x", np.eye(6), causal_mask(6), labels, labels)]], "x")
+
+def _label_cells(img, d, n):
+    """The row label left of each of the n rows of the first panel: [n] crops of the PNG."""
     x0, y0, cell = d.grids[0]
+    return [img[y0 + i * cell + 1 : y0 + (i + 1) * cell - 1, 0 : x0 - 2] for i in range(n)]
+
+
+@pytest.mark.parametrize("args", [["--show-mask", CHINESE], ["-m", "tang", CHINESE, "--layer", "0", "--head", "0"]])
+def test_png_of_chinese_labels_needs_no_system_font(cli, tmp_path, no_system_fonts, args):
+    assert fonts.system_fonts() == [] and fonts.Fonts().files == [(str(fonts.SHIPPED_FONT), 0)]
+    img, labels, data = _png_and_layout(cli, tmp_path, *args)
+    assert labels == list(CHINESE)
+    w = np.array(data["weights"]).reshape(-1, 6, 6)[0]
+    heading = "causal mask · 6 tokens" if "--show-mask" in args else "tang · layer 0 of 4 · head 0 of 8 · 6 tokens"
+    d = images.layout([[images.Panel("x", w, causal_mask(6), labels, labels)]], heading)
     assert img.shape == (d.height, d.width, 3)
-    for i in range(6):
-        assert _dark(img[y0 + i * cell + 2 : y0 + (i + 1) * cell - 2, x0 - cell : x0 - 2]) > 10, CHINESE[i]
+    cells = _label_cells(img, d, 6)
+    assert all(_dark(c) > 10 for c in cells)
+    # Real glyphs, not the font's box for a missing character: the two 天 are drawn alike, the others differently.
+    same = [[np.array_equal(a, b) for b in cells] for a in cells]
+    assert same[1][2] and sum(map(sum, same)) == 6 + 2, "the labels look alike: drawn as boxes?"
+    f = fonts.Fonts()
+    tofu = bytes(f.face("x", 16).getmask(fonts._NOTDEF_PROBE))
+    assert all(bytes(f.face(c, 16).getmask(c)) != tofu for c in CHINESE) and not f.missing
 
 
-def test_png_errors_are_one_line(cli, tmp_path, monkeypatch):
-    monkeypatch.setenv("TFCLI_FONT", str(tmp_path / "missing.ttf"))
-    r = cli("attn", "hi", "-m", TINY_GPT2, "--png", tmp_path / "a.png")
-    assert r.exit_code == 1 and r.stderr.startswith("error: TFCLI_FONT=") and r.stderr.count("\n") == 1
+def test_the_shipped_font_covers_the_shipped_vocabularies(no_system_fonts):
+    size = fonts.SHIPPED_FONT.stat().st_size
+    assert size < 5_000_000, f"the shipped font is {size / 1e6:.1f} MB"
+    licence = (fonts.SHIPPED_FONT.parent / "OFL.txt").read_text(encoding="utf-8")
+    assert "SIL OPEN FONT LICENSE Version 1.1" in licence and "Adobe" in licence
+    f = fonts.Fonts()
+    for model in ("tang", "shakespeare"):
+        vocab = json.loads((TANG.parent / model / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+        chars = {c for token in vocab for c in token if c.isprintable()}
+        # Everything in the Basic Multilingual Plane; the rarest ideographs (Extension B on) are not in Noto Sans CJK.
+        common = {c for c in chars if ord(c) < 0x10000 and not 0xE000 <= ord(c) < 0xF900}
+        lacking = {c for c in common if not f._covers(0, c)}
+        assert not lacking, "".join(sorted(lacking))[:40]
+    assert all(f._covers(0, c) for c in "␣⏎→¹²³⁴…·×—")
 
-    monkeypatch.delenv("TFCLI_FONT")
-    monkeypatch.setattr(images, "_fontconfig_cjk", lambda: None)
-    monkeypatch.setattr(images, "CJK_FONTS", [])
-    r = cli("attn", "--show-mask", CHINESE, "--png", tmp_path / "a.png")
-    assert r.exit_code == 1 and "no font with CJK glyphs" in r.stderr and "fonts-noto-cjk" in r.stderr and r.stderr.count("\n") == 1
-    r = cli("attn", "--show-mask", "abc", "--png", tmp_path / "a.png")  # Latin labels need no CJK font
-    assert r.exit_code == 0, r.stderr
 
-    monkeypatch.setitem(sys.modules, "PIL", None)  # as if Pillow were not installed
-    r = cli("attn", "hi", "-m", TINY_GPT2, "--png", tmp_path / "b.png")
-    assert r.exit_code == 1 and "needs Pillow" in r.stderr and "tfcli[images]" in r.stderr and r.stderr.count("\n") == 1
-    assert cli("attn", "hi", "-m", TINY_GPT2, "--svg", tmp_path / "b.svg").exit_code == 0  # SVG needs no library
+def test_a_character_the_subset_lacks_falls_back_to_a_system_font(monkeypatch):
+    monkeypatch.delenv("TFCLI_FONT", raising=False)
+    system = fonts.system_fonts()
+    rare = "\U00024890"  # a CJK Extension B character: not in the subset
+    f = fonts.Fonts()
+    assert not f._covers(0, rare)
+    f.face(rare, 16)
+    if not any(fonts.Fonts([s])._covers(0, rare) for s in system):
+        assert f.missing == {rare}  # no font has it: reported, drawn as a box
+    else:
+        assert not f.missing
 
 
 @pytest.mark.skipif(not (TANG / "config.json").exists(), reason="weights/tang is not trained yet")

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..console import note, out
+from ..console import note, out, warn
 from . import heatmap
 
 # --- tokens and their labels ------------------------------------------------------------------
@@ -302,11 +302,16 @@ def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, label
     from . import images
 
     if png or svg:
-        drawing = images.layout(grid, heading)
+        fonts = images.fonts_or_none()  # None without Pillow: an SVG is then measured by estimate, a PNG refused
+        if png and fonts is None:
+            raise images.no_pillow()
+        drawing = images.layout(grid, heading, measure=fonts.measure if fonts else images.estimate)
         if png:
-            font = images.find_font(images.needs_cjk_font(labels + [heading]))
-            images.write_png(png, drawing, font)
+            images.write_png(png, drawing, fonts)
             note(f"wrote {png} ({drawing.width}×{drawing.height} px)")
+            if fonts.missing:
+                chars = "".join(sorted(fonts.missing))
+                warn(f"no font found has {len(chars)} of the characters, drawn as boxes: {visible(chars[:20])} (set TFCLI_FONT to a font that has them)")
         if svg:
             images.write_svg(svg, drawing)
             note(f"wrote {svg} ({drawing.width}×{drawing.height} px)")

@@ -1,17 +1,19 @@
 """Attention heatmaps as PNG (Pillow) and SVG (plain text, no library), with token labels on both axes.
 
 One layout serves both formats: `layout` turns panels into rectangles and text at pixel positions,
-and each writer only paints them. Text widths are estimated from character classes rather than
-measured with a font, so the SVG needs no font file and both images get the same geometry.
-Pillow is optional (`pip install 'tfcli[images]'`); a PNG of CJK labels needs a font with CJK glyphs.
+and each writer only paints them. Text is measured with the fonts the PNG is drawn with (`Fonts`), so
+that labels get the room they need; the SVG names the same font first and gets the same geometry.
+
+Fonts, in this order: $TFCLI_FONT; the subset of Noto Sans CJK shipped in tfcli/fonts/ (the
+characters of the shipped models' vocabularies, ASCII and the label marks: tools/make_font.py);
+then the system's CJK and Latin fonts. Each text is drawn with the first font that has all its
+characters, so a character outside the subset still finds a system font.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
@@ -20,7 +22,10 @@ import numpy as np
 
 from tfcli.engine.errors import TfcliError
 
-from .heatmap import ROW_LABEL_MAX, clip, column_glyphs, viridis
+from .fonts import Fonts, estimate, needs_cjk_font
+from .heatmap import viridis
+
+Measure = Callable[[str, int], float]  # (text, font size) -> width in pixels
 
 WHITE = (255, 255, 255)
 INK = (40, 40, 40)
@@ -30,28 +35,9 @@ GAP = 22  # between panels
 BAR_WIDTH = 14
 MASKED_LABEL = "0 (masked)"
 
-# Fonts with CJK glyphs where the usual packages put them (Debian/Ubuntu, Fedora, Arch, macOS, Windows);
-# the number is the face inside a .ttc collection (Noto Sans CJK: 0 JP, 1 KR, 2 SC, 3 TC).
-CJK_FONTS = [
-    ("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc", 2),
-    ("/usr/share/fonts/google-noto-cjk/NotoSansCJK-Regular.ttc", 2),
-    ("/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc", 2),
-    ("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc", 0),
-    ("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc", 0),
-    ("/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf", 0),
-    ("/usr/share/fonts/truetype/arphic/uming.ttc", 0),
-    ("/System/Library/Fonts/PingFang.ttc", 0),
-    ("/System/Library/Fonts/STHeiti Light.ttc", 0),
-    ("C:/Windows/Fonts/msyh.ttc", 0),
-]
-LATIN_FONTS = [
-    ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", 0),
-    ("/usr/share/fonts/dejavu/DejaVuSans.ttf", 0),
-    ("/System/Library/Fonts/Helvetica.ttc", 0),
-    ("C:/Windows/Fonts/arial.ttf", 0),
-]
-SVG_FONTS = "'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', 'PingFang SC', 'Microsoft YaHei', 'DejaVu Sans', sans-serif"
-INSTALL_HINT = "install one (Debian/Ubuntu: apt install fonts-noto-cjk) or set TFCLI_FONT to a .ttf/.otf/.ttc file that has them"
+SVG_FONTS = "'tfcli CJK Subset', 'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', 'PingFang SC', 'Microsoft YaHei', 'DejaVu Sans', sans-serif"
+ROW_LABEL_EMS = 10  # the longest row label, in font sizes; longer ones end in '…'
+COL_LABEL_EMS = 10  # the same for the column labels, written upwards when they do not fit across
 
 
 @dataclass
@@ -71,29 +57,44 @@ class Drawing:
     height: int
     # Blocks of coloured cells: x, y, cell width, cell height (px), colours uint8 [R, C, 3].
     bitmaps: list[tuple[int, int, int, int, np.ndarray]] = field(default_factory=list)
-    texts: list[tuple[float, float, str, int, str, tuple]] = field(default_factory=list)  # x, y, text, size, anchor, rgb
+    # x, y, text, size, anchor, rgb, upright; anchor as Pillow's ("lm": left, middle); upright=False turns
+    # the text a quarter to the left about (x, y), so that it reads upwards from there.
+    texts: list[tuple[float, float, str, int, str, tuple, bool]] = field(default_factory=list)
     grids: list[tuple[int, int, int]] = field(default_factory=list)  # each panel's cells: x0, y0, cell size
 
-    def text(self, x, y, s, size, anchor="lm", rgb=INK):
-        self.texts.append((x, y, s, size, anchor, rgb))
+    def text(self, x, y, s, size, anchor="lm", rgb=INK, upright=True):
+        self.texts.append((x, y, s, size, anchor, rgb, upright))
 
 
-def wide(ch: str) -> bool:
-    return unicodedata.east_asian_width(ch) in "WF"
+def clip_px(s: str, size: int, max_px: float, measure: Measure) -> str:
+    """Cut a label to at most max_px pixels, ending in '…'."""
+    if measure(s, size) <= max_px:
+        return s
+    while s and measure(s + "…", size) > max_px:
+        s = s[:-1]
+    return s + "…"
 
 
-def needs_cjk_font(strings) -> bool:
-    return any(wide(ch) for s in strings for ch in s)
+def no_pillow() -> TfcliError:
+    return TfcliError("writing a PNG needs Pillow, which is not installed", "pip install pillow (a dependency of tfcli), or write --svg instead")
 
 
-def _text_width(s: str, size: int) -> float:
-    return sum(size if wide(ch) else 0.62 * size for ch in s)
+def fonts_or_none() -> Fonts | None:
+    """The fonts to measure and draw with; None without Pillow (an SVG is then measured by estimate)."""
+    try:
+        return Fonts()
+    except ImportError:
+        return None
 
 
-def layout(grid: list[list[Panel]], heading: str, labels: bool = True) -> Drawing:
+def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: Measure | None = None) -> Drawing:
     """Panels in rows and columns, each with its title, row labels on the left and column labels
-    written downwards on top, plus a heading and a colour bar; labels=False leaves the label
-    margins empty (the tests compare the two)."""
+    on top (across when every one fits its column, else written upwards), plus a heading and a
+    colour bar. Text is measured with `measure` (default: the PNG's fonts); labels=False leaves the
+    label margins empty (the tests compare the two)."""
+    if measure is None:
+        fonts = fonts_or_none()
+        measure = fonts.measure if fonts else estimate
     panels = [p for row in grid for p in row]
     n = max(p.weights.shape[1] for p in panels)
     budget = 560 if len(panels) == 1 else 300  # pixels for the side of one heatmap
@@ -101,18 +102,20 @@ def layout(grid: list[list[Panel]], heading: str, labels: bool = True) -> Drawin
     size = min(max(round(cell * 0.62), 9), 16)
     line = round(size * 1.2)
     every = math.ceil(size * 1.15 / cell)  # label every k-th token when cells are smaller than the text
-    row_text = max(_text_width(clip(s, ROW_LABEL_MAX), size) for p in panels for s in p.row_labels)
-    col_lines = max(len(column_glyphs(s)) for p in panels for s in p.col_labels)
-    left = math.ceil(row_text) + 8
+    rows = {s: clip_px(s, size, ROW_LABEL_EMS * size, measure) for p in panels for s in p.row_labels}
+    cols = {s: clip_px(s, size, COL_LABEL_EMS * size, measure) for p in panels for s in p.col_labels}
+    col_px = {s: measure(t, size) for s, t in cols.items()}
+    across = all(w <= cell - 2 for w in col_px.values())
+    left = math.ceil(max(measure(t, size) for t in rows.values())) + 8
     title_h = round(size * 1.8)
-    top = title_h + col_lines * line + 6
+    top = title_h + (line if across else math.ceil(max(col_px.values()))) + 6
     pw = left + max(p.weights.shape[1] for p in panels) * cell  # one panel's box
     ph = top + max(p.weights.shape[0] for p in panels) * cell
     heading_size = size + 3
     heading_h = round(heading_size * 2)
     ncols = max(len(row) for row in grid)
     bar_x = PAD + ncols * pw + (ncols - 1) * GAP + GAP
-    width = max(bar_x + BAR_WIDTH + 4 + math.ceil(_text_width(MASKED_LABEL, size)) + PAD, 2 * PAD + math.ceil(_text_width(heading, heading_size)))
+    width = max(bar_x + BAR_WIDTH + 4 + math.ceil(measure(MASKED_LABEL, size)) + PAD, 2 * PAD + math.ceil(measure(heading, heading_size)))
     by = PAD + heading_h + top  # the colour bar: beside the first row of cells, then the masked swatch
     bh = max(60, min(ph - top, 240))
     height = max(PAD + heading_h + len(grid) * ph + (len(grid) - 1) * GAP, by + bh + 8 + BAR_WIDTH) + PAD
@@ -131,14 +134,14 @@ def layout(grid: list[list[Panel]], heading: str, labels: bool = True) -> Drawin
                 continue
             for i, s in enumerate(p.row_labels):
                 if i % every == 0:
-                    d.text(x0 - 5, y0 + i * cell + cell / 2, clip(s, ROW_LABEL_MAX), size, "rm")
+                    d.text(x0 - 5, y0 + i * cell + cell / 2, rows[s], size, "rm")
             for j, s in enumerate(p.col_labels):
-                if j % every:
-                    continue
-                glyphs = column_glyphs(s)
-                for k, g in enumerate(glyphs):  # written downwards, ending just above the column
-                    y = y0 - 4 - (len(glyphs) - k) * line + line / 2
-                    d.text(x0 + j * cell + cell / 2, y, g, size, "mm")
+                if j % every == 0:
+                    x = x0 + j * cell + cell / 2
+                    if across:
+                        d.text(x, y0 - 4 - line / 2, cols[s], size, "mm")
+                    else:  # upwards from just above its column
+                        d.text(x, y0 - 4, cols[s], size, "lm", upright=False)
 
     # The colour bar: 1 at the top, 0 at the bottom.
     d.bitmaps.append((bar_x, by, BAR_WIDTH, 1, viridis(np.linspace(1, 0, bh))[:, None]))  # [bh, 1, 3]
@@ -152,64 +155,34 @@ def layout(grid: list[list[Panel]], heading: str, labels: bool = True) -> Drawin
 # --- PNG --------------------------------------------------------------------------------------
 
 
-def write_png(path: Path, drawing: Drawing, font: tuple[str, int] | None) -> None:
-    """Paint a drawing with Pillow; font is (file, face index), or None for Pillow's own font."""
+def write_png(path: Path, drawing: Drawing, fonts: Fonts | None) -> None:
+    """Paint a drawing with Pillow, each text in the first of `fonts` that has its characters."""
     try:
-        from PIL import Image, ImageDraw, ImageFont
+        from PIL import Image, ImageDraw
     except ImportError:
-        raise TfcliError("writing a PNG needs Pillow, which is not installed", "pip install 'tfcli[images]', or write --svg instead") from None
-    fonts: dict[int, object] = {}
+        raise no_pillow() from None
+    fonts = fonts or Fonts()
+    if not fonts.files and needs_cjk_font(t[2] for t in drawing.texts):
+        from .fonts import INSTALL_HINT
 
-    def face(size: int):
-        if size not in fonts:
-            try:
-                fonts[size] = ImageFont.truetype(font[0], size, index=font[1]) if font else ImageFont.load_default(size)
-            except OSError as e:
-                raise TfcliError(f"cannot open the font {font[0]} (face {font[1]}): {e}", "set TFCLI_FONT to a .ttf, .otf or .ttc font file") from None
-        return fonts[size]
-
+        raise TfcliError("no font with CJK glyphs found for the PNG labels", INSTALL_HINT)
     img = Image.new("RGB", (drawing.width, drawing.height), WHITE)
     for x, y, cw, ch, rgb in drawing.bitmaps:
         block = Image.fromarray(np.ascontiguousarray(rgb), "RGB")
         img.paste(block.resize((rgb.shape[1] * cw, rgb.shape[0] * ch), Image.Resampling.NEAREST), (x, y))
     draw = ImageDraw.Draw(img)
-    for x, y, s, size, anchor, rgb in drawing.texts:
-        draw.text((x, y), s, fill=rgb, font=face(size), anchor=anchor)
+    for x, y, s, size, anchor, rgb, upright in drawing.texts:
+        face = fonts.face(s, size)
+        if upright:
+            draw.text((x, y), s, fill=rgb, font=face, anchor=anchor)
+            continue
+        # Drawn level on its own mask, turned a quarter to the left, pasted so that the anchor lands on (x, y).
+        l, t, r, b = face.getbbox(s, anchor=anchor)  # relative to the anchor
+        mask = Image.new("L", (max(1, math.ceil(r - l)), max(1, math.ceil(b - t))), 0)
+        ImageDraw.Draw(mask).text((-l, -t), s, fill=255, font=face, anchor=anchor)
+        turned = mask.transpose(Image.Transpose.ROTATE_90)  # (u, v) -> (v, W - 1 - u): the anchor goes to (-t, W + l)
+        img.paste(Image.new("RGB", turned.size, rgb), (round(x + t), round(y - mask.width - l)), turned)
     _write(path, lambda f: img.save(f, format="PNG"))
-
-
-def find_font(need_cjk: bool) -> tuple[str, int] | None:
-    """The font for a PNG: $TFCLI_FONT, else a CJK font (fontconfig, then the usual paths), else,
-    when no CJK glyph is needed, a Latin font or None (Pillow's own). A one-line error otherwise."""
-    env = os.environ.get("TFCLI_FONT")
-    if env:
-        path, index = env, 0
-        head, _, tail = env.rpartition(":")
-        if head and tail.isdigit():  # file.ttc:2 picks a face of a collection
-            path, index = head, int(tail)
-        if not Path(path).is_file():
-            raise TfcliError(f"TFCLI_FONT={env} is not a file", "point it at a .ttf, .otf or .ttc font file")
-        return path, index
-    found = _fontconfig_cjk() or next(((p, i) for p, i in CJK_FONTS if Path(p).is_file()), None)
-    if found:
-        return found
-    if need_cjk:
-        raise TfcliError("no font with CJK glyphs found for the PNG labels", INSTALL_HINT)
-    return next(((p, i) for p, i in LATIN_FONTS if Path(p).is_file()), None)
-
-
-def _fontconfig_cjk() -> tuple[str, int] | None:
-    """fontconfig's best sans-serif face for Simplified Chinese, if it really covers Chinese."""
-    try:
-        best = subprocess.run(["fc-match", "-f", "%{file}\n%{index}", "sans:lang=zh-cn"], capture_output=True, text=True, timeout=10)
-        zh = subprocess.run(["fc-list", ":lang=zh-cn", "file"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    path, _, index = best.stdout.partition("\n")
-    covering = {line.rstrip().rstrip(":") for line in zh.stdout.splitlines()}
-    if path and path in covering and Path(path).is_file():
-        return path, int(index) if index.strip().isdigit() else 0
-    return None
 
 
 # --- SVG --------------------------------------------------------------------------------------
@@ -230,10 +203,11 @@ def write_svg(path: Path, drawing: Drawing) -> None:
         for i, j in np.ndindex(rgb.shape[:2]):
             parts.append(f'<rect x="{x + j * cw}" y="{y + i * ch}" width="{cw}" height="{ch}" fill="{_hex(rgb[i, j])}"/>')
     parts.append("</g>")
-    for x, y, s, size, anchor, rgb in drawing.texts:
+    for x, y, s, size, anchor, rgb, upright in drawing.texts:
+        turn = "" if upright else f' transform="rotate(-90 {x:.1f} {y:.1f})"'
         parts.append(
             f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{_ANCHOR[anchor[0]]}" '
-            f'dominant-baseline="central" fill="{_hex(rgb)}">{escape(s)}</text>'
+            f'dominant-baseline="central" fill="{_hex(rgb)}"{turn}>{escape(s)}</text>'
         )
     parts.append("</svg>\n")
     _write(path, lambda f: f.write("\n".join(parts).encode("utf-8")))
