@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -450,3 +451,116 @@ def test_explain_bad_values(cli, args, message):
     r = cli("attn", *args)
     assert r.exit_code == 2, r.stderr
     assert r.stderr.startswith("error: ") and message in r.stderr and r.stderr.count("\n") == 1
+
+
+# --- learner views: labels, widths, summaries, bounds ---------------------------------------
+
+
+@pytest.mark.parametrize("args", [["--demo"], ["--show-mask", "the cat sat on the mat"]])
+def test_column_labels_go_across_when_they_fit(cli, args):
+    r = cli("attn", *args)
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    tokens = "the cat sat on the mat".split()
+    headers = [k for k, line in enumerate(lines) if line.split() in (tokens, tokens + ["Σ"])]
+    assert len(headers) >= 2 and all(lines[k + 1].split()[0] == "the" for k in headers)  # one line, just above the rows
+    assert not any(line.strip() in set("thecasonm") for line in lines)  # no letter stacked on its own line
+
+
+def test_column_labels_that_do_not_fit_are_written_downwards(cli):
+    r = cli("attn", "--show-mask", "a extraordinary b")
+    assert r.exit_code == 0, r.stderr
+    lines = [line.strip() for line in r.stdout.splitlines()]
+    i = lines.index("e")
+    assert lines[i : i + 5] == ["e", "x", "t", "r", "a"] and lines[i + 5].split() == ["a", "…", "b"]  # cut to six lines, ending above the columns
+
+
+def _svg_texts(path):
+    root = ET.parse(path).getroot()
+    return [(e.text, e.get("transform")) for e in root.iter("{http://www.w3.org/2000/svg}text")]
+
+
+def test_image_labels_are_measured_and_turned_when_they_do_not_fit(tmp_path):
+    labels = ["The", "␣cat", "␣sat", "␣because", "␣it", "␣was", "␣tired", "."]
+    n = len(labels)
+    w = masked_softmax(np.zeros((n, n), np.float32), causal_mask(n))
+    panel = images.Panel("head 0", w, causal_mask(n), labels, labels)
+    f = images.fonts_or_none()
+    d = images.layout([[panel]], "words", measure=f.measure)
+    images.write_svg(tmp_path / "a.svg", d)
+    images.write_png(tmp_path / "a.png", d, f)
+    texts = dict(_svg_texts(tmp_path / "a.svg"))
+    for s in labels:
+        assert s in texts  # whole, not cut to "beca…"
+    assert texts["␣because"].startswith("rotate(-90")
+    # In the PNG, ink rises above the column of '␣because' about as far as the word is long.
+    from PIL import Image
+
+    img = np.asarray(Image.open(tmp_path / "a.png").convert("RGB")).astype(int)
+    x0, y0, cell = d.grids[0]
+    column = img[: y0 - 2, x0 + 3 * cell + 2 : x0 + 4 * cell - 2]
+    inked = np.nonzero((column.sum(axis=-1) < 500).any(axis=1))[0]
+    size = 16
+    assert inked.size and (y0 - inked.min()) >= 0.8 * f.measure("␣because", size)
+    # Single characters fit their cells: across, level.
+    d = images.layout([[images.Panel("x", np.eye(6), causal_mask(6), list(CHINESE), list(CHINESE))]], "x", measure=f.measure)
+    images.write_svg(tmp_path / "b.svg", d)
+    assert all(t is None for _, t in _svg_texts(tmp_path / "b.svg"))
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+@pytest.mark.parametrize("extra", [[], ["--values"], ["--head", "all"], ["--head", "all", "--layer", "all"]])
+def test_fitted_views_fit_the_terminal(cli, monkeypatch, columns, extra):
+    from rich.cells import cell_len
+
+    from tfcli.cli.console import out
+
+    monkeypatch.setattr(out, "width", columns)
+    monkeypatch.setattr(out, "soft_wrap", True)  # lines too long stay long, instead of wrapping out of shape
+    text = "the quick brown fox jumps over the lazy dog " * 4
+    for how in ("pool", "last", "first"):
+        r = cli("attn", text, "--fit", how, *extra)
+        assert r.exit_code == 0, r.stderr
+        drawn = [line for line in r.stdout.splitlines() if set(line) & set("█▓▒░·") or re.search(r" \d\.\d\d$", line)]  # cells, numbers
+        widest = max(cell_len(line) for line in drawn)
+        assert widest <= columns, (how, widest)
+        assert widest >= columns - 12, (how, widest)  # and it uses the room it has
+
+
+def test_head_all_panels_carry_token_labels(cli):
+    r = cli("attn", "-m", "tang", CHINESE, "--head", "all")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "head 0" in r.stdout and "head 7" in r.stdout
+    headers = [line for line in lines if line.split() and set(line.split()) == {CHINESE}]
+    assert len(headers) == 2  # a line of panels has each panel's column labels
+    rows = [line for line in lines if line[:1] in CHINESE and len(line) > 2]
+    assert [row[0] for row in rows] == list(CHINESE) * 2  # and the row labels on its left
+
+
+def test_the_top_token_does_not_count_the_first_row():
+    w = np.array([[1.0, 0, 0, 0], [0.4, 0.6, 0, 0], [0.3, 0.7, 0, 0], [0.3, 0.4, 0.3, 0]])
+    s = summarize(w, 0, 0)
+    assert s.top_key == 1 and s.top_share == pytest.approx(1.7 / 3)  # with row 0, token 0 would win: 2.0 against 1.7
+
+
+def test_a_huge_mask_is_bounded(cli, tmp_path):
+    import time
+
+    text = "a " * 20_000
+    start = time.perf_counter()
+    r = cli("attn", "--show-mask", text)
+    assert r.exit_code == 0, r.stderr
+    assert "Showing the first" in r.stdout and "20,000 tokens" in r.stdout and "200,010,000" in r.stdout.replace("\n", "")
+    assert time.perf_counter() - start < 10
+    for flag in (["--json"], ["--png", tmp_path / "a.png"], ["--csv", tmp_path / "a.csv"]):
+        r = cli("attn", "--show-mask", text, *flag)
+        assert r.exit_code == 2 and r.stderr.startswith("error: ") and "at most 1,024 tokens" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "a.png").exists()
+
+
+def test_a_picture_too_big_is_refused(cli, tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "MAX_SVG_CELLS", 100)
+    r = cli("attn", "--show-mask", "a b c d e f g h i j k", "--svg", tmp_path / "a.svg")
+    assert r.exit_code == 2 and "--svg would draw 121 cells, more than 100" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "a.svg").exists()

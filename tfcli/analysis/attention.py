@@ -269,14 +269,14 @@ def worked_example() -> WorkedExample:
 class HeadSummary:
     """What one head's pattern [T, T] mostly does.
 
-    to_first / to_previous / to_self are mean weights over queries 1..T-1 (query 0 can only look at
-    itself, which says nothing about the head); NaN for a single token.
+    top_key and to_first / to_previous / to_self are taken over queries 1..T-1 (query 0 can only look
+    at itself, which says nothing about the head); the rates are NaN for a single token.
     """
 
     layer: int
     head: int
-    top_key: int  # the key position that receives the largest share of all attention
-    top_share: float  # that share: its column sum / T (all columns together sum to T)
+    top_key: int  # the key position that receives the largest share of the attention of queries 1..T-1
+    top_share: float  # that share: its column sum over those queries / (T - 1)
     to_first: float
     to_previous: float
     to_self: float
@@ -297,7 +297,9 @@ class HeadSummary:
 def summarize(weights: np.ndarray, layer: int, head: int) -> HeadSummary:
     """weights [T, T] of one head (rows summing to 1) -> HeadSummary."""
     t_len = weights.shape[0]
-    received = weights.sum(axis=0)  # [T] attention each key receives, summed over queries
+    # Query 0 can only look at itself: counting it would hand token 0 a full row in every head.
+    looking = weights[1:] if t_len > 1 else weights  # [T-1, T]
+    received = looking.sum(axis=0)  # [T] attention each key receives, summed over those queries
     top = int(received.argmax())
     if t_len > 1:
         rows = np.arange(1, t_len)
@@ -309,7 +311,7 @@ def summarize(weights: np.ndarray, layer: int, head: int) -> HeadSummary:
     with np.errstate(divide="ignore", invalid="ignore"):
         bits = -np.where(weights > 0, weights * np.log2(weights), 0.0).sum(axis=1)  # [T]
     uniform = float(np.log2(np.arange(1, t_len + 1)).mean())
-    return HeadSummary(layer, head, top, float(received[top] / t_len), first, previous, itself, float(bits.mean()), uniform)
+    return HeadSummary(layer, head, top, float(received[top] / len(looking)), first, previous, itself, float(bits.mean()), uniform)
 
 
 # --- fitting a pattern into fewer cells -------------------------------------------------------

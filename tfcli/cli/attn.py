@@ -17,6 +17,9 @@ from . import options
 from .console import out, warn
 
 
+MAX_MASK_TOKENS = 1024  # a mask written out: 1024² = 1 M weights, about 20 MB as JSON, a 3,072-pixel PNG
+
+
 class Fit(str, Enum):
     last = "last"
     first = "first"
@@ -164,6 +167,11 @@ def _mask(text, model, spec, as_json, png, svg, csv_path) -> None:
         return allowed, masked_softmax(np.zeros((t_len, t_len), dtype=np.float32), allowed)  # equal scores: only the mask shapes them
 
     if png or svg or csv_path or as_json:
+        if n > MAX_MASK_TOKENS:  # [T, T] weights, and JSON or a picture of them, grow as T²
+            raise PromptError(
+                f"--json, --png, --svg and --csv write a mask of at most {MAX_MASK_TOKENS:,} tokens; the text has {n:,}",
+                "shorten the text, or leave them out: the terminal view shows the first tokens",
+            )
         allowed, w = weights(n)
         view.write_files(png, svg, csv_path, f"{pat.name} mask · {n} tokens", [[view.panel("softmax(masked scores)", w, allowed, labels)]], w[None, None], [0], [0], labels)
         if as_json:

@@ -206,29 +206,40 @@ def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, h
     summaries = [summarize(weights[a, b], l, h) for a, l in enumerate(layers) for b, h in enumerate(heads)]
 
     def fitted(w, n):
-        """(w, allowed, row/column labels, a note) for at most n tokens."""
+        """(w, allowed, row labels, column labels, a note) for at most n tokens."""
         w2, allowed2, groups = fit_cells(w, allowed, n, how)
         if len(groups) == t_len:
-            return w2, allowed2, labels, None
-        if how == "pool":
-            shown = [labels[g.start] if len(g) == 1 else f"{g.start}-{g.stop - 1}" for g in groups]
+            return w2, allowed2, labels, labels, None
+        if how == "pool":  # rows name their block; columns its first position, which stacks shorter
+            rows = [labels[g.start] if len(g) == 1 else f"{g.start}-{g.stop - 1}" for g in groups]
+            cols = [labels[g.start] if len(g) == 1 else str(g.start) for g in groups]
             msg = f"{t_len} tokens pooled into {len(groups)} blocks (positions shown): rows averaged, columns summed, so rows still sum to 1"
         else:
-            shown = [labels[g.start] for g in groups]
+            rows = cols = [labels[g.start] for g in groups]
             msg = f"showing the {how} {len(groups)} of {t_len} tokens" + (", so the rows miss their weight on earlier tokens" if how == "last" else "")
-        return w2, allowed2, shown, msg + " (--fit last|first|pool; --png draws them all)"
+        return w2, allowed2, rows, cols, msg + " (--fit last|first|pool; --png draws them all)"
+
+    def fitted_to(w, cell_width, extra, panels=1, gap=0):
+        """fitted() with as many tokens as `panels` grids side by side can show in the terminal's width
+        (pooled blocks are labelled by positions, "40-47", often wider than the tokens were)."""
+        room = lambda lw: (out.width - lw - 1 - extra - (panels - 1) * gap) // (cell_width * panels)  # noqa: E731
+        n = max(1, room(heatmap.label_width(labels)))
+        while True:
+            got = fitted(w, n)
+            if n == 1 or len(got[2]) <= room(heatmap.label_width(got[2])):
+                return got
+            n -= 1
 
     single = len(layers) == 1 and len(heads) == 1
     if single or values:
         for a, l in enumerate(layers):
             for b, h in enumerate(heads):
-                width = 5 if values else 2
-                n = heatmap.columns_that_fit(out.width, labels, width, extra=6 if values else 0)
-                w, al, shown, msg = fitted(weights[a, b], n)
+                width, extra = (5, 6) if values else (2, 0)
+                w, al, rows, cols, msg = fitted_to(weights[a, b], width, extra)
                 out.print(f"[bold]{name}[/] · layer {l} of {cfg.n_layer} · head {h} of {cfg.n_head} · {t_len} tokens")
                 if msg:
                     out.print(f"[dim]{msg}.[/]")
-                out.print(heatmap.numbers(w, al, shown, shown, colour) if values else heatmap.heatmap(w, al, shown, shown, colour))
+                out.print(heatmap.numbers(w, al, rows, cols, colour) if values else heatmap.heatmap(w, al, rows, cols, colour))
                 if not values:
                     out.print(heatmap.legend(colour))
                 else:
@@ -237,35 +248,37 @@ def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, h
                     s = summaries[0]
                     out.print(
                         f"Rows are queries, columns the keys they look at. Most attention goes to {labels[s.top_key]!r} (#{s.top_key}, "
-                        f"{s.top_share:.0%} of all); on average {pct(s.to_first)} to the first token, {pct(s.to_previous)} to the "
-                        f"previous one, {pct(s.to_self)} to itself."
+                        f"{s.top_share:.0%} of what tokens 1..T-1 give); on average {pct(s.to_first)} to the first token, "
+                        f"{pct(s.to_previous)} to the previous one, {pct(s.to_self)} to itself."
                     )
                 out.print()
         if single:
             return
     else:
-        _thumbnails(weights, labels, layers, heads, colour, fitted)
+        _thumbnails(weights, labels, layers, heads, colour, fitted_to)
     _summary_table(summaries, labels)
 
 
-def _thumbnails(weights, labels, layers, heads, colour, fitted) -> None:
+def _thumbnails(weights, labels, layers, heads, colour, fitted_to) -> None:
+    """Small labelled heatmaps side by side: a line of panels per layer (when both are 'all'), each
+    line with the token labels on its left and above each panel."""
     gap = 3
-    n = min(len(labels), max(4, (out.width - gap) // 4))  # cells of two characters, at most half the width a panel
-    panels = []
-    note_shown = None
+    panels, rows, note_shown = [], labels, None
     for a, l in enumerate(layers):
         for b, h in enumerate(heads):
-            w, al, _, msg = fitted(weights[a, b], n)
+            w, al, rows, cols, msg = fitted_to(weights[a, b], 2, 0, panels=2, gap=gap)  # at least two panels a line
             note_shown = note_shown or msg
-            panels.append((panel_title(l, h, layers, heads), heatmap.thumbnail(w, al, colour)))
-    per_line = max(1, (out.width + gap) // (n * 2 + gap))
-    rows = [panels[i : i + len(heads)] for i in range(0, len(panels), len(heads))] if len(heads) > 1 else [panels]
+            panels.append((panel_title(l, h, layers, heads), heatmap.thumbnail(w, al, colour, cols)))
+    n = len(rows)
+    lw = heatmap.label_width(rows) + 1
+    per_line = max(1, (out.width - lw + gap) // (n * 2 + gap))
+    lines = [panels[i : i + len(heads)] for i in range(0, len(panels), len(heads))] if len(heads) > 1 else [panels]
     out.print(f"[dim]Each panel: rows are queries, columns keys, {len(labels)} tokens from {labels[0]!r} to {labels[-1]!r}.[/]")
     if note_shown:
         out.print(f"[dim]{note_shown}.[/]")
-    for row in rows:
-        for i in range(0, len(row), per_line):
-            out.print(heatmap.side_by_side(row[i : i + per_line], n, gap))
+    for line in lines:
+        for i in range(0, len(line), per_line):
+            out.print(heatmap.side_by_side(line[i : i + per_line], n, gap, rows))
             out.print()
     out.print(heatmap.legend(colour))
 
@@ -283,7 +296,7 @@ def _summary_table(summaries, labels) -> None:
         )  # fmt: skip
     out.print(table)
     out.print(
-        "[dim]top token: the one receiving the largest share of all attention. first, prev, self: mean weight that "
+        "[dim]top token: the one receiving the largest share of the attention of tokens 1..T-1 (token 0 can only look at itself). first, prev, self: mean weight that "
         "tokens 1..T-1 give the first token, the one before them, themselves. bits: mean entropy of a row (0 = all on one token).[/]"
     )
 
@@ -302,6 +315,7 @@ def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, label
     from . import images
 
     if png or svg:
+        images.check_size(grid, bool(png), bool(svg))
         fonts = images.fonts_or_none()  # None without Pillow: an SVG is then measured by estimate, a PNG refused
         if png and fonts is None:
             raise images.no_pillow()

@@ -75,6 +75,20 @@ def clip_px(s: str, size: int, max_px: float, measure: Measure) -> str:
     return s + "…"
 
 
+MAX_PNG_CELLS = 40_000_000  # a 12,288-pixel square of 3-pixel cells is 16.8 M cells, 450 MB as RGB
+MAX_SVG_CELLS = 2_000_000  # one <rect> each: about 150 MB of text
+
+
+def check_size(grid: list[list[Panel]], png: bool, svg: bool) -> None:
+    """A one-line error before drawing a picture that would not fit in memory (or in a viewer)."""
+    from tfcli.engine.errors import PromptError
+
+    cells = sum(p.weights.size for row in grid for p in row)
+    for wanted, limit, flag in ((png, MAX_PNG_CELLS, "--png"), (svg, MAX_SVG_CELLS, "--svg")):
+        if wanted and cells > limit:
+            raise PromptError(f"{flag} would draw {cells:,} cells, more than {limit:,}", "use a shorter text, or draw fewer layers and heads")
+
+
 def no_pillow() -> TfcliError:
     return TfcliError("writing a PNG needs Pillow, which is not installed", "pip install pillow (a dependency of tfcli), or write --svg instead")
 
