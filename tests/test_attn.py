@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import os
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -341,6 +340,40 @@ def test_a_character_the_subset_lacks_falls_back_to_a_system_font(monkeypatch):
         assert f.missing == {rare}  # no font has it: reported, drawn as a box
     else:
         assert not f.missing
+
+
+def test_png_errors_are_one_line(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("TFCLI_FONT", str(tmp_path / "missing.ttf"))
+    r = cli("attn", "hi", "-m", TINY_GPT2, "--png", tmp_path / "a.png")
+    assert r.exit_code == 1 and r.stderr.startswith("error: TFCLI_FONT=") and r.stderr.count("\n") == 1
+
+    monkeypatch.delenv("TFCLI_FONT")
+    monkeypatch.setattr(fonts, "_fontconfig_cjk", lambda: None)
+    monkeypatch.setattr(fonts, "CJK_FONTS", [])
+    monkeypatch.setattr(fonts, "LATIN_FONTS", [])
+    monkeypatch.setattr(fonts, "SHIPPED_FONT", tmp_path / "gone.otf")  # a package stripped of its font
+    r = cli("attn", "--show-mask", CHINESE, "--png", tmp_path / "a.png")
+    assert r.exit_code == 1 and "no font with CJK glyphs" in r.stderr and "TFCLI_FONT" in r.stderr and "fonts-noto-cjk" in r.stderr
+    assert r.stderr.count("\n") == 1
+    r = cli("attn", "--show-mask", "abc", "--png", tmp_path / "a.png")  # Latin labels need no CJK font
+    assert r.exit_code == 0, r.stderr
+
+    monkeypatch.setitem(sys.modules, "PIL", None)  # as if Pillow were not installed
+    r = cli("attn", "hi", "-m", TINY_GPT2, "--png", tmp_path / "b.png")
+    assert r.exit_code == 1 and "needs Pillow" in r.stderr and "pip install pillow" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "b.png").exists()
+    assert cli("attn", "hi", "-m", TINY_GPT2, "--svg", tmp_path / "b.svg").exit_code == 0  # SVG needs no library
+
+
+def test_a_font_given_in_tfcli_font_comes_first(cli, tmp_path, monkeypatch):
+    latin = next((p for p, _ in fonts.LATIN_FONTS if Path(p).is_file()), None)
+    if latin is None:
+        pytest.skip("no Latin system font to give")
+    monkeypatch.setenv("TFCLI_FONT", latin)
+    f = fonts.Fonts()
+    assert f.files[0] == (latin, 0) and f.files[1] == (str(fonts.SHIPPED_FONT), 0)
+    assert f.face("abc", 16).path == latin  # it has these
+    assert f.face("今天", 16).path == str(fonts.SHIPPED_FONT)  # it lacks these: the shipped subset draws them
 
 
 @pytest.mark.skipif(not (TANG / "config.json").exists(), reason="weights/tang is not trained yet")

@@ -44,7 +44,7 @@ def attn(
     demo: Annotated[bool, typer.Option("--demo", help="A worked example with hand-set scores: scores, masked scores, softmax weights and the context vector of one token, step by step.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Many heads: how D splits into H heads of Dh, each head's context vector, the concatenation and W_O, with the shapes of -m MODEL (read from its config.json), of --preset, or of GPT-3.")] = False,
     preset: Annotated[Optional[str], typer.Option("--preset", help="With --explain: a shape from 'tfcli params --list-presets' instead of a model (default gpt3).", show_default=False)] = None,
-    png: Annotated[Optional[Path], typer.Option("--png", help="Also write the heatmap(s) as a PNG image with token labels (needs Pillow).", show_default=False, dir_okay=False)] = None,
+    png: Annotated[Optional[Path], typer.Option("--png", help="Also write the heatmap(s) as a PNG image with token labels (Chinese ones too: a CJK font ships with tfcli; TFCLI_FONT picks another).", show_default=False, dir_okay=False)] = None,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the heatmap(s) as an SVG image.", show_default=False, dir_okay=False)] = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the weights as CSV: layer, head, query, key, their tokens, weight.", show_default=False, dir_okay=False)] = None,
     lang: options.LangOption = None,
