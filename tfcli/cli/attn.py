@@ -110,7 +110,7 @@ def _head_split(model, preset):
         from tfcli.engine.families import load_config
 
         folder = options.model_folder(model)
-        return HeadSplit.from_config(load_config(folder / "config.json"), folder.name if model in (None, "") else model)
+        return HeadSplit.from_config(load_config(folder / "config.json"), folder.name)
     from tfcli.analysis import presets
     from tfcli.analysis.params import ShapeError
     from tfcli.engine.errors import UsageError
