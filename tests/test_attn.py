@@ -597,3 +597,10 @@ def test_a_picture_too_big_is_refused(cli, tmp_path, monkeypatch):
     r = cli("attn", "--show-mask", "a b c d e f g h i j k", "--svg", tmp_path / "a.svg")
     assert r.exit_code == 2 and "--svg would draw 121 cells, more than 100" in r.stderr and r.stderr.count("\n") == 1
     assert not (tmp_path / "a.svg").exists()
+
+
+def test_characters_no_font_has_are_named_in_a_warning(cli, tmp_path, no_system_fonts):
+    rare = "\U00024890"  # CJK Extension B: not in the shipped subset, and no system font here
+    r = cli("attn", "--show-mask", "今" + rare, "--png", tmp_path / "a.png")
+    assert r.exit_code == 0 and (tmp_path / "a.png").exists()
+    assert "warning: no font found has 1 of the characters" in r.stderr and rare in r.stderr and "TFCLI_FONT" in r.stderr
