@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
-import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from tfcli.analysis.attention import (
     banded_mask,
     causal_mask,
+    attention_weights,
     fit,
     masked_softmax,
     parse_pattern,
@@ -22,8 +24,8 @@ from tfcli.analysis.attention import (
     summarize,
     worked_example,
 )
-from tfcli.cli import images
-from tfcli.cli.attn import attention_weights, token_labels
+from tfcli.cli.views import fonts, images
+from tfcli.cli.views.attn import token_labels
 from tfcli.store import load
 from tfcli.engine.errors import UsageError
 
@@ -31,14 +33,6 @@ from conftest import TINY_GPT2, TINY_LLAMA, reference
 
 TANG = Path(__file__).resolve().parent.parent / "weights" / "tang"
 CHINESE = "今天天气很好"
-
-
-def _has_cjk_font() -> bool:
-    try:
-        images.find_font(True)
-    except Exception:
-        return False
-    return True
 
 
 # --- the engine's attention weights ---------------------------------------------------------
@@ -285,24 +279,67 @@ def test_png_has_the_expected_size_and_labels_on_both_axes(cli, tmp_path):
         assert _dark(img[y0 + i * cell + 2 : y0 + (i + 1) * cell - 2, 0 : x0 - 2]) > 0, labels[i]
 
 
-def test_png_of_chinese_labels_renders_the_glyphs(cli, tmp_path):
-    if not _has_cjk_font():
-        if os.environ.get("CI"):
-            pytest.fail("no CJK font on the CI machine: .ci/run installs fonts-noto-cjk")
-        pytest.skip("no CJK font (apt install fonts-noto-cjk)")
-    from PIL import ImageFont
+@pytest.fixture
+def no_system_fonts(monkeypatch):
+    """As on a fresh machine: no TFCLI_FONT, and fontconfig and the usual font paths find nothing."""
+    monkeypatch.delenv("TFCLI_FONT", raising=False)
+    monkeypatch.setattr(fonts, "_fontconfig_cjk", lambda: None)
+    monkeypatch.setattr(fonts, "CJK_FONTS", [])
+    monkeypatch.setattr(fonts, "LATIN_FONTS", [])
 
-    img, labels, _ = _png_and_layout(cli, tmp_path, "--show-mask", CHINESE)
-    assert labels == list(CHINESE)
-    path, index = images.find_font(True)
-    font = ImageFont.truetype(path, 16, index=index)
-    tofu = bytes(font.getmask("\U000f0000"))  # a private-use character: the font's "missing glyph" box
-    assert all(bytes(font.getmask(c)) != tofu for c in CHINESE)
-    d = images.layout([[images.Panel("x", np.eye(6), causal_mask(6), labels, labels)]], "x")
+
+def _label_cells(img, d, n):
+    """The row label left of each of the n rows of the first panel: [n] crops of the PNG."""
     x0, y0, cell = d.grids[0]
+    return [img[y0 + i * cell + 1 : y0 + (i + 1) * cell - 1, 0 : x0 - 2] for i in range(n)]
+
+
+@pytest.mark.parametrize("args", [["--show-mask", CHINESE], ["-m", "tang", CHINESE, "--layer", "0", "--head", "0"]])
+def test_png_of_chinese_labels_needs_no_system_font(cli, tmp_path, no_system_fonts, args):
+    assert fonts.system_fonts() == [] and fonts.Fonts().files == [(str(fonts.SHIPPED_FONT), 0)]
+    img, labels, data = _png_and_layout(cli, tmp_path, *args)
+    assert labels == list(CHINESE)
+    w = np.array(data["weights"]).reshape(-1, 6, 6)[0]
+    heading = "causal mask · 6 tokens" if "--show-mask" in args else "tang · layer 0 of 4 · head 0 of 8 · 6 tokens"
+    d = images.layout([[images.Panel("x", w, causal_mask(6), labels, labels)]], heading)
     assert img.shape == (d.height, d.width, 3)
-    for i in range(6):
-        assert _dark(img[y0 + i * cell + 2 : y0 + (i + 1) * cell - 2, x0 - cell : x0 - 2]) > 10, CHINESE[i]
+    cells = _label_cells(img, d, 6)
+    assert all(_dark(c) > 10 for c in cells)
+    # Real glyphs, not the font's box for a missing character: the two 天 are drawn alike, the others differently.
+    same = [[np.array_equal(a, b) for b in cells] for a in cells]
+    assert same[1][2] and sum(map(sum, same)) == 6 + 2, "the labels look alike: drawn as boxes?"
+    f = fonts.Fonts()
+    tofu = bytes(f.face("x", 16).getmask(fonts._NOTDEF_PROBE))
+    assert all(bytes(f.face(c, 16).getmask(c)) != tofu for c in CHINESE) and not f.missing
+
+
+def test_the_shipped_font_covers_the_shipped_vocabularies(no_system_fonts):
+    size = fonts.SHIPPED_FONT.stat().st_size
+    assert size < 5_000_000, f"the shipped font is {size / 1e6:.1f} MB"
+    licence = (fonts.SHIPPED_FONT.parent / "OFL.txt").read_text(encoding="utf-8")
+    assert "SIL OPEN FONT LICENSE Version 1.1" in licence and "Adobe" in licence
+    f = fonts.Fonts()
+    for model in ("tang", "shakespeare"):
+        vocab = json.loads((TANG.parent / model / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+        chars = {c for token in vocab for c in token if c.isprintable()}
+        # Everything in the Basic Multilingual Plane; the rarest ideographs (Extension B on) are not in Noto Sans CJK.
+        common = {c for c in chars if ord(c) < 0x10000 and not 0xE000 <= ord(c) < 0xF900}
+        lacking = {c for c in common if not f._covers(0, c)}
+        assert not lacking, "".join(sorted(lacking))[:40]
+    assert all(f._covers(0, c) for c in "␣⏎→¹²³⁴…·×—")
+
+
+def test_a_character_the_subset_lacks_falls_back_to_a_system_font(monkeypatch):
+    monkeypatch.delenv("TFCLI_FONT", raising=False)
+    system = fonts.system_fonts()
+    rare = "\U00024890"  # a CJK Extension B character: not in the subset
+    f = fonts.Fonts()
+    assert not f._covers(0, rare)
+    f.face(rare, 16)
+    if not any(fonts.Fonts([s])._covers(0, rare) for s in system):
+        assert f.missing == {rare}  # no font has it: reported, drawn as a box
+    else:
+        assert not f.missing
 
 
 def test_png_errors_are_one_line(cli, tmp_path, monkeypatch):
@@ -311,17 +348,32 @@ def test_png_errors_are_one_line(cli, tmp_path, monkeypatch):
     assert r.exit_code == 1 and r.stderr.startswith("error: TFCLI_FONT=") and r.stderr.count("\n") == 1
 
     monkeypatch.delenv("TFCLI_FONT")
-    monkeypatch.setattr(images, "_fontconfig_cjk", lambda: None)
-    monkeypatch.setattr(images, "CJK_FONTS", [])
+    monkeypatch.setattr(fonts, "_fontconfig_cjk", lambda: None)
+    monkeypatch.setattr(fonts, "CJK_FONTS", [])
+    monkeypatch.setattr(fonts, "LATIN_FONTS", [])
+    monkeypatch.setattr(fonts, "SHIPPED_FONT", tmp_path / "gone.otf")  # a package stripped of its font
     r = cli("attn", "--show-mask", CHINESE, "--png", tmp_path / "a.png")
-    assert r.exit_code == 1 and "no font with CJK glyphs" in r.stderr and "fonts-noto-cjk" in r.stderr and r.stderr.count("\n") == 1
+    assert r.exit_code == 1 and "no font with CJK glyphs" in r.stderr and "TFCLI_FONT" in r.stderr and "fonts-noto-cjk" in r.stderr
+    assert r.stderr.count("\n") == 1
     r = cli("attn", "--show-mask", "abc", "--png", tmp_path / "a.png")  # Latin labels need no CJK font
     assert r.exit_code == 0, r.stderr
 
     monkeypatch.setitem(sys.modules, "PIL", None)  # as if Pillow were not installed
     r = cli("attn", "hi", "-m", TINY_GPT2, "--png", tmp_path / "b.png")
-    assert r.exit_code == 1 and "needs Pillow" in r.stderr and "tfcli[images]" in r.stderr and r.stderr.count("\n") == 1
+    assert r.exit_code == 1 and "needs Pillow" in r.stderr and "pip install pillow" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "b.png").exists()
     assert cli("attn", "hi", "-m", TINY_GPT2, "--svg", tmp_path / "b.svg").exit_code == 0  # SVG needs no library
+
+
+def test_a_font_given_in_tfcli_font_comes_first(cli, tmp_path, monkeypatch):
+    latin = next((p for p, _ in fonts.LATIN_FONTS if Path(p).is_file()), None)
+    if latin is None:
+        pytest.skip("no Latin system font to give")
+    monkeypatch.setenv("TFCLI_FONT", latin)
+    f = fonts.Fonts()
+    assert f.files[0] == (latin, 0) and f.files[1] == (str(fonts.SHIPPED_FONT), 0)
+    assert f.face("abc", 16).path == latin  # it has these
+    assert f.face("今天", 16).path == str(fonts.SHIPPED_FONT)  # it lacks these: the shipped subset draws them
 
 
 @pytest.mark.skipif(not (TANG / "config.json").exists(), reason="weights/tang is not trained yet")
@@ -339,3 +391,216 @@ def test_tang_labels_each_character(cli):
     lines = [line.strip() for line in r.stdout.splitlines()]
     rows = [line for line in lines if line[:1] in set(CHINESE) and len(line) > 1 and set(line[1:]) <= set(" ░▒▓█·")]
     assert [row[0] for row in rows] == list(CHINESE)  # a row per character, in order
+
+
+# --- many heads: --explain ------------------------------------------------------------------
+
+def _flat(text: str) -> str:
+    """Terminal text with its line wrapping undone."""
+    return " ".join(text.split())
+
+
+SMOLLM2_CONFIG = {  # HuggingFaceTB/SmolLM2-135M's config.json, the fields that fix its shape
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,
+    "num_attention_heads": 9, "num_key_value_heads": 3, "num_hidden_layers": 30, "vocab_size": 49152,
+    "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "rope_theta": 100000, "tie_word_embeddings": True,
+    "bos_token_id": 0, "eos_token_id": 0,
+}  # fmt: skip
+
+
+def test_explain_without_a_model_is_gpt3(cli):
+    r = cli("attn", "--explain")
+    assert r.exit_code == 0, r.stderr
+    out = _flat(r.stdout)
+    assert "GPT-3 175B" in out and "96 × 128 = 12,288" in out and "W_O" in out
+    assert "Value↓" in out and "Value↑" in out and "[c_0 c_1 … c_95]" in out  # not eaten as markup
+    assert "plain multi-head attention" in out
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
+    data = json.loads(cli("attn", "--explain", "--json").stdout)
+    assert data["model"] == "gpt3"
+    assert data["shape"] | {} == {"layers": 96, "d_model": 12288, "heads": 96, "head_dim": 128, "kv_heads": 96, "d_attn": 12288, "d_kv": 12288}
+    assert data["value_down"] == [12288, 128] and data["value_up"] == [128, 12288]
+    assert data["weights_per_layer"]["W_O"] == 12288 * 12288
+
+
+def test_explain_reads_only_config_json_and_names_the_shared_heads(cli, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(SMOLLM2_CONFIG))  # no weights, no tokenizer
+    r = cli("attn", "--explain", "-m", tmp_path)
+    assert r.exit_code == 0, r.stderr
+    out = _flat(r.stdout)
+    assert "9 × 64 = 576" in out and "Grouped-query attention: the 9 query heads share 3 key/value heads, 3 each" in out
+    assert "Key/value head 0 serves query heads 0-2; key/value head 1 serves query heads 3-5; key/value head 2 serves query heads 6-8" in out
+    assert "W_K and W_V are [576, 192] instead of [576, 576]" in out
+    data = json.loads(cli("attn", "--explain", "-m", tmp_path, "--json").stdout)
+    assert [g["query_heads"] for g in data["groups"]] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert data["shape"]["kv_heads"] == 3 and data["q_per_kv"] == 3
+    # The preset of `tfcli params` gives the same numbers as the config.json.
+    preset = json.loads(cli("attn", "--explain", "--preset", "smollm2-135m", "--json").stdout)
+    assert preset["shape"] == data["shape"] and preset["groups"] == data["groups"]
+
+
+def test_explain_in_chinese(cli):
+    r = cli("attn", "--explain", "-m", "tang", "--lang", "zh")
+    assert r.exit_code == 0, r.stderr
+    zh = r.stdout.replace("\n", "")  # Rich wraps Chinese between any two characters
+    assert "多头注意力" in zh and "8 × 32 = 256" in _flat(r.stdout) and "拼接" in zh and "普通多头注意力" in zh
+    assert "Multi-head attention in tang" in r.stdout  # Chinese as well as English, as params does
+    assert "多头注意力" not in cli("attn", "--explain", "-m", "tang", "--lang", "en").stdout
+
+
+def test_demo_ends_with_many_heads(cli):
+    r = cli("attn", "--demo")
+    assert r.exit_code == 0, r.stderr
+    assert "5. Many heads" in r.stdout and "96 × 128 = 12,288" in _flat(r.stdout)
+
+
+def test_the_grouping_shown_is_the_engines():
+    """Changing the keys of key/value head 1 in layer 0 changes exactly the query heads --explain says read it."""
+    from tfcli.analysis.attention import HeadSplit
+
+    lm = load(TINY_LLAMA)
+    split = HeadSplit.from_config(lm.config, "tiny-llama")
+    ids = reference("tiny-llama")["ids_short"].tolist()
+    before = attention_weights(lm.model, ids, [0])[0]  # [H, T, T]
+    layer, dh, d_attn = lm.model.layers[0], split.head_dim, split.d_attn
+    w = layer.w_qkv.copy()  # [D, H*Dh + 2*Hkv*Dh]: q, then k, then v
+    w[:, d_attn + dh : d_attn + 2 * dh] *= 3.0  # the keys of key/value head 1
+    lm.model.layers[0] = dataclasses.replace(layer, w_qkv=w)
+    after = attention_weights(lm.model, ids, [0])[0]
+    changed = [h for h in range(split.n_head) if not np.allclose(before[h], after[h])]
+    assert changed == list(split.groups()[1]) == [h for h in range(split.n_head) if split.kv_head_of(h) == 1] == [3, 4, 5]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--explain", "hi"], "--explain shows the shapes"),
+        (["--explain", "--preset", "gpt5"], "--preset: unknown preset 'gpt5'"),
+        (["--preset", "gpt3"], "--preset goes with --explain"),
+        (["--explain", "--preset", "gpt3", "-m", "tang"], "give -m MODEL or --preset, not both"),
+    ],
+)
+def test_explain_bad_values(cli, args, message):
+    r = cli("attn", *args)
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.startswith("error: ") and message in r.stderr and r.stderr.count("\n") == 1
+
+
+# --- learner views: labels, widths, summaries, bounds ---------------------------------------
+
+
+@pytest.mark.parametrize("args", [["--demo"], ["--show-mask", "the cat sat on the mat"]])
+def test_column_labels_go_across_when_they_fit(cli, args):
+    r = cli("attn", *args)
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    tokens = "the cat sat on the mat".split()
+    headers = [k for k, line in enumerate(lines) if line.split() in (tokens, tokens + ["Σ"])]
+    assert len(headers) >= 2 and all(lines[k + 1].split()[0] == "the" for k in headers)  # one line, just above the rows
+    assert not any(line.strip() in set("thecasonm") for line in lines)  # no letter stacked on its own line
+
+
+def test_column_labels_that_do_not_fit_are_written_downwards(cli):
+    r = cli("attn", "--show-mask", "a extraordinary b")
+    assert r.exit_code == 0, r.stderr
+    lines = [line.strip() for line in r.stdout.splitlines()]
+    i = lines.index("e")
+    assert lines[i : i + 5] == ["e", "x", "t", "r", "a"] and lines[i + 5].split() == ["a", "…", "b"]  # cut to six lines, ending above the columns
+
+
+def _svg_texts(path):
+    root = ET.parse(path).getroot()
+    return [(e.text, e.get("transform")) for e in root.iter("{http://www.w3.org/2000/svg}text")]
+
+
+def test_image_labels_are_measured_and_turned_when_they_do_not_fit(tmp_path):
+    labels = ["The", "␣cat", "␣sat", "␣because", "␣it", "␣was", "␣tired", "."]
+    n = len(labels)
+    w = masked_softmax(np.zeros((n, n), np.float32), causal_mask(n))
+    panel = images.Panel("head 0", w, causal_mask(n), labels, labels)
+    f = images.fonts_or_none()
+    d = images.layout([[panel]], "words", measure=f.measure)
+    images.write_svg(tmp_path / "a.svg", d)
+    images.write_png(tmp_path / "a.png", d, f)
+    texts = dict(_svg_texts(tmp_path / "a.svg"))
+    for s in labels:
+        assert s in texts  # whole, not cut to "beca…"
+    assert texts["␣because"].startswith("rotate(-90")
+    # In the PNG, ink rises above the column of '␣because' about as far as the word is long.
+    from PIL import Image
+
+    img = np.asarray(Image.open(tmp_path / "a.png").convert("RGB")).astype(int)
+    x0, y0, cell = d.grids[0]
+    column = img[: y0 - 2, x0 + 3 * cell + 2 : x0 + 4 * cell - 2]
+    inked = np.nonzero((column.sum(axis=-1) < 500).any(axis=1))[0]
+    size = 16
+    assert inked.size and (y0 - inked.min()) >= 0.8 * f.measure("␣because", size)
+    # Single characters fit their cells: across, level.
+    d = images.layout([[images.Panel("x", np.eye(6), causal_mask(6), list(CHINESE), list(CHINESE))]], "x", measure=f.measure)
+    images.write_svg(tmp_path / "b.svg", d)
+    assert all(t is None for _, t in _svg_texts(tmp_path / "b.svg"))
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+@pytest.mark.parametrize("extra", [[], ["--values"], ["--head", "all"], ["--head", "all", "--layer", "all"]])
+def test_fitted_views_fit_the_terminal(cli, monkeypatch, columns, extra):
+    from rich.cells import cell_len
+
+    from tfcli.cli.console import out
+
+    monkeypatch.setattr(out, "width", columns)
+    monkeypatch.setattr(out, "soft_wrap", True)  # lines too long stay long, instead of wrapping out of shape
+    text = "the quick brown fox jumps over the lazy dog " * 4
+    for how in ("pool", "last", "first"):
+        r = cli("attn", text, "--fit", how, *extra)
+        assert r.exit_code == 0, r.stderr
+        drawn = [line for line in r.stdout.splitlines() if set(line) & set("█▓▒░·") or re.search(r" \d\.\d\d$", line)]  # cells, numbers
+        widest = max(cell_len(line) for line in drawn)
+        assert widest <= columns, (how, widest)
+        assert widest >= columns - 12, (how, widest)  # and it uses the room it has
+
+
+def test_head_all_panels_carry_token_labels(cli):
+    r = cli("attn", "-m", "tang", CHINESE, "--head", "all")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "head 0" in r.stdout and "head 7" in r.stdout
+    headers = [line for line in lines if line.split() and set(line.split()) == {CHINESE}]
+    assert len(headers) == 2  # a line of panels has each panel's column labels
+    rows = [line for line in lines if line[:1] in CHINESE and len(line) > 2]
+    assert [row[0] for row in rows] == list(CHINESE) * 2  # and the row labels on its left
+
+
+def test_the_top_token_does_not_count_the_first_row():
+    w = np.array([[1.0, 0, 0, 0], [0.4, 0.6, 0, 0], [0.3, 0.7, 0, 0], [0.3, 0.4, 0.3, 0]])
+    s = summarize(w, 0, 0)
+    assert s.top_key == 1 and s.top_share == pytest.approx(1.7 / 3)  # with row 0, token 0 would win: 2.0 against 1.7
+
+
+def test_a_huge_mask_is_bounded(cli, tmp_path):
+    import time
+
+    text = "a " * 20_000
+    start = time.perf_counter()
+    r = cli("attn", "--show-mask", text)
+    assert r.exit_code == 0, r.stderr
+    assert "Showing the first" in r.stdout and "20,000 tokens" in r.stdout and "200,010,000" in r.stdout.replace("\n", "")
+    assert time.perf_counter() - start < 10
+    for flag in (["--json"], ["--png", tmp_path / "a.png"], ["--csv", tmp_path / "a.csv"]):
+        r = cli("attn", "--show-mask", text, *flag)
+        assert r.exit_code == 2 and r.stderr.startswith("error: ") and "at most 1,024 tokens" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "a.png").exists()
+
+
+def test_a_picture_too_big_is_refused(cli, tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "MAX_SVG_CELLS", 100)
+    r = cli("attn", "--show-mask", "a b c d e f g h i j k", "--svg", tmp_path / "a.svg")
+    assert r.exit_code == 2 and "--svg would draw 121 cells, more than 100" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "a.svg").exists()
+
+
+def test_characters_no_font_has_are_named_in_a_warning(cli, tmp_path, no_system_fonts):
+    rare = "\U00024890"  # CJK Extension B: not in the shipped subset, and no system font here
+    r = cli("attn", "--show-mask", "今" + rare, "--png", tmp_path / "a.png")
+    assert r.exit_code == 0 and (tmp_path / "a.png").exists()
+    assert "warning: no font found has 1 of the characters" in r.stderr and rare in r.stderr and "TFCLI_FONT" in r.stderr

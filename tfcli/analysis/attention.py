@@ -1,8 +1,8 @@
 """Attention taken apart: masks, a worked example with hand-set numbers, per-head summaries.
 
-Pure NumPy, no I/O. The real attention weights come from the engine's forward pass
-(`Transformer.forward(..., attn_probs=[])`); this module only builds masks, applies softmax the way
-the engine does (ops.softmax), and measures patterns. Axes (STYLE.md): T query tokens, S key
+Pure NumPy, no I/O. The real attention weights come from the engine's forward pass, which records
+them when asked (`attention_weights` below, through engine.inspect.Recorder); the rest of this module
+builds masks, applies softmax the way the engine does (ops.softmax), and measures patterns. Axes (STYLE.md): T query tokens, S key
 positions; for a whole text run from an empty cache S = T.
 """
 
@@ -16,6 +16,83 @@ import numpy as np
 
 from tfcli.engine.errors import UsageError
 from tfcli.engine.ops import softmax
+
+# --- a model's weights ------------------------------------------------------------------------
+
+
+def attention_weights(model, ids: list[int], layers: list[int]) -> np.ndarray:
+    """Run ids through the model from an empty cache -> weights [len(layers), H, T, T].
+
+    Refuses (ResourceError) before the pass when the weights kept for drawing would take more than
+    half the memory available.
+    """
+    from tfcli.engine.errors import ResourceError
+    from tfcli.engine.inspect import Recorder
+    from tfcli.engine.memory import available_bytes, human_bytes
+
+    need = len(layers) * model.config.n_head * len(ids) ** 2 * 4  # float32, kept until drawn
+    avail = available_bytes()
+    if avail is not None and need > avail // 2:
+        raise ResourceError(
+            f"the attention weights of {len(layers)} layer(s) for {len(ids)} tokens would need {human_bytes(need)} "
+            f"of the {human_bytes(avail)} of memory available",
+            "pick one --layer, or use a shorter text",
+        )
+    rec = Recorder(attention=True, layers=layers)  # only these layers: all of a deep model could take gigabytes
+    model.forward(np.asarray(ids), model.new_cache(len(ids)), record=rec)
+    return np.stack([rec.attn[i] for i in layers])  # [len(layers), H, T, T]
+
+
+# --- many heads -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeadSplit:
+    """How one attention layer cuts the model's width into heads, and which heads share keys and values.
+
+    Vaswani et al. 2017, section 3.2.2: D is projected to H queries, keys and values of Dh numbers
+    each; every head attends on its own, the H context vectors are concatenated and W_O maps them
+    back to D. With grouped-query attention (Ainslie et al. 2023) only Hkv < H heads of keys and
+    values exist and each serves H / Hkv query heads; Hkv = 1 is multi-query attention.
+    """
+
+    name: str  # the model, for the title
+    n_layer: int  # L: every layer has the same split
+    d_model: int  # D
+    n_head: int  # H query heads
+    n_kv_head: int  # Hkv key/value heads
+    head_dim: int  # Dh
+
+    @classmethod
+    def from_config(cls, cfg, name: str) -> HeadSplit:
+        """From an engine.config.ModelConfig (a config.json, or a preset of `tfcli params`; no weights needed)."""
+        return cls(name, cfg.n_layer, cfg.d_model, cfg.n_head, cfg.n_kv_head, cfg.head_dim)
+
+    @property
+    def d_attn(self) -> int:  # H x Dh: the concatenation's width (= D in most models)
+        return self.n_head * self.head_dim
+
+    @property
+    def d_kv(self) -> int:  # Hkv x Dh: the width of all keys (or values)
+        return self.n_kv_head * self.head_dim
+
+    @property
+    def q_per_kv(self) -> int:  # G: query heads per key/value head
+        return self.n_head // self.n_kv_head
+
+    def kv_head_of(self, h: int) -> int:
+        """The key/value head that query head h reads: h // G (transformers' repeat_kv, engine/model.py)."""
+        return h // self.q_per_kv
+
+    def groups(self) -> list[range]:
+        """For each key/value head, the query heads that share it."""
+        g = self.q_per_kv
+        return [range(k * g, (k + 1) * g) for k in range(self.n_kv_head)]
+
+    def weights_per_layer(self) -> dict[str, int]:
+        """Parameters of the four matrices of one layer (no biases): W_Q, W_K, W_V, W_O."""
+        return {"W_Q": self.d_model * self.d_attn, "W_K": self.d_model * self.d_kv, "W_V": self.d_model * self.d_kv, "W_O": self.d_attn * self.d_model}
+
 
 # --- masks ------------------------------------------------------------------------------------
 # A mask is a boolean [T, T] array, True where query t may look at key s. Everything False is set to
@@ -64,6 +141,17 @@ class Pattern:
         if self.kind == "banded":
             return banded_mask(t_len, self.width)
         return causal_mask(t_len)
+
+    def kept(self, t_len: int) -> int:
+        """How many of the T x T scores the mask keeps, counted without building it (T may be large)."""
+        tri = lambda n: n * (n + 1) // 2  # noqa: E731  a causal block of n tokens
+        if self.kind == "sliding":
+            w = min(self.width, t_len)
+            return tri(w) + (t_len - w) * w  # rows grow to W, then stay at W
+        if self.kind == "banded":
+            full, rest = divmod(t_len, self.width)
+            return full * tri(self.width) + tri(rest)
+        return tri(t_len)
 
     def describe(self) -> str:
         if self.kind == "sliding":
@@ -176,14 +264,14 @@ def worked_example() -> WorkedExample:
 class HeadSummary:
     """What one head's pattern [T, T] mostly does.
 
-    to_first / to_previous / to_self are mean weights over queries 1..T-1 (query 0 can only look at
-    itself, which says nothing about the head); NaN for a single token.
+    top_key and to_first / to_previous / to_self are taken over queries 1..T-1 (query 0 can only look
+    at itself, which says nothing about the head); the rates are NaN for a single token.
     """
 
     layer: int
     head: int
-    top_key: int  # the key position that receives the largest share of all attention
-    top_share: float  # that share: its column sum / T (all columns together sum to T)
+    top_key: int  # the key position that receives the largest share of the attention of queries 1..T-1
+    top_share: float  # that share: its column sum over those queries / (T - 1)
     to_first: float
     to_previous: float
     to_self: float
@@ -204,7 +292,9 @@ class HeadSummary:
 def summarize(weights: np.ndarray, layer: int, head: int) -> HeadSummary:
     """weights [T, T] of one head (rows summing to 1) -> HeadSummary."""
     t_len = weights.shape[0]
-    received = weights.sum(axis=0)  # [T] attention each key receives, summed over queries
+    # Query 0 can only look at itself: counting it would hand token 0 a full row in every head.
+    looking = weights[1:] if t_len > 1 else weights  # [T-1, T]
+    received = looking.sum(axis=0)  # [T] attention each key receives, summed over those queries
     top = int(received.argmax())
     if t_len > 1:
         rows = np.arange(1, t_len)
@@ -216,7 +306,7 @@ def summarize(weights: np.ndarray, layer: int, head: int) -> HeadSummary:
     with np.errstate(divide="ignore", invalid="ignore"):
         bits = -np.where(weights > 0, weights * np.log2(weights), 0.0).sum(axis=1)  # [T]
     uniform = float(np.log2(np.arange(1, t_len + 1)).mean())
-    return HeadSummary(layer, head, top, float(received[top] / t_len), first, previous, itself, float(bits.mean()), uniform)
+    return HeadSummary(layer, head, top, float(received[top] / len(looking)), first, previous, itself, float(bits.mean()), uniform)
 
 
 # --- fitting a pattern into fewer cells -------------------------------------------------------

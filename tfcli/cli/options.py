@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
@@ -101,3 +102,27 @@ def load_model(model: str | None):
     from .pull import auto_pull
 
     return load(model, pull=auto_pull)
+
+
+class Lang(str, Enum):
+    en = "en"
+    zh = "zh"
+
+
+LangOption = Annotated[
+    Optional[Lang],
+    typer.Option("--lang", help="zh: explanations in Chinese as well as English (default: from LC_ALL / LANG).", show_default=False),
+]
+
+
+def chinese(lang: Lang | None) -> bool:
+    """--lang, else the locale the way POSIX picks it: LC_ALL, then LC_MESSAGES, then LANG."""
+    import os
+
+    if lang is not None:
+        return lang is Lang.zh
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = os.environ.get(var)
+        if value:
+            return value.lower().startswith("zh")
+    return False

@@ -5,7 +5,8 @@ one column exactly. With colour, a cell's background follows viridis (perceptual
 colour-blind eyes, and dark-to-light so that it stands out on dark and light terminals alike); without
 colour (NO_COLOR, a pipe, a file) the same weight is a shade character from ' ░▒▓█'. Masked cells
 (the future: weight exactly 0) are a dim '·' in both, never a colour, so they cannot be mistaken for
-a small weight. Column labels are written downwards, one character per line.
+a small weight. Column labels go across, one line above the columns, when every one fits its column;
+otherwise they are written downwards, one character per line.
 """
 
 from __future__ import annotations
@@ -81,26 +82,39 @@ def columns_that_fit(total_width: int, labels: Sequence[str], cell_width: int, e
 Cell = Callable[[int, int], tuple[str, Style | str | None]]
 
 
+def column_header(col_labels: Sequence[str], cell_width: int) -> list[Text]:
+    """The lines of column labels above a grid: one line across if every label fits its column
+    (right-aligned over numbers, centred over cells), else each written downwards, ending just above it."""
+    across = all(cell_len(label) <= cell_width for label in col_labels)
+    columns = [[label] if across else column_glyphs(label) for label in col_labels]
+    height = max((len(c) for c in columns), default=0)
+    lines = []
+    for line in range(height):
+        text = Text(no_wrap=True, overflow="crop")
+        for glyphs in columns:
+            pad = height - len(glyphs)
+            g = glyphs[line - pad] if line >= pad else ""
+            gap = cell_width - cell_len(g)
+            left = gap if across and cell_width > 2 else gap // 2
+            text.append(" " * left + g + " " * (gap - left), style="bold")
+        lines.append(text)
+    return lines
+
+
 def matrix(row_labels: Sequence[str], col_labels: Sequence[str], cell_width: int, cell: Cell, row_end: Callable[[int], str] | None = None, end_title: str = "") -> Text:
-    """A labelled grid: column labels written downwards on top, row labels on the left, cell(i, j)
+    """A labelled grid: column labels on top (column_header), row labels on the left, cell(i, j)
     giving each cell's text (exactly cell_width wide) and style; row_end(i) an optional last column."""
     lw = label_width(row_labels)
     text = Text(no_wrap=True, overflow="crop")
-    columns = [column_glyphs(label) for label in col_labels]
-    height = max((len(c) for c in columns), default=0)
-    for line in range(height):
+    header = column_header(col_labels, cell_width)
+    for k, line in enumerate(header):
         text.append(" " * (lw + 1))
-        for glyphs in columns:
-            pad = height - len(glyphs)  # labels end just above their column
-            g = glyphs[line - pad] if line >= pad else ""
-            left = (cell_width - cell_len(g)) // 2
-            text.append(" " * left + g + " " * (cell_width - left - cell_len(g)), style="bold")
-        if row_end is not None and line == height - 1:
+        text.append_text(line)
+        if row_end is not None and k == len(header) - 1:
             text.append(end_title, style="dim")
         text.append("\n")
     for i, label in enumerate(row_labels):
-        shown = clip(label, lw)
-        text.append(" " * (lw - cell_len(shown)) + shown + " ", style="bold")
+        text.append(row_label(label, lw), style="bold")
         for j in range(len(col_labels)):
             s, style = cell(i, j)
             text.append(s, style=style)
@@ -109,6 +123,12 @@ def matrix(row_labels: Sequence[str], col_labels: Sequence[str], cell_width: int
         if i < len(row_labels) - 1:
             text.append("\n")
     return text
+
+
+def row_label(label: str, width: int) -> str:
+    """A row label right-aligned in `width` cells (cut with '…'), and the space after it."""
+    shown = clip(label, width)
+    return " " * (width - cell_len(shown)) + shown + " "
 
 
 def column_glyphs(label: str) -> list[str]:
@@ -149,10 +169,11 @@ def numbers(w: np.ndarray, allowed: np.ndarray, row_labels, col_labels, colour: 
     return matrix(row_labels, col_labels, 5, cell, row_end, "     Σ")
 
 
-def thumbnail(w: np.ndarray, allowed: np.ndarray, colour: bool) -> list[Text]:
-    """w [R, C] as unlabelled two-character cells, one Text per row (for grids of many heads)."""
+def thumbnail(w: np.ndarray, allowed: np.ndarray, colour: bool, col_labels: Sequence[str] = ()) -> list[Text]:
+    """w [R, C] as two-character cells, one Text per line: the column labels' lines (if given) then
+    one per row (for grids of many heads; side_by_side puts the row labels on the left)."""
     rgb = viridis(w)  # [R, C, 3]
-    lines = []
+    lines = column_header(col_labels, 2) if len(col_labels) else []
     for i in range(w.shape[0]):
         line = Text(no_wrap=True)
         for j in range(w.shape[1]):
@@ -166,17 +187,23 @@ def thumbnail(w: np.ndarray, allowed: np.ndarray, colour: bool) -> list[Text]:
     return lines
 
 
-def side_by_side(panels: list[tuple[str, list[Text]]], cell_cols: int, gap: int = 3) -> Text:
-    """Panels (title, lines) of equal width cell_cols * 2 laid out in one row."""
+def side_by_side(panels: list[tuple[str, list[Text]]], cell_cols: int, gap: int = 3, row_labels: Sequence[str] = ()) -> Text:
+    """Panels (title, lines) of equal width cell_cols * 2 laid out in one row; row_labels, if given,
+    on the left of the last len(row_labels) lines (the rows of cells under the column labels)."""
     width = cell_cols * 2
+    lw = label_width(row_labels) + 1 if len(row_labels) else 0
+    height = max(len(lines) for _, lines in panels)
+    first_row = height - len(row_labels)
     text = Text(no_wrap=True, overflow="crop")
-    text.append((" " * gap).join(clip(title, width).ljust(width) for title, _ in panels), style="bold")
-    for row in range(max(len(lines) for _, lines in panels)):
+    text.append(" " * lw + (" " * gap).join(clip(title, width).ljust(width) for title, _ in panels), style="bold")
+    for line in range(height):
         text.append("\n")
+        if lw:
+            text.append(row_label(row_labels[line - first_row], lw - 1) if line >= first_row else " " * lw, style="bold")
         for k, (_, lines) in enumerate(panels):
             if k:
                 text.append(" " * gap)
-            text.append_text(lines[row] if row < len(lines) else Text(" " * width))
+            text.append_text(lines[line] if line < len(lines) else Text(" " * width))
     return text
 
 

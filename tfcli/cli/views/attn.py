@@ -1,0 +1,347 @@
+"""What `tfcli attn` prints and writes: token labels, the worked example, masks, a model's heads.
+
+Drawing only: the command (cli/attn.py) computes the weights (tfcli.analysis.attention) and hands
+them here. Heatmap cells come from views/heatmap.py, PNG/SVG from views/images.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from ..console import note, out, warn
+from . import heatmap
+
+# --- tokens and their labels ------------------------------------------------------------------
+
+_SUPERSCRIPTS = "¹²³⁴"  # the ones CJK fonts have too
+_VISIBLE = {" ": "␣", "\n": "⏎", "\t": "→", "\r": "␍"}
+
+
+def visible(s: str) -> str:
+    """A token's text with whitespace and control characters made visible, for a label."""
+    return "".join(_VISIBLE.get(c, c if c.isprintable() else f"\\x{ord(c):02x}") for c in s)
+
+
+def token_labels(tokenizer, ids: list[int]) -> list[str]:
+    """One label per token: its text, made visible.
+
+    With byte-level BPE a character can be split over several tokens (a Chinese character is three
+    UTF-8 bytes), and each piece alone decodes to U+FFFD. Such tokens are grouped until their text
+    is whole again, and each is labelled with the character it belongs to and its place in it: 今¹ 今² 今³.
+    """
+    labels: list[str] = []
+    i = 0
+    while i < len(ids):
+        j, text = i + 1, tokenizer.decode(ids[i : i + 1])
+        if "\ufffd" in text:
+            for k in range(i + 2, min(i + 8, len(ids)) + 1):
+                whole = tokenizer.decode(ids[i:k])
+                if "\ufffd" not in whole:
+                    j, text = k, whole
+                    break
+        if j - i == 1:
+            labels.append(visible(text) or f"<{tokenizer.piece(ids[i])}>")
+        else:
+            labels += _part_labels(tokenizer, ids[i:j], text)
+        i = j
+    return labels
+
+
+def _part_labels(tokenizer, group: list[int], text: str) -> list[str]:
+    """Labels for tokens that only together spell `text`: each names the character it starts in
+    (and any it completes), numbered when that character spans several tokens."""
+    done = [len(tokenizer.decode(group[: k + 1]).rstrip("\ufffd")) for k in range(len(group))]  # whole characters so far
+    first = [0] + done[:-1]  # the character each token starts in
+    labels = []
+    for k, a in enumerate(first):
+        label = visible(text[a : max(done[k], a + 1)])
+        if first.count(a) > 1:
+            n = first[:k].count(a)
+            label += _SUPERSCRIPTS[n] if n < len(_SUPERSCRIPTS) else f"#{n + 1}"
+        labels.append(label)
+    return labels
+
+
+def offline_labels(text: str) -> tuple[list[str], str]:
+    """Tokens without a model: words if the text has spaces, else characters (Chinese has no spaces)."""
+    if any(c.isspace() for c in text.strip()):
+        return text.split(), "one token per word"
+    return [visible(c) for c in text], "one token per character"
+
+
+def pct(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.0%}"
+
+
+def count(n: int) -> str:
+    return f"{n / 1e6:.1f} M" if n >= 1e6 else f"{n / 1e3:.1f} K" if n >= 1e3 else str(n)
+
+
+def _vec(v, digits: int = 2) -> str:
+    return "[" + " ".join(f"{x:.{digits}f}" for x in v) + "]"
+
+
+# --- the worked example -----------------------------------------------------------------------
+
+
+def demo_json(ex) -> None:
+    t = ex.row
+    finite = lambda a: [[None if not np.isfinite(x) else float(x) for x in r] for r in a]  # noqa: E731
+    print(json.dumps({
+        "tokens": ex.tokens, "scores": ex.scores.tolist(), "masked_scores": finite(ex.masked), "weights": ex.weights.tolist(),
+        "values": ex.values.tolist(), "value_dims": ex.value_dims, "row": t, "context": ex.context(t).tolist(),
+    }, ensure_ascii=False))  # fmt: skip
+
+
+def demo(ex) -> None:
+    """The worked example (analysis.attention.WorkedExample), step by step."""
+    from rich.table import Table
+
+    t, tokens = ex.row, ex.tokens
+    w, masked = ex.weights, ex.masked
+    c = ex.context(t)
+    colour = heatmap.uses_colour(out)
+    everything = np.ones_like(ex.allowed)
+    out.print(f"[bold]Attention, worked by hand[/]: [italic]{' '.join(tokens)}[/] ({len(tokens)} tokens)\n")
+    out.print("[bold]1. Scores[/] s_ti = q_t · k_i / √d_k: how well token t's query matches token i's key (set by hand here).")
+    out.print(heatmap.numbers(ex.scores, everything, tokens, tokens, False, fmt="{:.1f}", row_sums=False))
+    out.print("\n[bold]2. The causal mask[/] sets the future (i > t) to -inf, [italic]before[/] softmax.")
+    out.print(heatmap.numbers(masked, ex.allowed, tokens, tokens, False, masked_as="-inf", fmt="{:.1f}", row_sums=False, masked_style="red"))
+    out.print("\n[bold]3. Softmax[/] of each row: e^s / Σ e^s. e^-inf = 0, so the future gets exactly 0 and each row still sums to 1 (Σ).")
+    out.print(heatmap.numbers(w, ex.allowed, tokens, tokens, colour))
+
+    out.print(f"\n[bold]4. One row, step by step[/]: token {t} [bold]{tokens[t]!r}[/] mixes the value vectors x_i of the tokens it may see.")
+    out.print(f"[dim]Each x_i is ({', '.join(ex.value_dims)}), set by hand.[/]")
+    table = Table(box=None, pad_edge=False, padding=(0, 1), show_footer=True)
+    exps = ex.exps(t)
+    table.add_column("i", justify="right")
+    table.add_column("token", footer="Σ")
+    table.add_column("score", justify="right")
+    table.add_column("masked", justify="right")
+    table.add_column("e^(s-max)", justify="right", footer=f"{exps.sum():.3f}")
+    table.add_column("weight w", justify="right", footer=f"{w[t].sum():.3f}")
+    table.add_column("x_i", footer="c =")
+    table.add_column("w · x_i", footer=_vec(c), footer_style="bold")
+    for i, tok in enumerate(tokens):
+        future = i > t
+        table.add_row(
+            str(i), tok, f"{ex.scores[t, i]:.1f}", "-inf" if future else f"{masked[t, i]:.1f}",
+            f"{exps[i]:.3f}", f"{w[t, i]:.3f}", _vec(ex.values[i], 1), _vec(w[t, i] * ex.values[i]),
+            style="dim" if future else None,
+        )  # fmt: skip
+    out.print(table)
+    leak = ex.unmasked_weights(t)
+    out.print(
+        f"\nc_{t} = Σ_i w_{t}i x_i = {_vec(c)}: {tokens[t]!r} now carries mostly {tokens[int(w[t].argmax())]!r} "
+        f"({w[t].max():.0%} of its weight). Without the mask, {tokens[int(leak[t + 1:].argmax()) + t + 1]!r} from the future "
+        f"would have taken {leak[t + 1:].max():.0%}: at training time the model would read the answer it must predict."
+    )
+    out.print("[dim]In a model, q, k and the values come from learned matrices (x W_Q, x W_K, x W_V); see 'tfcli attn TEXT' for real weights.[/]")
+
+
+# --- masks ------------------------------------------------------------------------------------
+
+
+def mask_json(pat, labels: list[str], allowed: np.ndarray, w: np.ndarray) -> None:
+    print(json.dumps({"pattern": pat.name, "tokens": labels, "allowed": allowed.tolist(), "weights": w.tolist()}, ensure_ascii=False))
+
+
+def mask(pat, labels: list[str], how: str, allowed: np.ndarray, w: np.ndarray, kept: int) -> None:
+    """The mask's scores and weights for the first tokens that fit; allowed, w [n, n] for those
+    n tokens (n <= len(labels)); kept: the scores the mask keeps over all the tokens."""
+    colour = heatmap.uses_colour(out)
+    n, shown = len(labels), w.shape[0]
+    out.print(f"[bold]Mask: {pat.name}[/] — {pat.describe()}")
+    out.print(f"[dim]{n:,} tokens, {how}.[/]")
+    if shown < n:
+        out.print(f"[dim]Showing the first {shown} of {n:,} tokens: the pattern goes on the same way (--png draws them all).[/]")
+    sub = labels[:shown]
+    scores = np.where(allowed, np.float32(0), np.float32(-np.inf))  # [n, n]: all equal, so only the mask shapes the weights
+    out.print("\n[bold]1. Scores[/] q·k/√d_k with the mask applied: -inf where a token may not look. All scores are 0 here, so only the mask shapes the weights.")
+    out.print(heatmap.numbers(scores, allowed, sub, sub, False, masked_as="-inf", fmt="{:g}", row_sums=False, masked_style="red"))
+    out.print("\n[bold]2. Softmax of each row[/]: e^-inf = 0, so the masked places get exactly 0 and each row still sums to 1 (Σ).")
+    out.print(heatmap.numbers(w, allowed, sub, sub, colour))
+    far = 2048
+    this = "" if pat.kind == "causal" else f", {pat.name} {count(pat.kept(far))}"
+    out.print(
+        f"\n[bold]Cost[/]: this mask keeps {kept:,} of the {n:,}×{n:,} = {n * n:,} scores ({kept / (n * n):.0%}). "
+        f"At {far:,} tokens: all pairs {count(far * far)} scores, causal {count(far * (far + 1) // 2)}{this}."
+    )
+    if pat.kind == "causal":
+        out.print("[dim]The mask only removes scores; the ones it keeps still grow as T², which is what sliding:W and banded:W avoid.[/]")
+
+
+# --- a model's attention ----------------------------------------------------------------------
+
+
+def panel_title(layer: int, head: int, layers, heads) -> str:
+    if len(layers) > 1 and len(heads) > 1:
+        return f"L{layer} H{head}"
+    return f"layer {layer}" if len(layers) > 1 else f"head {head}"
+
+
+def which(picked: list[int], n: int, what: str) -> str:
+    return f"all {n} {what}s" if len(picked) > 1 else f"{what} {picked[0]} of {n}"
+
+
+def patterns_json(name, text, ids, labels, layers, heads, weights) -> None:
+    print(json.dumps({
+        "model": name, "text": text,
+        "tokens": [{"position": i, "id": int(t), "label": s} for i, (t, s) in enumerate(zip(ids, labels))],
+        "layers": layers, "heads": heads, "shape": list(weights.shape), "weights": weights.tolist(),
+    }, ensure_ascii=False))  # fmt: skip
+
+
+def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, how: str) -> None:
+    """weights [nL, nH, T, T] of the picked layers and heads: one heatmap (or numbers) per head,
+    or thumbnails side by side, then what each head mostly does."""
+    from tfcli.analysis.attention import fit as fit_cells
+    from tfcli.analysis.attention import summarize
+
+    colour = heatmap.uses_colour(out)
+    t_len = len(labels)
+    summaries = [summarize(weights[a, b], l, h) for a, l in enumerate(layers) for b, h in enumerate(heads)]
+
+    def fitted(w, n):
+        """(w, allowed, row labels, column labels, a note) for at most n tokens."""
+        w2, allowed2, groups = fit_cells(w, allowed, n, how)
+        if len(groups) == t_len:
+            return w2, allowed2, labels, labels, None
+        if how == "pool":  # rows name their block; columns its first position, which stacks shorter
+            rows = [labels[g.start] if len(g) == 1 else f"{g.start}-{g.stop - 1}" for g in groups]
+            cols = [labels[g.start] if len(g) == 1 else str(g.start) for g in groups]
+            msg = f"{t_len} tokens pooled into {len(groups)} blocks (positions shown): rows averaged, columns summed, so rows still sum to 1"
+        else:
+            rows = cols = [labels[g.start] for g in groups]
+            msg = f"showing the {how} {len(groups)} of {t_len} tokens" + (", so the rows miss their weight on earlier tokens" if how == "last" else "")
+        return w2, allowed2, rows, cols, msg + " (--fit last|first|pool; --png draws them all)"
+
+    def fitted_to(w, cell_width, extra, panels=1, gap=0):
+        """fitted() with as many tokens as `panels` grids side by side can show in the terminal's width
+        (pooled blocks are labelled by positions, "40-47", often wider than the tokens were)."""
+        room = lambda lw: (out.width - lw - 1 - extra - (panels - 1) * gap) // (cell_width * panels)  # noqa: E731
+        n = max(1, room(heatmap.label_width(labels)))
+        while True:
+            got = fitted(w, n)
+            if n == 1 or len(got[2]) <= room(heatmap.label_width(got[2])):
+                return got
+            n -= 1
+
+    single = len(layers) == 1 and len(heads) == 1
+    if single or values:
+        for a, l in enumerate(layers):
+            for b, h in enumerate(heads):
+                width, extra = (5, 6) if values else (2, 0)
+                w, al, rows, cols, msg = fitted_to(weights[a, b], width, extra)
+                out.print(f"[bold]{name}[/] · layer {l} of {cfg.n_layer} · head {h} of {cfg.n_head} · {t_len} tokens")
+                if msg:
+                    out.print(f"[dim]{msg}.[/]")
+                out.print(heatmap.numbers(w, al, rows, cols, colour) if values else heatmap.heatmap(w, al, rows, cols, colour))
+                if not values:
+                    out.print(heatmap.legend(colour))
+                else:
+                    out.print("[dim]Each row is one token looking back; it sums to 1 (Σ). 0 = masked (the future).[/]")
+                if single:
+                    s = summaries[0]
+                    out.print(
+                        f"Rows are queries, columns the keys they look at. Most attention goes to {labels[s.top_key]!r} (#{s.top_key}, "
+                        f"{s.top_share:.0%} of what tokens 1..T-1 give); on average {pct(s.to_first)} to the first token, "
+                        f"{pct(s.to_previous)} to the previous one, {pct(s.to_self)} to itself."
+                    )
+                out.print()
+        if single:
+            return
+    else:
+        _thumbnails(weights, labels, layers, heads, colour, fitted_to)
+    _summary_table(summaries, labels)
+
+
+def _thumbnails(weights, labels, layers, heads, colour, fitted_to) -> None:
+    """Small labelled heatmaps side by side: a line of panels per layer (when both are 'all'), each
+    line with the token labels on its left and above each panel."""
+    gap = 3
+    panels, rows, note_shown = [], labels, None
+    for a, l in enumerate(layers):
+        for b, h in enumerate(heads):
+            w, al, rows, cols, msg = fitted_to(weights[a, b], 2, 0, panels=2, gap=gap)  # at least two panels a line
+            note_shown = note_shown or msg
+            panels.append((panel_title(l, h, layers, heads), heatmap.thumbnail(w, al, colour, cols)))
+    n = len(rows)
+    lw = heatmap.label_width(rows) + 1
+    per_line = max(1, (out.width - lw + gap) // (n * 2 + gap))
+    lines = [panels[i : i + len(heads)] for i in range(0, len(panels), len(heads))] if len(heads) > 1 else [panels]
+    out.print(f"[dim]Each panel: rows are queries, columns keys, {len(labels)} tokens from {labels[0]!r} to {labels[-1]!r}.[/]")
+    if note_shown:
+        out.print(f"[dim]{note_shown}.[/]")
+    for line in lines:
+        for i in range(0, len(line), per_line):
+            out.print(heatmap.side_by_side(line[i : i + per_line], n, gap, rows))
+            out.print()
+    out.print(heatmap.legend(colour))
+
+
+def _summary_table(summaries, labels) -> None:
+    from rich.table import Table
+
+    table = Table(box=None, padding=(0, 1), pad_edge=False, title="What each head attends to", title_justify="left")
+    for col in ("layer", "head", "top token", "share", "first", "prev", "self", "bits", "mostly"):
+        table.add_column(col, justify="left" if col in ("top token", "mostly") else "right", no_wrap=True)
+    for s in summaries:
+        table.add_row(
+            str(s.layer), str(s.head), f"{heatmap.clip(labels[s.top_key], 8)} #{s.top_key}", f"{s.top_share:.0%}",
+            pct(s.to_first), pct(s.to_previous), pct(s.to_self), f"{s.entropy:.2f}", s.kind,
+        )  # fmt: skip
+    out.print(table)
+    out.print(
+        "[dim]top token: the one receiving the largest share of the attention of tokens 1..T-1 (token 0 can only look at itself). first, prev, self: mean weight that "
+        "tokens 1..T-1 give the first token, the one before them, themselves. bits: mean entropy of a row (0 = all on one token).[/]"
+    )
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def panel(title, w, allowed, labels):
+    from .images import Panel
+
+    return Panel(title, w, allowed, labels, labels)
+
+
+def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, labels) -> None:
+    """--png, --svg, --csv: the image(s) of the panels in `grid`, the weights [nL, nH, T, T] as rows."""
+    from . import images
+
+    if png or svg:
+        images.check_size(grid, bool(png), bool(svg))
+        fonts = images.fonts_or_none()  # None without Pillow: an SVG is then measured by estimate, a PNG refused
+        if png and fonts is None:
+            raise images.no_pillow()
+        drawing = images.layout(grid, heading, measure=fonts.measure if fonts else images.estimate)
+        if png:
+            images.write_png(png, drawing, fonts)
+            note(f"wrote {png} ({drawing.width}×{drawing.height} px)")
+            if fonts.missing:
+                chars = "".join(sorted(fonts.missing))
+                warn(f"no font found has {len(chars)} of the characters, drawn as boxes: {visible(chars[:20])} (set TFCLI_FONT to a font that has them)")
+        if svg:
+            images.write_svg(svg, drawing)
+            note(f"wrote {svg} ({drawing.width}×{drawing.height} px)")
+    if csv_path:
+        import csv
+
+        try:
+            with open(csv_path, "w", newline="", encoding="utf-8") as f:
+                rows = csv.writer(f)
+                rows.writerow(["layer", "head", "query", "key", "query_token", "key_token", "weight"])
+                for a, l in enumerate(layers):
+                    for b, h in enumerate(heads):
+                        for q, row in enumerate(weights[a, b]):
+                            rows.writerows([l, h, q, k, labels[q], labels[k], f"{x:.9g}"] for k, x in enumerate(row))
+        except OSError as e:
+            from tfcli.engine.errors import TfcliError
+
+            raise TfcliError(f"cannot write {csv_path}: {e.strerror or e}") from None
+        note(f"wrote {csv_path} ({weights.size:,} weights)")

@@ -1,0 +1,239 @@
+"""Attention heatmaps as PNG (Pillow) and SVG (plain text, no library), with token labels on both axes.
+
+One layout serves both formats: `layout` turns panels into rectangles and text at pixel positions,
+and each writer only paints them. Text is measured with the fonts the PNG is drawn with (`Fonts`), so
+that labels get the room they need; the SVG names the same font first and gets the same geometry.
+
+Fonts, in this order: $TFCLI_FONT; the subset of Noto Sans CJK shipped in tfcli/fonts/ (the
+characters of the shipped models' vocabularies, ASCII and the label marks: tools/make_font.py);
+then the system's CJK and Latin fonts. Each text is drawn with the first font that has all its
+characters, so a character outside the subset still finds a system font.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+import numpy as np
+
+from tfcli.engine.errors import TfcliError
+
+from .fonts import Fonts, estimate, needs_cjk_font
+from .heatmap import viridis
+
+Measure = Callable[[str, int], float]  # (text, font size) -> width in pixels
+
+WHITE = (255, 255, 255)
+INK = (40, 40, 40)
+MASKED_FILL = (232, 232, 232)  # light grey: clearly not a colour of the scale
+PAD = 14
+GAP = 22  # between panels
+BAR_WIDTH = 14
+MASKED_LABEL = "0 (masked)"
+
+SVG_FONTS = "'tfcli CJK Subset', 'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', 'PingFang SC', 'Microsoft YaHei', 'DejaVu Sans', sans-serif"
+ROW_LABEL_EMS = 10  # the longest row label, in font sizes; longer ones end in '…'
+COL_LABEL_EMS = 10  # the same for the column labels, written upwards when they do not fit across
+
+
+@dataclass
+class Panel:
+    """One heatmap: weights [R, C] in [0, 1], allowed [R, C] False where masked, and its labels."""
+
+    title: str
+    weights: np.ndarray
+    allowed: np.ndarray
+    row_labels: list[str]
+    col_labels: list[str]
+
+
+@dataclass
+class Drawing:
+    width: int
+    height: int
+    # Blocks of coloured cells: x, y, cell width, cell height (px), colours uint8 [R, C, 3].
+    bitmaps: list[tuple[int, int, int, int, np.ndarray]] = field(default_factory=list)
+    # x, y, text, size, anchor, rgb, upright; anchor as Pillow's ("lm": left, middle); upright=False turns
+    # the text a quarter to the left about (x, y), so that it reads upwards from there.
+    texts: list[tuple[float, float, str, int, str, tuple, bool]] = field(default_factory=list)
+    grids: list[tuple[int, int, int]] = field(default_factory=list)  # each panel's cells: x0, y0, cell size
+
+    def text(self, x, y, s, size, anchor="lm", rgb=INK, upright=True):
+        self.texts.append((x, y, s, size, anchor, rgb, upright))
+
+
+def clip_px(s: str, size: int, max_px: float, measure: Measure) -> str:
+    """Cut a label to at most max_px pixels, ending in '…'."""
+    if measure(s, size) <= max_px:
+        return s
+    while s and measure(s + "…", size) > max_px:
+        s = s[:-1]
+    return s + "…"
+
+
+MAX_PNG_CELLS = 40_000_000  # a 12,288-pixel square of 3-pixel cells is 16.8 M cells, 450 MB as RGB
+MAX_SVG_CELLS = 2_000_000  # one <rect> each: about 150 MB of text
+
+
+def check_size(grid: list[list[Panel]], png: bool, svg: bool) -> None:
+    """A one-line error before drawing a picture that would not fit in memory (or in a viewer)."""
+    from tfcli.engine.errors import PromptError
+
+    cells = sum(p.weights.size for row in grid for p in row)
+    for wanted, limit, flag in ((png, MAX_PNG_CELLS, "--png"), (svg, MAX_SVG_CELLS, "--svg")):
+        if wanted and cells > limit:
+            raise PromptError(f"{flag} would draw {cells:,} cells, more than {limit:,}", "use a shorter text, or draw fewer layers and heads")
+
+
+def no_pillow() -> TfcliError:
+    return TfcliError("writing a PNG needs Pillow, which is not installed", "pip install pillow (a dependency of tfcli), or write --svg instead")
+
+
+def fonts_or_none() -> Fonts | None:
+    """The fonts to measure and draw with; None without Pillow (an SVG is then measured by estimate)."""
+    try:
+        return Fonts()
+    except ImportError:
+        return None
+
+
+def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: Measure | None = None) -> Drawing:
+    """Panels in rows and columns, each with its title, row labels on the left and column labels
+    on top (across when every one fits its column, else written upwards), plus a heading and a
+    colour bar. Text is measured with `measure` (default: the PNG's fonts); labels=False leaves the
+    label margins empty (the tests compare the two)."""
+    if measure is None:
+        fonts = fonts_or_none()
+        measure = fonts.measure if fonts else estimate
+    panels = [p for row in grid for p in row]
+    n = max(p.weights.shape[1] for p in panels)
+    budget = 560 if len(panels) == 1 else 300  # pixels for the side of one heatmap
+    cell = min(max(round(budget / n), 3), 36)
+    size = min(max(round(cell * 0.62), 9), 16)
+    line = round(size * 1.2)
+    every = math.ceil(size * 1.15 / cell)  # label every k-th token when cells are smaller than the text
+    rows = {s: clip_px(s, size, ROW_LABEL_EMS * size, measure) for p in panels for s in p.row_labels}
+    cols = {s: clip_px(s, size, COL_LABEL_EMS * size, measure) for p in panels for s in p.col_labels}
+    col_px = {s: measure(t, size) for s, t in cols.items()}
+    across = all(w <= cell - 2 for w in col_px.values())
+    left = math.ceil(max(measure(t, size) for t in rows.values())) + 8
+    title_h = round(size * 1.8)
+    top = title_h + (line if across else math.ceil(max(col_px.values()))) + 6
+    pw = left + max(p.weights.shape[1] for p in panels) * cell  # one panel's box
+    ph = top + max(p.weights.shape[0] for p in panels) * cell
+    heading_size = size + 3
+    heading_h = round(heading_size * 2)
+    ncols = max(len(row) for row in grid)
+    bar_x = PAD + ncols * pw + (ncols - 1) * GAP + GAP
+    width = max(bar_x + BAR_WIDTH + 4 + math.ceil(measure(MASKED_LABEL, size)) + PAD, 2 * PAD + math.ceil(measure(heading, heading_size)))
+    by = PAD + heading_h + top  # the colour bar: beside the first row of cells, then the masked swatch
+    bh = max(60, min(ph - top, 240))
+    height = max(PAD + heading_h + len(grid) * ph + (len(grid) - 1) * GAP, by + bh + 8 + BAR_WIDTH) + PAD
+    d = Drawing(int(width), int(height))
+    d.text(PAD, PAD + heading_h / 2, heading, heading_size)
+
+    for r, row in enumerate(grid):
+        for c, p in enumerate(row):
+            px, py = PAD + c * (pw + GAP), PAD + heading_h + r * (ph + GAP)
+            x0, y0 = px + left, py + top
+            d.grids.append((x0, y0, cell))
+            d.text(x0, py + title_h / 2, p.title, size)
+            rgb = np.where(p.allowed[..., None], viridis(p.weights), np.array(MASKED_FILL, dtype=np.uint8))  # [R, C, 3]
+            d.bitmaps.append((x0, y0, cell, cell, rgb))
+            if not labels:
+                continue
+            for i, s in enumerate(p.row_labels):
+                if i % every == 0:
+                    d.text(x0 - 5, y0 + i * cell + cell / 2, rows[s], size, "rm")
+            for j, s in enumerate(p.col_labels):
+                if j % every == 0:
+                    x = x0 + j * cell + cell / 2
+                    if across:
+                        d.text(x, y0 - 4 - line / 2, cols[s], size, "mm")
+                    else:  # upwards from just above its column
+                        d.text(x, y0 - 4, cols[s], size, "lm", upright=False)
+
+    # The colour bar: 1 at the top, 0 at the bottom.
+    d.bitmaps.append((bar_x, by, BAR_WIDTH, 1, viridis(np.linspace(1, 0, bh))[:, None]))  # [bh, 1, 3]
+    for v in (1, 0.5, 0):
+        d.text(bar_x + BAR_WIDTH + 4, by + (1 - v) * (bh - 1), f"{v:g}", size)
+    d.bitmaps.append((bar_x, by + bh + 8, BAR_WIDTH, BAR_WIDTH, np.array([[MASKED_FILL]], dtype=np.uint8)))
+    d.text(bar_x + BAR_WIDTH + 4, by + bh + 8 + BAR_WIDTH / 2, MASKED_LABEL, size)
+    return d
+
+
+# --- PNG --------------------------------------------------------------------------------------
+
+
+def write_png(path: Path, drawing: Drawing, fonts: Fonts | None) -> None:
+    """Paint a drawing with Pillow, each text in the first of `fonts` that has its characters."""
+    try:
+        from PIL import Image, ImageDraw
+    except ImportError:
+        raise no_pillow() from None
+    fonts = fonts or Fonts()
+    if not fonts.files and needs_cjk_font(t[2] for t in drawing.texts):
+        from .fonts import INSTALL_HINT
+
+        raise TfcliError("no font with CJK glyphs found for the PNG labels", INSTALL_HINT)
+    img = Image.new("RGB", (drawing.width, drawing.height), WHITE)
+    for x, y, cw, ch, rgb in drawing.bitmaps:
+        block = Image.fromarray(np.ascontiguousarray(rgb), "RGB")
+        img.paste(block.resize((rgb.shape[1] * cw, rgb.shape[0] * ch), Image.Resampling.NEAREST), (x, y))
+    draw = ImageDraw.Draw(img)
+    for x, y, s, size, anchor, rgb, upright in drawing.texts:
+        face = fonts.face(s, size)
+        if upright:
+            draw.text((x, y), s, fill=rgb, font=face, anchor=anchor)
+            continue
+        # Drawn level on its own mask, turned a quarter to the left, pasted so that the anchor lands on (x, y).
+        l, t, r, b = face.getbbox(s, anchor=anchor)  # relative to the anchor
+        mask = Image.new("L", (max(1, math.ceil(r - l)), max(1, math.ceil(b - t))), 0)
+        ImageDraw.Draw(mask).text((-l, -t), s, fill=255, font=face, anchor=anchor)
+        turned = mask.transpose(Image.Transpose.ROTATE_90)  # (u, v) -> (v, W - 1 - u): the anchor goes to (-t, W + l)
+        img.paste(Image.new("RGB", turned.size, rgb), (round(x + t), round(y - mask.width - l)), turned)
+    _write(path, lambda f: img.save(f, format="PNG"))
+
+
+# --- SVG --------------------------------------------------------------------------------------
+
+_ANCHOR = {"l": "start", "m": "middle", "r": "end"}
+
+
+def write_svg(path: Path, drawing: Drawing) -> None:
+    """SVG text: one <rect> per cell, one <text> per label; the viewer picks a font from SVG_FONTS."""
+    parts = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{drawing.width}" height="{drawing.height}" '
+        f'viewBox="0 0 {drawing.width} {drawing.height}" font-family={quoteattr(SVG_FONTS)}>',
+        f'<rect x="0" y="0" width="{drawing.width}" height="{drawing.height}" fill="{_hex(WHITE)}"/>',
+        '<g shape-rendering="crispEdges">',
+    ]
+    for x, y, cw, ch, rgb in drawing.bitmaps:
+        for i, j in np.ndindex(rgb.shape[:2]):
+            parts.append(f'<rect x="{x + j * cw}" y="{y + i * ch}" width="{cw}" height="{ch}" fill="{_hex(rgb[i, j])}"/>')
+    parts.append("</g>")
+    for x, y, s, size, anchor, rgb, upright in drawing.texts:
+        turn = "" if upright else f' transform="rotate(-90 {x:.1f} {y:.1f})"'
+        parts.append(
+            f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{_ANCHOR[anchor[0]]}" '
+            f'dominant-baseline="central" fill="{_hex(rgb)}"{turn}>{escape(s)}</text>'
+        )
+    parts.append("</svg>\n")
+    _write(path, lambda f: f.write("\n".join(parts).encode("utf-8")))
+
+
+def _hex(rgb) -> str:
+    return "#{:02x}{:02x}{:02x}".format(*(int(c) for c in rgb))
+
+
+def _write(path: Path, save) -> None:
+    try:
+        with open(path, "wb") as f:
+            save(f)
+    except OSError as e:
+        raise TfcliError(f"cannot write {path}: {e.strerror or e}") from None
