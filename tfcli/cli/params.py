@@ -9,7 +9,6 @@ import the engine's config and safetensors header readers inside the functions t
 from __future__ import annotations
 
 import json
-import os
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -26,11 +25,6 @@ if TYPE_CHECKING:
 class Mlp(str, Enum):
     gelu = "gelu"
     swiglu = "swiglu"
-
-
-class Lang(str, Enum):
-    en = "en"
-    zh = "zh"
 
 
 _SIZE = {"show_default": False, "rich_help_panel": "Shape"}
@@ -66,7 +60,7 @@ def params(
     mlp: Annotated[Optional[Mlp], typer.Option("--mlp", help="gelu (up, down) or swiglu (gate, up, down).", **_SIZE)] = None,
     list_presets: Annotated[bool, typer.Option("--list-presets", help="List the presets and exit.")] = False,
     lang: Annotated[
-        Optional[Lang],
+        Optional[options.Lang],
         typer.Option("--lang", help="zh: names and explanations in Chinese as well as English (default: from LC_ALL / LANG).", show_default=False),
     ] = None,
     as_json: options.Json = False,
@@ -98,7 +92,7 @@ def params(
     """
     from tfcli.analysis.params import report as R
 
-    zh = _chinese(lang)
+    zh = options.chinese(lang)
     if list_presets:
         rows = R.presets_list()
         if as_json:
@@ -209,14 +203,3 @@ def _read_shapes(path: Path) -> tuple[dict[str, tuple[int, ...]], list[str], dic
         dtypes = [info.dtype for info in infos.values()]
         files = [path.name]
     return shapes, files, {d: dtypes.count(d) for d in sorted(set(dtypes))}
-
-
-def _chinese(lang: Lang | None) -> bool:
-    """--lang, else the locale the way POSIX picks it: LC_ALL, then LC_MESSAGES, then LANG."""
-    if lang is not None:
-        return lang is Lang.zh
-    for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
-        value = os.environ.get(var)
-        if value:
-            return value.lower().startswith("zh")
-    return False
