@@ -17,6 +17,7 @@ from safetensors.numpy import load_file  # noqa: E402
 
 from tfcli.store.manifest import verify_manifest
 from tfcli.store import gguf as tg  # noqa: E402
+from tfcli.store.gguf import family as gguf_family  # noqa: E402
 from tfcli.store import load  # noqa: E402
 from tfcli.engine.errors import GGUFError  # noqa: E402
 
@@ -319,7 +320,7 @@ def test_f32_conversion_logits_equal_transformers_reference(f32_folder):
 
 def test_without_the_unpermutation_the_model_is_silently_wrong(f32_gguf, tmp_path, monkeypatch):
     """The failure this guards against loads fine and produces garbage: show that it would be caught."""
-    monkeypatch.setattr(tg, "unpermute_rope_rows", lambda w, n_heads: w)
+    monkeypatch.setattr(gguf_family, "unpermute_rope_rows", lambda w, n_heads: w)
     folder = tg.convert(f32_gguf, tmp_path / "wrong").path
     original = load_file(TINY_LLAMA / "model.safetensors")
     assert not np.array_equal(load_file(folder / "model.safetensors")["model.layers.0.self_attn.q_proj.weight"], original["model.layers.0.self_attn.q_proj.weight"])
@@ -511,8 +512,8 @@ def test_manifest_detects_corruption(mixed_gguf, tmp_path):
 
 
 def test_refuses_other_architectures(tmp_path):
-    path = write_gguf(tmp_path / "q.gguf", arch="qwen2")
-    with pytest.raises(GGUFError, match=r"architecture 'qwen2' is not supported \(tfcli converts: llama\)"):
+    path = write_gguf(tmp_path / "q.gguf", arch="gemma")
+    with pytest.raises(GGUFError, match=r"architecture 'gemma' is not supported \(tfcli converts: llama, qwen2\)"):
         tg.convert(path, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
@@ -527,8 +528,8 @@ def test_refuses_unsupported_quantization_naming_the_type(tmp_path):
 
 
 def test_refuses_unknown_pre_tokenizer(tmp_path):
-    with pytest.raises(GGUFError, match="pre-tokenizer 'qwen2' is not supported"):
-        tg.convert(write_gguf(tmp_path / "p.gguf", pre="qwen2"), tmp_path / "out")
+    with pytest.raises(GGUFError, match="pre-tokenizer 'chatglm-bpe' is not supported"):
+        tg.convert(write_gguf(tmp_path / "p.gguf", pre="chatglm-bpe"), tmp_path / "out")
 
 
 # --- the command --------------------------------------------------------------------------------------

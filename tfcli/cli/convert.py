@@ -21,11 +21,11 @@ _STAGES = {
 
 
 def convert(
-    gguf_file: Annotated[Path, typer.Argument(help="The .gguf file (llama.cpp format) of a Llama model.", show_default=False)],
+    gguf_file: Annotated[Path, typer.Argument(help="The .gguf file (llama.cpp format) of a Llama or Qwen2 model.", show_default=False)],
     out_dir: Annotated[Path, typer.Argument(help="The folder to create: model.safetensors, config.json, tokenizer.json ...", show_default=False)],
     force: Annotated[bool, typer.Option("--force", "-f", help="Replace OUT_DIR if it exists (only once the new folder is complete).")] = False,
 ) -> None:
-    """Dequantize a Llama GGUF file into a Hugging Face-style folder of float32 weights.
+    """Dequantize a Llama or Qwen2 GGUF file into a Hugging Face-style folder of float32 weights.
 
     The folder holds model.safetensors, config.json, generation_config.json, tokenizer.json,
     tokenizer_config.json (with the chat template, also in chat_template.jinja) and

