@@ -610,3 +610,38 @@ def test_convert_never_needs_torch_or_transformers(mixed_gguf, tmp_path):
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert r.returncode == 0, r.stderr
+
+
+# --- the test GGUFs themselves, read by transformers -------------------------------------------------
+# A GGUF these tests write proves nothing about real files if writer and reader share a wrong
+# convention (a permutation applied twice, a name swapped both ways). transformers reads GGUFs by
+# llama.cpp's layout, independently of tfcli: each file must give it the model it was written from.
+
+
+def transformers_gguf_logits(path: Path, ids) -> np.ndarray:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    pytest.importorskip("accelerate")  # transformers needs it for gguf_file=
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return model(torch.from_numpy(np.asarray(ids)[None])).logits[0].numpy()  # [T, V]
+
+
+def test_f32_gguf_loads_in_transformers_as_the_checkpoint_it_came_from(f32_gguf):
+    ref = reference("tiny-llama")
+    assert np.abs(transformers_gguf_logits(f32_gguf, ref["ids_long"]) - ref["logits_long"]).max() <= 1e-4
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_quantized_gguf_loads_in_transformers_as_tfcli_converts_it(tied, mixed_gguf, mixed_folder, tmp_path):
+    """Quantization changes the model, so the reference is the same file converted by tfcli: both
+    read the same blocks, and must agree on what they mean."""
+    path, folder = mixed_gguf, mixed_folder
+    if tied:
+        path = write_gguf(tmp_path / "tied.gguf", types=MIXED, tied=True)
+        folder = tg.convert(path, tmp_path / "tied").path
+    ids = reference("tiny-llama")["ids_long"]
+    lm = load(folder)
+    ours = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)
+    assert np.abs(transformers_gguf_logits(path, ids) - ours).max() <= 1e-4
