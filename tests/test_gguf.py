@@ -561,9 +561,16 @@ def test_cli_convert_will_not_overwrite_without_force(cli, mixed_gguf, tmp_path)
     assert r.exit_code == 1
     assert "already exists" in r.stderr and "--force" in r.stderr
     assert (out / "keep.txt").exists()
+    # --force replaces a model tfcli wrote, never a folder with files of someone else's (issue: class 10).
+    r = cli("convert", mixed_gguf, out, "--force")
+    assert r.exit_code == 1 and "holds files tfcli did not write ('keep.txt')" in r.stderr
+    assert (out / "keep.txt").read_text() == "mine" and not (out / "model.safetensors").exists()
+    (out / "keep.txt").unlink()
+    assert cli("convert", mixed_gguf, out).exit_code == 0
+    before = (out / "tfcli-manifest.json").stat().st_mtime_ns
     r = cli("convert", mixed_gguf, out, "--force")
     assert r.exit_code == 0, r.stderr
-    assert not (out / "keep.txt").exists() and (out / "model.safetensors").exists()
+    assert (out / "model.safetensors").exists() and (out / "tfcli-manifest.json").stat().st_mtime_ns != before
     assert _leftovers(tmp_path) == []
 
 

