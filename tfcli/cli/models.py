@@ -15,7 +15,8 @@ from .console import note, out
 def models(
     as_json: options.Json = False,
     verify: Annotated[
-        bool, typer.Option("--verify", help="Hash every file of the pulled models against the sha256 recorded when they were converted; exit 1 if any is damaged.")
+        bool,
+        typer.Option("--verify", help="Hash every file of the pulled models against the sha256 recorded when they were converted; exit 1 if one is damaged."),
     ] = False,
 ) -> None:
     """List the shipped models (weights/), the pulled ones (the cache) and the ones 'tfcli pull' can fetch.
@@ -74,7 +75,7 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
         row["problems"] = cache_problems(folder, full=verify)
         if verify:
             row["verified"] = not row["problems"] and (folder / MANIFEST_NAME).is_file()
-        if folder.is_symlink():  # refused: nothing in it is read
+        if row["problems"]:  # refused before use, so not read either (a link, a file that is not the one written)
             return row
     row["bytes"] = _folder_bytes(folder)
     try:

@@ -63,7 +63,8 @@ def tensor_names(g: GGUFFile, fam: ModuleType, config: dict[str, Any]) -> list[t
     n_layer, what = config["num_hidden_layers"], f"{fam.NAME} model"
     if n_layer > len(g.tensors):
         # Checked before the list of names is built: block_count may claim millions of layers.
-        raise GGUFError(f"{g.path.name}: the metadata says {n_layer:,} layers but the file has only {len(g.tensors):,} tensors", f"the file is not a complete {what}")
+        claim = f"the metadata says {n_layer:,} layers but the file has only {len(g.tensors):,} tensors"
+        raise GGUFError(f"{g.path.name}: {claim}", f"the file is not a complete {what}")
     table = fam.GGUF.names.items()
     whole = [(gn, hn) for gn, hn in table if "{i}" not in gn and not (hn == LM_HEAD and config["tie_word_embeddings"])]
     layers = [(gn.format(i=i), hn.format(i=i)) for i in range(n_layer) for gn, hn in table if "{i}" in gn]

@@ -68,7 +68,8 @@ def check_convertible(g: GGUFFile) -> Plan:
             raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} is {t.type_name}, which tfcli cannot dequantize", f"supported types: {SUPPORTED_TYPES}")
         if hf_name(fam, t.name) is None:
             hf_class = fam.GGUF.config["architectures"][0]
-            raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} has no counterpart in a Hugging Face {hf_class}", f"the file is not a plain {fam.NAME} model")
+            hint = f"the file is not a plain {fam.NAME} model"
+            raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} has no counterpart in a Hugging Face {hf_class}", hint)
     tokenizer = tokenizer_json(g)  # raises on an unsupported tokenizer
     tok_cfg = tokenizer_config(g, config)  # raises on a chat template that is not text
     return Plan(fam, config, tokenizer, tok_cfg, tensor_names(g, fam, config))
