@@ -43,13 +43,21 @@ def test_verify_exits_1_and_shows_a_flipped_byte_as_damaged(cli, pulled):
     _flip_a_byte(pulled / "model.safetensors", -1000)
     os.utime(pulled / "model.safetensors", ns=(st.st_atime_ns, st.st_mtime_ns))
     r = cli("models", "--verify")
-    one_error_line(r, 1, "1 model(s) damaged: smollm2", "model.safetensors does not match its sha256 checksum", "tfcli pull smollm2 --force")
+    one_error_line(r, 1, "the model smollm2 is damaged: model.safetensors does not match its sha256 checksum", "(run: tfcli pull smollm2 --force)")
     line = next(x for x in r.stdout.splitlines() if x.startswith("smollm2"))
     assert "damaged" in line and "✓" not in line and "pulled" not in line
     r = cli("models", "--verify", "--json")
     assert r.exit_code == 1
     row = next(m for m in json.loads(r.stdout)["models"] if m["name"] == "smollm2")
     assert row["verified"] is False and row["problems"] == ["model.safetensors does not match its sha256 checksum"]
+
+
+def test_verify_names_every_damaged_model(cli, pulled, tiny_gguf):
+    other = pulled.parent / "mine"
+    assert cli("convert", tiny_gguf, other).exit_code == 0
+    for folder in (pulled, other):
+        (folder / "tokenizer.json").write_text("{}")
+    one_error_line(cli("models", "--verify"), 1, "2 models are damaged: mine, smollm2 (mine: tokenizer.json has 2 bytes")
 
 
 def test_verify_of_intact_models_exits_0_and_says_verified(cli, pulled):

@@ -55,10 +55,12 @@ def models(
         _render(rows, registry.cache_dir(), quiet=verify and any(r["problems"] for r in rows))
     bad = [r for r in rows if r["problems"]]
     if verify and bad:
-        names = ", ".join(r["name"] for r in bad)
         first = bad[0]
         fix = f"run: tfcli pull {first['name']} --force" if first["name"] in registry.PULLABLE else f"delete {first['path']} and convert or copy it again"
-        raise CheckpointError(f"{len(bad)} model(s) damaged: {names} ({first['name']}: {first['problems'][0]})", fix)
+        if len(bad) == 1:
+            raise CheckpointError(f"the model {first['name']} is damaged: {first['problems'][0]}", fix)
+        names = ", ".join(r["name"] for r in bad)
+        raise CheckpointError(f"{len(bad)} models are damaged: {names} ({first['name']}: {first['problems'][0]})", fix)
 
 
 def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, Any]:
@@ -75,9 +77,11 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
         row["problems"] = cache_problems(folder, full=verify)
         if verify:
             row["verified"] = not row["problems"] and (folder / MANIFEST_NAME).is_file()
-        if row["problems"]:  # refused before use, so not read either (a link, a file that is not the one written)
+        if folder.is_symlink():  # refused: nothing behind it is looked at
             return row
     row["bytes"] = _folder_bytes(folder)
+    if row["problems"]:  # refused before use, so not read either (a file that is not the one written may be a FIFO)
+        return row
     try:
         cfg = load_config(folder / "config.json")
         row["shape"] = f"{cfg.family} · {cfg.n_layer} layers · d {cfg.d_model} · {cfg.n_head}/{cfg.n_kv_head} heads · ctx {cfg.n_ctx:,}"
