@@ -81,9 +81,11 @@ def write_gguf(
     alignment: int | None = None,
     add_bos: bool = False,
     sentencepiece=None,
+    vocab_rows: int | None = None,
     tweak=None,
 ) -> Path:
     """The tiny Llama of tests/data as a GGUF file; `types` picks a ggml type per tensor kind (default F32);
+    `vocab_rows` keeps only that many rows of the embedding and output matrices (the vocabulary stays);
     `tweak(writer)` may add metadata or tensors before the file is written."""
     cfg = json.loads((TINY_LLAMA / "config.json").read_text())
     weights = load_file(TINY_LLAMA / "model.safetensors")
@@ -99,7 +101,7 @@ def write_gguf(
     w.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_rope_dimension_count(cfg["head_dim"])
-    w.add_vocab_size(cfg["vocab_size"])
+    w.add_vocab_size(vocab_rows or cfg["vocab_size"])
     if alignment:
         w.add_custom_alignment(alignment)
     if sentencepiece is not None:
@@ -119,6 +121,8 @@ def write_gguf(
     w.add_chat_template(CHATML)
     for hf, gg in gguf_names(L, tied).items():
         arr = weights[hf]
+        if vocab_rows and gg in ("token_embd.weight", "output.weight"):
+            arr = np.ascontiguousarray(arr[:vocab_rows])
         if "q_proj" in hf:
             arr = llama_cpp_permute(arr, H, H)
         elif "k_proj" in hf:

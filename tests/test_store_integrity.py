@@ -280,6 +280,14 @@ def test_special_token_ids_outside_the_vocabulary_are_refused(cli, tmp_path, key
     assert not (tmp_path / "out").exists() and hidden(tmp_path) == []
 
 
+def test_a_vocabulary_larger_than_the_embedding_is_refused(cli, tmp_path):
+    """The metadata and the tensors say 200 tokens, the vocabulary lists 300: the tokenizer would
+    produce ids the model has no row for."""
+    path = write_gguf(tmp_path / "bad.gguf", vocab_rows=200)
+    one_error_line(cli("convert", path, tmp_path / "out"), 1, "the vocabulary has 300 tokens but the model embeds only 200")
+    assert not (tmp_path / "out").exists() and hidden(tmp_path) == []
+
+
 # --- class 8: blame the right thing ------------------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ from ..target import check_target, move_into_place, os_error
 from .family import config_json, expected_shape, family_of, hf_name, restore_rows, tensor_names
 from .quants import BLOCK_TYPES, SUPPORTED_TYPES
 from .reader import CORRUPT, GGUFFile
-from .tokenizer import tokenizer_config, tokenizer_json
+from .tokenizer import tokenizer_config, tokenizer_json, vocabulary
 
 # progress(stage, done, total): called as work advances; total 0 means "unknown".
 Progress = Callable[[str, int, int], None]
@@ -70,6 +70,9 @@ def check_convertible(g: GGUFFile) -> Plan:
             hf_class = fam.GGUF.config["architectures"][0]
             hint = f"the file is not a plain {fam.NAME} model"
             raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} has no counterpart in a Hugging Face {hf_class}", hint)
+    n_tokens = len(vocabulary(g)[0])
+    if n_tokens > config["vocab_size"]:  # the tokenizer would produce ids the model has no embedding for
+        raise GGUFError(f"{g.path.name}: the vocabulary has {n_tokens:,} tokens but the model embeds only {config['vocab_size']:,}", CORRUPT)
     tokenizer = tokenizer_json(g)  # raises on an unsupported tokenizer
     tok_cfg = tokenizer_config(g, config)  # raises on a chat template that is not text
     return Plan(fam, config, tokenizer, tok_cfg, tensor_names(g, fam, config))
