@@ -160,13 +160,14 @@ def test_models_lists_a_damaged_copy_with_its_problem(cli, pulled):
     assert len(rows["smollm2"]["problems"]) == 1 and rows["smollm2"]["problems"][0].startswith("tokenizer.json has 2 bytes, not ")
 
 
-def test_a_same_size_edit_that_restores_the_time_needs_models_verify(cli, pulled):
-    """The limit of the cheap check (as for git's index): content changed with size and time put
-    back is only found by the full check, `tfcli models --verify`."""
+def test_a_same_size_edit_that_restores_the_time_is_found_by_models_verify(cli, pulled):
+    """Content changed with size and mtime put back: `tfcli models --verify` hashes it and says so (the
+    check before use finds it too, by the ctime the edit changed: test_store_integrity.py)."""
     st = (pulled / "model.safetensors").stat()
     _flip_a_byte(pulled / "model.safetensors", -1000)
     os.utime(pulled / "model.safetensors", ns=(st.st_atime_ns, st.st_mtime_ns))
     r = cli("models", "--verify", "--json")
+    assert r.exit_code == 1
     row = next(m for m in json.loads(r.stdout)["models"] if m["name"] == "smollm2")
     assert row["verified"] is False and row["problems"] == ["model.safetensors does not match its sha256 checksum"]
 

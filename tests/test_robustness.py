@@ -485,9 +485,9 @@ def gguf_unsupported_quantization(env):
     return ["convert", env.gguf(tweak=add_iq2), env.tmp / "out"]
 
 
-@case(1, "architecture 'qwen2' is not supported", "tfcli converts: llama")
+@case(1, "architecture 'gemma' is not supported", "tfcli converts: llama, qwen2")
 def gguf_other_architecture(env):
-    return ["convert", env.gguf(arch="qwen2"), env.tmp / "out"]
+    return ["convert", env.gguf(arch="gemma"), env.tmp / "out"]
 
 
 @case(1, "tiny.gguf is a file, not a model folder", "convert it first: tfcli convert")

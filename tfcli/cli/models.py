@@ -14,11 +14,16 @@ from .console import note, out
 
 def models(
     as_json: options.Json = False,
-    verify: Annotated[bool, typer.Option("--verify", help="Check pulled models against the sha256 checksums recorded when they were converted.")] = False,
+    verify: Annotated[
+        bool,
+        typer.Option("--verify", help="Hash every file of the pulled models against the sha256 recorded when they were converted; exit 1 if one is damaged."),
+    ] = False,
 ) -> None:
     """List the shipped models (weights/), the pulled ones (the cache) and the ones 'tfcli pull' can fetch.
 
-    Parameter counts are the tensors actually stored in each folder's safetensors files.
+    Parameter counts are the tensors actually stored in each folder's safetensors files. A cached
+    model is checked as every command checks it before use (sizes and times of its files against its
+    manifest); --verify also hashes every file, and exits with code 1 when a model is damaged.
 
     Examples:
 
@@ -26,9 +31,12 @@ def models(
 
       tfcli models --verify
     """
+    from tfcli.engine.errors import CheckpointError
     from tfcli.store import registry
+    from tfcli.store.lock import clear_stale
     from tfcli.store.pull import RECIPES
 
+    clear_stale(registry.cache_dir())  # what killed pulls left behind, once nothing uses it
     rows = [_folder_row(name, "shipped", registry.shipped_dir() / name, False) for name in registry.shipped_models()]
     cached = registry.cached_models()
     rows += [_folder_row(name, "pulled", registry.cache_dir() / name, verify) for name in cached]
@@ -43,18 +51,37 @@ def models(
             )  # fmt: skip
     if as_json:
         print(json.dumps({"cache": str(registry.cache_dir()), "models": rows}, ensure_ascii=False, indent=2))
-        return
-    _render(rows, registry.cache_dir())
+    else:
+        _render(rows, registry.cache_dir(), quiet=verify and any(r["problems"] for r in rows))
+    bad = [r for r in rows if r["problems"]]
+    if verify and bad:
+        first = bad[0]
+        fix = f"run: tfcli pull {first['name']} --force" if first["name"] in registry.PULLABLE else f"delete {first['path']} and convert or copy it again"
+        if len(bad) == 1:
+            raise CheckpointError(f"the model {first['name']} is damaged: {first['problems'][0]}", fix)
+        names = ", ".join(r["name"] for r in bad)
+        raise CheckpointError(f"{len(bad)} models are damaged: {names} ({first['name']}: {first['problems'][0]})", fix)
 
 
 def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, Any]:
-    """What a model folder holds, read from its headers only; a broken folder is listed with its problem."""
+    """What a model folder holds, read from its headers only; a broken folder is listed with its
+    problem. A cached one is checked by the rule every use follows (registry.cache_problems)."""
     from tfcli.engine.checkpoint import open_tensors
-    from tfcli.engine.families import load_config
     from tfcli.engine.errors import TfcliError
-    from tfcli.store.manifest import MANIFEST_NAME, quick_check, verify_manifest
+    from tfcli.engine.families import load_config
+    from tfcli.store.manifest import MANIFEST_NAME
+    from tfcli.store.registry import cache_problems
 
-    row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": _folder_bytes(folder), "shape": "", "path": str(folder), "problems": []}
+    row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": None, "shape": "", "path": str(folder), "problems": []}
+    if kind == "pulled":
+        row["problems"] = cache_problems(folder, full=verify)
+        if verify:
+            row["verified"] = not row["problems"] and (folder / MANIFEST_NAME).is_file()
+        if folder.is_symlink():  # refused: nothing behind it is looked at
+            return row
+    row["bytes"] = _folder_bytes(folder)
+    if row["problems"]:  # refused before use, so not read either (a file that is not the one written may be a FIFO)
+        return row
     try:
         cfg = load_config(folder / "config.json")
         row["shape"] = f"{cfg.family} · {cfg.n_layer} layers · d {cfg.d_model} · {cfg.n_head}/{cfg.n_kv_head} heads · ctx {cfg.n_ctx:,}"
@@ -62,11 +89,6 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
         row["params"] = sum(_numel(tensors.shape(n)) for n in tensors.names)
     except TfcliError as e:
         row["problems"].append(e.message)
-    if verify and (folder / MANIFEST_NAME).exists():
-        row["problems"] += verify_manifest(folder)
-        row["verified"] = not row["problems"]
-    elif kind == "pulled":
-        row["problems"] += quick_check(folder)  # sizes and times (store/manifest.py): what a run would refuse
     return row
 
 
@@ -90,28 +112,38 @@ def _human(n: float | None, unit: str = "") -> str:
     return f"{n:.0f}{unit}"
 
 
-def _render(rows: list[dict[str, Any]], cache: Path) -> None:
+def _status(r: dict[str, Any]) -> tuple[str, str]:
+    """A row's status, with markup and as plain text (for its width)."""
+    if r["kind"] == "pullable":
+        return "[yellow]pullable[/]", "pullable"
+    if r["problems"]:
+        return "[red]damaged[/]", "damaged"
+    if r["kind"] == "shipped":
+        return "shipped", "shipped"
+    return ("[green]pulled ✓ verified[/]", "pulled ✓ verified") if r.get("verified") else ("[green]pulled[/]", "pulled")
+
+
+def _render(rows: list[dict[str, Any]], cache: Path, quiet: bool = False) -> None:
+    """One block per model: a line of short columns (name, status, params, size), then its folder
+    and its shape on lines of their own. A path is never cut by the table: a terminal narrower than
+    it wraps it as it wraps any long line, and a copy of it pastes whole. `quiet`: an error follows
+    on stderr, which is then the only line there."""
     from rich.markup import escape
-    from rich.table import Table
 
     if not rows:
         note("no models: weights/ is empty and nothing is pullable")
         return
-    table = Table(title_justify="left")
-    table.add_column("model", style="bold cyan", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("params", justify="right", no_wrap=True)
-    table.add_column("size", justify="right", no_wrap=True)
-    table.add_column("where · what", overflow="fold")
-    for r in rows:
+    statuses = [_status(r) for r in rows]
+    width, status_width = max(len(r["name"]) for r in rows), max(len(plain) for _, plain in statuses)
+    for r, (status, plain) in zip(rows, statuses):
         if r["kind"] == "pullable":
-            size, where = f"{_human(r['download_bytes'], 'B')} ↓", f"tfcli pull {r['name']}"
+            size, where = f"{_human(r['download_bytes'], 'B')} download", f"tfcli pull {r['name']}"
         else:
             size, where = _human(r["bytes"], "B"), r["path"]
-        status = {"shipped": "shipped", "pulled": "[green]pulled[/]", "pullable": "[yellow]pullable[/]"}[r["kind"]]
-        if r.get("verified"):
-            status += " [green]✓[/]"
-        about = f"{escape(where)}\n[dim]{escape(r['shape'])}[/]" + "".join(f"\n[red]{escape(p)}[/]" for p in r["problems"])
-        table.add_row(escape(r["name"]), status, _human(r["params"]), size, about)
-    out.print(table)
-    note(f"cache: {cache} (set TFCLI_HOME to move it)")
+        pad, pad_status = " " * (width - len(r["name"])), " " * (status_width - len(plain))
+        out.print(f"[bold cyan]{escape(r['name'])}[/]{pad}  {status}{pad_status}  {_human(r['params']):>6} params  {size}", soft_wrap=True, emoji=False)
+        for line, style in [(where, ""), (r["shape"], "dim")] + [(p, "red") for p in r["problems"]]:
+            if line:
+                out.print(f"    [{style}]{escape(line)}[/]" if style else f"    {escape(line)}", soft_wrap=True, emoji=False)
+    if not quiet:
+        note(f"cache: {cache} (set TFCLI_HOME to move it)")

