@@ -1,0 +1,585 @@
+"use strict";
+// The page of `tfcli explore`: draws what tfcli/analysis/explore.py stored. No request leaves the page.
+
+const D = JSON.parse(document.getElementById("tfcli-data").textContent);
+
+const STRINGS = {
+  en: {
+    subtitle: "{model} · {n} tokens · {layers} layers × {heads} heads",
+    tab_attention: "Attention", tab_lens: "Logit lens", tab_next: "Next token", tab_model: "The model",
+    attn_intro: "Each head of each layer mixes information between tokens. A token (left) looks back at the tokens before it (right); a line's strength is the attention weight, and each token's weights sum to 1. Hover or focus a token to see only its row.",
+    layer: "Layer", head: "Head", all_lines: "draw all heads of the layer",
+    head_option: "head {h}", head_option_kv: "head {h} (kv {k})",
+    gqa: "Grouped-query attention: {hkv} key/value heads for {h} query heads. {groups}.",
+    gqa_group: "heads {list} share kv head {k}",
+    no_gqa: "Every query head has its own keys and values.",
+    headview_caption: "Head view: who looks at whom",
+    heatmap_caption: "Heatmap of one head: rows look at columns",
+    readout_hint: "Hover or focus the heatmap (arrow keys move) to read a weight.",
+    readout: "token {q} {ql} → token {k} {kl}: {w}",
+    thumbs_title: "All {n} heads of layer {l}",
+    thumbs_intro: "Rows are the tokens looking, columns the tokens looked at; darker is more weight. Pick a head to draw it above.",
+    lines_cut: "Lines below {w} are not drawn.",
+    lens_intro: "The logit lens: the residual stream after each layer, put through the model's final norm and unembedding, read as a guess of the next token. Each cell shows the top token and its probability; hover or focus a cell (arrow keys move) for the top {k}. A green frame marks a guess equal to the text's actual next token.",
+    embeddings: "embeddings", layer_n: "layer {l}", position: "position", input_token: "input", next_row: "next in text",
+    next_intro: "The model's distribution for the token after each position, and what the sampler does to it. Pick a position, then move the controls.",
+    next_note: "Recomputed in this page on the {n} most likely tokens stored for each position (their logits kept exactly), with the rules of tfcli's sampler: temperature divides the logits, softmax over the tokens top-k keeps (ties with the k-th are kept), top-p keeps each token whose more likely predecessors total less than p, min-p drops tokens below min-p × the top token's probability, then the rest is renormalised. Tokens outside the stored {n} count as absent (as with top-k {n}); no repetition penalty. The controls start at what `tfcli generate` uses for this model.",
+    temperature: "temperature", top_k: "top-k", top_p: "top-p", min_p: "min-p", reset: "reset to the model's",
+    off: "off", greedy: "greedy",
+    next_summary: "After position {pos} {label}: {kept} of {n} candidates kept; the stored {n} hold {mass} of the model's probability.",
+    col_rank: "#", col_token: "token", col_id: "id", col_logit: "logit", col_model: "model p", col_final: "sampled from",
+    model_intro: "The shapes of the model, its parameter counts and the text's tokens as the model saw them.",
+    family: "family", layers: "layers (L)", d_model: "width (D)", heads: "query heads (H)", kv_heads: "key/value heads (Hkv)",
+    head_dim: "head size (Dh)", d_ff: "MLP width (F)", vocab: "vocabulary (V)", context: "context (T)", norm: "norm", mlp: "MLP",
+    positions: "positions", tied: "unembedding tied to embedding", yes: "yes", no: "no",
+    params_exact: "parameters (every stored tensor)", params_tally: "weight matrices (3Blue1Brown's tally)",
+    why_exact: "embeddings, attention and MLP matrices, biases and norms; a tied unembedding once",
+    why_tally: "matrices only, the embedding and the unembedding counted apart",
+    stored_title: "What this page stores (and what it cut)",
+    stored_attn: "Attention: every head of every layer, the weights on earlier tokens only (the future is exactly 0 and not stored), in steps of 1/{q}.",
+    stored_lens: "Logit lens: the top {k} tokens of each layer and position, probabilities in steps of 1/{q}.",
+    stored_next: "Next token: the {n} largest logits of each position, exact; of the rest of the vocabulary only their total probability.",
+    stored_limit: "Texts over {t} tokens are refused for this model, so that the page stays small.",
+    tokens_title: "The tokens, with their ids",
+    footer: "Made by tfcli explore: one file, no network; the numbers come from tfcli's NumPy forward pass.",
+  },
+  zh: {
+    subtitle: "{model} · {n} 个词元 · {layers} 层 × {heads} 个头",
+    tab_attention: "注意力", tab_lens: "逻辑透镜", tab_next: "下一个词元", tab_model: "模型",
+    attn_intro: "每一层的每个头都在词元之间传递信息。左边的词元回看它之前的词元（右边）；线越深，注意力权重越大，每个词元的权重之和为 1。把鼠标移到（或用键盘聚焦）一个词元上，只看它那一行。",
+    layer: "层", head: "头", all_lines: "画出这一层的所有头",
+    head_option: "头 {h}", head_option_kv: "头 {h}（kv {k}）",
+    gqa: "分组查询注意力：{h} 个查询头共用 {hkv} 个键/值头。{groups}。",
+    gqa_group: "头 {list} 共用 kv 头 {k}",
+    no_gqa: "每个查询头都有自己的键和值。",
+    headview_caption: "头视图：谁在看谁",
+    heatmap_caption: "单个头的热力图：行看向列",
+    readout_hint: "把鼠标移到热力图上（或聚焦后用方向键）读出权重。",
+    readout: "词元 {q} {ql} → 词元 {k} {kl}：{w}",
+    thumbs_title: "第 {l} 层的全部 {n} 个头",
+    thumbs_intro: "行是正在看的词元，列是被看的词元；颜色越深权重越大。选一个头，在上面画出它。",
+    lines_cut: "低于 {w} 的线不画。",
+    lens_intro: "逻辑透镜：把每一层之后的残差流送进模型最后的归一化和反嵌入，当作对下一个词元的猜测。每格显示概率最高的词元和它的概率；悬停或聚焦一格（方向键移动）看前 {k} 名。绿框表示猜中了文本里真正的下一个词元。",
+    embeddings: "嵌入", layer_n: "第 {l} 层", position: "位置", input_token: "输入", next_row: "文本中的下一个",
+    next_intro: "模型在每个位置对下一个词元的分布，以及采样器如何改变它。先选一个位置，再调节控件。",
+    next_note: "在本页中对每个位置保存的 {n} 个最可能的词元（其 logit 原样保存）重新计算，规则与 tfcli 的采样器相同：logit 除以温度，对 top-k 保留的词元做 softmax（与第 k 名并列的也保留），top-p 保留比它更可能的词元总和小于 p 的每个词元，min-p 去掉概率低于 min-p × 最高概率的词元，最后重新归一化。保存的 {n} 个以外的词元视为不存在（相当于 top-k {n}）；不含重复惩罚。控件的初始值就是 `tfcli generate` 对这个模型使用的值。",
+    temperature: "温度", top_k: "top-k", top_p: "top-p", min_p: "min-p", reset: "恢复模型默认值",
+    off: "关", greedy: "贪心",
+    next_summary: "位置 {pos} {label} 之后：{n} 个候选中保留 {kept} 个；保存的 {n} 个占模型概率的 {mass}。",
+    col_rank: "#", col_token: "词元", col_id: "编号", col_logit: "logit", col_model: "模型概率", col_final: "采样概率",
+    model_intro: "模型的形状、参数数量，以及模型看到的文本词元。",
+    family: "系列", layers: "层数 (L)", d_model: "宽度 (D)", heads: "查询头 (H)", kv_heads: "键/值头 (Hkv)",
+    head_dim: "头大小 (Dh)", d_ff: "MLP 宽度 (F)", vocab: "词表 (V)", context: "上下文 (T)", norm: "归一化", mlp: "MLP",
+    positions: "位置编码", tied: "反嵌入与嵌入共享", yes: "是", no: "否",
+    params_exact: "参数（所有保存的张量）", params_tally: "权重矩阵（3Blue1Brown 的算法）",
+    why_exact: "嵌入、注意力和 MLP 矩阵、偏置和归一化；共享的反嵌入只算一次",
+    why_tally: "只算矩阵，嵌入和反嵌入分开算",
+    stored_title: "本页保存了什么（删去了什么）",
+    stored_attn: "注意力：每一层每个头，只存对之前词元的权重（未来恰好为 0，不保存），精度 1/{q}。",
+    stored_lens: "逻辑透镜：每层每个位置前 {k} 名词元，概率精度 1/{q}。",
+    stored_next: "下一个词元：每个位置最大的 {n} 个 logit，原样保存；词表其余部分只存总概率。",
+    stored_limit: "这个模型超过 {t} 个词元的文本会被拒绝，以保持页面小巧。",
+    tokens_title: "词元及其编号",
+    footer: "由 tfcli explore 生成：一个文件，不联网；数字来自 tfcli 的 NumPy 前向计算。",
+  },
+};
+const S = STRINGS[D.lang] || STRINGS.en;
+
+function t(key, args) {
+  const s = S[key] !== undefined ? S[key] : STRINGS.en[key];
+  return s.replace(/\{(\w+)\}/g, (m, k) => (args && args[k] !== undefined ? String(args[k]) : m));
+}
+
+function esc(s) {
+  return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+
+function clip(s, n) {
+  const chars = Array.from(s);
+  return chars.length > n ? chars.slice(0, n - 1).join("") + "…" : s;
+}
+
+function pct(p) {
+  return p >= 0.995 ? (p * 100).toFixed(0) + "%" : p >= 0.1 ? (p * 100).toFixed(1) + "%" : (p * 100).toFixed(2) + "%";
+}
+
+function el(tag, attrs, text) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// --- the stored arrays --------------------------------------------------------------------------
+
+function decode(a) {
+  const bin = atob(a.b64);
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  const kind = { "<u2": Uint16Array, "<u4": Uint32Array, "<f4": Float32Array }[a.dtype];
+  return new kind(bytes.buffer);
+}
+
+const A = {};
+for (const [name, a] of Object.entries(D.arrays)) A[name] = decode(a);
+const T = D.tokens.length;
+const L = D.shape.layers;
+const H = D.shape.heads;
+const Q = D.limits.quant;
+const TRI = (T * (T + 1)) / 2;
+const LENS_K = D.limits.lens_top;
+const NEXT_N = D.limits.next_top;
+const LINE_MIN = 0.005; // lines this faint would not be seen; they are left out of the drawing
+const labels = D.tokens.map((x) => x.label);
+
+/** The weight token q gives token k in head h of layer l (0 for the future). */
+function weight(l, h, q, k) {
+  if (k > q) return 0;
+  return A.attn[(l * H + h) * TRI + (q * (q + 1)) / 2 + k] / Q;
+}
+
+function headColour(h, alpha) {
+  const hue = Math.round((h * 360) / H + 210) % 360;
+  return alpha === undefined ? `hsl(${hue} 70% 42%)` : `hsl(${hue} 70% 42% / ${alpha})`;
+}
+
+function kvOf(h) {
+  return Math.floor(h / (H / D.shape.kv_heads));
+}
+
+// --- tabs ---------------------------------------------------------------------------------------
+
+const VIEWS = ["attention", "lens", "next", "model"];
+
+function showView(name) {
+  for (const v of VIEWS) {
+    document.getElementById("view-" + v).hidden = v !== name;
+    const b = document.getElementById("tab-" + v);
+    b.setAttribute("aria-selected", String(v === name));
+    b.tabIndex = v === name ? 0 : -1;
+  }
+}
+
+function buildTabs() {
+  const nav = document.getElementById("tabs");
+  VIEWS.forEach((v, i) => {
+    const b = el("button", { id: "tab-" + v, role: "tab", "aria-controls": "view-" + v, type: "button" }, t("tab_" + v));
+    b.addEventListener("click", () => showView(v));
+    b.addEventListener("keydown", (e) => {
+      const d = e.key === "ArrowRight" ? 1 : e.key === "ArrowLeft" ? -1 : 0;
+      if (!d) return;
+      const next = VIEWS[(i + d + VIEWS.length) % VIEWS.length];
+      showView(next);
+      document.getElementById("tab-" + next).focus();
+    });
+    nav.appendChild(b);
+  });
+  const wanted = location.hash.replace("#", "");
+  showView(VIEWS.includes(wanted) ? wanted : "attention");
+}
+
+// --- attention ----------------------------------------------------------------------------------
+
+const state = { layer: 0, head: 0, all: false, focus: null };
+
+function buildAttention() {
+  const layer = document.getElementById("layer");
+  for (let l = 0; l < L; l++) layer.appendChild(el("option", { value: l }, String(l)));
+  const head = document.getElementById("head");
+  const gqa = D.shape.kv_heads !== H;
+  for (let h = 0; h < H; h++) head.appendChild(el("option", { value: h }, gqa ? t("head_option_kv", { h, k: kvOf(h) }) : t("head_option", { h })));
+  layer.addEventListener("change", () => { state.layer = +layer.value; drawAttention(); });
+  head.addEventListener("change", () => { state.head = +head.value; drawAttention(); });
+  const all = document.getElementById("allheads");
+  all.addEventListener("change", () => { state.all = all.checked; drawHeadView(); });
+  document.getElementById("gqa").textContent = gqa
+    ? t("gqa", { h: H, hkv: D.shape.kv_heads, groups: D.kv_groups.map((g, k) => t("gqa_group", { list: g.join(", "), k })).join("; ") })
+    : t("no_gqa");
+  drawAttention();
+}
+
+function drawAttention() {
+  document.getElementById("layer").value = state.layer;
+  document.getElementById("head").value = state.head;
+  drawHeadView();
+  drawHeatmap();
+  drawThumbs();
+}
+
+function drawHeadView() {
+  const box = document.getElementById("headview");
+  const row = 20, top = 24, width = 380, lx = 132, rx = 248;
+  const height = top + row * T + 8;
+  const heads = state.all ? [...Array(H).keys()] : [state.head];
+  const parts = [`<svg id="headview-svg" xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" data-layer="${state.layer}" data-heads="${heads.join(",")}">`];
+  parts.push(`<text x="${lx}" y="14" text-anchor="end" font-weight="600">${esc(t("layer"))} ${state.layer}</text>`);
+  parts.push(`<text x="${rx}" y="14" font-weight="600">${heads.length === 1 ? esc(t("head_option", { h: heads[0] })) : esc(t("all_lines"))}</text>`);
+  for (const h of heads) {
+    for (let q = 0; q < T; q++) {
+      for (let k = 0; k <= q; k++) {
+        const w = weight(state.layer, h, q, k);
+        if (w < LINE_MIN) continue;
+        const y1 = top + q * row + row / 2 - 4, y2 = top + k * row + row / 2 - 4;
+        parts.push(`<line class="w" x1="${lx + 6}" y1="${y1}" x2="${rx - 6}" y2="${y2}" stroke="${headColour(h)}" stroke-width="2" stroke-opacity="${w.toFixed(4)}" data-h="${h}" data-q="${q}" data-k="${k}" data-w="${w}"/>`);
+      }
+    }
+  }
+  for (let i = 0; i < T; i++) {
+    const y = top + i * row + row / 2;
+    const label = esc(clip(labels[i], 14));
+    parts.push(`<g class="tok" tabindex="0" role="button" data-side="q" data-i="${i}" aria-label="${esc(labels[i])} #${i}"><rect x="0" y="${y - 14}" width="${lx + 4}" height="${row - 2}"/><text x="${lx}" y="${y}" text-anchor="end">${label}</text></g>`);
+    parts.push(`<g class="tok" tabindex="-1" data-side="k" data-i="${i}"><rect x="${rx - 4}" y="${y - 14}" width="${width - rx + 4}" height="${row - 2}"/><text x="${rx}" y="${y}">${label}</text></g>`);
+  }
+  parts.push(`<text x="${width / 2}" y="${height - 1}" text-anchor="middle" font-size="10" fill="#8a90a0">${esc(t("lines_cut", { w: LINE_MIN }))}</text>`);
+  parts.push("</svg>");
+  box.innerHTML = parts.join("");
+  const svg = box.firstChild;
+  const over = (e) => {
+    const g = e.target.closest(".tok");
+    if (g) isolate(svg, g.dataset.side, +g.dataset.i);
+  };
+  svg.addEventListener("mouseover", over);
+  svg.addEventListener("focusin", over);
+  svg.addEventListener("mouseleave", () => isolate(svg, null));
+  svg.addEventListener("focusout", () => isolate(svg, null));
+  svg.addEventListener("keydown", (e) => {
+    const g = e.target.closest(".tok");
+    if (!g || (e.key !== "ArrowDown" && e.key !== "ArrowUp")) return;
+    e.preventDefault();
+    const i = Math.max(0, Math.min(T - 1, +g.dataset.i + (e.key === "ArrowDown" ? 1 : -1)));
+    svg.querySelector(`.tok[data-side="q"][data-i="${i}"]`).focus();
+  });
+}
+
+/** Show only the lines of token i's row (side q: what it looks at) or column (side k: who looks at it). */
+function isolate(svg, side, i) {
+  const attr = side === "q" ? "q" : "k";
+  for (const line of svg.querySelectorAll("line.w")) {
+    line.style.display = side === null || +line.dataset[attr] === i ? "" : "none";
+  }
+  for (const g of svg.querySelectorAll(".tok")) {
+    g.classList.remove("on", "off");
+    if (side === null) continue;
+    const mine = g.dataset.side === side && +g.dataset.i === i;
+    const linked = g.dataset.side !== side && (side === "q" ? +g.dataset.i <= i : +g.dataset.i >= i);
+    g.classList.add(mine ? "on" : linked ? "x" : "off");
+  }
+  svg.dataset.focus = side === null ? "" : `${side}${i}`;
+}
+
+function heatColour(w) {
+  // white to a deep blue; a square root so that small weights still show
+  const s = Math.sqrt(w);
+  return `rgb(${Math.round(255 - 219 * s)},${Math.round(255 - 168 * s)},${Math.round(255 - 58 * s)})`;
+}
+
+function drawHeatmap() {
+  const box = document.getElementById("heatmap");
+  const cell = Math.max(4, Math.min(22, Math.floor(560 / T)));
+  const pad = 28, size = pad + cell * T + 2;
+  const l = state.layer, h = state.head;
+  const parts = [`<svg id="heatmap-svg" xmlns="http://www.w3.org/2000/svg" width="${size}" height="${size}" tabindex="0" data-layer="${l}" data-head="${h}" aria-label="${esc(t("heatmap_caption"))}">`];
+  const step = Math.max(1, Math.ceil(14 / cell));
+  for (let i = 0; i < T; i += step) {
+    parts.push(`<text x="${pad - 3}" y="${pad + i * cell + cell / 2 + 4}" text-anchor="end" font-size="10" fill="#8a90a0">${i}</text>`);
+    parts.push(`<text x="${pad + i * cell + cell / 2}" y="${pad - 6}" text-anchor="middle" font-size="10" fill="#8a90a0">${i}</text>`);
+  }
+  for (let q = 0; q < T; q++) {
+    for (let k = 0; k <= q; k++) {
+      const w = weight(l, h, q, k);
+      parts.push(`<rect class="c" x="${pad + k * cell}" y="${pad + q * cell}" width="${cell}" height="${cell}" fill="${heatColour(w)}" data-q="${q}" data-k="${k}" data-w="${w}"/>`);
+    }
+  }
+  parts.push(`<rect id="heat-cur" x="0" y="0" width="${cell}" height="${cell}" fill="none" stroke="#f0a500" stroke-width="2" visibility="hidden"/>`);
+  parts.push("</svg>");
+  box.innerHTML = parts.join("");
+  const svg = box.firstChild;
+  const readout = document.getElementById("readout");
+  readout.textContent = t("readout_hint");
+  let cur = [T - 1, 0];
+  const show = (q, k) => {
+    cur = [q, k];
+    const w = weight(l, h, q, k);
+    readout.textContent = t("readout", { q, ql: JSON.stringify(labels[q]), k, kl: JSON.stringify(labels[k]), w: w.toFixed(4) });
+    readout.dataset.q = q; readout.dataset.k = k; readout.dataset.w = w;
+    const mark = svg.querySelector("#heat-cur");
+    mark.setAttribute("x", pad + k * cell); mark.setAttribute("y", pad + q * cell); mark.setAttribute("visibility", "visible");
+  };
+  svg.addEventListener("mouseover", (e) => { if (e.target.classList.contains("c")) show(+e.target.dataset.q, +e.target.dataset.k); });
+  svg.addEventListener("focus", () => show(cur[0], cur[1]));
+  svg.addEventListener("keydown", (e) => {
+    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    if (!moves[e.key]) return;
+    e.preventDefault();
+    let q = Math.max(0, Math.min(T - 1, cur[0] + moves[e.key][0]));
+    let k = Math.max(0, Math.min(q, cur[1] + moves[e.key][1]));
+    show(q, k);
+  });
+}
+
+function drawThumbs() {
+  const box = document.getElementById("thumbs");
+  document.getElementById("thumbs-title").textContent = t("thumbs_title", { n: H, l: state.layer });
+  box.innerHTML = "";
+  const gqa = D.shape.kv_heads !== H;
+  for (let h = 0; h < H; h++) {
+    const b = el("button", { type: "button", "aria-pressed": String(h === state.head), "data-head": h });
+    const c = el("canvas", { width: T, height: T });
+    const ctx = c.getContext("2d");
+    const img = ctx.createImageData(T, T);
+    for (let q = 0; q < T; q++) {
+      for (let k = 0; k < T; k++) {
+        const o = (q * T + k) * 4;
+        if (k > q) { img.data[o] = 243; img.data[o + 1] = 244; img.data[o + 2] = 248; img.data[o + 3] = 255; continue; }
+        const s = Math.sqrt(weight(state.layer, h, q, k));
+        img.data[o] = 255 - 219 * s; img.data[o + 1] = 255 - 168 * s; img.data[o + 2] = 255 - 58 * s; img.data[o + 3] = 255;
+      }
+    }
+    ctx.putImageData(img, 0, 0);
+    b.appendChild(c);
+    const cap = el("span");
+    cap.appendChild(el("span", { class: "swatch", style: `background:${headColour(h)}` }));
+    cap.appendChild(document.createTextNode(gqa ? t("head_option_kv", { h, k: kvOf(h) }) : t("head_option", { h })));
+    b.appendChild(cap);
+    b.addEventListener("click", () => { state.head = h; drawAttention(); document.querySelector(`#thumbs button[data-head="${h}"]`).focus(); });
+    box.appendChild(b);
+  }
+}
+
+// --- logit lens ---------------------------------------------------------------------------------
+
+function lensAt(row, pos) {
+  const out = [];
+  for (let j = 0; j < LENS_K; j++) {
+    const o = (row * T + pos) * LENS_K + j;
+    out.push({ id: A.lens_ids[o], p: A.lens_p[o] / Q });
+  }
+  return out;
+}
+
+function vocab(id) {
+  return D.vocab[String(id)] !== undefined ? D.vocab[String(id)] : `#${id}`;
+}
+
+function buildLens() {
+  const box = document.getElementById("lens");
+  const parts = ["<table class=\"lens\" id=\"lens-table\"><thead><tr>", `<th class="row">${esc(t("position"))}</th>`];
+  for (let i = 0; i < T; i++) parts.push(`<th>${i}</th>`);
+  parts.push("</tr><tr>", `<th class="row">${esc(t("input_token"))}</th>`);
+  for (let i = 0; i < T; i++) parts.push(`<th title="${esc(labels[i])}">${esc(clip(labels[i], 8))}</th>`);
+  parts.push("</tr></thead><tbody>");
+  // The last layer first: read upwards, the guess forms layer by layer from the embeddings.
+  for (let row = L; row >= 0; row--) {
+    parts.push(`<tr><th class="row">${esc(row === 0 ? t("embeddings") : t("layer_n", { l: row - 1 }))}</th>`);
+    for (let i = 0; i < T; i++) {
+      const top = lensAt(row, i)[0];
+      const hit = i + 1 < T && top.id === D.tokens[i + 1].id;
+      const bg = `rgba(36,87,197,${(0.06 + 0.5 * top.p).toFixed(3)})`;
+      parts.push(`<td data-row="${row}" data-pos="${i}" data-id="${top.id}" data-p="${top.p}" class="${hit ? "hit" : ""}" style="background:${bg}">${esc(clip(vocab(top.id), 7))}<span class="p">${pct(top.p)}</span></td>`);
+    }
+    parts.push("</tr>");
+  }
+  parts.push(`</tbody><tfoot><tr><th class="row">${esc(t("next_row"))}</th>`);
+  for (let i = 0; i < T; i++) parts.push(`<th>${i + 1 < T ? esc(clip(labels[i + 1], 8)) : ""}</th>`);
+  parts.push("</tr></tfoot></table>");
+  box.innerHTML = parts.join("");
+  box.tabIndex = 0;
+  const tip = document.getElementById("lens-tip");
+  let cur = [L, T - 1];
+  const show = (td) => {
+    const row = +td.dataset.row, pos = +td.dataset.pos;
+    cur = [row, pos];
+    for (const x of box.querySelectorAll("td.cur")) x.classList.remove("cur");
+    td.classList.add("cur");
+    const name = row === 0 ? t("embeddings") : t("layer_n", { l: row - 1 });
+    const rows = lensAt(row, pos).map((c) => `<tr><td>${esc(vocab(c.id))}</td><td>${pct(c.p)}</td><td>#${c.id}</td></tr>`).join("");
+    tip.innerHTML = `<strong>${esc(name)} · ${esc(t("position"))} ${pos} ${esc(JSON.stringify(labels[pos]))}</strong><table>${rows}</table>`;
+    tip.hidden = false;
+    const r = td.getBoundingClientRect();
+    const w = tip.offsetWidth, hgt = tip.offsetHeight;
+    tip.style.left = Math.max(4, Math.min(window.innerWidth - w - 4, r.left)) + "px";
+    tip.style.top = (r.bottom + hgt + 8 < window.innerHeight ? r.bottom + 4 : Math.max(4, r.top - hgt - 4)) + "px";
+  };
+  box.addEventListener("mouseover", (e) => { const td = e.target.closest("td[data-row]"); if (td) show(td); });
+  box.addEventListener("mouseleave", () => { tip.hidden = true; });
+  box.addEventListener("focus", () => show(box.querySelector(`td[data-row="${cur[0]}"][data-pos="${cur[1]}"]`)));
+  box.addEventListener("blur", () => { tip.hidden = true; });
+  box.addEventListener("keydown", (e) => {
+    const moves = { ArrowUp: [1, 0], ArrowDown: [-1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    if (!moves[e.key]) return;
+    e.preventDefault();
+    const row = Math.max(0, Math.min(L, cur[0] + moves[e.key][0]));
+    const pos = Math.max(0, Math.min(T - 1, cur[1] + moves[e.key][1]));
+    const td = box.querySelector(`td[data-row="${row}"][data-pos="${pos}"]`);
+    td.scrollIntoView({ block: "nearest", inline: "nearest" });
+    show(td);
+  });
+}
+
+// --- the next token -----------------------------------------------------------------------------
+
+/**
+ * tfcli's Sampler.candidates (engine/sampling.py) on the stored candidates' logits, without the
+ * repetition penalty: the probability of each candidate in the distribution sampled from.
+ */
+function samplerProbs(logits, temperature, topK, topP, minP) {
+  const n = logits.length;
+  const out = new Float64Array(n);
+  if (temperature === 0) { // greedy: the first largest logit, as np.argmax
+    let best = 0;
+    for (let i = 1; i < n; i++) if (logits[i] > logits[best]) best = i;
+    out[best] = 1;
+    return out;
+  }
+  let ids = [...Array(n).keys()];
+  if (topK > 0 && topK < n) {
+    const kth = Array.from(logits).sort((a, b) => b - a)[topK - 1];
+    ids = ids.filter((i) => logits[i] >= kth); // ties with the k-th are kept, as in transformers
+  }
+  const x = ids.map((i) => logits[i] / temperature);
+  const m = Math.max(...x);
+  let e = x.map((v) => Math.exp(v - m));
+  let total = e.reduce((a, b) => a + b, 0);
+  let probs = e.map((v) => v / total);
+  if (topP < 1) {
+    const order = [...probs.keys()].sort((a, b) => probs[b] - probs[a] || a - b); // descending, stable
+    const keep = new Set();
+    let before = 0;
+    for (const j of order) {
+      if (before < topP) keep.add(j); // kept while the more likely tokens' total is still below p
+      before += probs[j];
+    }
+    const kept = [...probs.keys()].filter((j) => keep.has(j));
+    ids = kept.map((j) => ids[j]);
+    probs = kept.map((j) => probs[j]);
+  }
+  if (minP > 0) {
+    const top = Math.max(...probs);
+    const kept = [...probs.keys()].filter((j) => probs[j] >= minP * top);
+    ids = kept.map((j) => ids[j]);
+    probs = kept.map((j) => probs[j]);
+  }
+  total = probs.reduce((a, b) => a + b, 0);
+  ids.forEach((i, j) => { out[i] = probs[j] / total; });
+  return out;
+}
+
+const next = { pos: T - 1 };
+const KNOBS = ["temperature", "top_k", "top_p", "min_p"];
+
+function knob(name) {
+  return +document.getElementById(name).value;
+}
+
+function setKnobs(values) {
+  for (const name of KNOBS) {
+    let v = values[name];
+    if (name === "top_k") v = Math.min(v, NEXT_N);
+    if (name === "temperature") v = Math.min(v, 2);
+    document.getElementById(name).value = v;
+  }
+  drawNext();
+}
+
+function buildNext() {
+  document.getElementById("next-note").textContent = t("next_note", { n: NEXT_N });
+  document.getElementById("top_k").max = NEXT_N;
+  const strip = document.getElementById("positions");
+  D.tokens.forEach((tok, i) => {
+    const b = el("button", { type: "button", class: "t", role: "radio", "data-pos": i, "aria-checked": String(i === next.pos), tabindex: i === next.pos ? 0 : -1 });
+    b.textContent = tok.label;
+    b.appendChild(el("small", {}, String(i)));
+    b.addEventListener("click", () => pickPosition(i));
+    b.addEventListener("keydown", (e) => {
+      const d = e.key === "ArrowRight" ? 1 : e.key === "ArrowLeft" ? -1 : 0;
+      if (!d) return;
+      e.preventDefault();
+      const j = Math.max(0, Math.min(T - 1, i + d));
+      pickPosition(j);
+      strip.querySelector(`[data-pos="${j}"]`).focus();
+    });
+    strip.appendChild(b);
+  });
+  for (const name of KNOBS) document.getElementById(name).addEventListener("input", drawNext);
+  document.getElementById("reset").addEventListener("click", () => setKnobs(D.sampling));
+  setKnobs(D.sampling);
+}
+
+function pickPosition(i) {
+  next.pos = i;
+  for (const b of document.querySelectorAll("#positions button")) {
+    const on = +b.dataset.pos === i;
+    b.setAttribute("aria-checked", String(on));
+    b.tabIndex = on ? 0 : -1;
+  }
+  drawNext();
+}
+
+function drawNext() {
+  const temperature = knob("temperature"), topK = knob("top_k"), topP = knob("top_p"), minP = knob("min_p");
+  document.getElementById("temperature-v").textContent = temperature === 0 ? `0 (${t("greedy")})` : temperature.toFixed(2);
+  document.getElementById("top_k-v").textContent = topK === 0 ? `0 (${t("off")})` : String(topK);
+  document.getElementById("top_p-v").textContent = topP >= 1 ? `1 (${t("off")})` : topP.toFixed(2);
+  document.getElementById("min_p-v").textContent = minP === 0 ? `0 (${t("off")})` : minP.toFixed(2);
+  const pos = next.pos;
+  const logits = A.next_logits.subarray(pos * NEXT_N, (pos + 1) * NEXT_N);
+  const ids = A.next_ids.subarray(pos * NEXT_N, (pos + 1) * NEXT_N);
+  const lse = A.next_lse[pos];
+  const final = samplerProbs(logits, temperature, topK, topP, minP);
+  const model = Array.from(logits, (x) => Math.exp(x - lse)); // the model's own p over the whole vocabulary
+  const mass = model.reduce((a, b) => a + b, 0);
+  const kept = final.filter((p) => p > 0).length;
+  document.getElementById("next-summary").textContent = t("next_summary", { pos, label: JSON.stringify(labels[pos]), kept, n: NEXT_N, mass: pct(mass) });
+  const table = document.getElementById("next");
+  table.dataset.pos = pos;
+  table.dataset.knobs = JSON.stringify({ temperature, top_k: topK, top_p: topP, min_p: minP });
+  const parts = [`<thead><tr><th>${esc(t("col_rank"))}</th><th>${esc(t("col_token"))}</th><th>${esc(t("col_id"))}</th><th>${esc(t("col_logit"))}</th><th>${esc(t("col_model"))}</th><th>${esc(t("col_final"))}</th><th></th></tr></thead><tbody>`];
+  for (let j = 0; j < NEXT_N; j++) {
+    const p = final[j];
+    parts.push(`<tr class="${p > 0 ? "" : "cut"}" data-id="${ids[j]}" data-p="${p}"><td>${j + 1}</td><td class="tok">${esc(vocab(ids[j]))}</td><td>${ids[j]}</td><td>${logits[j].toFixed(3)}</td><td>${pct(model[j])}</td><td>${p > 0 ? pct(p) : "—"}</td><td class="bar"><span class="model" style="width:${(model[j] * 100).toFixed(2)}%"></span><br><span style="width:${(p * 100).toFixed(2)}%"></span></td></tr>`);
+  }
+  parts.push("</tbody>");
+  table.innerHTML = parts.join("");
+}
+
+// --- the model ----------------------------------------------------------------------------------
+
+function buildModel() {
+  const s = D.shape;
+  const rows = [
+    ["family", s.family], ["layers", s.layers], ["d_model", s.d_model], ["heads", s.heads], ["kv_heads", s.kv_heads],
+    ["head_dim", s.head_dim], ["d_ff", s.d_ff], ["vocab", s.vocab], ["context", s.context], ["norm", s.norm],
+    ["mlp", s.mlp], ["positions", s.positions], ["tied", s.tied ? t("yes") : t("no")],
+  ];
+  const num = (v) => (typeof v === "number" ? v.toLocaleString("en-US") : v);
+  const parts = rows.map(([k, v]) => `<tr><th>${esc(t(k))}</th><td class="num">${esc(num(v))}</td><td></td></tr>`);
+  parts.push(`<tr><th>${esc(t("params_exact"))}</th><td class="num" id="params-exact">${num(D.params.exact)}</td><td class="why">${esc(t("why_exact"))}</td></tr>`);
+  parts.push(`<tr><th>${esc(t("params_tally"))}</th><td class="num">${num(D.params.tally)}</td><td class="why">${esc(t("why_tally"))}</td></tr>`);
+  document.getElementById("shape").innerHTML = parts.join("");
+  const stored = document.getElementById("stored");
+  for (const line of [t("stored_attn", { q: Q }), t("stored_lens", { k: LENS_K, q: Q }), t("stored_next", { n: NEXT_N }), t("stored_limit", { t: D.limits.tokens })]) {
+    stored.appendChild(el("li", {}, line));
+  }
+  const list = document.getElementById("token-list");
+  D.tokens.forEach((tok, i) => {
+    const chip = el("span", { class: "t", "data-id": tok.id }, tok.label);
+    chip.appendChild(el("small", {}, `#${i} · ${tok.id}`));
+    list.appendChild(chip);
+  });
+}
+
+// --- the page -----------------------------------------------------------------------------------
+
+function main() {
+  document.getElementById("title").textContent = D.text.length > 120 ? Array.from(D.text).slice(0, 119).join("") + "…" : D.text;
+  document.getElementById("subtitle").textContent = t("subtitle", { model: D.model, n: T, layers: L, heads: H });
+  for (const e of document.querySelectorAll("[data-t]")) e.textContent = t(e.dataset.t, { k: LENS_K });
+  buildTabs();
+  buildAttention();
+  buildLens();
+  buildNext();
+  buildModel();
+  document.body.dataset.ready = "1";
+}
+
+main();
