@@ -211,7 +211,7 @@ function drawHeadView() {
   const row = 20, top = 24, width = 380, lx = 132, rx = 248;
   const height = top + row * T + 8;
   const heads = state.all ? [...Array(H).keys()] : [state.head];
-  const parts = [`<svg id="headview-svg" xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" data-layer="${state.layer}" data-heads="${heads.join(",")}">`];
+  const parts = [`<svg id="headview-svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" data-layer="${state.layer}" data-heads="${heads.join(",")}">`];
   parts.push(`<text x="${lx}" y="14" text-anchor="end" font-weight="600">${esc(t("layer"))} ${state.layer}</text>`);
   parts.push(`<text x="${rx}" y="14" font-weight="600">${heads.length === 1 ? esc(t("head_option", { h: heads[0] })) : esc(t("all_lines"))}</text>`);
   for (const h of heads) {
@@ -278,7 +278,7 @@ function drawHeatmap() {
   const cell = Math.max(4, Math.min(22, Math.floor(560 / T)));
   const pad = 28, size = pad + cell * T + 2;
   const l = state.layer, h = state.head;
-  const parts = [`<svg id="heatmap-svg" xmlns="http://www.w3.org/2000/svg" width="${size}" height="${size}" tabindex="0" data-layer="${l}" data-head="${h}" aria-label="${esc(t("heatmap_caption"))}">`];
+  const parts = [`<svg id="heatmap-svg" width="${size}" height="${size}" tabindex="0" data-layer="${l}" data-head="${h}" aria-label="${esc(t("heatmap_caption"))}">`];
   const step = Math.max(1, Math.ceil(14 / cell));
   for (let i = 0; i < T; i += step) {
     parts.push(`<text x="${pad - 3}" y="${pad + i * cell + cell / 2 + 4}" text-anchor="end" font-size="10" fill="#8a90a0">${i}</text>`);
@@ -362,7 +362,7 @@ function vocab(id) {
 }
 
 function buildLens() {
-  const box = document.getElementById("lens");
+  const box = document.getElementById("lens-grid");
   const parts = ["<table class=\"lens\" id=\"lens-table\"><thead><tr>", `<th class="row">${esc(t("position"))}</th>`];
   for (let i = 0; i < T; i++) parts.push(`<th>${i}</th>`);
   parts.push("</tr><tr>", `<th class="row">${esc(t("input_token"))}</th>`);
@@ -530,13 +530,13 @@ function drawNext() {
   const mass = model.reduce((a, b) => a + b, 0);
   const kept = final.filter((p) => p > 0).length;
   document.getElementById("next-summary").textContent = t("next_summary", { pos, label: JSON.stringify(labels[pos]), kept, n: NEXT_N, mass: pct(mass) });
-  const table = document.getElementById("next");
+  const table = document.getElementById("next-table");
   table.dataset.pos = pos;
   table.dataset.knobs = JSON.stringify({ temperature, top_k: topK, top_p: topP, min_p: minP });
   const parts = [`<thead><tr><th>${esc(t("col_rank"))}</th><th>${esc(t("col_token"))}</th><th>${esc(t("col_id"))}</th><th>${esc(t("col_logit"))}</th><th>${esc(t("col_model"))}</th><th>${esc(t("col_final"))}</th><th></th></tr></thead><tbody>`];
   for (let j = 0; j < NEXT_N; j++) {
     const p = final[j];
-    parts.push(`<tr class="${p > 0 ? "" : "cut"}" data-id="${ids[j]}" data-p="${p}"><td>${j + 1}</td><td class="tok">${esc(vocab(ids[j]))}</td><td>${ids[j]}</td><td>${logits[j].toFixed(3)}</td><td>${pct(model[j])}</td><td>${p > 0 ? pct(p) : "—"}</td><td class="bar"><span class="model" style="width:${(model[j] * 100).toFixed(2)}%"></span><br><span style="width:${(p * 100).toFixed(2)}%"></span></td></tr>`);
+    parts.push(`<tr class="${p > 0 ? "" : "cut"}" data-id="${ids[j]}" data-p="${p}"><td>${j + 1}</td><td class="tok">${esc(vocab(ids[j]))}</td><td>${ids[j]}</td><td>${logits[j].toFixed(3)}</td><td>${pct(model[j])}</td><td>${p > 0 ? pct(p) : "—"}</td><td class="bar"><span class="model" style="width:${(model[j] * 100).toFixed(2)}%"></span><span style="width:${(p * 100).toFixed(2)}%"></span></td></tr>`);
   }
   parts.push("</tbody>");
   table.innerHTML = parts.join("");
