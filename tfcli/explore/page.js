@@ -8,7 +8,7 @@ const STRINGS = {
     subtitle: "{model} · {n} tokens · {layers} layers × {heads} heads",
     tab_attention: "Attention", tab_lens: "Logit lens", tab_next: "Next token", tab_model: "The model",
     attn_intro: "Each head of each layer mixes information between tokens. A token (left) looks back at the tokens before it (right); a line's strength is the attention weight, and each token's weights sum to 1. Hover or focus a token to see only its row.",
-    layer: "Layer", head: "Head", all_lines: "draw all heads of the layer",
+    layer: "Layer", head: "Head", all_lines: "draw all heads of the layer", all_heads: "all {n} heads",
     head_option: "head {h}", head_option_kv: "head {h} (kv {k})",
     gqa: "Grouped-query attention: {hkv} key/value heads for {h} query heads. {groups}.",
     gqa_group: "heads {list} share kv head {k}",
@@ -47,7 +47,7 @@ const STRINGS = {
     subtitle: "{model} · {n} 个词元 · {layers} 层 × {heads} 个头",
     tab_attention: "注意力", tab_lens: "逻辑透镜", tab_next: "下一个词元", tab_model: "模型",
     attn_intro: "每一层的每个头都在词元之间传递信息。左边的词元回看它之前的词元（右边）；线越深，注意力权重越大，每个词元的权重之和为 1。把鼠标移到（或用键盘聚焦）一个词元上，只看它那一行。",
-    layer: "层", head: "头", all_lines: "画出这一层的所有头",
+    layer: "层", head: "头", all_lines: "画出这一层的所有头", all_heads: "全部 {n} 个头",
     head_option: "头 {h}", head_option_kv: "头 {h}（kv {k}）",
     gqa: "分组查询注意力：{h} 个查询头共用 {hkv} 个键/值头。{groups}。",
     gqa_group: "头 {list} 共用 kv 头 {k}",
@@ -213,7 +213,7 @@ function drawHeadView() {
   const heads = state.all ? [...Array(H).keys()] : [state.head];
   const parts = [`<svg id="headview-svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" data-layer="${state.layer}" data-heads="${heads.join(",")}">`];
   parts.push(`<text x="${lx}" y="14" text-anchor="end" font-weight="600">${esc(t("layer"))} ${state.layer}</text>`);
-  parts.push(`<text x="${rx}" y="14" font-weight="600">${heads.length === 1 ? esc(t("head_option", { h: heads[0] })) : esc(t("all_lines"))}</text>`);
+  parts.push(`<text x="${rx}" y="14" font-weight="600">${esc(heads.length === 1 ? t("head_option", { h: heads[0] }) : t("all_heads", { n: H }))}</text>`);
   for (const h of heads) {
     for (let q = 0; q < T; q++) {
       for (let k = 0; k <= q; k++) {
@@ -233,6 +233,8 @@ function drawHeadView() {
   parts.push(`<text x="${width / 2}" y="${height - 1}" text-anchor="middle" font-size="10" fill="#8a90a0">${esc(t("lines_cut", { w: LINE_MIN }))}</text>`);
   parts.push("</svg>");
   box.innerHTML = parts.join("");
+  const legend = document.getElementById("legend");
+  legend.innerHTML = heads.map((h) => `<span><span class="swatch" style="background:${headColour(h)}"></span>${esc(t("head_option", { h }))}</span>`).join(" ");
   const svg = box.firstChild;
   const over = (e) => {
     const g = e.target.closest(".tok");
@@ -279,7 +281,7 @@ function drawHeatmap() {
   const pad = 28, size = pad + cell * T + 2;
   const l = state.layer, h = state.head;
   const parts = [`<svg id="heatmap-svg" width="${size}" height="${size}" tabindex="0" data-layer="${l}" data-head="${h}" aria-label="${esc(t("heatmap_caption"))}">`];
-  const step = Math.max(1, Math.ceil(14 / cell));
+  const step = [1, 2, 4, 5, 8, 10, 16, 20, 32, 50].find((s) => s * cell >= 20) || 64; // labels 20 px apart at least
   for (let i = 0; i < T; i += step) {
     parts.push(`<text x="${pad - 3}" y="${pad + i * cell + cell / 2 + 4}" text-anchor="end" font-size="10" fill="#8a90a0">${i}</text>`);
     parts.push(`<text x="${pad + i * cell + cell / 2}" y="${pad - 6}" text-anchor="middle" font-size="10" fill="#8a90a0">${i}</text>`);
@@ -533,7 +535,7 @@ function drawNext() {
   const table = document.getElementById("next-table");
   table.dataset.pos = pos;
   table.dataset.knobs = JSON.stringify({ temperature, top_k: topK, top_p: topP, min_p: minP });
-  const parts = [`<thead><tr><th>${esc(t("col_rank"))}</th><th>${esc(t("col_token"))}</th><th>${esc(t("col_id"))}</th><th>${esc(t("col_logit"))}</th><th>${esc(t("col_model"))}</th><th>${esc(t("col_final"))}</th><th></th></tr></thead><tbody>`];
+  const parts = [`<thead><tr><th>${esc(t("col_rank"))}</th><th>${esc(t("col_token"))}</th><th>${esc(t("col_id"))}</th><th>${esc(t("col_logit"))}</th><th>${esc(t("col_model"))}</th><th>${esc(t("col_final"))}</th><th class="legend-bars"><span class="swatch" style="background:#b9c7e6"></span>${esc(t("col_model"))} <span class="swatch" style="background:var(--accent)"></span>${esc(t("col_final"))}</th></tr></thead><tbody>`];
   for (let j = 0; j < NEXT_N; j++) {
     const p = final[j];
     parts.push(`<tr class="${p > 0 ? "" : "cut"}" data-id="${ids[j]}" data-p="${p}"><td>${j + 1}</td><td class="tok">${esc(vocab(ids[j]))}</td><td>${ids[j]}</td><td>${logits[j].toFixed(3)}</td><td>${pct(model[j])}</td><td>${p > 0 ? pct(p) : "—"}</td><td class="bar"><span class="model" style="width:${(model[j] * 100).toFixed(2)}%"></span><span style="width:${(p * 100).toFixed(2)}%"></span></td></tr>`);
@@ -563,7 +565,7 @@ function buildModel() {
   const list = document.getElementById("token-list");
   D.tokens.forEach((tok, i) => {
     const chip = el("span", { class: "t", "data-id": tok.id }, tok.label);
-    chip.appendChild(el("small", {}, `#${i} · ${tok.id}`));
+    chip.appendChild(el("small", {}, `#${i} id ${tok.id}`));
     list.appendChild(chip);
   });
 }
@@ -571,7 +573,7 @@ function buildModel() {
 // --- the page -----------------------------------------------------------------------------------
 
 function main() {
-  document.getElementById("title").textContent = D.text.length > 120 ? Array.from(D.text).slice(0, 119).join("") + "…" : D.text;
+  document.getElementById("title").textContent = clip(D.text, 90);
   document.getElementById("subtitle").textContent = t("subtitle", { model: D.model, n: T, layers: L, heads: H });
   for (const e of document.querySelectorAll("[data-t]")) e.textContent = t(e.dataset.t, { k: LENS_K });
   buildTabs();
