@@ -30,7 +30,8 @@ def explore(
     """Write one web page that shows what the model does with TEXT: every head's attention, the logit
     lens over every layer, the next-token distribution under temperature / top-k / top-p / min-p, and
     the model's shapes. The page is a single HTML file with everything inline: no server, no network,
-    open it with a double click.
+    open it with a double click. A page holds at most 128 tokens (fewer for a model with many
+    heads: the attention of every head for every pair of tokens is stored); a longer text is refused.
 
     Examples:
 
@@ -55,11 +56,8 @@ def explore(
             raise PromptError("the text encodes to no tokens", "give some text to run through the model")
         limit = ex.token_limit(cfg)
         if len(ids) > limit:
-            raise PromptError(
-                f"the text is {len(ids)} tokens; a page for {lm.name} holds at most {limit} "
-                f"({cfg.n_layer} layers x {cfg.n_head} heads of attention per token pair)",
-                "shorten the text",
-            )
+            why = "its context" if limit == cfg.n_ctx else f"{cfg.n_layer} layers x {cfg.n_head} heads of attention for every pair of tokens"
+            raise PromptError(f"the text is {len(ids)} tokens; a page for {lm.name} holds at most {limit} ({why})", "shorten the text")
         html = page_html(lm, text, ids, lang.value)
         page.write(html)
     size = len(html.encode("utf-8"))
