@@ -221,15 +221,17 @@ def pages(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("pages")
     made = {}
-    for name, args in (
-        ("shakespeare", [SHAKESPEARE]),
-        ("tang", ["-m", "tang", CHINESE, "--lang", "zh"]),
-        ("llama", ["-m", str(TINY_LLAMA), "hello world, hello there"]),
-    ):
-        page = out / f"{name}.html"
-        r = CliRunner().invoke(app, ["explore", *args, "-o", str(page)])
-        assert r.exit_code == 0, r.stderr
-        made[name] = (page, _page_data(page.read_text(encoding="utf-8")))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TFCLI_HOME", str(out / "tfcli-home"))  # never the user's model cache
+        for name, args in (
+            ("shakespeare", [SHAKESPEARE]),
+            ("tang", ["-m", "tang", CHINESE, "--lang", "zh"]),
+            ("llama", ["-m", str(TINY_LLAMA), "hello world, hello there"]),
+        ):
+            page = out / f"{name}.html"
+            r = CliRunner().invoke(app, ["explore", *args, "-o", str(page)])
+            assert r.exit_code == 0, r.stderr
+            made[name] = (page, _page_data(page.read_text(encoding="utf-8")))
     return made
 
 
@@ -384,6 +386,77 @@ def test_chinese_labels_are_drawn(browser, pages):
     tofu = pixels[-1]
     assert all(p != tofu and any(x != "0" for x in p.split(",")) for p in pixels[:-1])
     _assert_clean(browser)
+
+
+def test_the_lens_shows_tfcli_top_tokens_on_hover(browser, pages):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    page, data = pages["shakespeare"]
+    lm = load("shakespeare")
+    ids = [t["id"] for t in data["tokens"]]
+    rec = Recorder(residual=True)
+    lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), record=rec)
+    _open(browser, page)
+    browser.find_element("id", "tab-lens").click()
+    for layer, pos in ((2, 7), (-1, 0), (3, 20)):  # -1: the embeddings
+        logits = lm.model.unembed(lm.model.final_norm(rec.embedded if layer < 0 else rec.post[layer]))[pos]  # [V]
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        top = np.argsort(-p, kind="stable")[: ex.LENS_TOP]
+        cell = browser.find_element("css selector", f'#lens-grid td[data-row="{layer + 1}"][data-pos="{pos}"]')
+        assert int(cell.get_attribute("data-id")) == top[0]
+        assert abs(float(cell.get_attribute("data-p")) - p[top[0]]) <= 0.5 / ex.QUANT + 1e-6
+        ActionChains(browser).move_to_element(cell).perform()
+        tip = browser.find_element("id", "lens-tip")
+        assert tip.is_displayed()
+        rows = [r.text.split()[-1] for r in tip.find_elements("css selector", "tr")]  # '#id' last in each row
+        assert rows == [f"#{i}" for i in top]
+
+
+def test_controls_are_reachable_by_keyboard(browser, pages):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    page, _ = pages["llama"]
+    _open(browser, page)
+    reached = []
+    for _ in range(30):
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        reached.append(browser.execute_script("const e = document.activeElement; return e.classList.contains('tok') ? 'tok' : e.id || e.dataset.head || e.tagName"))
+    assert reached.index("tab-attention") < reached.index("layer") < reached.index("tok") < reached.index("0")
+    for want in ("tab-attention", "layer", "head", "allheads", "heatmap-svg", "0"):  # "0": the first thumbnail
+        assert want in reached, reached
+    cycle = reached[: reached.index("BODY")]  # once round the page
+    assert cycle.count("tok") == 1  # the head view's tokens: one stop, then the arrow keys
+    browser.find_element("id", "tab-attention").send_keys(Keys.ARROW_RIGHT)  # the tabs move with arrows too
+    assert browser.find_element("id", "view-lens").is_displayed()
+    browser.find_element("id", "tab-lens").send_keys(Keys.ARROW_RIGHT)
+    reached = []
+    for _ in range(12):
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        reached.append(browser.execute_script("return document.activeElement.id || document.activeElement.tagName"))
+    for want in ("temperature", "top_k", "top_p", "min_p", "reset"):
+        assert want in reached, reached
+    # A thumbnail picks its head with Enter.
+    browser.find_element("id", "tab-attention").click()
+    browser.find_element("css selector", '#thumbs button[data-head="4"]').send_keys(Keys.ENTER)
+    assert browser.find_element("id", "heatmap-svg").get_attribute("data-head") == "4"
+
+
+def test_the_page_fits_a_phone_and_every_label_has_a_translation(browser, pages):
+    page, _ = pages["tang"]
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True})
+    try:
+        _open(browser, page)
+        for tab in ("attention", "lens", "next", "model"):
+            browser.find_element("id", f"tab-{tab}").click()
+            # Wide things (the lens grid, the head view) scroll inside their box; the page itself never does.
+            assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth + 1"), tab
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert browser.execute_script("return Object.keys(STRINGS.en).filter(k => !(k in STRINGS.zh))") == []
+    assert browser.execute_script("return Object.keys(STRINGS.zh).filter(k => !(k in STRINGS.en))") == []
+    assert browser.execute_script("return Array.from(document.querySelectorAll('[data-t]')).filter(e => !e.textContent.trim()).length") == 0
 
 
 # --- SmolLM2 (slow: the real model, pulled once like tests/test_smollm2.py does) --------------

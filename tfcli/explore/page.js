@@ -211,7 +211,7 @@ function drawHeadView() {
   const row = 20, top = 24, width = 380, lx = 132, rx = 248;
   const height = top + row * T + 8;
   const heads = state.all ? [...Array(H).keys()] : [state.head];
-  const parts = [`<svg id="headview-svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" data-layer="${state.layer}" data-heads="${heads.join(",")}">`];
+  const parts = [`<svg id="headview-svg" tabindex="-1" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" data-layer="${state.layer}" data-heads="${heads.join(",")}">`];
   parts.push(`<text x="${lx}" y="14" text-anchor="end" font-weight="600">${esc(t("layer"))} ${state.layer}</text>`);
   parts.push(`<text x="${rx}" y="14" font-weight="600">${esc(heads.length === 1 ? t("head_option", { h: heads[0] }) : t("all_heads", { n: H }))}</text>`);
   for (const h of heads) {
@@ -227,7 +227,7 @@ function drawHeadView() {
   for (let i = 0; i < T; i++) {
     const y = top + i * row + row / 2;
     const label = esc(clip(labels[i], 14));
-    parts.push(`<g class="tok" tabindex="0" role="button" data-side="q" data-i="${i}" aria-label="${esc(labels[i])} #${i}"><rect x="0" y="${y - 14}" width="${lx + 4}" height="${row - 2}"/><text x="${lx}" y="${y}" text-anchor="end">${label}</text></g>`);
+    parts.push(`<g class="tok" tabindex="${i === 0 ? 0 : -1}" role="button" data-side="q" data-i="${i}" aria-label="${esc(labels[i])} #${i}"><rect x="0" y="${y - 14}" width="${lx + 4}" height="${row - 2}"/><text x="${lx}" y="${y}" text-anchor="end">${label}</text></g>`);
     parts.push(`<g class="tok" tabindex="-1" data-side="k" data-i="${i}"><rect x="${rx - 4}" y="${y - 14}" width="${width - rx + 4}" height="${row - 2}"/><text x="${rx}" y="${y}">${label}</text></g>`);
   }
   parts.push(`<text x="${width / 2}" y="${height - 1}" text-anchor="middle" font-size="10" fill="#8a90a0">${esc(t("lines_cut", { w: LINE_MIN }))}</text>`);
