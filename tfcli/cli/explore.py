@@ -127,7 +127,7 @@ def _fill(lang: str, title: str, data: dict) -> str:
         ("{{lang}}", "zh-Hans" if lang == "zh" else "en"),
         ("{{title}}", escape(title)),
         ("{{style}}", read("page.css")),
-        ("{{script}}", read("page.js")),
+        ("{{script}}", "".join(read(name) for name in ("strings.js", "sampler.js", "page.js"))),
     ):
         html = html.replace(key, value)
     return html.replace("{{data}}", payload)  # last: the data is the user's text and must not be searched
