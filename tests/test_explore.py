@@ -357,6 +357,32 @@ def test_moving_the_temperature_gives_the_samplers_probabilities(browser, pages)
     _assert_clean(browser)
 
 
+def test_the_pages_sampler_is_tfcli_sampler_on_random_logits(browser, pages):
+    """The page's sampler function against Sampler.candidates on 300 random cases, ties included."""
+    rng = np.random.default_rng(0)
+    cases = []
+    for n in range(300):
+        size = int(rng.integers(1, 60))
+        logits = rng.normal(0, 3, size).astype(np.float32)
+        if n % 3 == 0:
+            logits = np.round(logits).astype(np.float32)  # many ties, for top-k's "ties with the k-th are kept"
+        knobs = {
+            "temperature": float(rng.choice([0.0, 0.3, 0.8, 1.0, 1.7])),
+            "top_k": int(rng.choice([0, 1, 3, 10, 40, 80])),
+            "top_p": float(rng.choice([1.0, 0.95, 0.5, 0.1])),
+            "min_p": float(rng.choice([0.0, 0.05, 0.3])),
+        }
+        cases.append((logits, knobs))
+    _open(browser, pages["llama"][0])
+    got = browser.execute_script(
+        "return arguments[0].map(([x, k]) => Array.from(samplerProbs(Float32Array.from(x), k.temperature, k.top_k, k.top_p, k.min_p)))",
+        [[c[0].tolist(), c[1]] for c in cases],
+    )
+    for (logits, knobs), probs in zip(cases, got):
+        want = _sampler(logits, np.arange(len(logits)), **knobs)
+        np.testing.assert_allclose(probs, [want[i] for i in range(len(logits))], atol=1e-6, err_msg=str(knobs))
+
+
 def _cjk_font() -> bool:
     r = subprocess.run(["fc-list", ":lang=zh-cn", "file"], capture_output=True, text=True) if shutil.which("fc-list") else None
     return bool(r and r.stdout.strip())
