@@ -161,11 +161,25 @@ def test_bad_input_is_one_line_and_leaves_no_page(cli, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bare", "file"]  # no page, no temporary file
 
 
-def test_an_old_page_survives_a_failed_run(cli, tmp_path):
+def test_an_old_page_survives_a_failed_run(cli, tmp_path, monkeypatch):
     page = tmp_path / "page.html"
     page.write_text("old")
     _one_line_error(cli("explore", "x" * 200, "-o", page), 2)
     assert page.read_text() == "old"
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("tfcli.cli.explore.page_html", interrupted)  # Ctrl-C while the page is made
+    assert cli("explore", "hello", "-o", page).exit_code == 130  # (the test runner takes the Ctrl-C's message)
+    assert page.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["page.html"]
+
+
+def test_text_from_stdin(cli):
+    r = cli("explore", "-", "-o", "-", input="To be\n")
+    assert r.exit_code == 0, r.stderr
+    data = _page_data(r.stdout)
+    assert data["text"] == "To be\n" and data["tokens"][-1]["label"] == "⏎"
 
 
 # --- the page in a real browser ---------------------------------------------------------------
@@ -284,6 +298,7 @@ def test_hovering_a_token_isolates_its_row(browser, pages):
     from selenium.webdriver.common.keys import Keys
 
     page, data = pages["llama"]
+    ref = _weights(load(TINY_LLAMA).model, [t["id"] for t in data["tokens"]])  # [L, H, T, T]
     _open(browser, page)
     t_len = len(data["tokens"])
     visible = "return Array.from(document.querySelectorAll('#headview-svg line.w')).filter(l => l.style.display !== 'none').map(l => [+l.dataset.q, +l.dataset.k])"
@@ -294,6 +309,8 @@ def test_hovering_a_token_isolates_its_row(browser, pages):
         row = browser.execute_script(visible)
         assert row and {q for q, _ in row} == {i}
         assert sorted(row) == sorted(x for x in everything if x[0] == i)  # all of the row, nothing else
+        values = browser.execute_script("return Array.from(document.querySelectorAll('#headview-svg .tok[data-side=\"k\"] .wv'), t => t.textContent)")
+        assert values == [f"{w:.3f}" for w in ref[0, 0, i, : i + 1]] + [""] * (t_len - i - 1)  # the row's weights, beside its keys
     ActionChains(browser).move_to_element(browser.find_element("id", "layer")).perform()
     assert len(browser.execute_script(visible)) == len(everything)
     # The keyboard reaches the same: focus a token, arrow down to the next one.

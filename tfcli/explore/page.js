@@ -128,7 +128,7 @@ function drawAttention() {
 
 function drawHeadView() {
   const box = document.getElementById("headview");
-  const row = 20, top = 24, width = 380, lx = 132, rx = 248;
+  const row = 20, top = 24, width = 420, lx = 132, rx = 248;
   const height = top + row * T + 8;
   const heads = state.all ? [...Array(H).keys()] : [state.head];
   const parts = [`<svg id="headview-svg" tabindex="-1" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" data-layer="${state.layer}" data-heads="${heads.join(",")}">`];
@@ -148,7 +148,7 @@ function drawHeadView() {
     const y = top + i * row + row / 2;
     const label = esc(clip(labels[i], 14));
     parts.push(`<g class="tok" tabindex="${i === 0 ? 0 : -1}" role="button" data-side="q" data-i="${i}" aria-label="${esc(labels[i])} #${i}"><rect x="0" y="${y - 14}" width="${lx + 4}" height="${row - 2}"/><text x="${lx}" y="${y}" text-anchor="end">${label}</text></g>`);
-    parts.push(`<g class="tok" tabindex="-1" data-side="k" data-i="${i}"><rect x="${rx - 4}" y="${y - 14}" width="${width - rx + 4}" height="${row - 2}"/><text x="${rx}" y="${y}">${label}</text></g>`);
+    parts.push(`<g class="tok" tabindex="-1" data-side="k" data-i="${i}"><rect x="${rx - 4}" y="${y - 14}" width="${width - rx + 4}" height="${row - 2}"/><text x="${rx}" y="${y}">${label}</text><text class="wv" x="${width - 2}" y="${y}" text-anchor="end"></text></g>`);
   }
   parts.push(`<text x="${width / 2}" y="${height - 1}" text-anchor="middle" font-size="10" fill="#8a90a0">${esc(t("lines_cut", { w: LINE_MIN }))}</text>`);
   parts.push("</svg>");
@@ -180,11 +180,14 @@ function isolate(svg, side, i) {
     line.style.display = side === null || +line.dataset[attr] === i ? "" : "none";
   }
   for (const g of svg.querySelectorAll(".tok")) {
-    g.classList.remove("on", "off");
+    g.classList.remove("on", "off", "linked");
+    const value = g.querySelector(".wv");
+    if (value) value.textContent = "";
     if (side === null) continue;
     const mine = g.dataset.side === side && +g.dataset.i === i;
     const linked = g.dataset.side !== side && (side === "q" ? +g.dataset.i <= i : +g.dataset.i >= i);
-    g.classList.add(mine ? "on" : linked ? "x" : "off");
+    g.classList.add(mine ? "on" : linked ? "linked" : "off");
+    if (value && linked && side === "q" && !state.all) value.textContent = weight(state.layer, state.head, i, +g.dataset.i).toFixed(3);
   }
   svg.dataset.focus = side === null ? "" : `${side}${i}`;
 }
@@ -200,7 +203,7 @@ function drawHeatmap() {
   const cell = Math.max(4, Math.min(22, Math.floor(560 / T)));
   const pad = 28, size = pad + cell * T + 2;
   const l = state.layer, h = state.head;
-  const parts = [`<svg id="heatmap-svg" width="${size}" height="${size}" tabindex="0" data-layer="${l}" data-head="${h}" aria-label="${esc(t("heatmap_caption"))}">`];
+  const parts = [`<svg id="heatmap-svg" width="${size}" height="${size}" viewBox="0 0 ${size} ${size}" tabindex="0" data-layer="${l}" data-head="${h}" aria-label="${esc(t("heatmap_caption"))}">`];
   const step = [1, 2, 4, 5, 8, 10, 16, 20, 32, 50].find((s) => s * cell >= 20) || 64; // labels 20 px apart at least
   for (let i = 0; i < T; i += step) {
     parts.push(`<text x="${pad - 3}" y="${pad + i * cell + cell / 2 + 4}" text-anchor="end" font-size="10" fill="#8a90a0">${i}</text>`);
