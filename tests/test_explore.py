@@ -149,6 +149,7 @@ def test_bad_input_is_one_line_and_leaves_no_page(cli, tmp_path):
     _one_line_error(cli("explore", "", "-o", page), 2, "empty")
     _one_line_error(cli("explore", "-o", page), 2, "Missing argument")
     _one_line_error(cli("explore", "x" * 200, "-o", page), 2, "200 tokens", "at most 128", "shorten")
+    _one_line_error(cli("explore", "-m", "tang", "好" * 200, "-o", page), 2, "200 tokens but tang's context is 128")
     _one_line_error(cli("explore", "hello", "-o", tmp_path / "no" / "such" / "page.html"), 1, "cannot write")
     (tmp_path / "file").write_text("")
     _one_line_error(cli("explore", "hello", "-o", tmp_path / "file" / "page.html"), 1, "cannot write")
@@ -159,6 +160,12 @@ def test_bad_input_is_one_line_and_leaves_no_page(cli, tmp_path):
     _one_line_error(cli("explore", "hello", "-m", bare, "-o", page), 1, "tokenizer.json")
     _one_line_error(cli("explore", "hello", "--lang", "fr", "-o", page), 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bare", "file"]  # no page, no temporary file
+
+
+def test_the_limit_of_a_model_with_many_heads_says_why(cli, tmp_path, monkeypatch):
+    monkeypatch.setattr(ex, "CELL_BUDGET", 32 * 10 * 11 // 2)  # shakespeare's 4 x 8 heads over 10 tokens
+    _one_line_error(cli("explore", "To be, or not", "-o", tmp_path / "p.html"), 2, "13 tokens", "at most 10", "4 x 8 heads")
+    assert cli("explore", "To be, or", "-o", tmp_path / "p.html").exit_code == 0
 
 
 def test_an_old_page_survives_a_failed_run(cli, tmp_path, monkeypatch):

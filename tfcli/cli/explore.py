@@ -56,8 +56,13 @@ def explore(
             raise PromptError("the text encodes to no tokens", "give some text to run through the model")
         limit = ex.token_limit(cfg)
         if len(ids) > limit:
-            why = "its context" if limit == cfg.n_ctx else f"{cfg.n_layer} layers x {cfg.n_head} heads of attention for every pair of tokens"
-            raise PromptError(f"the text is {len(ids)} tokens; a page for {lm.name} holds at most {limit} ({why})", "shorten the text")
+            if limit == cfg.n_ctx:
+                why = f"the text is {len(ids)} tokens but {lm.name}'s context is {limit}"
+            elif limit == ex.MAX_TOKENS:
+                why = f"the text is {len(ids)} tokens; a page holds at most {limit}"
+            else:
+                why = f"the text is {len(ids)} tokens; a page for {lm.name} holds at most {limit}, as it stores {cfg.n_layer} x {cfg.n_head} heads of attention for every pair of tokens"
+            raise PromptError(why, "shorten the text")
         html = page_html(lm, text, ids, lang.value)
         page.write(html)
     size = len(html.encode("utf-8"))
