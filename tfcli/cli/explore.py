@@ -68,7 +68,7 @@ def explore(
     size = len(html.encode("utf-8"))
     if str(output) != "-":
         note(
-            f"wrote {output} ({size / 1e6:.2f} MB): {lm.name}, {len(ids)} tokens, {cfg.n_layer} layers x {cfg.n_head} heads; "
+            f"wrote {output} ({size / 1e6:.2f} MB): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} layers x {cfg.n_head} heads; "
             "open it in a browser"
         )
 
