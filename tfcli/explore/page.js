@@ -23,6 +23,12 @@ function pct(p) {
   return p >= 0.995 ? (p * 100).toFixed(0) + "%" : p >= 0.1 ? (p * 100).toFixed(1) + "%" : (p * 100).toFixed(2) + "%";
 }
 
+/** Markup for one element: tag("rect", { x: 1 }, inner) -> '<rect x="1">inner</rect>', values escaped. */
+function tag(name, attrs, inner) {
+  const a = Object.entries(attrs).map(([k, v]) => ` ${k}="${esc(v)}"`).join("");
+  return inner === undefined ? `<${name}${a}/>` : `<${name}${a}>${inner}</${name}>`;
+}
+
 function el(tag, attrs, text) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
@@ -107,7 +113,9 @@ function buildAttention() {
   for (let l = 0; l < L; l++) layer.appendChild(el("option", { value: l }, String(l)));
   const head = document.getElementById("head");
   const gqa = D.shape.kv_heads !== H;
-  for (let h = 0; h < H; h++) head.appendChild(el("option", { value: h }, gqa ? t("head_option_kv", { h, k: kvOf(h) }) : t("head_option", { h })));
+  for (let h = 0; h < H; h++) {
+    head.appendChild(el("option", { value: h }, gqa ? t("head_option_kv", { h, k: kvOf(h) }) : t("head_option", { h })));
+  }
   layer.addEventListener("change", () => { state.layer = +layer.value; drawAttention(); });
   head.addEventListener("change", () => { state.head = +head.value; drawAttention(); });
   const all = document.getElementById("allheads");
@@ -131,30 +139,38 @@ function drawHeadView() {
   const row = 20, top = 24, width = 420, lx = 132, rx = 248;
   const height = top + row * T + 8;
   const heads = state.all ? [...Array(H).keys()] : [state.head];
-  const parts = [`<svg id="headview-svg" tabindex="-1" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" data-layer="${state.layer}" data-heads="${heads.join(",")}">`];
-  parts.push(`<text x="${lx}" y="14" text-anchor="end" font-weight="600">${esc(t("layer"))} ${state.layer}</text>`);
-  parts.push(`<text x="${rx}" y="14" font-weight="600">${esc(heads.length === 1 ? t("head_option", { h: heads[0] }) : t("all_heads", { n: H }))}</text>`);
+  const frame = { id: "headview-svg", tabindex: -1, width, height, viewBox: `0 0 ${width} ${height}`, "data-layer": state.layer, "data-heads": heads.join(",") };
+  const parts = [];
+  parts.push(tag("text", { x: lx, y: 14, "text-anchor": "end", "font-weight": 600 }, `${esc(t("layer"))} ${state.layer}`));
+  const which = heads.length === 1 ? t("head_option", { h: heads[0] }) : t("all_heads", { n: H });
+  parts.push(tag("text", { x: rx, y: 14, "font-weight": 600 }, esc(which)));
   for (const h of heads) {
     for (let q = 0; q < T; q++) {
       for (let k = 0; k <= q; k++) {
         const w = weight(state.layer, h, q, k);
         if (w < LINE_MIN) continue;
         const y1 = top + q * row + row / 2 - 4, y2 = top + k * row + row / 2 - 4;
-        parts.push(`<line class="w" x1="${lx + 6}" y1="${y1}" x2="${rx - 6}" y2="${y2}" stroke="${headColour(h)}" stroke-width="2" stroke-opacity="${w.toFixed(4)}" data-h="${h}" data-q="${q}" data-k="${k}" data-w="${w}"/>`);
+        parts.push(tag("line", {
+          class: "w", x1: lx + 6, y1, x2: rx - 6, y2, stroke: headColour(h), "stroke-width": 2, "stroke-opacity": w.toFixed(4),
+          "data-h": h, "data-q": q, "data-k": k, "data-w": w,
+        }));
       }
     }
   }
   for (let i = 0; i < T; i++) {
     const y = top + i * row + row / 2;
     const label = esc(clip(labels[i], 14));
-    parts.push(`<g class="tok" tabindex="${i === 0 ? 0 : -1}" role="button" data-side="q" data-i="${i}" aria-label="${esc(labels[i])} #${i}"><rect x="0" y="${y - 14}" width="${lx + 4}" height="${row - 2}"/><text x="${lx}" y="${y}" text-anchor="end">${label}</text></g>`);
-    parts.push(`<g class="tok" tabindex="-1" data-side="k" data-i="${i}"><rect x="${rx - 4}" y="${y - 14}" width="${width - rx + 4}" height="${row - 2}"/><text x="${rx}" y="${y}">${label}</text><text class="wv" x="${width - 2}" y="${y}" text-anchor="end"></text></g>`);
+    // The queries (left) are one tab stop: the arrow keys move between them.
+    parts.push(tag("g", { class: "tok", tabindex: i === 0 ? 0 : -1, role: "button", "data-side": "q", "data-i": i, "aria-label": `${labels[i]} #${i}` },
+      tag("rect", { x: 0, y: y - 14, width: lx + 4, height: row - 2 }) + tag("text", { x: lx, y, "text-anchor": "end" }, label)));
+    parts.push(tag("g", { class: "tok", tabindex: -1, "data-side": "k", "data-i": i },
+      tag("rect", { x: rx - 4, y: y - 14, width: width - rx + 4, height: row - 2 }) + tag("text", { x: rx, y }, label) +
+      tag("text", { class: "wv", x: width - 2, y, "text-anchor": "end" }, "")));
   }
-  parts.push(`<text x="${width / 2}" y="${height - 1}" text-anchor="middle" font-size="10" fill="#8a90a0">${esc(t("lines_cut", { w: LINE_MIN }))}</text>`);
-  parts.push("</svg>");
-  box.innerHTML = parts.join("");
+  parts.push(tag("text", { x: width / 2, y: height - 1, "text-anchor": "middle", "font-size": 10, fill: "#8a90a0" }, esc(t("lines_cut", { w: LINE_MIN }))));
+  box.innerHTML = tag("svg", frame, parts.join(""));
   const legend = document.getElementById("legend");
-  legend.innerHTML = heads.map((h) => `<span><span class="swatch" style="background:${headColour(h)}"></span>${esc(t("head_option", { h }))}</span>`).join(" ");
+  legend.innerHTML = heads.map((h) => tag("span", {}, tag("span", { class: "swatch", style: `background:${headColour(h)}` }, "") + esc(t("head_option", { h })))).join(" ");
   const svg = box.firstChild;
   const over = (e) => {
     const g = e.target.closest(".tok");
@@ -203,7 +219,8 @@ function drawHeatmap() {
   const cell = Math.max(4, Math.min(22, Math.floor(560 / T)));
   const pad = 28, size = pad + cell * T + 2;
   const l = state.layer, h = state.head;
-  const parts = [`<svg id="heatmap-svg" width="${size}" height="${size}" viewBox="0 0 ${size} ${size}" tabindex="0" data-layer="${l}" data-head="${h}" aria-label="${esc(t("heatmap_caption"))}">`];
+  const frame = { id: "heatmap-svg", width: size, height: size, viewBox: `0 0 ${size} ${size}`, tabindex: 0, "data-layer": l, "data-head": h, "aria-label": t("heatmap_caption") };
+  const parts = [];
   const step = [1, 2, 4, 5, 8, 10, 16, 20, 32, 50].find((s) => s * cell >= 20) || 64; // labels 20 px apart at least
   for (let i = 0; i < T; i += step) {
     parts.push(`<text x="${pad - 3}" y="${pad + i * cell + cell / 2 + 4}" text-anchor="end" font-size="10" fill="#8a90a0">${i}</text>`);
@@ -212,12 +229,11 @@ function drawHeatmap() {
   for (let q = 0; q < T; q++) {
     for (let k = 0; k <= q; k++) {
       const w = weight(l, h, q, k);
-      parts.push(`<rect class="c" x="${pad + k * cell}" y="${pad + q * cell}" width="${cell}" height="${cell}" fill="${heatColour(w)}" data-q="${q}" data-k="${k}" data-w="${w}"/>`);
+      parts.push(tag("rect", { class: "c", x: pad + k * cell, y: pad + q * cell, width: cell, height: cell, fill: heatColour(w), "data-q": q, "data-k": k, "data-w": w }));
     }
   }
-  parts.push(`<rect id="heat-cur" x="0" y="0" width="${cell}" height="${cell}" fill="none" stroke="#f0a500" stroke-width="2" visibility="hidden"/>`);
-  parts.push("</svg>");
-  box.innerHTML = parts.join("");
+  parts.push(tag("rect", { id: "heat-cur", x: 0, y: 0, width: cell, height: cell, fill: "none", stroke: "#f0a500", "stroke-width": 2, visibility: "hidden" }));
+  box.innerHTML = tag("svg", frame, parts.join(""));
   const svg = box.firstChild;
   const readout = document.getElementById("readout");
   readout.textContent = t("readout_hint");
@@ -300,7 +316,8 @@ function buildLens() {
       const top = lensAt(row, i)[0];
       const hit = i + 1 < T && top.id === D.tokens[i + 1].id;
       const bg = `rgba(36,87,197,${(0.06 + 0.5 * top.p).toFixed(3)})`;
-      parts.push(`<td data-row="${row}" data-pos="${i}" data-id="${top.id}" data-p="${top.p}" class="${hit ? "hit" : ""}" style="background:${bg}">${esc(clip(vocab(top.id), 7))}<span class="p">${pct(top.p)}</span></td>`);
+      const cell = { "data-row": row, "data-pos": i, "data-id": top.id, "data-p": top.p, class: hit ? "hit" : "", style: `background:${bg}` };
+      parts.push(tag("td", cell, esc(clip(vocab(top.id), 7)) + tag("span", { class: "p" }, pct(top.p))));
     }
     parts.push("</tr>");
   }
@@ -412,10 +429,16 @@ function drawNext() {
   const table = document.getElementById("next-table");
   table.dataset.pos = pos;
   table.dataset.knobs = JSON.stringify({ temperature, top_k: topK, top_p: topP, min_p: minP });
-  const parts = [`<thead><tr><th>${esc(t("col_rank"))}</th><th>${esc(t("col_token"))}</th><th>${esc(t("col_id"))}</th><th>${esc(t("col_logit"))}</th><th>${esc(t("col_model"))}</th><th>${esc(t("col_final"))}</th><th class="legend-bars"><span class="swatch" style="background:#b9c7e6"></span>${esc(t("col_model"))} <span class="swatch" style="background:var(--accent)"></span>${esc(t("col_final"))}</th></tr></thead><tbody>`];
+  const swatch = (colour) => tag("span", { class: "swatch", style: `background:${colour}` }, "");
+  const heads = ["col_rank", "col_token", "col_id", "col_logit", "col_model", "col_final"].map((k) => tag("th", {}, esc(t(k))));
+  heads.push(tag("th", {}, `${swatch("#b9c7e6")}${esc(t("col_model"))} ${swatch("var(--accent)")}${esc(t("col_final"))}`));
+  const parts = [`<thead><tr>${heads.join("")}</tr></thead><tbody>`];
   for (let j = 0; j < NEXT_N; j++) {
     const p = final[j];
-    parts.push(`<tr class="${p > 0 ? "" : "cut"}" data-id="${ids[j]}" data-p="${p}"><td>${j + 1}</td><td class="tok">${esc(vocab(ids[j]))}</td><td>${ids[j]}</td><td>${logits[j].toFixed(3)}</td><td>${pct(model[j])}</td><td>${p > 0 ? pct(p) : "—"}</td><td class="bar"><span class="model" style="width:${(model[j] * 100).toFixed(2)}%"></span><span style="width:${(p * 100).toFixed(2)}%"></span></td></tr>`);
+    const bars = tag("span", { class: "model", style: `width:${(model[j] * 100).toFixed(2)}%` }, "") + tag("span", { style: `width:${(p * 100).toFixed(2)}%` }, "");
+    const td = (inner, attrs) => tag("td", attrs || {}, inner);
+    const cells = [td(j + 1), td(esc(vocab(ids[j])), { class: "tok" }), td(ids[j]), td(logits[j].toFixed(3)), td(pct(model[j])), td(p > 0 ? pct(p) : "—"), td(bars, { class: "bar" })];
+    parts.push(tag("tr", { class: p > 0 ? "" : "cut", "data-id": ids[j], "data-p": p }, cells.join("")));
   }
   parts.push("</tbody>");
   table.innerHTML = parts.join("");
