@@ -61,7 +61,10 @@ def explore(
             elif limit == ex.MAX_TOKENS:
                 why = f"the text is {len(ids)} tokens; a page holds at most {limit}"
             else:
-                why = f"the text is {len(ids)} tokens; a page for {lm.name} holds at most {limit}, as it stores {cfg.n_layer} x {cfg.n_head} heads of attention for every pair of tokens"
+                why = (
+                    f"the text is {len(ids)} tokens; a page for {lm.name} holds at most {limit}, "
+                    f"as it stores {cfg.n_layer} x {cfg.n_head} heads of attention for every pair of tokens"
+                )
             raise PromptError(why, "shorten the text")
         html = page_html(lm, text, ids, lang.value)
         page.write(html)
