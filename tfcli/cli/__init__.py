@@ -92,11 +92,12 @@ app.command("params")(params.params)
 app.command("attn")(attn.attn)
 app.command("bench")(bench.bench)
 
-from . import convert, models, pull  # noqa: E402
+from . import convert, explore, models, pull  # noqa: E402
 
 app.command("models")(models.models)
 app.command("pull")(pull.pull)
 app.command("convert")(convert.convert)
+app.command("explore")(explore.explore)
 
 
 def main() -> None:

@@ -1,0 +1,196 @@
+"""tfcli explore: one self-contained web page to look inside a model's pass over a text."""
+
+from __future__ import annotations
+
+import json
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import options
+from .console import note, warn
+
+
+class Lang(str, Enum):
+    en = "en"
+    zh = "zh"
+
+
+def explore(
+    text: Annotated[str, typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)],
+    model: options.Model = None,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The page to write ('-' prints it to stdout).", dir_okay=False)
+    ] = Path("explore.html"),
+    lang: Annotated[Lang, typer.Option("--lang", help="The language of the page's labels and explanations.")] = Lang.en,
+) -> None:
+    """Write one web page that shows what the model does with TEXT: every head's attention, the logit
+    lens over every layer, the next-token distribution under temperature / top-k / top-p / min-p, and
+    the model's shapes. The page is a single HTML file with everything inline: no server, no network,
+    open it with a double click. A page holds at most 128 tokens (fewer for a model with many
+    heads: the attention of every head for every pair of tokens is stored); a longer text is refused.
+
+    Examples:
+
+      tfcli explore "To be, or not to be" -o page.html
+
+      tfcli explore -m tang "今天天气很好" --lang zh -o tang.html
+
+      tfcli explore -m smollm2 "The capital of France is" -o smollm2.html
+    """
+    from tfcli.analysis import explore as ex
+    from tfcli.engine.errors import PromptError
+
+    text = options.read_text(text, "the text", "give some text to run through the model")
+    with _AtomicFile(output) as page:  # a write that fails leaves no half-written page behind
+        options.apply_threads(None)  # only the idle cores: busy ones stall BLAS threads (engine/threads.py)
+        lm = options.load_model(model)
+        for w in lm.warnings:
+            warn(w)
+        cfg = lm.config
+        ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
+        if not ids:
+            raise PromptError("the text encodes to no tokens", "give some text to run through the model")
+        limit = ex.token_limit(cfg)
+        if len(ids) > limit:
+            if limit == cfg.n_ctx:
+                why = f"the text is {len(ids)} tokens but {lm.name}'s context is {limit}"
+            elif limit == ex.MAX_TOKENS:
+                why = f"the text is {len(ids)} tokens; a page holds at most {limit}"
+            else:
+                why = (
+                    f"the text is {len(ids)} tokens; a page for {lm.name} holds at most {limit}, "
+                    f"as it stores {cfg.n_layer} x {cfg.n_head} heads of attention for every pair of tokens"
+                )
+            raise PromptError(why, "shorten the text")
+        html = page_html(lm, text, ids, lang.value)
+        page.write(html)
+    size = len(html.encode("utf-8"))
+    if str(output) != "-":
+        note(
+            f"wrote {output} ({size / 1e6:.2f} MB): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} layers x {cfg.n_head} heads; "
+            "open it in a browser"
+        )
+
+
+def page_html(lm, text: str, ids: list[int], lang: str) -> str:
+    """The whole page for `ids` (the tokens of `text`) run through the loaded model `lm`."""
+    from tfcli.analysis import explore as ex
+    from tfcli.engine.sampling import SamplingParams
+
+    from .attn import token_labels, visible
+
+    cfg = lm.config
+    run = ex.explore(lm.model, ids)
+    arrays = ex.packed(run)
+    tok = lm.tokenizer
+    shown = set(run.next_ids.ravel().tolist()) | set(run.lens_ids.ravel().tolist())
+    vocab = {str(i): _vocab_label(tok, i, visible) for i in sorted(shown)}
+    defaults = SamplingParams.merged(lm.generation)
+    data = {
+        "lang": lang,
+        "model": lm.name,
+        "text": text,
+        "tokens": [{"id": int(i), "label": s} for i, s in zip(ids, token_labels(tok, ids))],
+        "shape": ex.shapes(cfg),
+        "params": ex.parameter_totals(cfg),
+        "kv_groups": ex.kv_groups(cfg),
+        "limits": {"tokens": ex.token_limit(cfg), "lens_top": ex.LENS_TOP, "next_top": int(run.next_ids.shape[1]), "quant": ex.QUANT},
+        "sampling": {"temperature": defaults.temperature, "top_k": defaults.top_k, "top_p": defaults.top_p, "min_p": defaults.min_p},
+        "vocab": vocab,
+        "arrays": {name: _encoded(a) for name, a in arrays.items()},
+    }
+    return _fill(lang, f"{lm.name} · tfcli explore", data)
+
+
+def _vocab_label(tok, token_id: int, visible) -> str:
+    """One vocabulary entry as the page shows it: its text made visible, or its piece when it is
+    part of a character (a lone UTF-8 byte of byte-level BPE decodes to U+FFFD)."""
+    text = tok.decode([token_id])
+    if text and "\ufffd" not in text:
+        return visible(text)
+    return f"<{tok.piece(token_id)}>"
+
+
+def _encoded(a) -> dict:
+    import base64
+
+    return {"dtype": a.dtype.str, "shape": list(a.shape), "b64": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def _fill(lang: str, title: str, data: dict) -> str:
+    """The page template with its stylesheet, script and data put inline."""
+    from html import escape
+    from importlib.resources import files
+
+    here = files("tfcli.explore")
+    read = lambda name: here.joinpath(name).read_text(encoding="utf-8")  # noqa: E731
+    # Inside <script>, '</script>' would end the element: JSON may write '<' as \u003c.
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    html = read("page.html")
+    for key, value in (
+        ("{{lang}}", "zh-Hans" if lang == "zh" else "en"),
+        ("{{title}}", escape(title)),
+        ("{{style}}", read("page.css")),
+        ("{{script}}", "".join(read(name) for name in ("strings.js", "sampler.js", "page.js"))),
+    ):
+        html = html.replace(key, value)
+    return html.replace("{{data}}", payload)  # last: the data is the user's text and must not be searched
+
+
+class _AtomicFile:
+    """A page written to a temporary file beside `path` and renamed over it only when complete.
+
+    The temporary file is made on entering, so that an unwritable path is refused before the model
+    runs; on any error it is removed. '-' writes to stdout instead.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.tmp: Path | None = None
+        self.text: str | None = None
+
+    def __enter__(self):
+        from tfcli.engine.errors import TfcliError
+
+        if str(self.path) == "-":
+            return self
+        if self.path.is_dir():
+            raise TfcliError(f"cannot write {self.path}: it is a folder", "give a file name, e.g. -o page.html")
+        import tempfile
+
+        try:
+            fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+            os.close(fd)
+        except OSError as e:
+            raise TfcliError(f"cannot write {self.path}: {e.strerror or e}", "check that the folder exists and is writable") from None
+        self.tmp = Path(name)
+        return self
+
+    def write(self, text: str) -> None:
+        self.text = text
+
+    def __exit__(self, kind, value, tb) -> None:
+        from tfcli.engine.errors import TfcliError
+
+        if kind is None and self.tmp is None:
+            import sys
+
+            sys.stdout.write(self.text or "")
+            sys.stdout.flush()
+            return
+        if self.tmp is None:
+            return
+        try:
+            if kind is None:
+                try:
+                    self.tmp.write_text(self.text or "", encoding="utf-8")
+                    os.chmod(self.tmp, 0o644)  # mkstemp makes it private; a page is meant to be shared
+                    os.replace(self.tmp, self.path)
+                except OSError as e:
+                    raise TfcliError(f"cannot write {self.path}: {e.strerror or e}") from None
+        finally:
+            self.tmp.unlink(missing_ok=True)
