@@ -70,12 +70,11 @@ def test_packed_attention_is_the_lower_triangle_in_steps_of_one_65535th():
         np.testing.assert_allclose(row, run.attn[..., q, : q + 1], atol=0.5 / ex.QUANT + 1e-7)
 
 
-def test_parameter_totals_agree_with_params_and_the_file():
+def test_parameter_totals_are_the_tensors_in_the_file():
     from tfcli.engine.weightfile import read_header
 
     for path in (TINY_GPT2, TINY_LLAMA, ROOT / "weights" / "tang"):
         lm = load(path)
-        assert ex.parameter_totals(lm.config) == ex.own_parameter_totals(lm.config)
         _, tensors = read_header(path / "model.safetensors")
         assert ex.parameter_totals(lm.config)["exact"] == sum(t.numel for t in tensors.values())
 

@@ -157,29 +157,7 @@ def kv_groups(cfg) -> list[list[int]]:
 
 def parameter_totals(cfg) -> dict[str, int]:
     """The exact count (every stored tensor, a tied unembedding once) and the 3Blue1Brown tally
-    (weight matrices only, embedding and unembedding both), from analysis/params.py when it is there."""
-    try:
-        from tfcli.analysis import params
+    (weight matrices only, embedding and unembedding both): `tfcli params`' own two totals."""
+    from tfcli.analysis.params.tally import exact, tally_3b1b
 
-        shape = params.shape_from_config(cfg)
-        return {"exact": params.exact(shape).total, "tally": params.tally_3b1b(shape).total}
-    except (ImportError, AttributeError):  # the accounting module moved: the same two sums, from the config
-        return own_parameter_totals(cfg)
-
-
-def own_parameter_totals(cfg) -> dict[str, int]:
-    """The two totals of `parameter_totals`, computed here from the config alone."""
-    L, D, H, Hkv, Dh, F, V, T = cfg.n_layer, cfg.d_model, cfg.n_head, cfg.n_kv_head, cfg.head_dim, cfg.d_ff, cfg.vocab_size, cfg.n_ctx
-    m = cfg.mlp_matrices
-    norm = 2 * D if cfg.norm == "layernorm" else D  # scale and shift, or scale only
-    attn = D * H * Dh + 2 * D * Hkv * Dh + H * Dh * D  # q, k, v, o
-    exact = V * D + (T * D if cfg.positions == "learned" else 0) + L * (attn + m * D * F + 2 * norm) + norm
-    if cfg.qkv_bias:
-        exact += L * (H * Dh + 2 * Hkv * Dh)
-    if cfg.o_bias:
-        exact += L * D
-    if cfg.mlp_bias:
-        exact += L * ((m - 1) * F + D)
-    if not cfg.tie_embeddings:
-        exact += V * D
-    return {"exact": exact, "tally": 2 * V * D + L * (attn + m * D * F)}
+    return {"exact": exact(cfg).total, "tally": tally_3b1b(cfg).total}

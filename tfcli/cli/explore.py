@@ -81,7 +81,7 @@ def page_html(lm, text: str, ids: list[int], lang: str) -> str:
     from tfcli.analysis import explore as ex
     from tfcli.engine.sampling import SamplingParams
 
-    from .attn import token_labels, visible
+    from .views.attn import token_labels, visible
 
     cfg = lm.config
     run = ex.explore(lm.model, ids)
