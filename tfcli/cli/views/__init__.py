@@ -1,0 +1,1 @@
+"""Drawing only: terminal tables, heatmaps, images."""
