@@ -98,9 +98,10 @@ app.command("models")(models.models)
 app.command("pull")(pull.pull)
 app.command("convert")(convert.convert)
 
-from . import lens  # noqa: E402
+from . import embed, lens  # noqa: E402
 
 app.command("lens")(lens.lens)
+app.command("embed")(embed.embed)
 
 
 def main() -> None:
