@@ -98,10 +98,11 @@ app.command("models")(models.models)
 app.command("pull")(pull.pull)
 app.command("convert")(convert.convert)
 
-from . import embed, lens  # noqa: E402
+from . import embed, lens, neurons  # noqa: E402
 
 app.command("lens")(lens.lens)
 app.command("embed")(embed.embed)
+app.command("neurons")(neurons.neurons)
 
 
 def main() -> None:
