@@ -98,11 +98,12 @@ app.command("models")(models.models)
 app.command("pull")(pull.pull)
 app.command("convert")(convert.convert)
 
-from . import embed, lens, neurons  # noqa: E402
+from . import embed, geometry, lens, neurons  # noqa: E402
 
 app.command("lens")(lens.lens)
 app.command("embed")(embed.embed)
 app.command("neurons")(neurons.neurons)
+app.command("geometry")(geometry.geometry)
 
 
 def main() -> None:
