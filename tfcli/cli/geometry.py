@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
-from .console import note, out
+from .console import note
 from .lens import LangOption
 
 
@@ -120,5 +120,3 @@ def _images(report: dict, png, svg) -> None:
         images.write_svg(svg, d)
         note(f"wrote {svg} ({d.width}×{d.height} px)")
 
-
-__all__ = ["geometry", "out"]

@@ -9,7 +9,6 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
-from .console import out
 from .lens import LangOption
 
 
@@ -104,5 +103,3 @@ def _shown(tok, i: int) -> str:
 
     return token_str(tok, i)
 
-
-__all__ = ["neurons", "out"]

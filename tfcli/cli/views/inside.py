@@ -3,11 +3,12 @@ the explanations, how a token is shown, and a value drawn as a coloured cell. Dr
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.color import Color
 from rich.style import Style
 from rich.text import Text
 
-from ..heatmap import clip, ink_on, shade, uses_colour, viridis
+from ..heatmap import clip, ink_on, uses_colour, viridis  # noqa: F401  (uses_colour: for the views)
 
 
 def chinese(lang) -> bool:
@@ -37,8 +38,6 @@ def cell(text: str, value: float, width: int, colour: bool, lo: float = 0.0, hi:
     """`text` cut to `width` cells on a background coloured by value in [lo, hi] (viridis); without
     colour the text alone (the caller shows the number beside it)."""
     s = clip(text, width)
-    from rich.cells import cell_len
-
     s = s + " " * (width - cell_len(s))
     if not colour:
         return Text(s)
@@ -54,5 +53,3 @@ def bar(value: float, top: float, width: int) -> str:
     eighths = round(min(value / top, 1.0) * width * 8)
     return "█" * (eighths // 8) + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]
 
-
-__all__ = ["bar", "cell", "chinese", "clip", "say", "shade", "token_str", "uses_colour"]

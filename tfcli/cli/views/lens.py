@@ -42,14 +42,12 @@ def grid(labels: list[str], shown: list[int], lens, names: list[list[str]], colo
 
 
 def legend(colour: bool) -> Text:
-    from .inside import cell as c
-
-    t = Text("probability of the top token: ")
+    t = Text("the number: the top token's probability in percent (** = over 99.5%)")
     if colour:
+        t.append("; colour: ")
         for x in np.linspace(0, 1, 11):
-            t.append_text(c(" ", x, 1, True))
-        t.append(" 0 → 1;")
-    t.append(" the number is it in percent (** = over 99.5%)")
+            t.append_text(cell(" ", x, 1, True))
+        t.append(" 0 → 1")
     return t
 
 
