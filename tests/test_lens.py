@@ -34,6 +34,8 @@ def check_lens_equals_reference(folder: Path, text: str = TEXT) -> None:
         # probabilities are the ones we computed.
         assert np.abs(np.take_along_axis(p, lens.ids[layer], axis=-1) - lens.probs[layer]).max() <= TOLERANCE, layer
         assert (lens.ids[layer, :, 0] == p.argmax(-1))[np.diff(-ref_top, axis=-1)[:, 0] > TOLERANCE].all(), layer
+        bits = -(p * np.log2(np.maximum(p, 1e-45))).sum(-1)  # [T]
+        assert np.abs(lens.entropy[layer] - bits).max() <= 1e-3, layer
     assert np.abs(lens.probs.sum(-1)).max() <= 1 + 1e-5
 
 
@@ -156,3 +158,15 @@ def test_bad_input(cli, args, code, message):
     r = cli("lens", *args)
     assert r.exit_code == code, (r.stdout, r.stderr)
     assert message in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_lens_is_one_forward_pass(cli, monkeypatch):
+    """The lens of a text records the residual stream in ONE pass, not one pass per layer."""
+    from tfcli.engine.model import Transformer
+
+    calls = []
+    real = Transformer.forward
+    monkeypatch.setattr(Transformer, "forward", lambda self, *a, **kw: calls.append(len(a[0])) or real(self, *a, **kw))
+    r = cli("lens", "-m", TINY_LLAMA, "one two three four five six seven eight nine ten eleven twelve", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert len(calls) == 1 and calls[0] == len(json.loads(r.stdout)["tokens"])

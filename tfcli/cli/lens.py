@@ -119,34 +119,43 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json) -> None:
     ids = text_ids(lm, text)
     t_len = len(ids)
     p = None if position is None else pick_position(position, t_len)
+    # The positions to read: the lens costs (L+1) products with the [D, V] unembedding per
+    # position, far more than the forward pass, so the terminal grid reads only the columns it shows.
+    shown = list(range(t_len))
+    fit = max(1, (out.width - 5) // view.CELL)
+    if fit < t_len:
+        shown = shown[:fit] if first else shown[-fit:]
+    sel = list(range(t_len)) if (png or svg or (as_json and p is None)) else [p] if p is not None else shown
+    col = {t: j for j, t in enumerate(sel)}
     hidden = residual_stream(lm.model, ids)  # one pass: [L+1] x [T, D]
     k = top if (p is not None or as_json) else 1
-    result = logit_lens(lm.model, hidden, k=k)
+    result = logit_lens(lm.model, [h[sel] for h in hidden], k=k)  # [L+1, len(sel), k]
     tok = lm.tokenizer
     labels = token_labels(tok, ids)
-    names = [[[token_str(tok, i) for i in row] for row in layer] for layer in result.ids.tolist()]  # [L+1][T][k]
+    names = [[[token_str(tok, i) for i in row] for row in layer] for layer in result.ids.tolist()]  # [L+1][len(sel)][k]
+    firsts = [[c[0] for c in row] for row in names]  # [L+1][len(sel)]
     n_layers = len(hidden)
     if png or svg:
-        _write_images(png, svg, f"{lm.name} · logit lens · {t_len} tokens", result.probs[:, :, 0], labels, [[c[0] for c in row] for row in names])
+        _write_images(png, svg, f"{lm.name} · logit lens · {t_len} tokens", result.probs[:, :, 0], labels, firsts)
     if as_json:
-        shown = range(t_len) if p is None else [p]
 
         def entry(layer, t):
-            e = {"position": t, "token_id": int(result.ids[layer, t, 0]), "token": tok.decode([int(result.ids[layer, t, 0])]), "prob": float(result.probs[layer, t, 0])}
+            j = col[t]
+            e = {"position": t, "token_id": int(result.ids[layer, j, 0]), "token": tok.decode([int(result.ids[layer, j, 0])]), "prob": float(result.probs[layer, j, 0])}
             if k > 1:
-                e["top"] = [{"token_id": int(i), "token": tok.decode([int(i)]), "prob": float(v)} for i, v in zip(result.ids[layer, t], result.probs[layer, t])]
+                e["top"] = [{"token_id": int(i), "token": tok.decode([int(i)]), "prob": float(v)} for i, v in zip(result.ids[layer, j], result.probs[layer, j])]
             return e
 
         print(json.dumps({
             "model": lm.name,
             "tokens": [{"id": int(i), "text": tok.decode([int(i)])} for i in ids],
-            "layers": [{"layer": layer, "positions": [entry(layer, t) for t in shown]} for layer in range(n_layers)],
+            "layers": [{"layer": layer, "positions": [entry(layer, t) for t in (sel if p is None else [p])]} for layer in range(n_layers)],
         }, ensure_ascii=False))  # fmt: skip
         return
     colour = uses_colour(out)
     head = f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} layers · {t_len} tokens"
     if p is not None:
-        out.print(view.position_table(result, p, [names[layer][p] for layer in range(n_layers)], colour, ""))
+        out.print(view.position_table(result, col[p], [names[layer][col[p]] for layer in range(n_layers)], colour, ""))
         nxt = f" (the next token in the text is {labels[p + 1]!r})" if p + 1 < t_len else ""
         out.print(f"{head} · position {p}, after {labels[p]!r}{nxt}")
         say(out, zh,
@@ -155,24 +164,21 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json) -> None:
             "每一行：如果模型在这一层之后就停下，它在这个位置会预测什么（softmax(unembed(final_norm(h)))）。"
             "bits：这个猜测的熵（0 表示完全确定）。")  # fmt: skip
         return
-    fit = max(1, (out.width - 5) // view.CELL)
-    shown = list(range(t_len))
-    if fit < t_len:
-        shown = shown[:fit] if first else shown[-fit:]
     out.print(head)
     if len(shown) < t_len:
         out.print(f"[dim]showing the {'first' if first else 'last'} {len(shown)} of {t_len} positions (--first, --position N, --json or --png for the rest)[/]")
-    out.print(view.grid(labels, shown, result, [[c[0] for c in row] for row in names], colour))
+    cols = [col[t] for t in shown]
+    out.print(view.grid([labels[t] for t in shown], result.probs[:, cols, 0], [[row[j] for j in cols] for row in firsts], colour))
     out.print(view.legend(colour))
-    settled = _settled(result.ids[:, :, 0])
+    settled = _settled(result.ids[:, cols, 0])
     say(out, zh,
         "Columns are the text's tokens; each cell is what the model would predict NEXT at that position if it stopped "
         "after that row's layer: softmax(unembed(final_norm(h))), the same step that turns the last layer into its real "
         f"prediction (the bottom row). Reading down a column shows the guess forming. The final answer first appears, "
-        f"and stays, after layer {settled} at the median position.",
+        f"and stays, after layer {settled} at the median position shown.",
         "每一列是文本中的一个词元；每个格子表示：如果模型在这一行对应的层之后就停下，它在这个位置会预测的下一个词元，"
         "即 softmax(unembed(final_norm(h)))，也就是把最后一层变成真实预测（最底一行）的同一步。自上而下读一列，"
-        f"可以看到猜测如何逐层形成。在中位数位置，最终答案在第 {settled} 层之后出现并保持不变。")  # fmt: skip
+        f"可以看到猜测如何逐层形成。在所显示位置的中位数上，最终答案在第 {settled} 层之后出现并保持不变。")  # fmt: skip
 
 
 def _settled(top1) -> int:

@@ -17,22 +17,23 @@ def layer_name(i: int) -> str:
     return "emb" if i == 0 else f"L{i}"
 
 
-def grid(labels: list[str], shown: list[int], lens, names: list[list[str]], colour: bool) -> Text:
-    """Layers as rows (the embeddings at the top, the output at the bottom), positions `shown` as
-    columns headed by their input token; each cell the lens's top token and its probability."""
+def grid(labels: list[str], probs: np.ndarray, names: list[list[str]], colour: bool) -> Text:
+    """Layers as rows (the embeddings at the top, the output at the bottom), one column per
+    position headed by its input token; each cell the lens's top token names[layer][j] and its
+    probability probs [L+1, columns]."""
     text = Text(no_wrap=True, overflow="crop")
     lw = 4
     text.append(" " * (lw + 1))
-    for t in shown:
-        label = clip(labels[t], CELL - 1)
+    for label in labels:
+        label = clip(label, CELL - 1)
         text.append(label + " " * (CELL - cell_len(label)), style="bold")
     text.append("\n")
-    n_layers = lens.ids.shape[0]
+    n_layers = probs.shape[0]
     for layer in range(n_layers):
         text.append(layer_name(layer).rjust(lw) + " ", style="bold" if layer in (0, n_layers - 1) else "dim")
-        for t in shown:
-            p = float(lens.probs[layer, t, 0])
-            text.append_text(cell(names[layer][t], p, CELL - 4, colour))
+        for j in range(len(labels)):
+            p = float(probs[layer, j])
+            text.append_text(cell(names[layer][j], p, CELL - 4, colour))
             pct = " **" if p >= 0.995 else f"{p * 100:3.0f}"
             text.append_text(cell(pct, p, 3, colour))
             text.append(" ")
