@@ -155,9 +155,9 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json) -> None:
     colour = uses_colour(out)
     head = f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} layers · {t_len} tokens"
     if p is not None:
-        out.print(view.position_table(result, col[p], [names[layer][col[p]] for layer in range(n_layers)], colour, ""))
         nxt = f" (the next token in the text is {labels[p + 1]!r})" if p + 1 < t_len else ""
         out.print(f"{head} · position {p}, after {labels[p]!r}{nxt}")
+        out.print(view.position_table(result, col[p], [names[layer][col[p]] for layer in range(n_layers)], colour, ""))
         say(out, zh,
             "Each row: what the model would predict after this token if it stopped after that layer "
             "(softmax of unembed(final_norm(h))). bits: the entropy of that guess (0 = certain).",
