@@ -3,6 +3,8 @@ theory promises; and the histograms as an image. Drawing only: the numbers come 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from rich.table import Table
 from rich.text import Text
@@ -61,7 +63,7 @@ def render(report: dict, zh: bool) -> None:
         miss = p["random_before_a_miss"]
         miss_s = "never" if miss is None else f"about {miss:,.0f} vectors" if miss < 1e6 else f"about 10^{np.log10(miss):.1f} vectors"
         n = 10 ** min(p["log10_guaranteed"], 300)
-        fit = "the bound promises nothing here (fewer than 2)" if n < 2 else f"at least {n:,.0f}" if n < 1e6 else f"at least 10^{p['log10_guaranteed']:.1f}"
+        fit = "the bound promises nothing here (fewer than 2)" if n < 2 else f"at least {math.floor(n):,}" if n < 1e6 else f"at least 10^{p['log10_guaranteed']:.1f}"
         out.print(
             f"  D = {p['d']:,}, 90 ± {p['band']:g}°: a random pair falls outside with probability {p['exact_outside']:.3g}; "
             f"drawing random vectors, the first pair outside comes after {miss_s}; directions that provably fit: {fit}"
@@ -81,12 +83,21 @@ def render(report: dict, zh: bool) -> None:
             f"So in GPT-3's 12,288 dimensions, 'between 89° and 91°' is a tight band: {1 - d12['exact_outside']:.1%} of random pairs "
             f"fall in it, and random vectors leave it after a handful. 'Exponentially many' holds for a wider band: between 85° and 95° "
             f"a random pair falls outside with probability {d12_5['exact_outside']:.1e}, and at least 10^{d12_5['log10_guaranteed']:.0f} "
-            "directions fit. The token embeddings of a trained model are not random: they share a common direction (mean cos above 0) "
-            "and spread wider than random vectors of their width.",
+            "directions fit.",
             f"所以在 GPT-3 的 12,288 维中，“89° 到 91° 之间”是一个很窄的范围：随机向量对中只有 {1 - d12['exact_outside']:.1%} 落在其中，"
             f"随机取几个向量就会有一对越界。“指数多”对更宽的范围才成立：在 85° 到 95° 之间，一对随机向量越界的概率是 "
-            f"{d12_5['exact_outside']:.1e}，并且至少能容纳 10^{d12_5['log10_guaranteed']:.0f} 个方向。训练后模型的词元嵌入不是随机的："
-            "它们有一个共同的方向（平均余弦大于 0），而且比同维度的随机向量分布得更散。")  # fmt: skip
+            f"{d12_5['exact_outside']:.1e}，并且至少能容纳 10^{d12_5['log10_guaranteed']:.0f} 个方向。")  # fmt: skip
+    emb = next((r for r in rows if r["exact_within"] is None), None)
+    same = next((r for r in rows if r["exact_within"] is not None and r["d"] == report["d_model"]), None)
+    if emb and same:
+        say(out, zh,
+            f"{report['model']}'s token embeddings are not random directions: their mean cosine is {emb['mean_cos']:.3f} "
+            f"(random in {same['d']:,} dimensions: {same['mean_cos']:.3f}), the angle's spread {emb['std_angle']:.1f}° "
+            f"(random: {same['std_angle']:.1f}°), and {emb['within']['5']:.1%} of their pairs lie within 90 ± 5° "
+            f"(random: {same['within']['5']:.1%}).",
+            f"{report['model']} 的词元嵌入并不是随机方向：它们的平均余弦为 {emb['mean_cos']:.3f}（{same['d']:,} 维随机向量："
+            f"{same['mean_cos']:.3f}），夹角的标准差为 {emb['std_angle']:.1f}°（随机：{same['std_angle']:.1f}°），"
+            f"有 {emb['within']['5']:.1%} 的词元对落在 90 ± 5° 以内（随机：{same['within']['5']:.1%}）。")  # fmt: skip
 
 
 def drawing(report: dict):
