@@ -43,9 +43,9 @@ def embed(
     """The model's own token vectors (the rows of its embedding matrix) as a space of directions.
 
     Cosines compare directions only (every vector is scaled to length 1 first, as word2vec does).
-    A word is looked up as it appears inside a sentence (' king', with its space) when that is one
-    token, else as written; a word the tokenizer splits is the mean of its tokens' vectors, and
-    the output says so.
+    A word is looked up as it appears inside a sentence (' king', with its space), or as written
+    when that takes fewer tokens; a word the tokenizer splits is the mean of its tokens' vectors,
+    and the output says so.
 
     Examples:
 
@@ -212,8 +212,8 @@ class Space:
         self.start = _start_token(lm)
 
     def word(self, given: str) -> Word:
-        """A word as the model sees it: inside a sentence (' king') when that is one token, else as
-        typed; refused with one line when it has no tokens or characters the vocabulary lacks."""
+        """A word as the model sees it: inside a sentence (' king'), or as typed when that takes
+        fewer tokens; refused with one line when the vocabulary cannot spell it."""
         from tfcli.engine.errors import PromptError
 
         from .options import read_text
