@@ -99,6 +99,13 @@ app.command("pull")(pull.pull)
 app.command("convert")(convert.convert)
 app.command("explore")(explore.explore)
 
+from . import embed, geometry, lens, neurons  # noqa: E402
+
+app.command("lens")(lens.lens)
+app.command("embed")(embed.embed)
+app.command("neurons")(neurons.neurons)
+app.command("geometry")(geometry.geometry)
+
 
 def main() -> None:
     # A terminal whose encoding cannot show a character (a Latin-1 locale, PYTHONIOENCODING=ascii)

@@ -1,0 +1,274 @@
+"""tfcli lens: what the model would predict after each layer (the logit lens), and one token's
+hidden state in several contexts (--compare)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import options
+from .console import note, out, warn
+from .options import Lang
+
+LangOption = Annotated[
+    Optional[Lang],
+    typer.Option("--lang", help="zh: the explanations in Chinese (default: from LC_ALL / LANG).", show_default=False),
+]
+
+
+def lens(
+    texts: Annotated[list[str], typer.Argument(help="The text to look through ('-' reads stdin); with --compare, two or more texts.", show_default=False)],
+    model: options.Model = None,
+    position: Annotated[Optional[int], typer.Option("--position", "-p", help="Show the top tokens of every layer for this position (0 = the first token, -1 = the last).", show_default=False)] = None,
+    top: Annotated[int, typer.Option("--top", "-k", help="How many tokens --position shows per layer (and --json per position).")] = 5,
+    compare: Annotated[bool, typer.Option("--compare", help="Follow the LAST token of each text through the layers: how alike its hidden states are between the texts, how far each moved from the bare token's embedding, and what the lens reads.")] = False,
+    first: Annotated[bool, typer.Option("--first", help="When the positions do not fit the terminal, show the first ones (default: the last ones).")] = False,
+    png: Annotated[Optional[Path], typer.Option("--png", help="Also write the grid as a PNG image (needs Pillow).", show_default=False, dir_okay=False)] = None,
+    svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the grid as an SVG image.", show_default=False, dir_okay=False)] = None,
+    lang: LangOption = None,
+    as_json: options.Json = False,
+) -> None:
+    """The logit lens: after each layer, what would the model predict if it stopped there?
+
+    Each layer's residual stream h goes through the model's own final norm and unembedding,
+    softmax(unembed(final_norm(h))), the same step that turns the last layer into the next token.
+    Layer 'emb' is the embeddings; the last layer is the model's real prediction. One forward pass
+    records every layer.
+
+    Examples:
+
+      tfcli lens "The Eiffel Tower is in the city of" -m smollm2
+
+      tfcli lens "The Eiffel Tower is in the city of" -m smollm2 --position -1
+
+      tfcli lens --compare " Tower" "Eiffel Tower" "Miniature Eiffel Tower" -m smollm2
+
+      tfcli lens -m tang "今天天气很好" --lang zh
+    """
+    from tfcli.engine.errors import UsageError
+
+    from .views.inside import chinese
+
+    zh = chinese(lang)
+    if top < 1:
+        raise UsageError(f"--top must be at least 1, not {top}")
+    if compare:
+        if len(texts) < 2:
+            raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare " Tower" "Eiffel Tower" "Miniature Eiffel Tower"')
+        if position is not None or png or svg:
+            raise UsageError("--compare follows each text's last token; --position, --png and --svg belong to the lens of one text")
+        _compare(texts, model, top, zh, as_json)
+        return
+    if len(texts) != 1:
+        raise UsageError(f"give one TEXT (got {len(texts)}); to compare texts, add --compare", "quote a text that has spaces")
+    _lens(texts[0], model, position, top, first, png, svg, zh, as_json)
+
+
+# --- shared with embed and neurons ------------------------------------------------------------
+
+
+def load(model: str | None):
+    """The model of -m, on the idle cores, its warnings shown."""
+    options.apply_threads(None)  # only the idle cores: busy ones stall BLAS threads (engine/threads.py)
+    lm = options.load_model(model)
+    for w in lm.warnings:
+        warn(w)
+    return lm
+
+
+def text_ids(lm, text: str, what: str = "the text") -> list[int]:
+    """The token ids of a text as the model sees it (a BOS where the tokenizer adds one), refused
+    with one line when empty or longer than the context."""
+    from tfcli.engine.errors import PromptError
+
+    text = options.read_text(text, what, "give some text to run through the model")
+    ids = lm.tokenizer.prompt(text)
+    if not ids:
+        raise PromptError(f"{what} encodes to no tokens", "give some text to run through the model")
+    if len(ids) > lm.config.n_ctx:
+        raise PromptError(f"{what} is {len(ids)} tokens but {lm.name}'s context is {lm.config.n_ctx}", "shorten it")
+    bad = [i for i in ids if i >= lm.config.vocab_size]
+    if bad:
+        raise PromptError(f"{what} has token id {bad[0]}, past {lm.name}'s vocabulary of {lm.config.vocab_size}", "the tokenizer does not match the model")
+    return ids
+
+
+def pick_position(position: int, t_len: int) -> int:
+    from tfcli.engine.errors import UsageError
+
+    p = position + t_len if position < 0 else position
+    if not 0 <= p < t_len:
+        raise UsageError(f"--position {position} is outside the text's {t_len} tokens (0 to {t_len - 1}, or -1 for the last)")
+    return p
+
+
+# --- the lens of one text ---------------------------------------------------------------------
+
+
+def _lens(text, model, position, top, first, png, svg, zh, as_json) -> None:
+    from tfcli.analysis.lens import logit_lens, residual_stream
+
+    from .views.attn import token_labels
+    from .views import lens as view
+    from .views.inside import say, token_str, uses_colour
+
+    lm = load(model)
+    ids = text_ids(lm, text)
+    t_len = len(ids)
+    p = None if position is None else pick_position(position, t_len)
+    # The positions to read: the lens costs (L+1) products with the [D, V] unembedding per
+    # position, far more than the forward pass, so the terminal grid reads only the columns it shows.
+    shown = list(range(t_len))
+    fit = max(1, (out.width - 5) // view.CELL)
+    if fit < t_len:
+        shown = shown[:fit] if first else shown[-fit:]
+    sel = list(range(t_len)) if (png or svg or (as_json and p is None)) else [p] if p is not None else shown
+    col = {t: j for j, t in enumerate(sel)}
+    hidden = residual_stream(lm.model, ids)  # one pass: [L+1] x [T, D]
+    k = top if (p is not None or as_json) else 1
+    result = logit_lens(lm.model, [h[sel] for h in hidden], k=k)  # [L+1, len(sel), k]
+    tok = lm.tokenizer
+    labels = token_labels(tok, ids)
+    names = [[[token_str(tok, i) for i in row] for row in layer] for layer in result.ids.tolist()]  # [L+1][len(sel)][k]
+    firsts = [[c[0] for c in row] for row in names]  # [L+1][len(sel)]
+    n_layers = len(hidden)
+    if png or svg:
+        _write_images(png, svg, f"{lm.name} · logit lens · {t_len} tokens", result.probs[:, :, 0], labels, firsts)
+    if as_json:
+
+        def entry(layer, t):
+            j = col[t]
+            e = {"position": t, "token_id": int(result.ids[layer, j, 0]), "token": tok.decode([int(result.ids[layer, j, 0])]), "prob": float(result.probs[layer, j, 0])}
+            if k > 1:
+                e["top"] = [{"token_id": int(i), "token": tok.decode([int(i)]), "prob": float(v)} for i, v in zip(result.ids[layer, j], result.probs[layer, j])]
+            return e
+
+        print(json.dumps({
+            "model": lm.name,
+            "tokens": [{"id": int(i), "text": tok.decode([int(i)])} for i in ids],
+            "layers": [{"layer": layer, "positions": [entry(layer, t) for t in (sel if p is None else [p])]} for layer in range(n_layers)],
+        }, ensure_ascii=False))  # fmt: skip
+        return
+    colour = uses_colour(out)
+    head = f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} layers · {t_len} tokens"
+    if p is not None:
+        nxt = f" (the next token in the text is {labels[p + 1]!r})" if p + 1 < t_len else ""
+        out.print(f"{head} · position {p}, after {labels[p]!r}{nxt}")
+        out.print(view.position_table(result, col[p], [names[layer][col[p]] for layer in range(n_layers)], colour, ""))
+        say(out, zh,
+            "Each row: what the model would predict after this token if it stopped after that layer "
+            "(softmax of unembed(final_norm(h))). bits: the entropy of that guess (0 = certain).",
+            "每一行：如果模型在这一层之后就停下，它在这个位置会预测什么（softmax(unembed(final_norm(h)))）。"
+            "bits：这个猜测的熵（0 表示完全确定）。")  # fmt: skip
+        return
+    out.print(head)
+    if len(shown) < t_len:
+        out.print(f"[dim]showing the {'first' if first else 'last'} {len(shown)} of {t_len} positions (--first, --position N, --json or --png for the rest)[/]")
+    cols = [col[t] for t in shown]
+    out.print(view.grid([labels[t] for t in shown], result.probs[:, cols, 0], [[row[j] for j in cols] for row in firsts], colour))
+    out.print(view.legend(colour))
+    settled = _settled(result.ids[:, cols, 0])
+    say(out, zh,
+        "Columns are the text's tokens; each cell is what the model would predict NEXT at that position if it stopped "
+        "after that row's layer: softmax(unembed(final_norm(h))), the same step that turns the last layer into its real "
+        f"prediction (the bottom row). Reading down a column shows the guess forming. The final answer first appears, "
+        f"and stays, after layer {settled} at the median position shown.",
+        "每一列是文本中的一个词元；每个格子表示：如果模型在这一行对应的层之后就停下，它在这个位置会预测的下一个词元，"
+        "即 softmax(unembed(final_norm(h)))，也就是把最后一层变成真实预测（最底一行）的同一步。自上而下读一列，"
+        f"可以看到猜测如何逐层形成。在所显示位置的中位数上，最终答案在第 {settled} 层之后出现并保持不变。")  # fmt: skip
+
+
+def _settled(top1) -> int:
+    """The median (over positions) of the first layer after which the top token equals the final one."""
+    import numpy as np
+
+    n_layers, t_len = top1.shape
+    same = top1 == top1[-1]  # [L+1, T]
+    first = [next(layer for layer in range(n_layers) if same[layer:, t].all()) for t in range(t_len)]
+    return int(np.median(first))
+
+
+def _write_images(png, svg, heading, probs, labels, names) -> None:
+    from .views import images
+    from .views.lens import lens_drawing
+
+    d = lens_drawing(heading, probs, labels, names)
+    if png:
+        images.write_png(png, d, images.fonts_or_none())  # the shipped CJK subset first, then system fonts
+        note(f"wrote {png} ({d.width}×{d.height} px)")
+    if svg:
+        images.write_svg(svg, d)
+        note(f"wrote {svg} ({d.width}×{d.height} px)")
+
+
+# --- one token in several contexts ------------------------------------------------------------
+
+
+def _compare(texts, model, top, zh, as_json) -> None:
+    from tfcli.analysis.lens import baseline_cosine, logit_lens, residual_stream, trajectory
+
+    from .views import lens as view
+    from .views.inside import say, token_str, uses_colour
+
+    lm = load(model)
+    tok = lm.tokenizer
+    all_ids = [text_ids(lm, t, f"text {n + 1}") for n, t in enumerate(texts)]
+    streams = [residual_stream(lm.model, ids) for ids in all_ids]  # one pass per text
+    last = [ids[-1] for ids in all_ids]
+    traj = trajectory(streams, last, lm.model.token_embedding)
+    base = baseline_cosine(streams)
+    reads_ids, reads_p = [], []
+    for s in streams:
+        r = logit_lens(lm.model, [h[-1:] for h in s], k=1)  # [L+1, 1, 1]
+        reads_ids.append(r.ids[:, 0, 0])
+        reads_p.append(r.probs[:, 0, 0])
+    if as_json:
+        print(json.dumps({
+            "model": lm.name,
+            "texts": [{"text": t, "tokens": [{"id": int(i), "text": tok.decode([int(i)])} for i in ids]} for t, ids in zip(texts, all_ids)],
+            "layers": [{
+                "layer": layer,
+                "cosine": traj.pairwise[layer].round(6).tolist(),
+                "baseline_cosine": None if base[layer] != base[layer] else round(float(base[layer]), 6),
+                "from_embedding": [{"cosine": round(float(traj.from_embedding[c, layer]), 6), "moved": round(float(traj.moved[c, layer]), 6), "norm": round(float(traj.norms[c, layer]), 4)} for c in range(len(texts))],
+                "reads": [{"token_id": int(reads_ids[c][layer]), "token": tok.decode([int(reads_ids[c][layer])]), "prob": float(reads_p[c][layer])} for c in range(len(texts))],
+            } for layer in range(len(streams[0]))],
+        }, ensure_ascii=False))  # fmt: skip
+        return
+    colour = uses_colour(out)
+    letters = [chr(ord("A") + i) for i in range(len(texts))]
+    out.print(f"[bold]{lm.name}[/] · the last token of each text through {len(streams[0]) - 1} layers")
+    for c, (t, ids) in enumerate(zip(texts, all_ids)):
+        pieces = " ".join(repr(token_str(tok, i)) for i in ids)
+        out.print(f"  {letters[c]}: {t!r} → {pieces}; last token {token_str(tok, last[c])!r} #{last[c]}")
+    if len(set(last)) > 1:
+        warn(
+            "the texts end in different tokens (" + ", ".join(f"{letters[c]} {token_str(tok, last[c])!r}" for c in range(len(texts)))
+            + "): at the start of a text a word has no leading space; put one in (\" Tower\") to compare the same token"
+        )
+    alone = [letters[c] for c, ids in enumerate(all_ids) if len(ids) == 1]
+    if alone:
+        warn(
+            f"text {', '.join(alone)} is a single token, so it sits at position 0, where many models grow one outsized "
+            "state that every later token attends to (an attention sink); its hidden states say more about position 0 than about the word"
+        )
+    reads = [[f"{token_str(tok, int(i))} {p:.0%}" for i, p in zip(reads_ids[c], reads_p[c])] for c in range(len(texts))]
+    one, two = view.compare_tables(texts, traj, reads, base, colour)
+    out.print(one)
+    out.print(two)
+    pw = traj.pairwise
+    lo = 1 + int(pw[1:, 0, -1].argmin()) if len(pw) > 1 else 0  # after layer 0 (the embeddings themselves)
+    say(out, zh,
+        f"A·B etc.: the cosine between the last token's hidden states in two texts at that layer (1 = the same direction). "
+        f"baseline: the mean cosine between any two different positions of these texts at that layer, since hidden states "
+        f"share a common direction a cosine only means something above it. cos: to the token's own embedding row; "
+        f"|h|: the state's length (the embedding's at 'emb'). reads: the lens's top token there. A and {letters[-1]} are least alike after layer {lo} "
+        f"(cosine {pw[lo, 0, -1]:.3f}, baseline {base[lo]:.3f}).",
+        f"A·B 等：同一个末尾词元在两段文本中、在这一层的隐藏状态之间的余弦相似度（1 表示方向相同）。baseline：这些文本中任意两个"
+        f"不同位置在这一层的平均余弦；隐藏状态有一个共同的方向，所以余弦只有高于它才有意义。cos：与该词元自身嵌入向量的余弦；"
+        f"|h|：状态向量的长度（emb 行是嵌入向量的长度）。reads：逻辑透镜在这一层读出的最可能的词元。A 与 {letters[-1]} 在第 {lo} 层之后最不相似"
+        f"（余弦 {pw[lo, 0, -1]:.3f}，基线 {base[lo]:.3f}）。",
+    )  # fmt: skip

@@ -1,0 +1,105 @@
+"""tfcli neurons: the MLP of one layer as F questions asked of every token's vector, and the answer
+one neuron adds."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from . import options
+from .lens import LangOption
+
+
+def neurons(
+    text: Annotated[str, typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)],
+    layer: Annotated[int, typer.Option("--layer", "-l", help="The layer whose MLP to look at, counting from 0 (-1 = the last).", show_default=False)],
+    model: options.Model = None,
+    neuron: Annotated[Optional[int], typer.Option("--neuron", "-n", help="One neuron: which tokens of the text make it fire, and which tokens its output pushes up and down.", show_default=False)] = None,
+    k: Annotated[int, typer.Option("--top", "-k", help="How many neurons per token (or tokens per list with --neuron).")] = 5,
+    lang: LangOption = None,
+    as_json: options.Json = False,
+) -> None:
+    """The MLP as questions: which of a layer's neurons each token's vector turns on.
+
+    A layer's MLP asks every token's vector F questions at once (F = 4 x D for GPT-2): each neuron
+    is one row of W_up, its activation (after GELU, or for SwiGLU silu(gate) * up) the answer.
+    The answers, weighted by the rows of W_down, are added to the vector. --neuron N shows what
+    one neuron's row of W_down adds: the tokens it pushes up, read through the final norm and the
+    unembedding (its direct effect on the prediction).
+
+    Examples:
+
+      tfcli neurons "The Eiffel Tower is in Paris" --layer 10 -m smollm2
+
+      tfcli neurons "The Eiffel Tower is in Paris" --layer 10 --neuron 123 -m smollm2
+
+      tfcli neurons -m tang "今天天气很好" --layer 2 --lang zh
+    """
+    from tfcli.analysis import neurons as nn
+    from tfcli.engine.errors import UsageError
+
+    from .lens import load, text_ids
+    from .views.inside import chinese
+
+    zh = chinese(lang)
+    if k < 1:
+        raise UsageError(f"--top must be at least 1, not {k}")
+    lm = load(model)
+    cfg = lm.config
+    index = layer + cfg.n_layer if layer < 0 else layer
+    if not 0 <= index < cfg.n_layer:
+        raise UsageError(f"--layer {layer} is not a layer of {lm.name}: it has {cfg.n_layer} layers, 0 to {cfg.n_layer - 1} (or -1 for the last)")
+    if neuron is not None and not 0 <= neuron < cfg.d_ff:
+        raise UsageError(f"--neuron {neuron} is not a neuron of {lm.name}'s MLP: it has {cfg.d_ff}, 0 to {cfg.d_ff - 1}")
+    ids = text_ids(lm, text)
+    acts = nn.activations(lm.model, ids, index)  # [T, F]
+    tok = lm.tokenizer
+    from .views.attn import token_labels
+
+    labels = token_labels(tok, ids)
+    head = {"model": lm.name, "layer": index, "d_ff": cfg.d_ff, "d_model": cfg.d_model, "mlp": cfg.mlp}
+    if neuron is None:
+        top_ids, top_vals = nn.top_neurons(acts, k)  # [T, k]
+        report = head | {
+            "tokens": [
+                {"position": t, "id": int(i), "text": tok.decode([int(i)]), "neurons": [{"neuron": int(n), "activation": float(v)} for n, v in zip(top_ids[t], top_vals[t])]}
+                for t, i in enumerate(ids)
+            ],
+            "most_common": [{"neuron": n, "tokens": c} for n, c in nn.most_common(top_ids, 5)],
+        }
+    else:
+        logits = nn.direct_logits(lm.model, nn.output_direction(lm.model, index, neuron))  # [V]
+        up, down = _ends(logits[: cfg.vocab_size], k)
+        report = head | {
+            "neuron": neuron,
+            "activations": [{"position": t, "id": int(i), "text": tok.decode([int(i)]), "activation": float(acts[t, neuron])} for t, i in enumerate(ids)],
+            "pushes_up": [{"token": tok.decode([int(i)]), "id": int(i), "logit": float(logits[i])} for i in up],
+            "pushes_down": [{"token": tok.decode([int(i)]), "id": int(i), "logit": float(logits[i])} for i in down],
+        }
+    if as_json:
+        print(json.dumps(report, ensure_ascii=False))
+        return
+    from .views import neurons as view
+
+    names = {int(i): _shown(tok, int(i)) for key in ("pushes_up", "pushes_down") for i in (r["id"] for r in report.get(key, []))}
+    if neuron is None:
+        view.table(report, labels, zh)
+    else:
+        view.one(report, labels, names, zh)
+
+
+def _ends(logits, k: int):
+    """The ids of the k largest and the k smallest logits, most extreme first."""
+    import numpy as np
+
+    order = np.lexsort((np.arange(len(logits)), -logits))
+    return order[:k].tolist(), order[::-1][:k].tolist()
+
+
+def _shown(tok, i: int) -> str:
+    from .views.inside import token_str
+
+    return token_str(tok, i)
+
