@@ -42,6 +42,10 @@ _OPTIONS = [
     ("params", ["--context", "0"], "context must be a positive whole number"),
     ("params", ["--vocab", "0"], "vocab must be a positive whole number"),
     ("params", ["--d-model", "-64"], "d_model must be a positive whole number"),
+    ("generate", ["--threads", str(10**20)], "--threads must be at most 4,096, not 100,000,000,000,000,000,000"),
+    ("generate", ["--threads", "0"], "--threads must be at least 1, not 0"),
+    ("chat", ["--threads", str(2**64)], "--threads must be at most 4,096"),
+    ("bench", ["--threads", str(2**31)], "--threads must be at most 4,096"),
 ]
 
 

@@ -43,6 +43,21 @@ def name_with_spaces_and_punctuation(env):
     return gen("a b;c")
 
 
+@CASES.case(1, "a file name is too long for the file system", "use a shorter model name or path")
+def name_of_300_characters(env):
+    return gen("a" * 300)
+
+
+@CASES.case(1, "a file name is too long for the file system", "use a shorter model name or path")
+def path_with_a_300_character_folder(env):
+    return gen("./" + "b" * 300 + "/model")
+
+
+@CASES.case(1, "a file name is too long for the file system", "use a shorter model name or path")
+def tokenize_with_a_300_character_name(env):
+    return ["tokenize", "-m", "c" * 300, "Hello"]
+
+
 @pytest.mark.parametrize("make, code, needles", CASES)
 def test_bad_input_is_one_line_with_the_fix(cli, tmp_path, monkeypatch, make, code, needles):
     run_case(cli, tmp_path, monkeypatch, make, code, needles)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from badinput import ROOT, Env, edit_config, subprocess_env, tfcli_command
+from badinput import ROOT, Env, assert_one_line, edit_config, subprocess_env, tfcli_command
 from conftest import TINY_GPT2, TINY_LLAMA
 
 # --- output hygiene ---------------------------------------------------------------------------------
@@ -194,3 +194,58 @@ def test_ctrl_c_exits_130_keeping_the_text_and_the_statistics(tmp_path, long_con
     assert "stopped: interrupted" in stats and " new · " in stats, err
     new = int(stats.split(" new")[0].split("·")[-1].strip())
     assert 0 < new < 4000
+
+
+# --- errors from the OS, worded by us ---------------------------------------------------------------
+
+
+_WRITERS = [
+    ["params", "--preset", "gpt2"],
+    ["params", "--list-presets", "--json"],
+    ["tokenize", "-m", str(TINY_GPT2), "Hello"],
+    ["generate", "-m", str(TINY_GPT2), "Hello", "-n", "3"],
+    ["attn", "--demo"],
+    ["models"],
+    ["models", "--json"],
+]
+
+
+@pytest.mark.parametrize("args", _WRITERS, ids=lambda a: "-".join(a[:2]))
+def test_stdout_on_a_full_disk_is_one_line(tmp_path, args):
+    """`tfcli ... > /dev/full`: every write fails with ENOSPC. One line naming the output, exit 1."""
+    with open("/dev/full", "wb") as full:
+        r = subprocess.run(tfcli_command(*args), stdout=full, stderr=subprocess.PIPE, env=subprocess_env(tmp_path), cwd=ROOT, timeout=60)
+    assert_one_line(r.stderr, r.returncode, 1, b"no space left on the output", b"send the output elsewhere")
+
+
+def test_chat_on_a_full_disk_is_one_line(tmp_path):
+    m = Env(tmp_path, None).chat_model()
+    with open("/dev/full", "wb") as full:
+        r = subprocess.run(tfcli_command("chat", "-m", m, "-n", "3"), input=b"Hello\n", stdout=full, stderr=subprocess.PIPE, env=subprocess_env(tmp_path), cwd=ROOT, timeout=60)
+    assert_one_line(r.stderr, r.returncode, 1, b"no space left on the output")
+
+
+@pytest.mark.parametrize(
+    "closed, args, code",
+    [
+        (1, ["generate", "-m", str(TINY_GPT2), "Hello", "-n", "3"], 0),
+        (1, ["params", "--preset", "gpt2"], 0),
+        (0, ["generate", "-m", str(TINY_GPT2), "-", "-n", "3"], 2),
+        (0, ["chat", "-m", "CHAT", "-n", "3"], 0),
+        (2, ["generate", "-m", str(TINY_GPT2), "Hello", "-n", "3"], 0),
+    ],
+    ids=["stdout-generate", "stdout-params", "stdin-generate", "stdin-chat", "stderr-generate"],
+)  # fmt: skip
+def test_a_closed_standard_stream_is_no_traceback(tmp_path, closed, args, code):
+    """`tfcli generate hi >&-` / `<&-` / `2>&-`: a closed stream reads as empty and writes go nowhere.
+    A closed stdin gives an empty prompt (exit 2, one line) or ends a chat; a closed stdout or stderr
+    a clean run."""
+    args = [str(Env(tmp_path, None).chat_model()) if a == "CHAT" else a for a in args]
+    streams = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    streams[("stdin", "stdout", "stderr")[closed]] = None
+    r = subprocess.run(tfcli_command(*args), preexec_fn=lambda: os.close(closed), env=subprocess_env(tmp_path), cwd=ROOT, timeout=60, **streams)
+    err = r.stderr or b""
+    assert r.returncode == code, err
+    assert b"Traceback" not in err and b"AttributeError" not in err, err
+    if code == 2:
+        assert_one_line(err, r.returncode, 2, b"the prompt is empty")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from badinput import Cases, gen, run_case
+from badinput import Cases, Env, assert_one_line, gen, run_case, run_tfcli, subprocess_env
 from conftest import TINY_LLAMA
 
 CASES = Cases()
@@ -52,6 +52,41 @@ def chat_template_that_raises(env):
     return gen(m, "--chat")
 
 
+def _pre_tokenizer(env, pattern: str):
+    m = env.model()
+    tok = json.loads((m / "tokenizer.json").read_text())
+    tok["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
+    (m / "tokenizer.json").write_text(json.dumps(tok))
+    return m
+
+
+CATASTROPHIC = "(a+)+$"  # backtracks exponentially: the regex engine gives up, and the library panics
+
+
+@CASES.case(1, "the tokenizer of model failed: Onig: Regex search error", "re-save or re-convert the tokenizer")
+def tokenizer_regex_that_gives_up(env):
+    return gen(_pre_tokenizer(env, CATASTROPHIC), prompt="a" * 40 + "b")
+
+
+@CASES.case(1, "the tokenizer of model failed", "check tokenizer.json")
+def tokenizer_regex_that_gives_up_in_tokenize(env):
+    return ["tokenize", "-m", _pre_tokenizer(env, CATASTROPHIC), "a" * 40 + "!"]
+
+
+@CASES.case(1, "is not a valid tokenizer.json (Oniguruma error: too big number for repeat range", "re-save")
+def tokenizer_regex_too_big(env):
+    return gen(_pre_tokenizer(env, "a{99999999}"))
+
+
 @pytest.mark.parametrize("make, code, needles", CASES)
 def test_bad_input_is_one_line_with_the_fix(cli, tmp_path, monkeypatch, make, code, needles):
     run_case(cli, tmp_path, monkeypatch, make, code, needles)
+
+
+def test_a_tokenizer_panic_shows_no_backtrace(tmp_path, monkeypatch):
+    """The library's panic handler writes a Rust backtrace straight to file descriptor 2 (with
+    RUST_BACKTRACE set); the user sees one line."""
+    m = _pre_tokenizer(Env(tmp_path, monkeypatch), CATASTROPHIC)
+    r = run_tfcli(tmp_path, *gen(m, prompt="a" * 40 + "b"), env=subprocess_env(tmp_path, RUST_BACKTRACE="1"))
+    assert_one_line(r.stderr, r.returncode, 1, b"Regex search error")
+    assert b"panicked" not in r.stderr and b"stack backtrace" not in r.stderr
