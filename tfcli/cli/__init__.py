@@ -146,12 +146,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     from .console import warn
 
     text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
-    warn(f"{text} ({category.__name__} from {_library(filename)})")
-
-
-def _library(filename: str) -> str:
-    parts = os.path.normpath(str(filename)).split(os.sep)
-    return "numpy" if "numpy" in parts else "tfcli" if "tfcli" in parts else os.path.basename(str(filename))
+    warn(f"{text} ({category.__name__})")
 
 
 def _reopen_closed_streams() -> None:
