@@ -186,6 +186,48 @@ def shard_path_outside_the_folder(env):
     return gen(m)
 
 
+def _duplicated(env, text_change) -> object:
+    """The header's JSON text edited as text: json.dumps cannot write a key twice."""
+    from badinput import read_safetensors
+
+    m = env.model()
+    header, body = read_safetensors(m / "model.safetensors")
+    text = text_change(json.dumps(header), header)
+    (m / "model.safetensors").write_bytes(safetensors_bytes(text.encode(), body))
+    return m
+
+
+@CASES.case(1, "model.safetensors: the header names 'transformer.ln_f.bias' twice", "a tensor or field appears once")
+def safetensors_duplicate_tensor_name(env):
+    """Two entries for one tensor, pointing at different bytes: json.loads kept the last silently."""
+
+    def twice(text, header):
+        entry = dict(header["transformer.ln_f.bias"], data_offsets=header["transformer.ln_f.weight"]["data_offsets"])
+        return text[:-1] + ', "transformer.ln_f.bias": ' + json.dumps(entry) + "}"
+
+    return gen(_duplicated(env, twice))
+
+
+@CASES.case(1, "model.safetensors: the header names 'dtype' twice", "corrupt")
+def safetensors_duplicate_field_in_an_entry(env):
+    return gen(_duplicated(env, lambda text, header: text.replace('"dtype": "F32"', '"dtype": "F32", "dtype": "F16"', 1)))
+
+
+@CASES.case(1, "model.safetensors: the header names '__metadata__' twice", "corrupt")
+def safetensors_duplicate_metadata(env):
+    return gen(_duplicated(env, lambda text, header: text[:-1] + ', "__metadata__": {"format": "pt"}, "__metadata__": {"format": "np"}}'))
+
+
+@CASES.case(1, "appears in both model-00001-of-00002.safetensors and model-00002-of-00002.safetensors", "the shards do not belong together")
+def shards_holding_the_same_tensor(env):
+    m = env.model()
+    (m / "model.safetensors").rename(m / "model-00001-of-00002.safetensors")
+    shutil.copy(m / "model-00001-of-00002.safetensors", m / "model-00002-of-00002.safetensors")
+    names = {"transformer.wte.weight": "model-00001-of-00002.safetensors", "transformer.wpe.weight": "model-00002-of-00002.safetensors"}
+    (m / "model.safetensors.index.json").write_text(json.dumps({"weight_map": names}))
+    return gen(m)
+
+
 @pytest.mark.parametrize("make, code, needles", CASES)
 def test_bad_input_is_one_line_with_the_fix(cli, tmp_path, monkeypatch, make, code, needles):
     run_case(cli, tmp_path, monkeypatch, make, code, needles)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from badinput import Cases, Env, assert_one_line, gen, run_case, run_tfcli, subprocess_env
+from badinput import Cases, Env, assert_error, assert_one_line, gen, run_case, run_tfcli, subprocess_env
 from conftest import TINY_LLAMA
 
 CASES = Cases()
@@ -90,3 +90,35 @@ def test_a_tokenizer_panic_shows_no_backtrace(tmp_path, monkeypatch):
     r = run_tfcli(tmp_path, *gen(m, prompt="a" * 40 + "b"), env=subprocess_env(tmp_path, RUST_BACKTRACE="1"))
     assert_one_line(r.stderr, r.returncode, 1, b"Regex search error")
     assert b"panicked" not in r.stderr and b"stack backtrace" not in r.stderr
+
+
+def _move_id(env, piece: str, new_id: int):
+    m = env.model()
+    tok = json.loads((m / "tokenizer.json").read_text())
+    tok["model"]["vocab"][piece] = new_id  # the same number of pieces, one of them past the model's rows
+    (m / "tokenizer.json").write_text(json.dumps(tok))
+    return m
+
+
+def test_a_tokenizer_with_ids_past_the_model_is_reported_at_load(cli, tmp_path, monkeypatch):
+    """300 pieces, as many as the model's rows, but one of them has id 5,000: the tokenizer can
+    produce an id the model lacks. Reported when the model loads, not first when a prompt meets it."""
+    m = _move_id(Env(tmp_path, monkeypatch), "z", 5000)
+    r = cli(*gen(m, "-n", "2", "-q", prompt="Hello"))
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == "warning: tokenizer.json has 5001 tokens but the model only 300; ids past it are refused\n", r.stderr
+    r = cli(*gen(m, "-n", "2", prompt="zzz"))
+    assert_error(r, 1, "token id 5000 is outside the model's vocabulary of 300")
+
+
+def test_a_llama_tokenizer_with_ids_past_the_model_is_reported_at_load(cli, tmp_path, monkeypatch):
+    from conftest import TINY_LLAMA
+
+    env = Env(tmp_path, monkeypatch)
+    m = env.model(TINY_LLAMA)
+    tok = json.loads((m / "tokenizer.json").read_text())
+    piece = max(tok["model"]["vocab"], key=tok["model"]["vocab"].get)
+    tok["model"]["vocab"][piece] = 1 << 20
+    (m / "tokenizer.json").write_text(json.dumps(tok))
+    r = cli(*gen(m, "-n", "2", "-q"))
+    assert r.exit_code == 0 and f"tokenizer.json has {(1 << 20) + 1} tokens but the model only" in r.stderr, r.stderr
