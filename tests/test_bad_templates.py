@@ -90,17 +90,24 @@ def test_a_template_that_never_ends_is_stopped_in_time(tmp_path, monkeypatch, so
     m = _with_template(Env(tmp_path, monkeypatch), source, where)
     start = time.monotonic()
     r = run_tfcli(tmp_path, *gen(m, "--chat", "-n", "2"), timeout=60)
-    assert_one_line(r.stderr, r.returncode, 1, b"the model's chat template ran for more than 2 s", b"it does not end in time")
+    _assert_stopped(r, writes="x{%" in source)
     assert r.stdout == b"" and time.monotonic() - start < 30
+
+
+def _assert_stopped(r, writes: bool) -> None:
+    """Stopped by the time bound, or (for a loop that writes, on a fast machine) first by the output bound."""
+    assert_one_line(r.stderr, r.returncode, 1, b"the model's chat template")
+    stopped = [b"ran for more than 2 s (it does not end in time", b"wrote more than"] if writes else [b"ran for more than 2 s (it does not end in time"]
+    assert any(s in r.stderr for s in stopped), r.stderr
 
 
 def test_the_chat_command_is_bounded_the_same_way(tmp_path, monkeypatch):
     m = _with_template(Env(tmp_path, monkeypatch), NESTED_LOOPS)
     r = run_tfcli(tmp_path, "chat", "-m", m, "-n", "2", input=b"Hello\n", timeout=60)
-    assert_one_line(r.stderr, r.returncode, 1, b"the model's chat template ran for more than 2 s")
+    _assert_stopped(r, writes=True)
 
 
-@pytest.mark.parametrize("source, needle", [(NESTED_LOOPS, b"ran for more than 2 s"), ("{{ 'x' * 10**9 }}", b"repeats a value")], ids=["loops", "huge-string"])
+@pytest.mark.parametrize("source, needle", [(SILENT_LOOPS, b"ran for more than 2 s"), ("{{ 'x' * 10**9 }}", b"repeats a value")], ids=["loops", "huge-string"])
 def test_a_converted_gguf_carries_a_bounded_template(tmp_path, monkeypatch, source, needle):
     """The template of a GGUF (tokenizer.chat_template) is written into the converted folder and
     rendered by the same bounded engine path."""
