@@ -91,3 +91,12 @@ def test_a_real_terminal_gets_no_escape_from_a_name(tmp_path):
     r = run_tfcli(tmp_path, *gen(f"./{CLEAR}{CLIPBOARD}x"))
     assert_one_line(r.stderr, r.returncode, 1, b"\\x1b[2J")
     assert b"\x1b" not in r.stderr and b"\x07" not in r.stderr
+
+
+def test_generated_text_for_a_terminal_keeps_lines_and_escapes_controls():
+    """The helper a command uses when stdout is a terminal (a pipe gets the model's text unchanged)."""
+    from tfcli.cli.console import for_terminal
+
+    assert for_terminal("plain text 今天 👍\n\tindented") == "plain text 今天 👍\n\tindented"
+    assert for_terminal(f"a{CLEAR}b{CLIPBOARD}\r\u202e") == "a\\x1b[2Jb\\x1b]52;c;aGk=\\x07\\r\\u202e"
+    assert "".join(for_terminal(part) for part in ["x\x1b", "[2J"]) == "x\\x1b[2J"  # split across tokens

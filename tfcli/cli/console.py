@@ -54,3 +54,12 @@ def warn(message: str) -> None:
 
 def note(message: str) -> None:
     err.print(shown(message, "dim"), soft_wrap=True)
+
+
+def for_terminal(text: str) -> str:
+    """Generated text for a terminal: newlines and tabs kept, every other control character shown
+    escaped (a model can write ESC too). For a pipe or a file the text is the product and stays as
+    the model wrote it. Per character, so that a sequence split across tokens is escaped all the same."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else printable(ch) for ch in text)
