@@ -12,8 +12,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import CheckpointError, TfcliError
-from .errors import printable
+from .errors import CheckpointError, TfcliError, printable
 
 # Bounds far above any real file of the kind (a large vocabulary's tokenizer.json is tens of MB).
 CONFIG_BYTES = 16_000_000  # config.json, generation_config.json, the shard index
@@ -62,7 +61,10 @@ def read_small(path: Path, limit: int, error: type[TfcliError] = CheckpointError
     try:
         size = os.fstat(fd).st_size
         if size > limit:
-            raise error(f"{printable(str(path))} is {size:,} bytes, more than the {limit:,} a {path.name} may hold", "the file is corrupt or not what its name says; fetch or save it again")
+            raise error(
+                f"{printable(str(path))} is {size:,} bytes, more than the {limit:,} a {path.name} may hold",
+                "the file is corrupt or not what its name says; fetch or save it again",
+            )
         chunks, total = [], 0
         while total <= limit:  # read to the end even if the file grew since fstat, but never past the bound
             chunk = os.read(fd, min(1 << 20, limit + 1 - total))
@@ -71,7 +73,10 @@ def read_small(path: Path, limit: int, error: type[TfcliError] = CheckpointError
             chunks.append(chunk)
             total += len(chunk)
         if total > limit:
-            raise error(f"{printable(str(path))} holds more than the {limit:,} bytes a {path.name} may hold", "the file is corrupt or still growing; fetch or save it again")
+            raise error(
+                f"{printable(str(path))} holds more than the {limit:,} bytes a {path.name} may hold",
+                "the file is corrupt or still growing; fetch or save it again",
+            )
         return b"".join(chunks)
     except OSError as e:
         raise error(f"cannot read {printable(str(path))}: {e.strerror or e}", "check that it is a readable file") from None

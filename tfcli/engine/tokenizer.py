@@ -35,17 +35,12 @@ class Tokenizer:
                 raise
             raise TokenizerError(f"{path} is not a valid tokenizer.json ({_first_line(e)})", "re-save or re-convert the tokenizer") from None
         self.path = path
-        try:
-            ids = list(self._tok.get_vocab(with_added_tokens=True).values())
-        except BaseException as e:
-            if not _library_failure(e):
-                raise
-            raise TokenizerError(f"{path} is not a valid tokenizer.json ({_first_line(e)})", "re-save or re-convert the tokenizer") from None
+        vocab = self._run(self._tok.get_vocab, with_added_tokens=True)  # {piece: id}
         # The ids the tokenizer can produce run up to the largest one, not up to how many there are:
         # a vocabulary with gaps still needs a model with that many rows. The loader warns when the
         # model has fewer.
-        self.vocab_size = max(ids, default=-1) + 1
-        self.longest_piece = max((len(piece) for piece in self._tok.get_vocab(with_added_tokens=True)), default=1)
+        self.vocab_size = max(vocab.values(), default=-1) + 1
+        self.longest_piece = max(map(len, vocab), default=1)  # in characters, for tail_chars
 
     def encode(self, text: str) -> list[int]:
         """Token ids of text, without the special tokens a post-processor would add (for text that
@@ -80,7 +75,9 @@ class Tokenizer:
         except BaseException as e:
             if not _library_failure(e):
                 raise
-            raise TokenizerError(f"the tokenizer of {self.path.parent.name} failed: {_first_line(e)}", f"check {self.path.name}; re-save or re-convert the tokenizer") from None
+            raise TokenizerError(
+                f"the tokenizer of {self.path.parent.name} failed: {_first_line(e)}", f"check {self.path.name}; re-save or re-convert the tokenizer"
+            ) from None
 
     def token_text(self, token_id: int) -> str:
         """The text one token adds to a text. A SentencePiece piece decoded alone loses its leading
