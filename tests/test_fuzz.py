@@ -1,5 +1,6 @@
 """Fuzzing the readers of untrusted files: the safetensors header reader, the GGUF reader and
-converter, and the config.json parser. On random and mutated input each one either succeeds (and
+converter, the config.json parser, the tokenizer.json loader (and encoding with what it loaded) and
+the chat template renderer. On random and mutated input each one either succeeds (and
 then what it returns is consistent) or raises TfcliError; nothing else escapes, nothing hangs, and
 reading never allocates much more than the file itself could justify.
 
@@ -13,6 +14,7 @@ import json
 import math
 import shutil
 import struct
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -480,3 +482,106 @@ def test_config_file_bytes(tmp_path_factory, data):
     path = tmp_path_factory.getbasetemp() / "config.json"
     path.write_bytes(data)
     outcome(load_config, path)
+
+
+# --- tokenizer.json ----------------------------------------------------------------------------------
+
+from tfcli.engine.tokenizer import Tokenizer  # noqa: E402
+
+_TOKENIZERS = {name: json.loads((src / "tokenizer.json").read_text()) for name, src in (("gpt2", TINY_GPT2), ("llama", TINY_LLAMA))}
+_TEXTS = ["Hello, world", "a" * 60 + "b", "  \n\t x", "今天天气很好", "<|endoftext|> ☃ 👍", ""]
+# Parts of a tokenizer.json a mutation replaces: the pipeline's stages and the model's tables.
+_TOKENIZER_PATHS = [("pre_tokenizer",), ("normalizer",), ("decoder",), ("post_processor",), ("added_tokens",), ("model",), ("model", "type"),
+                    ("model", "vocab"), ("model", "merges"), ("model", "unk_token"), ("model", "byte_fallback"), ("truncation",), ("padding",)]  # fmt: skip
+_REGEXES = ["(a+)+$", "(", "a{99999999}", "\\p{Nope}", "x{1000}{1000}", "(?=a)", "", ".*", "[^\\s]+", "(\\w+\\s?)*$"]
+_STAGES = st.one_of(
+    _json_values,
+    st.builds(lambda r, b: {"type": "Split", "pattern": {"Regex": r}, "behavior": b, "invert": False}, st.sampled_from(_REGEXES), st.sampled_from(["Isolated", "Removed", "Nope"])),
+    st.builds(lambda k: {"type": k}, st.sampled_from(["ByteLevel", "Whitespace", "Metaspace", "BPE", "WordPiece", "Unigram", "Sequence", "NFKC", "Nope"])),
+)
+
+
+def _check_tokenizer(path: Path) -> None:
+    """Loading succeeds or raises TfcliError; then every text encodes and decodes, or raises TfcliError."""
+    tok = outcome(Tokenizer, path)
+    if isinstance(tok, TfcliError):
+        return
+    assert tok.vocab_size >= 0 and tok.longest_piece >= 0
+    for text in _TEXTS:
+        ids = outcome(tok.prompt, text)
+        if isinstance(ids, TfcliError):
+            continue
+        assert all(isinstance(i, int) and 0 <= i < max(tok.vocab_size, 1) for i in ids), (ids, tok.vocab_size)
+        outcome(tok.decode, ids)
+
+
+@FUZZ
+@given(base=st.sampled_from(sorted(_TOKENIZERS)), changes=st.lists(st.tuples(st.sampled_from(_TOKENIZER_PATHS), _STAGES), min_size=1, max_size=3))
+def test_tokenizer_mutated_real_files(tmp_path_factory, base, changes):
+    raw = json.loads(json.dumps(_TOKENIZERS[base]))
+    for path, value in changes:
+        node = raw
+        for key in path[:-1]:
+            node = node.setdefault(key, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node[path[-1]] = value
+    target = tmp_path_factory.getbasetemp() / "tokenizer.json"
+    target.write_text(json.dumps(raw))
+    _check_tokenizer(target)
+
+
+@FUZZ
+@given(data=st.one_of(st.binary(max_size=300), st.builds(lambda s, i, b: s[:i] + bytes([b]) + s[i + 1 :], st.just((TINY_GPT2 / "tokenizer.json").read_bytes()), st.integers(0, 6000), st.integers(0, 255))))
+def test_tokenizer_file_bytes(tmp_path_factory, data):
+    target = tmp_path_factory.getbasetemp() / "tokenizer.json"
+    target.write_bytes(data)
+    _check_tokenizer(target)
+
+
+def test_tokenizer_truncated_at_every_kilobyte(tmp_path):
+    data = (TINY_LLAMA / "tokenizer.json").read_bytes()
+    for cut in range(0, len(data), 1024):
+        (tmp_path / "tokenizer.json").write_bytes(data[:cut])
+        assert isinstance(outcome(Tokenizer, tmp_path / "tokenizer.json"), TfcliError)
+
+
+# --- chat templates -------------------------------------------------------------------------------
+
+_FRAGMENTS = [
+    "{% for m in messages %}", "{% endfor %}", "{{ m.content }}", "{{ m.role }}", "{% if add_generation_prompt %}", "{% endif %}",
+    "{% for i in range(99999) %}", "{% for j in range(99999) %}", "x", "{{ 'x' * 99999 }}", "{{ 'ab' * 10**9 }}", "{{ [0] * 10**8 }}",
+    "{% set ns = namespace(s='xy') %}", "{% set ns.s = ns.s ~ ns.s %}", "{{ ns.s }}", "{{ ns.s|length }}", "{{ 'x'|center(10**9) }}",
+    "{{ '%99999999d' % 1 }}", "{{ '{:>99999999}'.format(1) }}", "{{ 7 ** 99999999 }}", "{{ 2 ** 64 }}", "{{ raise_exception('no') }}",
+    "{{ messages|tojson }}", "{{ bos_token }}", "{{ eos_token }}", "{% macro f(n) %}{{ f(n) }}{% endmacro %}", "{{ f(1) }}",
+    "{{ lipsum(10**9) }}", "{{ range(10**9)|list }}", "{{ ''.join(['x'] * 10**9) }}", "{{ 'x'.ljust(10**8) }}", "{{ (messages * 10**9)|length }}",
+    "{{ x.__class__ }}", "{{ ''.__class__.__mro__ }}", "{% raw %}", "{% endraw %}", "{{", "}}", "{%", "%}", "{# c #}",
+]  # fmt: skip
+_MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]
+_TEMPLATE_SECONDS = 0.3  # the render bound for the fuzz (2 s in use): many templates, each stopped quickly
+
+
+def _check_template(source: str) -> None:
+    """The render returns text within the bounds, or one TfcliError line, in about the time bound."""
+    from tfcli.engine import chat
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(chat, "RENDER_SECONDS", _TEMPLATE_SECONDS)
+        start = time.monotonic()
+        result, peak = peak_allocation(chat.ChatTemplate(source, "<s>", "</s>").render, _MESSAGES)
+        elapsed = time.monotonic() - start
+    assert elapsed < _TEMPLATE_SECONDS + 2.0, (elapsed, source)
+    assert peak < 200_000_000, (peak, source)
+    if not isinstance(result, TfcliError):
+        assert isinstance(result, str) and len(result) <= chat.OUTPUT_CHARS + 4 * 14, (len(result), source)
+
+
+@settings(max_examples=60, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=8))
+def test_template_from_fragments(parts):
+    _check_template("".join(parts))
+
+
+@FUZZ
+@given(source=st.text(alphabet=st.sampled_from(list("{}%#()[]|'~*+-.,: abcxyz0123456789_\n")), max_size=60))
+def test_template_random_text(source):
+    _check_template(source)

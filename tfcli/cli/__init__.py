@@ -6,8 +6,10 @@ Commands live one per file and import the engine (and NumPy) inside their functi
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
+import warnings
 
 import typer
 from typer.core import TyperGroup
@@ -26,11 +28,18 @@ class ErrorBoundary(TyperGroup):
     exit 1: a problem with a file or model the user can fix (TfcliError)
     exit 2: a bad flag or value (click's usage errors, UsageError)
     exit 130: Ctrl-C
+
+    Errors from the OS (a full disk, a name too long for the file system) are worded here too, and
+    a warning from a library (a NumPy RuntimeWarning) becomes one `warning:` line, never a raw one
+    with a source line.
     """
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
-            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+            with warnings.catch_warnings():
+                warnings.showwarning = _show_warning
+                rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+                _flush_stdout()  # a full disk is noticed here, not by the interpreter as it exits
         except TfcliError as e:
             _fail(str(e), e.exit_code)
         except click_errors.UsageError as e:
@@ -44,6 +53,8 @@ class ErrorBoundary(TyperGroup):
             # The reader went away (`tfcli ... | head`): not an error worth a message.
             sys.stderr.close()
             sys.exit(0)
+        except OSError as e:
+            _fail(*_os_error(e))
         if isinstance(rv, int):
             sys.exit(rv)
         sys.exit(0)
@@ -63,12 +74,95 @@ class ErrorBoundary(TyperGroup):
 
 
 def _fail(message: str, code: int) -> None:
-    from rich.markup import escape
+    from .console import line
 
-    from .console import err
-
-    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True, highlight=False)
+    line("error:", "bold red", message)
     sys.exit(code)
+
+
+_OUTPUT_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _flush_stdout() -> None:
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+def _os_error(e: OSError) -> tuple[str, int]:
+    """One line, in our words, for an error the OS raised, and its exit code."""
+    from tfcli.engine.errors import shown
+
+    where = f": {shown(str(e.filename), 80)}" if e.filename is not None else ""
+    if e.errno in _OUTPUT_FULL and _stdout_is_full():
+        _silence_stdout()  # the interpreter's last flush of stdout would fail the same way
+        return "no space left on the output (free some space, or send the output elsewhere)", 1
+    if e.errno in _OUTPUT_FULL:
+        return f"no space left on the device{where} (free some space)", 1
+    if e.errno == errno.ENAMETOOLONG:
+        return f"a file name is too long for the file system{where} (use a shorter model name or path)", 1
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{e.strerror or 'permission denied'}{where} (check the permissions, or use another folder)", 1
+    return f"{e.strerror or type(e).__name__}{where} (check the path and the disk)", 1
+
+
+def _stdout_is_full() -> bool:
+    return isinstance(sys.stdout, Output) and sys.stdout.full
+
+
+class Output:
+    """sys.stdout, remembering whether a write to it failed for lack of space, so that the error
+    line can say that it is the output (`tfcli ... > /dev/full`) that has no room left."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.full = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as e:
+            self.full |= e.errno in _OUTPUT_FULL
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as e:
+            self.full |= e.errno in _OUTPUT_FULL
+            raise
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _silence_stdout() -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
+        pass
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    from .console import warn
+
+    text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
+    warn(f"{text} ({category.__name__})")
+
+
+def _reopen_closed_streams() -> None:
+    """`tfcli ... >&-` or `<&-`: a closed standard stream becomes /dev/null, so that reading gives
+    end of file and writing goes nowhere, instead of an AttributeError on None."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+        except OSError:
+            new = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: fd itself, in this order
+            if new != fd:
+                os.dup2(new, fd)
+                os.close(new)
+        setattr(sys, name, open(fd, mode, encoding="utf-8", errors="replace", closefd=False))
 
 
 app = typer.Typer(
@@ -108,9 +202,11 @@ app.command("geometry")(geometry.geometry)
 
 
 def main() -> None:
+    _reopen_closed_streams()
     # A terminal whose encoding cannot show a character (a Latin-1 locale, PYTHONIOENCODING=ascii)
     # gets '?' for it, not a UnicodeEncodeError in the middle of a generation.
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure") and stream.errors == "strict":
             stream.reconfigure(errors="replace")
+    sys.stdout = Output(sys.stdout)
     app(prog_name="tfcli")

@@ -1,12 +1,19 @@
 """The two Rich consoles: stdout for results, stderr for progress, statistics, warnings and errors.
 
-Rich already drops colour when a stream is not a terminal or NO_COLOR is set.
+Rich already drops colour when a stream is not a terminal or NO_COLOR is set. Whatever a message
+or a table holds (a path, a tensor name, a model's token), nothing in it reaches the terminal as a
+control: warn, note and the error line show the text escaped (engine/errors.py `printable`), without
+markup or emoji codes, and the consoles themselves escape any control character left in the text
+they draw, as a last guard for every command.
 """
 
 from __future__ import annotations
 
 from rich.console import Console as RichConsole
-from rich.markup import escape
+from rich.segment import Segment
+from rich.text import Text
+
+from tfcli.engine.errors import printable
 
 
 class Console(RichConsole):
@@ -16,14 +23,43 @@ class Console(RichConsole):
         self.quiet = True
         raise BrokenPipeError
 
+    def _render_buffer(self, buffer) -> str:
+        # Rich's own escape codes travel as styles and control segments; the text of the other
+        # segments is ours or the user's, and a control character in it is shown, never obeyed.
+        return super()._render_buffer(s if s.control or s.text == "\n" else Segment(_visible(s.text), s.style) for s in buffer)
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+
+def _visible(text: str) -> str:
+    return text if text.isprintable() else "\n".join(printable(line) for line in text.split("\n"))
+
+
+# emoji=False: `:thumbs_up:` in a name stays those characters.
+out = Console(highlight=False, emoji=False)
+err = Console(stderr=True, highlight=False, emoji=False)
+
+
+def shown(text: str, style: str = "") -> Text:
+    """A string from a user, a file or a model as a Rich Text: control characters escaped, no markup."""
+    return Text(printable(str(text)), style=style)
+
+
+def line(label: str, style: str, message: str) -> None:
+    """One line on stderr: `label: message`, the message escaped (no markup, no controls, no second line)."""
+    err.print(Text.assemble((label, style), " ", printable(message)), soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/] {escape(message)}", markup=True, soft_wrap=True)
+    line("warning:", "yellow", message)
 
 
 def note(message: str) -> None:
-    err.print(f"[dim]{escape(message)}[/]", soft_wrap=True)
+    err.print(shown(message, "dim"), soft_wrap=True)
+
+
+def for_terminal(text: str) -> str:
+    """Generated text for a terminal: newlines and tabs kept, every other control character shown
+    escaped (a model can write ESC too). For a pipe or a file the text is the product and stays as
+    the model wrote it. Per character, so that a sequence split across tokens is escaped all the same."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else printable(ch) for ch in text)

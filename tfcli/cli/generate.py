@@ -82,6 +82,8 @@ def generate(
         ids = lm.tokenizer.encode(chat_prompt(lm, text, system))
         eos_ids = lm.chat_eos_ids()
     else:
+        if truncate:  # only its end is kept: tokenise only an end that surely holds what is kept
+            text = text[-lm.tokenizer.tail_chars(lm.config.n_ctx) :]
         ids = lm.tokenizer.prompt(text)
     if not ids:
         raise PromptError("the prompt encodes to no tokens", "give some text to continue")

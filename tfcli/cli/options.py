@@ -54,16 +54,27 @@ def sampler(generation: dict, **flags):
     return Sampler(SamplingParams.merged(generation, **flags))
 
 
+# A prompt on stdin is read up to this many bytes (a context of a million tokens is a few MB of
+# text); past it, one line instead of gigabytes in memory and a tokenizer that gives up.
+PROMPT_BYTES = 64_000_000
+
+
 def read_text(value: str, what: str, hint: str) -> str:
     """Text given on the command line, or on stdin when it is '-': refused with one line when it is
-    empty or not UTF-8 (bytes that are not UTF-8 reach Python's argv as lone surrogates, PEP 383)."""
+    empty, larger than PROMPT_BYTES, or not UTF-8 (bytes that are not UTF-8 reach Python's argv as
+    lone surrogates, PEP 383)."""
     import sys
 
     from tfcli.engine.errors import PromptError
     from tfcli.engine.tokenizer import check_utf8
 
     if value == "-":
-        data = sys.stdin.buffer.read()
+        stdin = getattr(sys.stdin, "buffer", sys.stdin)
+        data = stdin.read(PROMPT_BYTES + 1)
+        if isinstance(data, str):  # a text stream without a buffer (an embedding program's stdin)
+            data = data.encode("utf-8", "surrogateescape")
+        if len(data) > PROMPT_BYTES:
+            raise PromptError(f"{what} on stdin is more than {PROMPT_BYTES:,} bytes", "give its end only, e.g. with tail -c")
         try:
             value = data.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -74,13 +85,17 @@ def read_text(value: str, what: str, hint: str) -> str:
     return value
 
 
+MAX_THREADS = 4096  # more than any machine's cores; BLAS takes a C int, and 10**20 is none
+
+
 def apply_threads(threads: int | None) -> int:
     """Set the thread count for this process (BLAS and prompt parts): the flag, else the idle cores. Returns it."""
-    from tfcli.engine.errors import UsageError
+    from tfcli.engine.errors import UsageError, shown_number
     from tfcli.engine.threads import auto_threads, set_blas_threads
 
-    if threads is not None and threads < 1:
-        raise UsageError(f"--threads must be at least 1, not {threads}")
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        bound = "at least 1" if threads < 1 else f"at most {MAX_THREADS:,}"
+        raise UsageError(f"--threads must be {bound}, not {shown_number(threads)}", "omit it to use the idle cores")
     n = threads or auto_threads()
     set_blas_threads(n)
     return n

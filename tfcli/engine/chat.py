@@ -4,15 +4,38 @@ Hugging Face models ship the layout as a Jinja template (`chat_template.jinja`, 
 `chat_template` field of tokenizer_config.json). It is rendered as transformers renders it: a
 sandboxed Jinja environment with trim_blocks/lstrip_blocks, the special tokens as variables and
 `add_generation_prompt` to open the assistant's turn.
+
+A template is a program from the model folder (or a converted GGUF): the sandbox keeps it from
+reaching Python, and the bounds here keep it from running forever or filling memory. Its output is
+streamed and cut past OUTPUT_CHARS; the time is checked at every call, attribute, operator and
+piece of output, and (on the main thread) by a timer that interrupts a loop that does nothing
+else; operators, calls and filters that would build a huge value in one step (`'x' * 10**9`,
+`range(10**9)`, `'x'|center(10**9)`, `'%999999999d' % 1`) are refused before they run.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
+import os
+import re
+import signal
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import TfcliError
+from .errors import TfcliError, printable
+from .files import TEMPLATE_BYTES, read_small_text
+
+OUTPUT_CHARS = 4_000_000  # beyond any conversation that fits a context (plus the messages themselves)
+RENDER_SECONDS = 2.0  # real templates render in milliseconds
+FIX = "check chat_template in the model folder"
+
+
+class TemplateBoundError(TfcliError):
+    """A chat template that ran too long or built too much."""
 
 
 @dataclass(frozen=True)
@@ -23,47 +46,194 @@ class ChatTemplate:
 
     def render(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         from jinja2 import TemplateError
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         def raise_exception(message: str):
-            raise TfcliError(f"the chat template refused the conversation: {message}")
+            raise TfcliError(f"the chat template refused the conversation: {printable(str(message))[:200]}")
 
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        given = sum(len(str(m.get("content", ""))) for m in messages)
+        limits = _Limits(time.monotonic() + RENDER_SECONDS, OUTPUT_CHARS + 4 * given)
+        env = _bounded_environment(limits)
         env.globals["raise_exception"] = raise_exception
         try:
-            return env.from_string(self.source).render(
-                messages=messages,
-                add_generation_prompt=add_generation_prompt,
-                bos_token=self.bos_token,
-                eos_token=self.eos_token,
-            )
+            with _alarm(limits):
+                template = env.from_string(self.source)
+                pieces, size = [], 0
+                for piece in template.generate(
+                    messages=messages,
+                    add_generation_prompt=add_generation_prompt,
+                    bos_token=self.bos_token,
+                    eos_token=self.eos_token,
+                ):
+                    size += len(piece)
+                    limits.check(size)
+                    pieces.append(piece)
+            limits.check(0)  # the timer may have fired inside a library call that swallowed it
+            return "".join(pieces)
         except TfcliError:
             raise
         except TemplateError as e:
-            raise TfcliError(f"the model's chat template failed: {_first_line(e)}", "check chat_template in the model folder") from None
+            raise TfcliError(f"the model's chat template failed: {_first_line(e)}", FIX) from None
+        except MemoryError:
+            raise TemplateBoundError("the model's chat template needs more memory than there is", FIX) from None
         except Exception as e:  # noqa: BLE001 - the template is code from the model folder: any failure is the file's
-            raise TfcliError(
-                f"the model's chat template failed: {type(e).__name__}: {_first_line(e)}", "check chat_template in the model folder"
-            ) from None
+            raise TfcliError(f"the model's chat template failed: {type(e).__name__}: {_first_line(e)}", FIX) from None
+
+
+class _Limits:
+    def __init__(self, deadline: float, max_chars: int):
+        self.deadline = deadline
+        self.max_chars = max_chars
+        self.expired = False
+
+    def check(self, size: int = 0, what: str = "wrote") -> None:
+        if self.expired or time.monotonic() > self.deadline:
+            self.expired = True
+            raise TemplateBoundError(f"the model's chat template ran for more than {RENDER_SECONDS:g} s", f"it does not end in time; {FIX}")
+        if size > self.max_chars:
+            raise TemplateBoundError(f"the model's chat template {what} more than {self.max_chars:,} characters", f"it does not stop; {FIX}")
+
+    def sized(self, value):
+        """value, refused when it is a string or a container longer than the output may be."""
+        if isinstance(value, (str, bytes, list, tuple, dict, set)) and len(value) > self.max_chars:
+            self.check(len(value), "built a value of")
+        return value
+
+    def arguments(self, args, kwargs) -> None:
+        """Refuse a number a call would build that much from (a width, a count, a range)."""
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > self.max_chars:
+                raise TemplateBoundError(f"the model's chat template asks for a size of {_digits(value)}", f"that is more than any output; {FIX}")
+
+
+_WIDE = re.compile(r"\d{8,}")  # a field width in a format string of 10^7 characters or more
+
+
+def _bounded_environment(limits: _Limits):
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
+
+    class Bounded(ImmutableSandboxedEnvironment):
+        # Operators that can build a large value in one step go through call_binop (which also
+        # keeps the compiler from folding them into constants at compile time).
+        intercepted_binops = frozenset(["*", "**", "%", "+"])
+
+        def call_binop(self, context, operator, left, right):
+            limits.check()
+            _check_binop(limits, operator, left, right)
+            return limits.sized(super().call_binop(context, operator, left, right))
+
+        def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja's own signature
+            limits.check()
+            limits.arguments(args, kwargs)
+            return limits.sized(super().call(__context, __obj, *args, **kwargs))
+
+        def getattr(self, obj, attribute):
+            limits.check()
+            if isinstance(obj, str) and attribute in ("format", "format_map"):
+                _check_format(limits, obj)  # the sandbox hands out a wrapper, which call() cannot recognise
+            return limits.sized(super().getattr(obj, attribute))
+
+        def getitem(self, obj, argument):
+            limits.check()
+            return limits.sized(super().getitem(obj, argument))
+
+    env = Bounded(trim_blocks=True, lstrip_blocks=True)
+
+    def bounded_range(*args):
+        for i, value in enumerate(safe_range(*args)):  # jinja's range already refuses more than 100,000 items
+            if i % 1024 == 0:
+                limits.check()
+            yield value
+
+    env.globals["range"] = bounded_range
+    env.filters = {name: _checked_filter(limits, name, f) for name, f in env.filters.items()}
+    return env
+
+
+def _checked_filter(limits: _Limits, name: str, f):
+    @functools.wraps(f)  # keeps jinja's pass_context / pass_environment marks
+    def checked(*args, **kwargs):
+        limits.check()
+        limits.arguments(args, kwargs)
+        if name == "format" and args and isinstance(args[0], str):
+            _check_format(limits, args[0])
+        return limits.sized(f(*args, **kwargs))
+
+    return checked
+
+
+def _check_binop(limits: _Limits, operator: str, left, right) -> None:
+    big = TemplateBoundError
+    if operator == "*":
+        for seq, n in ((left, right), (right, left)):
+            if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * max(n, 0) > limits.max_chars:
+                raise big(f"the model's chat template repeats a value {_digits(n)} times", f"that is more than any output; {FIX}")
+        if isinstance(left, int) and isinstance(right, int) and left.bit_length() + right.bit_length() > 100_000:
+            raise big("the model's chat template multiplies numbers of more than 100,000 bits", FIX)
+    elif operator == "**":
+        if isinstance(left, (int, float)) and isinstance(right, (int, float)) and abs(left) > 1:
+            bits = abs(right) * math.log2(abs(left)) if math.isfinite(right) else math.inf
+            if bits > 100_000:
+                raise big(f"the model's chat template raises a number to the power {_digits(right)}", FIX)
+    elif operator == "+":
+        if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)) and len(left) + len(right) > limits.max_chars:
+            limits.check(len(left) + len(right), "built a value of")
+    elif operator == "%" and isinstance(left, str):
+        _check_format(limits, left)
+
+
+def _check_format(limits: _Limits, fmt: str) -> None:
+    if _WIDE.search(fmt):
+        raise TemplateBoundError("the model's chat template formats a field of ten million characters or more", FIX)
+
+
+def _digits(n) -> str:
+    text = f"{n:,}" if isinstance(n, int) and abs(n) < 10**30 else "an enormous number" if isinstance(n, int) else f"{n:g}"
+    return text
+
+
+class _alarm:
+    """On the main thread, a timer that interrupts the render at its deadline even inside a loop
+    that calls nothing (the checks above never run there). Restored on the way out."""
+
+    def __init__(self, limits: _Limits):
+        self.limits = limits
+        self.armed = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+
+    def __enter__(self):
+        if self.armed:
+            def expire(signum, frame):
+                self.limits.expired = True
+                self.limits.check()
+
+            try:
+                self.previous = signal.signal(signal.SIGALRM, expire)
+                signal.setitimer(signal.ITIMER_REAL, max(self.limits.deadline - time.monotonic(), 0.001))
+            except (ValueError, OSError):  # not allowed here (an embedded interpreter)
+                self.armed = False
+        return self
+
+    def __exit__(self, *exc):
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+        return False
 
 
 def load_chat_template(folder: Path) -> ChatTemplate | None:
     """The folder's chat template, or None for a model without one (a plain language model)."""
     cfg: dict = {}
     cfg_path = folder / "tokenizer_config.json"
-    if cfg_path.exists():
+    if os.path.lexists(cfg_path):
+        text = read_small_text(cfg_path, TEMPLATE_BYTES, TfcliError)  # a regular file, of bounded size
         try:
-            loaded = json.loads(cfg_path.read_text(encoding="utf-8"))
+            loaded = json.loads(text)
             cfg = loaded if isinstance(loaded, dict) else {}
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        except (ValueError, RecursionError):
             raise TfcliError(f"{cfg_path} is not valid JSON", "fix or re-convert the model folder") from None
     source = None
     jinja_path = folder / "chat_template.jinja"
-    if jinja_path.exists():
-        try:
-            source = jinja_path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            raise TfcliError(f"{jinja_path} cannot be read as UTF-8 text", "fix or re-convert the model folder") from None
+    if os.path.lexists(jinja_path):
+        source = read_small_text(jinja_path, TEMPLATE_BYTES, TfcliError)
     elif isinstance(cfg.get("chat_template"), str):
         source = cfg["chat_template"]
     elif isinstance(cfg.get("chat_template"), list):  # [{"name": "default", "template": ...}, ...]
@@ -85,4 +255,4 @@ def load_chat_template(folder: Path) -> ChatTemplate | None:
 
 def _first_line(e: Exception) -> str:
     text = str(e).strip()
-    return text.splitlines()[0][:200] if text else type(e).__name__
+    return printable(text.splitlines()[0][:200]) if text else type(e).__name__

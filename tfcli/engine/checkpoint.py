@@ -13,6 +13,7 @@ used so that unexpected extra tensors can be reported.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 
 from .config import ModelConfig
 from .errors import CheckpointError
+from .files import CONFIG_BYTES, read_small_text
 from .weightfile import WeightFile
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -100,8 +102,9 @@ def open_tensors(folder: Path) -> Tensors:
     if single.exists():
         return Tensors([WeightFile(single)])
     if index.exists():
+        text = read_small_text(index, CONFIG_BYTES)
         try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            weight_map = json.loads(text)["weight_map"]
             shard_names = sorted(set(weight_map.values()))
             if not all(isinstance(s, str) for s in shard_names):
                 raise TypeError
@@ -145,10 +148,11 @@ def open_checkpoint(folder: Path, config: ModelConfig) -> Checkpoint:
     tensors = open_tensors(folder)
     generation: dict[str, Any] = {}
     gen_path = folder / "generation_config.json"
-    if gen_path.exists():
+    if os.path.lexists(gen_path):
+        text = read_small_text(gen_path, CONFIG_BYTES)
         try:
-            loaded = json.loads(gen_path.read_text(encoding="utf-8"))
+            loaded = json.loads(text)
             generation = loaded if isinstance(loaded, dict) else {}
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             raise CheckpointError(f"{gen_path} is not valid JSON", "fix or delete generation_config.json") from None
     return Checkpoint(folder, config, tensors, generation)

@@ -8,6 +8,26 @@ single line and exits with `exit_code`; anything else that escapes is a bug and 
 from __future__ import annotations
 
 
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on (ESC, CR, backspace, a newline that would
+    start a second line, C1 controls, bidi overrides, lone surrogates) written as a visible escape,
+    ESC as \\x1b: a name from a file or an argument can then neither move the cursor, retitle the
+    window or write the clipboard, nor forge another line of output."""
+    if text.isprintable():  # the common case, at C speed
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def shown(value: object, limit: int = 60) -> str:
     """A value read from a file, for a message: its repr, cut so that a corrupt file cannot flood
     the terminal or turn one line into many."""

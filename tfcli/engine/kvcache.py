@@ -1,7 +1,12 @@
 """The key/value cache: every layer's keys and values for the positions seen so far.
 
-Allocated once, for the positions a generation can reach, and written by slice: no list of
-arrays, no concatenate per token (growing a cache by concatenation copies it every step).
+Written by slice into preallocated arrays: no list of arrays, no concatenate per token (growing a
+cache by concatenation copies it every step). `capacity` is the most positions a run may reach,
+and memory for all of it is checked up front; the arrays themselves start small and double when a
+write needs more room (each position is copied O(1) times on average). They cannot be allocated
+at full capacity and left to the kernel to fill lazily: keys are stored transposed, so every one of
+the L*Hkv*Dh rows of [.., S] is touched by the first position, and with transparent huge pages each
+touched row commits 2 MB; a config claiming a 16M-token context committed gigabytes for a few tokens.
 Values are [L, Hkv, S, Dh] and keys are stored transposed, [L, Hkv, Dh, S]: the scores of a head's
 queries are then q [G*T, Dh] @ k [Dh, S] and its output weights [G*T, S] @ v [S, Dh], two plain
 row-major products (with keys as [S, Dh], q k^T made OpenBLAS take a slow path: decoding at 2,000
@@ -20,17 +25,40 @@ from .errors import ResourceError
 from .memory import check_allocation
 
 
+FIRST_ROOM = 256  # positions allocated before the first write asks for more
+
+
 class KVCache:
     def __init__(self, config: ModelConfig, capacity: int):
         nbytes = config.kv_cache_bytes(capacity)
         check_allocation(nbytes, f"a KV cache of {capacity:,} positions")
-        L, Hkv, Dh = config.n_layer, config.n_kv_head, config.head_dim
-        # np.zeros maps fresh zero pages lazily: memory is only committed as positions are written.
-        self.k = np.zeros((L, Hkv, Dh, capacity), dtype=np.float32)  # [L, Hkv, Dh, capacity], transposed
-        self.v = np.zeros((L, Hkv, capacity, Dh), dtype=np.float32)  # [L, Hkv, capacity, Dh]
+        self.config = config
         self.capacity = capacity
         self.length = 0  # positions filled so far, the same for every layer once a forward pass ends
         self.relay: Relay | None = None  # set while a prompt pass runs in parts on several threads
+        self._grow = threading.Lock()  # parts of a prompt pass on several threads may write at once
+        self._allocate(min(capacity, FIRST_ROOM))
+
+    @property
+    def room(self) -> int:
+        """Positions allocated now (<= capacity)."""
+        return self.v.shape[2]
+
+    def _allocate(self, room: int) -> None:
+        L, Hkv, Dh = self.config.n_layer, self.config.n_kv_head, self.config.head_dim
+        k = np.zeros((L, Hkv, Dh, room), dtype=np.float32)  # [L, Hkv, Dh, room], transposed
+        v = np.zeros((L, Hkv, room, Dh), dtype=np.float32)  # [L, Hkv, room, Dh]
+        if hasattr(self, "k"):
+            kept = self.room
+            k[..., :kept] = self.k  # [L, Hkv, Dh, kept]
+            v[:, :, :kept] = self.v  # [L, Hkv, kept, Dh]
+        self.k, self.v = k, v
+
+    def _make_room(self, end: int) -> None:
+        """Room for positions 0..end-1: double (or more, up to capacity), checking memory first."""
+        room = min(self.capacity, max(end, 2 * self.room))
+        check_allocation(self.config.kv_cache_bytes(room), f"a KV cache of {room:,} positions")
+        self._allocate(room)
 
     def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Write k, v [T, Hkv, Dh] at positions start..start+T-1; return the keys [Hkv, Dh, S] and
@@ -40,11 +68,15 @@ class KVCache:
             raise ResourceError(f"the KV cache holds {self.capacity} positions; position {end - 1} does not fit")
         if self.relay is not None:
             self.relay.wait(layer, start)
-        self.k[layer, :, :, start:end] = k.transpose(1, 2, 0)  # [T, Hkv, Dh] -> [Hkv, Dh, T]
-        self.v[layer, :, start:end] = v.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
+        with self._grow:  # a part never writes into arrays another part is copying away from
+            if end > self.room:
+                self._make_room(end)
+            self.k[layer, :, :, start:end] = k.transpose(1, 2, 0)  # [T, Hkv, Dh] -> [Hkv, Dh, T]
+            self.v[layer, :, start:end] = v.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
+            keys, values = self.k[layer, :, :, :end], self.v[layer, :, :end]
         if self.relay is not None:
             self.relay.done(layer, end)
-        return self.k[layer, :, :, :end], self.v[layer, :, :end]
+        return keys, values
 
     def reset(self, length: int = 0) -> None:
         """Forget positions from `length` on (they are overwritten by the next forward pass)."""

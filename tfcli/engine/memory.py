@@ -1,11 +1,23 @@
-"""Refuse allocations the machine cannot hold, before trying them, with the size they would need."""
+"""Refuse allocations the machine cannot hold, before trying them, with the size they would need.
+
+"What the machine can hold" is the smallest of the limits that apply to this process: the memory
+the kernel says is available (MemAvailable), the room left under an address-space limit (`ulimit
+-v`, RLIMIT_AS) or a data limit (`ulimit -d`, RLIMIT_DATA), and the room left in its control
+group (cgroup v2 memory.max, or v1 memory.limit_in_bytes, of its own group and every parent). A
+container or a `ulimit -v` then gets one line naming the limit, not a NumPy MemoryError.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from ..numbers import human_bytes  # re-exported: cli/bench.py, cli/attn.py and benchmarks/compare.py import it from here
 from .errors import ResourceError
+
+# Where the kernel shows them; tests point these at a fake tree.
+PROC_SELF = Path("/proc/self")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 def proc_bytes(path: str, field: str) -> int | None:
@@ -20,7 +32,7 @@ def proc_bytes(path: str, field: str) -> int | None:
     return None
 
 
-def available_bytes() -> int | None:
+def _physical() -> int | None:
     """MemAvailable from /proc/meminfo (Linux), else physical memory from sysconf, else None."""
     avail = proc_bytes("/proc/meminfo", "MemAvailable")
     if avail is not None:
@@ -31,8 +43,85 @@ def available_bytes() -> int | None:
         return None
 
 
+def _rlimit_room() -> list[tuple[int, str]]:
+    """Room under RLIMIT_AS and RLIMIT_DATA: the soft limit minus what the process already maps."""
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return []
+    rooms = []
+    for limit, field, name in ((resource.RLIMIT_AS, "VmSize", "the address-space limit (ulimit -v)"),
+                               (getattr(resource, "RLIMIT_DATA", None), "VmData", "the data-size limit (ulimit -d)")):  # fmt: skip
+        if limit is None:
+            continue
+        try:
+            soft, _hard = resource.getrlimit(limit)
+        except (OSError, ValueError):
+            continue
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            continue
+        used = proc_bytes(str(PROC_SELF / "status"), field) or 0
+        rooms.append((max(soft - used, 0), name))
+    return rooms
+
+
+def _read_number(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None  # "max" (no limit) and anything odd: None
+
+
+def _cgroup_room() -> list[tuple[int, str]]:
+    """Room in the process's control group and its parents: limit minus current use, for cgroup v2
+    (memory.max, memory.current) and v1 (memory.limit_in_bytes, memory.usage_in_bytes)."""
+    try:
+        lines = (PROC_SELF / "cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    rooms = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _id, controllers, rel = parts
+        if controllers == "":  # v2: one unified tree
+            base, files = CGROUP_ROOT, ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):  # v1: the memory controller's own tree
+            base, files = CGROUP_ROOT / "memory", ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        group = base / rel.lstrip("/")
+        while True:  # a parent's limit binds too
+            limit, used = _read_number(group / files[0]), _read_number(group / files[1])
+            if limit is not None and limit < 1 << 60:  # v1 writes "no limit" as a huge number
+                rooms.append((max(limit - (used or 0), 0), f"the control group's memory limit ({group / files[0]})"))
+            if group == base or base not in group.parents:
+                break
+            group = group.parent
+    return rooms
+
+
+def limits() -> list[tuple[int, str]]:
+    """Every limit that applies now, as (bytes still available under it, what it is)."""
+    found = []
+    physical = _physical()
+    if physical is not None:
+        found.append((physical, ""))
+    return found + _rlimit_room() + _cgroup_room()
+
+
+def available_bytes() -> int | None:
+    """The memory this process can still allocate: the smallest of its limits, or None if unknown."""
+    found = limits()
+    return min(n for n, _ in found) if found else None
+
+
 def check_allocation(nbytes: int, what: str, hint: str = "use a shorter prompt or fewer --max-tokens, or a smaller model") -> None:
-    """ResourceError, naming the size, if `what` needs more than the memory available now."""
+    """ResourceError, naming the size and the limit, if `what` needs more than this process can still allocate."""
     avail = available_bytes()
     if avail is not None and nbytes > avail:
-        raise ResourceError(f"{what} would need {human_bytes(nbytes)} but only {human_bytes(avail)} of memory is available", hint)
+        binding = next((name for n, name in limits() if n == avail and name), "")
+        under = f" under {binding}" if binding else ""
+        raise ResourceError(f"{what} would need {human_bytes(nbytes)} but only {human_bytes(avail)} of memory is available{under}", hint)

@@ -12,7 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import ops
-from .errors import UsageError
+from .errors import CheckpointError, UsageError
+
+
+class NonFiniteError(CheckpointError):
+    """Logits with NaN or Inf: the model's weights or activations, not the user's input."""
 
 
 @dataclass(frozen=True)
@@ -91,13 +95,20 @@ class Sampler:
         filtered out would get probability 0; temperature does not change the ranking).
         """
         p = self.params
+        check_finite(logits)
         if p.repetition_penalty != 1.0 and p.repeat_last_n > 0 and history:
             logits = logits.copy()  # [V]
             seen = np.unique(np.asarray(history[-p.repeat_last_n :]))
             seen = seen[seen < logits.shape[0]]
-            vals = logits[seen]
-            # CTRL's penalty (Keskar et al. 2019): shrink positive logits, push negative ones further down.
-            logits[seen] = np.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+            vals = logits[seen].astype(np.float64)  # [n]; float64 then back is exactly float32 division
+            with np.errstate(over="ignore", under="ignore"):
+                pen32 = np.float32(p.repetition_penalty)  # what float32 logits were always divided by
+                pen = np.float64(pen32) if 0 < pen32 < np.inf else np.float64(p.repetition_penalty)
+                # CTRL's penalty (Keskar et al. 2019): shrink positive logits, push negative ones further down.
+                new = np.where(vals > 0, vals / pen, vals * pen)
+            if np.abs(new[np.isfinite(new)]).max(initial=0.0) >= np.finfo(np.float32).max or not np.isfinite(new).all():
+                logits = logits.astype(np.float64)  # an extreme penalty: values float32 cannot hold
+            logits[seen] = new
         if p.temperature == 0:
             return np.array([int(np.argmax(logits))]), np.ones(1, dtype=np.float32)
         vocab = logits.shape[0]
@@ -106,7 +117,7 @@ class Sampler:
             ids = np.flatnonzero(logits >= kth)  # [>= k]: ties with the k-th are kept, as in transformers
         else:
             ids = np.arange(vocab)
-        probs = ops.softmax(logits[ids].astype(np.float32) / np.float32(p.temperature))  # [K]
+        probs = _tempered(logits[ids], p.temperature)  # [K]
         if p.top_p < 1.0:
             order = _descending(probs, p.top_p)  # [M] most likely first, M <= K, their total >= top_p
             cum = np.cumsum(probs[order])
@@ -146,6 +157,38 @@ class Sampler:
         # Inverse CDF with one uniform draw: cheap, and exactly reproducible for a seed.
         cdf = np.cumsum(probs, dtype=np.float64)
         return int(ids[min(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"), len(cdf) - 1)])
+
+
+def check_finite(logits: np.ndarray) -> None:
+    """NonFiniteError when the model's logits hold NaN or Inf: nothing can be sampled from them,
+    and the cause is the model (bad weights, or activations past float32), not the sampler."""
+    if not np.isfinite(logits).all():
+        nan = int(np.isnan(logits).sum())
+        what = f"NaN in {nan:,}" if nan else f"Inf in {int(np.isinf(logits).sum()):,}"
+        raise NonFiniteError(
+            f"the model's logits are not finite ({what} of {logits.shape[-1]:,} tokens)",
+            "its weights likely hold NaN or Inf, or its activations overflow float32; check or fetch the weight file again",
+        )
+
+
+def _tempered(z: np.ndarray, temperature: float) -> np.ndarray:
+    """softmax(z / temperature) [K] as float32. The ordinary case runs in float32 as always; when
+    z / temperature does not fit a float32 (-t 1e-45 divides by almost nothing, -t 1e308 is past
+    float32, a penalty of 1e-40 made huge logits), it is taken as the limit it tends to, in float64
+    after subtracting the max: a tiny temperature is greedy (ties shared), a huge one uniform."""
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        t32 = np.float32(temperature)
+        if z.dtype == np.float32 and 0 < t32 < np.inf:
+            scaled = z / t32  # [K]
+            if np.isfinite(scaled).all():
+                return ops.softmax(scaled)
+        z = z.astype(np.float64)  # [K]
+        top = z.max()
+        if np.isposinf(top):
+            e = (z == top).astype(np.float64)  # only the infinite ones count, equally
+        else:
+            e = np.exp((z - top) / temperature)  # (z - top) <= 0: no overflow; the top is exp(0) = 1
+        return (e / e.sum()).astype(np.float32)
 
 
 def _descending(probs: np.ndarray, mass: float) -> np.ndarray:

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from .errors import PromptError, TokenizerError
+from .errors import PromptError, TokenizerError, printable
+from .files import TOKENIZER_BYTES, read_small_text
+
+
+
+def _library_failure(e: BaseException) -> bool:
+    """The tokenizers library raises bare Exceptions, and a Rust panic arrives as pyo3's
+    PanicException, which derives from BaseException only (and cannot be imported by name): both are
+    the file's fault. Ctrl-C and exits are not."""
+    return isinstance(e, Exception) or type(e).__name__ == "PanicException"
 
 
 class Tokenizer:
@@ -12,31 +24,60 @@ class Tokenizer:
         from tokenizers import Tokenizer as HFTokenizer  # imported here: only commands that tokenize pay for it
 
         path = Path(path)
-        if not path.exists():
+        if not os.path.lexists(path):
             raise TokenizerError(f"{path} is missing", "a model folder needs tokenizer.json next to config.json")
+        text = read_small_text(path, TOKENIZER_BYTES, TokenizerError)  # a regular file, of bounded size
         try:
-            self._tok = HFTokenizer.from_file(str(path))
-        except Exception as e:  # the tokenizers library raises a bare Exception on malformed files
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise TokenizerError(f"{path} is not a valid tokenizer.json ({first[:120]})", "re-save or re-convert the tokenizer") from None
+            with _stderr_captured():
+                self._tok = HFTokenizer.from_str(text)
+        except BaseException as e:  # the tokenizers library raises a bare Exception (or panics) on malformed files
+            if not _library_failure(e):
+                raise
+            raise TokenizerError(f"{path} is not a valid tokenizer.json ({_first_line(e)})", "re-save or re-convert the tokenizer") from None
         self.path = path
-        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
+        vocab = self._run(self._tok.get_vocab, with_added_tokens=True)  # {piece: id}
+        # The ids the tokenizer can produce run up to the largest one, not up to how many there are:
+        # a vocabulary with gaps still needs a model with that many rows. The loader warns when the
+        # model has fewer.
+        self.vocab_size = max(vocab.values(), default=-1) + 1
+        self.longest_piece = max(map(len, vocab), default=1)  # in characters, for tail_chars
 
     def encode(self, text: str) -> list[int]:
         """Token ids of text, without the special tokens a post-processor would add (for text that
         already holds them, such as a rendered chat template)."""
         check_utf8(text)
-        return self._tok.encode(text, add_special_tokens=False).ids
+        return self._run(self._tok.encode, text, add_special_tokens=False, quiet=True).ids
 
     def prompt(self, text: str) -> list[int]:
         """Token ids of a prompt as the model expects it: with the special tokens the tokenizer's
         post-processor adds (a BOS for Llama 2 and 3, nothing for GPT-2), as transformers'
         `tokenizer(text)` does."""
         check_utf8(text)
-        return self._tok.encode(text, add_special_tokens=True).ids
+        return self._run(self._tok.encode, text, add_special_tokens=True, quiet=True).ids
+
+    def tail_chars(self, n_tokens: int) -> int:
+        """How many characters at the end of a text surely hold its last `n_tokens` tokens, with a
+        margin of tokens cut at the start: no token is longer than the longest vocabulary piece
+        (SentencePiece pieces are as long as their text, byte-level pieces at least as long)."""
+        return (n_tokens + 16) * max(self.longest_piece, 1) + 64
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
-        return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+        return self._run(self._tok.decode, list(ids), skip_special_tokens=skip_special_tokens)
+
+    def _run(self, fn, *args, quiet: bool = False, **kw):
+        """A call into the tokenizers library, whose failures (a pre-tokenizer regex that gives up on a
+        text and panics, ids it has no piece for) become one line naming the file. `quiet`: what the
+        library's panic handler writes straight to file descriptor 2 (a Rust backtrace) is kept off
+        the terminal, for the calls that run a file's regular expressions on a whole text."""
+        try:
+            with _stderr_captured() if quiet else nullcontext():
+                return fn(*args, **kw)
+        except BaseException as e:
+            if not _library_failure(e):
+                raise
+            raise TokenizerError(
+                f"the tokenizer of {self.path.parent.name} failed: {_first_line(e)}", f"check {self.path.name}; re-save or re-convert the tokenizer"
+            ) from None
 
     def token_text(self, token_id: int) -> str:
         """The text one token adds to a text. A SentencePiece piece decoded alone loses its leading
@@ -56,6 +97,29 @@ class Tokenizer:
 
     def special_ids(self) -> set[int]:
         return {int(i) for i, tok in self._tok.get_added_tokens_decoder().items() if tok.special}
+
+
+@contextmanager
+def _stderr_captured():
+    """File descriptor 2 pointed at a temporary file for the duration (a file, not a pipe: a long
+    backtrace cannot fill it and block)."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all
+        yield
+        return
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return printable(text.splitlines()[0][:160]) if text else type(e).__name__
 
 
 def check_utf8(text: str, what: str = "the text") -> None:

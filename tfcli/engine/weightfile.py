@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import CheckpointError, shown, shown_number
+from .files import open_regular
 
 # safetensors dtype name -> (NumPy dtype of the stored bytes, item size). BF16 has no NumPy dtype:
 # it is kept as raw uint16 and widened to float32 by `to_float32`.
@@ -131,31 +132,37 @@ def to_float32(arr: np.ndarray, dtype: str) -> np.ndarray:
 def read_header(path: Path) -> tuple[dict[str, str], dict[str, TensorInfo]]:
     """Parse and validate a safetensors header without reading any tensor data."""
     name = path.name
+    if not os.path.lexists(path):
+        raise CheckpointError(f"{path} is missing", "a model folder needs its model.safetensors")
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a directory, not a safetensors file", "remove it, and put the weight file there")
+    fd = open_regular(path)  # a named pipe or a device is refused here, before any read could block
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            prefix = f.read(8)
-            if size == 0:
-                raise CheckpointError(f"{name} is empty", "the download or save did not finish; fetch or save it again")
-            if len(prefix) < 8:
-                raise CheckpointError(f"{name} is truncated ({size} bytes)", "fetch or save the file again")
-            n = int.from_bytes(prefix, "little")
-            if n > size - 8:
-                raise CheckpointError(
-                    f"{name}: header length {n:,} is larger than the file ({size:,} bytes); the file is truncated or not safetensors",
-                    "fetch or save the file again",
-                )
-            if n > MAX_HEADER_BYTES:
-                raise CheckpointError(f"{name}: header of {n:,} bytes is larger than the 100 MB safetensors allows", CORRUPT)
-            header_bytes = f.read(n)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing", "a model folder needs its model.safetensors") from None
-    except IsADirectoryError:
-        raise CheckpointError(f"{path} is a directory, not a safetensors file", "remove it, and put the weight file there") from None
-    except PermissionError:
-        raise CheckpointError(f"{path} cannot be read (permission denied)", "check the file's permissions") from None
+        size = os.fstat(fd).st_size
+        prefix = os.pread(fd, 8, 0)
+        if size == 0:
+            raise CheckpointError(f"{name} is empty", "the download or save did not finish; fetch or save it again")
+        if len(prefix) < 8:
+            raise CheckpointError(f"{name} is truncated ({size} bytes)", "fetch or save the file again")
+        n = int.from_bytes(prefix, "little")
+        if n > size - 8:
+            raise CheckpointError(
+                f"{name}: header length {n:,} is larger than the file ({size:,} bytes); the file is truncated or not safetensors",
+                "fetch or save the file again",
+            )
+        if n > MAX_HEADER_BYTES:
+            raise CheckpointError(f"{name}: header of {n:,} bytes is larger than the 100 MB safetensors allows", CORRUPT)
+        header_bytes = _pread_all(fd, n, 8)
+        if len(header_bytes) < n:
+            raise CheckpointError(f"{name} ended inside its header", "the file is truncated; fetch or save it again")
+    except OSError as e:
+        raise CheckpointError(f"cannot read {path}: {e.strerror or e}", "check that it is a readable file") from None
+    finally:
+        os.close(fd)
     try:
-        header = json.loads(header_bytes.decode("utf-8"))
+        header = json.loads(header_bytes.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except DuplicateKey as e:
+        raise CheckpointError(f"{name}: the header names {shown(e.key)} twice", f"a tensor or field appears once; {CORRUPT}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as e:  # ValueError: also an int of > 4300 digits
         raise CheckpointError(f"{name}: the header is not valid JSON ({type(e).__name__})", CORRUPT) from None
     if not isinstance(header, dict):
@@ -176,6 +183,35 @@ def read_header(path: Path) -> tuple[dict[str, str], dict[str, TensorInfo]]:
         if s1 < e0:
             raise CheckpointError(f"{name}: tensors {shown(n0)} and {shown(n1)} overlap in the file", CORRUPT)
     return {str(k): str(v) for k, v in metadata.items()}, tensors
+
+
+class DuplicateKey(Exception):
+    def __init__(self, key: str):
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object, refused when it names a key twice: json.loads would keep the last one silently,
+    and a header with two entries for one tensor contradicts itself (other readers keep the first)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+def _pread_all(fd: int, n: int, offset: int) -> bytes:
+    chunks, done = [], 0
+    while done < n:
+        chunk = os.pread(fd, min(n - done, 1 << 24), offset + done)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        done += len(chunk)
+    return b"".join(chunks)
 
 
 def _tensor_info(fname: str, tname: str, entry: object, data_start: int, data_size: int) -> TensorInfo:

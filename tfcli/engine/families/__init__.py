@@ -16,6 +16,7 @@ Adding a family is one module plus one line in FAMILIES below.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -54,15 +55,14 @@ def config_from_hf(raw: Any) -> ModelConfig:
 
 
 def read_config_json(path: Path) -> dict[str, Any]:
-    """The JSON object of a config.json file, with one-line errors for every way it can be broken."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path} is missing", "a model folder needs config.json next to its weights") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path} is not UTF-8 text (byte {e.start:,})", "save config.json as UTF-8 JSON") from None
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror or e}", "check that it is a readable file") from None
+    """The JSON object of a config.json file, with one-line errors for every way it can be broken.
+    Only a regular file of at most CONFIG_BYTES is read (a named pipe or /dev/urandom is refused)."""
+    from ..files import CONFIG_BYTES, read_small_text
+
+    path = Path(path)
+    if not os.path.lexists(path):
+        raise ConfigError(f"{path} is missing", "a model folder needs config.json next to its weights")
+    text = read_small_text(path, CONFIG_BYTES, ConfigError)
     fix = "fix the file, or use the config.json saved with the weights"
     try:
         return json.loads(text)

@@ -1,0 +1,141 @@
+"""Bad prompts: empty, longer than the context, not UTF-8 (from argv, stdin, a chat line), and
+--max-tokens that cannot fit. Each ends in one error line (exit 2); --truncate warns and goes on."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import time
+
+import pytest
+
+from badinput import ROOT, Cases, Env, assert_error, gen, run_case, subprocess_env, tfcli_command
+from conftest import TINY_GPT2, TINY_LLAMA
+
+CASES = Cases()
+
+
+# prompts
+
+
+@CASES.case(2, "the prompt is empty", "give some text")
+def prompt_empty(env):
+    return gen(TINY_GPT2, prompt="")
+
+
+@CASES.case(2, "the prompt is 2000 tokens but tiny-gpt2's context is 128", "use --truncate to keep its last tokens")
+def prompt_longer_than_the_context(env):
+    return gen(TINY_GPT2, prompt="word " * 400)
+
+
+@CASES.case(2, "the prompt is not valid UTF-8 (byte 0xff at character 2)", "set the terminal to UTF-8")
+def prompt_invalid_utf8(env):
+    return gen(TINY_GPT2, prompt="ab\udcff")
+
+
+@CASES.case(2, "the text is not valid UTF-8 (byte 0xfe at character 0)", "set the terminal to UTF-8")
+def tokenize_invalid_utf8(env):
+    return ["tokenize", "-m", TINY_GPT2, "\udcfe"]
+
+
+@CASES.case(2, "the text is not valid UTF-8 (byte 0xc3 at character 3)", "set the terminal to UTF-8")
+def attn_invalid_utf8(env):
+    return ["attn", "-m", TINY_GPT2, "caf\udcc3"]
+
+
+@CASES.case(2, "the text is empty", "give some text to tokenize")
+def tokenize_empty(env):
+    return ["tokenize", "-m", TINY_GPT2, ""]
+
+
+@CASES.case(2, "--max-tokens 1000 does not fit: the context holds 128 tokens and the prompt uses 2", "use --max-tokens 127 or fewer, or --slide")
+def max_tokens_beyond_the_context(env):
+    return gen(TINY_GPT2, "-n", "1000")
+
+
+@CASES.case(2, "does not fit", "or fewer")
+def max_tokens_of_a_googol(env):
+    return gen(TINY_GPT2, "-n", str(10**100))
+
+
+@pytest.mark.parametrize("make, code, needles", CASES)
+def test_bad_input_is_one_line_with_the_fix(cli, tmp_path, monkeypatch, make, code, needles):
+    run_case(cli, tmp_path, monkeypatch, make, code, needles)
+
+
+def test_truncate_keeps_the_last_tokens_with_a_warning(cli):
+    words = [f"w{i} " for i in range(300)]
+    r = cli(*gen(TINY_GPT2, "--truncate", "-n", "4", "-t", "0", prompt="".join(words)))
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.startswith("warning: the prompt is ") and "keeping its last 125 so that 4 new tokens fit the context of 128" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, what",
+    [
+        (["generate", "-m", TINY_GPT2, b"ab\xff\xfe", "-n", "3"], b"the prompt is not valid UTF-8 (byte 0xff at character 2)"),
+        (["tokenize", "-m", TINY_GPT2, b"\xc3("], b"the text is not valid UTF-8 (byte 0xc3 at character 0)"),
+        (["attn", "-m", TINY_GPT2, b"x\x80"], b"the text is not valid UTF-8 (byte 0x80 at character 1)"),
+    ],
+    ids=["generate", "tokenize", "attn"],
+)
+def test_invalid_utf8_from_the_shell(tmp_path, args, what):
+    """Bytes that are not UTF-8 in argv, as a shell passes them (Python sees lone surrogates)."""
+    r = subprocess.run(tfcli_command(*args), capture_output=True, env=subprocess_env(tmp_path, LC_ALL="C.UTF-8"), cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and r.stdout == b""
+    assert r.stderr.startswith(b"error: " + what) and r.stderr.count(b"\n") == 1, r.stderr
+
+
+def test_invalid_utf8_on_stdin(cli):
+    r = cli("generate", "-m", TINY_GPT2, "-", input=b"ab\xffcd")
+    assert_error(r, 2, "stdin is not valid UTF-8 (byte 0xff at offset 2)", "convert the text to UTF-8")
+
+
+@pytest.mark.parametrize(
+    "stdin_errors, what",
+    [("", b"the message is not valid UTF-8 (byte 0xe9 at character 3)"), ("utf-8:strict", b"the message is not valid UTF-8 (byte 0xe9)")],
+    ids=["surrogateescape", "strict"],
+)
+def test_chat_refuses_a_line_that_is_not_utf8(tmp_path, stdin_errors, what):
+    """Python's stdin hands over bytes that are not UTF-8 as lone surrogates (C and UTF-8 locales)
+    or raises (a strict stdin, as PYTHONIOENCODING may set): one line either way."""
+    m = Env(tmp_path, None).model(TINY_LLAMA)
+    (m / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}\n{% endfor %}")
+    env = subprocess_env(tmp_path, PYTHONIOENCODING=stdin_errors) if stdin_errors else subprocess_env(tmp_path)
+    r = subprocess.run(tfcli_command("chat", "-m", m, "-n", "3"), input=b"caf\xe9\n", capture_output=True, env=env, cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and b"Traceback" not in r.stderr
+    assert r.stderr.startswith(b"error: " + what) and r.stderr.count(b"\n") == 1, r.stderr
+
+
+def test_interactive_chat_skips_a_line_that_is_not_utf8(tmp_path):
+    """At a terminal, a line that is not UTF-8 (a typing slip) gets a warning and the conversation
+    goes on; piped, it ends the chat with one error line (above)."""
+    m = Env(tmp_path, None).model(TINY_LLAMA)
+    (m / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}\n{% endfor %}")
+    leader, follower = pty.openpty()
+    p = subprocess.Popen(tfcli_command("chat", "-m", m, "-n", "3", "-t", "0"), stdin=follower, stdout=follower, stderr=follower, env=subprocess_env(tmp_path), cwd=ROOT)
+    os.close(follower)
+    seen = b""
+
+    def read_until(marker: bytes) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + 60
+        while marker not in seen:
+            assert time.monotonic() < deadline, seen
+            if select.select([leader], [], [], 0.5)[0]:
+                seen += os.read(leader, 4096)
+
+    try:
+        read_until(b"> ")
+        os.write(leader, b"caf\xe9\n")
+        read_until(b"type it again")
+        os.write(leader, b"Hello\n")
+        read_until(b"new prompt tokens")
+        os.write(leader, b"/exit\n")
+        assert p.wait(timeout=30) == 0
+    finally:
+        p.kill()
+        os.close(leader)
+    assert b"the message is not valid UTF-8" in seen and b"Traceback" not in seen

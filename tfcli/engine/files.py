@@ -1,0 +1,93 @@
+"""Reading the small files of a model folder (configs, tokenizers, templates) as untrusted input.
+
+Only regular files are read: a named pipe would block the read forever, and a device such as
+/dev/urandom never ends. The file is opened without blocking and checked with fstat (one open, so
+that what is checked is what is read), and its size is bounded before a byte is read: a config.json
+of 3 GB is refused with one line, not read into memory.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from .errors import CheckpointError, TfcliError, printable
+
+# Bounds far above any real file of the kind (a large vocabulary's tokenizer.json is tens of MB).
+CONFIG_BYTES = 16_000_000  # config.json, generation_config.json, the shard index
+TOKENIZER_BYTES = 256_000_000  # tokenizer.json
+TEMPLATE_BYTES = 64_000_000  # tokenizer_config.json (its added tokens and chat template), chat_template.jinja
+
+
+def kind_of(mode: int) -> str | None:
+    """What a file that is not a regular file is, for a message; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):  # fmt: skip
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: Path, error: type[TfcliError] = CheckpointError) -> int:
+    """A read-only descriptor of `path`, refused with one line unless it is a regular file.
+    O_NONBLOCK: opening a named pipe with no writer returns at once instead of waiting for one."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise error(f"{printable(str(path))} is missing", "the model folder is incomplete; fetch or save it again") from None
+    except PermissionError:
+        raise error(f"{printable(str(path))} cannot be read (permission denied)", "check the file's permissions") from None
+    except OSError as e:
+        raise error(f"cannot open {printable(str(path))}: {e.strerror or e}", "check that it is a readable file") from None
+    try:
+        kind = kind_of(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise error(f"{printable(str(path))} is {kind}, not a file", "put the file itself there")
+        os.set_blocking(fd, True)  # a regular file: ordinary reads from here on
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_small(path: Path, limit: int, error: type[TfcliError] = CheckpointError) -> bytes:
+    """The bytes of the regular file `path`, refused with one line when it holds more than `limit`."""
+    path = Path(path)
+    fd = open_regular(path, error)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise error(
+                f"{printable(str(path))} is {size:,} bytes, more than the {limit:,} a {path.name} may hold",
+                "the file is corrupt or not what its name says; fetch or save it again",
+            )
+        chunks, total = [], 0
+        while total <= limit:  # read to the end even if the file grew since fstat, but never past the bound
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise error(
+                f"{printable(str(path))} holds more than the {limit:,} bytes a {path.name} may hold",
+                "the file is corrupt or still growing; fetch or save it again",
+            )
+        return b"".join(chunks)
+    except OSError as e:
+        raise error(f"cannot read {printable(str(path))}: {e.strerror or e}", "check that it is a readable file") from None
+    finally:
+        os.close(fd)
+
+
+def read_small_text(path: Path, limit: int, error: type[TfcliError] = CheckpointError) -> str:
+    """Like read_small, decoded as UTF-8 (one line when it is not)."""
+    data = read_small(path, limit, error)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise error(f"{printable(str(path))} is not UTF-8 text (byte {e.start:,})", f"save {Path(path).name} as UTF-8") from None
