@@ -89,6 +89,11 @@ def test_engine_knows_no_terminal():
                 assert (node.func.value.id, node.func.attr) != ("sys", "exit"), f"{path}:{node.lineno}"
 
 
+def test_no_source_file_over_500_lines():
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
+    assert not long, long
+
+
 def test_a_family_is_one_module_and_one_registry_line():
     from tfcli.engine.families import FAMILIES
 
