@@ -138,10 +138,12 @@ app.command("params", cls=Command)(params.params)
 app.command("attn", cls=Command)(attn.attn)
 app.command("bench", cls=Command)(bench.bench)
 
-from . import convert, models, pull  # noqa: E402
+from . import convert, models, pull, rm, show  # noqa: E402
 
 app.command("models", cls=Command)(models.models)
+app.command("show", cls=Command)(show.show)
 app.command("pull", cls=Command)(pull.pull)
+app.command("rm", cls=Command)(rm.rm)
 app.command("convert", cls=Command)(convert.convert)
 
 
