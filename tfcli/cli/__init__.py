@@ -91,6 +91,12 @@ class App(ErrorBoundary):
         tidy(params)
         return params
 
+    def format_help(self, ctx, formatter) -> None:
+        from .command import light_help
+
+        light_help()
+        return super().format_help(ctx, formatter)
+
 
 app = typer.Typer(
     cls=App,
