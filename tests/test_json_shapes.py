@@ -44,10 +44,11 @@ def _floats(value):
 
 
 def _noisy(doc) -> list[float]:
-    """Floats printed with more digits than they mean (float32 noise such as 0.20000000298023224)."""
+    """Floats printed with more digits than they mean: float32 noise such as 0.20000000298023224
+    (a float32 needs at most 9 significant digits; a figure worked out in Python is printed with 4)."""
     from decimal import Decimal
 
-    return [f for f in _floats(doc) if len(Decimal(repr(f)).normalize().as_tuple().digits) > 6]
+    return [f for f in _floats(doc) if len(Decimal(repr(f)).normalize().as_tuple().digits) > 9]
 
 
 def test_model_shape_helper_is_the_params_shape():
@@ -108,9 +109,15 @@ def test_attn_tokens_are_tokenize_tokens(cli):
 def test_the_json_helper_rounds_floats():
     from tfcli.cli.json import dumps
 
+    import numpy as np
+
     doc = json.loads(dumps({"p": 0.20000000298023224, "xs": [1 / 3, 2.0, float("nan")], "n": 7, "ok": True}))
     assert doc == {"p": 0.2, "xs": [0.3333, 2.0, None], "n": 7, "ok": True}
     assert _noisy(doc) == []
+    w = np.full((3, 6), 1 / 6, dtype=np.float32)  # [3, 6] attention rows
+    back = np.array(json.loads(dumps({"w": w}))["w"])
+    assert back[0, 0] == 0.16666667 and (back.astype(np.float32) == w).all()  # exactly the float32 values
+    assert json.loads(dumps({"p": np.float32(0.2)}))["p"] == 0.2
 
 
 def test_show_and_bench_floats_are_rounded(cli):

@@ -6,7 +6,10 @@
   token's UTF-8 bytes in hex, as `tfcli tokenize` shows them);
 - every document names its model (`"model": NAME` at the top);
 - floats are rounded to what they mean (`rounded`): a probability printed as 0.20000000298023224
-  is float32 noise, not information.
+  is float32 noise, not information. A float32 value (attention weights, probabilities from NumPy)
+  is printed as the shortest decimal that reads back as the same float32 (0.2, 0.16666667): what
+  it holds, no more and no less; figures worked out in Python (speeds, seconds, ratios) keep
+  SIGNIFICANT digits.
 
 No NumPy import here: callers pass NumPy values, which are converted by duck typing.
 """
@@ -17,7 +20,7 @@ import json
 import math
 from typing import Any
 
-SIGNIFICANT = 4  # digits kept of a float: probabilities, log-probabilities, speeds, seconds
+SIGNIFICANT = 4  # digits kept of a Python float: log-probabilities, speeds, seconds, ratios
 
 
 def model_shape(cfg) -> dict[str, Any]:
@@ -40,10 +43,35 @@ def token(tokenizer, token_id: int, *, with_bytes: bool = False) -> dict[str, An
     text = tokenizer.token_text(token_id)
     row: dict[str, Any] = {"id": token_id, "text": text}
     if with_bytes:
-        from .tokenize import _token_bytes  # exact bytes of byte-level pieces, which may be part of a character
-
-        row["bytes"] = _token_bytes(tokenizer, token_id, text)
+        row["bytes"] = " ".join(f"{b:02x}" for b in token_bytes(tokenizer, token_id, text))
     return row
+
+
+_BYTE_DECODER: dict[str, int] | None = None
+
+
+def token_bytes(tokenizer, token_id: int, text: str | None = None) -> bytes:
+    """The token's bytes: exact for byte-level BPE pieces (GPT-2's printable byte alphabet), which
+    may be part of a character, and for SentencePiece's byte tokens; else its text's UTF-8."""
+    global _BYTE_DECODER  # a table built once, on first use; nothing the forward pass reads
+    if _BYTE_DECODER is None:
+        # GPT-2's bytes_to_unicode: printable bytes stand for themselves, the rest are shifted past 255.
+        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+        cs = bs[:]
+        n = 0
+        for b in range(256):
+            if b not in bs:
+                bs.append(b)
+                cs.append(256 + n)
+                n += 1
+        _BYTE_DECODER = {chr(c): b for b, c in zip(bs, cs)}
+    text = tokenizer.token_text(int(token_id)) if text is None else text
+    piece = tokenizer.piece(int(token_id))
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):  # SentencePiece's byte fallback, <0xE4>
+        return bytes([int(piece[3:5], 16)])
+    if "\ufffd" in text and all(ch in _BYTE_DECODER for ch in piece):
+        return bytes(_BYTE_DECODER[ch] for ch in piece)
+    return text.encode("utf-8")
 
 
 def generated(tokenizer, step) -> dict[str, Any]:
@@ -102,8 +130,24 @@ def rounded(value: Any, digits: int = SIGNIFICANT) -> Any:
     if isinstance(value, (list, tuple)):
         return [rounded(v, digits) for v in value]
     if hasattr(value, "tolist"):  # a NumPy array or scalar
+        dtype = getattr(value, "dtype", None)
+        if dtype is not None and dtype.kind == "f" and dtype.itemsize <= 4:
+            return _shortest(value)
         return rounded(value.tolist(), digits)
     return value
+
+
+def _shortest(a) -> Any:
+    """A float32/float16 array or scalar as nested lists of the shortest decimals that read back as
+    the same values (NumPy's str of a float32 is that decimal); NaN and infinities as None."""
+    import numpy as np
+
+    flat = np.asarray(a).ravel()
+    values = [float(str(x)) if np.isfinite(x) else None for x in flat]
+    if np.ndim(a) == 0:
+        return values[0]
+    nested = np.array(values, dtype=object).reshape(np.shape(a))
+    return nested.tolist()
 
 
 def dumps(document: dict[str, Any], *, indent: int | None = None, digits: int = SIGNIFICANT) -> str:
