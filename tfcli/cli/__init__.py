@@ -73,7 +73,7 @@ def _fail(message: str, code: int) -> None:
 
 
 ENVIRONMENT = (
-    ("TFCLI_HOME", "where pulled models are kept (default: $XDG_CACHE_HOME/tfcli, else ~/.cache/tfcli)"),
+    ("TFCLI_HOME", "where pulled models and the chat history are kept (default: $XDG_CACHE_HOME/tfcli, else ~/.cache/tfcli)"),
     ("TFCLI_THREADS", "threads when --threads is not given (default: the idle cores)"),
     ("TFCLI_FONT", "a .ttf/.otf/.ttc font for the labels of PNG pictures"),
     ("NO_COLOR", "set to anything: no colours (https://no-color.org)"),
