@@ -227,3 +227,13 @@ def test_bench_defaults_for_a_short_context(cli):
 def test_bench_refuses_sizes_that_do_not_fit(cli):
     r = cli("bench", "-m", "tang", "--prompts", "512")
     assert r.exit_code == 2 and "context is 128 tokens" in r.stderr
+
+
+def test_completion_completes_commands_and_options(tmp_path):
+    import os
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TFCLI_HOME=str(tmp_path), _TFCLI_COMPLETE="complete_bash")
+    words = {"tfcli sh": "1", "tfcli generate --te": "2"}
+    got = {w: subprocess.run([sys.executable, "-m", "tfcli"], env=env | {"COMP_WORDS": w, "COMP_CWORD": c}, capture_output=True, text=True).stdout.split() for w, c in words.items()}
+    assert got == {"tfcli sh": ["show"], "tfcli generate --te": ["--temperature", "--temp"]}
