@@ -237,3 +237,19 @@ def test_completion_completes_commands_and_options(tmp_path):
     words = {"tfcli sh": "1", "tfcli generate --te": "2"}
     got = {w: subprocess.run([sys.executable, "-m", "tfcli"], env=env | {"COMP_WORDS": w, "COMP_CWORD": c}, capture_output=True, text=True).stdout.split() for w, c in words.items()}
     assert got == {"tfcli sh": ["show"], "tfcli generate --te": ["--temperature", "--temp"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# the Tang model continues a verse (issue 17, item 8)
+
+
+def test_tang_continues_a_bare_first_line_as_verse(cli):
+    han = "[\u4e00-\u9fff]"
+    verse = re.compile(rf"^(?:{han}{{5}}|{han}{{7}})，(?:{han}{{5}}|{han}{{7}})[。？！]$")
+    with_verse = 0
+    for seed in range(10):
+        r = cli("generate", "-m", "tang", "床前明月光", "-s", str(seed), "-n", "40", "-q")
+        assert r.exit_code == 0, r.stderr
+        lines = r.stdout.split("\n")  # the first line completes the prompt's own
+        with_verse += any(verse.match(line) for line in lines[1:])
+    assert with_verse >= 8
