@@ -187,7 +187,7 @@ def test_json_weights_are_the_engines(cli):
     assert ids == lm.tokenizer.encode(text)
     got = np.array(data["weights"], dtype=np.float32)
     np.testing.assert_array_equal(got, attention_weights(lm.model, ids, [0, 1, 2]))
-    assert data["shape"] == [3, ref["attn_short"].shape[1], len(ids), len(ids)]
+    assert data["weights_shape"] == [3, ref["attn_short"].shape[1], len(ids), len(ids)]
 
 
 def test_terminal_views(cli):

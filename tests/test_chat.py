@@ -87,3 +87,161 @@ def test_chat_command_reads_turns_from_stdin(cli, chat_model):
     # the second turn computed only part of the conversation: "N new prompt tokens (of M)" with N < M
     n, m = (int(x) for x in stats[1].replace("(of ", "").replace(")", "").split()[:5:4])
     assert n < m
+
+
+# ---------------------------------------------------------------------------------------------
+# tfcli chat as a user meets it: the default model, the slash commands, and a real terminal
+
+
+def test_chat_defaults_to_a_chat_model(cli, chat_model, monkeypatch):
+    from tfcli.cli import options
+
+    asked = []
+
+    def fake_load(name):
+        asked.append(name)
+        return load(chat_model)
+
+    monkeypatch.setattr(options, "load_model", fake_load)
+    r = cli("chat", "-t", "0", "-n", "2", input="Hi\n")
+    assert r.exit_code == 0, r.stderr
+    assert asked == ["smollm2"]
+    assert "by default smollm2" in cli("chat", "--help").stdout
+
+
+def test_chat_refuses_a_model_without_template_without_naming_a_flag_not_given(cli):
+    r = cli("chat", "-m", TINY_LLAMA, input="Hi\n")
+    assert r.exit_code == 2
+    assert "has no chat template" in r.stderr and "--chat" not in r.stderr and "smollm2" in r.stderr
+
+
+def test_slash_commands_are_not_sent_to_the_model(cli, chat_model):
+    r = cli("chat", "-m", chat_model, "-t", "0", "-n", "2", input="/help\n/frobnicate\n/show\n/bye\nnever read\n")
+    assert r.exit_code == 0, r.stderr
+    assert "new prompt tokens" not in r.stderr  # nothing reached the model, and /bye left before the last line
+    assert "/clear" in r.stderr and "/system TEXT" in r.stderr  # /help
+    assert "unknown command /frobnicate" in r.stderr and "/bye" in r.stderr.split("unknown command")[1]
+    assert "temperature" in r.stderr and "tiny-chat" in r.stderr  # /show
+
+
+def test_set_changes_a_knob_and_a_bad_value_is_one_warning(cli, chat_model):
+    r = cli("chat", "-m", chat_model, "-n", "2", input="/set temperature 0\n/set top_p 7\n/set top_k many\n/set colour blue\n/set max_tokens 1\n/show\nHi\n")
+    assert r.exit_code == 0, r.stderr
+    assert "temperature = 0" in r.stderr
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 3 and all("nothing changed" in w for w in warnings)
+    assert "top-p must be in (0, 1]" in warnings[0] and "whole number" in warnings[1] and "no setting 'colour'" in warnings[2]
+    assert "1 reply" in r.stderr  # max_tokens 1 took effect, and the conversation went on
+
+
+def test_set_seed_makes_replies_repeat(cli, chat_model):
+    script = "/set temperature 1.5\n/set seed 3\nHi\n/clear\n/set seed 3\nHi\n"
+    r = cli("chat", "-m", chat_model, "-n", "6", "--top-k", "0", "--top-p", "1", "--min-p", "0", input=script)
+    assert r.exit_code == 0, r.stderr
+    first, second = r.stdout.splitlines()[:2]
+    assert first == second
+
+
+def test_clear_and_system(cli, chat_model):
+    r = cli("chat", "-m", chat_model, "-t", "0", "-n", "2", input="Hi\n/clear\nHi\n/system Be brief.\n/system\nHi\n")
+    assert r.exit_code == 0, r.stderr
+    stats = [line for line in r.stderr.splitlines() if "new prompt tokens" in line]
+    lm = load(chat_model)
+    fresh = len(lm.tokenizer.encode(lm.chat.render([{"role": "user", "content": "Hi"}])))
+    assert f"(of {fresh})" in stats[1]  # /clear forgot the first turn
+    assert "system message: Be brief." in r.stderr
+    with_system = lm.chat.render([{"role": "system", "content": "Be brief."}] + [{"role": "user", "content": "Hi"}], add_generation_prompt=True)
+    assert int(stats[2].split("(of ")[1].split(")")[0]) > len(lm.tokenizer.encode(with_system))  # system + turn 2 + new turn
+
+
+def test_a_message_starting_with_a_slash_can_be_sent(cli, chat_model):
+    r = cli("chat", "-m", chat_model, "-t", "0", "-n", "2", input="//usr/bin\n")
+    assert r.exit_code == 0, r.stderr
+    assert "new prompt tokens" in r.stderr and "unknown command" not in r.stderr
+
+
+def test_piped_statistics_line_is_not_wrapped(cli, chat_model):
+    r = cli("chat", "-m", chat_model, "-t", "0", "-n", "30", input="Hello there, how are you today?\n")
+    assert r.exit_code == 0, r.stderr
+    line = next(line for line in r.stderr.splitlines() if "new prompt tokens" in line)
+    assert "stopped:" in line  # the whole line, not cut at 80 columns
+
+
+@pytest.fixture
+def terminal(chat_model, tmp_path):
+    """`tfcli chat` in a pseudo-terminal, as a user at a terminal runs it."""
+    import os
+    import sys
+
+    pexpect = pytest.importorskip("pexpect")
+    env = dict(os.environ, TFCLI_HOME=str(tmp_path / "home"), NO_COLOR="1", TERM="xterm", PYTHONPATH=os.pathsep.join(sys.path))
+    spawned = []
+
+    def start():
+        child = pexpect.spawn(
+            sys.executable, ["-m", "tfcli", "chat", "-m", str(chat_model), "-t", "0", "-n", "2"],
+            env=env, encoding="utf-8", timeout=30, dimensions=(24, 200),
+        )  # fmt: skip
+        child.expect_exact("> ")
+        spawned.append(child)
+        return child
+
+    yield start
+    for child in spawned:
+        child.close(force=True)
+
+
+def _until_prompt(child) -> str:
+    child.expect_exact("\n> ")
+    return child.before
+
+
+def test_terminal_arrow_keys_edit_the_line_and_history_recalls_it(terminal):
+    child = terminal()
+    child.send("/sytem\x1b[D\x1b[D\x1b[Ds\r")  # three times left, insert 's': /system
+    shown = _until_prompt(child)
+    assert "no system message" in shown and "^[[D" not in shown and "unknown command" not in shown
+    child.send("/show\r")
+    _until_prompt(child)
+    child.send("\x1b[A\x1b[A\r")  # up twice: /system again
+    assert "no system message" in _until_prompt(child)
+    child.sendeof()
+    child.expect(pexpect_eof())
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_terminal_help_unknown_word_and_bye(terminal):
+    child = terminal()
+    child.send("/help\r")
+    assert "/bye" in _until_prompt(child)
+    child.send("/frob\r")
+    assert "unknown command /frob" in _until_prompt(child)
+    child.send("/bye\r")
+    child.expect(pexpect_eof())
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_terminal_ctrl_d_ends_the_line(terminal):
+    child = terminal()
+    child.sendeof()
+    child.expect(pexpect_eof())
+    assert child.before.startswith("\r\n")  # the shell's prompt will not be glued to "> "
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_terminal_ctrl_c_at_the_prompt_ends_the_line(terminal):
+    child = terminal()
+    child.sendintr()
+    child.expect(pexpect_eof())
+    assert child.before.startswith("\r\n") or child.before.startswith("^C\r\n")
+    child.close()
+    assert child.exitstatus == 130
+
+
+def pexpect_eof():
+    import pexpect
+
+    return pexpect.EOF

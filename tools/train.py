@@ -58,9 +58,10 @@ class Corpus:
     n_chars: int  # characters in the corpus file
     n_docs: tuple[int, int] | None  # (train, val) poems, for the poems format
     sha256: str
+    first_lines: torch.Tensor | None = None  # [N_poems] offsets in train_ids of each poem's first line (after its title)
 
 
-def load_corpus(path: Path, fmt: str, val_fraction: float, val_every: int) -> Corpus:
+def load_corpus(path: Path, fmt: str, val_fraction: float, val_every: int, mark_titles: bool = False) -> Corpus:
     raw = path.read_bytes()
     text = raw.decode("utf-8")
     # The vocabulary is every character of the whole corpus (nanoGPT's convention): ids stay
@@ -77,18 +78,26 @@ def load_corpus(path: Path, fmt: str, val_fraction: float, val_every: int) -> Co
         train_text, val_text = text[:cut], text[cut:]
         train, val = encode(train_text), encode(val_text)
         n_docs = None
+        first_lines = []
     else:
         poems = [b.strip("\n") for b in text.split("\n\n") if b.strip()]
+        if mark_titles:
+            poems = [_marked(p) for p in poems]
         train_poems = [p for i, p in enumerate(poems) if i % val_every != val_every - 1]
         val_poems = [p for i, p in enumerate(poems) if i % val_every == val_every - 1]
 
-        def stream(ps: list[str]) -> list[int]:  # EOT p1 EOT p2 ... EOT pN EOT
+        first_lines: list[int] = []
+
+        def stream(ps: list[str], starts: list[int] | None = None) -> list[int]:  # EOT p1 EOT p2 ... EOT pN EOT
             ids = [eot]
             for p in ps:
+                title, _, rest = p.partition("\n")
+                if starts is not None and rest:
+                    starts.append(len(ids) + len(title) + 1)  # one token per character: the title, its newline
                 ids += encode(p) + [eot]
             return ids
 
-        train, val = stream(train_poems), stream(val_poems)
+        train, val = stream(train_poems, first_lines), stream(val_poems)
         val_text = EOT + "".join(p + EOT for p in val_poems)
         n_docs = (len(train_poems), len(val_poems))
     return Corpus(
@@ -99,7 +108,16 @@ def load_corpus(path: Path, fmt: str, val_fraction: float, val_every: int) -> Co
         n_chars=len(text),
         n_docs=n_docs,
         sha256=hashlib.sha256(raw).hexdigest(),
+        first_lines=torch.tensor(first_lines, dtype=torch.long) if fmt == "poems" else None,
     )
+
+
+def _marked(poem: str) -> str:
+    """The poem with its title line in 《》, the corpus's own mark for a title (《全唐诗》), so that a
+    bare first line reads as verse: without the mark a short line after <|endoftext|> is as often a
+    title as a first line, and a model given 床前明月光 may end it as a title with 。 and stop."""
+    title, sep, rest = poem.partition("\n")
+    return f"《{title}》{sep}{rest}"
 
 
 def build_tokenizer(chars: list[str]) -> Tokenizer:
@@ -124,9 +142,18 @@ def unigram_baseline(train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_size:
     return float(-logp[val_ids].mean())
 
 
-def random_batch(ids: torch.Tensor, batch: int, ctx: int, gen: torch.Generator):
-    """Random windows of ctx + 1 tokens: inputs [B, T] and next-token targets [B, T]."""
+def random_batch(ids: torch.Tensor, batch: int, ctx: int, gen: torch.Generator, first_lines: torch.Tensor | None = None, fraction: float = 0.0):
+    """Random windows of ctx + 1 tokens: inputs [B, T] and next-token targets [B, T].
+
+    With `fraction`, that share of the windows starts at a poem's first line instead, so that the
+    model also learns what a text that *starts* with a bare line is: a poem's first line (a random
+    window that starts with five characters is as often the second half of a line, ending in 。).
+    """
     starts = torch.randint(len(ids) - ctx - 1, (batch,), generator=gen)
+    n_first = round(batch * fraction) if first_lines is not None and len(first_lines) else 0
+    if n_first:
+        usable = first_lines[first_lines < len(ids) - ctx - 1]
+        starts[:n_first] = usable[torch.randint(len(usable), (n_first,), generator=gen)]
     rows = torch.stack([ids[s : s + ctx + 1] for s in starts.tolist()])  # [B, T+1]
     return rows[:, :-1], rows[:, 1:]
 
@@ -193,7 +220,7 @@ def train(args) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
-    corpus = load_corpus(Path(args.data), args.format, args.val_fraction, args.val_every)
+    corpus = load_corpus(Path(args.data), args.format, args.val_fraction, args.val_every, args.mark_titles)
     vocab_size = len(SPECIALS) + len(corpus.chars)
     eot = SPECIALS.index(EOT)
     print(
@@ -217,7 +244,17 @@ def train(args) -> None:
         bos_token_id=eot,
         eos_token_id=eot,
     )
-    model = GPT2LMHeadModel(config)
+    if args.init_from:
+        # Fine-tuning: the same shape and the same vocabulary as the folder, or the ids would mean
+        # other characters than the ones the weights learned.
+        model = GPT2LMHeadModel.from_pretrained(args.init_from, dtype=torch.float32)
+        old = Tokenizer.from_file(str(Path(args.init_from) / "tokenizer.json")).get_vocab()
+        require(old == build_tokenizer(corpus.chars).get_vocab(), f"{args.init_from}'s vocabulary is this corpus's")
+        config = model.config
+        for key, value in (("n_layer", args.n_layer), ("n_embd", args.n_embd), ("n_head", args.n_head), ("n_positions", args.context)):
+            require(getattr(config, key) == value, f"--{key.replace('_', '-')} {value} is {args.init_from}'s ({getattr(config, key)})")
+    else:
+        model = GPT2LMHeadModel(config)
     n_params = sum(p.numel() for p in model.parameters())  # tied lm_head counted once
     print(
         f"model: n_layer {args.n_layer}, n_embd {args.n_embd}, n_head {args.n_head}, "
@@ -241,7 +278,7 @@ def train(args) -> None:
             print(f"eval step {step}: train {tl:.4f} val {vl:.4f} ({time.perf_counter() - t0:.0f} s)", flush=True)
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, args)
-        x, y = random_batch(corpus.train_ids, args.batch_size, args.context, gen)
+        x, y = random_batch(corpus.train_ids, args.batch_size, args.context, gen, corpus.first_lines, args.first_line_windows)
         with autocast:
             loss = loss_on(model, x, y)
         optimizer.zero_grad(set_to_none=True)
@@ -331,7 +368,9 @@ def verify(out: Path, corpus: Corpus, val_eval, val_loss: float, n_params: int) 
     require(len(enc) == len(plain_val), "one token per character")
     require(tok.decode(enc) == plain_val, "decode(encode(val)) == val")
     odd = "a☃\n b"  # a character outside the vocabulary must become <unk>, not crash
-    require(tok.encode(odd).ids == ids_of(tok, ["a", UNK, "\n", " ", "b"]), "unknown characters map to <unk>")
+    unk = tok.token_to_id(UNK)
+    want = [unk if tok.token_to_id(c) is None else tok.token_to_id(c) for c in "a☃\n b"]  # the Tang corpus has no "a"
+    require(tok.encode(odd).ids == want and want[1] == unk, "unknown characters map to <unk>")
 
     with safe_open(str(out / "model.safetensors"), "pt") as f:
         stored = {k: f.get_slice(k).get_shape() for k in f.keys()}
@@ -394,7 +433,7 @@ def write_card(out, args, corpus, config, n_params, baseline, train_loss, val_lo
     card = f"""# {out.name}: a character-level GPT-2 trained on {Path(args.data).name}
 
 A small GPT-2 (the `transformers` `GPT2LMHeadModel` architecture: pre-LN, `gelu_new`, learned
-positions, tied input/output embeddings) trained from scratch by `tools/train.py`, one token per
+positions, tied input/output embeddings) trained {"from " + args.init_from + " (fine-tuned)" if args.init_from else "from scratch"} by `tools/train.py`, one token per
 character. It ships with tfcli as an embedded model.
 
 ## Corpus
@@ -501,6 +540,9 @@ def parse_args(argv=None):
     p.add_argument("--prompt", default="\n", help="a sample is printed from this prompt at the end")
     p.add_argument("--temperature", type=float, default=0.8, help="written to generation_config.json")
     p.add_argument("--top-k", type=int, default=40, help="written to generation_config.json")
+    p.add_argument("--mark-titles", action="store_true", help="poems: write each title line as 《title》")
+    p.add_argument("--first-line-windows", type=float, default=0.0, help="poems: this share of each batch starts at a poem's first line")
+    p.add_argument("--init-from", help="fine-tune: start from this model folder's weights (same shape and vocabulary)")
     p.add_argument("--no-save", dest="save", action="store_false", help="exploration: train and report only")
     args = p.parse_args(argv)
     if args.save and not args.out:

@@ -10,6 +10,7 @@ import errno
 import os
 import sys
 import warnings
+from typing import Annotated
 
 import typer
 from typer.core import TyperGroup
@@ -165,40 +166,90 @@ def _reopen_closed_streams() -> None:
         setattr(sys, name, open(fd, mode, encoding="utf-8", errors="replace", closefd=False))
 
 
+ENVIRONMENT = (
+    ("TFCLI_HOME", "where pulled models and the chat history are kept (default: $XDG_CACHE_HOME/tfcli, else ~/.cache/tfcli)"),
+    ("TFCLI_THREADS", "threads when --threads is not given (default: the idle cores)"),
+    ("TFCLI_FONT", "a .ttf/.otf/.ttc font for the labels of PNG pictures"),
+    ("NO_COLOR", "set to anything: no colours (https://no-color.org)"),
+    ("XDG_CACHE_HOME", "the cache folder TFCLI_HOME defaults under"),
+)
+
+
+class App(ErrorBoundary):
+    """The tfcli group: the error boundary, with the options of every help tidied (cli/command.py)."""
+
+    def get_params(self, ctx) -> list:
+        from .command import tidy
+
+        params = super().get_params(ctx)
+        tidy(params)
+        return params
+
+    def format_help(self, ctx, formatter) -> None:
+        from .command import light_help
+
+        light_help()
+        return super().format_help(ctx, formatter)
+
+
 app = typer.Typer(
-    cls=ErrorBoundary,
+    cls=App,
     name="tfcli",
     help="See inside a GPT-style transformer: generate text with a NumPy engine, count its parameters, draw its attention.",
-    no_args_is_help=True,
-    add_completion=False,
+    # Rich help puts each paragraph of an epilog on a line of its own.
+    epilog="\n\n".join(["Environment variables:", *(f"{name}: {what}" for name, what in ENVIRONMENT)]),
+    invoke_without_command=True,  # bare `tfcli` prints the help and exits 0 (see _root)
+    add_completion=True,  # --install-completion, --show-completion
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from tfcli import __version__
+
+        print(f"tfcli {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option("--version", "-V", help="Print the version and exit.", callback=_version, is_eager=True)] = False,
+) -> None:
+    # click's no_args_is_help ends with a usage error (exit 2, and an empty "error:" through the
+    # boundary); a command line asked for nothing has done nothing wrong, so: the help, and 0.
+    if ctx.invoked_subcommand is None:
+        text = ctx.get_help()  # Rich help prints itself and returns ""; click's plain help returns the text
+        if text:
+            print(text)
+        raise typer.Exit(0)
+
+
 # One file per command; each module keeps its heavy imports inside the command function.
 from . import attn, bench, chat, generate, params, tokenize  # noqa: E402
+from .command import Command  # noqa: E402
 
-app.command("generate")(generate.generate)
-app.command("chat")(chat.chat)
-app.command("tokenize")(tokenize.tokenize)
-app.command("params")(params.params)
-app.command("attn")(attn.attn)
-app.command("bench")(bench.bench)
+app.command("generate", cls=Command)(generate.generate)
+app.command("chat", cls=Command)(chat.chat)
+app.command("tokenize", cls=Command)(tokenize.tokenize)
+app.command("params", cls=Command)(params.params)
+app.command("attn", cls=Command)(attn.attn)
+app.command("bench", cls=Command)(bench.bench)
 
-from . import convert, explore, models, pull  # noqa: E402
+from . import convert, embed, explore, geometry, lens, models, neurons, pull, rm, show  # noqa: E402
 
-app.command("models")(models.models)
-app.command("pull")(pull.pull)
-app.command("convert")(convert.convert)
-app.command("explore")(explore.explore)
-
-from . import embed, geometry, lens, neurons  # noqa: E402
-
-app.command("lens")(lens.lens)
-app.command("embed")(embed.embed)
-app.command("neurons")(neurons.neurons)
-app.command("geometry")(geometry.geometry)
+app.command("models", cls=Command)(models.models)
+app.command("show", cls=Command)(show.show)
+app.command("pull", cls=Command)(pull.pull)
+app.command("rm", cls=Command)(rm.rm)
+app.command("convert", cls=Command)(convert.convert)
+app.command("lens", cls=Command)(lens.lens)
+app.command("embed", cls=Command)(embed.embed)
+app.command("neurons", cls=Command)(neurons.neurons)
+app.command("geometry", cls=Command)(geometry.geometry)
+app.command("explore", cls=Command)(explore.explore)
 
 
 def main() -> None:

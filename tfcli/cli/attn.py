@@ -175,7 +175,7 @@ def _mask(text, model, spec, as_json, png, svg, csv_path) -> None:
         allowed, w = weights(n)
         view.write_files(png, svg, csv_path, f"{pat.name} mask · {n} tokens", [[view.panel("softmax(masked scores)", w, allowed, labels)]], w[None, None], [0], [0], labels)
         if as_json:
-            view.mask_json(pat, labels, allowed, w)
+            view.mask_json(model, pat, labels, allowed, w)
             return
     shown = min(n, heatmap.columns_that_fit(out.width, labels, 5, extra=6))
     view.mask(pat, labels, how, *weights(shown), kept=pat.kept(n))
@@ -214,7 +214,7 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
         heading = f"{lm.name} · {view.which(layers, cfg.n_layer, 'layer')} · {view.which(heads, cfg.n_head, 'head')} · {len(ids)} tokens"
         view.write_files(png, svg, csv_path, heading, grid, weights, layers, heads, labels)
     if as_json:
-        view.patterns_json(lm.name, text, ids, labels, layers, heads, weights)
+        view.patterns_json(lm.name, cfg, lm.tokenizer, text, ids, labels, layers, heads, weights)
         return
     view.patterns(lm.name, cfg, weights, allowed, labels, layers, heads, values, fit.value)
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import json
-from typing import Annotated
+import sys
+import time
+from typing import Annotated, Optional
 
 import typer
 
 from . import options
-from .console import err, out
+from .console import err, note, out
 
 
 def bench(
     model: options.Model = None,
-    prompt_tokens: Annotated[str, typer.Option("--prompts", help="Prompt lengths to time the prompt pass with, comma-separated.")] = "16,128,512",
-    new_tokens: Annotated[int, typer.Option("--new-tokens", "-n", help="Tokens to decode per run.")] = 128,
+    prompt_tokens: Annotated[
+        Optional[str],
+        typer.Option("--prompts", help="Prompt lengths to time the prompt pass with, comma-separated. (default: 16,128,512, the longer ones cut to the model's context)", show_default=False),
+    ] = None,
+    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", "-n", help="Tokens to decode per run. (default: 128, or what the context has room for)", show_default=False)] = None,
     runs: Annotated[int, typer.Option("--runs", help="Runs per figure; the median is reported.")] = 3,
     threads: options.Threads = None,
     as_json: options.Json = False,
@@ -30,32 +34,39 @@ def bench(
     """
     from tfcli.engine import bench as engine_bench
     from tfcli.engine.errors import UsageError
-    from tfcli.engine.memory import human_bytes
-
-    try:
-        prompts = [int(x) for x in prompt_tokens.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"--prompts takes comma-separated token counts, not {prompt_tokens!r}") from None
-    if not prompts or min(prompts) < 1:
-        raise UsageError("--prompts needs positive token counts")
-    if new_tokens < 1 or runs < 1:
-        raise UsageError("--new-tokens and --runs must be at least 1")
     from tfcli.engine.families import load_config
+    from tfcli.engine.memory import human_bytes
 
     n_threads = options.apply_threads(threads)
     folder = options.model_folder(model)
     n_ctx = load_config(folder / "config.json").n_ctx  # the shape only: bench.run loads (and times) the model
-    if max(prompts) > n_ctx or 16 + new_tokens > n_ctx:
-        raise UsageError(f"the model's context is {n_ctx} tokens", f"use --prompts and --new-tokens that fit (16 + new tokens <= {n_ctx})")
-    with err.status("measuring (prompt passes, decoding, memory bandwidth)..."):
-        r = engine_bench.run(folder, prompts, new_tokens, runs, workers=n_threads)
+    default_prompts, default_new = engine_bench.default_sizes(n_ctx)
+    if prompt_tokens is None:
+        prompts = default_prompts
+    else:
+        try:
+            prompts = [int(x) for x in prompt_tokens.split(",") if x.strip()]
+        except ValueError:
+            raise UsageError(f"--prompts takes comma-separated token counts, not {prompt_tokens!r}") from None
+    new_tokens = default_new if new_tokens is None else new_tokens
+    if not prompts or min(prompts) < 1:
+        raise UsageError("--prompts needs positive token counts")
+    if new_tokens < 1 or runs < 1:
+        raise UsageError("--new-tokens and --runs must be at least 1")
+    start = engine_bench.DECODE_PROMPT
+    if max(prompts) > n_ctx or start + new_tokens > n_ctx:
+        raise UsageError(f"the model's context is {n_ctx} tokens", f"use --prompts and --new-tokens that fit ({start} + new tokens <= {n_ctx})")
+    r = _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads)
     fraction = r.decode_tps / r.ceiling_tps if r.ceiling_tps else 0.0
+    name = model or "shakespeare"
     if as_json:
-        print(json.dumps({**r.__dict__, "ceiling_fraction": fraction, "threads": n_threads}))
+        from .json import emit
+
+        emit({"model": name, **r.__dict__, "prompts": prompts, "new_tokens": new_tokens, "runs": runs, "ceiling_fraction": fraction, "threads": n_threads})
         return
     from rich.table import Table
 
-    t = Table(title=f"tfcli bench: {model or 'shakespeare'}, {n_threads} thread{'s' if n_threads != 1 else ''}", title_justify="left")
+    t = Table(title=f"tfcli bench: {name}, {n_threads} thread{'s' if n_threads != 1 else ''}", title_justify="left")
     t.add_column("measure")
     t.add_column("value", justify="right")
     t.add_row("load", f"{r.load_s:.3f} s")
@@ -68,3 +79,18 @@ def bench(
     t.add_row("decode ceiling = weights / bandwidth", f"{r.ceiling_tps:,.1f} tok/s")
     t.add_row("decode as a fraction of the ceiling", f"[bold]{fraction:.0%}[/]")
     out.print(t)
+
+
+def _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads):
+    """engine bench.run with its stages shown: a spinner line at a terminal, else one line per stage
+    on stderr (a bench takes tens of seconds; a log should say where it is)."""
+    t0 = time.perf_counter()
+    if err.is_terminal:
+        with err.status("tfcli bench") as status:
+            return engine_bench.run(folder, prompts, new_tokens, runs, workers=n_threads, stage=lambda text: status.update(f"{text}..."))
+
+    def stage(text: str) -> None:
+        note(f"[{time.perf_counter() - t0:5.1f} s] {text}")
+        sys.stderr.flush()
+
+    return engine_bench.run(folder, prompts, new_tokens, runs, workers=n_threads, stage=stage)

@@ -1,8 +1,14 @@
-"""tfcli chat: talk to a chat model, turn after turn, keeping the KV cache between turns."""
+"""tfcli chat: talk to a chat model, turn after turn, keeping the KV cache between turns.
+
+At a terminal the line is read through Python's readline (arrow keys, history, Ctrl-R), as the
+REPLs people know do; piped lines are read as they come. Lines that start with '/' are commands
+(ollama's set: /help, /bye, /clear, /set, /show, /system), never sent to the model.
+"""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Optional
 
 import typer
@@ -10,9 +16,44 @@ import typer
 from . import options
 from .console import err, note, warn
 
+DEFAULT_CHAT_MODEL = "smollm2"
+
+ChatModel = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        "-m",
+        help=f"A chat model: a name (see 'tfcli models') or a model folder with a chat template. Default: {DEFAULT_CHAT_MODEL} (pulled on first use).",
+        show_default=False,
+    ),
+]
+
+# The knobs /set accepts: name -> (type, spellings). The names are SamplingParams' fields plus the
+# reply length; the spellings are the flags' and llama.cpp's/ollama's.
+KNOBS: dict[str, tuple[type, tuple[str, ...]]] = {
+    "temperature": (float, ("temp", "t")),
+    "top_k": (int, ()),
+    "top_p": (float, ()),
+    "min_p": (float, ()),
+    "repetition_penalty": (float, ("repeat_penalty",)),
+    "repeat_last_n": (int, ()),
+    "seed": (int, ("s",)),
+    "max_tokens": (int, ("n", "num_predict")),
+}
+
+COMMANDS = (
+    ("/help", "this list (also /?)"),
+    ("/bye", "leave (also /exit, /quit, Ctrl-D)"),
+    ("/clear", "forget the conversation, keep the system message (also /reset)"),
+    ("/system TEXT", "set the system message (alone: show it; '/system -' removes it)"),
+    ("/set KNOB VALUE", "change a setting: " + ", ".join(KNOBS)),
+    ("/show", "the model and the settings"),
+    ("//TEXT", "send a message that starts with '/'"),
+)
+
 
 def chat(
-    model: options.Model = None,
+    model: ChatModel = None,
     system: Annotated[Optional[str], typer.Option("--system", help="A system message that opens the conversation.", show_default=False)] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Longest reply, in tokens.")] = 512,
     temperature: options.Temperature = None,
@@ -24,85 +65,264 @@ def chat(
     seed: options.Seed = None,
     threads: options.Threads = None,
 ) -> None:
-    """Chat with a model that has a chat template (such as smollm2).
+    """Chat with a model that has a chat template; by default smollm2, pulled on first use.
 
     Each turn reuses the KV cache of the conversation so far: only the new message is computed.
-    Type /reset to start over, /exit or Ctrl-D to leave; Ctrl-C stops a reply. Lines piped on
-    stdin are read as successive user messages.
+    At a terminal the arrow keys edit the line and recall earlier ones. Commands: /help, /bye (or
+    Ctrl-D) to leave, /clear to start over, /system TEXT, /set temperature 0.5 (and the other
+    sampling knobs), /show. Ctrl-C stops a reply. Lines piped on stdin are read as successive
+    user messages (and commands).
 
-    Example:
+    Examples:
 
-      tfcli chat -m smollm2 --system "Answer in one sentence."
+      tfcli chat
+
+      tfcli chat -m smollm2 --system "Answer in one sentence." -t 0.5
     """
-    from tfcli.engine.errors import PromptError, UsageError
-    from tfcli.engine.generate import Generation, Session
-    from tfcli.engine.tokenizer import check_utf8
-
-    from .generate import chat_prompt, require_chat_template
+    from tfcli.engine.errors import UsageError
 
     if max_tokens < 1:
         raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
     n_threads = options.apply_threads(threads)
-    lm = options.load_model(model)
+    lm = options.load_model(model or DEFAULT_CHAT_MODEL)
     for w in lm.warnings:
         warn(w)
-    require_chat_template(lm)
-    sampler = options.sampler(
+    require_template(lm)
+    params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
         repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=seed,
-    )  # fmt: skip
-    session = Session(lm.model, workers=n_threads)
-    history: list[dict[str, str]] = []
+    ).params  # fmt: skip
+    state = ChatState(lm=lm, system=system, params=params, max_tokens=max_tokens)
+    _run(state, n_threads)
+
+
+def require_template(lm) -> None:
+    """Refuse a model that cannot chat, with words about this command (there is no --chat flag here)."""
+    from tfcli.engine.errors import UsageError
+
+    if lm.chat is None:
+        raise UsageError(
+            f"{lm.name} has no chat template, so it cannot chat",
+            f"use a chat model such as {DEFAULT_CHAT_MODEL}, the default; or continue text with: tfcli generate -m {lm.name}",
+        )
+
+
+@dataclass
+class ChatState:
+    """What a conversation is: the model, the messages so far, and the settings /set changes."""
+
+    lm: object
+    system: str | None
+    params: object  # SamplingParams
+    max_tokens: int
+    history: list[dict[str, str]] = field(default_factory=list)
+    sampler: object = None
+
+    def __post_init__(self):
+        from tfcli.engine.sampling import Sampler
+
+        self.sampler = Sampler(self.params)
+
+    def set(self, knob: str, value: str) -> str:
+        """Change one setting; returns what it now is. Raises UsageError for a bad name or value."""
+        from tfcli.engine.errors import UsageError
+        from tfcli.engine.sampling import Sampler
+
+        name = knob.lower().lstrip("-").replace("-", "_")
+        name = next((k for k, (_, spellings) in KNOBS.items() if name == k or name in spellings), name)
+        if name not in KNOBS:
+            raise UsageError(f"no setting {knob!r}", f"one of: {', '.join(KNOBS)}")
+        kind = KNOBS[name][0]
+        if name == "seed" and value.lower() in ("none", "random", "off"):
+            number = None
+        else:
+            try:
+                number = kind(value)
+            except ValueError:
+                raise UsageError(f"{name} takes {'a whole number' if kind is int else 'a number'}, not {value!r}") from None
+        if name == "max_tokens":
+            if number < 1:
+                raise UsageError(f"max_tokens must be at least 1, not {number}")
+            self.max_tokens = number
+            return f"max_tokens = {number}"
+        params = replace(self.params, **{name: number})
+        params.validate()  # the flags' own checks and messages (UsageError)
+        sampler = Sampler(params)
+        if name != "seed":
+            sampler.rng = self.sampler.rng  # the random stream goes on; only a new seed restarts it
+        self.params, self.sampler = params, sampler
+        return f"{name} = {_shown(number)}"
+
+    def settings(self) -> list[tuple[str, str]]:
+        p = self.params
+        lm = self.lm
+        return [
+            ("model", f"{lm.name} ({lm.config.family}, {lm.config.n_layer} layers, {lm.config.n_ctx:,}-token context)"),
+            ("system", self.system if self.system else "(none)"),
+            ("conversation", f"{len(self.history) // 2} turn{'s' if len(self.history) != 2 else ''}"),
+            *((k, _shown(getattr(p, k))) for k in KNOBS if k != "max_tokens"),
+            ("max_tokens", str(self.max_tokens)),
+        ]
+
+
+def _shown(value) -> str:
+    return "random" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _run(state: ChatState, n_threads: int) -> None:
+    from tfcli.engine.generate import Session
+
     interactive = sys.stdin.isatty()
+    history_file = _line_editing() if interactive and sys.stdout.isatty() else None
+    session = Session(state.lm.model, workers=n_threads)
     if interactive:
-        note(f"chatting with {lm.name} ({lm.config.n_ctx:,}-token context); /reset starts over, /exit or Ctrl-D leaves")
+        note(f"chatting with {state.lm.name} ({state.lm.config.n_ctx:,}-token context); /help lists the commands, /bye or Ctrl-D leaves")
+    try:
+        while True:
+            user = _read(interactive)
+            if user is None:
+                break
+            line = user.strip()
+            if not line:
+                continue
+            if line.startswith("/") and not line.startswith("//"):
+                if _command(state, line) == "leave":
+                    break
+                continue
+            _reply(state, session, user[1:] if line.startswith("//") else user)
+    finally:
+        if history_file is not None:
+            _save_history(history_file)
+
+
+def _read(interactive: bool) -> str | None:
+    """The next line typed or piped; None at the end (Ctrl-D or end of input)."""
+    from tfcli.engine.errors import PromptError
+    from tfcli.engine.tokenizer import check_utf8
+
     while True:
         try:
             user = input("> " if interactive else "")
             check_utf8(user, "the message")  # bytes that are not UTF-8 arrive from a lenient stdin as lone surrogates
+            return user
         except EOFError:
-            break
+            if interactive:  # Ctrl-D: end the "> " line, so that the shell's prompt starts on its own
+                sys.stdout.write("\n")
+                sys.stdout.flush()
+            return None
         except KeyboardInterrupt:
+            if interactive:
+                sys.stdout.write("\n")
+                sys.stdout.flush()
             raise typer.Exit(130) from None
         except (UnicodeDecodeError, PromptError) as e:  # not UTF-8 (a strict stdin raises the first)
             problem = e if isinstance(e, PromptError) else PromptError(f"the message is not valid UTF-8 (byte {e.object[e.start]:#04x})", "convert the text to UTF-8")
             if not interactive:
                 raise problem from None
             warn(f"{problem.message}; not sent, type it again")  # a typing slip should not end the conversation
-            continue
-        command = user.strip()
-        if command in ("/exit", "/quit"):
-            break
-        if command == "/reset":
-            history.clear()
-            note("conversation cleared")
-            continue
-        if not command:
-            continue
-        ids = lm.tokenizer.encode(chat_prompt(lm, user, system, history))
+
+
+def _command(state: ChatState, line: str) -> str | None:
+    """Carry out one /command; 'leave' to end the chat. Feedback goes to stderr, beside the stats."""
+    from rich.markup import escape
+
+    from tfcli.engine.errors import UsageError
+
+    word, _, rest = line.partition(" ")
+    word, rest = word.lower(), rest.strip()
+    if word in ("/bye", "/exit", "/quit"):
+        return "leave"
+    if word in ("/help", "/?"):
+        for usage, what in COMMANDS:
+            err.print(f"  [bold]{escape(usage):<16}[/] {escape(what)}", soft_wrap=True)
+    elif word in ("/clear", "/reset"):
+        state.history.clear()
+        note("conversation cleared")
+    elif word == "/system":
+        if not rest:
+            note(f"system message: {state.system}" if state.system else "no system message")
+        else:
+            state.system = None if rest == "-" else rest
+            note("system message removed" if state.system is None else "system message set; the conversation goes on with it")
+    elif word == "/set":
+        knob, _, value = rest.partition(" ")
+        if not knob or not value.strip():
+            warn(f"usage: /set KNOB VALUE, where KNOB is one of {', '.join(KNOBS)}")
+        else:
+            try:
+                note(state.set(knob, value.strip()))
+            except UsageError as e:
+                warn(f"{e.message.removeprefix('--')}" + (f" ({e.hint})" if e.hint else "") + "; nothing changed")
+    elif word == "/show":
+        for key, value in state.settings():
+            err.print(f"  [bold]{key:<19}[/] {escape(value)}", soft_wrap=True)
+    else:
+        warn(f"unknown command {word}; not sent to the model. The commands: {', '.join(u.split()[0] for u, _ in COMMANDS)}")
+    return None
+
+
+def _reply(state: ChatState, session, user: str) -> None:
+    from tfcli.engine.generate import Generation
+
+    from .generate import chat_prompt
+
+    lm = state.lm
+    ids = lm.tokenizer.encode(chat_prompt(lm, user, state.system, state.history))
+    room = session.capacity - len(ids) + 1
+    if room < 2:
+        warn(f"the conversation fills the context ({len(ids):,} of {session.capacity:,} tokens); starting over")
+        state.history.clear()
+        ids = lm.tokenizer.encode(chat_prompt(lm, user, state.system, state.history))
         room = session.capacity - len(ids) + 1
-        if room < 2:
-            warn(f"the conversation fills the context ({len(ids):,} of {session.capacity:,} tokens); starting over")
-            history.clear()
-            ids = lm.tokenizer.encode(chat_prompt(lm, user, system, history))
-            room = session.capacity - len(ids) + 1
-        gen = Generation(session, lm.tokenizer, ids, sampler, min(max_tokens, room), eos_ids=lm.chat_eos_ids())
-        reply: list[str] = []
-        try:
-            for step in gen:
-                if step.text:
-                    reply.append(step.text)
-                    sys.stdout.write(step.text)
-                    sys.stdout.flush()
-        except KeyboardInterrupt:
-            reply.append(gen.flush())
-            sys.stdout.write(reply[-1])
-            gen.stats.stop_reason = "interrupted"
-        sys.stdout.write("\n")
-        sys.stdout.flush()
-        s = gen.stats
-        err.print(
-            f"[dim]{s.prompt_tokens} new prompt tokens (of {len(ids)}) · {s.new_tokens} reply · "
-            f"decode {s.decode_tps:,.1f} tok/s · stopped: {s.stop_reason}[/]"
-        )
-        history += [{"role": "user", "content": user}, {"role": "assistant", "content": "".join(reply)}]
+    gen = Generation(session, lm.tokenizer, ids, state.sampler, min(state.max_tokens, room), eos_ids=lm.chat_eos_ids())
+    reply: list[str] = []
+    try:
+        for step in gen:
+            if step.text:
+                reply.append(step.text)
+                sys.stdout.write(step.text)
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        reply.append(gen.flush())
+        sys.stdout.write(reply[-1])
+        gen.stats.stop_reason = "interrupted"
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    s = gen.stats
+    err.print(
+        f"[dim]{s.prompt_tokens} new prompt tokens (of {len(ids)}) · {s.new_tokens} reply · "
+        f"decode {s.decode_tps:,.1f} tok/s · stopped: {s.stop_reason}[/]",
+        soft_wrap=True,  # one line whatever the width: scripts read it, and a terminal wraps it itself
+    )
+    state.history += [{"role": "user", "content": user}, {"role": "assistant", "content": "".join(reply)}]
+
+
+def _line_editing():
+    """Turn on readline's line editing and history for input(); the history file, or None.
+
+    The history is kept in TFCLI_HOME (chat_history), as shells and Python's REPL keep theirs;
+    a platform without readline (Windows without pyreadline) simply reads plain lines.
+    """
+    try:
+        import readline
+    except ImportError:
+        return None
+    from tfcli.store.registry import home_dir
+
+    path = home_dir() / "chat_history"
+    try:
+        readline.read_history_file(path)
+    except (OSError, ValueError):
+        pass  # no history yet, or unreadable: start empty
+    readline.set_history_length(1000)
+    return path
+
+
+def _save_history(path) -> None:
+    import readline
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        readline.write_history_file(path)
+    except OSError:
+        pass  # a read-only home: the history is not kept, the chat worked anyway

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -46,11 +45,13 @@ def models(
             rows.append(
                 {
                     "name": name, "kind": "pullable", "params": recipe.n_params, "bytes": None, "download_bytes": recipe.download_bytes,
-                    "shape": description, "path": None, "source": recipe.source, "problems": [],
+                    "family": None, "shape": None, "about": description, "path": None, "source": recipe.source, "problems": [],
                 }
             )  # fmt: skip
     if as_json:
-        print(json.dumps({"cache": str(registry.cache_dir()), "models": rows}, ensure_ascii=False, indent=2))
+        from .json import emit
+
+        emit({"cache": str(registry.cache_dir()), "models": rows}, indent=2)
     else:
         _render(rows, registry.cache_dir(), quiet=verify and any(r["problems"] for r in rows))
     bad = [r for r in rows if r["problems"]]
@@ -72,7 +73,9 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
     from tfcli.store.manifest import MANIFEST_NAME
     from tfcli.store.registry import cache_problems
 
-    row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": None, "shape": "", "path": str(folder), "problems": []}
+    from .json import model_shape
+
+    row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": None, "family": None, "shape": None, "about": "", "path": str(folder), "problems": []}
     if kind == "pulled":
         row["problems"] = cache_problems(folder, full=verify)
         if verify:
@@ -84,7 +87,8 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
         return row
     try:
         cfg = load_config(folder / "config.json")
-        row["shape"] = f"{cfg.family} · {cfg.n_layer} layers · d {cfg.d_model} · {cfg.n_head}/{cfg.n_kv_head} heads · ctx {cfg.n_ctx:,}"
+        row["family"], row["shape"] = cfg.family, model_shape(cfg)
+        row["about"] = f"{cfg.family} · {cfg.n_layer} layers · d {cfg.d_model} · {cfg.n_head}/{cfg.n_kv_head} heads · ctx {cfg.n_ctx:,}"
         tensors = open_tensors(folder)
         row["params"] = sum(_numel(tensors.shape(n)) for n in tensors.names)
     except TfcliError as e:
@@ -142,7 +146,7 @@ def _render(rows: list[dict[str, Any]], cache: Path, quiet: bool = False) -> Non
             size, where = _human(r["bytes"], "B"), r["path"]
         pad, pad_status = " " * (width - len(r["name"])), " " * (status_width - len(plain))
         out.print(f"[bold cyan]{escape(r['name'])}[/]{pad}  {status}{pad_status}  {_human(r['params']):>6} params  {size}", soft_wrap=True, emoji=False)
-        for line, style in [(where, ""), (r["shape"], "dim")] + [(p, "red") for p in r["problems"]]:
+        for line, style in [(where, ""), (r["about"], "dim")] + [(p, "red") for p in r["problems"]]:
             if line:
                 out.print(f"    [{style}]{escape(line)}[/]" if style else f"    {escape(line)}", soft_wrap=True, emoji=False)
     if not quiet:

@@ -111,7 +111,10 @@ def params(
         shown = str(Path(from_value)) if _is_path(from_value) else str(weights)  # as typed, or the folder a name found
         report["from"] = R.build_from(subject, shown, *_read_shapes(weights))
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        from .json import emit
+
+        model_name = Path(from_value).name if from_value is not None and _is_path(from_value) else from_value or model
+        emit({"model": model_name} | report)  # None for a preset or a shape from flags
     else:
         from .views.params import render
 

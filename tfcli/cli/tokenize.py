@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -29,6 +28,8 @@ def tokenize(
     from tfcli.engine.errors import PromptError
     from tfcli.engine.tokenizer import Tokenizer
 
+    from .json import token
+
     text = read_text(text, "the text", "give some text to tokenize")
     tok = Tokenizer(options.model_folder(model) / "tokenizer.json")
     ids = tok.prompt(text)  # as generate feeds it to the model (a BOS where the tokenizer adds one)
@@ -36,10 +37,11 @@ def tokenize(
         raise PromptError("the text encodes to no tokens")
     rows = []
     for i in ids:
-        piece = tok.token_text(i)
-        rows.append({"id": i, "piece": tok.piece(i), "text": piece, "bytes": _token_bytes(tok, i, piece)})
+        rows.append(token(tok, i, with_bytes=True) | {"piece": tok.piece(i)})
     if as_json:
-        print(json.dumps({"text": text, "n_tokens": len(ids), "tokens": rows}, ensure_ascii=False))
+        from .json import emit
+
+        emit({"model": model or "shakespeare", "text": text, "n_tokens": len(ids), "tokens": rows})
         return
     from rich.table import Table
 
@@ -53,31 +55,3 @@ def tokenize(
         shown = repr(row["text"]) if "\ufffd" not in row["text"] else "(part of a character)"
         table.add_row(str(n), str(row["id"]), shown, row["piece"], row["bytes"])
     out.print(table)
-
-
-_BYTE_DECODER: dict[str, int] | None = None
-
-
-def _token_bytes(tok, token_id: int, text: str) -> str:
-    """The token's bytes: exact for byte-level BPE pieces (GPT-2's printable byte alphabet) and for
-    SentencePiece's byte tokens, else its text's UTF-8."""
-    global _BYTE_DECODER
-    if _BYTE_DECODER is None:
-        # GPT-2's bytes_to_unicode: printable bytes stand for themselves, the rest are shifted past 255.
-        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-        cs = bs[:]
-        n = 0
-        for b in range(256):
-            if b not in bs:
-                bs.append(b)
-                cs.append(256 + n)
-                n += 1
-        _BYTE_DECODER = {chr(c): b for b, c in zip(bs, cs)}
-    piece = tok.piece(token_id)
-    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):  # SentencePiece's byte fallback, <0xE4>
-        data = bytes([int(piece[3:5], 16)])
-    elif "\ufffd" in text and all(ch in _BYTE_DECODER for ch in piece):
-        data = bytes(_BYTE_DECODER[ch] for ch in piece)
-    else:
-        data = text.encode("utf-8")
-    return " ".join(f"{b:02x}" for b in data)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import resource
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,9 +51,28 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux, bytes on macOS
 
 
-def run(folder: Path, prompts: list[int], new_tokens: int, runs: int, roofline: bool = True, workers: int = 1) -> BenchResult:
+DEFAULT_PROMPTS = (16, 128, 512)
+DEFAULT_NEW_TOKENS = 128
+DECODE_PROMPT = 16  # the prompt each decode run starts from
+
+
+def default_sizes(n_ctx: int) -> tuple[list[int], int]:
+    """Prompt lengths and decode length that fit a context of n_ctx: the usual ones, with the
+    context itself in place of those longer than it (shakespeare's 256, tang's 128)."""
+    prompts = sorted({min(n, n_ctx) for n in DEFAULT_PROMPTS})
+    return prompts, max(1, min(DEFAULT_NEW_TOKENS, n_ctx - DECODE_PROMPT))
+
+
+def run(
+    folder: Path, prompts: list[int], new_tokens: int, runs: int, roofline: bool = True, workers: int = 1,
+    stage: Callable[[str], None] | None = None,
+) -> BenchResult:
+    """Measure a model folder. `stage(text)`, if given, is told each step before it starts (the CLI
+    shows it: a bench takes tens of seconds)."""
     from .loader import load_folder
 
+    tell = stage or (lambda text: None)
+    tell("loading the model")
     t0 = time.perf_counter()
     lm = load_folder(folder)
     load_s = time.perf_counter() - t0
@@ -63,16 +83,18 @@ def run(folder: Path, prompts: list[int], new_tokens: int, runs: int, roofline: 
 
     for n in prompts:
         times = []
-        for _ in range(runs):
+        for i in range(runs):
+            tell(f"prompt pass, {n} tokens (run {i + 1} of {runs})")
             s = Session(net, capacity=n, workers=workers)
             t = time.perf_counter()
             s.prefill(prompt_ids(vocab, n))
             times.append(time.perf_counter() - t)
         res.prefill_tps[n] = n / statistics.median(times)
 
-    for _ in range(runs):
-        s = Session(net, capacity=16 + new_tokens, workers=workers)
-        logits, _ = s.prefill(prompt_ids(vocab, 16))
+    for i in range(runs):
+        tell(f"decoding {new_tokens} tokens (run {i + 1} of {runs})")
+        s = Session(net, capacity=DECODE_PROMPT + new_tokens, workers=workers)
+        logits, _ = s.prefill(prompt_ids(vocab, DECODE_PROMPT))
         tok = int(np.argmax(logits))
         t = time.perf_counter()
         for _ in range(new_tokens):
@@ -80,9 +102,10 @@ def run(folder: Path, prompts: list[int], new_tokens: int, runs: int, roofline: 
         res.decode_runs.append(new_tokens / (time.perf_counter() - t))
     res.decode_tps = statistics.median(res.decode_runs)
     res.peak_rss = peak_rss()
-    res.kv_bytes = lm.config.kv_cache_bytes(max(prompts + [16 + new_tokens]))
+    res.kv_bytes = lm.config.kv_cache_bytes(max(prompts + [DECODE_PROMPT + new_tokens]))
     res.weight_bytes = net.weight_bytes()
     if roofline:
+        tell("memory read bandwidth")
         res.bandwidth = measure_read_bandwidth()
         res.ceiling_tps = res.bandwidth / res.weight_bytes
     return res

@@ -90,10 +90,12 @@ def _vec(v, digits: int = 2) -> str:
 def demo_json(ex) -> None:
     t = ex.row
     finite = lambda a: [[None if not np.isfinite(x) else float(x) for x in r] for r in a]  # noqa: E731
-    print(json.dumps({
-        "tokens": ex.tokens, "scores": ex.scores.tolist(), "masked_scores": finite(ex.masked), "weights": ex.weights.tolist(),
-        "values": ex.values.tolist(), "value_dims": ex.value_dims, "row": t, "context": ex.context(t).tolist(),
-    }, ensure_ascii=False))  # fmt: skip
+    from ..json import emit
+
+    emit({
+        "model": None, "tokens": ex.tokens, "scores": ex.scores, "masked_scores": finite(ex.masked), "weights": ex.weights,
+        "values": ex.values, "value_dims": ex.value_dims, "row": t, "context": ex.context(t),
+    })  # fmt: skip: a worked example by hand, no model
 
 
 def demo(ex) -> None:
@@ -145,8 +147,10 @@ def demo(ex) -> None:
 # --- masks ------------------------------------------------------------------------------------
 
 
-def mask_json(pat, labels: list[str], allowed: np.ndarray, w: np.ndarray) -> None:
-    print(json.dumps({"pattern": pat.name, "tokens": labels, "allowed": allowed.tolist(), "weights": w.tolist()}, ensure_ascii=False))
+def mask_json(model, pat, labels: list[str], allowed: np.ndarray, w: np.ndarray) -> None:
+    from ..json import emit
+
+    emit({"model": model, "pattern": pat.name, "tokens": labels, "allowed": allowed.tolist(), "weights": w})
 
 
 def mask(pat, labels: list[str], how: str, allowed: np.ndarray, w: np.ndarray, kept: int) -> None:
@@ -187,12 +191,14 @@ def which(picked: list[int], n: int, what: str) -> str:
     return f"all {n} {what}s" if len(picked) > 1 else f"{what} {picked[0]} of {n}"
 
 
-def patterns_json(name, text, ids, labels, layers, heads, weights) -> None:
-    print(json.dumps({
-        "model": name, "text": text,
-        "tokens": [{"position": i, "id": int(t), "label": s} for i, (t, s) in enumerate(zip(ids, labels))],
-        "layers": layers, "heads": heads, "shape": list(weights.shape), "weights": weights.tolist(),
-    }, ensure_ascii=False))  # fmt: skip
+def patterns_json(name, cfg, tokenizer, text, ids, labels, layers, heads, weights) -> None:
+    from ..json import emit, model_shape, token
+
+    emit({
+        "model": name, "shape": model_shape(cfg), "text": text,
+        "tokens": [token(tokenizer, int(t)) | {"position": i, "label": s} for i, (t, s) in enumerate(zip(ids, labels))],
+        "layers": layers, "heads": heads, "weights_shape": list(weights.shape), "weights": weights,
+    })  # fmt: skip
 
 
 def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, how: str) -> None:
