@@ -22,6 +22,8 @@ except ImportError:  # older typer runs on click itself
 
 from tfcli.engine.errors import TfcliError
 
+from .command import Tidy
+
 
 class ErrorBoundary(TyperGroup):
     """Turn known errors into one line on stderr and an exit code; let real bugs keep their traceback.
@@ -175,21 +177,8 @@ ENVIRONMENT = (
 )
 
 
-class App(ErrorBoundary):
+class App(Tidy, ErrorBoundary):
     """The tfcli group: the error boundary, with the options of every help tidied (cli/command.py)."""
-
-    def get_params(self, ctx) -> list:
-        from .command import tidy
-
-        params = super().get_params(ctx)
-        tidy(params)
-        return params
-
-    def format_help(self, ctx, formatter) -> None:
-        from .command import light_help
-
-        light_help()
-        return super().format_help(ctx, formatter)
 
 
 app = typer.Typer(

@@ -45,9 +45,9 @@ def tidy(params: list) -> None:
                 param._runtime_param = light
 
 
-class Command(TyperCommand):
-    """A tfcli command: Typer's, with tidy() applied to its parameters (--help included, which
-    click adds when they are asked for), and light_help() before its help is drawn."""
+class Tidy:
+    """tidy() applied to a command's parameters (--help included, which click adds when they are
+    asked for), and light_help() before its help is drawn: for the commands and for the app."""
 
     def get_params(self, ctx) -> list:
         params = super().get_params(ctx)
@@ -57,6 +57,10 @@ class Command(TyperCommand):
     def format_help(self, ctx, formatter) -> None:
         light_help()
         return super().format_help(ctx, formatter)
+
+
+class Command(Tidy, TyperCommand):
+    """A tfcli command: Typer's, tidied."""
 
 
 def light_help() -> None:
