@@ -112,8 +112,8 @@ class Totals:
 class Samples:
     """N continuations of one prompt, one sampler each, decoded as one batch.
 
-    Iterating yields (sample index, Step) in the order the tokens are drawn: every live sample
-    once per step. Sample i is what a Generation with samplers[i] alone gives (the batch changes
+    Iterating yields, for each step of the batch, the (sample index, Step) of every sample still
+    going. Sample i is what a Generation with samplers[i] alone gives (the batch changes
     no numbers: tests/test_batch.py).
     """
 
@@ -139,7 +139,7 @@ class Samples:
         self.max_new_tokens = max_new_tokens
         self.totals = Totals(samples=len(samplers))
 
-    def __iter__(self) -> Iterator[tuple[int, Step]]:
+    def __iter__(self) -> Iterator[list[tuple[int, Step]]]:
         session, totals, runs = self.session, self.totals, self.runs
         model = session.model
         capacity = len(self.prompt) + self.max_new_tokens - 1  # the last token is never fed back
@@ -157,14 +157,15 @@ class Samples:
         rows = np.broadcast_to(logits, (len(runs), len(logits)))  # [B, V]: every sample starts from the prompt's logits
         t_decode = time.perf_counter()
         while True:
-            tokens, still = [], []
+            tokens, still, steps = [], [], []
             for row, i in enumerate(live):
                 step = runs[i].take(rows[row])
                 totals.new_tokens += 1
-                yield i, step
+                steps.append((i, step))
                 if not runs[i].stats.stop_reason:
                     tokens.append(step.token)
                     still.append(row)
+            yield steps
             if not still:
                 return
             if len(still) < len(live):

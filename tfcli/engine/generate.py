@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from . import ops
 from .errors import PromptError, TokenizerError, UsageError
 from .lookup import Drafter
 from .model import Transformer
@@ -159,7 +160,7 @@ class Generation:
         it ends the generation (EOS, a stop string, the token budget)."""
         sampler, stats = self.sampler, self.stats
         if self.show_top:
-            choice = sampler.choose(logits, self.history, self.show_top)
+            choice = with_chosen(sampler.choose(logits, self.history, self.show_top), logits, sampler, self.history)
             token = choice.token
         else:
             choice, token = None, sampler.sample(logits, self.history)
@@ -229,6 +230,22 @@ class Generation:
             return ""
         text, self._pending = self._pending + self._stream.flush(), ""
         return text
+
+
+def with_chosen(choice: Choice, logits: np.ndarray, sampler: Sampler, history: list[int]) -> Choice:
+    """The choice with the chosen token among its candidates: appended after the top N (with its
+    probabilities) when a filter-free draw or a repetition penalty picked one outside them."""
+    if choice.token in choice.top_ids:
+        return choice
+    p_model = ops.softmax(logits.astype(np.float32))[choice.token]  # the token's probability at T=1, no filters
+    ids, probs = sampler.candidates(logits, history)  # no random draw: the stream is not disturbed
+    p_final = probs[ids == choice.token].sum()
+    return replace(
+        choice,
+        top_ids=np.append(choice.top_ids, choice.token),  # [N+1]
+        p_model=np.append(choice.p_model, np.float32(p_model)),
+        p_final=np.append(choice.p_final, np.float32(p_final)),
+    )
 
 
 def _split_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, str, bool]:
