@@ -98,6 +98,10 @@ app.command("models")(models.models)
 app.command("pull")(pull.pull)
 app.command("convert")(convert.convert)
 
+from . import score  # noqa: E402
+
+app.command("score")(score.score)
+
 
 def main() -> None:
     # A terminal whose encoding cannot show a character (a Latin-1 locale, PYTHONIOENCODING=ascii)
