@@ -164,3 +164,21 @@ def test_memory_is_checked_before_the_batch_is_allocated(cli, monkeypatch):
     r = cli("generate", "-m", TINY_GPT2, "Hello", "-n", "50", "--samples", "5000")
     _one_line_error(r, 1, "5,000 samples", "would need", "--samples")
     assert made == []  # no sampler, no cache: the check came first
+
+
+def test_ctrl_c_in_a_batch_keeps_every_text_and_exits_130(cli, monkeypatch):
+    from tfcli.engine.model import Transformer
+
+    real, calls = Transformer.decode_batch, {"n": 0}
+
+    def interrupted(self, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Transformer, "decode_batch", interrupted)
+    r = cli("generate", "-m", TINY_LLAMA, "The", "-n", "30", "-t", "0", "--samples", "2")
+    assert r.exit_code == 130
+    assert r.stdout.count("── sample ") == 2
+    assert "interrupted" in r.stderr and "4 new" in r.stderr and "Traceback" not in r.stderr

@@ -360,7 +360,7 @@ def filters(params) -> str:
         if params.min_p > 0:
             parts.append(f"min-p {params.min_p:g}")
     if params.repetition_penalty != 1 and params.repeat_last_n > 0:
-        parts.append(f"repetition penalty {params.repetition_penalty:g} over {params.repeat_last_n:,}")
+        parts.append(f"repeat-penalty {params.repetition_penalty:g} over {params.repeat_last_n:,}")
     return ", ".join(parts)
 
 
@@ -377,7 +377,7 @@ def _show_choice(tokenizer, step, index: int, sampler, top_n: int) -> None:
     table.add_column("", width=1)
     table.add_column("token", width=14, no_wrap=True, overflow="ellipsis")  # fixed, so the bars line up step after step
     table.add_column("model (T=1)", no_wrap=True)
-    table.add_column(f"sampled ({filters(sampler.params)})", no_wrap=True)
+    table.add_column(f"sampled ({filters(sampler.params)})")  # the header wraps over the bars' width when long
     for n, (tid, pm, pf) in enumerate(zip(choice.top_ids, choice.p_model, choice.p_final)):
         if n == top_n:  # the chosen token, from outside the top N
             table.add_row("", "⋮", "", "")
@@ -399,7 +399,7 @@ def _show_choices(tokenizer, steps, index: int, samplers, labels: list[str], top
     grid = Table(box=None, show_header=True, pad_edge=False, padding=(0, 2), title=f"#{index}", title_justify="left")
     cells = []
     for i, step in steps:
-        grid.add_column(f"{labels[i]}\n({filters(samplers[i].params)})", no_wrap=True)
+        grid.add_column(f"{labels[i]}\n({filters(samplers[i].params)})")  # the header wraps to the column's width
         choice = step.choice
         inner = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1))
         inner.add_column("", width=1)
