@@ -279,7 +279,8 @@ def _finish_samples(batch, labels: list[str], load_seconds: float, threads: int,
         return
     for label, run in zip(labels, batch.runs):
         st = run.stats
-        note(f"{label}: {st.new_tokens} new · stopped: {st.stop_reason or 'interrupted'}")
+        speed = f"decode {st.decode_tps:,.1f} tok/s · " if st.decode_tps else ""
+        note(f"{label}: {st.new_tokens} new · {speed}stopped: {st.stop_reason or 'interrupted'}")
     t = batch.totals
     note(
         f"{t.samples} samples in one batch · {t.prompt_tokens} prompt tokens · {t.new_tokens} new in all · "
