@@ -142,7 +142,7 @@ def _one_line_error(r, code: int, *needles: str) -> None:
         (["-t", "0.2,warm,1"], 2, ["--temperature", "'warm'"]),
         (["-t", "0.2,-1"], 2, ["--temperature", "0 or more"]),
         (["-t", "0.2,"], 2, ["--temperature", "''"]),
-        (["--top-k", "5,x"], 2, ["--top-k", "whole number"]),
+        (["--top-k", "5,x"], 2, ["--top-k", "not a valid integer"]),
         (["--top-p", "0.5,2"], 2, ["--top-p"]),
         (["-t", "1,2,3", "--top-k", "1,2"], 2, ["line up"]),
         (["--samples", "2", "--lookup"], 2, ["--lookup"]),

@@ -165,10 +165,9 @@ def parse_list(value: str | None, flag: str, kind: type) -> list | None:
         try:
             x = kind(v)
         except ValueError:
-            what = "a whole number" if kind is int else "a number"
-            raise UsageError(f"{flag}: {v!r} is not {what}" + (f" (in {value!r})" if len(items) > 1 else ""), "a list is comma-separated: 0.2,0.8,1.5") from None
-        if kind is float and x != x:
-            raise UsageError(f"{flag}: {v!r} is not a number")
+            what = "integer" if kind is int else "float"  # click's words for a bad single value
+            where = f" in the list {value!r}" if len(items) > 1 else ""
+            raise UsageError(f"Invalid value for '{flag}': {v!r} is not a valid {what}{where}", "a list is comma-separated: 0.2,0.8,1.5") from None
         out.append(x)
     return out
 
