@@ -1,6 +1,6 @@
 """Batched samples and lookup decoding against plain decoding, interleaved in one run.
 
-    python benchmarks/decoding.py [MODEL] [--rounds 3] [--new-tokens 128] [--threads N] [--only batch|lookup]
+    python benchmarks/decoding.py [MODEL] [--rounds 3] [--new-tokens 128] [--lookup-tokens 256] [--threads N] [--only batch|lookup]
 
 MODEL is a model name or folder (default smollm2, float32; TFCLI_HOME is honoured). Every
 measurement is paired with plain decoding in the same round, and the rounds alternate the order,
@@ -12,7 +12,7 @@ ignored so every sample makes --new-tokens tokens), wall time of the whole gener
 prompt pass included) against one sample decoded plainly. Target: 4 samples at most 1.6x the time
 of 1 (2.5x the tokens per second).
 
-lookup: greedy chat replies, up to 256 tokens or the end of the reply, to a prompt that asks to
+lookup: greedy chat replies, up to --lookup-tokens (256) or the end of the reply, to a prompt that asks to
 repeat a paragraph with light edits and to one with nothing to repeat; tokens per second of
 --lookup against plain decoding, and the fraction of drafted tokens accepted. The two outputs are
 checked equal token for token. Targets: >= 1.8x on the repetitive prompt, >= 0.95x on the other.
@@ -84,14 +84,14 @@ def bench_batch(lm, rounds: int, new_tokens: int, sizes: list[int]) -> None:
         print(f"  N={n}: time {spread(ratios[n])}, tokens/s {spread(tps)}")
 
 
-def bench_lookup(lm, rounds: int) -> None:
+def bench_lookup(lm, rounds: int, budget: int) -> None:
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.lookup import Drafter
     from tfcli.engine.sampling import Sampler, SamplingParams
 
     def run(text: str, lookup: bool):
         ids = lm.tokenizer.encode(lm.chat.render([{"role": "user", "content": text}], add_generation_prompt=True))
-        gen = Generation(Session(lm.model, len(ids) + 256), lm.tokenizer, ids, Sampler(SamplingParams(temperature=0)), 256,
+        gen = Generation(Session(lm.model, len(ids) + budget), lm.tokenizer, ids, Sampler(SamplingParams(temperature=0)), budget,
                          eos_ids=lm.chat_eos_ids(), lookup=Drafter() if lookup else None)  # fmt: skip
         t = time.perf_counter()
         tokens = [s.token for s in gen]
@@ -118,6 +118,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--sizes", default="1,2,4,8")
+    p.add_argument("--lookup-tokens", type=int, default=256, help="longest reply in the lookup runs")
     p.add_argument("--threads", type=int, default=None, help="BLAS threads (default: the idle cores)")
     p.add_argument("--only", choices=("batch", "lookup"))
     args = p.parse_args()
@@ -139,7 +140,7 @@ def main() -> None:
         bench_batch(lm, args.rounds, args.new_tokens, [int(x) for x in args.sizes.split(",")])
     if args.only in (None, "lookup"):
         print()
-        bench_lookup(lm, args.rounds)
+        bench_lookup(lm, args.rounds, args.lookup_tokens)
     print(f"done in {time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.2f} at the end")
 
 

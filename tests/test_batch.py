@@ -182,3 +182,15 @@ def test_ctrl_c_in_a_batch_keeps_every_text_and_exits_130(cli, monkeypatch):
     assert r.exit_code == 130
     assert r.stdout.count("── sample ") == 2
     assert "interrupted" in r.stderr and "4 new" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("t_len", [2, 3, 4, 8, 9, 17, 32])
+def test_the_blocked_product_for_a_few_rows_equals_the_plain_one(t_len):
+    """ops.linear's path for 2-32 rows (a batch step, a lookup check) against the plain product."""
+    from tfcli.engine import ops
+
+    rng = np.random.default_rng(t_len)
+    for n_out, n_in in [(960, 576), (576, 1536), (5000, 96)]:
+        w = rng.standard_normal((n_out, n_in), dtype=np.float32).T  # [in, out] view of stored rows, as Llama keeps them
+        x = rng.standard_normal((t_len, n_in), dtype=np.float32)
+        np.testing.assert_allclose(ops.linear(x, w), x.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-4)

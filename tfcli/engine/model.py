@@ -231,7 +231,7 @@ class Transformer:
 
     def unembed(self, x: np.ndarray) -> np.ndarray:
         """Normed hidden states [T, D] -> logits [T, V]. A logit lens is unembed(final_norm(h))."""
-        return x @ self.unembedding  # [T, D] @ [D, V] -> [T, V]
+        return ops.linear(x, self.unembedding)  # [T, D] @ [D, V] -> [T, V] (ops.linear: a tied [D, V] is a view of [V, D] rows)
 
 
 PART_MIN_TOKENS = 160  # shorter parts are faster as one part on BLAS's own threads (see benchmarks/README.md)
