@@ -1,6 +1,9 @@
 """tfcli against transformers, measured in one run on this machine.
 
-    python benchmarks/compare.py MODEL_FOLDER [--new-tokens 128] [--runs 3] [--prompts 16,128,512]
+    python benchmarks/compare.py MODEL [--new-tokens 128] [--runs 3] [--prompts 16,128,512]
+
+MODEL is a model name ('smollm2', 'shakespeare': found as tfcli finds it, in weights/ or under
+$TFCLI_HOME/models) or a model folder. It is not pulled: 'tfcli pull NAME' first.
 
 Each engine runs in its own subprocess (so that peak memory is its own), on the same float32
 weights, the same prompt tokens, greedy, with a KV cache and batch 1. Printed: load time, load to
@@ -94,7 +97,7 @@ def run_child(engine: str, args) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="a model folder (float32 safetensors + config.json)")
+    p.add_argument("model", help="a model name (see 'tfcli models') or a model folder (float32 safetensors + config.json)")
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--prompts", default="16,128,512")
@@ -107,6 +110,14 @@ def main() -> None:
         from tfcli.engine.threads import available_cpus
 
         args.threads = available_cpus()
+    if not args.child:
+        from tfcli.engine.errors import TfcliError
+        from tfcli.store.registry import resolve
+
+        try:  # a name or a path, as -m takes it; the children get the folder
+            args.model = str(resolve(args.model))
+        except TfcliError as e:
+            sys.exit(f"error: {e}")
     if args.child:
         fn = child_tfcli if args.child == "tfcli" else child_transformers
         print(json.dumps(fn(args.model, prompts, args.new_tokens, args.runs, args.threads)))

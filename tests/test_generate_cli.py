@@ -230,3 +230,30 @@ def test_truncate_keeps_the_bos_in_front():
     assert _fit_context(ids, 8, 3, True, "m", lead=1) == [1, 25, 26, 27, 28, 29]  # 6 kept: 8 - 3 + 1
     assert _fit_context(ids, 8, 3, True, "m") == [24, 25, 26, 27, 28, 29]
     assert _fit_context(ids, 30, 3, True, "m", lead=1) == ids  # it fits: nothing cut
+
+
+def test_show_probs_always_shows_the_chosen_token(cli):
+    """At a high temperature with no filters the draw often falls outside the top 1: it is shown
+    anyway, after a ⋮, with its probabilities."""
+    r = cli("generate", "-m", TINY_GPT2, "The", "-n", "12", "--show-probs", "1", "-t", "5", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", "0")
+    assert r.exit_code == 0, r.stderr
+    steps = r.stderr.split("chose")[1:]
+    assert len(steps) == 12
+    assert all("▶" in s for s in steps)  # every step marks its chosen row
+    outside = [s for s in steps if "⋮" in s]
+    assert outside and all(s.index("⋮") < s.index("▶") for s in outside)
+
+
+def test_show_probs_header_names_every_active_filter_and_counts_have_separators(cli, monkeypatch):
+    r = cli("generate", "-m", "tang", "春", "-n", "1", "--show-probs", "3", "-t", "0.9", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", "0")
+    assert r.exit_code == 0, r.stderr
+    assert "9,275 candidates" in r.stderr  # the whole vocabulary survives no filters
+    r = cli("generate", "-m", TINY_GPT2, "The", "-n", "1", "--show-probs", "3", "-t", "0.8", "--top-k", "40", "--top-p", "0.9", "--min-p", "0.05", "--repeat-penalty", "1.1", "--seed", "0")
+    assert "repeat-penalty" in r.stderr  # at 80 columns the header wraps; at 200 it is one line:
+    monkeypatch.setenv("COLUMNS", "200")
+    r = cli("generate", "-m", TINY_GPT2, "The", "-n", "1", "--show-probs", "3", "-t", "0.8", "--top-k", "40", "--top-p", "0.9", "--min-p", "0.05", "--repeat-penalty", "1.1", "--seed", "0")
+    header = next(line for line in r.stderr.splitlines() if "sampled" in line)
+    for part in ("T=0.8", "top-k 40", "top-p 0.9", "min-p 0.05", "repeat-penalty 1.1 over 64"):
+        assert part in header, header
+    r = cli("generate", "-m", TINY_GPT2, "The", "-n", "1", "--show-probs", "3", "-t", "0")
+    assert "sampled (greedy)" in r.stderr

@@ -240,6 +240,10 @@ app.command("neurons", cls=Command)(neurons.neurons)
 app.command("geometry", cls=Command)(geometry.geometry)
 app.command("explore", cls=Command)(explore.explore)
 
+from . import score  # noqa: E402
+
+app.command("score")(score.score)
+
 
 def main() -> None:
     _reopen_closed_streams()

@@ -25,13 +25,21 @@ def generate(
         Optional[int],
         typer.Option("--max-tokens", "-n", help=f"New tokens to generate (default {DEFAULT_MAX_TOKENS}, or what the context has room for; --slide goes past it).", show_default=False),
     ] = None,
-    temperature: options.Temperature = None,
-    top_k: options.TopK = None,
-    top_p: options.TopP = None,
+    temperature: Annotated[
+        Optional[str],
+        typer.Option("--temperature", "-t", "--temp", help="Divide the logits by this before softmax: 0 = greedy, <1 sharper, >1 flatter. A list (0.2,0.8,1.5) runs one sample per value, side by side. (default: model's, else 0.8)", show_default=False, rich_help_panel=options._SAMPLING),
+    ] = None,
+    top_k: Annotated[Optional[str], typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off); a list runs one sample per value. (default: model's, else 40)", show_default=False, rich_help_panel=options._SAMPLING)] = None,
+    top_p: Annotated[
+        Optional[str],
+        typer.Option("--top-p", help="Keep the smallest set of tokens whose probability reaches p (1 = off); a list runs one sample per value. (default: model's, else 0.95)", show_default=False, rich_help_panel=options._SAMPLING),
+    ] = None,
     min_p: options.MinP = None,
     repetition_penalty: options.RepetitionPenalty = None,
     repeat_last_n: options.RepeatLastN = None,
-    seed: options.Seed = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", "-s", help="Random seed: the same seed gives the same output. Sample i (from 0) of --samples or a list draws with seed+i, so '--seed S+i' alone gives it again; without --seed a base seed is drawn and shown in each sample's header.", show_default=False)] = None,
+    samples: Annotated[int, typer.Option("--samples", help="Continuations of the prompt to draw, decoded together in one batch (per value of a --temperature/--top-k/--top-p list).")] = 1,
+    lookup: Annotated[bool, typer.Option("--lookup", help="Lookup decoding: guess the next tokens from the prompt and the text so far and check the guesses in one pass. Same output, faster when the text repeats its context.")] = False,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop when this text appears (repeatable); it is not printed.", show_default=False)] = None,
     show_probs: Annotated[int, typer.Option("--show-probs", help="For each new token, show the top N candidates before and after temperature/top-k/top-p.", show_default=False)] = 0,
     chat: Annotated[bool, typer.Option("--chat", help="Treat PROMPT as a user message and lay it out with the model's chat template.")] = False,
@@ -55,14 +63,28 @@ def generate(
       tfcli generate "To be" -t 0 -n 40 --show-probs 5
 
       tfcli generate -m smollm2 --chat "What is the capital of France?" -t 0
+
+      tfcli generate "ROMEO:" -t 0.2,0.8,1.5 -n 60 --seed 1
+
+      tfcli generate "ROMEO:" --samples 4 -n 100
     """
     from tfcli.engine.errors import PromptError, UsageError
     from tfcli.engine.generate import Generation, Session
+    from tfcli.engine.lookup import Drafter
 
     if show_probs < 0:
         raise UsageError(f"--show-probs must be 0 or more, not {show_probs}")
     if max_tokens is not None and max_tokens < 1:
         raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
+    if samples < 1:
+        raise UsageError(f"--samples must be at least 1, not {samples}", "1 draws one continuation")
+    lists = {flag: parse_list(value, flag, kind) for flag, value, kind in (("--temperature", temperature, float), ("--top-k", top_k, int), ("--top-p", top_p, float))}
+    n_settings = _settings_count(lists)
+    n_samples = samples * n_settings
+    if lookup and n_samples > 1:
+        raise UsageError("--lookup decodes one sample at a time", "drop --samples and the lists, or --lookup")
+    if n_samples > 1 and slide:
+        raise UsageError("--slide goes with one sample", "drop --samples and the lists, or --slide")
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
@@ -70,10 +92,6 @@ def generate(
     load_seconds = time.perf_counter() - t0
     for w in lm.warnings:
         warn(w)
-    sampler = options.sampler(
-        lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-        repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=seed,
-    )  # fmt: skip
 
     if system is not None and not chat:
         raise UsageError("--system goes with --chat")
@@ -91,8 +109,20 @@ def generate(
     ids = _fit_context(ids, lm.config.n_ctx, max_tokens, truncate, lm.name, lead=bos)
     # The last new token is never fed back: a prompt of P tokens leaves n_ctx - P + 1 to generate.
     want = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS if slide else min(DEFAULT_MAX_TOKENS, lm.config.n_ctx - len(ids) + 1)
+    capacity = min(len(ids) + want - 1, lm.config.n_ctx)
+    if n_samples > 1:
+        from tfcli.engine.batch import check_batch
+
+        check_batch(lm.config, n_samples, capacity)  # before a sampler or a cache of the batch exists
+    flags = dict(min_p=min_p, repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n)
+    samplers, seed = make_samplers(lm.generation, lists, samples, seed, flags)
+    session = Session(lm.model, capacity=capacity, workers=n_threads)
+    if n_samples > 1:
+        _generate_samples(lm, session, ids, samplers, seed, want, tuple(stop or ()), eos_ids, show_probs, load_seconds, n_threads, quiet)
+        return
+    sampler = samplers[0]
     gen = Generation(
-        Session(lm.model, capacity=min(len(ids) + want - 1, lm.config.n_ctx), workers=n_threads),
+        session,
         lm.tokenizer,
         ids,
         sampler,
@@ -101,6 +131,7 @@ def generate(
         eos_ids=eos_ids,
         show_top=show_probs,
         slide=slide,
+        lookup=Drafter() if lookup else None,
     )
     # With --show-probs the candidate view goes to stderr step by step, and the text to stdout at the
     # end, so that the two never interleave on a terminal.
@@ -112,16 +143,152 @@ def generate(
         for step in gen:
             if show_probs:
                 pieces.append(step.text)
-                _show_choice(lm.tokenizer, step, gen.stats.new_tokens, sampler)
+                _show_choice(lm.tokenizer, step, gen.stats.new_tokens, sampler, show_probs)
             elif step.text:
                 stream.write(step.text)
                 stream.flush()
     except KeyboardInterrupt:
         gen.stats.stop_reason = "interrupted"
         (pieces.append if show_probs else stream.write)(gen.flush())
-        _finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet)
+        _finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet, lookup)
         raise typer.Exit(130) from None
-    _finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet)
+    _finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet, lookup)
+
+
+def parse_list(value: str | None, flag: str, kind: type) -> list | None:
+    """'0.2,0.8,1.5' -> [0.2, 0.8, 1.5] (a single value is a list of one); None stays None."""
+    from tfcli.engine.errors import UsageError
+
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",")]
+    out = []
+    for v in items:
+        try:
+            x = kind(v)
+        except ValueError:
+            what = "integer" if kind is int else "float"  # click's words for a bad single value
+            where = f" in the list {value!r}" if len(items) > 1 else ""
+            raise UsageError(f"Invalid value for '{flag}': {v!r} is not a valid {what}{where}", "a list is comma-separated: 0.2,0.8,1.5") from None
+        out.append(x)
+    return out
+
+
+def _settings_count(lists: dict[str, list | None]) -> int:
+    """How many settings the lists make: they go side by side, so their lengths must agree (or be 1)."""
+    from tfcli.engine.errors import UsageError
+
+    lengths = {flag: len(v) for flag, v in lists.items() if v is not None and len(v) > 1}
+    if len(set(lengths.values())) > 1:
+        told = ", ".join(f"{flag} has {n}" for flag, n in lengths.items())
+        raise UsageError(f"the lists do not line up: {told} values", "give lists of the same length, or single values")
+    return max(lengths.values(), default=1)
+
+
+def make_samplers(generation: dict, lists: dict[str, list | None], samples: int, seed: int | None, flags: dict):
+    """One Sampler per sample: each setting of the lists `samples` times, sample i drawing with
+    seed + i. Without --seed a base seed is drawn (and reported), so a run can be repeated.
+    Returns (samplers, base seed or the --seed given)."""
+    import numpy as np
+
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.sampling import Sampler, SamplingParams
+
+    n_settings = _settings_count(lists)
+    n = samples * n_settings
+    if n > 1 and seed is None:
+        seed = int(np.random.SeedSequence().entropy % 2**31)
+    if seed is not None and n > 1 and not 0 <= seed + n - 1 < 2**63:
+        raise UsageError(f"--seed {seed} leaves no room for {n} samples (sample i uses seed+i, up to 2^63-1)")
+    keys = {"--temperature": "temperature", "--top-k": "top_k", "--top-p": "top_p"}
+    out = []
+    for j in range(n_settings):
+        chosen = {keys[flag]: (v[j] if len(v) > 1 else v[0]) for flag, v in lists.items() if v is not None}
+        for r in range(samples):
+            i = j * samples + r
+            out.append(Sampler(SamplingParams.merged(generation, **chosen, **flags, seed=None if seed is None else seed + i)))
+    return out, seed
+
+
+def _generate_samples(lm, session, ids, samplers, seed, want, stop, eos_ids, show_probs, load_seconds, n_threads, quiet) -> None:
+    """--samples N or a list: every sample in one batch; the texts printed when they are done,
+    one after another with a header each, or side by side when stdout is a terminal wide enough."""
+    from tfcli.engine.batch import Samples
+
+    batch = Samples(session, lm.tokenizer, ids, samplers, want, stop=stop, eos_ids=eos_ids, show_top=show_probs)
+    texts = [[] for _ in samplers]
+    labels = _labels(samplers, seed)
+    try:
+        for steps in batch:
+            for i, step in steps:
+                texts[i].append(step.text)
+            if show_probs:
+                _show_choices(lm.tokenizer, steps, batch.runs[steps[0][0]].stats.new_tokens, samplers, labels, show_probs)
+    except KeyboardInterrupt:
+        for i, run in enumerate(batch.runs):
+            texts[i].append(batch.flush(i))
+            run.stats.stop_reason = run.stats.stop_reason or "interrupted"
+        _print_samples(["".join(t) for t in texts], labels)
+        _finish_samples(batch, labels, load_seconds, n_threads, quiet)
+        raise typer.Exit(130) from None
+    _print_samples(["".join(t) for t in texts], labels)
+    _finish_samples(batch, labels, load_seconds, n_threads, quiet)
+
+
+def _labels(samplers, seed: int | None) -> list[str]:
+    """'sample 2 · T=0.8 · seed 43': the settings that differ between samples, and the seed."""
+    varying = [
+        (name, attr, fmt)
+        for name, attr, fmt in (("T", "temperature", "g"), ("top-k", "top_k", "d"), ("top-p", "top_p", "g"))
+        if len({getattr(s.params, attr) for s in samplers}) > 1
+    ]
+    labels = []
+    for i, s in enumerate(samplers):
+        parts = [f"sample {i + 1}"] + [f"{name} {getattr(s.params, attr):{fmt}}" if name != "T" else f"T={s.params.temperature:g}" for name, attr, fmt in varying]
+        if seed is not None:
+            parts.append(f"seed {s.params.seed}")
+        labels.append(" · ".join(parts))
+    return labels
+
+
+COLUMN_MIN = 28  # narrower columns than this wrap a text into a strip of a few words per line
+
+
+def _print_samples(texts: list[str], labels: list[str]) -> None:
+    import shutil
+
+    from .console import out
+
+    width = shutil.get_terminal_size((80, 24)).columns
+    if sys.stdout.isatty() and len(texts) * (COLUMN_MIN + 3) <= width:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(show_lines=False, expand=True, padding=(0, 1))
+        for label in labels:
+            table.add_column(label, overflow="fold", ratio=1)
+        table.add_row(*(Text(t) for t in texts))
+        out.print(table)
+        return
+    for n, (label, t) in enumerate(zip(labels, texts)):
+        sys.stdout.write(("\n" if n else "") + f"── {label} ──\n{t}\n")
+    sys.stdout.flush()
+
+
+def _finish_samples(batch, labels: list[str], load_seconds: float, threads: int, quiet: bool) -> None:
+    if quiet:
+        return
+    for label, run in zip(labels, batch.runs):
+        st = run.stats
+        speed = f"decode {st.decode_tps:,.1f} tok/s · " if st.decode_tps else ""
+        note(f"{label}: {st.new_tokens} new · {speed}stopped: {st.stop_reason or 'interrupted'}")
+    t = batch.totals
+    note(
+        f"{t.samples} samples in one batch · {t.prompt_tokens} prompt tokens · {t.new_tokens} new in all · "
+        f"prefill {t.prompt_tokens / t.prefill_seconds if t.prefill_seconds else 0:,.0f} tok/s · "
+        + (f"decode {t.decode_tps:,.1f} tok/s (all samples) · " if t.decode_tps else "")
+        + f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''}"
+    )
 
 
 def require_chat_template(lm) -> None:
@@ -138,7 +305,7 @@ def chat_prompt(lm, user: str, system: str | None, history: list[dict[str, str]]
     return lm.chat.render(messages + [{"role": "user", "content": user}], add_generation_prompt=True)
 
 
-def _finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, quiet: bool) -> None:
+def _finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, quiet: bool, lookup: bool = False) -> None:
     if pieces:
         stream.write("".join(pieces))
     stream.write("\n")
@@ -150,6 +317,7 @@ def _finish(stream, pieces: list[str], stats, load_seconds: float, threads: int,
             + (f"decode {stats.decode_tps:,.1f} tok/s · " if stats.new_tokens > 1 else "")
             + f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''} · "
             + (f"context slid {stats.slides}× · " if stats.slides else "")
+            + (f"lookup: {stats.accepted} of {stats.drafted} drafted tokens accepted · " if lookup else "")
             + f"stopped: {stats.stop_reason or 'interrupted'}"
         )
 
@@ -181,28 +349,71 @@ def _fit_context(ids: list[int], n_ctx: int, max_tokens: int | None, truncate: b
     return ids[:lead] + ids[len(ids) - (keep - lead) :]
 
 
-def _show_choice(tokenizer, step, index: int, sampler) -> None:
+def filters(params) -> str:
+    """The knobs that change the distribution sampled from, as a column header: 'T=0.8, top-k 40, min-p 0.05'."""
+    if params.temperature == 0:
+        parts = ["greedy"]
+    else:
+        parts = [f"T={params.temperature:g}"]
+        if params.top_k > 0:
+            parts.append(f"top-k {params.top_k:,}")
+        if params.top_p < 1:
+            parts.append(f"top-p {params.top_p:g}")
+        if params.min_p > 0:
+            parts.append(f"min-p {params.min_p:g}")
+    if params.repetition_penalty != 1 and params.repeat_last_n > 0:
+        parts.append(f"repeat-penalty {params.repetition_penalty:g} over {params.repeat_last_n:,}")
+    return ", ".join(parts)
+
+
+def _show_choice(tokenizer, step, index: int, sampler, top_n: int) -> None:
     """One step of --show-probs: the candidates, their probability under the model (temperature 1,
-    no filters) and in the distribution actually sampled from, as bars."""
+    no filters) and in the distribution actually sampled from, as bars. The chosen token is always
+    a row: after the top N, below a '⋮', when it is not among them."""
     from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
 
     choice = step.choice
-    p = sampler.params
     table = Table(box=None, show_header=index == 1, pad_edge=False, padding=(0, 1))
     table.add_column("", width=1)
     table.add_column("token", width=14, no_wrap=True, overflow="ellipsis")  # fixed, so the bars line up step after step
     table.add_column("model (T=1)", no_wrap=True)
-    table.add_column(f"sampled (T={p.temperature:g}, k={p.top_k}, p={p.top_p:g})", no_wrap=True)
-    for tid, pm, pf in zip(choice.top_ids, choice.p_model, choice.p_final):
+    table.add_column(f"sampled ({filters(sampler.params)})")  # the header wraps over the bars' width when long
+    for n, (tid, pm, pf) in enumerate(zip(choice.top_ids, choice.p_model, choice.p_final)):
+        if n == top_n:  # the chosen token, from outside the top N
+            table.add_row("", "⋮", "", "")
         mark = "▶" if tid == choice.token else ""
         table.add_row(mark, Text(_show_token(tokenizer, int(tid))), _bar(float(pm), "cyan"), _bar(float(pf), "magenta"))
     err.print(
         f"[bold]#{index}[/] chose [bold]{escape(_show_token(tokenizer, choice.token))}[/] "
-        f"[dim]({choice.kept} candidate{'s' if choice.kept != 1 else ''} left after the filters)[/]"
+        f"[dim]({choice.kept:,} candidate{'s' if choice.kept != 1 else ''} left after the filters)[/]"
     )
     err.print(table)
+
+
+def _show_choices(tokenizer, steps, index: int, samplers, labels: list[str], top_n: int) -> None:
+    """One step of --show-probs for a batch: each sample's candidates side by side, so that the
+    same first distribution is seen at every temperature (later steps follow each sample's text)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    grid = Table(box=None, show_header=True, pad_edge=False, padding=(0, 2), title=f"#{index}", title_justify="left")
+    cells = []
+    for i, step in steps:
+        grid.add_column(f"{labels[i]}\n({filters(samplers[i].params)})")  # the header wraps to the column's width
+        choice = step.choice
+        inner = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1))
+        inner.add_column("", width=1)
+        inner.add_column("token", width=10, no_wrap=True, overflow="ellipsis")
+        inner.add_column("p", no_wrap=True)
+        for n, (tid, pf) in enumerate(zip(choice.top_ids, choice.p_final)):
+            if n == top_n:
+                inner.add_row("", "⋮", "")
+            inner.add_row("▶" if tid == choice.token else "", Text(_show_token(tokenizer, int(tid))), _bar(float(pf), "magenta", width=10))
+        cells.append(inner)
+    grid.add_row(*cells)
+    err.print(grid)
 
 
 def _bar(p: float, colour: str, width: int = 20):

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from . import ops
 from .errors import PromptError, TokenizerError, UsageError
+from .lookup import Drafter
 from .model import Transformer
 from .sampling import Choice, Sampler
 from .tokenizer import TextStream, Tokenizer
@@ -62,6 +64,18 @@ class Session:
         self.tokens.append(token)
         return logits
 
+    def verify(self, tokens: list[int]) -> np.ndarray:
+        """Append T tokens in one pass (a token and the draft guessed after it); return the logits
+        after each of them [T, V]: row j is what the model predicts after tokens[j]."""
+        logits = self.model.forward(np.asarray(tokens), self.cache, all_logits=True)  # [T, V]
+        self.tokens.extend(tokens)
+        return logits
+
+    def rewind(self, length: int) -> None:
+        """Forget every position from `length` on (the rejected part of a draft)."""
+        self.cache.reset(length)
+        del self.tokens[length:]
+
 
 @dataclass
 class Stats:
@@ -71,6 +85,8 @@ class Stats:
     decode_seconds: float = 0.0  # time of the decode steps (the tokens after the first)
     stop_reason: str = ""  # "eos", "stop string", "max tokens", or "" while running
     slides: int = 0  # times the context was full and generation went on from its recent half
+    drafted: int = 0  # with lookup: tokens guessed from the context and checked by the model
+    accepted: int = 0  # of those, the ones the sampler drew as well (each saved a decode step)
 
     @property
     def prefill_tps(self) -> float:
@@ -100,6 +116,7 @@ class Generation:
     eos_ids: tuple[int, ...] = ()
     show_top: int = 0  # report the top N candidates of every step
     slide: bool = False  # past the context, keep going on the most recent half (nanoGPT's crop)
+    lookup: Drafter | None = None  # guess the next tokens from the context and check them in one pass
     stats: Stats = field(default_factory=Stats)
 
     def __post_init__(self) -> None:
@@ -129,48 +146,82 @@ class Generation:
             )
         if any(s == "" for s in self.stop):
             raise UsageError("--stop strings must not be empty")
+        if self.lookup is not None and self.slide:
+            raise UsageError("--lookup does not go with --slide", "a slide recomputes the context; drop one of the two")
+
+    def begin(self) -> None:
+        """Start the text stream and the history; `take` then turns logits into steps."""
+        self._stream = TextStream(self.tokenizer, context=self.prompt[-4:])
+        self._pending = ""  # decoded text held back: it could be the start of a stop string
+        self.history = list(self.prompt)
+
+    def take(self, logits: np.ndarray) -> Step:
+        """Draw the next token from logits [V] and say what it adds; stats.stop_reason is set when
+        it ends the generation (EOS, a stop string, the token budget)."""
+        sampler, stats = self.sampler, self.stats
+        if self.show_top:
+            choice = with_chosen(sampler.choose(logits, self.history, self.show_top), logits, sampler, self.history)
+            token = choice.token
+        else:
+            choice, token = None, sampler.sample(logits, self.history)
+        self.history.append(token)
+        stats.new_tokens += 1
+        if token in self.eos_ids:
+            stats.stop_reason = "eos"
+            return Step(token, self.flush(), choice)
+        release, self._pending, hit = _split_at_stop(self._pending + self._stream.push(token), self.stop)
+        if hit:
+            stats.stop_reason = "stop string"
+            return Step(token, release, choice)
+        if stats.new_tokens >= self.max_new_tokens:
+            stats.stop_reason = "max tokens"
+            return Step(token, release + self.flush(), choice)
+        return Step(token, release, choice)
 
     def __iter__(self) -> Iterator[Step]:
-        session, sampler, stats = self.session, self.sampler, self.stats
-        self._stream = stream = TextStream(self.tokenizer, context=self.prompt[-4:])
-        self._pending = ""  # decoded text held back: it could be the start of a stop string
-        history = list(self.prompt)
-
+        session, stats = self.session, self.stats
+        self.begin()
         t0 = time.perf_counter()
         logits, stats.prompt_tokens = session.prefill(self.prompt)  # [V]
         stats.prefill_seconds = time.perf_counter() - t0
         t_decode = time.perf_counter()
+        self._drafted = 0  # length of the last draft
+        checked: list[tuple[int, np.ndarray]] = []  # with lookup: (drafted token, the logits after it), next first
         while True:
-            if self.show_top:
-                choice = sampler.choose(logits, history, self.show_top)
-                token = choice.token
-            else:
-                choice, token = None, sampler.sample(logits, history)
-            history.append(token)
-            stats.new_tokens += 1
-            if token in self.eos_ids:
-                stats.stop_reason = "eos"
-                yield Step(token, self.flush(), choice)
+            step = self.take(logits)
+            yield step
+            if stats.stop_reason:
                 return
-            release, self._pending, hit = _split_at_stop(self._pending + stream.push(token), self.stop)
-            if hit:
-                stats.stop_reason = "stop string"
-                yield Step(token, release, choice)
-                return
-            if stats.new_tokens >= self.max_new_tokens:
-                stats.stop_reason = "max tokens"
-                yield Step(token, release + self.flush(), choice)
-                return
-            yield Step(token, release, choice)
-            if session.cache.length < session.capacity:
+            token = step.token
+            if checked and checked[0][0] == token:  # the sampler drew the guessed token: its logits are computed
+                logits = checked.pop(0)[1]
+                stats.accepted += 1
+            elif self.lookup is not None:
+                if checked:  # a guess was wrong: forget it and everything guessed after it
+                    session.rewind(session.cache.length - len(checked))
+                self.lookup.update(self._drafted, self._drafted - len(checked))
+                logits, checked = self.guess_and_check(token)
+            elif session.cache.length < session.capacity:
                 logits = session.step(token)  # [V]
             else:
                 # The context is full: start again from the most recent half. With learned
                 # positions the kept tokens move to positions 0.., so they are recomputed, not shifted.
-                keep = history[-max(1, session.capacity // 2) :]
+                keep = self.history[-max(1, session.capacity // 2) :]
                 logits, _ = session.prefill(keep)  # [V]
                 stats.slides += 1
             stats.decode_seconds = time.perf_counter() - t_decode
+
+    def guess_and_check(self, token: int) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
+        """Lookup decoding: feed `token` and the tokens guessed to follow it in one pass. Returns the
+        logits after `token` [V] and, for each guess, (guess, the logits after it [V])."""
+        session = self.session
+        # Room: the cache's free positions after `token`, and no guess past the token budget.
+        room = min(session.capacity - session.cache.length - 1, self.max_new_tokens - self.stats.new_tokens - 1)
+        draft = self.lookup.draft(self.history, room)
+        self._drafted = len(draft)
+        self.stats.drafted += len(draft)
+        rows = session.verify([token, *draft])  # [1 + K, V]
+        return rows[0], list(zip(draft, rows[1:]))
 
     def flush(self) -> str:
         """Text decoded but not yet released (held for a stop string or an incomplete character);
@@ -179,6 +230,22 @@ class Generation:
             return ""
         text, self._pending = self._pending + self._stream.flush(), ""
         return text
+
+
+def with_chosen(choice: Choice, logits: np.ndarray, sampler: Sampler, history: list[int]) -> Choice:
+    """The choice with the chosen token among its candidates: appended after the top N (with its
+    probabilities) when a filter-free draw or a repetition penalty picked one outside them."""
+    if choice.token in choice.top_ids:
+        return choice
+    p_model = ops.softmax(logits.astype(np.float32))[choice.token]  # the token's probability at T=1, no filters
+    ids, probs = sampler.candidates(logits, history)  # no random draw: the stream is not disturbed
+    p_final = probs[ids == choice.token].sum()
+    return replace(
+        choice,
+        top_ids=np.append(choice.top_ids, choice.token),  # [N+1]
+        p_model=np.append(choice.p_model, np.float32(p_model)),
+        p_final=np.append(choice.p_final, np.float32(p_final)),
+    )
 
 
 def _split_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, str, bool]:

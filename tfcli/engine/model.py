@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from .inspect import Recorder
 from .kvcache import KVCache, Relay
 from .memory import check_allocation
 
+if TYPE_CHECKING:
+    from .batch import BatchCache
+
 
 @dataclass(frozen=True)
 class LayerCall:
@@ -35,6 +39,12 @@ class LayerCall:
     cache: KVCache
     start: int  # position of the first token of this call
     record: Recorder | None = None  # None: record nothing here
+    batch: bool = False  # rows are B sequences at one shared position (decode_batch), not T consecutive positions
+
+    def span(self, t_len: int) -> tuple[int, int]:
+        """The positions of this call's rows, as (first, last + 1): T consecutive positions, or
+        in a batch step the one position every row shares (a [1, ...] table broadcasts over B)."""
+        return self.start, self.start + (1 if self.batch else t_len)
 
 
 class Transformer:
@@ -104,6 +114,24 @@ class Transformer:
             x = x[-1:]  # [1, D]
         return self.unembed(self.final_norm(x))  # [T or 1, V]
 
+    def decode_batch(self, tokens: np.ndarray, cache: BatchCache) -> np.ndarray:
+        """One decode step for B sequences at the same position: tokens [B] -> next-token logits [B, V].
+
+        A decode step reads every weight once and does little arithmetic with it, so the B tokens
+        go through each matrix product as one [B, D] matrix for about the price of one; only the
+        attention is per sequence, each row over its own cache (engine/batch.py). Row b equals
+        forward() of sequence b alone (tests/test_batch.py).
+        """
+        start = cache.length
+        if start + 1 > cache.capacity:
+            raise PromptError(f"{start + 1} tokens do not fit in the batch's cache of {cache.capacity}", "use fewer --max-tokens")
+        # embed() places T tokens at T consecutive positions; here each row sits at `start`.
+        x = np.concatenate([self.embed(tokens[b : b + 1], start) for b in range(len(tokens))])  # [B, D]
+        for i, layer in enumerate(self.layers):
+            x = self.block(x, layer, LayerCall(i, cache, start, batch=True))  # [B, D]
+        cache.length = start + 1
+        return self.unembed(self.final_norm(x))  # [B, V]
+
     def layers_forward(self, tokens: np.ndarray, cache: KVCache, start: int, record: Recorder | None = None) -> np.ndarray:
         """tokens [T] at positions start.. -> their hidden states [T, D] after the last layer."""
         x = self.embed(tokens, start)  # [T, D]
@@ -155,6 +183,8 @@ class Transformer:
         """q [T, H, Dh], new k, v [T, Hkv, Dh] -> context vectors [T, H*Dh], through the cache."""
         cfg = self.config
         t_len = q.shape[0]
+        if at.batch:
+            return self.batch_attention(q, k, v, at)
         k_all, v_all = at.cache.store(at.index, at.start, k, v)  # [Hkv, Dh, S] (keys transposed), [Hkv, S, Dh]
         # Query head h reads key/value head h // G (the grouping of transformers' repeat_kv).
         qg = q.reshape(t_len, cfg.n_kv_head, cfg.q_per_kv, cfg.head_dim).transpose(1, 2, 0, 3)  # [Hkv, G, T, Dh]
@@ -163,6 +193,19 @@ class Transformer:
         if want:
             at.record.attn[at.index] = weights.reshape(cfg.n_head, t_len, -1)  # [H, T, S]
         return out.transpose(2, 0, 1, 3).reshape(t_len, cfg.n_head * cfg.head_dim)  # [T, H*Dh]
+
+    def batch_attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, at: LayerCall) -> np.ndarray:
+        """q [B, H, Dh], k, v [B, Hkv, Dh]: one new position for each of B sequences -> [B, H*Dh].
+
+        The batch cache keeps the B sequences side by side ([B, Hkv, ...] per layer), so that B
+        sequences of Hkv heads are one attention call over B*Hkv heads, each over its own keys.
+        """
+        cfg = self.config
+        b_len = q.shape[0]
+        k_all, v_all = at.cache.store(at.index, at.start, k, v)  # [B*Hkv, Dh, S], [B*Hkv, S, Dh]
+        qg = q.reshape(b_len * cfg.n_kv_head, cfg.q_per_kv, 1, cfg.head_dim)  # [B*Hkv, G, 1, Dh]
+        out, _ = ops.attention(qg, k_all, v_all, at.start)  # [B*Hkv, G, 1, Dh]
+        return out.reshape(b_len, cfg.n_head * cfg.head_dim)  # [B, H*Dh]
 
     # Supplied by each family.
     def embed(self, tokens: np.ndarray, start: int) -> np.ndarray:  # [T] -> [T, D]
@@ -188,7 +231,7 @@ class Transformer:
 
     def unembed(self, x: np.ndarray) -> np.ndarray:
         """Normed hidden states [T, D] -> logits [T, V]. A logit lens is unembed(final_norm(h))."""
-        return x @ self.unembedding  # [T, D] @ [D, V] -> [T, V]
+        return ops.linear(x, self.unembedding)  # [T, D] @ [D, V] -> [T, V] (ops.linear: a tied [D, V] is a view of [V, D] rows)
 
 
 PART_MIN_TOKENS = 160  # shorter parts are faster as one part on BLAS's own threads (see benchmarks/README.md)

@@ -204,3 +204,18 @@ def _descending(probs: np.ndarray, mass: float) -> np.ndarray:
             return part[np.argsort(-probs[part], kind="stable")]
         m *= 4
     return np.argsort(-probs, kind="stable")
+
+
+def speculative_choice(sampler: Sampler, logits: np.ndarray, history: list[int], draft: int) -> tuple[int, bool]:
+    """Speculative sampling's acceptance rule for a draft that puts all its probability on one token
+    x (Leviathan et al. 2023; Chen et al. 2023): accept x with probability p(x), where p is the
+    distribution `sampler` samples from; on rejection draw from p with x removed, renormalised.
+    Returns (the token, whether it is the draft).
+
+    Realised with the sampler's usual single draw: y ~ p, accepted when y == x. Then
+    P(accept) = p(x), and a rejected y is distributed as p(y) / (1 - p(x)) over y != x, which is the
+    rule above. Drawing this way uses the random stream exactly as plain sampling does, so lookup
+    decoding with a seed gives the text plain decoding gives with that seed.
+    """
+    token = sampler.sample(logits, history)
+    return token, token == draft

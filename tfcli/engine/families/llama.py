@@ -233,7 +233,7 @@ class Llama(Transformer):
         if layer.b_qkv is not None:
             qkv += layer.b_qkv
         qkv = qkv.reshape(t_len, H + 2 * Hkv, cfg.head_dim)  # [T, H+2Hkv, Dh]
-        cos, sin = self.rope(at.start, at.start + t_len)  # [T, Dh/2] each
+        cos, sin = self.rope(*at.span(t_len))  # [T, Dh/2] each ([1, Dh/2] in a batch step: one shared position)
         qk = ops.apply_rope(qkv[:, : H + Hkv], cos, sin)  # [T, H+Hkv, Dh]: queries and keys rotate together
         a = self.self_attention(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], at)  # [T, H*Dh]
         a = ops.linear(a, layer.wo)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]

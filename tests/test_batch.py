@@ -1,0 +1,196 @@
+"""Several samples in one batch (engine/batch.py, generate --samples / lists): batching changes no numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import TINY_GPT2, TINY_LLAMA
+from tfcli.engine.batch import BatchCache, Samples
+from tfcli.engine.generate import Generation, Session
+from tfcli.engine.sampling import Sampler, SamplingParams
+from tfcli.store import load
+
+
+@pytest.fixture(scope="module", params=[TINY_GPT2, TINY_LLAMA], ids=["gpt2", "llama"])
+def lm(request):
+    return load(request.param)
+
+
+def test_each_row_of_a_batched_step_equals_the_sequence_alone(lm):
+    model, rng = lm.model, np.random.default_rng(0)
+    prompt = rng.integers(0, model.config.vocab_size, 7)
+    seqs = rng.integers(0, model.config.vocab_size, (4, 5))  # [B, steps]: each row its own tokens
+    cache = model.new_cache(20)
+    model.forward(prompt, cache)
+    batch = BatchCache(model.config, len(seqs), 20)
+    batch.fill(cache)
+    # Each sequence alone, all its positions in one pass: [steps, V] each.
+    alone = [model.forward(np.concatenate([prompt, s]), model.new_cache(20), all_logits=True)[len(prompt) :] for s in seqs]
+    for t in range(seqs.shape[1]):
+        rows = model.decode_batch(seqs[:, t], batch)  # [B, V]
+        for b in range(len(seqs)):
+            np.testing.assert_allclose(rows[b], alone[b][t], atol=1e-5, rtol=0)
+
+
+def test_rows_that_leave_the_batch_do_not_disturb_the_others(lm):
+    model, rng = lm.model, np.random.default_rng(1)
+    prompt = rng.integers(0, model.config.vocab_size, 3)
+    seqs = rng.integers(0, model.config.vocab_size, (3, 4))
+    cache = model.new_cache(10)
+    model.forward(prompt, cache)
+    batch = BatchCache(model.config, 3, 10)
+    batch.fill(cache)
+    model.decode_batch(seqs[:, 0], batch)
+    model.decode_batch(seqs[:, 1], batch)
+    batch.keep([0, 2])  # sample 1 finished
+    rows = model.decode_batch(seqs[[0, 2], 2], batch)  # [2, V]
+    for row, b in enumerate([0, 2]):
+        alone = model.forward(np.concatenate([prompt, seqs[b, :3]]), model.new_cache(10))[-1]
+        np.testing.assert_allclose(rows[row], alone, atol=1e-5, rtol=0)
+
+
+def test_a_sample_of_a_batch_is_the_sample_alone_with_its_seed(lm):
+    prompt = lm.tokenizer.prompt("The")
+    params = [SamplingParams(temperature=t, top_k=0, top_p=1.0, min_p=0.0, seed=10 + i) for i, t in enumerate([0.5, 1.0, 1.5, 1.0])]
+    batch = Samples(Session(lm.model), lm.tokenizer, prompt, [Sampler(p) for p in params], 25, eos_ids=lm.config.eos_token_ids)
+    got = [[] for _ in params]
+    for steps in batch:
+        for i, step in steps:
+            got[i].append(step.token)
+    for i, p in enumerate(params):
+        alone = Generation(Session(lm.model), lm.tokenizer, prompt, Sampler(p), 25, eos_ids=lm.config.eos_token_ids)
+        assert got[i] == [s.token for s in alone], i
+    assert len({tuple(g) for g in got}) > 1  # the samples really differ
+    assert batch.totals.new_tokens == sum(map(len, got))
+
+
+def test_each_sample_stops_on_its_own(lm):
+    """A stop string ends one sample and the others go on; each text is the one it gives alone."""
+    prompt = lm.tokenizer.prompt("The")
+    params = [SamplingParams(temperature=1.0, seed=s) for s in range(4)]
+    first = "".join(s.text for s in Generation(Session(lm.model), lm.tokenizer, prompt, Sampler(params[0]), 30))
+    stop = (first[5:7],)
+    batch = Samples(Session(lm.model), lm.tokenizer, prompt, [Sampler(p) for p in params], 30, stop=stop)
+    texts = [""] * len(params)
+    for steps in batch:
+        for i, step in steps:
+            texts[i] += step.text
+    reasons = [run.stats.stop_reason for run in batch.runs]
+    assert reasons[0] == "stop string"
+    for i, p in enumerate(params):
+        alone = Generation(Session(lm.model), lm.tokenizer, prompt, Sampler(p), 30, stop=stop)
+        assert texts[i] == "".join(s.text for s in alone)
+        assert reasons[i] == alone.stats.stop_reason
+
+
+def _greedy(cli, *args):
+    r = cli("generate", "-m", TINY_LLAMA, "The", "-n", "20", *args)
+    assert r.exit_code == 0, r.stderr
+    return r
+
+
+def test_three_greedy_samples_are_the_greedy_text(cli):
+    plain = _greedy(cli, "-t", "0").stdout.rstrip("\n")
+    r = _greedy(cli, "-t", "0", "--samples", "3")
+    blocks = r.stdout.split("── sample ")[1:]
+    assert len(blocks) == 3
+    for block in blocks:
+        assert block.split("──\n", 1)[1].rstrip("\n") == plain
+    assert "3 samples in one batch" in r.stderr and "60 new in all" in r.stderr
+
+
+def test_a_sample_of_a_temperature_list_is_that_run_alone_with_seed_plus_i(cli):
+    r = _greedy(cli, "-t", "0.2,0.8,1.5", "--seed", "7")
+    blocks = r.stdout.split("── sample ")[1:]
+    assert [b.split(" ──")[0] for b in blocks] == ["1 · T=0.2 · seed 7", "2 · T=0.8 · seed 8", "3 · T=1.5 · seed 9"]
+    for block, (t, s) in zip(blocks, [("0.2", "7"), ("0.8", "8"), ("1.5", "9")]):
+        alone = _greedy(cli, "-t", t, "--seed", s).stdout.rstrip("\n")
+        assert block.split("──\n", 1)[1].rstrip("\n") == alone
+
+
+def test_samples_of_a_seed_are_seeds_in_a_row(cli):
+    r = _greedy(cli, "-t", "1", "--samples", "2", "--seed", "3")
+    texts = [b.split("──\n", 1)[1].rstrip("\n") for b in r.stdout.split("── sample ")[1:]]
+    assert texts == [_greedy(cli, "-t", "1", "--seed", "3").stdout.rstrip("\n"), _greedy(cli, "-t", "1", "--seed", "4").stdout.rstrip("\n")]
+
+
+def test_without_a_seed_the_base_seed_is_reported(cli):
+    r = _greedy(cli, "-t", "1", "--samples", "2")
+    assert "seed " in r.stdout.split("\n")[0]
+
+
+def test_show_probs_draws_the_temperatures_side_by_side(cli):
+    r = _greedy(cli, "-t", "0.2,1.5", "--show-probs", "3", "-n", "2", "--seed", "1")
+    first = r.stderr.split("#2")[0]
+    assert "T=0.2" in first and "T=1.5" in first and first.count("▶") == 2
+
+
+def _one_line_error(r, code: int, *needles: str) -> None:
+    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, code, needles",
+    [
+        (["--samples", "0"], 2, ["--samples", "at least 1"]),
+        (["--samples", "-2"], 2, ["--samples"]),
+        (["-t", "0.2,warm,1"], 2, ["--temperature", "'warm'"]),
+        (["-t", "0.2,-1"], 2, ["--temperature", "0 or more"]),
+        (["-t", "0.2,"], 2, ["--temperature", "''"]),
+        (["--top-k", "5,x"], 2, ["--top-k", "not a valid integer"]),
+        (["--top-p", "0.5,2"], 2, ["--top-p"]),
+        (["-t", "1,2,3", "--top-k", "1,2"], 2, ["line up"]),
+        (["--samples", "2", "--lookup"], 2, ["--lookup"]),
+        (["--samples", "2", "--slide"], 2, ["--slide"]),
+        (["--samples", "100000000000000"], 1, ["100,000,000,000,000 samples", "--samples"]),
+    ],
+)
+def test_bad_batch_options_one_line(cli, args, code, needles):
+    _one_line_error(cli("generate", "-m", TINY_GPT2, "Hello", "-n", "5", *args), code, *needles)
+
+
+def test_memory_is_checked_before_the_batch_is_allocated(cli, monkeypatch):
+    import tfcli.engine.memory as memory
+
+    made = []
+    monkeypatch.setattr(memory, "available_bytes", lambda: 10_000_000)  # 10 MB
+    monkeypatch.setattr(BatchCache, "__init__", lambda self, *a: made.append(a))
+    monkeypatch.setattr(Sampler, "__init__", lambda self, *a: made.append(a))
+    r = cli("generate", "-m", TINY_GPT2, "Hello", "-n", "50", "--samples", "5000")
+    _one_line_error(r, 1, "5,000 samples", "would need", "--samples")
+    assert made == []  # no sampler, no cache: the check came first
+
+
+def test_ctrl_c_in_a_batch_keeps_every_text_and_exits_130(cli, monkeypatch):
+    from tfcli.engine.model import Transformer
+
+    real, calls = Transformer.decode_batch, {"n": 0}
+
+    def interrupted(self, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Transformer, "decode_batch", interrupted)
+    r = cli("generate", "-m", TINY_LLAMA, "The", "-n", "30", "-t", "0", "--samples", "2")
+    assert r.exit_code == 130
+    assert r.stdout.count("── sample ") == 2
+    assert "interrupted" in r.stderr and "4 new" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("t_len", [2, 3, 4, 8, 9, 17, 32])
+def test_the_blocked_product_for_a_few_rows_equals_the_plain_one(t_len):
+    """ops.linear's path for 2-32 rows (a batch step, a lookup check) against the plain product."""
+    from tfcli.engine import ops
+
+    rng = np.random.default_rng(t_len)
+    for n_out, n_in in [(960, 576), (576, 1536), (5000, 96)]:
+        w = rng.standard_normal((n_out, n_in), dtype=np.float32).T  # [in, out] view of stored rows, as Llama keeps them
+        x = rng.standard_normal((t_len, n_in), dtype=np.float32)
+        np.testing.assert_allclose(ops.linear(x, w), x.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-4)

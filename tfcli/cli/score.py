@@ -1,0 +1,145 @@
+"""tfcli score: how well a model predicts a text (loss in nats, perplexity), token by token."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import options
+from .console import out
+
+# How likely the model found each token, as colours from sure to surprised (probability bounds).
+SCALE = ((0.5, "green", "≥ 50%"), (0.2, "bright_green", "20-50%"), (0.05, "yellow", "5-20%"), (0.01, "dark_orange", "1-5%"), (0.0, "red", "< 1%"))
+
+
+def score(
+    text: Annotated[Optional[str], typer.Argument(help="The text to score. '-' reads it from stdin.", show_default=False)] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Score the text of this UTF-8 file instead.", show_default=False)] = None,
+    model: options.Model = None,
+    window: Annotated[Optional[int], typer.Option("--window", help="Tokens the model sees at once (default: its context).", show_default=False)] = None,
+    stride: Annotated[
+        Optional[int],
+        typer.Option("--stride", help="How far the window moves on a text longer than it; each token after the first window sees at least window - stride before it. = --window: windows that do not overlap. (default: half the window)", show_default=False),
+    ] = None,
+    show_text: Annotated[Optional[bool], typer.Option("--text/--no-text", help="Show the text coloured by each token's probability (default: when stdout is a terminal).", show_default=False)] = None,
+    as_json: options.Json = False,
+    threads: options.Threads = None,
+) -> None:
+    """The model's loss on a text: mean nats per token, perplexity, and nats per character and per
+    byte (comparable across tokenizers). The first token has nothing before it and is not scored.
+    A text longer than the window goes through a sliding window; every token is scored once.
+
+    Examples:
+
+      tfcli score "To be, or not to be, that is the question."
+
+      tfcli score -m smollm2 --file notes.txt --window 1024 --stride 512
+
+      tfcli score --file val.txt --stride 256 --json
+    """
+    import sys
+
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.score import check_window, score as run_score
+
+    if (text is None) == (file is None):
+        raise UsageError("give a TEXT or --file FILE (one of the two)", "tfcli score 'some text', or tfcli score --file notes.txt")
+    body = _read_file(file) if file is not None else options.read_text(text, "the text", "give some text to score")
+    options.apply_threads(threads)
+    lm = options.load_model(model)
+    window, stride = check_window(lm.model, window, stride)
+    ids = lm.tokenizer.prompt(body)
+    result = run_score(lm.model, ids, window, stride)
+    chars, nbytes = _scored_size(lm.tokenizer, body, ids)
+    figures = {
+        "nats_per_token": result.nats_per_token,
+        "perplexity": result.perplexity,
+        "nats_per_char": result.nats / chars if chars else None,
+        "nats_per_byte": result.nats / nbytes if nbytes else None,
+        "bits_per_byte": result.nats / nbytes / math.log(2) if nbytes else None,
+    }
+    if as_json:
+        texts = _token_texts(lm.tokenizer, ids)
+        doc = {
+            "model": lm.name,
+            "tokens": [{"id": i, "text": t, "logprob": None if math.isnan(lp) else round(float(lp), 5)} for i, t, lp in zip(ids, texts, result.logprobs)],
+            **{k: (None if v is None else round(v, 6)) for k, v in figures.items()},
+            "scored_tokens": result.scored,
+            "chars": chars,
+            "bytes": nbytes,
+            "window": window,
+            "stride": stride,
+            "windows": result.windows,
+        }
+        print(json.dumps(doc, ensure_ascii=False))
+        return
+    if show_text if show_text is not None else sys.stdout.isatty():
+        _show_text(lm.tokenizer, ids, result.logprobs)
+    how = "one window" if result.windows == 1 else f"{result.windows:,} windows of {window:,} tokens, stride {stride:,}"
+    out.print(f"{lm.name}: {result.scored:,} tokens scored ({how})")
+    out.print(f"  {figures['nats_per_token']:.4f} nats/token · perplexity {figures['perplexity']:,.2f}")
+    if chars:
+        out.print(f"  {figures['nats_per_char']:.4f} nats/char ({chars:,}) · {figures['nats_per_byte']:.4f} nats/byte ({nbytes:,}) · {figures['bits_per_byte']:.4f} bits/byte")
+
+
+def _read_file(path: Path) -> str:
+    from tfcli.engine.errors import PromptError, TfcliError
+    from tfcli.engine.tokenizer import check_utf8
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TfcliError(f"{path} does not exist", "check the path") from None
+    except IsADirectoryError:
+        raise TfcliError(f"{path} is a folder, not a text file") from None
+    except OSError as e:
+        raise TfcliError(f"{path} cannot be read ({e.strerror})") from None
+    try:
+        body = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PromptError(f"{path} is not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start:,})", "convert the text to UTF-8") from None
+    if not body:
+        raise PromptError(f"{path} is empty", "give a file with some text to score")
+    check_utf8(body, str(path))
+    return body
+
+
+def _scored_size(tokenizer, text: str, ids: list[int]) -> tuple[int, int]:
+    """Characters and UTF-8 bytes of the text the scored tokens spell: the whole text after a BOS,
+    else the text after the first token (which is not predicted)."""
+    first = "" if ids[0] in tokenizer.special_ids() else tokenizer.decode(ids[:1])
+    rest = text[len(first) :] if first and text.startswith(first) else text
+    return len(rest), len(rest.encode("utf-8"))
+
+
+def _token_texts(tokenizer, ids: list[int]) -> list[str]:
+    """The text each token adds, decoded as a stream: a token that ends a character split over
+    several tokens carries the character, the ones before it ''."""
+    from tfcli.engine.tokenizer import TextStream
+
+    stream = TextStream(tokenizer, skip_special_tokens=False)
+    texts = [stream.push(i) for i in ids]
+    texts[-1] += stream.flush()
+    return texts
+
+
+def _show_text(tokenizer, ids: list[int], logprobs) -> None:
+    from rich.text import Text
+
+    body = Text()
+    for piece, lp in zip(_token_texts(tokenizer, ids), logprobs):
+        style = "dim" if math.isnan(lp) else next(colour for bound, colour, _ in SCALE if math.exp(lp) >= bound)
+        body.append(piece, style=style)
+    out.print(body, soft_wrap=True)  # the text's own line breaks, not the terminal's
+    legend = Text("probability of each token: ")
+    for _, colour, label in SCALE:
+        legend.append(f" {label} ", style=f"black on {colour}")
+        legend.append(" ")
+    legend.append("dim: not scored", style="dim")
+    out.print(legend)
+    out.print()
+
