@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA
-from tfcli.engine.batch import BatchCache, Samples
+from tfcli.engine.batch import Samples
+from tfcli.engine.kvcache import BatchCache
 from tfcli.engine.generate import Generation, Session
 from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.store import load

@@ -227,7 +227,7 @@ app.command("params", cls=Command)(params.params)
 app.command("attn", cls=Command)(attn.attn)
 app.command("bench", cls=Command)(bench.bench)
 
-from . import convert, embed, explore, geometry, lens, models, neurons, pull, rm, show  # noqa: E402
+from . import convert, embed, explore, geometry, lens, models, neurons, pull, rm, score, show  # noqa: E402
 
 app.command("models", cls=Command)(models.models)
 app.command("show", cls=Command)(show.show)
@@ -239,10 +239,8 @@ app.command("embed", cls=Command)(embed.embed)
 app.command("neurons", cls=Command)(neurons.neurons)
 app.command("geometry", cls=Command)(geometry.geometry)
 app.command("explore", cls=Command)(explore.explore)
+app.command("score", cls=Command)(score.score)
 
-from . import score  # noqa: E402
-
-app.command("score")(score.score)
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from .config import ModelConfig
 from .errors import ResourceError, UsageError
 from .generate import Generation, Session, Step
-from .kvcache import KVCache
+from .kvcache import BatchCache, KVCache
 from .memory import check_allocation, human_bytes
 from .sampling import Sampler
 from .tokenizer import Tokenizer
@@ -38,57 +38,6 @@ def check_batch(config: ModelConfig, rows: int, capacity: int) -> None:
     if rows < 1:
         raise UsageError(f"--samples must be at least 1, not {rows}")
     check_allocation(batch_bytes(config, rows, capacity), f"{rows:,} samples of {capacity:,} positions", MEMORY_HINT)
-
-
-class BatchCache:
-    """Keys and values of B sequences that all hold the same number of positions.
-
-    Per layer, the B sequences sit side by side: keys [L, B, Hkv, Dh, S] (transposed, as KVCache
-    keeps them) and values [L, B, Hkv, S, Dh]. A layer's keys of the first `rows` sequences are then
-    one [rows*Hkv, Dh, S] view, and B sequences' attention is one call over B*Hkv heads.
-    """
-
-    def __init__(self, config: ModelConfig, rows: int, capacity: int):
-        check_allocation(rows * config.kv_cache_bytes(capacity), f"a KV cache for {rows:,} samples of {capacity:,} positions", MEMORY_HINT)
-        L, Hkv, Dh = config.n_layer, config.n_kv_head, config.head_dim
-        self.k = np.zeros((L, rows, Hkv, Dh, capacity), dtype=np.float32)  # [L, B, Hkv, Dh, capacity], zero pages mapped lazily
-        self.v = np.zeros((L, rows, Hkv, capacity, Dh), dtype=np.float32)  # [L, B, Hkv, capacity, Dh]
-        self.capacity = capacity
-        self.rows = rows  # sequences still in the batch: rows 0..rows-1
-        self.length = 0
-
-    def fill(self, prefix: KVCache) -> None:
-        """Give every row the positions a single-sequence cache holds (the shared prompt)."""
-        n = prefix.length
-        if n > self.capacity:
-            raise ResourceError(f"the batch cache holds {self.capacity} positions; the prompt has {n}")
-        self.k[:, : self.rows, :, :, :n] = prefix.k[:, None, :, :, :n]  # [L, 1, Hkv, Dh, n] -> every row
-        self.v[:, : self.rows, :, :n] = prefix.v[:, None, :, :n]  # [L, 1, Hkv, n, Dh]
-        self.length = n
-
-    def keep(self, rows: list[int]) -> None:
-        """Keep only these rows (ascending), moved to the front in that order."""
-        n = self.length
-        for dst, src in enumerate(rows):
-            if dst != src:  # dst < src: a row is never overwritten before it is moved
-                self.k[:, dst, :, :, :n] = self.k[:, src, :, :, :n]
-                self.v[:, dst, :, :n] = self.v[:, src, :, :n]
-        self.rows = len(rows)
-
-    def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Write each row's new k, v [B, Hkv, Dh] at position `start`; return the keys
-        [B*Hkv, Dh, S] and values [B*Hkv, S, Dh] of positions 0..start (views, no copy)."""
-        b_len, n_kv, head_dim = k.shape
-        end = start + 1
-        if b_len != self.rows:
-            raise ValueError(f"{b_len} new rows for a batch of {self.rows}")
-        if end > self.capacity:
-            raise ResourceError(f"the batch cache holds {self.capacity} positions; position {start} does not fit")
-        self.k[layer, :b_len, :, :, start] = k  # [B, Hkv, Dh]
-        self.v[layer, :b_len, :, start] = v  # [B, Hkv, Dh]
-        keys = self.k[layer, :b_len, :, :, :end].reshape(b_len * n_kv, head_dim, end)  # [B*Hkv, Dh, S], a view
-        values = self.v[layer, :b_len, :, :end].reshape(b_len * n_kv, end, head_dim)  # [B*Hkv, S, Dh], a view
-        return keys, values
 
 
 @dataclass

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,11 +23,8 @@ from . import ops
 from .config import ModelConfig
 from .errors import PromptError
 from .inspect import Recorder
-from .kvcache import KVCache, Relay
+from .kvcache import BatchCache, KVCache, Relay
 from .memory import check_allocation
-
-if TYPE_CHECKING:
-    from .batch import BatchCache
 
 
 @dataclass(frozen=True)
