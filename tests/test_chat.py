@@ -245,3 +245,21 @@ def pexpect_eof():
     import pexpect
 
     return pexpect.EOF
+
+
+def test_a_message_longer_than_the_context_is_named_and_the_chat_goes_on(cli, chat_model):
+    """A huge line is the message's fault: one warning naming its size, never a --max-tokens the
+    user did not give, and the next message is answered."""
+    r = cli("chat", "-m", chat_model, "-t", "0", "-n", "4", input="x" * 100_000 + "\nHello\n/bye\n")
+    assert r.exit_code == 0, r.stderr
+    assert "--max-tokens" not in r.stderr and "Traceback" not in r.stderr
+    assert "the message is" in r.stderr and "not sent" in r.stderr
+    assert sum("new prompt tokens" in line for line in r.stderr.splitlines()) == 1  # "Hello" was answered
+
+
+def test_chat_lookup_gives_the_same_replies(cli, chat_model):
+    turns = "Hello hello hello\nSay it again\n/bye\n"
+    plain = cli("chat", "-m", chat_model, "-t", "0", "-n", "8", input=turns)
+    fast = cli("chat", "-m", chat_model, "-t", "0", "-n", "8", "--lookup", input=turns)
+    assert plain.exit_code == fast.exit_code == 0, fast.stderr
+    assert fast.stdout == plain.stdout and "drafted tokens accepted" in fast.stderr

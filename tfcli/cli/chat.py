@@ -63,6 +63,7 @@ def chat(
     repetition_penalty: options.RepetitionPenalty = None,
     repeat_last_n: options.RepeatLastN = None,
     seed: options.Seed = None,
+    lookup: Annotated[bool, typer.Option("--lookup", help="Lookup decoding: guess the next tokens from the conversation and check them in one pass; the same replies, faster when a reply repeats its context.")] = False,
     threads: options.Threads = None,
 ) -> None:
     """Chat with a model that has a chat template; by default smollm2, pulled on first use.
@@ -92,7 +93,7 @@ def chat(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
         repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=seed,
     ).params  # fmt: skip
-    state = ChatState(lm=lm, system=system, params=params, max_tokens=max_tokens)
+    state = ChatState(lm=lm, system=system, params=params, max_tokens=max_tokens, lookup=lookup)
     _run(state, n_threads)
 
 
@@ -117,6 +118,7 @@ class ChatState:
     max_tokens: int
     history: list[dict[str, str]] = field(default_factory=list)
     sampler: object = None
+    lookup: bool = False  # draft replies from the conversation (engine/lookup.py)
 
     def __post_init__(self):
         from tfcli.engine.sampling import Sampler
@@ -274,7 +276,15 @@ def _reply(state: ChatState, session, user: str) -> None:
         state.history.clear()
         ids = lm.tokenizer.encode(chat_prompt(lm, user, state.system, state.history))
         room = session.capacity - len(ids) + 1
-    gen = Generation(session, lm.tokenizer, ids, state.sampler, min(state.max_tokens, room), eos_ids=lm.chat_eos_ids())
+        if room < 2:  # the message alone does not fit: say so, rather than blame a --max-tokens never given
+            warn(f"the message is {len(ids):,} tokens with the template; the context holds {session.capacity:,}; not sent, send a shorter one")
+            return
+    from tfcli.engine.lookup import Drafter
+
+    gen = Generation(
+        session, lm.tokenizer, ids, state.sampler, min(state.max_tokens, room), eos_ids=lm.chat_eos_ids(),
+        lookup=Drafter() if state.lookup else None,
+    )  # fmt: skip
     reply: list[str] = []
     try:
         for step in gen:
@@ -291,7 +301,9 @@ def _reply(state: ChatState, session, user: str) -> None:
     s = gen.stats
     err.print(
         f"[dim]{s.prompt_tokens} new prompt tokens (of {len(ids)}) · {s.new_tokens} reply · "
-        f"decode {s.decode_tps:,.1f} tok/s · stopped: {s.stop_reason}[/]",
+        f"decode {s.decode_tps:,.1f} tok/s · "
+        + (f"lookup: {s.accepted} of {s.drafted} drafted tokens accepted · " if state.lookup else "")
+        + f"stopped: {s.stop_reason}[/]",
         soft_wrap=True,  # one line whatever the width: scripts read it, and a terminal wraps it itself
     )
     state.history += [{"role": "user", "content": user}, {"role": "assistant", "content": "".join(reply)}]

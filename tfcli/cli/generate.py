@@ -20,6 +20,10 @@ def generate(
         Optional[str],
         typer.Argument(help="Text to continue. '-' reads it from stdin. Omitted: start from a newline.", show_default=False),
     ] = None,
+    prompt_option: Annotated[
+        Optional[str],
+        typer.Option("--prompt", "-p", help="The text to continue, as the PROMPT argument (llama.cpp's spelling).", show_default=False),
+    ] = None,
     model: options.Model = None,
     max_tokens: Annotated[
         Optional[int],
@@ -48,6 +52,7 @@ def generate(
     truncate: Annotated[bool, typer.Option("--truncate", help="If the prompt is longer than the context, keep its last tokens (with a warning).")] = False,
     threads: options.Threads = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No statistics on stderr.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document at the end: the text, each new token (id, text, logprob) and the statistics.")] = False,
 ) -> None:
     """Continue PROMPT with a model, token by token.
 
@@ -72,6 +77,10 @@ def generate(
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.lookup import Drafter
 
+    if prompt_option is not None:
+        if prompt is not None:
+            raise UsageError("give the prompt once: as the PROMPT argument or with -p/--prompt")
+        prompt = prompt_option
     if show_probs < 0:
         raise UsageError(f"--show-probs must be 0 or more, not {show_probs}")
     if max_tokens is not None and max_tokens < 1:
@@ -85,6 +94,8 @@ def generate(
         raise UsageError("--lookup decodes one sample at a time", "drop --samples and the lists, or --lookup")
     if n_samples > 1 and slide:
         raise UsageError("--slide goes with one sample", "drop --samples and the lists, or --slide")
+    if n_samples > 1 and as_json:
+        raise UsageError("--json goes with one sample", "drop --samples and the lists, or --json")
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
@@ -129,10 +140,13 @@ def generate(
         max_new_tokens=want,
         stop=tuple(stop or ()),
         eos_ids=eos_ids,
-        show_top=show_probs,
+        show_top=max(show_probs, 1) if as_json else show_probs,  # --json reports each token's log-probability
         slide=slide,
         lookup=Drafter() if lookup else None,
     )
+    if as_json:
+        _generate_json(lm, gen, text, show_probs, sampler, load_seconds, n_threads, quiet, lookup)
+        return
     # With --show-probs the candidate view goes to stderr step by step, and the text to stdout at the
     # end, so that the two never interleave on a terminal.
     stream = sys.stdout
@@ -153,6 +167,26 @@ def generate(
         _finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet, lookup)
         raise typer.Exit(130) from None
     _finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet, lookup)
+
+
+def _generate_json(lm, gen, prompt: str, show_probs: int, sampler, load_seconds: float, threads: int, quiet: bool, lookup: bool) -> None:
+    """generate --json: nothing on stdout until the end, then one document (cli/json.py)."""
+    from . import json as json_out
+
+    new: list[dict] = []
+    try:
+        for step in gen:
+            new.append(json_out.generated(lm.tokenizer, step))
+            if show_probs:
+                _show_choice(lm.tokenizer, step, gen.stats.new_tokens, sampler, show_probs)
+    except KeyboardInterrupt:
+        gen.stats.stop_reason = "interrupted"
+        new.append({"id": None, "text": gen.flush(), "logprob": None})
+        json_out.emit(json_out.generation(lm.name, prompt, "".join(t["text"] for t in new), new, json_out.stats(gen.stats, load_seconds=load_seconds, threads=threads)))
+        raise typer.Exit(130) from None
+    json_out.emit(json_out.generation(lm.name, prompt, "".join(t["text"] for t in new), new, json_out.stats(gen.stats, load_seconds=load_seconds, threads=threads)))
+    if not quiet:
+        _finish(None, [], gen.stats, load_seconds, threads, quiet, lookup)
 
 
 def parse_list(value: str | None, flag: str, kind: type) -> list | None:
@@ -306,10 +340,12 @@ def chat_prompt(lm, user: str, system: str | None, history: list[dict[str, str]]
 
 
 def _finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, quiet: bool, lookup: bool = False) -> None:
-    if pieces:
-        stream.write("".join(pieces))
-    stream.write("\n")
-    stream.flush()
+    """The text held back (and its last newline) on `stream` (None: none), the statistics on stderr."""
+    if stream is not None:
+        if pieces:
+            stream.write("".join(pieces))
+        stream.write("\n")
+        stream.flush()
     if not quiet:
         note(
             f"{stats.prompt_tokens} prompt tokens · {stats.new_tokens} new · "
