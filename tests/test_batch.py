@@ -186,8 +186,8 @@ def test_ctrl_c_in_a_batch_keeps_every_text_and_exits_130(cli, monkeypatch):
 
 
 @pytest.mark.parametrize("t_len", [2, 3, 4, 8, 9, 17, 32])
-def test_the_blocked_product_for_a_few_rows_equals_the_plain_one(t_len):
-    """ops.linear's path for 2-32 rows (a batch step, a lookup check) against the plain product."""
+def test_the_product_for_a_few_rows_equals_the_plain_one(t_len):
+    """ops.linear for 2-32 rows (a batch step, a lookup check), (W x^T)^T on the stored rows, against the plain product."""
     from tfcli.engine import ops
 
     rng = np.random.default_rng(t_len)

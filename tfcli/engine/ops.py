@@ -20,33 +20,8 @@ def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """
     t_len = x.shape[0]
     if 1 < t_len <= 256 and w.flags.f_contiguous and not w.flags.c_contiguous:
-        if t_len <= SMALL_T:
-            return _linear_small(x, w)
         return (w.T @ x.T).T  # [out, in] @ [in, T] -> [out, T] -> [T, out] view
     return x @ w
-
-
-SMALL_T = 32  # up to this many tokens (a batch of samples, a lookup check), the product goes in row blocks
-SMALL_MNK = 4 * 576 * 192  # T x in x rows per block: below about this, OpenBLAS's small-matrix kernel skips packing
-
-
-def _linear_small(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """x [T, in] @ w [in, out] for a few tokens, w an [in, out] view of stored [out, in] rows.
-
-    OpenBLAS packs the matrix for each product of more than one token: for 2-8 tokens that made
-    the product about twice as slow as one token's (a matrix-vector product streams the rows
-    directly). Products small enough (T x in x rows under SMALL_MNK) go to its small-matrix kernel
-    instead, which does not pack; so the rows go in blocks that small (benchmarks/README.md).
-    Each output is the same dot product over all of `in` as the plain product.
-    """
-    rows = w.T  # [out, in], C-contiguous
-    n_out, n_in = rows.shape
-    block = max(16, SMALL_MNK // (x.shape[0] * n_in) // 16 * 16)
-    xt = np.ascontiguousarray(x.T)  # [in, T]
-    out = np.empty((n_out, x.shape[0]), dtype=np.float32)  # [out, T]
-    for j in range(0, n_out, block):
-        np.matmul(rows[j : j + block], xt, out=out[j : j + block])  # [b, in] @ [in, T] -> [b, T]
-    return out.T  # [T, out] view
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
