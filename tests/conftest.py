@@ -44,3 +44,12 @@ def cli(monkeypatch, tmp_path):
         return Result(runner.invoke(app, [str(a) for a in args], input=input, catch_exceptions=True))
 
     return run
+
+
+def one_line_error(r, code: int, *needles: str) -> None:
+    """Exit code `code` and exactly one line on stderr, `error: ...`, holding every needle; no traceback."""
+    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr, r.exception)
+    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    for needle in needles:
+        assert needle in r.stderr, (needle, r.stderr)

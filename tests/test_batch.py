@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA
+from conftest import TINY_GPT2, TINY_LLAMA, one_line_error
 from tfcli.engine.batch import Samples
 from tfcli.engine.kvcache import BatchCache
 from tfcli.engine.generate import Generation, Session
@@ -127,12 +127,6 @@ def test_show_probs_draws_the_temperatures_side_by_side(cli):
     assert "T=0.2" in first and "T=1.5" in first and first.count("▶") == 2
 
 
-def _one_line_error(r, code: int, *needles: str) -> None:
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 @pytest.mark.parametrize(
@@ -152,7 +146,7 @@ def _one_line_error(r, code: int, *needles: str) -> None:
     ],
 )
 def test_bad_batch_options_one_line(cli, args, code, needles):
-    _one_line_error(cli("generate", "-m", TINY_GPT2, "Hello", "-n", "5", *args), code, *needles)
+    one_line_error(cli("generate", "-m", TINY_GPT2, "Hello", "-n", "5", *args), code, *needles)
 
 
 def test_memory_is_checked_before_the_batch_is_allocated(cli, monkeypatch):
@@ -163,7 +157,7 @@ def test_memory_is_checked_before_the_batch_is_allocated(cli, monkeypatch):
     monkeypatch.setattr(BatchCache, "__init__", lambda self, *a: made.append(a))
     monkeypatch.setattr(Sampler, "__init__", lambda self, *a: made.append(a))
     r = cli("generate", "-m", TINY_GPT2, "Hello", "-n", "50", "--samples", "5000")
-    _one_line_error(r, 1, "5,000 samples", "would need", "--samples")
+    one_line_error(r, 1, "5,000 samples", "would need", "--samples")
     assert made == []  # no sampler, no cache: the check came first
 
 

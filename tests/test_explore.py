@@ -20,7 +20,7 @@ from tfcli.engine.inspect import Recorder
 from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.store import load
 
-from conftest import TINY_GPT2, TINY_LLAMA
+from conftest import TINY_GPT2, TINY_LLAMA, one_line_error
 
 ROOT = Path(__file__).resolve().parent.parent
 CHINESE = "今天天气很好"
@@ -136,41 +136,36 @@ def test_shipped_model_pages_are_small(cli, tmp_path):
         assert page.stat().st_size < 400_000, (model, page.stat().st_size)  # SmolLM2's may be 5 MB
 
 
-def _one_line_error(r, code: int, *words: str):
-    assert r.exit_code == code, (r.exit_code, r.stderr, r.exception)
-    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1, r.stderr
-    for w in words:
-        assert w in r.stderr, r.stderr
 
 
 def test_bad_input_is_one_line_and_leaves_no_page(cli, tmp_path):
     page = tmp_path / "page.html"
-    _one_line_error(cli("explore", "", "-o", page), 2, "empty")
-    _one_line_error(cli("explore", "-o", page), 2, "Missing argument")
-    _one_line_error(cli("explore", "x" * 200, "-o", page), 2, "200 tokens", "at most 128", "shorten")
-    _one_line_error(cli("explore", "-m", "tang", "好" * 200, "-o", page), 2, "200 tokens but tang's context is 128")
-    _one_line_error(cli("explore", "hello", "-o", tmp_path / "no" / "such" / "page.html"), 1, "cannot write")
+    one_line_error(cli("explore", "", "-o", page), 2, "empty")
+    one_line_error(cli("explore", "-o", page), 2, "Missing argument")
+    one_line_error(cli("explore", "x" * 200, "-o", page), 2, "200 tokens", "at most 128", "shorten")
+    one_line_error(cli("explore", "-m", "tang", "好" * 200, "-o", page), 2, "200 tokens but tang's context is 128")
+    one_line_error(cli("explore", "hello", "-o", tmp_path / "no" / "such" / "page.html"), 1, "cannot write")
     (tmp_path / "file").write_text("")
-    _one_line_error(cli("explore", "hello", "-o", tmp_path / "file" / "page.html"), 1, "cannot write")
-    _one_line_error(cli("explore", "hello", "-o", tmp_path), 2, "is a directory")
+    one_line_error(cli("explore", "hello", "-o", tmp_path / "file" / "page.html"), 1, "cannot write")
+    one_line_error(cli("explore", "hello", "-o", tmp_path), 2, "is a directory")
     bare = tmp_path / "bare"
     shutil.copytree(TINY_GPT2, bare)
     (bare / "tokenizer.json").unlink()
-    _one_line_error(cli("explore", "hello", "-m", bare, "-o", page), 1, "tokenizer.json")
-    _one_line_error(cli("explore", "hello", "--lang", "fr", "-o", page), 2)
+    one_line_error(cli("explore", "hello", "-m", bare, "-o", page), 1, "tokenizer.json")
+    one_line_error(cli("explore", "hello", "--lang", "fr", "-o", page), 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bare", "file"]  # no page, no temporary file
 
 
 def test_the_limit_of_a_model_with_many_heads_says_why(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(ex, "CELL_BUDGET", 32 * 10 * 11 // 2)  # shakespeare's 4 x 8 heads over 10 tokens
-    _one_line_error(cli("explore", "To be, or not", "-o", tmp_path / "p.html"), 2, "13 tokens", "at most 10", "4 x 8 heads")
+    one_line_error(cli("explore", "To be, or not", "-o", tmp_path / "p.html"), 2, "13 tokens", "at most 10", "4 x 8 heads")
     assert cli("explore", "To be, or", "-o", tmp_path / "p.html").exit_code == 0
 
 
 def test_an_old_page_survives_a_failed_run(cli, tmp_path, monkeypatch):
     page = tmp_path / "page.html"
     page.write_text("old")
-    _one_line_error(cli("explore", "x" * 200, "-o", page), 2)
+    one_line_error(cli("explore", "x" * 200, "-o", page), 2)
     assert page.read_text() == "old"
 
     def interrupted(*args):

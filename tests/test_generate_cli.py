@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA
+from conftest import TINY_GPT2, TINY_LLAMA, one_line_error
 from tfcli.engine.tokenizer import TextStream, Tokenizer
 
 
@@ -103,13 +103,6 @@ def test_ctrl_c_keeps_partial_text_prints_stats_exits_130(cli, monkeypatch):
     assert "Traceback" not in r.stderr
 
 
-def _one_line_error(r, code: int, *needles: str) -> None:
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    assert "Traceback" not in r.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 @pytest.mark.parametrize(
@@ -128,31 +121,31 @@ def _one_line_error(r, code: int, *needles: str) -> None:
     ],
 )
 def test_bad_options_one_line_exit_2(cli, args, code, needles):
-    _one_line_error(cli("generate", "-m", TINY_GPT2, "Hello", *args), code, *needles)
+    one_line_error(cli("generate", "-m", TINY_GPT2, "Hello", *args), code, *needles)
 
 
 def test_prompt_longer_than_context(cli):
     long = "word " * 400  # far more than the 128-token context
-    _one_line_error(cli("generate", "-m", TINY_GPT2, long), 2, "context", "--truncate")
+    one_line_error(cli("generate", "-m", TINY_GPT2, long), 2, "context", "--truncate")
     r = cli("generate", "-m", TINY_GPT2, long, "--truncate", "-n", "8", "--seed", "0")
     assert r.exit_code == 0
     assert "warning" in r.stderr and "keeping its last 121" in r.stderr
 
 
 def test_empty_prompt(cli):
-    _one_line_error(cli("generate", "-m", TINY_GPT2, ""), 2, "empty")
+    one_line_error(cli("generate", "-m", TINY_GPT2, ""), 2, "empty")
 
 
 def test_unknown_model_suggests_closest(cli):
-    _one_line_error(cli("generate", "-m", "shakespear", "Hi"), 1, "unknown model 'shakespear'")
+    one_line_error(cli("generate", "-m", "shakespear", "Hi"), 1, "unknown model 'shakespear'")
 
 
 def test_folder_without_config(cli, tmp_path):
-    _one_line_error(cli("generate", "-m", tmp_path, "Hi"), 1, "config.json")
+    one_line_error(cli("generate", "-m", tmp_path, "Hi"), 1, "config.json")
 
 
 def test_missing_folder(cli, tmp_path):
-    _one_line_error(cli("generate", "-m", tmp_path / "nope", "Hi"), 1, "no such folder")
+    one_line_error(cli("generate", "-m", tmp_path / "nope", "Hi"), 1, "no such folder")
 
 
 def _copy(tmp_path, src=TINY_GPT2):
@@ -165,7 +158,7 @@ def test_truncated_safetensors(cli, tmp_path):
     m = _copy(tmp_path)
     data = (m / "model.safetensors").read_bytes()
     (m / "model.safetensors").write_bytes(data[: len(data) // 2])
-    _one_line_error(cli("generate", "-m", m, "Hi"), 1, "model.safetensors", "truncated")
+    one_line_error(cli("generate", "-m", m, "Hi"), 1, "model.safetensors", "truncated")
 
 
 def test_corrupt_safetensors_header(cli, tmp_path):
@@ -173,7 +166,7 @@ def test_corrupt_safetensors_header(cli, tmp_path):
     data = bytearray((m / "model.safetensors").read_bytes())
     data[8:12] = b"\xff\xfe{["
     (m / "model.safetensors").write_bytes(bytes(data))
-    _one_line_error(cli("generate", "-m", m, "Hi"), 1, "not valid JSON")
+    one_line_error(cli("generate", "-m", m, "Hi"), 1, "not valid JSON")
 
 
 def test_tensor_of_the_wrong_shape(cli, tmp_path):
@@ -181,7 +174,7 @@ def test_tensor_of_the_wrong_shape(cli, tmp_path):
     cfg = json.loads((m / "config.json").read_text())
     cfg["n_inner"] = 128  # the checkpoint's MLP is 4 x 64 = 256 wide
     (m / "config.json").write_text(json.dumps(cfg))
-    _one_line_error(cli("generate", "-m", m, "Hi"), 1, "mlp.c_fc.weight", "shape", "[64, 256]", "[64, 128]")
+    one_line_error(cli("generate", "-m", m, "Hi"), 1, "mlp.c_fc.weight", "shape", "[64, 256]", "[64, 128]")
 
 
 def test_model_by_name_from_weights_folder(cli):

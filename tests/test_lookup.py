@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA
+from conftest import TINY_GPT2, TINY_LLAMA, one_line_error
 from tfcli.engine.generate import Generation, Session
 from tfcli.engine.lookup import Drafter, find_continuation
 from tfcli.engine.sampling import Sampler, SamplingParams, speculative_choice
@@ -146,19 +146,13 @@ def test_lookup_near_a_full_context(cli):
     assert r.exit_code == 0 and r.stdout == plain.stdout
 
 
-def _one_line_error(r, code: int, *needles: str) -> None:
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 def test_lookup_with_a_full_context_is_refused_in_one_line(cli):
     lm = load(TINY_GPT2)
     text = lm.tokenizer.decode(([15, 16, 17] * lm.config.n_ctx)[: lm.config.n_ctx])
-    _one_line_error(cli("generate", "-m", TINY_GPT2, text, "-t", "0", "-n", "5", "--lookup"), 2, "--max-tokens", "context")
-    _one_line_error(cli("generate", "-m", TINY_GPT2, "Hi", "--lookup", "--slide"), 2, "--lookup", "--slide")
+    one_line_error(cli("generate", "-m", TINY_GPT2, text, "-t", "0", "-n", "5", "--lookup"), 2, "--max-tokens", "context")
+    one_line_error(cli("generate", "-m", TINY_GPT2, "Hi", "--lookup", "--slide"), 2, "--lookup", "--slide")
 
 
 SMOLLM2_PROMPTS = [

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA
+from conftest import TINY_GPT2, TINY_LLAMA, one_line_error
 from tfcli.engine.score import score, window_starts
 from tfcli.store import load
 
@@ -132,12 +132,6 @@ def test_the_summary_says_how_the_text_was_windowed(cli):
     assert "one window" in r.stdout and "probability of each token" in r.stdout and TEXT.strip() in r.stdout
 
 
-def _one_line_error(r, code: int, *needles: str) -> None:
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 def test_bad_input_one_line(cli, tmp_path):
@@ -145,17 +139,17 @@ def test_bad_input_one_line(cli, tmp_path):
     empty.write_bytes(b"")
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("café".encode("latin-1"))
-    _one_line_error(cli("score", "-m", TINY_GPT2, "--file", empty), 2, "empty")
-    _one_line_error(cli("score", "-m", TINY_GPT2, "--file", latin1), 2, "not valid UTF-8", "offset 3")
-    _one_line_error(cli("score", "-m", TINY_GPT2, "--file", tmp_path / "missing.txt"), 1, "does not exist")
-    _one_line_error(cli("score", "-m", TINY_GPT2, "--file", tmp_path), 1, "folder")
-    _one_line_error(cli("score", "-m", TINY_GPT2), 2, "TEXT or --file")
-    _one_line_error(cli("score", "-m", TINY_GPT2, "x", "--file", empty), 2, "TEXT or --file")
-    _one_line_error(cli("score", "-m", TINY_GPT2, ""), 2, "empty")
-    _one_line_error(cli("score", "-m", TINY_GPT2, "a"), 2, "at least 2")
-    _one_line_error(cli("score", "-m", TINY_GPT2, "abc", "--window", "500"), 2, "--window", "128")
-    _one_line_error(cli("score", "-m", TINY_GPT2, "abc", "--stride", "0"), 2, "--stride")
-    _one_line_error(cli("score", "-m", TINY_GPT2, "abc", "--window", "8", "--stride", "9"), 2, "--stride")
+    one_line_error(cli("score", "-m", TINY_GPT2, "--file", empty), 2, "empty")
+    one_line_error(cli("score", "-m", TINY_GPT2, "--file", latin1), 2, "not valid UTF-8", "offset 3")
+    one_line_error(cli("score", "-m", TINY_GPT2, "--file", tmp_path / "missing.txt"), 1, "does not exist")
+    one_line_error(cli("score", "-m", TINY_GPT2, "--file", tmp_path), 1, "folder")
+    one_line_error(cli("score", "-m", TINY_GPT2), 2, "TEXT or --file")
+    one_line_error(cli("score", "-m", TINY_GPT2, "x", "--file", empty), 2, "TEXT or --file")
+    one_line_error(cli("score", "-m", TINY_GPT2, ""), 2, "empty")
+    one_line_error(cli("score", "-m", TINY_GPT2, "a"), 2, "at least 2")
+    one_line_error(cli("score", "-m", TINY_GPT2, "abc", "--window", "500"), 2, "--window", "128")
+    one_line_error(cli("score", "-m", TINY_GPT2, "abc", "--stride", "0"), 2, "--stride")
+    one_line_error(cli("score", "-m", TINY_GPT2, "abc", "--window", "8", "--stride", "9"), 2, "--stride")
 
 
 def _shared_data() -> Path | None:
