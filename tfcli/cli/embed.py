@@ -61,9 +61,8 @@ def embed(
     """
     from tfcli.engine.errors import UsageError
 
-    from .views.inside import chinese
 
-    zh = chinese(lang)
+    zh = options.chinese(lang)
     lo, hi = ARITY[action]
     if len(words) < lo or (hi is not None and len(words) > hi):
         want = f"{lo}" if lo == hi else f"at least {lo}"

@@ -44,9 +44,8 @@ def geometry(
     from tfcli.analysis import geometry as g
     from tfcli.engine.errors import UsageError
 
-    from .views.inside import chinese
 
-    zh = chinese(lang)
+    zh = options.chinese(lang)
     if sample < 2 or sample > 5000:
         raise UsageError(f"--sample must be between 2 and 5000, not {sample}", "all sample² / 2 pairs are measured")
     wanted = _dims(dims)

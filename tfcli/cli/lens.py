@@ -50,9 +50,8 @@ def lens(
     """
     from tfcli.engine.errors import UsageError
 
-    from .views.inside import chinese
 
-    zh = chinese(lang)
+    zh = options.chinese(lang)
     if top < 1:
         raise UsageError(f"--top must be at least 1, not {top}")
     if compare:

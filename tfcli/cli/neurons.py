@@ -41,9 +41,8 @@ def neurons(
     from tfcli.engine.errors import UsageError
 
     from .lens import load, text_ids
-    from .views.inside import chinese
 
-    zh = chinese(lang)
+    zh = options.chinese(lang)
     if k < 1:
         raise UsageError(f"--top must be at least 1, not {k}")
     lm = load(model)

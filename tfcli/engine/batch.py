@@ -19,12 +19,11 @@ import numpy as np
 from .config import ModelConfig
 from .errors import ResourceError, UsageError
 from .generate import Generation, Session, Step
-from .kvcache import BatchCache, KVCache
+from .kvcache import BATCH_HINT, BatchCache, KVCache
 from .memory import check_allocation, human_bytes
 from .sampling import Sampler
 from .tokenizer import Tokenizer
 
-MEMORY_HINT = "use fewer --samples or fewer --max-tokens"
 
 
 def batch_bytes(config: ModelConfig, rows: int, capacity: int) -> int:
@@ -37,7 +36,7 @@ def check_batch(config: ModelConfig, rows: int, capacity: int) -> None:
     """Refuse a batch that does not fit in memory before anything of it is allocated."""
     if rows < 1:
         raise UsageError(f"--samples must be at least 1, not {rows}")
-    check_allocation(batch_bytes(config, rows, capacity), f"{rows:,} samples of {capacity:,} positions", MEMORY_HINT)
+    check_allocation(batch_bytes(config, rows, capacity), f"{rows:,} samples of {capacity:,} positions", BATCH_HINT)
 
 
 @dataclass

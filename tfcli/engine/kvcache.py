@@ -118,6 +118,9 @@ class Relay:
             self._changed.notify_all()
 
 
+BATCH_HINT = "use fewer --samples or fewer --max-tokens"
+
+
 class BatchCache:
     """Keys and values of B sequences that all hold the same number of positions.
 
@@ -127,7 +130,7 @@ class BatchCache:
     """
 
     def __init__(self, config: ModelConfig, rows: int, capacity: int):
-        check_allocation(rows * config.kv_cache_bytes(capacity), f"a KV cache for {rows:,} samples of {capacity:,} positions", "use fewer --samples or fewer --max-tokens")
+        check_allocation(rows * config.kv_cache_bytes(capacity), f"a KV cache for {rows:,} samples of {capacity:,} positions", BATCH_HINT)
         L, Hkv, Dh = config.n_layer, config.n_kv_head, config.head_dim
         self.k = np.zeros((L, rows, Hkv, Dh, capacity), dtype=np.float32)  # [L, B, Hkv, Dh, capacity]; sized to prompt + new tokens by the caller
         self.v = np.zeros((L, rows, Hkv, capacity, Dh), dtype=np.float32)  # [L, B, Hkv, capacity, Dh]

@@ -11,13 +11,6 @@ from rich.text import Text
 from .heatmap import clip, ink_on, uses_colour, viridis  # noqa: F401  (uses_colour: for the views)
 
 
-def chinese(lang) -> bool:
-    """--lang zh, else the locale (the rule every command follows: cli/options.py)."""
-    from ..options import chinese as from_flag_or_locale
-
-    return from_flag_or_locale(lang)
-
-
 def say(console, zh: bool, en: str, cn: str) -> None:
     """A few plain sentences of explanation, in Chinese with --lang zh."""
     console.print(f"[dim]{cn if zh else en}[/]", soft_wrap=False)
