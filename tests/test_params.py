@@ -10,7 +10,6 @@ only the Qwen2 tests import it (once, for a module-scoped pair of checkpoints wr
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -644,14 +643,9 @@ def test_readme_excerpt_of_params_gpt3_is_what_it_prints(cli):
 
 
 @pytest.mark.slow
-def test_from_smollm2_by_name(cli, monkeypatch, request):
-    """`--from smollm2`, as the issue wrote it: the pulled model by its name (skipped when it is not
-    in the test cache, $TFCLI_TEST_HOME or .pytest_cache/d/tfcli-home, as tests/test_smollm2.py pulls it)."""
-    cache = getattr(request.config, "cache", None)
-    home = Path(os.environ.get("TFCLI_TEST_HOME") or (cache.mkdir("tfcli-home") if cache else "/nonexistent"))
-    if not (home / "models" / "smollm2" / "config.json").is_file():
-        pytest.skip("SmolLM2 has not been pulled into the test cache")
-    monkeypatch.setenv("TFCLI_HOME", str(home))
+def test_from_smollm2_by_name(cli, monkeypatch, smollm2_folder):
+    """`--from smollm2`, as the issue wrote it: the pulled model by its name."""
+    monkeypatch.setenv("TFCLI_HOME", str(smollm2_folder.parent.parent))
     r, f = compare(cli, "smollm2")
     assert r.exit_code == 0, r.stderr
     assert f["agree"] and f["actual_total"] == 134_515_008

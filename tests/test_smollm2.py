@@ -9,14 +9,12 @@ and reused by later runs; when it cannot be obtained (offline), every test here 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tfcli.store import load
-from tfcli.engine.errors import PullError
 from tfcli.engine.tokenizer import Tokenizer
 from tfcli.engine.weightfile import read_header
 
@@ -28,17 +26,8 @@ TOLERANCE = 1e-3  # float32 logits of a 30-layer model, summed in a different or
 
 
 @pytest.fixture(scope="session")
-def folder(request, tmp_path_factory) -> Path:
-    from tfcli.store import pull
-
-    cache = getattr(request.config, "cache", None)
-    home = os.environ.get("TFCLI_TEST_HOME") or (cache.mkdir("tfcli-home") if cache else tmp_path_factory.mktemp("tfcli-home"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TFCLI_HOME", str(home))
-        try:
-            return pull.pull("smollm2")
-        except PullError as e:
-            pytest.skip(f"SmolLM2 could not be obtained: {e}")
+def folder(smollm2_folder) -> Path:
+    return smollm2_folder
 
 
 @pytest.fixture(scope="session")
