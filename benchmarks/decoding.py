@@ -44,7 +44,7 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.2f}-{max(values):.2f}x (median {statistics.median(values):.2f}x)"
 
 
-def bench_batch(lm, rounds: int, new_tokens: int, sizes: list[int]) -> None:
+def bench_batch(lm, rounds: int, new_tokens: int, sizes: list[int], threads: int) -> None:
     from tfcli.engine.batch import Samples
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.sampling import Sampler, SamplingParams
@@ -54,13 +54,13 @@ def bench_batch(lm, rounds: int, new_tokens: int, sizes: list[int]) -> None:
 
     def plain() -> float:
         t = time.perf_counter()
-        gen = Generation(Session(lm.model, len(ids) + new_tokens), lm.tokenizer, ids, Sampler(params(0)), new_tokens)
+        gen = Generation(Session(lm.model, len(ids) + new_tokens, workers=threads), lm.tokenizer, ids, Sampler(params(0)), new_tokens)
         assert sum(1 for _ in gen) == new_tokens
         return time.perf_counter() - t
 
     def batch(n: int) -> float:
         t = time.perf_counter()
-        run = Samples(Session(lm.model, len(ids) + new_tokens), lm.tokenizer, ids, [Sampler(params(i)) for i in range(n)], new_tokens)
+        run = Samples(Session(lm.model, len(ids) + new_tokens, workers=threads), lm.tokenizer, ids, [Sampler(params(i)) for i in range(n)], new_tokens)
         for _ in run:
             pass
         assert run.totals.new_tokens == n * new_tokens
@@ -86,14 +86,14 @@ def bench_batch(lm, rounds: int, new_tokens: int, sizes: list[int]) -> None:
         print(f"  N={n}: time {spread(ratios)}, tokens/s {spread([n / x for x in ratios])}; best {best:.2f}x time, {n / best:.2f}x tokens/s")
 
 
-def bench_lookup(lm, rounds: int, budget: int) -> None:
+def bench_lookup(lm, rounds: int, budget: int, threads: int) -> None:
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.lookup import Drafter
     from tfcli.engine.sampling import Sampler, SamplingParams
 
     def run(text: str, lookup: bool):
         ids = lm.tokenizer.encode(lm.chat.render([{"role": "user", "content": text}], add_generation_prompt=True))
-        gen = Generation(Session(lm.model, len(ids) + budget), lm.tokenizer, ids, Sampler(SamplingParams(temperature=0)), budget,
+        gen = Generation(Session(lm.model, len(ids) + budget, workers=threads), lm.tokenizer, ids, Sampler(SamplingParams(temperature=0)), budget,
                          eos_ids=lm.chat_eos_ids(), lookup=Drafter() if lookup else None)  # fmt: skip
         t = time.perf_counter()
         tokens = [s.token for s in gen]
@@ -139,10 +139,10 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.2f} at the start; model {lm.name} ({lm.model.weight_bytes() / 1e6:,.0f} MB of weights)")  # fmt: skip
     t0 = time.perf_counter()
     if args.only in (None, "batch"):
-        bench_batch(lm, args.rounds, args.new_tokens, [int(x) for x in args.sizes.split(",")])
+        bench_batch(lm, args.rounds, args.new_tokens, [int(x) for x in args.sizes.split(",")], threads)
     if args.only in (None, "lookup"):
         print()
-        bench_lookup(lm, args.rounds, args.lookup_tokens)
+        bench_lookup(lm, args.rounds, args.lookup_tokens, threads)
     print(f"done in {time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.2f} at the end")
 
 

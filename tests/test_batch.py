@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -18,7 +20,9 @@ def lm(request):
     return load(request.param)
 
 
-def test_each_row_of_a_batched_step_equals_the_sequence_alone(lm):
+@pytest.mark.parametrize("workers", [1, 2], ids=["1-thread", "2-threads"])
+def test_each_row_of_a_batched_step_equals_the_sequence_alone(lm, workers):
+    """With 2 workers a second thread takes half of every product and half of every MLP."""
     model, rng = lm.model, np.random.default_rng(0)
     prompt = rng.integers(0, model.config.vocab_size, 7)
     seqs = rng.integers(0, model.config.vocab_size, (4, 5))  # [B, steps]: each row its own tokens
@@ -29,7 +33,7 @@ def test_each_row_of_a_batched_step_equals_the_sequence_alone(lm):
     # Each sequence alone, all its positions in one pass: [steps, V] each.
     alone = [model.forward(np.concatenate([prompt, s]), model.new_cache(20), all_logits=True)[len(prompt) :] for s in seqs]
     for t in range(seqs.shape[1]):
-        rows = model.decode_batch(seqs[:, t], batch)  # [B, V]
+        rows = model.decode_batch(seqs[:, t], batch, workers)  # [B, V]
         for b in range(len(seqs)):
             np.testing.assert_allclose(rows[b], alone[b][t], atol=1e-5, rtol=0)
 
@@ -179,13 +183,66 @@ def test_ctrl_c_in_a_batch_keeps_every_text_and_exits_130(cli, monkeypatch):
     assert "interrupted" in r.stderr and "4 new" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("t_len", [2, 3, 4, 8, 9, 17, 32])
+@pytest.mark.parametrize("t_len", [2, 3, 4, 8, 9, 16, 17, 32])
 def test_the_product_for_a_few_rows_equals_the_plain_one(t_len):
-    """ops.linear for 2-32 rows (a batch step, a lookup check), (W x^T)^T on the stored rows, against the plain product."""
+    """ops.linear for 2-32 rows (a batch step, a lookup check) on the stored rows, against the plain
+    product: in blocks for BLAS's small-matrix kernel (up to 16 rows), with and without a second
+    thread taking half the blocks, with rows left after the last whole block, and on a slice of
+    the stored rows' columns (half of an MLP's hidden units, as Transformer.block takes them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from tfcli.engine import ops
 
     rng = np.random.default_rng(t_len)
-    for n_out, n_in in [(960, 576), (576, 1536), (5000, 96)]:
-        w = rng.standard_normal((n_out, n_in), dtype=np.float32).T  # [in, out] view of stored rows, as Llama keeps them
-        x = rng.standard_normal((t_len, n_in), dtype=np.float32)
-        np.testing.assert_allclose(ops.linear(x, w), x.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-4)
+    with ThreadPoolExecutor(1) as pool:
+        for n_out, n_in in [(960, 576), (576, 1536), (5000, 96), (50257, 64), (7, 3)]:
+            stored = rng.standard_normal((n_out, n_in), dtype=np.float32)  # [out, in], as a checkpoint keeps a Linear
+            for w in (stored.T, stored[:, : n_in // 2 + 1].T):  # [in, out] views, the second of some columns only
+                x = rng.standard_normal((t_len, w.shape[0]), dtype=np.float32)
+                want = x.astype(np.float64) @ w.astype(np.float64)
+                for helper in (None, pool):
+                    got = ops.linear(x, w, helper)
+                    assert got.shape == want.shape and got.dtype == np.float32
+                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_an_error_in_the_second_thread_reaches_the_caller():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tfcli.engine import ops
+
+    class Failing(ThreadPoolExecutor):
+        def submit(self, fn, *args):
+            return super().submit(lambda: (fn(*args), 1 / 0))
+
+    x = np.ones((4, 96), dtype=np.float32)
+    with Failing(1) as pool, pytest.raises(ZeroDivisionError):
+        ops.linear(x, np.ones((5000, 96), dtype=np.float32).T, pool)
+
+
+@pytest.mark.parametrize("split", [1, 2, 37, 80, 81])
+def test_the_mlp_is_the_sum_of_its_parts(lm, split):
+    """Transformer.block runs each half of the hidden units on its own thread and adds the halves:
+    any split (uneven ones too) adds up to the whole MLP, the bias counted once."""
+    model, rng = lm.model, np.random.default_rng(split)
+    F = model.config.d_ff
+    h = rng.standard_normal((4, model.config.d_model), dtype=np.float32)
+    for layer in model.layers:
+        # The tiny checkpoints' biases are zeros: random ones, so that counting a bias twice shows.
+        layer = dataclasses.replace(layer, **{f: rng.standard_normal(v.shape, dtype=np.float32) for f, v in vars(layer).items() if f.endswith("_b")})
+        whole = model.mlp_down(model.mlp_hidden(h, layer), layer)  # [T, D]
+        parts = model.mlp_part(h, layer, slice(0, split)) + model.mlp_part(h, layer, slice(split, F))
+        np.testing.assert_allclose(parts, whole, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("t_len", [2, 5, 16])
+def test_a_short_pass_on_two_threads_equals_one_thread(lm, t_len):
+    """A lookup check or a short prompt (2-16 tokens) shares its products between two threads."""
+    model, rng = lm.model, np.random.default_rng(t_len)
+    prompt, tokens = rng.integers(0, model.config.vocab_size, 6), rng.integers(0, model.config.vocab_size, t_len)
+    got = []
+    for workers in (1, 2):
+        cache = model.new_cache(40)
+        model.forward(prompt, cache)
+        got.append(model.forward(tokens, cache, all_logits=True, workers=workers))  # [T, V]
+    np.testing.assert_allclose(got[1], got[0], atol=1e-5, rtol=0)

@@ -67,7 +67,7 @@ class Session:
     def verify(self, tokens: list[int]) -> np.ndarray:
         """Append T tokens in one pass (a token and the draft guessed after it); return the logits
         after each of them [T, V]: row j is what the model predicts after tokens[j]."""
-        logits = self.model.forward(np.asarray(tokens), self.cache, all_logits=True)  # [T, V]
+        logits = self.model.forward(np.asarray(tokens), self.cache, all_logits=True, workers=self.workers)  # [T, V]
         self.tokens.extend(tokens)
         return logits
 

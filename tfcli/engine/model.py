@@ -14,7 +14,9 @@ the attention and what a pass records (engine/inspect.py) live here once:
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +29,9 @@ from .kvcache import BatchCache, KVCache, Relay
 from .memory import check_allocation
 
 
+ALL_UNITS = slice(None)  # every hidden unit of an MLP
+
+
 @dataclass(frozen=True)
 class LayerCall:
     """Where one layer of a forward pass runs: its index, the cache, the first position, the recorder."""
@@ -36,6 +41,7 @@ class LayerCall:
     start: int  # position of the first token of this call
     record: Recorder | None = None  # None: record nothing here
     batch: bool = False  # rows are B sequences at one shared position (decode_batch), not T consecutive positions
+    pool: Executor | None = None  # a second thread for the products of a few rows (ops.few_rows), and half the MLP
 
     def span(self, t_len: int) -> tuple[int, int]:
         """The positions of this call's rows, as (first, last + 1): T consecutive positions, or
@@ -86,7 +92,8 @@ class Transformer:
         Returns logits [T, V] with all_logits, else [1, V] for the last position only (all that
         sampling needs; the unembedding is the single largest matmul of a small model). `record`
         collects what it asks for (engine/inspect.py). `workers` threads may share a long prompt
-        pass (split_prompt); BLAS is then single-threaded for its duration.
+        pass (split_prompt; BLAS is then single-threaded for its duration), and two of them the
+        products of a pass over a few tokens (a lookup check, a short prompt: ops.few_rows).
         """
         start = cache.length
         t_len = len(tokens)
@@ -101,40 +108,43 @@ class Transformer:
         if temporaries > 1 << 26:  # reading /proc/meminfo on every decode step would cost more than it saves
             check_allocation(temporaries, f"a forward pass over {t_len:,} tokens")
         parts = split_prompt(cfg, start, t_len, workers) if record is None else [t_len]
-        if len(parts) == 1:
-            x = self.layers_forward(tokens, cache, start, record)  # [T, D]
-        else:
-            x = self.parallel_forward(tokens, cache, start, parts)  # [T, D]
-        cache.length = start + t_len
-        if not all_logits:
-            x = x[-1:]  # [1, D]
-        return self.unembed(self.final_norm(x))  # [T or 1, V]
+        with helper_thread(workers > 1 and 1 < t_len <= ops.FEW_ROWS) as pool:
+            if len(parts) == 1:
+                x = self.layers_forward(tokens, cache, start, record, pool)  # [T, D]
+            else:
+                x = self.parallel_forward(tokens, cache, start, parts)  # [T, D]
+            cache.length = start + t_len
+            if not all_logits:
+                x = x[-1:]  # [1, D]
+            return self.unembed(self.final_norm(x), pool)  # [T or 1, V]
 
-    def decode_batch(self, tokens: np.ndarray, cache: BatchCache) -> np.ndarray:
+    def decode_batch(self, tokens: np.ndarray, cache: BatchCache, workers: int = 1) -> np.ndarray:
         """One decode step for B sequences at the same position: tokens [B] -> next-token logits [B, V].
 
         A decode step reads every weight once and does little arithmetic with it, so the B tokens
         go through each matrix product as one [B, D] matrix for about the price of one; only the
-        attention is per sequence, each row over its own cache (engine/batch.py). Row b equals
-        forward() of sequence b alone (tests/test_batch.py).
+        attention is per sequence, each row over its own cache (engine/batch.py). With 2 workers
+        or more, a second thread takes half of each product and half of each MLP (block()). Row b
+        equals forward() of sequence b alone (tests/test_batch.py).
         """
         start = cache.length
         if start + 1 > cache.capacity:
             raise PromptError(f"{start + 1} tokens do not fit in the batch's cache of {cache.capacity}", "use fewer --max-tokens")
         # embed() places T tokens at T consecutive positions; here each row sits at `start`.
         x = np.concatenate([self.embed(tokens[b : b + 1], start) for b in range(len(tokens))])  # [B, D]
-        for i, layer in enumerate(self.layers):
-            x = self.block(x, layer, LayerCall(i, cache, start, batch=True))  # [B, D]
-        cache.length = start + 1
-        return self.unembed(self.final_norm(x))  # [B, V]
+        with helper_thread(workers > 1 and len(tokens) > 1) as pool:
+            for i, layer in enumerate(self.layers):
+                x = self.block(x, layer, LayerCall(i, cache, start, batch=True, pool=pool))  # [B, D]
+            cache.length = start + 1
+            return self.unembed(self.final_norm(x), pool)  # [B, V]
 
-    def layers_forward(self, tokens: np.ndarray, cache: KVCache, start: int, record: Recorder | None = None) -> np.ndarray:
+    def layers_forward(self, tokens: np.ndarray, cache: KVCache, start: int, record: Recorder | None = None, pool: Executor | None = None) -> np.ndarray:
         """tokens [T] at positions start.. -> their hidden states [T, D] after the last layer."""
         x = self.embed(tokens, start)  # [T, D]
         if record is not None and record.residual:
             record.embedded = x
         for i, layer in enumerate(self.layers):
-            x = self.block(x, layer, LayerCall(i, cache, start, record and record.at(i)))  # [T, D]
+            x = self.block(x, layer, LayerCall(i, cache, start, record and record.at(i), pool=pool))  # [T, D]
         return x
 
     def block(self, x: np.ndarray, layer, at: LayerCall) -> np.ndarray:
@@ -143,13 +153,28 @@ class Transformer:
         rec = at.record
         if rec is not None and rec.residual:
             rec.mid[at.index] = x
-        a = self.mlp_hidden(self.mlp_norm(x, layer), layer)  # [T, F]
+        h = self.mlp_norm(x, layer)  # [T, D]
+        if at.pool is not None and rec is None:
+            # The MLP is a sum over its hidden units: each half of them on its own core, with one
+            # wait for both instead of one per matrix product.
+            half = self.config.d_ff // 2
+            later = at.pool.submit(self.mlp_part, h, layer, slice(half, self.config.d_ff))
+            try:
+                first = self.mlp_part(h, layer, slice(0, half))  # [T, D]
+            finally:
+                second = later.result()  # [T, D]; waited for even if the first half failed
+            return x + first + second
+        a = self.mlp_hidden(h, layer)  # [T, F]
         if rec is not None and rec.mlp:
             rec.mlp_act[at.index] = a
         x = x + self.mlp_down(a, layer)  # [T, D]
         if rec is not None and rec.residual:
             rec.post[at.index] = x
         return x
+
+    def mlp_part(self, h: np.ndarray, layer, units: slice) -> np.ndarray:
+        """What the hidden units `units` of the MLP add to the residual stream: [T, D] -> [T, D]."""
+        return self.mlp_down(self.mlp_hidden(h, layer, units), layer, units)
 
     def parallel_forward(self, tokens: np.ndarray, cache: KVCache, start: int, parts: list[int]) -> np.ndarray:
         """A prompt pass split into consecutive parts of `parts` tokens, each on its own thread.
@@ -216,18 +241,28 @@ class Transformer:
     def mlp_norm(self, x: np.ndarray, layer) -> np.ndarray:  # [T, D] -> [T, D]
         raise NotImplementedError
 
-    def mlp_hidden(self, h: np.ndarray, layer) -> np.ndarray:  # [T, D] -> [T, F], after the nonlinearity
+    def mlp_hidden(self, h: np.ndarray, layer, units: slice = ALL_UNITS) -> np.ndarray:  # [T, D] -> [T, F], after the nonlinearity (or [T, len(units)])
         raise NotImplementedError
 
-    def mlp_down(self, a: np.ndarray, layer) -> np.ndarray:  # [T, F] -> [T, D]
+    def mlp_down(self, a: np.ndarray, layer, units: slice = ALL_UNITS) -> np.ndarray:  # [T, F] (or [T, len(units)]) -> [T, D]; a bias belongs to the part from unit 0
         raise NotImplementedError
 
     def final_norm(self, x: np.ndarray) -> np.ndarray:  # [T, D] -> [T, D]
         raise NotImplementedError
 
-    def unembed(self, x: np.ndarray) -> np.ndarray:
+    def unembed(self, x: np.ndarray, pool: Executor | None = None) -> np.ndarray:
         """Normed hidden states [T, D] -> logits [T, V]. A logit lens is unembed(final_norm(h))."""
-        return ops.linear(x, self.unembedding)  # [T, D] @ [D, V] -> [T, V] (ops.linear: a tied [D, V] is a view of [V, D] rows)
+        return ops.linear(x, self.unembedding, pool)  # [T, D] @ [D, V] -> [T, V] (ops.linear: a tied [D, V] is a view of [V, D] rows)
+
+
+@contextmanager
+def helper_thread(wanted: bool) -> Iterator[Executor | None]:
+    """A second thread for the duration (ops.few_rows, Transformer.block), or None."""
+    if not wanted:
+        yield None
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="tfcli-half") as pool:
+        yield pool
 
 
 PART_MIN_TOKENS = 160  # shorter parts are faster as one part on BLAS's own threads (see benchmarks/README.md)

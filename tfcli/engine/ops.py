@@ -6,22 +6,67 @@ key/value heads, Dh head size, F MLP width, V vocabulary.
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
+
 import numpy as np
 
 _SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
 
 
-def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+FEW_ROWS = 16  # products of up to this many rows go through few_rows()
+BLOCK = 1 << 19  # rows x weights per block of few_rows(): under OpenBLAS's limit for its small-matrix kernel
+
+
+def linear(x: np.ndarray, w: np.ndarray, pool: Executor | None = None) -> np.ndarray:
     """x [T, in] @ w [in, out] -> [T, out].
 
-    Llama's weights are [in, out] views of [out, in] rows (engine/llama.py). For a few tokens at a
-    time, OpenBLAS is faster computing the product the other way round, (w^T x^T)^T, which reads
-    the stored rows directly instead of repacking the whole matrix for each small product.
+    Llama's weights are [in, out] views of [out, in] rows (engine/families/llama.py). For a few
+    rows (a batch step, a lookup check, a short prompt) those rows go through few_rows(), shared
+    with `pool`'s thread if one is given. Up to 256 rows, OpenBLAS is faster computing the
+    product the other way round, (w^T x^T)^T, which reads the stored rows directly instead of
+    repacking the whole matrix for each small product.
     """
     t_len = x.shape[0]
-    if 1 < t_len <= 256 and w.flags.f_contiguous and not w.flags.c_contiguous:
+    stored_rows = w.strides[0] == w.itemsize  # w.T [out, in] has contiguous rows: a view of stored rows
+    if 1 < t_len <= FEW_ROWS and stored_rows:
+        return few_rows(x, w.T, pool)
+    if 1 < t_len <= 256 and stored_rows:
         return (w.T @ x.T).T  # [out, in] @ [in, T] -> [out, T] -> [T, out] view
     return x @ w
+
+
+def few_rows(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> np.ndarray:
+    """x [T, in] times the weight rows [out, in], for a few T: -> [T, out], i.e. x @ rows.T.
+
+    Why not plain x @ rows.T: for a few rows, OpenBLAS's general kernel spends most of its time
+    copying (packing) the weights, so 4 rows cost twice the time of 1 (benchmarks/README.md). Cut
+    into blocks of `BLOCK // (T*in)` weight rows, each product is small enough for its small-matrix
+    kernel, which reads the weights in place; NumPy runs all the blocks in one stacked matmul call.
+    That kernel runs on the calling thread only, so with a `pool` its thread takes half the blocks
+    and the two halves stream their weights on two cores at once.
+    """
+    t_len, n_in = x.shape
+    n_out = rows.shape[0]
+    size = max(16, min(n_out, BLOCK // (t_len * n_in)) // 16 * 16)  # weight rows per block
+    n = n_out // size
+    y = np.empty((t_len, n_out), dtype=np.float32)  # [T, out]
+    blocks = rows[: n * size].reshape(n, size, n_in)  # [n, size, in], a view
+    into = y[:, : n * size].reshape(t_len, n, size).transpose(1, 0, 2)  # [n, T, size], a view of y
+
+    def run(a: int, b: int) -> None:
+        if b > a:
+            np.matmul(x, blocks[a:b].transpose(0, 2, 1), out=into[a:b])  # [T, in] @ [b-a, in, size] -> [b-a, T, size]
+
+    half = n // 2 if pool is not None else n
+    later = pool.submit(run, half, n) if half < n else None
+    try:
+        run(0, half)
+        if n * size < n_out:  # the rows after the last whole block
+            np.matmul(x, rows[n * size :].T, out=y[:, n * size :])  # [T, in] @ [in, rest] -> [T, rest]
+    finally:
+        if later is not None:
+            later.result()  # its error, if any, is raised here
+    return y
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:

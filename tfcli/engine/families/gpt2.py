@@ -14,7 +14,7 @@ import numpy as np
 from .. import ops
 from ..config import ConfigReader, ModelConfig
 from ..errors import ConfigError, shown
-from ..model import LayerCall, Transformer
+from ..model import ALL_UNITS, LayerCall, Transformer
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
@@ -171,11 +171,14 @@ class GPT2(Transformer):
     def mlp_norm(self, x: np.ndarray, layer: GPT2Layer) -> np.ndarray:
         return ops.layer_norm(x, layer.ln_2_g, layer.ln_2_b, self.config.norm_eps)  # [T, D]
 
-    def mlp_hidden(self, h: np.ndarray, layer: GPT2Layer) -> np.ndarray:
-        return ops.gelu(h @ layer.c_fc_w + layer.c_fc_b)  # [T, D] @ [D, F] -> [T, F]
+    def mlp_hidden(self, h: np.ndarray, layer: GPT2Layer, units: slice = ALL_UNITS) -> np.ndarray:
+        return ops.gelu(h @ layer.c_fc_w[:, units] + layer.c_fc_b[units])  # [T, D] @ [D, F] -> [T, F] (or the units `units`)
 
-    def mlp_down(self, a: np.ndarray, layer: GPT2Layer) -> np.ndarray:
-        return a @ layer.mlp_proj_w + layer.mlp_proj_b  # [T, F] @ [F, D] -> [T, D]
+    def mlp_down(self, a: np.ndarray, layer: GPT2Layer, units: slice = ALL_UNITS) -> np.ndarray:
+        out = a @ layer.mlp_proj_w[units]  # [T, F] @ [F, D] -> [T, D]
+        if not units.start:  # the bias once, with the part from unit 0 (all of them, or the first half)
+            out += layer.mlp_proj_b
+        return out
 
     def final_norm(self, x: np.ndarray) -> np.ndarray:
         return ops.layer_norm(x, self.ln_f_g, self.ln_f_b, self.config.norm_eps)  # [T, D]

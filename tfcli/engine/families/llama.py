@@ -20,7 +20,7 @@ from .. import ops
 from ..config import ConfigReader, ModelConfig, positive_float
 from ..errors import ConfigError, shown
 from ..memory import check_allocation
-from ..model import LayerCall, Transformer
+from ..model import ALL_UNITS, LayerCall, Transformer
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
@@ -229,14 +229,14 @@ class Llama(Transformer):
         cfg = self.config
         t_len = h.shape[0]
         H, Hkv = cfg.n_head, cfg.n_kv_head
-        qkv = ops.linear(h, layer.w_qkv)  # [T, D] @ [D, (H+2Hkv)*Dh] -> [T, (H+2Hkv)*Dh]
+        qkv = ops.linear(h, layer.w_qkv, at.pool)  # [T, D] @ [D, (H+2Hkv)*Dh] -> [T, (H+2Hkv)*Dh]
         if layer.b_qkv is not None:
             qkv += layer.b_qkv
         qkv = qkv.reshape(t_len, H + 2 * Hkv, cfg.head_dim)  # [T, H+2Hkv, Dh]
         cos, sin = self.rope(*at.span(t_len))  # [T, Dh/2] each ([1, Dh/2] in a batch step: one shared position)
         qk = ops.apply_rope(qkv[:, : H + Hkv], cos, sin)  # [T, H+Hkv, Dh]: queries and keys rotate together
         a = self.self_attention(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], at)  # [T, H*Dh]
-        a = ops.linear(a, layer.wo)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
+        a = ops.linear(a, layer.wo, at.pool)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
         if layer.bo is not None:
             a += layer.bo
         return a
@@ -244,14 +244,18 @@ class Llama(Transformer):
     def mlp_norm(self, x: np.ndarray, layer: LlamaLayer) -> np.ndarray:
         return ops.rms_norm(x, layer.mlp_norm, self.config.norm_eps)  # [T, D]
 
-    def mlp_hidden(self, h: np.ndarray, layer: LlamaLayer) -> np.ndarray:
-        """SwiGLU: silu(h W_gate) * (h W_up), [T, D] -> [T, F]."""
+    def mlp_hidden(self, h: np.ndarray, layer: LlamaLayer, units: slice = ALL_UNITS) -> np.ndarray:
+        """SwiGLU: silu(h W_gate) * (h W_up), [T, D] -> [T, F] (or the hidden units `units` only)."""
         F = self.config.d_ff
-        gu = ops.linear(h, layer.w_gate_up)  # [T, D] @ [D, 2F] -> [T, 2F]
-        return ops.silu(gu[:, :F]) * gu[:, F:]  # [T, F]
+        if units == ALL_UNITS:
+            gu = ops.linear(h, layer.w_gate_up)  # [T, D] @ [D, 2F] -> [T, 2F]
+            return ops.silu(gu[:, :F]) * gu[:, F:]  # [T, F]
+        gate = ops.linear(h, layer.w_gate_up[:, units])  # [T, D] @ [D, U] -> [T, U]
+        up = ops.linear(h, layer.w_gate_up[:, F:][:, units])  # [T, D] @ [D, U] -> [T, U]
+        return ops.silu(gate) * up  # [T, U]
 
-    def mlp_down(self, a: np.ndarray, layer: LlamaLayer) -> np.ndarray:
-        return ops.linear(a, layer.w_down)  # [T, F] @ [F, D] -> [T, D]
+    def mlp_down(self, a: np.ndarray, layer: LlamaLayer, units: slice = ALL_UNITS) -> np.ndarray:
+        return ops.linear(a, layer.w_down[units])  # [T, F] @ [F, D] -> [T, D] (or the rows of `units`)
 
     def final_norm(self, x: np.ndarray) -> np.ndarray:
         return ops.rms_norm(x, self.norm, self.config.norm_eps)  # [T, D]
