@@ -147,3 +147,21 @@ def test_settings_merge_flags_then_model_then_defaults():
     assert SamplingParams.merged({"do_sample": False, "temperature": 0.6}).temperature == 0.0  # greedy, as its authors asked
     assert SamplingParams.merged({"do_sample": False}, temperature=0.7).temperature == 0.7  # unless the flag says otherwise
     assert SamplingParams.merged({}) == SamplingParams()
+
+
+@pytest.mark.parametrize("k", [1, 2, 40, 100, 1000, 12287, 49151, 49152])
+def test_kth_largest_is_the_partition_value(k):
+    """The block-maximum bound in kth_largest gives np.partition's k-th largest value, ties and
+    -inf included, on logits shaped like a model's (a few high, a long tail) and on flat ones."""
+    from tfcli.engine.sampling import kth_largest
+
+    rng = np.random.default_rng(k)
+    V = 49152
+    peaked = (rng.standard_normal(V) * 2 - np.arange(V) % 7).astype(np.float32)
+    peaked[rng.integers(0, V, 50)] = 12.5  # many ties at the top
+    tied = np.round(rng.standard_normal(V)).astype(np.float32)  # a handful of values, each many times
+    blocked = np.full(V, -np.inf, dtype=np.float32)
+    blocked[:300] = rng.standard_normal(300)  # all the finite values in the first blocks
+    for x in (peaked, tied, blocked, peaked[::-1].copy(), peaked[:1000].copy()):
+        if k <= len(x):
+            assert kth_largest(x, k) == np.partition(x, len(x) - k)[len(x) - k]
