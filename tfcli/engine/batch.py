@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import ModelConfig
-from .errors import ResourceError, UsageError
+from .errors import UsageError
 from .generate import Generation, Session, Step
-from .kvcache import BATCH_HINT, BatchCache, KVCache
-from .memory import check_allocation, human_bytes
+from .kvcache import BATCH_HINT, BatchCache
+from .memory import check_allocation
 from .sampling import Sampler
 from .tokenizer import Tokenizer
 

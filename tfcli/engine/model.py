@@ -15,8 +15,7 @@ the attention and what a pass records (engine/inspect.py) live here once:
 from __future__ import annotations
 
 from concurrent.futures import Executor, ThreadPoolExecutor
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +26,7 @@ from .errors import PromptError
 from .inspect import Recorder
 from .kvcache import BatchCache, KVCache, Relay
 from .memory import check_allocation
+from .threads import ON_THIS_THREAD, helper_thread
 
 
 ALL_UNITS = slice(None)  # every hidden unit of an MLP
@@ -108,7 +108,9 @@ class Transformer:
         if temporaries > 1 << 26:  # reading /proc/meminfo on every decode step would cost more than it saves
             check_allocation(temporaries, f"a forward pass over {t_len:,} tokens")
         parts = split_prompt(cfg, start, t_len, workers) if record is None else [t_len]
-        with helper_thread(workers > 1 and 1 < t_len <= ops.FEW_ROWS) as pool:
+        # A pass of a few tokens on one worker is left to BLAS's own threads, if it has any.
+        few = workers > 1 and 1 < t_len <= ops.FEW_ROWS
+        with helper_thread(workers) if few else nullcontext() as pool:
             if len(parts) == 1:
                 x = self.layers_forward(tokens, cache, start, record, pool)  # [T, D]
             else:
@@ -123,16 +125,17 @@ class Transformer:
 
         A decode step reads every weight once and does little arithmetic with it, so the B tokens
         go through each matrix product as one [B, D] matrix for about the price of one; only the
-        attention is per sequence, each row over its own cache (engine/batch.py). With 2 workers
-        or more, a second thread takes half of each product and half of each MLP (block()). Row b
-        equals forward() of sequence b alone (tests/test_batch.py).
+        attention is per sequence, each row over its own cache (engine/batch.py). The products go
+        through BLAS's small-matrix kernel (ops.few_rows); with 2 workers or more, a second thread
+        takes half of each product and half of each MLP (block()). Row b equals forward() of
+        sequence b alone (tests/test_batch.py).
         """
         start = cache.length
         if start + 1 > cache.capacity:
             raise PromptError(f"{start + 1} tokens do not fit in the batch's cache of {cache.capacity}", "use fewer --max-tokens")
         # embed() places T tokens at T consecutive positions; here each row sits at `start`.
         x = np.concatenate([self.embed(tokens[b : b + 1], start) for b in range(len(tokens))])  # [B, D]
-        with helper_thread(workers > 1 and len(tokens) > 1) as pool:
+        with helper_thread(workers) if len(tokens) > 1 else nullcontext() as pool:
             for i, layer in enumerate(self.layers):
                 x = self.block(x, layer, LayerCall(i, cache, start, batch=True, pool=pool))  # [B, D]
             cache.length = start + 1
@@ -172,9 +175,10 @@ class Transformer:
             rec.post[at.index] = x
         return x
 
-    def mlp_part(self, h: np.ndarray, layer, units: slice) -> np.ndarray:
-        """What the hidden units `units` of the MLP add to the residual stream: [T, D] -> [T, D]."""
-        return self.mlp_down(self.mlp_hidden(h, layer, units), layer, units)
+    def mlp_part(self, h: np.ndarray, layer, units: slice, pool: Executor | None = ON_THIS_THREAD) -> np.ndarray:
+        """What the hidden units `units` of the MLP add to the residual stream: [T, D] -> [T, D].
+        Its products of a few rows go through ops.few_rows on the calling thread (by default)."""
+        return self.mlp_down(self.mlp_hidden(h, layer, units, pool), layer, units, pool)
 
     def parallel_forward(self, tokens: np.ndarray, cache: KVCache, start: int, parts: list[int]) -> np.ndarray:
         """A prompt pass split into consecutive parts of `parts` tokens, each on its own thread.
@@ -241,10 +245,12 @@ class Transformer:
     def mlp_norm(self, x: np.ndarray, layer) -> np.ndarray:  # [T, D] -> [T, D]
         raise NotImplementedError
 
-    def mlp_hidden(self, h: np.ndarray, layer, units: slice = ALL_UNITS) -> np.ndarray:  # [T, D] -> [T, F], after the nonlinearity (or [T, len(units)])
+    # The MLP, or the hidden units `units` of it only: [T, D] -> [T, F] (or [T, len(units)]) -> [T, D];
+    # a bias of the second product belongs to the part from unit 0. `pool` goes to ops.linear.
+    def mlp_hidden(self, h: np.ndarray, layer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
         raise NotImplementedError
 
-    def mlp_down(self, a: np.ndarray, layer, units: slice = ALL_UNITS) -> np.ndarray:  # [T, F] (or [T, len(units)]) -> [T, D]; a bias belongs to the part from unit 0
+    def mlp_down(self, a: np.ndarray, layer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
         raise NotImplementedError
 
     def final_norm(self, x: np.ndarray) -> np.ndarray:  # [T, D] -> [T, D]
@@ -253,16 +259,6 @@ class Transformer:
     def unembed(self, x: np.ndarray, pool: Executor | None = None) -> np.ndarray:
         """Normed hidden states [T, D] -> logits [T, V]. A logit lens is unembed(final_norm(h))."""
         return ops.linear(x, self.unembedding, pool)  # [T, D] @ [D, V] -> [T, V] (ops.linear: a tied [D, V] is a view of [V, D] rows)
-
-
-@contextmanager
-def helper_thread(wanted: bool) -> Iterator[Executor | None]:
-    """A second thread for the duration (ops.few_rows, Transformer.block), or None."""
-    if not wanted:
-        yield None
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="tfcli-half") as pool:
-        yield pool
 
 
 PART_MIN_TOKENS = 160  # shorter parts are faster as one part on BLAS's own threads (see benchmarks/README.md)

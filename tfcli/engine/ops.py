@@ -10,6 +10,8 @@ from concurrent.futures import Executor
 
 import numpy as np
 
+from .threads import ON_THIS_THREAD
+
 _SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
 
 
@@ -20,15 +22,15 @@ BLOCK = 1 << 19  # rows x weights per block of few_rows(): under OpenBLAS's limi
 def linear(x: np.ndarray, w: np.ndarray, pool: Executor | None = None) -> np.ndarray:
     """x [T, in] @ w [in, out] -> [T, out].
 
-    Llama's weights are [in, out] views of [out, in] rows (engine/families/llama.py). For a few
-    rows (a batch step, a lookup check, a short prompt) those rows go through few_rows(), shared
-    with `pool`'s thread if one is given. Up to 256 rows, OpenBLAS is faster computing the
-    product the other way round, (w^T x^T)^T, which reads the stored rows directly instead of
-    repacking the whole matrix for each small product.
+    Llama's weights are [in, out] views of [out, in] rows (engine/families/llama.py). Given a
+    `pool` (a batch step, a lookup check, a short prompt), a product of a few rows goes through
+    few_rows(), half of it on the pool. Up to 256 rows, OpenBLAS is faster computing the product
+    the other way round, (w^T x^T)^T, which reads the stored rows directly instead of repacking
+    the whole matrix for each small product.
     """
     t_len = x.shape[0]
     stored_rows = w.strides[0] == w.itemsize  # w.T [out, in] has contiguous rows: a view of stored rows
-    if 1 < t_len <= FEW_ROWS and stored_rows:
+    if pool is not None and 1 < t_len <= FEW_ROWS and stored_rows:
         return few_rows(x, w.T, pool)
     if 1 < t_len <= 256 and stored_rows:
         return (w.T @ x.T).T  # [out, in] @ [in, T] -> [out, T] -> [T, out] view
@@ -42,8 +44,8 @@ def few_rows(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> n
     copying (packing) the weights, so 4 rows cost twice the time of 1 (benchmarks/README.md). Cut
     into blocks of `BLOCK // (T*in)` weight rows, each product is small enough for its small-matrix
     kernel, which reads the weights in place; NumPy runs all the blocks in one stacked matmul call.
-    That kernel runs on the calling thread only, so with a `pool` its thread takes half the blocks
-    and the two halves stream their weights on two cores at once.
+    That kernel runs on the calling thread only, so `pool` takes half the blocks: with a thread
+    of its own, the two halves stream their weights on two cores at once.
     """
     t_len, n_in = x.shape
     n_out = rows.shape[0]
@@ -57,7 +59,7 @@ def few_rows(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> n
         if b > a:
             np.matmul(x, blocks[a:b].transpose(0, 2, 1), out=into[a:b])  # [T, in] @ [b-a, in, size] -> [b-a, T, size]
 
-    half = n // 2 if pool is not None else n
+    half = n if pool is None or pool is ON_THIS_THREAD else n // 2
     later = pool.submit(run, half, n) if half < n else None
     try:
         run(0, half)

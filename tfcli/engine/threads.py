@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
 
@@ -87,3 +88,29 @@ def single_threaded_blas() -> Iterator[None]:
         return
     with threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+@contextmanager
+def helper_thread(workers: int) -> Iterator[Executor]:
+    """Where the second half of a few-row product or of an MLP runs (ops.few_rows, block()): a
+    thread of its own with 2 workers or more, else this thread, right after the first half."""
+    if workers < 2:
+        yield ON_THIS_THREAD
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="tfcli-half") as pool:
+        yield pool
+
+
+class OnThisThread(Executor):
+    """An Executor that runs each call at once, on the calling thread."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as e:  # raised by result(), as a thread's error would be
+            future.set_exception(e)
+        return future
+
+
+ON_THIS_THREAD = OnThisThread()

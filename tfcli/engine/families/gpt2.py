@@ -6,6 +6,7 @@ no transpose (transformers' modeling_gpt2.py for the layout). GPT-3 has the same
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -171,10 +172,10 @@ class GPT2(Transformer):
     def mlp_norm(self, x: np.ndarray, layer: GPT2Layer) -> np.ndarray:
         return ops.layer_norm(x, layer.ln_2_g, layer.ln_2_b, self.config.norm_eps)  # [T, D]
 
-    def mlp_hidden(self, h: np.ndarray, layer: GPT2Layer, units: slice = ALL_UNITS) -> np.ndarray:
+    def mlp_hidden(self, h: np.ndarray, layer: GPT2Layer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
         return ops.gelu(h @ layer.c_fc_w[:, units] + layer.c_fc_b[units])  # [T, D] @ [D, F] -> [T, F] (or the units `units`)
 
-    def mlp_down(self, a: np.ndarray, layer: GPT2Layer, units: slice = ALL_UNITS) -> np.ndarray:
+    def mlp_down(self, a: np.ndarray, layer: GPT2Layer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
         out = a @ layer.mlp_proj_w[units]  # [T, F] @ [F, D] -> [T, D]
         if not units.start:  # the bias once, with the part from unit 0 (all of them, or the first half)
             out += layer.mlp_proj_b

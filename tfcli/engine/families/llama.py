@@ -11,6 +11,7 @@ zero-copy views of the mapped file.
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -244,18 +245,18 @@ class Llama(Transformer):
     def mlp_norm(self, x: np.ndarray, layer: LlamaLayer) -> np.ndarray:
         return ops.rms_norm(x, layer.mlp_norm, self.config.norm_eps)  # [T, D]
 
-    def mlp_hidden(self, h: np.ndarray, layer: LlamaLayer, units: slice = ALL_UNITS) -> np.ndarray:
+    def mlp_hidden(self, h: np.ndarray, layer: LlamaLayer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
         """SwiGLU: silu(h W_gate) * (h W_up), [T, D] -> [T, F] (or the hidden units `units` only)."""
         F = self.config.d_ff
         if units == ALL_UNITS:
-            gu = ops.linear(h, layer.w_gate_up)  # [T, D] @ [D, 2F] -> [T, 2F]
+            gu = ops.linear(h, layer.w_gate_up, pool)  # [T, D] @ [D, 2F] -> [T, 2F]
             return ops.silu(gu[:, :F]) * gu[:, F:]  # [T, F]
-        gate = ops.linear(h, layer.w_gate_up[:, units])  # [T, D] @ [D, U] -> [T, U]
-        up = ops.linear(h, layer.w_gate_up[:, F:][:, units])  # [T, D] @ [D, U] -> [T, U]
+        gate = ops.linear(h, layer.w_gate_up[:, units], pool)  # [T, D] @ [D, U] -> [T, U]
+        up = ops.linear(h, layer.w_gate_up[:, F:][:, units], pool)  # [T, D] @ [D, U] -> [T, U]
         return ops.silu(gate) * up  # [T, U]
 
-    def mlp_down(self, a: np.ndarray, layer: LlamaLayer, units: slice = ALL_UNITS) -> np.ndarray:
-        return ops.linear(a, layer.w_down[units])  # [T, F] @ [F, D] -> [T, D] (or the rows of `units`)
+    def mlp_down(self, a: np.ndarray, layer: LlamaLayer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
+        return ops.linear(a, layer.w_down[units], pool)  # [T, F] @ [F, D] -> [T, D] (or the rows of `units`)
 
     def final_norm(self, x: np.ndarray) -> np.ndarray:
         return ops.rms_norm(x, self.norm, self.config.norm_eps)  # [T, D]
