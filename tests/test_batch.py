@@ -247,3 +247,16 @@ def test_a_short_pass_on_two_threads_equals_one_thread(lm, t_len):
         model.forward(prompt, cache)
         got.append(model.forward(tokens, cache, all_logits=True, workers=workers))  # [T, V]
     np.testing.assert_allclose(got[1], got[0], atol=1e-5, rtol=0)
+
+
+def test_importing_tfcli_shortens_openblas_spinning_unless_set():
+    """tfcli/__init__.py sets OPENBLAS_THREAD_TIMEOUT before NumPy loads OpenBLAS (its spinning
+    idle threads slowed the two-thread products); a value the user set is kept."""
+    import subprocess
+    import sys
+
+    show = "import os, tfcli; print(os.environ['OPENBLAS_THREAD_TIMEOUT'])"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    assert subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True).stdout.strip() == "20"
+    env["OPENBLAS_THREAD_TIMEOUT"] = "26"
+    assert subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True).stdout.strip() == "26"

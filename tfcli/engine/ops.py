@@ -59,10 +59,10 @@ def few_rows(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> n
         if b > a:
             np.matmul(x, blocks[a:b].transpose(0, 2, 1), out=into[a:b])  # [T, in] @ [b-a, in, size] -> [b-a, T, size]
 
-    half = n if pool is None or pool is ON_THIS_THREAD else n // 2
-    later = pool.submit(run, half, n) if half < n else None
+    mine = n if pool is None or pool is ON_THIS_THREAD else n - n // 2  # this thread's blocks
+    later = pool.submit(run, mine, n) if mine < n else None
     try:
-        run(0, half)
+        run(0, mine)
         if n * size < n_out:  # the rows after the last whole block
             np.matmul(x, rows[n * size :].T, out=y[:, n * size :])  # [T, in] @ [in, rest] -> [T, rest]
     finally:
