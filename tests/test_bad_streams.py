@@ -196,6 +196,26 @@ def test_ctrl_c_exits_130_keeping_the_text_and_the_statistics(tmp_path, long_con
     assert 0 < new < 4000
 
 
+def test_ctrl_c_during_a_two_thread_batch_exits_130_at_once(tmp_path, long_context_gpt2):
+    """--samples on two threads: the helper thread finishes its half and the process exits 130."""
+    p = subprocess.Popen(
+        tfcli_command("generate", "-m", long_context_gpt2, "Once upon a time", "-n", "4000", "--samples", "3", "--threads", "2", "--seed", "1"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env(tmp_path), cwd=ROOT,
+    )  # fmt: skip
+    try:
+        time.sleep(4)  # loaded, and decoding the batch
+        assert p.poll() is None, "the batch ended before the signal"
+        p.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, err = p.communicate(timeout=60)
+        waited = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert b"Traceback" not in err and waited < 5, (waited, err)
+
+
 # --- errors from the OS, worded by us ---------------------------------------------------------------
 
 
