@@ -69,3 +69,18 @@ def test_own_threads_are_not_taken_for_busy_cores(monkeypatch):
     monkeypatch.setattr(threads, "open", lambda path: io.StringIO("0.50 0.40 0.30 3/120 4242\n"), raising=False)
     monkeypatch.setattr(threads, "_own_running_threads", lambda: 2)
     assert threads.busy_cpus() == 1
+
+
+def test_the_thread_count_holds_when_set_before_numpy_is_loaded():
+    """tfcli's commands set the BLAS threads before anything has imported NumPy; threadpoolctl
+    only sees a BLAS library once it is loaded, so --threads 1 once left BLAS on every core."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from tfcli.cli.options import apply_threads; assert 'numpy' not in sys.modules; apply_threads(1); "
+        "from threadpoolctl import threadpool_info; print(sorted({i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'}))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[1]"

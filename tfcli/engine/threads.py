@@ -69,6 +69,8 @@ def set_blas_threads(n: int) -> bool:
     """Let the BLAS library use n threads (a setting of the process, kept by the library itself).
     False if it cannot be controlled here. The parts of a long prompt pass are a separate choice,
     passed to the forward pass as `workers` (a Session's field)."""
+    import numpy  # noqa: F401  # loads the BLAS library: threadpoolctl only sees libraries already loaded
+
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
