@@ -24,7 +24,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tfcli.engine.errors import CheckpointError
 
 MANIFEST_NAME = "tfcli-manifest.json"
 

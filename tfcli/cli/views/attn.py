@@ -6,7 +6,6 @@ them here. Heatmap cells come from views/heatmap.py, PNG/SVG from views/images.p
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
