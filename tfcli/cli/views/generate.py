@@ -1,0 +1,167 @@
+"""What `tfcli generate` prints besides the text: the statistics line, the --show-probs tables
+(one sample, or a batch side by side) and the texts of a batch. Drawing only: the command
+(cli/generate.py) runs the engine and hands the steps here."""
+
+from __future__ import annotations
+
+import sys
+
+from ..console import err, note
+
+
+def labels(samplers, seed: int | None) -> list[str]:
+    """'sample 2 · T=0.8 · seed 43': the settings that differ between samples, and the seed."""
+    varying = [
+        (name, attr, fmt)
+        for name, attr, fmt in (("T", "temperature", "g"), ("top-k", "top_k", "d"), ("top-p", "top_p", "g"))
+        if len({getattr(s.params, attr) for s in samplers}) > 1
+    ]
+    labels = []
+    for i, s in enumerate(samplers):
+        parts = [f"sample {i + 1}"] + [f"{name} {getattr(s.params, attr):{fmt}}" if name != "T" else f"T={s.params.temperature:g}" for name, attr, fmt in varying]
+        if seed is not None:
+            parts.append(f"seed {s.params.seed}")
+        labels.append(" · ".join(parts))
+    return labels
+
+
+COLUMN_MIN = 28  # narrower columns than this wrap a text into a strip of a few words per line
+
+
+def print_samples(texts: list[str], labels: list[str]) -> None:
+    import shutil
+
+    from ..console import out
+
+    width = shutil.get_terminal_size((80, 24)).columns
+    if sys.stdout.isatty() and len(texts) * (COLUMN_MIN + 3) <= width:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(show_lines=False, expand=True, padding=(0, 1))
+        for label in labels:
+            table.add_column(label, overflow="fold", ratio=1)
+        table.add_row(*(Text(t) for t in texts))
+        out.print(table)
+        return
+    for n, (label, t) in enumerate(zip(labels, texts)):
+        sys.stdout.write(("\n" if n else "") + f"── {label} ──\n{t}\n")
+    sys.stdout.flush()
+
+
+def finish_samples(batch, labels: list[str], load_seconds: float, threads: int, quiet: bool) -> None:
+    if quiet:
+        return
+    for label, run in zip(labels, batch.runs):
+        st = run.stats
+        speed = f"decode {st.decode_tps:,.1f} tok/s · " if st.decode_tps else ""
+        note(f"{label}: {st.new_tokens} new · {speed}stopped: {st.stop_reason or 'interrupted'}")
+    t = batch.totals
+    note(
+        f"{t.samples} samples in one batch · {t.prompt_tokens} prompt tokens · {t.new_tokens} new in all · "
+        f"prefill {t.prompt_tokens / t.prefill_seconds if t.prefill_seconds else 0:,.0f} tok/s · "
+        + (f"decode {t.decode_tps:,.1f} tok/s (all samples) · " if t.decode_tps else "")
+        + f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''}"
+    )
+
+
+def finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, quiet: bool, lookup: bool = False) -> None:
+    """The text held back (and its last newline) on `stream` (None: none), the statistics on stderr."""
+    if stream is not None:
+        if pieces:
+            stream.write("".join(pieces))
+        stream.write("\n")
+        stream.flush()
+    if not quiet:
+        note(
+            f"{stats.prompt_tokens} prompt tokens · {stats.new_tokens} new · "
+            f"prefill {stats.prefill_tps:,.0f} tok/s · "
+            + (f"decode {stats.decode_tps:,.1f} tok/s · " if stats.new_tokens > 1 else "")
+            + f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''} · "
+            + (f"context slid {stats.slides}× · " if stats.slides else "")
+            + (f"lookup: {stats.accepted} of {stats.drafted} drafted tokens accepted · " if lookup else "")
+            + f"stopped: {stats.stop_reason or 'interrupted'}"
+        )
+
+
+def filters(params) -> str:
+    """The knobs that change the distribution sampled from, as a column header: 'T=0.8, top-k 40, min-p 0.05'."""
+    if params.temperature == 0:
+        parts = ["greedy"]
+    else:
+        parts = [f"T={params.temperature:g}"]
+        if params.top_k > 0:
+            parts.append(f"top-k {params.top_k:,}")
+        if params.top_p < 1:
+            parts.append(f"top-p {params.top_p:g}")
+        if params.min_p > 0:
+            parts.append(f"min-p {params.min_p:g}")
+    if params.repetition_penalty != 1 and params.repeat_last_n > 0:
+        parts.append(f"repeat-penalty {params.repetition_penalty:g} over {params.repeat_last_n:,}")
+    return ", ".join(parts)
+
+
+def show_choice(tokenizer, step, index: int, sampler, top_n: int) -> None:
+    """One step of --show-probs: the candidates, their probability under the model (temperature 1,
+    no filters) and in the distribution actually sampled from, as bars. The chosen token is always
+    a row: after the top N, below a '⋮', when it is not among them."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    choice = step.choice
+    table = Table(box=None, show_header=index == 1, pad_edge=False, padding=(0, 1))
+    table.add_column("", width=1)
+    table.add_column("token", width=14, no_wrap=True, overflow="ellipsis")  # fixed, so the bars line up step after step
+    table.add_column("model (T=1)", no_wrap=True)
+    table.add_column(f"sampled ({filters(sampler.params)})")  # the header wraps over the bars' width when long
+    for n, (tid, pm, pf) in enumerate(zip(choice.top_ids, choice.p_model, choice.p_final)):
+        if n == top_n:  # the chosen token, from outside the top N
+            table.add_row("", "⋮", "", "")
+        mark = "▶" if tid == choice.token else ""
+        table.add_row(mark, Text(_show_token(tokenizer, int(tid))), _bar(float(pm), "cyan"), _bar(float(pf), "magenta"))
+    err.print(
+        f"[bold]#{index}[/] chose [bold]{escape(_show_token(tokenizer, choice.token))}[/] "
+        f"[dim]({choice.kept:,} candidate{'s' if choice.kept != 1 else ''} left after the filters)[/]"
+    )
+    err.print(table)
+
+
+def show_choices(tokenizer, steps, index: int, samplers, labels: list[str], top_n: int) -> None:
+    """One step of --show-probs for a batch: each sample's candidates side by side, so that the
+    same first distribution is seen at every temperature (later steps follow each sample's text)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    grid = Table(box=None, show_header=True, pad_edge=False, padding=(0, 2), title=f"#{index}", title_justify="left")
+    cells = []
+    for i, step in steps:
+        grid.add_column(f"{labels[i]}\n({filters(samplers[i].params)})")  # the header wraps to the column's width
+        choice = step.choice
+        inner = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1))
+        inner.add_column("", width=1)
+        inner.add_column("token", width=10, no_wrap=True, overflow="ellipsis")
+        inner.add_column("p", no_wrap=True)
+        for n, (tid, pf) in enumerate(zip(choice.top_ids, choice.p_final)):
+            if n == top_n:
+                inner.add_row("", "⋮", "")
+            inner.add_row("▶" if tid == choice.token else "", Text(_show_token(tokenizer, int(tid))), _bar(float(pf), "magenta", width=10))
+        cells.append(inner)
+    grid.add_row(*cells)
+    err.print(grid)
+
+
+def _bar(p: float, colour: str, width: int = 20):
+    from rich.text import Text
+
+    filled = p * width
+    full = int(filled)
+    partial = " ▏▎▍▌▋▊▉"[int((filled - full) * 8)] if full < width else ""
+    bar = Text("█" * full + partial.strip(), style=colour)
+    bar.append(" " * (width - len(bar.plain)) + f" {p:6.1%}", style="default")
+    return bar
+
+
+def _show_token(tokenizer, token_id: int) -> str:
+    text = tokenizer.decode([token_id])
+    return repr(text) if text and "\ufffd" not in text else f"<{tokenizer.piece(token_id)}>"
