@@ -529,3 +529,16 @@ def test_smollm2_page_of_64_tokens_is_at_most_5_mb_and_renders_in_seconds(smollm
     for tab in ("lens", "next", "model"):
         browser.find_element("id", f"tab-{tab}").click()
     _assert_clean(browser)
+
+
+def test_the_page_language_follows_the_locale_unless_given(cli, tmp_path, monkeypatch):
+    """Like the other See-inside commands: --lang, else LC_ALL / LC_MESSAGES / LANG."""
+    for env, flag, want in (({"LANG": "zh_CN.UTF-8"}, [], "zh-Hans"), ({"LANG": "en_US.UTF-8"}, [], "en"), ({"LANG": "zh_CN.UTF-8"}, ["--lang", "en"], "en")):
+        for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
+            monkeypatch.delenv(var, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        page = tmp_path / f"p-{want}-{len(flag)}.html"
+        r = cli("explore", "hello", *flag, "-o", page)
+        assert r.exit_code == 0, r.output
+        assert f'<html lang="{want}"' in page.read_text(encoding="utf-8")

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from . import options
 from .console import note, warn
-
-
-class Lang(str, Enum):
-    en = "en"
-    zh = "zh"
 
 
 def explore(
@@ -25,7 +19,10 @@ def explore(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The page to write ('-' prints it to stdout).", dir_okay=False)
     ] = Path("explore.html"),
-    lang: Annotated[Lang, typer.Option("--lang", help="The language of the page's labels and explanations.")] = Lang.en,
+    lang: Annotated[
+        Optional[options.Lang],
+        typer.Option("--lang", help="The language of the page's labels and explanations (default: from LC_ALL / LANG, else English).", show_default=False),
+    ] = None,
 ) -> None:
     """Write one web page that shows what the model does with TEXT: every head's attention, the logit
     lens over every layer, the next-token distribution under temperature / top-k / top-p / min-p, and
@@ -66,7 +63,7 @@ def explore(
                     f"as it stores {cfg.n_layer} x {cfg.n_head} heads of attention for every pair of tokens"
                 )
             raise PromptError(why, "shorten the text")
-        html = page_html(lm, text, ids, lang.value)
+        html = page_html(lm, text, ids, "zh" if options.chinese(lang) else "en")
         page.write(html)
     size = len(html.encode("utf-8"))
     if str(output) != "-":
