@@ -122,3 +122,24 @@ def test_generate_command_runs_a_qwen2_folder(cli, checkpoint):
     r = cli("generate", "-m", folder, "Hello", "-n", "5", "-t", "0")
     assert r.exit_code == 0, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_two_thread_batch_and_a_short_pass_equal_transformers(checkpoint):
+    """The few-row products (with the q/k/v biases added after them) and the MLP split between two
+    threads: each row of a batch step, and a 5-token pass on 2 workers, give transformers' logits."""
+    from tfcli.engine.kvcache import BatchCache
+
+    folder, model = checkpoint
+    net = load(folder).model
+    rng = np.random.default_rng(3)
+    prompt, nexts = rng.integers(0, 300, 6), rng.integers(0, 300, 3)
+    cache = net.new_cache(16)
+    net.forward(prompt, cache)
+    batch = BatchCache(net.config, 3, 16)
+    batch.fill(cache)
+    rows = net.decode_batch(nexts, batch, workers=2)  # [3, V]
+    for b in range(3):
+        want = torch_logits(model, [*prompt, nexts[b]])[-1]
+        assert np.abs(rows[b] - want).max() <= 1e-4
+    short = net.forward(prompt[:5], net.new_cache(16), all_logits=True, workers=2)  # [5, V]
+    assert np.abs(short - torch_logits(model, prompt[:5])).max() <= 1e-4

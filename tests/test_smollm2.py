@@ -133,3 +133,23 @@ def test_chat_by_name_answers_paris(cli, folder, monkeypatch):
     assert r.exit_code == 0, r.stderr
     assert "Paris" in r.stdout
     assert "stopped: eos" in r.stderr  # the reply ends itself with <|im_end|>
+
+
+def test_a_two_thread_batch_step_equals_each_sequence_alone(lm, ref):
+    """SmolLM2's real shapes (the products cut into many blocks, half of them on the helper thread,
+    the MLP split 56/44): each row of a 4-row step equals the sequence run alone, one token at a time."""
+    from tfcli.engine.kvcache import BatchCache
+
+    net = lm.model
+    prompt = ref["ids_plain"][:12]
+    nexts = np.array([28, 1670, 314, 7105])
+    cache = net.new_cache(16)
+    net.forward(prompt, cache)
+    batch = BatchCache(net.config, 4, 16)
+    batch.fill(cache)
+    rows = net.decode_batch(nexts, batch, workers=2)  # [4, V]
+    for b, token in enumerate(nexts):
+        alone = net.new_cache(16)
+        net.forward(prompt, alone)
+        want = net.forward(np.array([token]), alone)[-1]  # [V], a plain decode step
+        assert np.abs(rows[b] - want).max() <= 1e-4
