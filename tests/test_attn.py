@@ -147,7 +147,8 @@ def test_show_mask_offline_labels_each_character(cli):
     r = cli("attn", "--show-mask", CHINESE, "--json")
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
-    assert data["tokens"] == list(CHINESE)
+    assert [t["label"] for t in data["tokens"]] == list(CHINESE)
+    assert data["tokens"][2] == {"id": None, "text": CHINESE[2], "position": 2, "label": CHINESE[2]}  # no tokenizer: no id
     w = np.array(data["weights"])
     assert w.shape == (6, 6)
     np.testing.assert_allclose(w.sum(axis=1), 1.0)

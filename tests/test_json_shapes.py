@@ -101,6 +101,13 @@ def test_attn_tokens_are_tokenize_tokens(cli):
     assert [{"id": t["id"], "text": t["text"]} for t in attn] == [{"id": t["id"], "text": t["text"]} for t in tokens]
 
 
+def test_show_mask_tokens_are_attn_tokens(cli):
+    """attn --show-mask -m MODEL --json: the same token objects as attn -m MODEL --json."""
+    mask = _doc(cli, "attn", "--show-mask", "-m", MODEL, TEXT)["tokens"]
+    attn = _doc(cli, "attn", "-m", MODEL, TEXT)["tokens"]
+    assert mask == attn
+
+
 def test_the_json_helper_rounds_floats():
     from tfcli.cli.json import dumps
 

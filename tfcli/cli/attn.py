@@ -151,13 +151,15 @@ def _mask(text, model, spec, as_json, png, svg, csv_path) -> None:
 
     pat = parse_pattern(spec)
     text = "the cat sat on the mat" if text is None else _read_text(text, "draw the mask for")
+    tok, ids = None, None
     if model is None:
         labels, how = view.offline_labels(text)
     else:
         from tfcli.engine.tokenizer import Tokenizer
 
         tok = Tokenizer(options.model_folder(model) / "tokenizer.json")
-        labels, how = view.token_labels(tok, tok.prompt(text)), f"{model}'s tokenizer"
+        ids = tok.prompt(text)
+        labels, how = view.token_labels(tok, ids), f"{model}'s tokenizer"
     if not labels:
         raise PromptError("the text has no tokens", "give some text to draw the mask for")
     n = len(labels)
@@ -175,7 +177,7 @@ def _mask(text, model, spec, as_json, png, svg, csv_path) -> None:
         allowed, w = weights(n)
         view.write_files(png, svg, csv_path, f"{pat.name} mask · {n} tokens", [[view.panel("softmax(masked scores)", w, allowed, labels)]], w[None, None], [0], [0], labels)
         if as_json:
-            view.mask_json(model, pat, labels, allowed, w)
+            view.mask_json(model, pat, labels, allowed, w, tok, ids)
             return
     shown = min(n, heatmap.columns_that_fit(out.width, labels, 5, extra=6))
     view.mask(pat, labels, how, *weights(shown), kept=pat.kept(n))

@@ -146,10 +146,17 @@ def demo(ex) -> None:
 # --- masks ------------------------------------------------------------------------------------
 
 
-def mask_json(model, pat, labels: list[str], allowed: np.ndarray, w: np.ndarray) -> None:
-    from ..json import emit
+def mask_json(model, pat, labels: list[str], allowed: np.ndarray, w: np.ndarray, tokenizer=None, ids: list[int] | None = None) -> None:
+    """The mask as JSON. Its tokens are the objects `attn --json` gives (cli/json.token, with the
+    position and the label); without a model there is no tokenizer: "id" is null and "text" the
+    word or character the label shows."""
+    from ..json import emit, token
 
-    emit({"model": model, "pattern": pat.name, "tokens": labels, "allowed": allowed.tolist(), "weights": w})
+    if tokenizer is not None and ids is not None:
+        tokens = [token(tokenizer, int(t)) | {"position": i, "label": s} for i, (t, s) in enumerate(zip(ids, labels))]
+    else:
+        tokens = [{"id": None, "text": s, "position": i, "label": s} for i, s in enumerate(labels)]
+    emit({"model": model, "pattern": pat.name, "tokens": tokens, "allowed": allowed.tolist(), "weights": w})
 
 
 def mask(pat, labels: list[str], how: str, allowed: np.ndarray, w: np.ndarray, kept: int) -> None:
