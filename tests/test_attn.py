@@ -460,16 +460,16 @@ def test_the_grouping_shown_is_the_engines():
     from tfcli.analysis.attention import HeadSplit
 
     lm = load(TINY_LLAMA)
-    split = HeadSplit.from_config(lm.config, "tiny-llama")
+    split = HeadSplit("tiny-llama", lm.config)
     ids = reference("tiny-llama")["ids_short"].tolist()
     before = attention_weights(lm.model, ids, [0])[0]  # [H, T, T]
-    layer, dh, d_attn = lm.model.layers[0], split.head_dim, split.d_attn
+    layer, dh, d_attn = lm.model.layers[0], split.config.head_dim, split.config.d_attn
     w = layer.w_qkv.copy()  # [D, H*Dh + 2*Hkv*Dh]: q, then k, then v
     w[:, d_attn + dh : d_attn + 2 * dh] *= 3.0  # the keys of key/value head 1
     lm.model.layers[0] = dataclasses.replace(layer, w_qkv=w)
     after = attention_weights(lm.model, ids, [0])[0]
-    changed = [h for h in range(split.n_head) if not np.allclose(before[h], after[h])]
-    assert changed == list(split.groups()[1]) == [h for h in range(split.n_head) if split.kv_head_of(h) == 1] == [3, 4, 5]
+    changed = [h for h in range(split.config.n_head) if not np.allclose(before[h], after[h])]
+    assert changed == list(split.groups()[1]) == [h for h in range(split.config.n_head) if split.kv_head_of(h) == 1] == [3, 4, 5]
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tfcli.engine.config import ModelConfig
 from tfcli.engine.errors import UsageError
 from tfcli.engine.ops import softmax
 
@@ -53,45 +54,26 @@ class HeadSplit:
     Vaswani et al. 2017, section 3.2.2: D is projected to H queries, keys and values of Dh numbers
     each; every head attends on its own, the H context vectors are concatenated and W_O maps them
     back to D. With grouped-query attention (Ainslie et al. 2023) only Hkv < H heads of keys and
-    values exist and each serves H / Hkv query heads; Hkv = 1 is multi-query attention.
+    values exist and each serves H / Hkv query heads; Hkv = 1 is multi-query attention. The sizes
+    are the model's own (config: D, H, Hkv, Dh, d_attn = H x Dh, d_kv = Hkv x Dh, q_per_kv = G).
     """
 
     name: str  # the model, for the title
-    n_layer: int  # L: every layer has the same split
-    d_model: int  # D
-    n_head: int  # H query heads
-    n_kv_head: int  # Hkv key/value heads
-    head_dim: int  # Dh
-
-    @classmethod
-    def from_config(cls, cfg, name: str) -> HeadSplit:
-        """From an engine.config.ModelConfig (a config.json, or a preset of `tfcli params`; no weights needed)."""
-        return cls(name, cfg.n_layer, cfg.d_model, cfg.n_head, cfg.n_kv_head, cfg.head_dim)
-
-    @property
-    def d_attn(self) -> int:  # H x Dh: the concatenation's width (= D in most models)
-        return self.n_head * self.head_dim
-
-    @property
-    def d_kv(self) -> int:  # Hkv x Dh: the width of all keys (or values)
-        return self.n_kv_head * self.head_dim
-
-    @property
-    def q_per_kv(self) -> int:  # G: query heads per key/value head
-        return self.n_head // self.n_kv_head
+    config: ModelConfig  # an engine.config.ModelConfig: a config.json, or a preset of `tfcli params` (no weights needed)
 
     def kv_head_of(self, h: int) -> int:
         """The key/value head that query head h reads: h // G (transformers' repeat_kv, engine/model.py)."""
-        return h // self.q_per_kv
+        return h // self.config.q_per_kv
 
     def groups(self) -> list[range]:
         """For each key/value head, the query heads that share it."""
-        g = self.q_per_kv
-        return [range(k * g, (k + 1) * g) for k in range(self.n_kv_head)]
+        g = self.config.q_per_kv
+        return [range(k * g, (k + 1) * g) for k in range(self.config.n_kv_head)]
 
     def weights_per_layer(self) -> dict[str, int]:
         """Parameters of the four matrices of one layer (no biases): W_Q, W_K, W_V, W_O."""
-        return {"W_Q": self.d_model * self.d_attn, "W_K": self.d_model * self.d_kv, "W_V": self.d_model * self.d_kv, "W_O": self.d_attn * self.d_model}
+        c = self.config
+        return {"W_Q": c.d_model * c.d_attn, "W_K": c.d_model * c.d_kv, "W_V": c.d_model * c.d_kv, "W_O": c.d_attn * c.d_model}
 
 
 # --- masks ------------------------------------------------------------------------------------

@@ -110,7 +110,7 @@ def _head_split(model, preset):
         from tfcli.engine.families import load_config
 
         folder = options.model_folder(model)
-        return HeadSplit.from_config(load_config(folder / "config.json"), folder.name)
+        return HeadSplit(folder.name, load_config(folder / "config.json"))
     from tfcli.analysis.params import presets
     from tfcli.analysis.params.shape import ShapeError
     from tfcli.engine.errors import UsageError
@@ -119,7 +119,7 @@ def _head_split(model, preset):
         p = presets.get(preset or "gpt3")
     except ShapeError as e:
         raise UsageError(f"--preset: {e.message}", e.hint) from None
-    return HeadSplit.from_config(p.config, p.title)
+    return HeadSplit(p.title, p.config)
 
 
 def _explain(model, preset, zh: bool, as_json: bool) -> None:

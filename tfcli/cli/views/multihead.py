@@ -20,12 +20,12 @@ def _n(x: int) -> str:
 def explain_json(s, model: str | None) -> None:
     print(json.dumps({
         "model": model, "title": s.name,  # model: -m MODEL, or the --preset name
-        "shape": {"layers": s.n_layer, "d_model": s.d_model, "heads": s.n_head, "head_dim": s.head_dim, "kv_heads": s.n_kv_head,
-                  "d_attn": s.d_attn, "d_kv": s.d_kv},
-        "q_per_kv": s.q_per_kv,
+        "shape": {"layers": s.config.n_layer, "d_model": s.config.d_model, "heads": s.config.n_head, "head_dim": s.config.head_dim, "kv_heads": s.config.n_kv_head,
+                  "d_attn": s.config.d_attn, "d_kv": s.config.d_kv},
+        "q_per_kv": s.config.q_per_kv,
         "groups": [{"kv_head": k, "query_heads": list(g)} for k, g in enumerate(s.groups())],
         "weights_per_layer": s.weights_per_layer(),
-        "value_down": [s.d_model, s.head_dim], "value_up": [s.head_dim, s.d_model],
+        "value_down": [s.config.d_model, s.config.head_dim], "value_up": [s.config.head_dim, s.config.d_model],
     }, ensure_ascii=False))  # fmt: skip
 
 
@@ -39,25 +39,25 @@ def explain(s, zh: bool, brief: bool = False) -> None:
             text = (f"[bold]{esc(lead)}[/]" if lead else "") + esc(line)
             out.print(f"[{style}]{text}[/]" if style else text, highlight=False)
 
-    D, H, Hkv, Dh = s.d_model, s.n_head, s.n_kv_head, s.head_dim
+    D, H, Hkv, Dh = s.config.d_model, s.config.n_head, s.config.n_kv_head, s.config.head_dim
     last = H - 1
-    say(f": the shape of each of its {s.n_layer} layers", f"：它 {s.n_layer} 层中每一层的形状",
+    say(f": the shape of each of its {s.config.n_layer} layers", f"：它 {s.config.n_layer} 层中每一层的形状",
         bold=(f"Multi-head attention in {s.name}", f"{s.name} 的多头注意力"))  # fmt: skip
-    equal = "=" if s.d_attn == D else "≠"
+    equal = "=" if s.config.d_attn == D else "≠"
     say(
-        f"Each token's vector of D = {_n(D)} numbers is projected to H = {H} heads of Dh = {Dh}: {H} × {Dh} = {_n(s.d_attn)} {equal} D. "
+        f"Each token's vector of D = {_n(D)} numbers is projected to H = {H} heads of Dh = {Dh}: {H} × {Dh} = {_n(s.config.d_attn)} {equal} D. "
         "Each head asks its own question of the text, with its own queries, keys and values.",
-        f"每个词元的向量有 D = {_n(D)} 个数，投影成 H = {H} 个头，每头 Dh = {Dh} 个数：{H} × {Dh} = {_n(s.d_attn)} {equal} D。"
+        f"每个词元的向量有 D = {_n(D)} 个数，投影成 H = {H} 个头，每头 Dh = {Dh} 个数：{H} × {Dh} = {_n(s.config.d_attn)} {equal} D。"
         "每个头用自己的查询、键和值，向文本提出自己的问题。",
     )
     heads = f"{H} heads of q, k, v [{Dh}]" if Hkv == H else f"{H} heads of q [{Dh}], {Hkv} of k, v [{Dh}]"
     heads_zh = f"{H} 个头的 q, k, v [{Dh}]" if Hkv == H else f"{H} 个头的 q [{Dh}]，{Hkv} 个头的 k, v [{Dh}]"
-    end = f"concat [{_n(s.d_attn)}] → W_O → [{_n(D)}]"
+    end = f"concat [{_n(s.config.d_attn)}] → W_O → [{_n(D)}]"
     say(f"x [{_n(D)}] → W_Q, W_K, W_V → {heads} → {H} context vectors c_h [{Dh}] → {end}",
         f"x [{_n(D)}] → W_Q, W_K, W_V → {heads_zh} → {H} 个上下文向量 c_h [{Dh}] → {end}", "cyan")  # fmt: skip
-    if s.d_attn != D:
-        say(f"Here H × Dh is not D: W_Q widens the token to {_n(s.d_attn)} numbers and W_O maps the concatenation back to {_n(D)}.",
-            f"这里 H × Dh 不等于 D：W_Q 把词元变成 {_n(s.d_attn)} 个数，W_O 再把拼接结果映射回 {_n(D)} 个。", "dim")  # fmt: skip
+    if s.config.d_attn != D:
+        say(f"Here H × Dh is not D: W_Q widens the token to {_n(s.config.d_attn)} numbers and W_O maps the concatenation back to {_n(D)}.",
+            f"这里 H × Dh 不等于 D：W_Q 把词元变成 {_n(s.config.d_attn)} 个数，W_O 再把拼接结果映射回 {_n(D)} 个。", "dim")  # fmt: skip
     if not brief:
         out.print()
         table = Table(box=None, pad_edge=False, padding=(0, 1), show_header=True, header_style="bold")
@@ -72,8 +72,8 @@ def explain(s, zh: bool, brief: bool = False) -> None:
             ("values (Value↓)", "值（Value↓）", "v = x W_V", "[D] → [Hkv × Dh]", f"[{_n(D)}] → {kv}"),
             ("head h's weights over i ≤ t", "第 h 个头对 i ≤ t 的权重", "w_h = softmax(q_h·k_h,i / √Dh)", "[T] per head", f"√{Dh} = {Dh ** 0.5:.3g}"),
             ("head h's context vector", "第 h 个头的上下文向量", "c_h = Σ_i w_h,i v_h,i", "[Dh] per head", f"[{Dh}] × {H} heads"),
-            ("the concatenation", "拼接", f"[c_0 c_1 … c_{last}]", "[H × Dh]", f"[{_n(s.d_attn)}]"),
-            ("the output (Value↑)", "输出（Value↑）", "o = concat W_O", "[H × Dh] → [D]", f"[{_n(s.d_attn)}] → [{_n(D)}]"),
+            ("the concatenation", "拼接", f"[c_0 c_1 … c_{last}]", "[H × Dh]", f"[{_n(s.config.d_attn)}]"),
+            ("the output (Value↑)", "输出（Value↑）", "o = concat W_O", "[H × Dh] → [D]", f"[{_n(s.config.d_attn)}] → [{_n(D)}]"),
             ("added to the residual stream", "加回残差流", "x + o", "[D]", f"[{_n(D)}]"),
         ]
         for i, (en, cn, formula, shape, here) in enumerate(rows, 1):
@@ -93,11 +93,11 @@ def explain(s, zh: bool, brief: bool = False) -> None:
         out.print()
         w = s.weights_per_layer()
         total = sum(w.values())
-        shapes = {"W_Q": (D, s.d_attn), "W_K": (D, s.d_kv), "W_V": (D, s.d_kv), "W_O": (s.d_attn, D)}
+        shapes = {"W_Q": (D, s.config.d_attn), "W_K": (D, s.config.d_kv), "W_V": (D, s.config.d_kv), "W_O": (s.config.d_attn, D)}
         parts = ", ".join(f"{k} [{_n(a)}, {_n(b)}] {_n(w[k])}" for k, (a, b) in shapes.items())
-        say(f"Weights of one layer: {parts}; {_n(total)} in all, {_n(total * s.n_layer)} over {s.n_layer} layers (no biases). "
+        say(f"Weights of one layer: {parts}; {_n(total)} in all, {_n(total * s.config.n_layer)} over {s.config.n_layer} layers (no biases). "
             f"One head's Value↓ or Value↑: {_n(D)} × {Dh} = {_n(D * Dh)}.",
-            f"一层的权重：{parts}；共 {_n(total)}，{s.n_layer} 层共 {_n(total * s.n_layer)}（不计偏置）。"
+            f"一层的权重：{parts}；共 {_n(total)}，{s.config.n_layer} 层共 {_n(total * s.config.n_layer)}（不计偏置）。"
             f"一个头的 Value↓ 或 Value↑：{_n(D)} × {Dh} = {_n(D * Dh)}。", "dim")  # fmt: skip
     out.print()
     _grouping(s, say)
@@ -105,7 +105,7 @@ def explain(s, zh: bool, brief: bool = False) -> None:
 
 def _grouping(s, say) -> None:
     """Which query heads read which key/value head."""
-    H, Hkv, G = s.n_head, s.n_kv_head, s.q_per_kv
+    H, Hkv, G = s.config.n_head, s.config.n_kv_head, s.config.q_per_kv
     if Hkv == H:
         say(f"Every one of the {H} query heads has its own keys and values (plain multi-head attention: Hkv = H = {H}).",
             f"{H} 个查询头各有自己的键和值（普通多头注意力：Hkv = H = {H}）。")  # fmt: skip
@@ -116,9 +116,9 @@ def _grouping(s, say) -> None:
     kind, kind_zh = ("multi-query attention", "多查询注意力") if Hkv == 1 else ("grouped-query attention", "分组查询注意力")
     say(
         f": the {H} query heads share {Hkv} key/value head{'s' if Hkv > 1 else ''}, {G} each. {shared}. "
-        f"Query head h reads key/value head h // {G}. W_K and W_V are [{s.d_model:,}, {s.d_kv:,}] instead of [{s.d_model:,}, {s.d_attn:,}], "
+        f"Query head h reads key/value head h // {G}. W_K and W_V are [{s.config.d_model:,}, {s.config.d_kv:,}] instead of [{s.config.d_model:,}, {s.config.d_attn:,}], "
         f"and the KV cache is {G}× smaller.",
         f"：{H} 个查询头共用 {Hkv} 个键/值头，每个键/值头供 {G} 个查询头使用。{shared_zh}。"
-        f"查询头 h 读取键/值头 h // {G}。W_K 和 W_V 是 [{s.d_model:,}, {s.d_kv:,}] 而不是 [{s.d_model:,}, {s.d_attn:,}]，KV 缓存小 {G} 倍。",
+        f"查询头 h 读取键/值头 h // {G}。W_K 和 W_V 是 [{s.config.d_model:,}, {s.config.d_kv:,}] 而不是 [{s.config.d_model:,}, {s.config.d_attn:,}]，KV 缓存小 {G} 倍。",
         bold=(kind.capitalize(), kind_zh),
     )
