@@ -221,10 +221,10 @@ def test_an_error_in_the_second_thread_reaches_the_caller():
         ops.linear(x, np.ones((5000, 96), dtype=np.float32).T, pool)
 
 
-@pytest.mark.parametrize("split", [1, 2, 37, 80, 81])
+@pytest.mark.parametrize("split", [0, 1, 2, 37, 80, 81])
 def test_the_mlp_is_the_sum_of_its_parts(lm, split):
     """Transformer.block runs each half of the hidden units on its own thread and adds the halves:
-    any split (uneven ones too) adds up to the whole MLP, the bias counted once."""
+    any split (uneven ones, and an empty part) adds up to the whole MLP, the bias counted once."""
     model, rng = lm.model, np.random.default_rng(split)
     F = model.config.d_ff
     h = rng.standard_normal((4, model.config.d_model), dtype=np.float32)

@@ -42,7 +42,7 @@ class LayerCall:
     start: int  # position of the first token of this call
     record: Recorder | None = None  # None: record nothing here
     batch: bool = False  # rows are B sequences at one shared position (decode_batch), not T consecutive positions
-    pool: Executor | None = None  # a second thread for the products of a few rows (ops.few_rows), and half the MLP
+    pool: Executor | None = None  # a second thread for the products of a few rows (ops.few_rows), and a share of the MLP
 
     def span(self, t_len: int) -> tuple[int, int]:
         """The positions of this call's rows, as (first, last + 1): T consecutive positions, or
@@ -158,7 +158,7 @@ class Transformer:
         if rec is not None and rec.residual:
             rec.mid[at.index] = x
         h = self.mlp_norm(x, layer)  # [T, D]
-        if at.pool is not None and rec is None:
+        if at.pool is not None and rec is None and self.config.d_ff >= 64:
             # The MLP is a sum over its hidden units: a share of them on each core, with one wait
             # instead of one per matrix product. The helper thread has to wake up first (tens of
             # microseconds here), so this thread takes the larger share (measured: benchmarks/README.md).
@@ -248,7 +248,7 @@ class Transformer:
         raise NotImplementedError
 
     # The MLP, or the hidden units `units` of it only: [T, D] -> [T, F] (or [T, len(units)]) -> [T, D];
-    # a bias of the second product belongs to the part from unit 0. `pool` goes to ops.linear.
+    # a bias of the second product belongs to the part that holds unit 0. `pool` goes to ops.linear.
     def mlp_hidden(self, h: np.ndarray, layer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
         raise NotImplementedError
 

@@ -30,7 +30,7 @@ def linear(x: np.ndarray, w: np.ndarray, pool: Executor | None = None) -> np.nda
     """
     t_len = x.shape[0]
     stored_rows = w.strides[0] == w.itemsize  # w.T [out, in] has contiguous rows: a view of stored rows
-    if pool is not None and 1 < t_len <= FEW_ROWS and stored_rows:
+    if pool is not None and 1 < t_len <= FEW_ROWS and stored_rows and 0 < t_len * w.shape[0] * 16 <= BLOCK:  # blocks of 16+ rows
         return few_rows(x, w.T, pool)
     if 1 < t_len <= 256 and stored_rows:
         return (w.T @ x.T).T  # [out, in] @ [in, T] -> [out, T] -> [T, out] view

@@ -177,7 +177,7 @@ class GPT2(Transformer):
 
     def mlp_down(self, a: np.ndarray, layer: GPT2Layer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
         out = a @ layer.mlp_proj_w[units]  # [T, F] @ [F, D] -> [T, D]
-        if not units.start:  # the bias once, with the part from unit 0 (all of them, or the first half)
+        if 0 in range(self.config.d_ff)[units]:  # the bias once: with the part that holds unit 0
             out += layer.mlp_proj_b
         return out
 
