@@ -127,15 +127,21 @@ def write_gguf(
             arr = llama_cpp_permute(arr, H, H)
         elif "k_proj" in hf:
             arr = llama_cpp_permute(arr, H, Hkv)
-        qtype = (types or {}).get(gg.split(".")[-2], Q.F32) if arr.ndim == 2 else Q.F32
-        if qtype == Q.F32:
-            w.add_tensor(gg, arr)
-        else:
-            w.add_tensor(gg, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
+        add_tensor(w, gg, arr, types)
     if tweak:
         tweak(w)
     finish(w)
     return path
+
+
+def add_tensor(w, name: str, arr: np.ndarray, types: dict | None) -> None:
+    """One tensor, as float32 or quantized to types[kind] (kind: 'attn_q', 'ffn_up', ... from its
+    GGUF name); 1-D tensors (norms, biases) stay float32, as llama.cpp keeps them."""
+    qtype = (types or {}).get(name.split(".")[-2], Q.F32) if arr.ndim == 2 else Q.F32
+    if qtype == Q.F32:
+        w.add_tensor(name, arr)
+    else:
+        w.add_tensor(name, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
 
 
 def write_sentencepiece_vocab(w, sp) -> None:

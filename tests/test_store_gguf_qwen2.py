@@ -23,7 +23,7 @@ from tfcli.store import gguf as tg  # noqa: E402
 from tfcli.store import load  # noqa: E402
 
 from conftest import reference  # noqa: E402
-from test_gguf import CHATML, TEXTS, finish, transformers_gguf_logits  # noqa: E402
+from test_gguf import CHATML, TEXTS, add_tensor, finish, transformers_gguf_logits  # noqa: E402
 from test_qwen2 import SHAPES, qwen2_checkpoint, torch_logits  # noqa: E402
 
 QUANTIZED = {"token_embd": Q.Q8_0, "attn_q": Q.Q4_0, "attn_k": Q.Q5_1, "attn_v": Q.Q8_0, "ffn_up": Q.Q4_1, "ffn_down": Q.F16}
@@ -61,11 +61,7 @@ def write_qwen2_gguf(folder: Path, path: Path, *, types: dict[str, Q] | None = N
     for hf, arr in weights.items():
         gg = names.get_name(hf, try_suffixes=(".weight", ".bias"))
         assert gg is not None, hf
-        qtype = (types or {}).get(gg.split(".")[-2], Q.F32) if arr.ndim == 2 else Q.F32
-        if qtype == Q.F32:
-            w.add_tensor(gg, arr)
-        else:
-            w.add_tensor(gg, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
+        add_tensor(w, gg, arr, types)
     if tweak:
         tweak(w)
     finish(w)
