@@ -27,31 +27,28 @@ def gguf_wrong_magic(env):
     return ["convert", path, env.tmp / "out"]
 
 
-@CASES.case(1, "GGUF version 1 is not supported", "current llama.cpp")
-def gguf_version_1(env):
+def convert_patched_gguf(env, offset: int, value: int, size: int) -> list:
+    """`convert` of the tiny GGUF with one little-endian header field overwritten."""
     path = env.gguf()
     data = bytearray(path.read_bytes())
-    data[4:8] = (1).to_bytes(4, "little")
+    data[offset : offset + size] = value.to_bytes(size, "little")
     path.write_bytes(bytes(data))
     return ["convert", path, env.tmp / "out"]
+
+
+@CASES.case(1, "GGUF version 1 is not supported", "current llama.cpp")
+def gguf_version_1(env):
+    return convert_patched_gguf(env, 4, 1, 4)
 
 
 @CASES.case(1, "the header claims 1,000,000,000 metadata entries", "truncated or corrupt")
 def gguf_claims_a_billion_metadata_entries(env):
-    path = env.gguf()
-    data = bytearray(path.read_bytes())
-    data[16:24] = (10**9).to_bytes(8, "little")
-    path.write_bytes(bytes(data))
-    return ["convert", path, env.tmp / "out"]
+    return convert_patched_gguf(env, 16, 10**9, 8)
 
 
 @CASES.case(1, "tiny.gguf is truncated (it ends inside its header)", "fetch the file again")
 def gguf_claims_a_terabyte_string(env):
-    path = env.gguf()
-    data = bytearray(path.read_bytes())
-    data[24:32] = (10**12).to_bytes(8, "little")  # the length of the first metadata key
-    path.write_bytes(bytes(data))
-    return ["convert", path, env.tmp / "out"]
+    return convert_patched_gguf(env, 24, 10**12, 8)  # the length of the first metadata key
 
 
 @CASES.case(1, "'blk.0.extra.weight' is IQ2_XXS, which tfcli cannot dequantize", "supported types: F32, F16, BF16, Q4_0")
