@@ -39,6 +39,17 @@ class Env:
         shutil.copytree(src, dst)
         return dst
 
+    def model_with(self, name: str, content: str | bytes | None) -> Path:
+        """A copy of the tiny GPT-2 whose file `name` holds `content` (None: the file is removed)."""
+        m = self.model()
+        if content is None:
+            (m / name).unlink()
+        elif isinstance(content, bytes):
+            (m / name).write_bytes(content)
+        else:
+            (m / name).write_text(content)
+        return m
+
     def chat_model(self) -> Path:
         """The tiny Llama with a chat template."""
         m = self.model(TINY_LLAMA)

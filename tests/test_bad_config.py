@@ -16,37 +16,27 @@ CASES = Cases()
 
 @CASES.case(1, "has no config.json", "a model folder holds config.json")
 def config_missing(env):
-    m = env.model()
-    (m / "config.json").unlink()
-    return gen(m)
+    return gen(env.model_with("config.json", None))
 
 
 @CASES.case(1, "config.json is not valid JSON (line 1, column", "fix the file")
 def config_malformed(env):
-    m = env.model()
-    (m / "config.json").write_text('{"model_type": "gpt2",')
-    return gen(m)
+    return gen(env.model_with("config.json", '{"model_type": "gpt2",'))
 
 
 @CASES.case(1, "config.json is not valid JSON (RecursionError)", "fix the file")
 def config_nested_past_the_stack(env):
-    m = env.model()
-    (m / "config.json").write_text("[" * 100_000 + "]" * 100_000)
-    return gen(m)
+    return gen(env.model_with("config.json", "[" * 100_000 + "]" * 100_000))
 
 
 @CASES.case(1, "config.json is not UTF-8 text", "save config.json as UTF-8")
 def config_not_utf8(env):
-    m = env.model()
-    (m / "config.json").write_bytes(b'{"model_type": "\xff"}')
-    return gen(m)
+    return gen(env.model_with("config.json", b'{"model_type": "\xff"}'))
 
 
 @CASES.case(1, "config.json does not hold a JSON object", "use the one saved with the weights")
 def config_a_list(env):
-    m = env.model()
-    (m / "config.json").write_text("[]")
-    return gen(m)
+    return gen(env.model_with("config.json", "[]"))
 
 
 @CASES.case(1, "model_type 'bert' is not supported", "tfcli runs these model types: gpt2, llama, mistral")
@@ -121,9 +111,7 @@ def config_rope_scaling(env):
 
 @CASES.case(1, "generation_config.json is not valid JSON", "fix or delete generation_config.json")
 def generation_config_malformed(env):
-    m = env.model()
-    (m / "generation_config.json").write_text("{")
-    return gen(m)
+    return gen(env.model_with("generation_config.json", "{"))
 
 
 @pytest.mark.parametrize("make, code, needles", CASES)

@@ -20,23 +20,17 @@ CASES = Cases()
 
 @CASES.case(1, "no model.safetensors in", "the folder needs model.safetensors")
 def safetensors_missing(env):
-    m = env.model()
-    (m / "model.safetensors").unlink()
-    return gen(m)
+    return gen(env.model_with("model.safetensors", None))
 
 
 @CASES.case(1, "model.safetensors is empty", "did not finish")
 def safetensors_empty(env):
-    m = env.model()
-    (m / "model.safetensors").write_bytes(b"")
-    return gen(m)
+    return gen(env.model_with("model.safetensors", b""))
 
 
 @CASES.case(1, "model.safetensors is truncated (5 bytes)", "fetch or save the file again")
 def safetensors_shorter_than_its_length_field(env):
-    m = env.model()
-    (m / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00")
-    return gen(m)
+    return gen(env.model_with("model.safetensors", b"\x10\x00\x00\x00\x00"))
 
 
 @CASES.case(1, "lies outside the file", "truncated or corrupt")
@@ -49,9 +43,7 @@ def safetensors_truncated_in_the_data(env):
 
 @CASES.case(1, "header length 1,000,000,000,000 is larger than the file", "fetch or save the file again")
 def safetensors_header_length_past_the_end(env):
-    m = env.model()
-    (m / "model.safetensors").write_bytes(safetensors_bytes(b"{}", n=10**12))
-    return gen(m)
+    return gen(env.model_with("model.safetensors", safetensors_bytes(b"{}", n=10**12)))
 
 
 @CASES.case(1, "header of 200,000,000 bytes is larger than the 100 MB", "corrupt")
@@ -65,23 +57,17 @@ def safetensors_header_over_100_mb(env):
 
 @CASES.case(1, "the header is not valid JSON (JSONDecodeError)", "fetch or save it again")
 def safetensors_header_malformed_json(env):
-    m = env.model()
-    (m / "model.safetensors").write_bytes(safetensors_bytes(b'{"a": [1, 2', b"\0" * 16))
-    return gen(m)
+    return gen(env.model_with("model.safetensors", safetensors_bytes(b'{"a": [1, 2', b"\0" * 16)))
 
 
 @CASES.case(1, "the header is not valid JSON (UnicodeDecodeError)", "corrupt")
 def safetensors_header_not_utf8(env):
-    m = env.model()
-    (m / "model.safetensors").write_bytes(safetensors_bytes(b'{"\xff": 1}'))
-    return gen(m)
+    return gen(env.model_with("model.safetensors", safetensors_bytes(b'{"\xff": 1}')))
 
 
 @CASES.case(1, "the header is not a JSON object", "corrupt")
 def safetensors_header_a_list(env):
-    m = env.model()
-    (m / "model.safetensors").write_bytes(safetensors_bytes(b"[1, 2, 3]"))
-    return gen(m)
+    return gen(env.model_with("model.safetensors", safetensors_bytes(b"[1, 2, 3]")))
 
 
 @CASES.case(1, "tensors 'transformer.h.0.ln_1.bias' and 'transformer.h.0.ln_1.weight' overlap", "corrupt")

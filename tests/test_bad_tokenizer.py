@@ -17,16 +17,12 @@ CASES = Cases()
 
 @CASES.case(1, "tokenizer.json is missing", "needs tokenizer.json")
 def tokenizer_missing(env):
-    m = env.model()
-    (m / "tokenizer.json").unlink()
-    return gen(m)
+    return gen(env.model_with("tokenizer.json", None))
 
 
 @CASES.case(1, "is not a valid tokenizer.json", "re-save or re-convert the tokenizer")
 def tokenizer_malformed(env):
-    m = env.model()
-    (m / "tokenizer.json").write_text('{"model": {"type": "BPE"')
-    return gen(m)
+    return gen(env.model_with("tokenizer.json", '{"model": {"type": "BPE"'))
 
 
 @CASES.case(1, "is not a valid tokenizer.json", "re-save")
