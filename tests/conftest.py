@@ -47,6 +47,19 @@ def cli(monkeypatch, tmp_path):
     return run
 
 
+def interrupt_call(monkeypatch, owner, name: str, n: int) -> None:
+    """Ctrl-C at the n-th call of owner.name: that call raises KeyboardInterrupt, the others run."""
+    real, calls = getattr(owner, name), [0]
+
+    def interrupted(*a, **kw):
+        calls[0] += 1
+        if calls[0] == n:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(owner, name, interrupted)
+
+
 def one_line_error(r, code: int, *needles: str) -> None:
     """Exit code `code` and exactly one line on stderr, `error: ...`, holding every needle; no traceback."""
     assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr, r.exception)

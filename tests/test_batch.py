@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA, one_line_error
+from conftest import TINY_GPT2, TINY_LLAMA, interrupt_call, one_line_error
 from tfcli.engine.batch import Samples
 from tfcli.engine.kvcache import BatchCache
 from tfcli.engine.generate import Generation, Session
@@ -168,15 +168,7 @@ def test_memory_is_checked_before_the_batch_is_allocated(cli, monkeypatch):
 def test_ctrl_c_in_a_batch_keeps_every_text_and_exits_130(cli, monkeypatch):
     from tfcli.engine.model import Transformer
 
-    real, calls = Transformer.decode_batch, {"n": 0}
-
-    def interrupted(self, *a, **kw):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            raise KeyboardInterrupt
-        return real(self, *a, **kw)
-
-    monkeypatch.setattr(Transformer, "decode_batch", interrupted)
+    interrupt_call(monkeypatch, Transformer, "decode_batch", 4)
     r = cli("generate", "-m", TINY_LLAMA, "The", "-n", "30", "-t", "0", "--samples", "2")
     assert r.exit_code == 130
     assert r.stdout.count("── sample ") == 2

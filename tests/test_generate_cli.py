@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA, one_line_error
+from conftest import TINY_GPT2, TINY_LLAMA, interrupt_call, one_line_error
 from tfcli.engine.tokenizer import TextStream, Tokenizer
 
 
@@ -85,15 +85,7 @@ def test_ctrl_c_keeps_partial_text_prints_stats_exits_130(cli, monkeypatch):
     from tfcli.engine.model import Transformer
 
     real = Transformer.forward
-    calls = {"n": 0}
-
-    def interrupted(self, *a, **kw):
-        calls["n"] += 1
-        if calls["n"] == 6:
-            raise KeyboardInterrupt
-        return real(self, *a, **kw)
-
-    monkeypatch.setattr(Transformer, "forward", interrupted)
+    interrupt_call(monkeypatch, Transformer, "forward", 6)
     r = cli("generate", "-m", TINY_GPT2, "The", "-n", "50", "-t", "0")
     assert r.exit_code == 130
     monkeypatch.setattr(Transformer, "forward", real)
@@ -101,8 +93,6 @@ def test_ctrl_c_keeps_partial_text_prints_stats_exits_130(cli, monkeypatch):
     assert r.stdout == full.stdout  # the 5 tokens produced before Ctrl-C were kept
     assert "5 new" in r.stderr and "interrupted" in r.stderr
     assert "Traceback" not in r.stderr
-
-
 
 
 @pytest.mark.parametrize(
