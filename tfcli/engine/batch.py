@@ -119,7 +119,7 @@ class Samples:
             if len(still) < len(live):
                 cache.keep(still)
                 live = [live[row] for row in still]
-            rows = model.decode_batch(np.asarray(tokens), cache, session.workers)  # [B, V]
+            rows = model.decode_batch(np.asarray(tokens), cache, session.workers, session.helper)  # [B, V]
             totals.steps += 1
             totals.decode_seconds = time.perf_counter() - t_decode
             for i in live:

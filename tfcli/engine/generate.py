@@ -20,6 +20,7 @@ from .errors import PromptError, TokenizerError, UsageError
 from .lookup import Drafter
 from .model import Transformer
 from .sampling import Choice, Sampler
+from .threads import new_helper
 from .tokenizer import TextStream, Tokenizer
 
 
@@ -32,6 +33,7 @@ class Session:
     def __init__(self, model: Transformer, capacity: int | None = None, workers: int = 1):
         self.model = model
         self.workers = workers  # threads a long prompt pass may be split over (model.split_prompt)
+        self.helper = new_helper() if workers > 1 else None  # the second thread of few-row products, kept for the session
         self.capacity = min(capacity or model.config.n_ctx, model.config.n_ctx)
         self.cache = model.new_cache(self.capacity)
         self.tokens: list[int] = []
@@ -54,7 +56,7 @@ class Session:
         n_chunks = -(-(len(tokens) - reuse) // PREFILL_CHUNK)
         size = -(-(len(tokens) - reuse) // n_chunks)
         for i in range(reuse, len(tokens), size):
-            logits = self.model.forward(np.asarray(tokens[i : i + size]), self.cache, workers=self.workers)[-1]  # [V]
+            logits = self.model.forward(np.asarray(tokens[i : i + size]), self.cache, workers=self.workers, helper=self.helper)[-1]  # [V]
             self.tokens = list(tokens[: i + size])
         return logits, len(tokens) - reuse
 
@@ -67,7 +69,7 @@ class Session:
     def verify(self, tokens: list[int]) -> np.ndarray:
         """Append T tokens in one pass (a token and the draft guessed after it); return the logits
         after each of them [T, V]: row j is what the model predicts after tokens[j]."""
-        logits = self.model.forward(np.asarray(tokens), self.cache, all_logits=True, workers=self.workers)  # [T, V]
+        logits = self.model.forward(np.asarray(tokens), self.cache, all_logits=True, workers=self.workers, helper=self.helper)  # [T, V]
         self.tokens.extend(tokens)
         return logits
 

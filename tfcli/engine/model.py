@@ -87,6 +87,7 @@ class Transformer:
         all_logits: bool = False,
         record: Recorder | None = None,
         workers: int = 1,
+        helper: Executor | None = None,
     ) -> np.ndarray:
         """Run tokens [T] at positions cache.length .. cache.length+T-1 through the model.
 
@@ -94,7 +95,8 @@ class Transformer:
         sampling needs; the unembedding is the single largest matmul of a small model). `record`
         collects what it asks for (engine/inspect.py). `workers` threads may share a long prompt
         pass (split_prompt; BLAS is then single-threaded for its duration), and two of them the
-        products of a pass over a few tokens (a lookup check, a short prompt: ops.few_rows).
+        products of a pass over a few tokens (a lookup check, a short prompt: ops.few_rows), on
+        `helper` if given (threads.helper_thread).
         """
         start = cache.length
         t_len = len(tokens)
@@ -111,7 +113,7 @@ class Transformer:
         parts = split_prompt(cfg, start, t_len, workers) if record is None else [t_len]
         # A pass of a few tokens on one worker is left to BLAS's own threads, if it has any.
         few = workers > 1 and 1 < t_len <= ops.FEW_ROWS
-        with helper_thread(workers) if few else nullcontext() as pool:
+        with helper_thread(workers, helper) if few else nullcontext() as pool:
             if len(parts) == 1:
                 x = self.layers_forward(tokens, cache, start, record, pool)  # [T, D]
             else:
@@ -121,22 +123,22 @@ class Transformer:
                 x = x[-1:]  # [1, D]
             return self.unembed(self.final_norm(x), pool)  # [T or 1, V]
 
-    def decode_batch(self, tokens: np.ndarray, cache: BatchCache, workers: int = 1) -> np.ndarray:
+    def decode_batch(self, tokens: np.ndarray, cache: BatchCache, workers: int = 1, helper: Executor | None = None) -> np.ndarray:
         """One decode step for B sequences at the same position: tokens [B] -> next-token logits [B, V].
 
         A decode step reads every weight once and does little arithmetic with it, so the B tokens
         go through each matrix product as one [B, D] matrix for about the price of one; only the
         attention is per sequence, each row over its own cache (engine/batch.py). The products go
         through BLAS's small-matrix kernel (ops.few_rows); with 2 workers or more, a second thread
-        takes half of each product and half of each MLP (block()). Row b equals forward() of
-        sequence b alone (tests/test_batch.py).
+        takes a share of each product and of each MLP (block()): `helper` if given. Row b equals
+        forward() of sequence b alone (tests/test_batch.py).
         """
         start = cache.length
         if start + 1 > cache.capacity:
             raise PromptError(f"{start + 1} tokens do not fit in the batch's cache of {cache.capacity}", "use fewer --max-tokens")
         # embed() places T tokens at T consecutive positions; here each row sits at `start`.
         x = np.concatenate([self.embed(tokens[b : b + 1], start) for b in range(len(tokens))])  # [B, D]
-        with helper_thread(workers) if len(tokens) > 1 else nullcontext() as pool:
+        with helper_thread(workers, helper) if len(tokens) > 1 else nullcontext() as pool:
             for i, layer in enumerate(self.layers):
                 x = self.block(x, layer, LayerCall(i, cache, start, batch=True, pool=pool))  # [B, D]
             cache.length = start + 1
