@@ -481,6 +481,12 @@ def test_sentencepiece_gguf_converts_and_generates(cli, tmp_path):
     assert json.loads((folder / "tokenizer_config.json").read_text())["add_bos_token"] is True
     r = cli("generate", "-m", folder, "the model", "-n", "4", "-t", "0")
     assert r.exit_code == 0 and f"{1 + len(sp.encode('the model'))} prompt tokens" in r.stderr, r.stderr
+    # A piece like "▁the" decoded alone loses its space; every --json names the text the token adds.
+    texts = [t["text"] for t in json.loads(cli("tokenize", "-m", folder, "the model", "--json").stdout)["tokens"]]
+    assert " the" in texts
+    for command in (["lens", "--position", "-1"], ["neurons", "--layer", "0"]):
+        doc = json.loads(cli(*command, "-m", folder, "the model", "--json").stdout)
+        assert [t["text"] for t in doc["tokens"]] == texts, command
 
 
 def test_other_tokenizer_models_are_refused_by_name(tmp_path):

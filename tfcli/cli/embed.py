@@ -111,7 +111,7 @@ def _neighbor_rows(space: "Space", found) -> list[dict]:
 
     tok = space.lm.tokenizer
     return [
-        {"token": tok.decode([int(i)]), "id": int(i), "cosine": float(c), "angle": float(angle_degrees(c)), "shown": token_str(tok, int(i))}
+        {"token": tok.token_text(int(i)), "id": int(i), "cosine": float(c), "angle": float(angle_degrees(c)), "shown": token_str(tok, int(i))}
         for i, c in zip(found.ids, found.cosines)
     ]
 

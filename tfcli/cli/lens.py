@@ -140,14 +140,14 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json) -> None:
 
         def entry(layer, t):
             j = col[t]
-            e = {"position": t, "token_id": int(result.ids[layer, j, 0]), "token": tok.decode([int(result.ids[layer, j, 0])]), "prob": float(result.probs[layer, j, 0])}
+            e = {"position": t, "token_id": int(result.ids[layer, j, 0]), "token": tok.token_text(int(result.ids[layer, j, 0])), "prob": float(result.probs[layer, j, 0])}
             if k > 1:
-                e["top"] = [{"token_id": int(i), "token": tok.decode([int(i)]), "prob": float(v)} for i, v in zip(result.ids[layer, j], result.probs[layer, j])]
+                e["top"] = [{"token_id": int(i), "token": tok.token_text(int(i)), "prob": float(v)} for i, v in zip(result.ids[layer, j], result.probs[layer, j])]
             return e
 
         print(json.dumps({
             "model": lm.name,
-            "tokens": [{"id": int(i), "text": tok.decode([int(i)])} for i in ids],
+            "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids],
             "layers": [{"layer": layer, "positions": [entry(layer, t) for t in (sel if p is None else [p])]} for layer in range(n_layers)],
         }, ensure_ascii=False))  # fmt: skip
         return
@@ -227,13 +227,13 @@ def _compare(texts, model, top, zh, as_json) -> None:
     if as_json:
         print(json.dumps({
             "model": lm.name,
-            "texts": [{"text": t, "tokens": [{"id": int(i), "text": tok.decode([int(i)])} for i in ids]} for t, ids in zip(texts, all_ids)],
+            "texts": [{"text": t, "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids]} for t, ids in zip(texts, all_ids)],
             "layers": [{
                 "layer": layer,
                 "cosine": traj.pairwise[layer].round(6).tolist(),
                 "baseline_cosine": None if base[layer] != base[layer] else round(float(base[layer]), 6),
                 "from_embedding": [{"cosine": round(float(traj.from_embedding[c, layer]), 6), "moved": round(float(traj.moved[c, layer]), 6), "norm": round(float(traj.norms[c, layer]), 4)} for c in range(len(texts))],
-                "reads": [{"token_id": int(reads_ids[c][layer]), "token": tok.decode([int(reads_ids[c][layer])]), "prob": float(reads_p[c][layer])} for c in range(len(texts))],
+                "reads": [{"token_id": int(reads_ids[c][layer]), "token": tok.token_text(int(reads_ids[c][layer])), "prob": float(reads_p[c][layer])} for c in range(len(texts))],
             } for layer in range(len(streams[0]))],
         }, ensure_ascii=False))  # fmt: skip
         return

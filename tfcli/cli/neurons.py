@@ -63,7 +63,7 @@ def neurons(
         top_ids, top_vals = nn.top_neurons(acts, k)  # [T, k]
         report = head | {
             "tokens": [
-                {"position": t, "id": int(i), "text": tok.decode([int(i)]), "neurons": [{"neuron": int(n), "activation": float(v)} for n, v in zip(top_ids[t], top_vals[t])]}
+                {"position": t, "id": int(i), "text": tok.token_text(int(i)), "neurons": [{"neuron": int(n), "activation": float(v)} for n, v in zip(top_ids[t], top_vals[t])]}
                 for t, i in enumerate(ids)
             ],
             "most_common": [{"neuron": n, "tokens": c} for n, c in nn.most_common(top_ids, 5)],
@@ -73,9 +73,9 @@ def neurons(
         up, down = _ends(logits[: cfg.vocab_size], k)
         report = head | {
             "neuron": neuron,
-            "activations": [{"position": t, "id": int(i), "text": tok.decode([int(i)]), "activation": float(acts[t, neuron])} for t, i in enumerate(ids)],
-            "pushes_up": [{"token": tok.decode([int(i)]), "id": int(i), "logit": float(logits[i])} for i in up],
-            "pushes_down": [{"token": tok.decode([int(i)]), "id": int(i), "logit": float(logits[i])} for i in down],
+            "activations": [{"position": t, "id": int(i), "text": tok.token_text(int(i)), "activation": float(acts[t, neuron])} for t, i in enumerate(ids)],
+            "pushes_up": [{"token": tok.token_text(int(i)), "id": int(i), "logit": float(logits[i])} for i in up],
+            "pushes_down": [{"token": tok.token_text(int(i)), "id": int(i), "logit": float(logits[i])} for i in down],
         }
     if as_json:
         print(json.dumps(report, ensure_ascii=False))
