@@ -60,6 +60,22 @@ def interrupt_call(monkeypatch, owner, name: str, n: int) -> None:
     monkeypatch.setattr(owner, name, interrupted)
 
 
+EPS32 = float(np.finfo(np.float32).eps)  # 2^-23: one float32 step at 1.0
+
+
+def assert_f32_close(actual, expected, steps: float = 8, floor: float | None = None) -> None:
+    """Equal within `steps` float32 steps of each expected value (|a - e| <= steps * eps32 * |e|).
+
+    Values near zero would get no room at all, so magnitudes below `floor` count as `floor`
+    (default: 1/256 of the largest |expected|). Stated this way, a tolerance holds on every CPU:
+    BLAS kernels (AVX2, AVX-512; Intel or AMD) may order the same sums differently, which moves a
+    float32 result by a few steps, never by a fixed absolute amount."""
+    actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    if floor is None:
+        floor = float(np.abs(expected).max(initial=0.0)) / 256
+    np.testing.assert_allclose(actual, expected, rtol=steps * EPS32, atol=steps * EPS32 * floor)
+
+
 def one_line_error(r, code: int, *needles: str) -> None:
     """Exit code `code` and exactly one line on stderr, `error: ...`, holding every needle; no traceback."""
     assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr, r.exception)
