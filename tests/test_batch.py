@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+
+from tfcli.engine.executor import PLAIN, Fast
 import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA, interrupt_call, one_line_error
@@ -33,7 +35,7 @@ def test_each_row_of_a_batched_step_equals_the_sequence_alone(lm, workers):
     # Each sequence alone, all its positions in one pass: [steps, V] each.
     alone = [model.forward(np.concatenate([prompt, s]), model.new_cache(20), all_logits=True)[len(prompt) :] for s in seqs]
     for t in range(seqs.shape[1]):
-        rows = model.decode_batch(seqs[:, t], batch, workers)  # [B, V]
+        rows = model.decode_batch(seqs[:, t], batch, Fast(workers, batch=True))  # [B, V]
         for b in range(len(seqs)):
             np.testing.assert_allclose(rows[b], alone[b][t], atol=1e-5, rtol=0)
 
@@ -215,16 +217,18 @@ def test_an_error_in_the_second_thread_reaches_the_caller():
 
 @pytest.mark.parametrize("split", [0, 1, 2, 37, 80, 81])
 def test_the_mlp_is_the_sum_of_its_parts(lm, split):
-    """Transformer.block runs each half of the hidden units on its own thread and adds the halves:
+    """The fast executor runs each share of the hidden units on its own thread and adds them:
     any split (uneven ones, and an empty part) adds up to the whole MLP, the bias counted once."""
     model, rng = lm.model, np.random.default_rng(split)
     F = model.config.d_ff
     h = rng.standard_normal((4, model.config.d_model), dtype=np.float32)
     for layer in model.layers:
         # The tiny checkpoints' biases are zeros: random ones, so that counting a bias twice shows.
-        layer = dataclasses.replace(layer, **{f: rng.standard_normal(v.shape, dtype=np.float32) for f, v in vars(layer).items() if f.endswith("_b")})
-        whole = model.mlp_down(model.mlp_hidden(h, layer), layer)  # [T, D]
-        parts = model.mlp_part(h, layer, slice(0, split)) + model.mlp_part(h, layer, slice(split, F))
+        m = layer.mlp
+        if m.b_out is not None:
+            m = dataclasses.replace(m, b_in=rng.standard_normal(m.b_in.shape, dtype=np.float32), b_out=rng.standard_normal(m.b_out.shape, dtype=np.float32))
+        whole = PLAIN.mlp(h, m)  # [T, D]
+        parts = m.part_out(h, 0, split, PLAIN.linear) + m.part_out(h, split, F, PLAIN.linear)
         np.testing.assert_allclose(parts, whole, atol=1e-5, rtol=1e-5)
 
 
@@ -237,7 +241,7 @@ def test_a_short_pass_on_two_threads_equals_one_thread(lm, t_len):
     for workers in (1, 2):
         cache = model.new_cache(40)
         model.forward(prompt, cache)
-        got.append(model.forward(tokens, cache, all_logits=True, workers=workers))  # [T, V]
+        got.append(model.forward(tokens, cache, all_logits=True, run=Fast(workers)))  # [T, V]
     np.testing.assert_allclose(got[1], got[0], atol=1e-5, rtol=0)
 
 

@@ -73,7 +73,7 @@ def test_attention_weights_equal_transformers(lm):
     ref = reference(name)
     ids = ref["ids_long"]
     rec = Recorder(attention=True)
-    m.model.forward(ids, m.model.new_cache(len(ids)), record=rec)
+    m.model.forward(ids, m.model.new_cache(len(ids)), hooks=rec)
     got = np.stack([rec.attn[i] for i in range(m.config.n_layer)])  # [L, H, T, T]
     assert got.shape == ref["attn_long"].shape
     assert np.abs(got - ref["attn_long"]).max() <= 1e-5

@@ -34,7 +34,7 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 
 def _weights(model, ids):
     rec = Recorder(attention=True)
-    model.forward(np.asarray(ids), model.new_cache(len(ids)), record=rec)
+    model.forward(np.asarray(ids), model.new_cache(len(ids)), hooks=rec)
     return np.stack([rec.attn[i] for i in range(model.config.n_layer)])  # [L, H, T, T]
 
 
@@ -439,7 +439,7 @@ def test_the_lens_shows_tfcli_top_tokens_on_hover(browser, pages):
     lm = load("shakespeare")
     ids = [t["id"] for t in data["tokens"]]
     rec = Recorder(residual=True)
-    lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), record=rec)
+    lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), hooks=rec)
     _open(browser, page)
     browser.find_element("id", "tab-lens").click()
     for layer, pos in ((2, 7), (-1, 0), (3, 20)):  # -1: the embeddings

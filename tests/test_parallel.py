@@ -1,4 +1,4 @@
-"""A prompt pass split into parts on several threads (Transformer.parallel_forward) must give the
+"""A prompt pass split into parts on several threads (executor.Fast.parallel_trunk) must give the
 logits and the cache of one pass, and must stop every part, without hanging, on an error or Ctrl-C."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from tfcli.engine import threads
 from tfcli.store import load
-from tfcli.engine import model as model_module
-from tfcli.engine.model import split_prompt
+from tfcli.engine import executor as model_module
+from tfcli.engine.executor import Fast, split_prompt
 
 from conftest import DATA, reference
 
@@ -68,9 +68,9 @@ def test_parts_on_threads_equal_one_pass(net, three_threads, monkeypatch, start)
     split = net.new_cache(len(ids))
     net.forward(ids[:start], split) if start else None
     used = _threads_used(net, monkeypatch)
-    got = net.forward(ids[start:], split, all_logits=True, workers=three_threads)  # [T, V]
+    got = net.forward(ids[start:], split, all_logits=True, run=Fast(three_threads))  # [T, V]
     assert len(used) == 3  # this thread and two of the pool's
-    assert split.length == one.length == len(ids) and split.relay is None
+    assert split.length == one.length == len(ids)
     assert np.abs(got - expect).max() <= 1e-5
     assert np.abs(split.k - one.k).max() <= 1e-5 and np.abs(split.v - one.v).max() <= 1e-5
 
@@ -93,7 +93,7 @@ def _forward_in_thread(net, ids, cache, workers: int) -> BaseException | None:
 
     def run():
         try:
-            net.forward(ids, cache, workers=workers)
+            net.forward(ids, cache, run=Fast(workers))
             outcome.append(None)
         except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt is what is tested
             outcome.append(e)
@@ -117,8 +117,8 @@ def test_a_failing_part_stops_the_others(net, three_threads, monkeypatch, error,
         _failing_block(net, m, error, on_pool)
         raised = _forward_in_thread(net, ids, cache, three_threads)
     assert type(raised) is type(error)
-    assert cache.relay is None and cache.length == 0  # nothing half-done counts as cached
+    assert cache.length == 0  # nothing half-done counts as cached
     # The cache and the pool's threads are usable again: the same pass now equals one pass.
-    got = net.forward(ids, cache, workers=three_threads)
+    got = net.forward(ids, cache, run=Fast(three_threads))
     expect = net.forward(ids, net.new_cache(len(ids)))
     assert np.abs(got - expect).max() <= 1e-5

@@ -16,6 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from tfcli.engine.executor import Fast  # noqa: E402
 from tfcli.engine.generate import Session  # noqa: E402
 from tfcli.store import load  # noqa: E402
 
@@ -137,9 +138,9 @@ def test_a_two_thread_batch_and_a_short_pass_equal_transformers(checkpoint):
     net.forward(prompt, cache)
     batch = BatchCache(net.config, 3, 16)
     batch.fill(cache)
-    rows = net.decode_batch(nexts, batch, workers=2)  # [3, V]
+    rows = net.decode_batch(nexts, batch, Fast(2, batch=True))  # [3, V]
     for b in range(3):
         want = torch_logits(model, [*prompt, nexts[b]])[-1]
         assert np.abs(rows[b] - want).max() <= 1e-4
-    short = net.forward(prompt[:5], net.new_cache(16), all_logits=True, workers=2)  # [5, V]
+    short = net.forward(prompt[:5], net.new_cache(16), all_logits=True, run=Fast(2))  # [5, V]
     assert np.abs(short - torch_logits(model, prompt[:5])).max() <= 1e-4

@@ -43,7 +43,7 @@ def test_logits_equal_transformers(shipped):
 def test_attention_equals_transformers(shipped):
     _, lm, ref, _ = shipped
     rec = Recorder(attention=True)
-    lm.model.forward(ref["ids"], lm.model.new_cache(len(ref["ids"])), record=rec)
+    lm.model.forward(ref["ids"], lm.model.new_cache(len(ref["ids"])), hooks=rec)
     assert np.abs(np.stack([rec.attn[i] for i in sorted(rec.attn)]) - ref["attn"]).max() <= 1e-5
 
 

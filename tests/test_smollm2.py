@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tfcli.engine.executor import Fast
 from tfcli.store import load
 from tfcli.engine.tokenizer import Tokenizer
 from tfcli.engine.weightfile import read_header
@@ -147,7 +148,7 @@ def test_a_two_thread_batch_step_equals_each_sequence_alone(lm, ref):
     net.forward(prompt, cache)
     batch = BatchCache(net.config, 4, 16)
     batch.fill(cache)
-    rows = net.decode_batch(nexts, batch, workers=2)  # [4, V]
+    rows = net.decode_batch(nexts, batch, Fast(2, batch=True))  # [4, V]
     for b, token in enumerate(nexts):
         alone = net.new_cache(16)
         net.forward(prompt, alone)

@@ -40,7 +40,7 @@ def attention_weights(model, ids: list[int], layers: list[int]) -> np.ndarray:
             "pick one --layer, or use a shorter text",
         )
     rec = Recorder(attention=True, layers=layers)  # only these layers: all of a deep model could take gigabytes
-    model.forward(np.asarray(ids), model.new_cache(len(ids)), record=rec)
+    model.forward(np.asarray(ids), model.new_cache(len(ids)), hooks=rec)
     return np.stack([rec.attn[i] for i in layers])  # [len(layers), H, T, T]
 
 

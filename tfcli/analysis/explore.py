@@ -59,7 +59,7 @@ def explore(model, ids: list[int], lens_top: int = LENS_TOP, next_top: int = NEX
     cfg = model.config
     tokens = np.asarray(ids)
     rec = Recorder(attention=True, residual=True)
-    logits = model.forward(tokens, model.new_cache(len(ids)), all_logits=True, record=rec)  # [T, V]
+    logits = model.forward(tokens, model.new_cache(len(ids)), all_logits=True, hooks=rec)  # [T, V]
     attn = np.stack([rec.attn[i] for i in range(cfg.n_layer)]).astype(np.float32)  # [L, H, T, T]
 
     stream = [rec.embedded] + [rec.post[i] for i in range(cfg.n_layer)]  # [L+1] x [T, D]

@@ -22,7 +22,7 @@ def residual_stream(model, ids) -> list[np.ndarray]:
     the stream after each layer (before the final norm)."""
     rec = Recorder(residual=True)
     ids = np.asarray(ids)
-    model.forward(ids, model.new_cache(len(ids)), record=rec)
+    model.forward(ids, model.new_cache(len(ids)), hooks=rec)
     return rec.hidden_states()
 
 

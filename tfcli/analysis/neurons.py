@@ -20,7 +20,7 @@ def activations(model, ids, layer: int) -> np.ndarray:
     """ids [T] through the model once -> the MLP activations of `layer` [T, F]."""
     rec = Recorder(mlp=True, layers=[layer])
     ids = np.asarray(ids)
-    model.forward(ids, model.new_cache(len(ids)), record=rec)
+    model.forward(ids, model.new_cache(len(ids)), hooks=rec)
     return rec.mlp_act[layer]
 
 
@@ -35,12 +35,7 @@ def top_neurons(acts: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 def output_direction(model, layer_index: int, neuron: int) -> np.ndarray:
     """[D]: what neuron `neuron` of layer `layer_index` adds to the residual stream per unit of
     activation, its row of the down projection (the bias, if any, taken out)."""
-    layer = model.layers[layer_index]
-    f = model.config.d_ff
-    one = np.zeros((2, f), dtype=np.float32)
-    one[0, neuron] = 1.0
-    rows = model.mlp_down(one, layer)  # [2, F] @ [F, D] -> [2, D]
-    return rows[0] - rows[1]
+    return np.array(model.layers[layer_index].mlp.w_out[neuron], dtype=np.float32)  # [F, D] -> row [D]
 
 
 def direct_logits(model, direction: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .config import ModelConfig
 from .errors import UsageError
+from .executor import Fast
 from .generate import Generation, Session, Step
 from .kvcache import BATCH_HINT, BatchCache
 from .memory import check_allocation
@@ -99,6 +100,7 @@ class Samples:
         totals.prefill_seconds = time.perf_counter() - t0
         for run in runs:
             run.stats.prompt_tokens, run.stats.prefill_seconds = totals.prompt_tokens, totals.prefill_seconds
+        run = Fast(session.workers, session.run.helper, batch=True)  # the session's helper thread, if any
         cache = BatchCache(model.config, len(runs), capacity)
         cache.fill(session.cache)
         live = list(range(len(runs)))  # sample index of each row of the batch
@@ -119,7 +121,7 @@ class Samples:
             if len(still) < len(live):
                 cache.keep(still)
                 live = [live[row] for row in still]
-            rows = model.decode_batch(np.asarray(tokens), cache, session.workers, session.helper)  # [B, V]
+            rows = model.decode_batch(np.asarray(tokens), cache, run, session.hooks)  # [B, V]
             totals.steps += 1
             totals.decode_seconds = time.perf_counter() - t_decode
             for i in live:

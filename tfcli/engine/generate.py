@@ -20,7 +20,8 @@ from .errors import PromptError, TokenizerError, UsageError
 from .lookup import Drafter
 from .model import Transformer
 from .sampling import Choice, Sampler
-from .threads import new_helper
+from .sites import Hooks
+from .executor import Fast
 from .tokenizer import TextStream, Tokenizer
 
 
@@ -30,10 +31,11 @@ PREFILL_CHUNK = 512  # prompt tokens per forward pass
 class Session:
     """A model, its KV cache, and the tokens whose keys and values the cache holds."""
 
-    def __init__(self, model: Transformer, capacity: int | None = None, workers: int = 1):
+    def __init__(self, model: Transformer, capacity: int | None = None, workers: int = 1, hooks: Hooks | None = None):
         self.model = model
-        self.workers = workers  # threads a long prompt pass may be split over (model.split_prompt)
-        self.helper = new_helper() if workers > 1 else None  # the second thread of few-row products, kept for the session
+        self.hooks = hooks  # at the sites of every pass (engine/sites.py): an ablation, a steering vector
+        self.workers = workers  # threads a pass may use (engine/executor.py)
+        self.run = Fast(workers)  # its helper thread, if any, is kept for the session's passes
         self.capacity = min(capacity or model.config.n_ctx, model.config.n_ctx)
         self.cache = model.new_cache(self.capacity)
         self.tokens: list[int] = []
@@ -56,20 +58,20 @@ class Session:
         n_chunks = -(-(len(tokens) - reuse) // PREFILL_CHUNK)
         size = -(-(len(tokens) - reuse) // n_chunks)
         for i in range(reuse, len(tokens), size):
-            logits = self.model.forward(np.asarray(tokens[i : i + size]), self.cache, workers=self.workers, helper=self.helper)[-1]  # [V]
+            logits = self.model.forward(np.asarray(tokens[i : i + size]), self.cache, hooks=self.hooks, run=self.run)[-1]  # [V]
             self.tokens = list(tokens[: i + size])
         return logits, len(tokens) - reuse
 
     def step(self, token: int) -> np.ndarray:
         """Append one token; return the logits for the next one [V]."""
-        logits = self.model.forward(np.asarray([token]), self.cache)[-1]  # [V]
+        logits = self.model.forward(np.asarray([token]), self.cache, hooks=self.hooks, run=self.run)[-1]  # [V]
         self.tokens.append(token)
         return logits
 
     def verify(self, tokens: list[int]) -> np.ndarray:
         """Append T tokens in one pass (a token and the draft guessed after it); return the logits
         after each of them [T, V]: row j is what the model predicts after tokens[j]."""
-        logits = self.model.forward(np.asarray(tokens), self.cache, all_logits=True, workers=self.workers, helper=self.helper)  # [T, V]
+        logits = self.model.forward(np.asarray(tokens), self.cache, all_logits=True, hooks=self.hooks, run=self.run)  # [T, V]
         self.tokens.extend(tokens)
         return logits
 

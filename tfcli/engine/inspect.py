@@ -1,10 +1,10 @@
 """What a forward pass may record of its insides, for the commands that show them.
 
 A caller makes a `Recorder` naming what it wants and passes it to `Transformer.forward(...,
-record=rec)`; the pass fills it in. Nothing else changes: with no recorder (generation), every
-check below is one `is None` per layer. A recorder holds one forward call (a second call replaces
+hooks=rec)`: a recorder is a set of hooks (engine/sites.py) that keep what they are shown, at
+the sites it asks for and no others. A recorder holds one forward call (a second call replaces
 what the first recorded); the arrays are the pass's own, not copies (the pass never writes to an
-array after it is recorded).
+array after it has passed a site).
 
     attention   the attention weights of every head, [H, T, S] per layer (S = positions attended)
     residual    the residual stream: the embeddings entering layer 0 [T, D]; after each layer's
@@ -18,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .sites import Hooks, Site
+
 import numpy as np
 
 
-@dataclass
-class Recorder:
+@dataclass(eq=False)
+class Recorder(Hooks):
     attention: bool = False
     residual: bool = False
     mlp: bool = False
@@ -35,11 +37,25 @@ class Recorder:
     mlp_act: dict[int, np.ndarray] = field(default_factory=dict, init=False)  # layer -> [T, F]
 
     def __post_init__(self) -> None:
+        Hooks.__init__(self)
         self.layers = None if self.layers is None else frozenset(int(i) for i in self.layers)
+        blocks = [None] if self.layers is None else sorted(self.layers)
+        wanted = {"attn": (self.attention, self.attn), "resid_mid": (self.residual, self.mid),
+                  "resid_post": (self.residual, self.post), "mlp_act": (self.mlp, self.mlp_act)}
+        for site, (want, into) in wanted.items():
+            for b in blocks if want else ():
+                self.add(site, self._keep(into), b)
+        if self.residual:
+            self.add("embed", self._keep_embedded)
 
-    def at(self, layer: int) -> Recorder | None:
-        """This recorder if it records anything at `layer`, else None (so the block skips every check)."""
-        return self if self.layers is None or layer in self.layers else None
+    @staticmethod
+    def _keep(into: dict[int, np.ndarray]):
+        def keep(value: np.ndarray, site: Site) -> None:
+            into[site.block] = value
+        return keep
+
+    def _keep_embedded(self, value: np.ndarray, site: Site) -> None:
+        self.embedded = value
 
     def hidden_states(self) -> list[np.ndarray]:
         """The residual stream as transformers' output_hidden_states lists it: the embeddings, then

@@ -21,7 +21,7 @@ import threading
 import numpy as np
 
 from .config import ModelConfig
-from .errors import ResourceError
+from .errors import PromptError, ResourceError
 from .memory import check_allocation
 
 
@@ -35,8 +35,6 @@ class KVCache:
         self.config = config
         self.capacity = capacity
         self.length = 0  # positions filled so far, the same for every layer once a forward pass ends
-        self.relay: Relay | None = None  # set while a prompt pass runs in parts on several threads
-        self._grow = threading.Lock()  # parts of a prompt pass on several threads may write at once
         self._allocate(min(capacity, FIRST_ROOM))
 
     @property
@@ -54,33 +52,72 @@ class KVCache:
             v[:, :, :kept] = self.v  # [L, Hkv, kept, Dh]
         self.k, self.v = k, v
 
-    def _make_room(self, end: int) -> None:
+    def reserve(self, end: int) -> None:
         """Room for positions 0..end-1: double (or more, up to capacity), checking memory first."""
-        room = min(self.capacity, max(end, 2 * self.room))
-        check_allocation(self.config.kv_cache_bytes(room), f"a KV cache of {room:,} positions")
-        self._allocate(room)
+        if end > self.capacity:
+            raise ResourceError(f"the KV cache holds {self.capacity} positions; position {end - 1} does not fit")
+        if end > self.room:
+            room = min(self.capacity, max(end, 2 * self.room))
+            check_allocation(self.config.kv_cache_bytes(room), f"a KV cache of {room:,} positions")
+            self._allocate(room)
+
+    def positions(self, t_len: int) -> np.ndarray:
+        """The positions of the next T tokens [T]; PromptError if they do not fit."""
+        start, fits = self.length, min(self.config.n_ctx, self.capacity)
+        if start + t_len > fits:
+            raise PromptError(f"{start + t_len} tokens do not fit in the model's context of {fits}", "use a shorter prompt or fewer new tokens")
+        return np.arange(start, start + t_len)
+
+    def advance(self, positions: np.ndarray) -> None:
+        """The pass over `positions` is complete: they count as cached."""
+        self.length = int(positions[-1]) + 1
 
     def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Write k, v [T, Hkv, Dh] at positions start..start+T-1; return the keys [Hkv, Dh, S] and
         values [Hkv, S, Dh] of positions 0..start+T-1 (views, no copy)."""
         end = start + k.shape[0]
-        if end > self.capacity:
-            raise ResourceError(f"the KV cache holds {self.capacity} positions; position {end - 1} does not fit")
-        if self.relay is not None:
-            self.relay.wait(layer, start)
-        with self._grow:  # a part never writes into arrays another part is copying away from
-            if end > self.room:
-                self._make_room(end)
-            self.k[layer, :, :, start:end] = k.transpose(1, 2, 0)  # [T, Hkv, Dh] -> [Hkv, Dh, T]
-            self.v[layer, :, start:end] = v.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
-            keys, values = self.k[layer, :, :, :end], self.v[layer, :, :end]
-        if self.relay is not None:
-            self.relay.done(layer, end)
-        return keys, values
+        self.reserve(end)
+        self.k[layer, :, :, start:end] = k.transpose(1, 2, 0)  # [T, Hkv, Dh] -> [Hkv, Dh, T]
+        self.v[layer, :, start:end] = v.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
+        return self.k[layer, :, :, :end], self.v[layer, :, :end]
+
+    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool):
+        """Store the new k, v [T, Hkv, Dh] and let queries q [T, H, Dh] attend over every cached
+        position: -> (context vectors z [T, H, Dh], attention weights [H, T, S] or None).
+        `attention` is the executor's (engine/executor.py)."""
+        t_len, n_head, head_dim = q.shape
+        n_kv = k.shape[1]
+        k_all, v_all = self.store(layer, start, k, v)  # [Hkv, Dh, S] (keys transposed), [Hkv, S, Dh]
+        # Query head h reads key/value head h // G (the grouping of transformers' repeat_kv).
+        qg = q.reshape(t_len, n_kv, n_head // n_kv, head_dim).transpose(1, 2, 0, 3)  # [Hkv, G, T, Dh]
+        out, w = attention(qg, k_all, v_all, start, weights)  # [Hkv, G, T, Dh], [Hkv, G, T, S]
+        z = out.transpose(2, 0, 1, 3).reshape(t_len, n_head, head_dim)  # [T, H, Dh]
+        return z, (None if w is None else w.reshape(n_head, t_len, -1))
 
     def reset(self, length: int = 0) -> None:
         """Forget positions from `length` on (they are overwritten by the next forward pass)."""
         self.length = length
+
+
+class PartCache(KVCache):
+    """The cache as one part of a prompt pass split between threads sees it (engine/executor.py):
+    the same arrays, but at each layer the part waits for its turn to write (Relay). The caller
+    reserves room for the whole pass first, so no part ever moves the arrays."""
+
+    def __init__(self, whole: KVCache, relay: Relay):  # noqa: super().__init__ would allocate new arrays
+        self.config, self.capacity, self.length = whole.config, whole.capacity, whole.length
+        self.k, self.v = whole.k, whole.v
+        self.relay = relay
+
+    def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        end = start + k.shape[0]
+        if end > self.room:
+            raise ResourceError(f"a part of a prompt pass reached position {end - 1} beyond the room reserved")
+        self.relay.wait(layer, start)
+        self.k[layer, :, :, start:end] = k.transpose(1, 2, 0)  # [T, Hkv, Dh] -> [Hkv, Dh, T]
+        self.v[layer, :, start:end] = v.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
+        self.relay.done(layer, end)
+        return self.k[layer, :, :, :end], self.v[layer, :, :end]
 
 
 class Cancelled(Exception):
@@ -146,6 +183,28 @@ class BatchCache:
         self.k[:, : self.rows, :, :, :n] = prefix.k[:, None, :, :, :n]  # [L, 1, Hkv, Dh, n] -> every row
         self.v[:, : self.rows, :, :n] = prefix.v[:, None, :, :n]  # [L, 1, Hkv, n, Dh]
         self.length = n
+
+    def positions(self, rows: int) -> np.ndarray:
+        """The position of each row's next token [B]: the same for every sequence of the batch."""
+        if rows != self.rows:
+            raise ValueError(f"{rows} new rows for a batch of {self.rows}")
+        if self.length + 1 > self.capacity:
+            raise PromptError(f"{self.length + 1} tokens do not fit in the batch's cache of {self.capacity}", "use fewer new tokens")
+        return np.full(rows, self.length)
+
+    def advance(self, positions: np.ndarray) -> None:
+        self.length = int(positions[0]) + 1
+
+    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool):
+        """q [B, H, Dh], k, v [B, Hkv, Dh]: one new position for each of B sequences -> z [B, H, Dh].
+        B sequences of Hkv heads are one attention call over B*Hkv heads, each over its own keys.
+        (No attention weights: nothing records inside a batch step.)"""
+        b_len, n_head, head_dim = q.shape
+        n_kv = k.shape[1]
+        k_all, v_all = self.store(layer, start, k, v)  # [B*Hkv, Dh, S], [B*Hkv, S, Dh]
+        qg = q.reshape(b_len * n_kv, n_head // n_kv, 1, head_dim)  # [B*Hkv, G, 1, Dh]
+        out, _ = attention(qg, k_all, v_all, start, False)  # [B*Hkv, G, 1, Dh]
+        return out.reshape(b_len, n_head, head_dim), None
 
     def keep(self, rows: list[int]) -> None:
         """Keep only these rows (ascending), moved to the front in that order."""

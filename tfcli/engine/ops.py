@@ -6,7 +6,9 @@ key/value heads, Dh head size, F MLP width, V vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -114,6 +116,55 @@ def silu(x: np.ndarray) -> np.ndarray:
     np.exp(t, out=t)
     t += 1.0
     return np.divide(x, t, out=t)
+
+
+Linear = Callable[..., np.ndarray]  # (x [T, in], w [in, out], b [out] | None) -> [T, out]: an executor's product
+
+
+@dataclass(frozen=True)
+class MLP:
+    """One block's MLP: the weights and the activation a family gives it.
+
+    Plain:  a = act(h W_in + b_in)                      W_in [D, F]   (GPT-2: GELU)
+    Gated:  a = act(h W_gate) * (h W_up)                W_in [D, 2F] = [W_gate | W_up] (Llama: SiLU, SwiGLU)
+    Then:   out = a W_out + b_out                       W_out [F, D]
+
+    The hidden activation `a` [T, F] holds the answers to the MLP's F questions (tfcli neurons).
+    """
+
+    w_in: np.ndarray  # [D, F], or [D, 2F] gate and up side by side when gated
+    w_out: np.ndarray  # [F, D]
+    act: Callable[[np.ndarray], np.ndarray]
+    gated: bool = False
+    b_in: np.ndarray | None = None  # [F] (or [2F] when gated)
+    b_out: np.ndarray | None = None  # [D]
+
+    @property
+    def d_ff(self) -> int:
+        return self.w_out.shape[0]
+
+    def hidden(self, h: np.ndarray, linear: Linear) -> np.ndarray:
+        """[T, D] -> the hidden activation [T, F]."""
+        u = linear(h, self.w_in, self.b_in)  # [T, D] @ [D, F or 2F] -> [T, F or 2F]
+        if self.gated:
+            f = self.d_ff
+            return self.act(u[:, :f]) * u[:, f:]  # [T, F]
+        return self.act(u)  # [T, F]
+
+    def down(self, a: np.ndarray, linear: Linear) -> np.ndarray:
+        return linear(a, self.w_out, self.b_out)  # [T, F] @ [F, D] -> [T, D]
+
+    def part_out(self, h: np.ndarray, lo: int, hi: int, linear: Linear) -> np.ndarray:
+        """What the hidden units lo..hi-1 alone add to the residual stream: [T, D] -> [T, D]. The
+        MLP's output is the sum of its parts' (b_out counted once, with the part holding unit 0)."""
+        f, b = self.d_ff, self.b_in
+        if self.gated:
+            gate = linear(h, self.w_in[:, lo:hi], None if b is None else b[lo:hi])  # [T, U]
+            up = linear(h, self.w_in[:, f + lo : f + hi], None if b is None else b[f + lo : f + hi])  # [T, U]
+            a = self.act(gate) * up  # [T, U]
+        else:
+            a = self.act(linear(h, self.w_in[:, lo:hi], None if b is None else b[lo:hi]))  # [T, U]
+        return linear(a, self.w_out[lo:hi], self.b_out if lo == 0 < hi else None)  # [T, U] @ [U, D] -> [T, D]
 
 
 def rope_tables(n_positions: int, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,6 @@ no transpose (transformers' modeling_gpt2.py for the layout). GPT-3 has the same
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +14,7 @@ import numpy as np
 from .. import ops
 from ..config import ConfigReader, ModelConfig
 from ..errors import ConfigError, shown
-from ..model import ALL_UNITS, LayerCall, Transformer
+from ..model import LayerCall, Transformer
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
@@ -95,10 +94,7 @@ class GPT2Layer:
     c_proj_b: np.ndarray  # [D]
     ln_2_g: np.ndarray  # [D]
     ln_2_b: np.ndarray  # [D]
-    c_fc_w: np.ndarray  # [D, F]  MLP up
-    c_fc_b: np.ndarray  # [F]
-    mlp_proj_w: np.ndarray  # [F, D]  MLP down
-    mlp_proj_b: np.ndarray  # [D]
+    mlp: ops.MLP  # c_fc [D, F] + bias, GELU, c_proj [F, D] + bias
 
 
 class GPT2(Transformer):
@@ -130,10 +126,13 @@ class GPT2(Transformer):
                 c_proj_b=t.get(h + "attn.c_proj.bias", (D,)),
                 ln_2_g=t.get(h + "ln_2.weight", (D,)),
                 ln_2_b=t.get(h + "ln_2.bias", (D,)),
-                c_fc_w=t.get(h + "mlp.c_fc.weight", (D, F)),
-                c_fc_b=t.get(h + "mlp.c_fc.bias", (F,)),
-                mlp_proj_w=t.get(h + "mlp.c_proj.weight", (F, D)),
-                mlp_proj_b=t.get(h + "mlp.c_proj.bias", (D,)),
+                mlp=ops.MLP(
+                    w_in=t.get(h + "mlp.c_fc.weight", (D, F)),
+                    b_in=t.get(h + "mlp.c_fc.bias", (F,)),
+                    act=ops.gelu,  # the tanh approximation GPT-2 was trained with
+                    w_out=t.get(h + "mlp.c_proj.weight", (F, D)),
+                    b_out=t.get(h + "mlp.c_proj.bias", (D,)),
+                ),
             )
 
         wte = t.get(p + "wte.weight", (V, D))
@@ -153,8 +152,7 @@ class GPT2(Transformer):
             lm_head=lm_head,
         )
 
-    def embed(self, tokens: np.ndarray, start: int) -> np.ndarray:
-        positions = np.arange(start, start + len(tokens))
+    def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
         return self.token_embedding[tokens] + self.wpe[positions]  # [T, D] + [T, D]
 
     def attn_norm(self, x: np.ndarray, layer: GPT2Layer) -> np.ndarray:
@@ -164,25 +162,26 @@ class GPT2(Transformer):
         """Multi-head self-attention: [T, D] -> [T, D]."""
         cfg = self.config
         t_len = h.shape[0]
-        qkv = h @ layer.c_attn_w + layer.c_attn_b  # [T, D] @ [D, 3D] -> [T, 3D]
+        qkv = at.linear(h, layer.c_attn_w, layer.c_attn_b)  # [T, D] @ [D, 3D] -> [T, 3D]
         q, k, v = (a.reshape(t_len, cfg.n_head, cfg.head_dim) for a in np.split(qkv, 3, axis=1))  # [T, H, Dh] each
-        a = self.self_attention(q, k, v, at)  # [T, D]
-        return a @ layer.c_proj_w + layer.c_proj_b  # [T, D] @ [D, D] -> [T, D]
+        z = self.attend(q, k, v, at)  # [T, H, Dh]
+        return at.linear(z.reshape(t_len, cfg.d_attn), layer.c_proj_w, layer.c_proj_b)  # [T, D] @ [D, D] -> [T, D]
 
     def mlp_norm(self, x: np.ndarray, layer: GPT2Layer) -> np.ndarray:
         return ops.layer_norm(x, layer.ln_2_g, layer.ln_2_b, self.config.norm_eps)  # [T, D]
 
-    def mlp_hidden(self, h: np.ndarray, layer: GPT2Layer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
-        return ops.gelu(h @ layer.c_fc_w[:, units] + layer.c_fc_b[units])  # [T, D] @ [D, F] -> [T, F] (or the units `units`)
-
-    def mlp_down(self, a: np.ndarray, layer: GPT2Layer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
-        out = a @ layer.mlp_proj_w[units]  # [T, F] @ [F, D] -> [T, D]
-        if 0 in range(self.config.d_ff)[units]:  # the bias once: with the part that holds unit 0
-            out += layer.mlp_proj_b
-        return out
-
     def final_norm(self, x: np.ndarray) -> np.ndarray:
         return ops.layer_norm(x, self.ln_f_g, self.ln_f_b, self.config.norm_eps)  # [T, D]
+
+    def output_projection(self, layer: GPT2Layer) -> tuple[np.ndarray, np.ndarray | None]:
+        return layer.c_proj_w, layer.c_proj_b  # W_O [H*Dh, D], b_O [D]
+
+    def frozen_final_norm(self, x: np.ndarray):
+        """The final LayerNorm at the residual x [D] with its scale held fixed, as a linear map of a
+        part c [.., D] of x, and the constant the norm adds (its bias): final_norm(x) = map(x) + bias."""
+        centered = x - x.mean()
+        std = np.sqrt(np.square(centered).mean() + self.config.norm_eps)
+        return (lambda c: (c - c.mean(axis=-1, keepdims=True)) / std * self.ln_f_g), self.ln_f_b
 
 
 MODEL = GPT2

@@ -11,7 +11,6 @@ zero-copy views of the mapped file.
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ from .. import ops
 from ..config import ConfigReader, ModelConfig, positive_float
 from ..errors import ConfigError, shown
 from ..memory import check_allocation
-from ..model import ALL_UNITS, LayerCall, Transformer
+from ..model import LayerCall, Transformer
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
@@ -147,8 +146,7 @@ class LlamaLayer:
     wo: np.ndarray  # [H*Dh, D]  o_proj (view)
     bo: np.ndarray | None  # [D] with o_bias
     mlp_norm: np.ndarray  # [D]   post_attention_layernorm
-    w_gate_up: np.ndarray  # [D, 2F]  gate_proj, up_proj side by side
-    w_down: np.ndarray  # [F, D]  down_proj (view)
+    mlp: ops.MLP  # SwiGLU: gate_proj and up_proj side by side [D, 2F], SiLU, down_proj [F, D] (view)
 
 
 class Llama(Transformer):
@@ -165,14 +163,17 @@ class Llama(Transformer):
         empty = np.empty((0, config.head_dim // 2), dtype=np.float32)
         self.rotations = (empty, empty)  # [P, Dh/2] each
 
-    def rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """cos and sin for positions start..end-1, each [end - start, Dh/2]."""
+    def rope(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin for each of the positions [T]: [T, Dh/2] each."""
         cos, sin = self.rotations  # read once: the parts of a prompt pass call this from several threads
+        end = int(positions.max()) + 1
         if end > len(cos):
             n = min(self.config.n_ctx, max(end, 2 * len(cos), 256))
             check_allocation(12 * n * self.config.head_dim, f"RoPE tables for {n:,} positions")
             cos, sin = self.rotations = ops.rope_tables(n, self.config.head_dim, self.config.rope_theta)
-        return cos[start:end], sin[start:end]
+        if positions[-1] - positions[0] == len(positions) - 1:  # consecutive: views, no gather
+            return cos[positions[0] : end], sin[positions[0] : end]
+        return cos[positions], sin[positions]
 
     @classmethod
     def from_checkpoint(cls, ckpt: Checkpoint) -> Llama:
@@ -206,8 +207,12 @@ class Llama(Transformer):
                 wo=t.get(a + "o_proj.weight", (D, q_dim)).T,  # [out, in] -> [in, out] view
                 bo=t.get(a + "o_proj.bias", (D,)) if cfg.o_bias else None,
                 mlp_norm=t.get(p + "post_attention_layernorm.weight", (D,)),
-                w_gate_up=fused([(p + "mlp.gate_proj.weight", F), (p + "mlp.up_proj.weight", F)], D),
-                w_down=t.get(p + "mlp.down_proj.weight", (D, F)).T,
+                mlp=ops.MLP(
+                    w_in=fused([(p + "mlp.gate_proj.weight", F), (p + "mlp.up_proj.weight", F)], D),
+                    act=ops.silu,
+                    gated=True,
+                    w_out=t.get(p + "mlp.down_proj.weight", (D, F)).T,
+                ),
             )
 
         embed = t.get("model.embed_tokens.weight", (V, D))
@@ -219,7 +224,7 @@ class Llama(Transformer):
         t.ignore(*(name for name in t.names if name.endswith("rotary_emb.inv_freq")))  # non-persistent buffers some converters save
         return cls(cfg, embed, [layer(i) for i in range(cfg.n_layer)], t.get("model.norm.weight", (D,)), lm_head)
 
-    def embed(self, tokens: np.ndarray, start: int) -> np.ndarray:
+    def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
         return self.token_embedding[tokens]  # [T, D]; positions enter through RoPE, not here
 
     def attn_norm(self, x: np.ndarray, layer: LlamaLayer) -> np.ndarray:
@@ -230,36 +235,27 @@ class Llama(Transformer):
         cfg = self.config
         t_len = h.shape[0]
         H, Hkv = cfg.n_head, cfg.n_kv_head
-        qkv = ops.linear(h, layer.w_qkv, at.pool)  # [T, D] @ [D, (H+2Hkv)*Dh] -> [T, (H+2Hkv)*Dh]
-        if layer.b_qkv is not None:
-            qkv += layer.b_qkv
+        qkv = at.linear(h, layer.w_qkv, layer.b_qkv)  # [T, D] @ [D, (H+2Hkv)*Dh] -> [T, (H+2Hkv)*Dh]
         qkv = qkv.reshape(t_len, H + 2 * Hkv, cfg.head_dim)  # [T, H+2Hkv, Dh]
-        cos, sin = self.rope(*at.span(t_len))  # [T, Dh/2] each ([1, Dh/2] in a batch step: one shared position)
+        cos, sin = self.rope(at.positions)  # [T, Dh/2] each
         qk = ops.apply_rope(qkv[:, : H + Hkv], cos, sin)  # [T, H+Hkv, Dh]: queries and keys rotate together
-        a = self.self_attention(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], at)  # [T, H*Dh]
-        a = ops.linear(a, layer.wo, at.pool)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
-        if layer.bo is not None:
-            a += layer.bo
-        return a
+        z = self.attend(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], at)  # [T, H, Dh]
+        return at.linear(z.reshape(t_len, cfg.d_attn), layer.wo, layer.bo)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
 
     def mlp_norm(self, x: np.ndarray, layer: LlamaLayer) -> np.ndarray:
         return ops.rms_norm(x, layer.mlp_norm, self.config.norm_eps)  # [T, D]
 
-    def mlp_hidden(self, h: np.ndarray, layer: LlamaLayer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
-        """SwiGLU: silu(h W_gate) * (h W_up), [T, D] -> [T, F] (or the hidden units `units` only)."""
-        F = self.config.d_ff
-        if units == ALL_UNITS:
-            gu = ops.linear(h, layer.w_gate_up, pool)  # [T, D] @ [D, 2F] -> [T, 2F]
-            return ops.silu(gu[:, :F]) * gu[:, F:]  # [T, F]
-        gate = ops.linear(h, layer.w_gate_up[:, units], pool)  # [T, D] @ [D, U] -> [T, U]
-        up = ops.linear(h, layer.w_gate_up[:, F:][:, units], pool)  # [T, D] @ [D, U] -> [T, U]
-        return ops.silu(gate) * up  # [T, U]
-
-    def mlp_down(self, a: np.ndarray, layer: LlamaLayer, units: slice = ALL_UNITS, pool: Executor | None = None) -> np.ndarray:
-        return ops.linear(a, layer.w_down[units], pool)  # [T, F] @ [F, D] -> [T, D] (or the rows of `units`)
-
     def final_norm(self, x: np.ndarray) -> np.ndarray:
         return ops.rms_norm(x, self.norm, self.config.norm_eps)  # [T, D]
+
+    def output_projection(self, layer: LlamaLayer) -> tuple[np.ndarray, np.ndarray | None]:
+        return layer.wo, layer.bo  # W_O [H*Dh, D] (o_proj), b_O [D] or None
+
+    def frozen_final_norm(self, x: np.ndarray):
+        """The final RMSNorm at the residual x [D] with its scale held fixed, as a linear map of a
+        part c [.., D] of x, and the constant it adds (none): final_norm(x) = map(x)."""
+        rms = np.sqrt(np.square(x).mean() + self.config.norm_eps)
+        return (lambda c: c / rms * self.norm), None
 
 
 MODEL = Llama

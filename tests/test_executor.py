@@ -1,0 +1,103 @@
+"""The textbook path and every fast path compute the same pass (engine/executor.py).
+
+PLAIN is `x @ w + b`, the MLP whole and attention as the formula reads; Fast reads stored rows,
+cuts products of a few rows into blocks with half of them on a helper thread, splits the MLP by
+hidden units, cuts a long prompt into parts on threads, and steps B sequences at once. On GPT-2,
+Llama and Qwen2 checkpoints each must give the textbook's logits and the same cache contents.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_close
+from tfcli.engine import executor
+from tfcli.engine.executor import PLAIN, Fast
+from tfcli.engine.kvcache import BatchCache
+from tfcli.store import load
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama", "qwen2"])
+def net(request, tmp_path_factory):
+    if request.param == "qwen2":
+        pytest.importorskip("transformers")
+        from test_qwen2 import qwen2_checkpoint
+
+        folder = tmp_path_factory.mktemp("qwen2")
+        qwen2_checkpoint(folder, n_head=6, n_kv_head=2, tied=True)
+        return load(folder).model
+    return load(TINY_GPT2 if request.param == "gpt2" else TINY_LLAMA).model
+
+
+def _pass(net, prompt, tokens, run):
+    """A prompt pass, then a pass over `tokens` after it: (logits [T, V] of the second, the cache)."""
+    cache = net.new_cache(len(prompt) + len(tokens))
+    net.forward(prompt, cache, run=run)
+    return net.forward(tokens, cache, all_logits=True, run=run), cache
+
+
+def _same_logits(got, want):
+    """Sums of hundreds of products in another order: equal to 32 float32 steps of the largest logit."""
+    assert_f32_close(got, want, steps=32, floor=float(np.abs(want).max()))
+
+
+def _same_cache(a, b, length):
+    assert a.length == b.length == length
+    assert_f32_close(a.k[..., :length], b.k[..., :length], steps=64, floor=1.0)
+    assert_f32_close(a.v[:, :, :length], b.v[:, :, :length], steps=64, floor=1.0)
+
+
+@pytest.mark.parametrize("t_len", [1, 2, 5, 16, 40])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_pass_equals_the_textbook(net, t_len, workers):
+    """One token (a decode step), 2-16 (few-row blocks with a helper, the MLP split), 40 (stored rows)."""
+    rng = np.random.default_rng(t_len)
+    prompt, tokens = rng.integers(0, net.config.vocab_size, 7), rng.integers(0, net.config.vocab_size, t_len)
+    want, want_cache = _pass(net, prompt, tokens, PLAIN)
+    got, got_cache = _pass(net, prompt, tokens, Fast(workers))
+    _same_logits(got, want)
+    _same_cache(got_cache, want_cache, 7 + t_len)
+
+
+def test_prompt_parts_on_threads_equal_the_textbook(net, monkeypatch):
+    monkeypatch.setattr(executor, "PART_MIN_TOKENS", 8)
+    rng = np.random.default_rng(0)
+    prompt, tokens = rng.integers(0, net.config.vocab_size, 5), rng.integers(0, net.config.vocab_size, 40)
+    assert len(executor.split_prompt(net.config, 5, 40, 3)) == 3
+    want, want_cache = _pass(net, prompt, tokens, PLAIN)
+    got, got_cache = _pass(net, prompt, tokens, Fast(3))
+    _same_logits(got, want)
+    _same_cache(got_cache, want_cache, 45)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_batch_step_equals_the_textbook_for_each_sequence(net, workers):
+    rng = np.random.default_rng(1)
+    prompt, nexts = rng.integers(0, net.config.vocab_size, 6), rng.integers(0, net.config.vocab_size, 4)
+    cache = net.new_cache(8)
+    net.forward(prompt, cache, run=PLAIN)
+    batch = BatchCache(net.config, 4, 8)
+    batch.fill(cache)
+    rows = net.decode_batch(nexts, batch, Fast(workers, batch=True))  # [4, V]
+    assert batch.length == 7
+    for b, token in enumerate(nexts):
+        alone, alone_cache = _pass(net, prompt, np.array([token]), PLAIN)
+        _same_logits(rows[b], alone[0])
+        assert_f32_close(batch.k[:, b, ..., :7], alone_cache.k[..., :7], steps=64, floor=1.0)
+        assert_f32_close(batch.v[:, b, :, :7], alone_cache.v[:, :, :7], steps=64, floor=1.0)
+
+
+def test_the_plain_attention_is_the_formula(net):
+    """PLAIN's attention repeats each key/value head for its query heads and applies the formula;
+    Fast's groups them and masks only the last square: equal weights and outputs."""
+    rng = np.random.default_rng(2)
+    n_kv, g, t_len, s_len, dh = 2, 3, 5, 9, 8
+    q = rng.standard_normal((n_kv, g, t_len, dh), dtype=np.float32)
+    k = rng.standard_normal((n_kv, dh, s_len), dtype=np.float32)
+    v = rng.standard_normal((n_kv, s_len, dh), dtype=np.float32)
+    out, w = PLAIN.attention(q, k, v, s_len - t_len, True)
+    fast_out, fast_w = Fast().attention(q, k, v, s_len - t_len, True)
+    assert_f32_close(fast_w, w, steps=8)
+    assert_f32_close(fast_out, out, steps=8, floor=1.0)
+    assert (w[..., np.triu(np.ones((t_len, s_len), bool), k=s_len - t_len + 1)] == 0).all()
