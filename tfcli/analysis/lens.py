@@ -15,14 +15,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfcli.engine.inspect import Recorder
+from tfcli.engine.sites import Hooks
 
 
-def residual_stream(model, ids) -> list[np.ndarray]:
+def residual_stream(model, ids, hooks: Hooks | None = None) -> list[np.ndarray]:
     """ids [T] through the model once, from an empty cache -> [L+1] x [T, D]: the embeddings, then
-    the stream after each layer (before the final norm)."""
+    the stream after each layer (before the final norm). `hooks`: an intervention in that pass
+    (an ablation), applied before the stream is recorded."""
     rec = Recorder(residual=True)
     ids = np.asarray(ids)
-    model.forward(ids, model.new_cache(len(ids)), hooks=rec)
+    model.forward(ids, model.new_cache(len(ids)), hooks=Hooks().merge(hooks).merge(rec))
     return rec.hidden_states()
 
 

@@ -253,3 +253,10 @@ def main() -> None:
             stream.reconfigure(errors="replace")
     sys.stdout = Output(sys.stdout)
     app(prog_name="tfcli")
+
+from . import ablate, heads, patch, steer  # noqa: E402
+
+app.command("patch", cls=Command)(patch.patch)
+app.command("ablate", cls=Command)(ablate.ablate)
+app.command("steer", cls=Command)(steer.steer)
+app.command("heads", cls=Command)(heads.heads)

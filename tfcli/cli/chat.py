@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .experiment import SteerOption, pass_hooks
 from .console import err, note, warn
 
 DEFAULT_CHAT_MODEL = "smollm2"
@@ -65,6 +66,7 @@ def chat(
     seed: options.Seed = None,
     lookup: Annotated[bool, typer.Option("--lookup", help="Lookup decoding: guess the next tokens from the conversation and check them in one pass; the same replies, faster when a reply repeats its context.")] = False,
     threads: options.Threads = None,
+    steer: SteerOption = None,
 ) -> None:
     """Chat with a model that has a chat template; by default smollm2, pulled on first use.
 
@@ -93,7 +95,7 @@ def chat(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
         repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=seed,
     ).params  # fmt: skip
-    state = ChatState(lm=lm, system=system, params=params, max_tokens=max_tokens, lookup=lookup)
+    state = ChatState(lm=lm, system=system, params=params, max_tokens=max_tokens, lookup=lookup, hooks=pass_hooks(lm, None, steer))
     _run(state, n_threads)
 
 
@@ -119,6 +121,7 @@ class ChatState:
     history: list[dict[str, str]] = field(default_factory=list)
     sampler: object = None
     lookup: bool = False  # draft replies from the conversation (engine/lookup.py)
+    hooks: object = None  # a steering vector at its site in every pass (--steer)
 
     def __post_init__(self):
         from tfcli.engine.sampling import Sampler
@@ -176,7 +179,7 @@ def _run(state: ChatState, n_threads: int) -> None:
 
     interactive = sys.stdin.isatty()
     history_file = _line_editing() if interactive and sys.stdout.isatty() else None
-    session = Session(state.lm.model, workers=n_threads)
+    session = Session(state.lm.model, workers=n_threads, hooks=state.hooks)
     if interactive:
         note(f"chatting with {state.lm.name} ({state.lm.config.n_ctx:,}-token context); /help lists the commands, /bye or Ctrl-D leaves")
     try:

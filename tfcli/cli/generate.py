@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .experiment import AblateOption, SteerOption, pass_hooks
 from .options import read_text
 from .console import warn
 from .views import generate as view
@@ -54,6 +55,8 @@ def generate(
     threads: options.Threads = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No statistics on stderr.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document at the end: the text, each new token (id, text, logprob) and the statistics.")] = False,
+    ablate: AblateOption = None,
+    steer: SteerOption = None,
 ) -> None:
     """Continue PROMPT with a model, token by token.
 
@@ -128,7 +131,7 @@ def generate(
         check_batch(lm.config, n_samples, capacity)  # before a sampler or a cache of the batch exists
     flags = dict(min_p=min_p, repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n)
     samplers, seed = make_samplers(lm.generation, lists, samples, seed, flags)
-    session = Session(lm.model, capacity=capacity, workers=n_threads)
+    session = Session(lm.model, capacity=capacity, workers=n_threads, hooks=pass_hooks(lm, ablate, steer))
     if n_samples > 1:
         _generate_samples(lm, session, ids, samplers, seed, want, tuple(stop or ()), eos_ids, show_probs, load_seconds, n_threads, quiet)
         return

@@ -11,6 +11,7 @@ import typer
 
 from . import options
 from .console import note, out, warn
+from .experiment import AblateOption, pass_hooks
 from .options import Lang
 
 LangOption = Annotated[
@@ -30,6 +31,7 @@ def lens(
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the grid as an SVG image.", show_default=False, dir_okay=False)] = None,
     lang: LangOption = None,
     as_json: options.Json = False,
+    ablate: AblateOption = None,
 ) -> None:
     """The logit lens: after each layer, what would the model predict if it stopped there?
 
@@ -59,11 +61,11 @@ def lens(
             raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare " Tower" "Eiffel Tower" "Miniature Eiffel Tower"')
         if position is not None or png or svg:
             raise UsageError("--compare follows each text's last token; --position, --png and --svg belong to the lens of one text")
-        _compare(texts, model, top, zh, as_json)
+        _compare(texts, model, top, zh, as_json, ablate)
         return
     if len(texts) != 1:
         raise UsageError(f"give one TEXT (got {len(texts)}); to compare texts, add --compare", "quote a text that has spaces")
-    _lens(texts[0], model, position, top, first, png, svg, zh, as_json)
+    _lens(texts[0], model, position, top, first, png, svg, zh, as_json, ablate)
 
 
 # --- shared with embed and neurons ------------------------------------------------------------
@@ -107,7 +109,7 @@ def pick_position(position: int, t_len: int) -> int:
 # --- the lens of one text ---------------------------------------------------------------------
 
 
-def _lens(text, model, position, top, first, png, svg, zh, as_json) -> None:
+def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None) -> None:
     from tfcli.analysis.lens import logit_lens, residual_stream
 
     from .views.attn import token_labels
@@ -126,7 +128,7 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json) -> None:
         shown = shown[:fit] if first else shown[-fit:]
     sel = list(range(t_len)) if (png or svg or (as_json and p is None)) else [p] if p is not None else shown
     col = {t: j for j, t in enumerate(sel)}
-    hidden = residual_stream(lm.model, ids)  # one pass: [L+1] x [T, D]
+    hidden = residual_stream(lm.model, ids, pass_hooks(lm, ablate))  # one pass: [L+1] x [T, D]
     k = top if (p is not None or as_json) else 1
     result = logit_lens(lm.model, [h[sel] for h in hidden], k=k)  # [L+1, len(sel), k]
     tok = lm.tokenizer
@@ -206,7 +208,7 @@ def _write_images(png, svg, heading, probs, labels, names) -> None:
 # --- one token in several contexts ------------------------------------------------------------
 
 
-def _compare(texts, model, top, zh, as_json) -> None:
+def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
     from tfcli.analysis.lens import baseline_cosine, logit_lens, residual_stream, trajectory
 
     from .views import lens as view
@@ -215,7 +217,8 @@ def _compare(texts, model, top, zh, as_json) -> None:
     lm = load(model)
     tok = lm.tokenizer
     all_ids = [text_ids(lm, t, f"text {n + 1}") for n, t in enumerate(texts)]
-    streams = [residual_stream(lm.model, ids) for ids in all_ids]  # one pass per text
+    hooks = pass_hooks(lm, ablate)
+    streams = [residual_stream(lm.model, ids, hooks) for ids in all_ids]  # one pass per text
     last = [ids[-1] for ids in all_ids]
     traj = trajectory(streams, last, lm.model.token_embedding)
     base = baseline_cosine(streams)

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .experiment import AblateOption, pass_hooks
 from .console import out
 
 # How likely the model found each token, as colours from sure to surprised (probability bounds).
@@ -28,6 +29,7 @@ def score(
     show_text: Annotated[Optional[bool], typer.Option("--text/--no-text", help="Show the text coloured by each token's probability (default: when stdout is a terminal).", show_default=False)] = None,
     as_json: options.Json = False,
     threads: options.Threads = None,
+    ablate: AblateOption = None,
 ) -> None:
     """The model's loss on a text: mean nats per token, perplexity, and nats per character and per
     byte (comparable across tokenizers). The first token has nothing before it and is not scored.
@@ -53,7 +55,7 @@ def score(
     lm = options.load_model(model)
     window, stride = check_window(lm.model, window, stride)
     ids = lm.tokenizer.prompt(body)
-    result = run_score(lm.model, ids, window, stride)
+    result = run_score(lm.model, ids, window, stride, pass_hooks(lm, ablate))
     chars, nbytes = _scored_size(lm.tokenizer, body, ids)
     figures = {
         "nats_per_token": result.nats_per_token,

@@ -21,6 +21,7 @@ import numpy as np
 
 from .errors import PromptError, UsageError
 from .model import Transformer
+from .sites import Hooks
 
 CHUNK = 256  # positions per forward pass inside a window: bounds the [T, V] logits
 
@@ -75,8 +76,9 @@ def check_window(model: Transformer, window: int | None, stride: int | None) -> 
     return window, stride
 
 
-def score(model: Transformer, ids: list[int], window: int | None = None, stride: int | None = None) -> Score:
-    """Log-probabilities of tokens ids[1:] under the model, windowed as the module docstring says."""
+def score(model: Transformer, ids: list[int], window: int | None = None, stride: int | None = None, hooks: Hooks | None = None) -> Score:
+    """Log-probabilities of tokens ids[1:] under the model, windowed as the module docstring says
+    (`hooks`: at the sites of every pass, e.g. an ablation)."""
     if len(ids) < 2:
         raise PromptError(f"the text is {len(ids)} token{'s' if len(ids) != 1 else ''}; scoring needs at least 2", "the first token has nothing before it to predict it")
     window, stride = check_window(model, window, stride)
@@ -95,7 +97,7 @@ def score(model: Transformer, ids: list[int], window: int | None = None, stride:
         while pos < end:
             stop = min(pos + CHUNK, end)
             want = stop > first - 1  # does this chunk hold the predecessor of an unscored target?
-            logits = model.forward(tokens[pos:stop], cache, all_logits=want)  # [T, V] or [1, V]
+            logits = model.forward(tokens[pos:stop], cache, all_logits=want, hooks=hooks)  # [T, V] or [1, V]
             if want:
                 lo = max(pos, first - 1)  # predecessors lo..stop-1 predict targets lo+1..stop
                 rows = logits[lo - pos :].astype(np.float64)  # [t, V]

@@ -55,6 +55,12 @@ class Hooks:
         self._by_site.setdefault((name, -1 if name == "embed" else block), []).append(fn)
         return self
 
+    def merge(self, other: Hooks | None) -> Hooks:
+        """Add every hook of `other` after this one's (an experiment's, then a recorder's)."""
+        for key, fns in (other._by_site.items() if other else ()):
+            self._by_site.setdefault(key, []).extend(fns)
+        return self
+
     def wants(self, name: str, block: int) -> bool:
         return (name, block) in self._by_site or (name, None) in self._by_site
 

@@ -1,0 +1,94 @@
+"""Ablation: take a part out of the pass and see how much the answer needed it.
+
+A head is taken out by zeroing its context vector z (before W_O) at every position: it then adds
+nothing but the output bias. An MLP is taken out by zeroing its output; one neuron by zeroing its
+hidden activation. The measure is the change in the log-probability of the answer at the last
+position: negative means the answer needed the part.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfcli.engine.errors import UsageError
+from tfcli.engine.sites import Hooks
+
+from .common import Run, check_block, last_logits, log_softmax, record
+
+
+@dataclass(frozen=True)
+class Ablation:
+    run: Run
+    answer: int
+    logprob: float  # of the answer, nothing ablated
+    heads: np.ndarray  # [L, H] change of the answer's log-probability with head (b, h) zeroed
+    mlps: np.ndarray  # [L] with block b's MLP output zeroed
+
+
+def ablate(model, ids, answer: int | None = None) -> Ablation:
+    run = record(model, ids)
+    answer = int(np.argmax(run.logits)) if answer is None else answer
+    base = float(log_softmax(run.logits)[answer])
+    cfg, t_len = model.config, len(run.ids)
+    cache = model.new_cache(t_len)  # every pass rewrites all positions from its block on
+    positions = np.arange(t_len)
+
+    def logprob(first: int, hooks: Hooks) -> float:
+        x = model.blocks_from(first, run.resid[first], cache, positions, hooks)  # [T, D]
+        return float(log_softmax(last_logits(model, x))[answer]) - base
+
+    heads = np.array([[logprob(b, Hooks().add("z", zero_head(h), b)) for h in range(cfg.n_head)] for b in range(cfg.n_layer)])
+    mlps = np.array([logprob(b, Hooks().add("mlp_out", zero, b)) for b in range(cfg.n_layer)])
+    return Ablation(run, answer, base, heads, mlps)
+
+
+def zero(value: np.ndarray, site) -> np.ndarray:
+    return np.zeros_like(value)
+
+
+def zero_head(h: int):
+    def hook(value: np.ndarray, site) -> np.ndarray:
+        value = value.copy()  # [T, H, Dh]
+        value[:, h] = 0.0
+        return value
+
+    return hook
+
+
+def zero_neuron(n: int):
+    def hook(value: np.ndarray, site) -> np.ndarray:
+        value = value.copy()  # [T, F]
+        value[:, n] = 0.0
+        return value
+
+    return hook
+
+
+SPEC = re.compile(r"^(-?\d+)\.(?:(\d+)|mlp|n(\d+))$")
+
+
+def ablation_hooks(model, specs: list[str], hooks: Hooks | None = None) -> Hooks:
+    """Hooks for `--ablate B.H` (a head), `B.mlp` (an MLP) and `B.nN` (one neuron of block B's MLP)."""
+    hooks = hooks if hooks is not None else Hooks()
+    cfg = model.config
+    for spec in specs:
+        m = SPEC.match(spec.strip())
+        if m is None:
+            raise UsageError(f"--ablate {spec!r} is not B.H (a head), B.mlp (an MLP) or B.nN (a neuron)", "e.g. --ablate 3.1 --ablate 5.mlp --ablate 2.n100")
+        b = check_block(model, int(m.group(1)))
+        if m.group(2) is not None:
+            h = int(m.group(2))
+            if h >= cfg.n_head:
+                raise UsageError(f"--ablate {spec}: head {h} is out of range (each block has heads 0 to {cfg.n_head - 1})")
+            hooks.add("z", zero_head(h), b)
+        elif m.group(3) is not None:
+            n = int(m.group(3))
+            if n >= cfg.d_ff:
+                raise UsageError(f"--ablate {spec}: neuron {n} is out of range (each MLP has neurons 0 to {cfg.d_ff - 1})")
+            hooks.add("mlp_act", zero_neuron(n), b)
+        else:
+            hooks.add("mlp_out", zero, b)
+    return hooks

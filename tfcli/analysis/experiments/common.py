@@ -1,0 +1,69 @@
+"""What every experiment needs: a recorded clean pass, the blocks after a site, and the answer's logit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfcli.engine.errors import UsageError
+from tfcli.engine.inspect import Recorder
+from tfcli.engine.sites import Hooks
+
+
+@dataclass(frozen=True)
+class Run:
+    """One recorded pass over a text: the residual stream before every block and after the last,
+    and the logits at the last position."""
+
+    ids: np.ndarray  # [T]
+    resid: list[np.ndarray]  # [L+1] x [T, D]: index 0 the embeddings, i the output of block i-1
+    logits: np.ndarray  # [V] at the last position
+
+    def logprobs(self) -> np.ndarray:
+        return log_softmax(self.logits)  # [V]
+
+
+def record(model, ids) -> Run:
+    """ids [T] through the model once, recording the residual stream at every index."""
+    ids = np.asarray(ids)
+    rec = Recorder(residual=True)
+    logits = model.forward(ids, model.new_cache(len(ids)), hooks=rec)[-1]  # [V]
+    return Run(ids, rec.hidden_states(), logits)
+
+
+def log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z.astype(np.float64)
+    m = z.max(axis=-1, keepdims=True)
+    return z - m - np.log(np.exp(z - m).sum(axis=-1, keepdims=True))
+
+
+def last_logits(model, x: np.ndarray) -> np.ndarray:
+    """The residual stream [T, D] after the last block -> the logits at the last position [V]."""
+    return model.unembed(model.final_norm(x[-1:]))[0]  # [1, D] @ [D, V] -> [V]
+
+
+def rerun(model, run: Run, first: int, hooks: Hooks, cache=None, start: int = 0) -> np.ndarray:
+    """The blocks from `first` on, over positions start..T-1 of a recorded run, with `hooks`:
+    -> the logits at the last position [V]. The cache must hold positions 0..start-1 of the run
+    for every block from `first` on (a fresh one when start is 0)."""
+    t_len = len(run.ids)
+    cache = cache if cache is not None else model.new_cache(t_len)
+    positions = np.arange(start, t_len)
+    x = model.blocks_from(first, run.resid[first][start:], cache, positions, hooks)  # [T-start, D]
+    return last_logits(model, x)
+
+
+def check_block(model, block: int, what: str = "block") -> int:
+    n = model.config.n_layer
+    b = block + n if block < 0 else block
+    if not 0 <= b < n:
+        raise UsageError(f"{what} {block} is out of range: the model has blocks 0 to {n - 1}")
+    return b
+
+
+def check_head(model, head: int) -> int:
+    h = model.config.n_head
+    if not 0 <= head < h:
+        raise UsageError(f"head {head} is out of range: each block has heads 0 to {h - 1}")
+    return head

@@ -1,0 +1,61 @@
+"""What the experiment commands (patch, ablate, steer, heads) share: options, the answer token,
+and the JSON of a model's tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .console import warn
+
+AblateOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--ablate", help="Take a part out of every pass: B.H a head (its context vector zeroed), B.mlp an MLP's output, B.nN one neuron (repeatable; blocks from 0).", show_default=False),
+]
+SteerOption = Annotated[
+    Optional[Path],
+    typer.Option("--steer", help="Add a steering vector saved by 'tfcli steer --save' to every pass.", show_default=False, dir_okay=False),
+]
+Png = Annotated[Optional[Path], typer.Option("--png", help="Also write the grid as a PNG image.", show_default=False, dir_okay=False)]
+Svg = Annotated[Optional[Path], typer.Option("--svg", help="Also write the grid as an SVG image.", show_default=False, dir_okay=False)]
+
+
+def pass_hooks(lm, ablate: list[str] | None, steer: Path | None = None):
+    """The hooks of --ablate and --steer for every pass of a command, or None."""
+    if not ablate and steer is None:
+        return None
+    from tfcli.analysis.experiments import steer as steering
+    from tfcli.analysis.experiments.ablate import ablation_hooks
+
+    hooks = ablation_hooks(lm.model, list(ablate or ()))
+    if steer is not None:
+        s = steering.load(steer, lm.model)
+        steering.Steering(s.layer, s.vector, s.scale).hooks(hooks)
+    return hooks
+
+
+def one_token(lm, text: str, flag: str) -> int:
+    """The id of the one token `text` is (as it would follow other text: ' Paris' with its space);
+    one line naming the pieces when it is several tokens or none."""
+    from tfcli.engine.errors import UsageError
+
+    from .views.inside import token_str
+
+    ids = lm.tokenizer.encode(text)
+    if len(ids) != 1:
+        pieces = " ".join(repr(token_str(lm.tokenizer, i)) for i in ids) or "nothing"
+        raise UsageError(f"{flag} {text!r} is {len(ids)} tokens ({pieces}); it must be one token", "try it with or without a leading space")
+    return ids[0]
+
+
+def tokens_json(lm, ids) -> list[dict]:
+    from . import json as js
+
+    return [js.token(lm.tokenizer, i) for i in ids]
+
+
+def warn_sink(lm, ids) -> None:
+    if len(ids) < 2:
+        warn("the text is a single token: every experiment on it reads position 0 alone")
