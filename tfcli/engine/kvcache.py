@@ -229,3 +229,37 @@ class BatchCache:
         keys = self.k[layer, :b_len, :, :, :end].reshape(b_len * n_kv, head_dim, end)  # [B*Hkv, Dh, S], a view
         values = self.v[layer, :b_len, :, :end].reshape(b_len * n_kv, end, head_dim)  # [B*Hkv, S, Dh], a view
         return keys, values
+
+
+class Sequences:
+    """B whole sequences of T tokens in one pass, each from position 0 and attending only within
+    itself: the rows of a pass are sequence 0's T tokens, then sequence 1's, ... ([B*T, D]).
+
+    For experiments that run many variants of one text (patching each position, ablating each
+    head): B variants go through every matrix product as one [B*T, D] matrix, which reads each
+    weight once for all of them. Nothing is kept after the pass."""
+
+    def __init__(self, n_seq: int, t_len: int):
+        self.n_seq, self.t_len = n_seq, t_len
+        self.length = 0
+
+    def positions(self, rows: int) -> np.ndarray:
+        if rows != self.n_seq * self.t_len:
+            raise ValueError(f"{rows} rows for {self.n_seq} sequences of {self.t_len} tokens")
+        return np.tile(np.arange(self.t_len), self.n_seq)  # [B*T]
+
+    def advance(self, positions: np.ndarray) -> None:
+        pass
+
+    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool):
+        """q [B*T, H, Dh], k, v [B*T, Hkv, Dh] -> z [B*T, H, Dh]: causal attention in each sequence,
+        all B sequences' heads in one call (B*Hkv heads)."""
+        b, t = self.n_seq, self.t_len
+        _, n_head, head_dim = q.shape
+        n_kv = k.shape[1]
+        qg = q.reshape(b, t, n_kv, n_head // n_kv, head_dim).transpose(0, 2, 3, 1, 4).reshape(b * n_kv, n_head // n_kv, t, head_dim)  # [B*Hkv, G, T, Dh]
+        kt = k.reshape(b, t, n_kv, head_dim).transpose(0, 2, 3, 1).reshape(b * n_kv, head_dim, t)  # [B*Hkv, Dh, T]
+        vs = v.reshape(b, t, n_kv, head_dim).transpose(0, 2, 1, 3).reshape(b * n_kv, t, head_dim)  # [B*Hkv, T, Dh]
+        out, _ = attention(qg, kt, vs, 0, False)  # [B*Hkv, G, T, Dh]
+        z = out.reshape(b, n_kv, n_head // n_kv, t, head_dim).transpose(0, 3, 1, 2, 4).reshape(b * t, n_head, head_dim)  # [B*T, H, Dh]
+        return z, None

@@ -16,7 +16,7 @@ import numpy as np
 from tfcli.engine.errors import UsageError
 from tfcli.engine.sites import Hooks
 
-from .common import Run, check_block, last_logits, log_softmax, record
+from .common import Run, check_block, log_softmax, logits_of, record, run_variants
 
 
 @dataclass(frozen=True)
@@ -33,16 +33,31 @@ def ablate(model, ids, answer: int | None = None) -> Ablation:
     answer = int(np.argmax(run.logits)) if answer is None else answer
     base = float(log_softmax(run.logits)[answer])
     cfg, t_len = model.config, len(run.ids)
-    cache = model.new_cache(t_len)  # every pass rewrites all positions from its block on
-    positions = np.arange(t_len)
+    n_head = cfg.n_head
+    heads, mlps = np.empty((cfg.n_layer, n_head)), np.empty(cfg.n_layer)
+    for b in range(cfg.n_layer):
+        # H + 1 variants from block b on, together: head h zeroed in variant h, the MLP in variant H.
+        make = lambda group, b=b: np.repeat(run.resid[b][None], len(group), axis=0)  # noqa: E731  [n, T, D]
 
-    def logprob(first: int, hooks: Hooks) -> float:
-        x = model.blocks_from(first, run.resid[first], cache, positions, hooks)  # [T, D]
-        return float(log_softmax(last_logits(model, x))[answer]) - base
+        def hooks(group, b=b) -> Hooks:
+            return Hooks().add("z", _in_variants(group, t_len, lambda v, j: v[:, j].fill(0) if j < n_head else None), b).add(
+                "mlp_out", _in_variants(group, t_len, lambda v, j: v.fill(0) if j == n_head else None), b)
 
-    heads = np.array([[logprob(b, Hooks().add("z", zero_head(h), b)) for h in range(cfg.n_head)] for b in range(cfg.n_layer)])
-    mlps = np.array([logprob(b, Hooks().add("mlp_out", zero, b)) for b in range(cfg.n_layer)])
+        change = log_softmax(logits_of(model, run_variants(model, b, n_head + 1, t_len, make, hooks)))[:, answer] - base  # [H+1]
+        heads[b], mlps[b] = change[:n_head], change[n_head]
     return Ablation(run, answer, base, heads, mlps)
+
+
+def _in_variants(group: range, t_len: int, edit):
+    """A hook over the rows of several variants [n*T, ...]: edit(rows of variant j [T, ...], j) in place, on a copy."""
+
+    def hook(value: np.ndarray, site) -> np.ndarray:
+        value = value.reshape(len(group), t_len, *value.shape[1:]).copy()
+        for k, j in enumerate(group):
+            edit(value[k], j)
+        return value.reshape(len(group) * t_len, *value.shape[2:])
+
+    return hook
 
 
 def zero(value: np.ndarray, site) -> np.ndarray:

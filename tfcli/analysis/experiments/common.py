@@ -54,6 +54,39 @@ def rerun(model, run: Run, first: int, hooks: Hooks, cache=None, start: int = 0)
     return last_logits(model, x)
 
 
+ROWS = 512  # rows of one pass of variants: [512, F] activations, and products that BLAS runs at full speed
+
+
+def run_variants(model, first: int, n: int, t_len: int, make, hooks=None) -> np.ndarray:
+    """n variants of one text's pass, from block `first` on, several at once: `make(group)` gives
+    the residual streams entering block `first` for the variants in `group` (a range) [b, T, D];
+    `hooks(group)` the hooks of their pass (each hook sees the b variants' rows one after another,
+    [b*T, ...]). -> the residual stream at the last position after the last block, [n, D].
+
+    Variants of one text would each read every weight of every block; run together as one
+    [b*T, D] matrix (engine/kvcache.py Sequences), they read each weight once."""
+    from tfcli.engine.kvcache import Sequences
+
+    per = max(1, ROWS // t_len)
+    out = []
+    for a in range(0, n, per):
+        group = range(a, min(a + per, n))
+        x = make(group)  # [b, T, D]
+        d = x.shape[-1]
+        seqs = Sequences(len(group), t_len)
+        y = model.blocks_from(first, x.reshape(-1, d), seqs, seqs.positions(len(group) * t_len), None if hooks is None else hooks(group))  # [b*T, D]
+        out.append(y.reshape(len(group), t_len, d)[:, -1])  # [b, D]
+    return np.concatenate(out)  # [n, D]
+
+
+def logits_of(model, last: np.ndarray, ids: list[int] | None = None) -> np.ndarray:
+    """Residual streams after the last block [n, D] -> their logits [n, V], or only the columns `ids` [n, k]."""
+    normed = model.final_norm(last)  # [n, D]
+    if ids is None:
+        return model.unembed(normed)  # [n, V]
+    return normed @ model.unembedding[:, ids]  # [n, D] @ [D, k] -> [n, k]
+
+
 def check_block(model, block: int, what: str = "block") -> int:
     n = model.config.n_layer
     b = block + n if block < 0 else block

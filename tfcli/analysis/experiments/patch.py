@@ -12,10 +12,9 @@ The sites (TransformerLens's names in brackets): the residual stream at index i 
 block b and position p [mlp_out].
 
 Cheap by construction: a change at residual index i (the input of block i) leaves blocks 0..i-1
-alone, so a patched pass starts at block i with the recorded corrupt stream; and a change at
-position p leaves positions 0..p-1 alone, so the pass runs positions p..T-1 only, on the corrupt
-run's cache. Positions are visited from the last to the first: a pass at p rewrites positions p
-and later only, never the earlier ones a later pass (at p' < p) reads.
+alone, so a patched pass starts at block i with the recorded corrupt stream; and the variants that
+start at the same block (one per position, or one per head) go through the blocks together, as one
+matrix of rows (common.run_variants), so that each weight is read once for all of them.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from tfcli.engine.errors import UsageError
 from tfcli.engine.inspect import Recorder
 from tfcli.engine.sites import Hooks
 
-from .common import Run, last_logits, record
+from .common import Run, logits_of, run_variants
 
 
 @dataclass(frozen=True)
@@ -67,75 +66,75 @@ def patch(model, clean_ids, corrupt_ids, site: str = "resid", answer: int | None
     return Patching(site, clean[0], corrupt[0], answer, wrong, ld_clean, ld_corrupt, grid)
 
 
-def _recorded(model, ids, site: str) -> tuple[Run, dict[int, np.ndarray], object]:
-    """The run, the site's activations by block (mlp_out [T, D] or z [T, H, Dh]), and the cache."""
+def _recorded(model, ids, site: str) -> tuple[Run, dict[int, np.ndarray]]:
+    """The run and the site's activations by block (mlp_out [T, D] or z [T, H, Dh])."""
     ids = np.asarray(ids)
     kept: dict[int, np.ndarray] = {}
     rec = Recorder(residual=True)  # a recorder is hooks: one more keeps the site's activations
     if site in ("mlp", "heads"):
         rec.add("mlp_out" if site == "mlp" else "z", lambda value, s: kept.__setitem__(s.block, value))
-    cache = model.new_cache(len(ids))
-    logits = model.forward(ids, cache, hooks=rec)[-1]  # [V]
-    return Run(ids, rec.hidden_states(), logits), kept, cache
+    logits = model.forward(ids, model.new_cache(len(ids)), hooks=rec)[-1]  # [V]
+    return Run(ids, rec.hidden_states(), logits), kept
 
 
 def _resid(model, clean, corrupt, answer, wrong) -> np.ndarray:
-    """[L+1, T]: the logit difference with the clean residual at (index i, position p)."""
-    run, _, cache = corrupt
-    n_index, t_len = len(run.resid), len(run.ids)
-    out = np.empty((n_index, t_len))
-    for p in reversed(range(t_len)):
-        positions = np.arange(p, t_len)
-        for i in range(n_index):
-            x = run.resid[i][p:].copy()  # [T-p, D] the corrupt stream entering block i
-            x[0] = clean[0].resid[i][p]
-            x = model.blocks_from(i, x, cache, positions)  # [T-p, D]
-            out[i, p] = logit_diff(last_logits(model, x), answer, wrong)
+    """[L+1, T]: the logit difference with the clean residual at (index i, position p). For each
+    index, the T variants (one per position) run together from block i."""
+    run, t_len = corrupt[0], len(corrupt[0].ids)
+    out = np.empty((len(run.resid), t_len))
+    for i in range(len(run.resid)):
+
+        def make(group, i=i):
+            x = np.repeat(run.resid[i][None], len(group), axis=0)  # [b, T, D] the corrupt stream entering block i
+            for j, p in enumerate(group):
+                x[j, p] = clean[0].resid[i][p]  # variant p: the clean stream at position p
+            return x
+
+        out[i] = _diffs(model, run_variants(model, i, t_len, t_len, make), answer, wrong)
     return out
+
+
+def _diffs(model, last: np.ndarray, answer: int, wrong: int) -> np.ndarray:
+    z = logits_of(model, last, [answer, wrong]).astype(np.float64)  # [n, 2]
+    return z[:, 0] - z[:, 1]
 
 
 def _mlp(model, clean, corrupt, answer, wrong) -> np.ndarray:
     """[L, T]: the logit difference with the clean MLP output of block b at position p."""
-    run, _, cache = corrupt
-    n_layer, t_len = model.config.n_layer, len(run.ids)
-    out = np.empty((n_layer, t_len))
-    for p in reversed(range(t_len)):
-        positions = np.arange(p, t_len)
-        for b in range(n_layer):
-            hooks = Hooks().add("mlp_out", _put_row(clean[1][b][p]), b)
-            x = model.blocks_from(b, run.resid[b][p:], cache, positions, hooks)  # [T-p, D]
-            out[b, p] = logit_diff(last_logits(model, x), answer, wrong)
+    run, t_len = corrupt[0], len(corrupt[0].ids)
+    out = np.empty((model.config.n_layer, t_len))
+    for b in range(model.config.n_layer):
+        make = lambda group, b=b: np.repeat(run.resid[b][None], len(group), axis=0)  # noqa: E731  [b, T, D]
+        out[b] = _diffs(model, run_variants(model, b, t_len, t_len, make, lambda group, b=b: Hooks().add("mlp_out", _put_rows(clean[1][b], group, t_len), b)), answer, wrong)
     return out
 
 
-def _put_row(row: np.ndarray):
+def _put_rows(clean_out: np.ndarray, group: range, t_len: int):
     def put(value: np.ndarray, site) -> np.ndarray:
-        value = value.copy()
-        value[0] = row  # the first row of the pass is position p
-        return value
+        value = value.reshape(len(group), t_len, -1).copy()  # [b, T, D]
+        for j, p in enumerate(group):
+            value[j, p] = clean_out[p]  # variant p: the clean MLP output at position p
+        return value.reshape(len(group) * t_len, -1)
 
     return put
 
 
 def _heads(model, clean, corrupt, answer, wrong) -> np.ndarray:
     """[L, H]: the logit difference with the clean context vector of head h of block b, at every position."""
-    run, _, _ = corrupt
-    cfg, t_len = model.config, len(run.ids)
+    run, t_len = corrupt[0], len(corrupt[0].ids)
+    cfg = model.config
     out = np.empty((cfg.n_layer, cfg.n_head))
-    cache = model.new_cache(t_len)  # every pass rewrites all positions from its block on
-    positions = np.arange(t_len)
     for b in range(cfg.n_layer):
-        for h in range(cfg.n_head):
-            hooks = Hooks().add("z", _put_head(clean[1][b][:, h], h), b)
-            x = model.blocks_from(b, run.resid[b], cache, positions, hooks)  # [T, D]
-            out[b, h] = logit_diff(last_logits(model, x), answer, wrong)
+        make = lambda group, b=b: np.repeat(run.resid[b][None], len(group), axis=0)  # noqa: E731  [b, T, D]
+        out[b] = _diffs(model, run_variants(model, b, cfg.n_head, t_len, make, lambda group, b=b: Hooks().add("z", _put_heads(clean[1][b], group, t_len), b)), answer, wrong)
     return out
 
 
-def _put_head(z_head: np.ndarray, h: int):
+def _put_heads(clean_z: np.ndarray, group: range, t_len: int):
     def put(value: np.ndarray, site) -> np.ndarray:
-        value = value.copy()  # [T, H, Dh]
-        value[:, h] = z_head
-        return value
+        value = value.reshape(len(group), t_len, *value.shape[1:]).copy()  # [b, T, H, Dh]
+        for j, h in enumerate(group):
+            value[j, :, h] = clean_z[:, h]  # variant h: head h's clean context vectors
+        return value.reshape(len(group) * t_len, *value.shape[2:])
 
     return put
