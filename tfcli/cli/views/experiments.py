@@ -3,7 +3,7 @@
 A cell is a number, always: the number is the result, the colour only helps the eye. With colour,
 its background runs from blue (negative) through the terminal's own background (0) to red
 (positive), as far as the largest |value| of the grid; without colour (NO_COLOR, a pipe) the
-number alone. Cells are 6 characters wide, so that 10 columns and their labels fit 80 columns.
+number alone. Cells are 7 characters wide, so that 10 columns and their labels fit 80 columns.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rich.text import Text
 
 from .heatmap import clip
 
-CELL = 6
+CELL = 7
 
 
 def _style(value: float, top: float) -> Style:

@@ -166,13 +166,15 @@ class Llama(Transformer):
     def rope(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """cos and sin for each of the positions [T]: [T, Dh/2] each."""
         cos, sin = self.rotations  # read once: the parts of a prompt pass call this from several threads
-        end = int(positions.max()) + 1
+        first, last = int(positions[0]), int(positions[-1])
+        consecutive = last - first == len(positions) - 1  # a prompt or a decode step; not a batch step
+        end = last + 1 if consecutive else int(positions.max()) + 1
         if end > len(cos):
             n = min(self.config.n_ctx, max(end, 2 * len(cos), 256))
             check_allocation(12 * n * self.config.head_dim, f"RoPE tables for {n:,} positions")
             cos, sin = self.rotations = ops.rope_tables(n, self.config.head_dim, self.config.rope_theta)
-        if positions[-1] - positions[0] == len(positions) - 1:  # consecutive: views, no gather
-            return cos[positions[0] : end], sin[positions[0] : end]
+        if consecutive:  # views, no gather
+            return cos[first:end], sin[first:end]
         return cos[positions], sin[positions]
 
     @classmethod
