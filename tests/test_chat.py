@@ -130,7 +130,7 @@ def test_set_changes_a_knob_and_a_bad_value_is_one_warning(cli, chat_model):
     assert "temperature = 0" in r.stderr
     warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 3 and all("nothing changed" in w for w in warnings)
-    assert "top-p must be in (0, 1]" in warnings[0] and "whole number" in warnings[1] and "no setting 'colour'" in warnings[2]
+    assert "top_p must be in (0, 1]" in warnings[0] and "whole number" in warnings[1] and "no setting 'colour'" in warnings[2]
     assert "1 reply" in r.stderr  # max_tokens 1 took effect, and the conversation went on
 
 

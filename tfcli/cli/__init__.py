@@ -44,7 +44,9 @@ class ErrorBoundary(TyperGroup):
                 rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
                 _flush_stdout()  # a full disk is noticed here, not by the interpreter as it exits
         except TfcliError as e:
-            _fail(str(e), e.exit_code)
+            from .options import FLAGS
+
+            _fail(e.render(FLAGS), e.exit_code)
         except click_errors.UsageError as e:
             where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
             _fail(e.format_message() + where, e.exit_code)

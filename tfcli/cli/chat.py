@@ -82,10 +82,9 @@ def chat(
 
       tfcli chat -m smollm2 --system "Answer in one sentence." -t 0.5
     """
-    from tfcli.engine.errors import UsageError
+    from tfcli.engine.generate import check_max_new_tokens
 
-    if max_tokens < 1:
-        raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
+    check_max_new_tokens(max_tokens)
     n_threads = options.apply_threads(threads)
     lm = options.load_model(model or DEFAULT_CHAT_MODEL)
     for w in lm.warnings:
@@ -146,8 +145,9 @@ class ChatState:
             except ValueError:
                 raise UsageError(f"{name} takes {'a whole number' if kind is int else 'a number'}, not {value!r}") from None
         if name == "max_tokens":
-            if number < 1:
-                raise UsageError(f"max_tokens must be at least 1, not {number}")
+            from tfcli.engine.generate import check_max_new_tokens
+
+            check_max_new_tokens(number)
             self.max_tokens = number
             return f"max_tokens = {number}"
         params = replace(self.params, **{name: number})
@@ -257,7 +257,7 @@ def _command(state: ChatState, line: str) -> str | None:
             try:
                 note(state.set(knob, value.strip()))
             except UsageError as e:
-                warn(f"{e.message.removeprefix('--')}" + (f" ({e.hint})" if e.hint else "") + "; nothing changed")
+                warn(e.render({"max_new_tokens": "max_tokens"}) + "; nothing changed")  # /set's knobs are the fields
     elif word == "/show":
         for key, value in state.settings():
             err.print(f"  [bold]{key:<19}[/] {escape(value)}", soft_wrap=True)

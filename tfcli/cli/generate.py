@@ -78,7 +78,7 @@ def generate(
       tfcli generate "ROMEO:" --samples 4 -n 100
     """
     from tfcli.engine.errors import PromptError, UsageError
-    from tfcli.engine.generate import Generation, Session
+    from tfcli.engine.generate import Generation, Session, check_max_new_tokens
     from tfcli.engine.lookup import Drafter
 
     if prompt_option is not None:
@@ -87,8 +87,8 @@ def generate(
         prompt = prompt_option
     if show_probs < 0:
         raise UsageError(f"--show-probs must be 0 or more, not {show_probs}")
-    if max_tokens is not None and max_tokens < 1:
-        raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
+    if max_tokens is not None:
+        check_max_new_tokens(max_tokens)
     if samples < 1:
         raise UsageError(f"--samples must be at least 1, not {samples}", "1 draws one continuation")
     lists = {flag: parse_list(value, flag, kind) for flag, value, kind in (("--temperature", temperature, float), ("--top-k", top_k, int), ("--top-p", top_p, float))}

@@ -7,6 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
+# How the command line names the settings the engine validates (engine/errors.FIELDS): an engine
+# error says `{temperature}`, the error boundary shows `--temperature`.
+FLAGS = {
+    "max_new_tokens": "--max-tokens", "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p",
+    "min_p": "--min-p", "repetition_penalty": "--repetition-penalty", "repeat_last_n": "--repeat-last-n",
+    "seed": "--seed", "samples": "--samples", "stop": "--stop", "window": "--window", "stride": "--stride",
+    "lookup": "--lookup", "slide": "--slide", "truncate": "--truncate",
+}  # fmt: skip
+
 Model = Annotated[
     Optional[str],
     typer.Option(

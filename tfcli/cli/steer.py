@@ -40,7 +40,7 @@ def steer(
 
     from tfcli.analysis.experiments import steer as steering
     from tfcli.engine.errors import UsageError
-    from tfcli.engine.generate import Generation, Session
+    from tfcli.engine.generate import Generation, Session, check_max_new_tokens
 
     from . import json as js
     from .console import out
@@ -48,8 +48,7 @@ def steer(
     from .views.inside import say
 
     zh = options.chinese(lang)
-    if max_tokens < 1:
-        raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
+    check_max_new_tokens(max_tokens)
     lm = load(model)
     ids = text_ids(lm, prompt, "the prompt")
     prefix = len(lm.tokenizer.prompt("")) if lm.tokenizer.prompt("") else 0

@@ -36,7 +36,7 @@ def batch_bytes(config: ModelConfig, rows: int, capacity: int) -> int:
 def check_batch(config: ModelConfig, rows: int, capacity: int) -> None:
     """Refuse a batch that does not fit in memory before anything of it is allocated."""
     if rows < 1:
-        raise UsageError(f"--samples must be at least 1, not {rows}")
+        raise UsageError(f"{{samples}} must be at least 1, not {rows}")
     check_allocation(batch_bytes(config, rows, capacity), f"{rows:,} samples of {capacity:,} positions", BATCH_HINT)
 
 
@@ -78,7 +78,7 @@ class Samples:
         show_top: int = 0,
     ):
         if not samplers:
-            raise UsageError("--samples must be at least 1, not 0")
+            raise UsageError("{samples} must be at least 1, not 0")
         self.session = session
         # One Generation per sample: it checks the prompt and budget, and turns logits into steps.
         self.runs = [

@@ -7,6 +7,8 @@ single line and exits with `exit_code`; anything else that escapes is a bug and 
 
 from __future__ import annotations
 
+import re
+
 
 def printable(text: str) -> str:
     """`text` with every character a terminal would act on (ESC, CR, backspace, a newline that would
@@ -43,8 +45,17 @@ def shown_number(n: int) -> str:
     return f"{n:,}" if abs(n) < 10**24 else shown(n, 24)
 
 
+# The settings the engine validates, as its errors name them: `{temperature}` in a message is the
+# field; the command line shows its flag there (cli/options.FLAGS), chat's /set its knob name.
+FIELDS = frozenset({
+    "max_new_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "repeat_last_n", "seed",
+    "samples", "stop", "window", "stride", "lookup", "slide", "truncate",
+})  # fmt: skip
+_FIELD = re.compile(r"\{([a-z_]+)\}")
+
+
 class TfcliError(Exception):
-    """A problem the user can fix; `hint` says how."""
+    """A problem the user can fix; `hint` says how. A setting is named as `{field}` (FIELDS)."""
 
     exit_code = 1
 
@@ -53,8 +64,18 @@ class TfcliError(Exception):
         self.message = message
         self.hint = hint
 
+    def render(self, names: dict[str, str] | None = None) -> str:
+        """The message and hint, each `{field}` named as `names` says (default: the field itself)."""
+        names = names or {}
+
+        def named(text: str) -> str:
+            return _FIELD.sub(lambda m: names.get(m.group(1), m.group(1)) if m.group(1) in FIELDS else m.group(0), text)
+
+        message = named(self.message)
+        return f"{message} ({named(self.hint)})" if self.hint else message
+
     def __str__(self) -> str:
-        return f"{self.message} ({self.hint})" if self.hint else self.message
+        return self.render()
 
 
 class UsageError(TfcliError):

@@ -109,6 +109,12 @@ class Step:
     choice: Choice | None = None  # the candidates, when asked for with show_top
 
 
+def check_max_new_tokens(n: int) -> None:
+    """The one check of a token budget (a command calls it before loading a model, too)."""
+    if n < 1:
+        raise UsageError(f"{{max_new_tokens}} must be at least 1, not {n}")
+
+
 @dataclass
 class Generation:
     session: Session
@@ -133,25 +139,24 @@ class Generation:
                 f"token id {bad[0]} is outside the model's vocabulary of {cfg.vocab_size}",
                 "tokenizer.json does not belong to this model",
             )
-        if self.max_new_tokens < 1:
-            raise UsageError(f"--max-tokens must be at least 1, not {self.max_new_tokens}")
+        check_max_new_tokens(self.max_new_tokens)
         # The last sampled token is never fed back, so prompt + max_new - 1 positions are used.
         n_ctx = self.session.capacity
         if len(self.prompt) > n_ctx:
             raise PromptError(
                 f"the prompt is {len(self.prompt)} tokens but the context holds {n_ctx}",
-                "shorten it, or use --truncate to keep its last tokens",
+                "shorten it, or use {truncate} to keep its last tokens",
             )
         if len(self.prompt) + self.max_new_tokens - 1 > n_ctx and not self.slide:
             room = n_ctx - len(self.prompt) + 1  # >= 1: a longer prompt was refused just above
             raise UsageError(
-                f"--max-tokens {self.max_new_tokens} does not fit: the context holds {n_ctx} tokens and the prompt uses {len(self.prompt)}",
-                f"use --max-tokens {room} or fewer, or --slide to go on past the context with the most recent tokens",
+                f"{{max_new_tokens}} {self.max_new_tokens} does not fit: the context holds {n_ctx} tokens and the prompt uses {len(self.prompt)}",
+                f"use {{max_new_tokens}} {room} or fewer, or {{slide}} to go on past the context with the most recent tokens",
             )
         if any(s == "" for s in self.stop):
-            raise UsageError("--stop strings must not be empty")
+            raise UsageError("{stop} strings must not be empty")
         if self.lookup is not None and self.slide:
-            raise UsageError("--lookup does not go with --slide", "a slide recomputes the context; drop one of the two")
+            raise UsageError("{lookup} does not go with {slide}", "a slide recomputes the context; drop one of the two")
 
     def begin(self) -> None:
         """Start the text stream and the history; `take` then turns logits into steps."""

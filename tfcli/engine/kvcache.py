@@ -65,7 +65,7 @@ class KVCache:
         """The positions of the next T tokens [T]; PromptError if they do not fit."""
         start, fits = self.length, min(self.config.n_ctx, self.capacity)
         if start + t_len > fits:
-            raise PromptError(f"{start + t_len} tokens do not fit in the model's context of {fits}", "use a shorter prompt or fewer new tokens")
+            raise PromptError(f"{start + t_len} tokens do not fit in the model's context of {fits}", "use a shorter prompt or fewer {max_new_tokens}")
         return np.arange(start, start + t_len)
 
     def advance(self, positions: np.ndarray) -> None:
@@ -155,7 +155,7 @@ class Relay:
             self._changed.notify_all()
 
 
-BATCH_HINT = "use fewer --samples or fewer --max-tokens"
+BATCH_HINT = "use fewer {samples} or fewer {max_new_tokens}"
 
 
 class BatchCache:
@@ -189,7 +189,7 @@ class BatchCache:
         if rows != self.rows:
             raise ValueError(f"{rows} new rows for a batch of {self.rows}")
         if self.length + 1 > self.capacity:
-            raise PromptError(f"{self.length + 1} tokens do not fit in the batch's cache of {self.capacity}", "use fewer new tokens")
+            raise PromptError(f"{self.length + 1} tokens do not fit in the batch's cache of {self.capacity}", "use fewer {max_new_tokens}")
         return np.full(rows, self.length)
 
     def advance(self, positions: np.ndarray) -> None:

@@ -118,7 +118,7 @@ def available_bytes() -> int | None:
     return min(n for n, _ in found) if found else None
 
 
-def check_allocation(nbytes: int, what: str, hint: str = "use a shorter prompt or fewer --max-tokens, or a smaller model") -> None:
+def check_allocation(nbytes: int, what: str, hint: str = "use a shorter prompt or fewer {max_new_tokens}, or a smaller model") -> None:
     """ResourceError, naming the size and the limit, if `what` needs more than this process can still allocate."""
     avail = available_bytes()
     if avail is not None and nbytes > avail:

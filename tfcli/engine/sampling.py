@@ -53,21 +53,21 @@ class SamplingParams:
 
     def validate(self) -> None:
         if not np.isfinite(self.temperature) or self.temperature < 0:
-            raise UsageError(f"--temperature must be 0 or more, not {self.temperature}", "0 is greedy; 0.7-1.0 is typical")
+            raise UsageError(f"{{temperature}} must be 0 or more, not {self.temperature}", "0 is greedy; 0.7-1.0 is typical")
         if self.top_k < 0:
-            raise UsageError(f"--top-k must be 0 (off) or a positive count, not {self.top_k}")
+            raise UsageError(f"{{top_k}} must be 0 (off) or a positive count, not {self.top_k}")
         if not (0 < self.top_p <= 1):
-            raise UsageError(f"--top-p must be in (0, 1], not {self.top_p}", "1 turns it off; 0.9-0.95 is typical")
+            raise UsageError(f"{{top_p}} must be in (0, 1], not {self.top_p}", "1 turns it off; 0.9-0.95 is typical")
         if not (0 <= self.min_p < 1):
-            raise UsageError(f"--min-p must be in [0, 1), not {self.min_p}", "0 turns it off; 0.05 is typical")
+            raise UsageError(f"{{min_p}} must be in [0, 1), not {self.min_p}", "0 turns it off; 0.05 is typical")
         if not np.isfinite(self.repetition_penalty) or self.repetition_penalty <= 0:
             raise UsageError(
-                f"--repetition-penalty must be a positive number, not {self.repetition_penalty}", "1 turns it off; 1.1 is typical"
+                f"{{repetition_penalty}} must be a positive number, not {self.repetition_penalty}", "1 turns it off; 1.1 is typical"
             )
         if self.repeat_last_n < 0:
-            raise UsageError(f"--repeat-last-n must be 0 or more, not {self.repeat_last_n}")
+            raise UsageError(f"{{repeat_last_n}} must be 0 or more, not {self.repeat_last_n}")
         if self.seed is not None and not (0 <= self.seed < 2**63):
-            raise UsageError(f"--seed must be between 0 and 2^63-1, not {self.seed}")
+            raise UsageError(f"{{seed}} must be between 0 and 2^63-1, not {self.seed}")
 
 
 @dataclass(frozen=True)

@@ -69,10 +69,10 @@ def check_window(model: Transformer, window: int | None, stride: int | None) -> 
     n_ctx = model.config.n_ctx
     window = n_ctx if window is None else window
     if not 1 <= window <= n_ctx:
-        raise UsageError(f"--window must be between 1 and the model's context of {n_ctx:,}, not {window}")
+        raise UsageError(f"{{window}} must be between 1 and the model's context of {n_ctx:,}, not {window}")
     stride = max(1, window // 2) if stride is None else stride
     if not 1 <= stride <= window:
-        raise UsageError(f"--stride must be between 1 and the window ({window:,}), not {stride}", "a stride equal to the window gives windows that do not overlap")
+        raise UsageError(f"{{stride}} must be between 1 and the window ({window:,}), not {stride}", "a stride equal to the window gives windows that do not overlap")
     return window, stride
 
 
