@@ -109,7 +109,7 @@ _WIDE = re.compile(r"\d{8,}")  # a field width in a format string of 10^7 charac
 
 
 def _bounded_environment(limits: _Limits):
-    from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
+    from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment, safe_range
 
     class Bounded(ImmutableSandboxedEnvironment):
         # Operators that can build a large value in one step go through call_binop (which also
@@ -139,14 +139,62 @@ def _bounded_environment(limits: _Limits):
     env = Bounded(trim_blocks=True, lstrip_blocks=True)
 
     def bounded_range(*args):
-        for i, value in enumerate(safe_range(*args)):  # jinja's range already refuses more than 100,000 items
-            if i % 1024 == 0:
-                limits.check()
-            yield value
+        try:
+            return _Range(safe_range(*args), limits)  # jinja's range refuses more than MAX_RANGE items
+        except OverflowError:
+            raise TemplateBoundError(f"the model's chat template asks for a range of more than {MAX_RANGE:,} items", f"that is more than any output; {FIX}") from None
 
     env.globals["range"] = bounded_range
     env.filters = {name: _checked_filter(limits, name, f) for name, f in env.filters.items()}
     return env
+
+
+class _Range:
+    """range() for templates: a real sequence (length, index, slice, `in`, iterated any number of
+    times, as Python's range and as transformers' templates see it), whose iteration checks the time
+    every 1,024 items, so that nested loops that write nothing still stop at the deadline off the
+    main thread (where no timer can interrupt them)."""
+
+    def __init__(self, r: range, limits: _Limits):
+        self._r = r
+        self._limits = limits
+
+    def __len__(self) -> int:
+        return len(self._r)
+
+    def __getitem__(self, index):
+        item = self._r[index]
+        return _Range(item, self._limits) if isinstance(item, range) else item
+
+    def __contains__(self, value) -> bool:
+        return value in self._r
+
+    def __iter__(self):
+        for i, value in enumerate(self._r):
+            if i % 1024 == 0:
+                self._limits.check()
+            yield value
+
+    def __reversed__(self):
+        return iter(self[::-1])
+
+    def __eq__(self, other) -> bool:
+        return self._r == (other._r if isinstance(other, _Range) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._r)
+
+    def __repr__(self) -> str:
+        return repr(self._r)
+
+    def __bool__(self) -> bool:
+        return bool(self._r)
+
+    def index(self, value) -> int:
+        return self._r.index(value)
+
+    def count(self, value) -> int:
+        return self._r.count(value)
 
 
 def _checked_filter(limits: _Limits, name: str, f):
