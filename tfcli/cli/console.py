@@ -33,6 +33,17 @@ def _visible(text: str) -> str:
     return text if text.isprintable() else "\n".join(printable(line) for line in text.split("\n"))
 
 
+def _sane_columns() -> None:
+    """COLUMNS=0 (or -5, or text) made Rich draw every table zero wide: an empty stdout with exit 0.
+    A width that is not a positive number is ignored, as if unset (the terminal's, else 80)."""
+    import os
+
+    value = os.environ.get("COLUMNS")
+    if value is not None and not (value.isascii() and value.isdigit() and value.strip("0")):
+        del os.environ["COLUMNS"]
+
+
+_sane_columns()
 # emoji=False: `:thumbs_up:` in a name stays those characters.
 out = Console(highlight=False, emoji=False)
 err = Console(stderr=True, highlight=False, emoji=False)

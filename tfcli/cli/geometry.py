@@ -42,8 +42,7 @@ def geometry(
       tfcli geometry --dims 3,768,12288 --sample 1000 --json
     """
     from tfcli.analysis import geometry as g
-    from tfcli.engine.errors import UsageError
-
+    from tfcli.engine.errors import UsageError, shown_number
 
     zh = options.chinese(lang)
     if sample < 2 or sample > 5000:
@@ -56,6 +55,8 @@ def geometry(
     if dims is None:
         wanted = sorted(set(g.DIMS) | {d_model})
     seed = 0 if seed is None else seed
+    if not 0 <= seed < 2**63:  # as generate's --seed
+        raise UsageError(f"--seed must be between 0 and 2^63-1, not {shown_number(seed)}")
     rows = g.random_stats(wanted, sample, seed) + g.embedding_stats(lm.model.token_embedding[: lm.config.vocab_size], sample, seed)
     promises = []
     for d in sorted({d_model, 12_288}):
