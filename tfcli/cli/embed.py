@@ -80,7 +80,9 @@ def embed(
     looked = [space.word(w) for w in words]
     for w in looked:
         if w.split:
-            warn(f"{w.given!r} is split into {len(w.ids)} tokens ({' '.join(repr(p) for p in w.pieces)}): its vector is the mean of theirs")
+            pieces = " ".join(repr(p) for p in w.pieces[:8]) + (f" and {len(w.pieces) - 8:,} more" if len(w.pieces) > 8 else "")
+            given = repr(w.given) if len(w.given) <= 60 else repr(w.given[:50]) + f"... ({len(w.given):,} characters)"
+            warn(f"{given} is split into {len(w.ids):,} tokens ({pieces}): its vector is the mean of theirs")
     from .views import embed as view
 
     if action is Action.neighbors:

@@ -57,6 +57,10 @@ def geometry(
     seed = 0 if seed is None else seed
     if not 0 <= seed < 2**63:  # as generate's --seed
         raise UsageError(f"--seed must be between 0 and 2^63-1, not {shown_number(seed)}")
+    from tfcli.engine.memory import check_allocation
+
+    # The largest dimension's sample as float64 (and its normalised copy), and the sample^2 cosines, angles and mask.
+    check_allocation(2 * sample * max(wanted) * 8 + 4 * sample * sample * 8, f"--sample {sample:,} vectors in {max(wanted):,} dimensions", "use a smaller --sample or smaller --dims")
     rows = g.random_stats(wanted, sample, seed) + g.embedding_stats(lm.model.token_embedding[: lm.config.vocab_size], sample, seed)
     promises = []
     for d in sorted({d_model, 12_288}):

@@ -61,11 +61,16 @@ def lens(
             raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare " Tower" "Eiffel Tower" "Miniature Eiffel Tower"')
         if position is not None or png or svg:
             raise UsageError("--compare follows each text's last token; --position, --png and --svg belong to the lens of one text")
+        if len(texts) > MAX_COMPARE:
+            raise UsageError(f"--compare takes at most {MAX_COMPARE} texts, not {len(texts):,}", "each is named by a letter, A to Z; compare fewer")
         _compare(texts, model, top, zh, as_json, ablate)
         return
     if len(texts) != 1:
         raise UsageError(f"give one TEXT (got {len(texts)}); to compare texts, add --compare", "quote a text that has spaces")
     _lens(texts[0], model, position, top, first, png, svg, zh, as_json, ablate)
+
+
+MAX_COMPARE = 26  # texts of --compare: each is named by a letter, A to Z, in its tables
 
 
 # --- shared with embed and neurons ------------------------------------------------------------
@@ -139,6 +144,10 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
     if png or svg:
         _write_images(png, svg, f"{lm.name} · logit lens · {t_len} tokens", result.probs[:, :, 0], labels, firsts)
     if as_json:
+        from tfcli.engine.memory import check_allocation
+
+        # about 400 bytes of Python objects per (layer, position, token) entry, and its text
+        check_allocation(n_layers * len(sel) * k * 400, f"the --json of {n_layers} layers x {len(sel):,} positions x {k} tokens", "use a shorter text, a smaller --top, or --position N")
 
         def entry(layer, t):
             j = col[t]
