@@ -194,3 +194,29 @@ def test_an_ordinary_template_with_ranges_runs_through_the_cli(cli, tmp_path, mo
     m = _with_template(Env(tmp_path, monkeypatch), source)
     r = cli(*gen(m, "--chat", "-n", "3", "-t", "0"))
     assert r.exit_code == 0, r.stderr
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["{% for i in range(100000) %}{% for j in range(100000) %}{% if j in [1, 2, 3] and i == j %}{% endif %}{% endfor %}{% endfor %}",
+     "{% set xs = 'abcdefghij' * 9999 %}{% for a in xs %}{% for b in xs %}{% if a == b and b in 'xyz' %}{% endif %}{% endfor %}{% endfor %}",
+     "{% for m in messages * 50000 %}{% for n in messages * 50000 %}{% if m.role == n.role and 'u' in m.role %}{% endif %}{% endfor %}{% endfor %}"],
+    ids=["ranges-in-eq", "string-eq-in", "messages-eq-in"],
+)  # fmt: skip
+def test_the_time_bound_is_the_message_wherever_the_timer_strikes(source):
+    """The timer can strike at an instruction without a line number, where Jinja's rewriting of the
+    traceback failed with "'<=' not supported between 'int' and 'NoneType'": the bound is said, twice over."""
+    from tfcli.engine.chat import ChatTemplate, TemplateBoundError
+
+    for _ in range(2):
+        with pytest.raises(TemplateBoundError, match="ran for more than 2 s"):
+            ChatTemplate(source).render(_MESSAGES)
+
+
+def test_a_template_s_own_error_is_its_message():
+    from tfcli.engine.chat import ChatTemplate
+    from tfcli.engine.errors import TfcliError
+
+    with pytest.raises(TfcliError, match="unsupported operand") as e:
+        ChatTemplate("{% for m in messages %}{{ loop.index + none }}{% endfor %}").render(_MESSAGES)
+    assert "'<='" not in str(e.value)

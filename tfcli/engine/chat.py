@@ -38,6 +38,17 @@ class TemplateBoundError(TfcliError):
     """A chat template that ran too long or built too much."""
 
 
+class _Stop(BaseException):
+    """A bound reached inside the template's code, carried out of Jinja untouched: Jinja catches
+    Exception to rewrite its traceback, and that rewriting itself failed when the timer struck at an
+    instruction without a line number ("'<=' not supported between 'int' and 'NoneType'" took the
+    place of the bound's message)."""
+
+    def __init__(self, error: TemplateBoundError):
+        super().__init__(str(error))
+        self.error = error
+
+
 @dataclass(frozen=True)
 class ChatTemplate:
     source: str  # the Jinja text
@@ -69,6 +80,8 @@ class ChatTemplate:
                     pieces.append(piece)
             limits.check(0)  # the timer may have fired inside a library call that swallowed it
             return "".join(pieces)
+        except _Stop as stop:
+            raise stop.error from None
         except TfcliError:
             raise
         except TemplateError as e:
@@ -88,9 +101,9 @@ class _Limits:
     def check(self, size: int = 0, what: str = "wrote") -> None:
         if self.expired or time.monotonic() > self.deadline:
             self.expired = True
-            raise TemplateBoundError(f"the model's chat template ran for more than {RENDER_SECONDS:g} s", f"it does not end in time; {FIX}")
+            raise _Stop(TemplateBoundError(f"the model's chat template ran for more than {RENDER_SECONDS:g} s", f"it does not end in time; {FIX}"))
         if size > self.max_chars:
-            raise TemplateBoundError(f"the model's chat template {what} more than {self.max_chars:,} characters", f"it does not stop; {FIX}")
+            raise _Stop(TemplateBoundError(f"the model's chat template {what} more than {self.max_chars:,} characters", f"it does not stop; {FIX}"))
 
     def sized(self, value):
         """value, refused when it is a string or a container longer than the output may be."""
@@ -102,7 +115,7 @@ class _Limits:
         """Refuse a number a call would build that much from (a width, a count, a range)."""
         for value in (*args, *kwargs.values()):
             if isinstance(value, int) and not isinstance(value, bool) and abs(value) > self.max_chars:
-                raise TemplateBoundError(f"the model's chat template asks for a size of {_digits(value)}", f"that is more than any output; {FIX}")
+                raise _Stop(TemplateBoundError(f"the model's chat template asks for a size of {_digits(value)}", f"that is more than any output; {FIX}"))
 
 
 _WIDE = re.compile(r"\d{8,}")  # a field width in a format string of 10^7 characters or more
@@ -136,13 +149,26 @@ def _bounded_environment(limits: _Limits):
             limits.check()
             return limits.sized(super().getitem(obj, argument))
 
+        def handle_exception(self, source=None):
+            # Jinja rewrites the traceback to point into the template; if that fails (a frame
+            # without a line number), the template's own error is raised, not the rewriting's.
+            import sys
+
+            original = sys.exc_info()[1]
+            try:
+                return super().handle_exception(source)
+            except BaseException as e:
+                if e is original or original is None:
+                    raise
+                raise original.with_traceback(None) from None
+
     env = Bounded(trim_blocks=True, lstrip_blocks=True)
 
     def bounded_range(*args):
         try:
             return _Range(safe_range(*args), limits)  # jinja's range refuses more than MAX_RANGE items
         except OverflowError:
-            raise TemplateBoundError(f"the model's chat template asks for a range of more than {MAX_RANGE:,} items", f"that is more than any output; {FIX}") from None
+            raise _Stop(TemplateBoundError(f"the model's chat template asks for a range of more than {MAX_RANGE:,} items", f"that is more than any output; {FIX}")) from None
 
     env.globals["range"] = bounded_range
     env.filters = {name: _checked_filter(limits, name, f) for name, f in env.filters.items()}
@@ -210,7 +236,9 @@ def _checked_filter(limits: _Limits, name: str, f):
 
 
 def _check_binop(limits: _Limits, operator: str, left, right) -> None:
-    big = TemplateBoundError
+    def big(message: str, hint: str) -> _Stop:
+        return _Stop(TemplateBoundError(message, hint))
+
     if operator == "*":
         for seq, n in ((left, right), (right, left)):
             if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * max(n, 0) > limits.max_chars:
@@ -231,7 +259,7 @@ def _check_binop(limits: _Limits, operator: str, left, right) -> None:
 
 def _check_format(limits: _Limits, fmt: str) -> None:
     if _WIDE.search(fmt):
-        raise TemplateBoundError("the model's chat template formats a field of ten million characters or more", FIX)
+        raise _Stop(TemplateBoundError("the model's chat template formats a field of ten million characters or more", FIX))
 
 
 def _digits(n) -> str:
