@@ -122,6 +122,18 @@ def test_an_existing_file_survives_a_full_disk(cli, tmp_path, monkeypatch, write
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("writer", ["attn-svg", "explore", "geometry-png"])
+def test_an_existing_file_survives_a_file_size_limit(tmp_path, writer):
+    """ulimit -f 4 (EFBIG once the new file passes 4 KB): the old file is whole, nothing left behind."""
+    import resource
+
+    target = tmp_path / "old.out"
+    target.write_bytes(OLD[:2000])
+    r = run_tfcli(tmp_path, *_args(writer, target), preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)))
+    assert_one_line(r.stderr, r.returncode, 1, b"larger than allowed (ulimit -f")
+    assert target.read_bytes() == OLD[:2000] and _leftovers(tmp_path) == []
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 64 KB tmpfs (root only; skipped where mounting is not allowed)."""

@@ -310,3 +310,9 @@ def test_an_empty_model_name_is_one_line(cli, value):
     r = cli("generate", "-m", value, "Hi")
     assert_error(r, 2, "the model name is empty")
     assert "-m ./" in r.stderr and "folder ," not in r.stderr
+
+
+@pytest.mark.parametrize("args", [["rm", "", "--yes"], ["pull", ""], ["show", ""], ["tokenize", "-m", "", "Hi"], ["params", "-m", ""]], ids=["rm", "pull", "show", "tokenize", "params"])
+def test_an_empty_model_name_is_one_line_everywhere(cli, args):
+    r = cli(*args)
+    assert_error(r, 2, "the model name is empty")

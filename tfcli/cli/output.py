@@ -177,7 +177,7 @@ def _failed(path: Path, e: OSError) -> OutputError:
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return OutputError(f"cannot write {where}: no space left on the device", "free some space, or write elsewhere")
     if e.errno == errno.EFBIG:
-        return OutputError(f"cannot write {where}: the file would be too large for the file system", "write elsewhere")
+        return OutputError(f"cannot write {where}: the file would be larger than allowed (ulimit -f, or the file system's largest file)", "write elsewhere, or raise the limit")
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return OutputError(f"cannot write {where}: {e.strerror or 'permission denied'}", "check the permissions, or write elsewhere")
     return OutputError(f"cannot write {where}: {e.strerror or e}", "check the path and the disk")

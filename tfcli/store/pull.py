@@ -77,6 +77,10 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
     progress(stage, done, total) hears about "wait", "download", "extract" and "convert".
     """
     recipe = RECIPES.get(name)
+    if not name.strip():
+        from tfcli.engine.errors import UsageError
+
+        raise UsageError("the model name is empty", f"give the name of a pullable model: {', '.join(sorted(RECIPES))}")
     if recipe is None:
         raise ModelNotFoundError(f"there is no pullable model named {name!r}", f"pullable models: {', '.join(sorted(RECIPES))}")
     if source is not None:

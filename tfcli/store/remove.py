@@ -26,6 +26,10 @@ class RemoveError(TfcliError):
 
 def removable(name: str) -> Path:
     """The cache folder of model `name`, or a RemoveError/ModelNotFoundError saying why not."""
+    if not name.strip():
+        from tfcli.engine.errors import UsageError
+
+        raise UsageError("the model name is empty", "give the name of a model in the cache, as 'tfcli models' lists them")
     if registry.looks_like_path(name):
         raise RemoveError(f"{name} is a path; tfcli rm removes models from its cache by name", "delete a folder of your own yourself")
     folder = registry.cache_dir() / name
