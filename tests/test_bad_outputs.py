@@ -308,3 +308,22 @@ def test_one_escaping_function_per_medium():
     text = escape.json_in_html({"name": "m\udcff</script>"})
     assert "</script>" not in text and json.loads(text)["name"] == "m\\xff\\u003c/script>".replace("\\u003c", "<")
     text.encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["attn", "Hi", "--json"], ["lens", "Hi", "--json"], ["lens", "--compare", "a", "b", "--json"], ["tokenize", "Hi", "--json"], ["score", "Hello", "--json"],
+     ["geometry", "--sample", "10", "--dims", "3", "--json"], ["params", "--json"], ["embed", "neighbors", "cat", "--json"], ["neurons", "Hi", "-l", "0", "--json"],
+     ["generate", "Hi", "-n", "2", "--json"]],
+    ids=lambda a: "-".join(a[:2]),
+)  # fmt: skip
+def test_json_of_a_model_named_in_bytes_that_are_not_utf8_is_valid_utf8(tmp_path, args):
+    import json
+    import shutil
+
+    m = tmp_path / os.fsdecode(b"m\xff\xfe")
+    shutil.copytree(TINY_GPT2, m)
+    r = run_tfcli(tmp_path, *args, "-m", m)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout.decode("utf-8"))  # strict UTF-8: raw \xff bytes would fail here
+    assert "m\\xff\\xfe" in doc["model"]

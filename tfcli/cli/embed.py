@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Optional
@@ -12,6 +11,7 @@ import typer
 from . import options
 from .console import warn
 from .lens import LangOption
+from .views.escape import json_text
 
 
 class Action(str, Enum):
@@ -94,7 +94,7 @@ def embed(
     else:
         report = direction_report(space, looked)
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        print(json_text(report))
     else:
         getattr(view, action.value)(report, zh)
 

@@ -3,7 +3,6 @@ beside a model's own token vectors."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,6 +12,7 @@ import typer
 from . import options
 from .console import note
 from .lens import LangOption
+from .views.escape import json_text
 
 
 def geometry(
@@ -77,7 +77,7 @@ def geometry(
     if png or svg:
         _images(report, png, svg)
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        print(json_text(report))
         return
     from .views import geometry as view
 

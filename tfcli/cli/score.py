@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Optional
@@ -12,6 +11,7 @@ import typer
 from . import options
 from .experiment import AblateOption, pass_hooks
 from .console import out
+from .views.escape import json_text
 
 # How likely the model found each token, as colours from sure to surprised (probability bounds).
 SCALE = ((0.5, "green", "≥ 50%"), (0.2, "bright_green", "20-50%"), (0.05, "yellow", "5-20%"), (0.01, "dark_orange", "1-5%"), (0.0, "red", "< 1%"))
@@ -77,7 +77,7 @@ def score(
             "stride": stride,
             "windows": result.windows,
         }
-        print(json.dumps(doc, ensure_ascii=False))
+        print(json_text(doc))
         return
     if show_text if show_text is not None else sys.stdout.isatty():
         _show_text(lm.tokenizer, ids, result.logprobs)

@@ -5,7 +5,8 @@ a picture, a table or a terminal passes the one for its medium, and nothing else
                the consoles apply it once more to whatever they draw (console.py)
     HTML       html(): & < > " ' as entities, after unicode_safe()
     SVG, XML   xml(): the same, and the characters XML 1.0 forbids (controls, U+FFFE/FFFF) escaped
-    JSON in a page   json_in_html(): a JSON text that cannot end its <script> element
+    JSON       json_text(): valid UTF-8 whatever a name holds; json_in_html(): one that cannot end
+               its <script> element either
     CSV        csv_cell(): a text cell that a spreadsheet would run as a formula (OWASP's CSV
                injection guidance: a first character = + - @ tab or CR) starts with a quote
 
@@ -46,6 +47,13 @@ def xml(text: object) -> str:
     """Text for SVG/XML content or a quoted attribute: well-formed whatever it holds."""
     safe = _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", unicode_safe(str(text)))
     return safe.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;").replace("'", "&apos;")
+
+
+def json_text(data: object, **options) -> str:
+    """JSON for stdout or a file: characters as themselves, and a name's undecodable bytes (lone
+    surrogates, which no UTF-8 reader accepts) as the text \\xff inside their string."""
+    text = json.dumps(data, ensure_ascii=False, **options)
+    return _SURROGATE.sub(lambda m: _surrogate(m).replace("\\", "\\\\"), text) if _SURROGATE.search(text) else text
 
 
 def json_in_html(data: object) -> str:
