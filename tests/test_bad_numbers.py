@@ -45,6 +45,39 @@ def nan_with_show_probs(env):
     return gen(_poisoned(env, TINY_GPT2, "transformer.ln_f.bias", np.nan), "--show-probs", "3")
 
 
+_HUGE = str(10**160)
+
+
+@CASES.case(2, "d_model must be at most 10^18, not 1000000000", "counted up to 10^18")
+def params_d_model_of_10_160(env):
+    return ["params", "--d-model", _HUGE, "--heads", "1"]
+
+
+@CASES.case(2, "context must be at most 10^18")
+def params_context_of_10_160(env):
+    return ["params", "--context", _HUGE]
+
+
+@CASES.case(2, "(5,000 characters) is far too large a number (5,000 digits)")
+def params_layers_of_5000_digits(env):
+    return ["params", "--layers", "9" * 5000]
+
+
+@CASES.case(2, "vocab must be at most 10^18")
+def params_vocab_of_10_19_from_a_model(env):
+    return ["params", "-m", TINY_GPT2, "--vocab", str(10**19)]
+
+
+@CASES.case(2, "--seed must be between 0 and 2^63-1, not -1")
+def geometry_seed_minus_one(env):
+    return ["geometry", "-m", TINY_GPT2, "--seed", "-1", "--sample", "10"]
+
+
+@CASES.case(2, "--seed must be between 0 and 2^63-1")
+def geometry_seed_2_64(env):
+    return ["geometry", "-m", TINY_GPT2, "--seed", str(2**64), "--sample", "10"]
+
+
 @pytest.mark.parametrize("make, code, needles", CASES)
 def test_bad_input_is_one_line_with_the_fix(cli, tmp_path, monkeypatch, make, code, needles):
     run_case(cli, tmp_path, monkeypatch, make, code, needles)
@@ -99,3 +132,31 @@ def test_a_library_warning_becomes_one_warning_line(tmp_path):
     lines = r.stderr.decode().strip().splitlines()
     assert r.returncode == 0, r.stderr
     assert lines == ["warning: overflow encountered in cast (RuntimeWarning)"], lines
+
+
+@pytest.mark.parametrize("args", [["--d-model", str(10**17), "--heads", "1", "--context", str(10**18), "--layers", str(10**18)], ["--vocab", str(10**18), "--json"]], ids=["table", "json"])
+def test_the_largest_accepted_sizes_give_a_table(cli, args):
+    """Sizes up to the bound: every figure (FLOPs and bytes far past a float's 10^308 are not reached) is written."""
+    r = cli("params", *args)
+    assert r.exit_code == 0 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_the_byte_and_flop_formatters_take_any_int():
+    from tfcli.numbers import si, size
+
+    assert size(10**400).endswith(" TB") and si(10**400, "FLOP").endswith("PFLOP")
+    assert size(12_345_678) == "12.3 MB" and si(4_831_838_208, "FLOP") == "4.83 GFLOP"
+
+
+@pytest.mark.parametrize("dims", ["2", "2,3", "3"])
+def test_geometry_in_two_dimensions_has_no_nan(cli, dims):
+    r = cli("geometry", "-m", TINY_GPT2, "--dims", dims, "--sample", "20")
+    assert r.exit_code == 0, r.stderr
+    assert "nan" not in r.stdout.lower() and "warning" not in r.stderr.lower(), (r.stdout, r.stderr)
+    r = cli("geometry", "-m", TINY_GPT2, "--dims", dims, "--sample", "20", "--json")
+    import json
+
+    doc = json.loads(r.stdout)
+    row = next(x for x in doc["rows"] if x["d"] == 2 and x["exact_within"]) if "2" in dims.split(",") else None
+    if row:
+        assert abs(row["exact_within"]["5"] - 10 / 180) < 1e-3  # uniform angles: 10° of 180°

@@ -1,15 +1,22 @@
 """Memory: a model or a request larger than the machine is refused up front, with the size it
-would need; absurd sizes in config.json fail before any large allocation."""
+would need; absurd sizes in config.json fail before any large allocation; every big array (a
+text's tokens, logits of all positions, lens grids, geometry samples) is checked the same way,
+and what a message echoes is capped."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import time
 import tracemalloc
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from badinput import Env, assert_error, assert_one_line, edit_config, gen, run_tfcli
-from conftest import TINY_LLAMA
+from badinput import ROOT, Env, assert_error, assert_one_line, edit_config, gen, run_tfcli, subprocess_env, tfcli_command
+from conftest import TINY_GPT2, TINY_LLAMA
 
 # --- memory: refused up front, with the size it would need ---------------------------------------------
 
@@ -193,3 +200,130 @@ def test_the_cache_grows_and_keeps_what_it_holds():
     assert cache.room == 2600 and keys.shape == (config.n_kv_head, config.head_dim, 1301)
     np.testing.assert_array_equal(keys, allk.transpose(1, 2, 0))
     np.testing.assert_array_equal(values, -allk.transpose(1, 0, 2))
+
+
+# --- every big array is checked before it is made (round 3) ------------------------------------------
+
+_SIXTY_MB = 60_000_000
+
+
+@pytest.fixture(scope="module")
+def sixty_mb_prompt(tmp_path_factory) -> Path:
+    """60 MB of English, under the 64 MB bound of stdin: 9 GB to tokenize."""
+    path = tmp_path_factory.mktemp("big") / "60mb.txt"
+    path.write_bytes((b"hello world, this is some text. " * (_SIXTY_MB // 32 + 1))[:_SIXTY_MB])
+    return path
+
+
+@pytest.mark.parametrize(
+    "args", [["generate", "-m", TINY_GPT2, "-", "-n", "2"], ["score", "-m", TINY_GPT2, "-"], ["tokenize", "-m", TINY_GPT2, "-", "--json"], ["chat", "-m", "CHAT", "-n", "2"]],
+    ids=["generate", "score", "tokenize-json", "chat"],
+)  # fmt: skip
+def test_a_60mb_prompt_under_a_3gb_limit_is_one_line(tmp_path, sixty_mb_prompt, args):
+    """The tokenizers library aborts the process (SIGABRT, no message) when its allocation fails:
+    the size is checked before it is called."""
+    args = [Env(tmp_path, None).chat_model() if a == "CHAT" else a for a in args]
+    with open(sixty_mb_prompt, "rb") as stdin:
+        r = run_tfcli(tmp_path, *args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_limited(3 << 30), timeout=120)
+    assert_one_line(r.stderr, r.returncode, 1, b"tokenizing 60,0", b"under the address-space limit (ulimit -v)", b"give a shorter text")
+
+
+def test_the_tokenizer_check_is_not_asked_for_ordinary_texts(monkeypatch):
+    from tfcli.engine import memory, tokenizer
+
+    asked = []
+    monkeypatch.setattr(memory, "check_allocation", lambda *a, **kw: asked.append(a))
+    tokenizer.check_encode_memory("x" * 999_999)
+    assert asked == []
+    tokenizer.check_encode_memory("é" * 1_000_000)
+    assert asked and asked[0][0] == 2_000_000 * tokenizer.ENCODE_BYTES_PER_BYTE  # UTF-8 bytes, not characters
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "folder", "too-large", "dev-urandom"])
+def test_score_file_is_read_with_a_bound(cli, tmp_path, kind):
+    target = {"dev-zero": "/dev/zero", "dev-urandom": "/dev/urandom", "folder": str(tmp_path)}.get(kind)
+    if kind == "too-large":
+        target = tmp_path / "sparse.txt"
+        with open(target, "wb") as f:
+            f.truncate(10**10)  # 10 GB, sparse: nothing written
+    r = cli("score", "-m", TINY_GPT2, "--file", target)
+    assert r.exit_code in (1, 2) and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_score_file_from_a_pipe_still_works(tmp_path):
+    r = subprocess.run(["/bin/bash", "-c", 'exec "$@" --file <(echo "Hello there, friend")', "bash", *map(os.fsdecode, tfcli_command("score", "-m", TINY_GPT2))],
+                       capture_output=True, env=subprocess_env(tmp_path), cwd=ROOT, timeout=60)  # fmt: skip
+    assert r.returncode == 0 and b"tokens scored" in r.stdout, r.stderr
+
+
+def test_a_300kb_text_as_a_table_finishes_and_says_what_it_left_out(tmp_path):
+    text = b"hello world " * 25_000
+    start = time.monotonic()
+    r = run_tfcli(tmp_path, "tokenize", "-m", TINY_GPT2, "-", input=text, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert b"the first 2,000 of" in r.stderr and b"--json lists them all" in r.stderr
+    assert time.monotonic() - start < 100
+
+
+def test_geometry_past_the_memory_is_one_line(tmp_path):
+    r = run_tfcli(tmp_path, "geometry", "-m", TINY_GPT2, "--sample", "5000", "--dims", "100000", preexec_fn=_limited(3 << 30), timeout=120)
+    assert_one_line(r.stderr, r.returncode, 1, b"--sample 5,000 vectors in 100,000 dimensions would need", b"smaller --sample")
+
+
+def test_lens_compare_takes_at_most_26_texts(cli):
+    r = cli("lens", "-m", TINY_GPT2, "--compare", *[f"text {i}" for i in range(27)])
+    assert r.exit_code == 2 and "--compare takes at most 26 texts, not 27" in r.stderr, r.stderr
+    r = cli("lens", "-m", TINY_GPT2, "--compare", *[f" word{i}" for i in range(26)], "--json")
+    assert r.exit_code == 0, r.stderr
+
+
+def test_pairwise_cosines_need_no_c_c_d_array():
+    """Trajectory.pairwise by a matrix product equals the cosine of every pair."""
+    from tfcli.analysis.lens import Trajectory, cosine
+
+    rng = np.random.default_rng(0)
+    states = rng.standard_normal((5, 4, 16)).astype(np.float32)  # [C, L+1, D]
+    states[2, 1] = 0  # a zero state: cosine 0, as cosine() says
+    t = Trajectory(states, rng.standard_normal((5, 16)))
+    s = states.transpose(1, 0, 2)
+    np.testing.assert_allclose(t.pairwise, cosine(s[:, :, None, :], s[:, None, :, :]), atol=1e-12)
+
+
+def test_the_lens_of_a_long_text_goes_by_rows_not_by_texts(monkeypatch):
+    """logit_lens in chunks of CHUNK_ROWS rows whatever T is (a [4001, V] block was asked for), the same figures."""
+    from tfcli.analysis import lens
+    from tfcli.store import load
+
+    lm = load(str(TINY_GPT2))
+    ids = list(range(1, 100))
+    hidden = lens.residual_stream(lm.model, ids)
+    widths = []
+    real = lm.model.unembed
+
+    def watched(x, *a, **kw):
+        widths.append(len(x))
+        return real(x, *a, **kw)
+
+    monkeypatch.setattr(lens, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(lm.model, "unembed", watched)
+    small = lens.logit_lens(lm.model, hidden, k=3)
+    assert max(widths) <= 7
+    monkeypatch.setattr(lens, "CHUNK_ROWS", 10_000)
+    whole = lens.logit_lens(lm.model, hidden, k=3)
+    np.testing.assert_array_equal(small.ids, whole.ids)
+    np.testing.assert_allclose(small.probs, whole.probs, rtol=1e-5)
+
+
+def test_a_50kb_word_is_not_echoed_whole(cli):
+    word = "ab" * 25_000
+    r = cli("embed", "-m", TINY_GPT2, "neighbors", word)
+    assert len(r.stderr) < 3_000, len(r.stderr)
+    assert "characters" in r.stderr
+
+
+def test_every_message_line_is_capped():
+    from tfcli.cli.console import MESSAGE_CHARS, capped
+
+    text = "start " + "x" * 100_000 + " (the hint)"
+    short = capped(text)
+    assert len(short) <= MESSAGE_CHARS and short.startswith("start ") and short.endswith("(the hint)")

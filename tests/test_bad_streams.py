@@ -137,9 +137,10 @@ def _colour_codes(out: bytes) -> list[bytes]:
 
 @pytest.mark.parametrize(
     "args",
-    [["params", "--preset", "gpt3"], ["tokenize", "-m", TINY_GPT2, "Hello", "--json"], ["generate", "-m", TINY_GPT2, "Hello", "-n", "20"]],
-    ids=["rich-table", "json", "generated-text"],
-)
+    [["params", "--preset", "gpt3"], ["tokenize", "-m", TINY_GPT2, "Hello", "--json"], ["generate", "-m", TINY_GPT2, "Hello", "-n", "20"],
+     ["--help"], ["--version"], ["generate", "--help"], ["params", "--help"], [], ["-V"], ["attn", "--demo"], ["models", "--json"]],
+    ids=["rich-table", "json", "generated-text", "help", "version", "generate-help", "params-help", "bare", "V", "attn-demo", "models-json"],
+)  # fmt: skip
 def test_a_reader_that_went_away_ends_quietly(tmp_path, args):
     """`tfcli ... | head`: the pipe's reader is gone before the first write. Exit 0, nothing on stderr."""
     read_end, write_end = os.pipe()
@@ -248,8 +249,8 @@ def test_chat_on_a_full_disk_is_one_line(tmp_path):
 @pytest.mark.parametrize(
     "closed, args, code",
     [
-        (1, ["generate", "-m", str(TINY_GPT2), "Hello", "-n", "3"], 0),
-        (1, ["params", "--preset", "gpt2"], 0),
+        (1, ["generate", "-m", str(TINY_GPT2), "Hello", "-n", "3"], 1),
+        (1, ["params", "--preset", "gpt2"], 1),
         (0, ["generate", "-m", str(TINY_GPT2), "-", "-n", "3"], 2),
         (0, ["chat", "-m", "CHAT", "-n", "3"], 0),
         (2, ["generate", "-m", str(TINY_GPT2), "Hello", "-n", "3"], 0),
@@ -258,8 +259,8 @@ def test_chat_on_a_full_disk_is_one_line(tmp_path):
 )  # fmt: skip
 def test_a_closed_standard_stream_is_no_traceback(tmp_path, closed, args, code):
     """`tfcli generate hi >&-` / `<&-` / `2>&-`: a closed stream reads as empty and writes go nowhere.
-    A closed stdin gives an empty prompt (exit 2, one line) or ends a chat; a closed stdout or stderr
-    a clean run."""
+    A closed stdin gives an empty prompt (exit 2, one line) or ends a chat; a closed stdout, whose
+    output would be lost, one line and exit 1 (as `cat file >&-` does); a closed stderr a clean run."""
     args = [str(Env(tmp_path, None).chat_model()) if a == "CHAT" else a for a in args]
     streams = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     streams[("stdin", "stdout", "stderr")[closed]] = None
@@ -269,3 +270,5 @@ def test_a_closed_standard_stream_is_no_traceback(tmp_path, closed, args, code):
     assert b"Traceback" not in err and b"AttributeError" not in err, err
     if code == 2:
         assert_one_line(err, r.returncode, 2, b"the prompt is empty")
+    if code == 1:
+        assert_one_line(err, r.returncode, 1, b"the standard output is closed", b"send it to a file")

@@ -128,3 +128,95 @@ def test_a_real_template_still_renders(cli, tmp_path, monkeypatch):
     m = _with_template(Env(tmp_path, monkeypatch), source)
     r = cli(*gen(m, "--chat", "-n", "3", "-t", "0"))
     assert r.exit_code == 0, r.stderr
+
+
+# --- ordinary Jinja that real templates use is never refused ---------------------------------------------
+
+_MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("{{ range(3) | length }}", "3"),
+        ("{{ (range(5) | random) in range(5) }}", "True"),
+        ("{{ range(3)[1] }}", "1"),
+        ("{{ range(10)[2:5] | list }}", "[2, 3, 4]"),
+        ("{% set r = range(3) %}{% for i in r %}{{ i }}{% endfor %}{% for i in r %}{{ i }}{% endfor %}", "012012"),
+        ("{{ range(3) | first }}{{ range(3) | last }}{{ range(3) | reverse | join }}", "02210"),
+        ("{% for i in range(3) %}{{ loop.index }}/{{ loop.length }}{{ loop.revindex }}{% endfor %}", "1/332/323/31"),
+        ("{% for m in messages %}{% for i in range(2) %}{% if m.role in ['user'] and i == 1 %}U{% elif m.role == 'assistant' %}A{% endif %}{% endfor %}{% endfor %}", "UAA"),
+        ("{% for i in range(3) %}{% for j in range(i) %}{% if j in range(i) and j == i - 1 %}{{ i }}{{ j }}{% endif %}{% endfor %}{% endfor %}", "1021"),
+        ("{% for m in messages[::-1] %}{{ loop.revindex0 }}{{ m.role[0] }}{% if not loop.last %},{% endif %}{% endfor %}", "2a,1u,0s"),
+        ("{{ range(3) == range(3) }} {{ range(10, 0, -3) | list }} {{ range(4) | sum }}", "True [10, 7, 4, 1] 6"),
+        ("{% set ns = namespace(n=0) %}{% for m in messages if m.role != 'system' %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }}", "2"),
+    ],
+    ids=["length", "random", "index", "slice", "iterated-twice", "first-last-reverse", "loop-length", "nested-in-eq", "nested-ranges", "reversed-messages", "eq-step-sum", "namespace"],
+)  # fmt: skip
+def test_ordinary_jinja_renders(source, expected):
+    from tfcli.engine.chat import ChatTemplate
+
+    assert ChatTemplate(source).render(_MESSAGES) == expected
+
+
+@pytest.mark.parametrize("source", ["{{ range(10**6) | length }}", "{{ range(100000) | length * 'x' * 1000 }}"])
+def test_a_range_past_the_limit_is_one_line_naming_it(source):
+    from tfcli.engine.chat import ChatTemplate, TemplateBoundError
+
+    with pytest.raises(TemplateBoundError) as e:
+        ChatTemplate(source).render(_MESSAGES)
+    assert "Traceback" not in str(e.value) and "Error:" not in str(e.value)
+
+
+def test_silent_nested_ranges_stop_in_time_off_the_main_thread():
+    """No timer can interrupt a thread: the range's own iteration checks the deadline."""
+    import threading
+
+    from tfcli.engine.chat import ChatTemplate, TemplateBoundError
+
+    caught = []
+
+    def render():
+        try:
+            ChatTemplate("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}").render(_MESSAGES)
+        except TemplateBoundError as e:
+            caught.append(str(e))
+
+    start = time.monotonic()
+    t = threading.Thread(target=render, daemon=True)
+    t.start()
+    t.join(30)
+    assert caught and "ran for more than 2 s" in caught[0] and time.monotonic() - start < 10
+
+
+def test_an_ordinary_template_with_ranges_runs_through_the_cli(cli, tmp_path, monkeypatch):
+    source = "{% for m in messages %}{% for i in range(messages|length) %}{% if i == loop.length - 1 and m.role in ['user', 'assistant'] %}<{{ m.role }}>{{ m.content }}{% endif %}{% endfor %}{% endfor %}<assistant>"
+    m = _with_template(Env(tmp_path, monkeypatch), source)
+    r = cli(*gen(m, "--chat", "-n", "3", "-t", "0"))
+    assert r.exit_code == 0, r.stderr
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["{% for i in range(100000) %}{% for j in range(100000) %}{% if j in [1, 2, 3] and i == j %}{% endif %}{% endfor %}{% endfor %}",
+     "{% set xs = 'abcdefghij' * 9999 %}{% for a in xs %}{% for b in xs %}{% if a == b and b in 'xyz' %}{% endif %}{% endfor %}{% endfor %}",
+     "{% for m in messages * 50000 %}{% for n in messages * 50000 %}{% if m.role == n.role and 'u' in m.role %}{% endif %}{% endfor %}{% endfor %}"],
+    ids=["ranges-in-eq", "string-eq-in", "messages-eq-in"],
+)  # fmt: skip
+def test_the_time_bound_is_the_message_wherever_the_timer_strikes(source):
+    """The timer can strike at an instruction without a line number, where Jinja's rewriting of the
+    traceback failed with "'<=' not supported between 'int' and 'NoneType'": the bound is said, twice over."""
+    from tfcli.engine.chat import ChatTemplate, TemplateBoundError
+
+    for _ in range(2):
+        with pytest.raises(TemplateBoundError, match="ran for more than 2 s"):
+            ChatTemplate(source).render(_MESSAGES)
+
+
+def test_a_template_s_own_error_is_its_message():
+    from tfcli.engine.chat import ChatTemplate
+    from tfcli.engine.errors import TfcliError
+
+    with pytest.raises(TfcliError, match="unsupported operand") as e:
+        ChatTemplate("{% for m in messages %}{{ loop.index + none }}{% endfor %}").render(_MESSAGES)
+    assert "'<='" not in str(e.value)

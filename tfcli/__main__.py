@@ -1,5 +1,5 @@
 """python -m tfcli"""
 
-from tfcli.cli import main
+from tfcli.start import main
 
 main()

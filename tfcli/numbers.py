@@ -26,7 +26,10 @@ def _scaled(n: float, ladder: tuple[tuple[int, str], ...]) -> str | None:
     """n in the largest unit of `ladder` (largest first) it reaches, to 3 significant digits."""
     for scale, unit in ladder:
         if n >= scale:
-            return f"{n / scale:.3g} {unit}"
+            try:
+                return f"{n / scale:.3g} {unit}"
+            except OverflowError:  # an int too large for a float (a size of 10^160): Decimal still divides
+                return f"{Decimal(n) / scale:.3g} {unit}"
     return None
 
 

@@ -42,6 +42,8 @@ _GRID = 200_001  # points on [0, π/2]: a step of 0.00045°, fine for D = 12,288
 
 
 def _log_density(d: int, theta: np.ndarray) -> np.ndarray:
+    if d == 2:  # sin^0 θ = 1 everywhere, θ = 0 included (0 x log 0 would be NaN): angles are uniform
+        return np.zeros_like(theta)
     with np.errstate(divide="ignore"):
         return (d - 2) * np.log(np.sin(theta))
 

@@ -63,7 +63,7 @@ def logit_lens(model, hidden: list[np.ndarray], k: int = 5) -> Lens:
     logits, and the entropy is log s - sum(e (z - max)) / s, in nats."""
     n_layers, t_len = len(hidden), hidden[0].shape[0]
     rows = np.concatenate(hidden)  # [(L+1) * T, D]
-    step = max(t_len, CHUNK_ROWS // t_len * t_len)
+    step = CHUNK_ROWS  # rows are independent: a long text is not one [T, V] block (4,001 x 49,152 floats, and as many int64 in top_k)
     ids = np.empty((len(rows), min(k, model.unembedding.shape[1])), dtype=np.int64)
     probs = np.empty(ids.shape, dtype=np.float64)
     ent = np.empty(len(rows), dtype=np.float64)
@@ -101,8 +101,10 @@ class Trajectory:
     @property
     def pairwise(self) -> np.ndarray:
         """[L+1, C, C] the cosine between contexts at each layer."""
-        s = self.states.transpose(1, 0, 2)  # [L+1, C, D]
-        return cosine(s[:, :, None, :], s[:, None, :, :])
+        s = self.states.transpose(1, 0, 2).astype(np.float64)  # [L+1, C, D]
+        n = np.linalg.norm(s, axis=-1, keepdims=True)  # [L+1, C, 1]
+        u = np.divide(s, n, out=np.zeros_like(s), where=n > 0)
+        return u @ u.transpose(0, 2, 1)  # [L+1, C, C], without a [L+1, C, C, D] product in between
 
     @property
     def from_embedding(self) -> np.ndarray:

@@ -52,8 +52,12 @@ class ErrorBoundary(TyperGroup):
             _fail(e.format_message() + where, e.exit_code)
         except click_errors.ClickException as e:
             _fail(e.format_message(), e.exit_code)
-        except (typer.Abort, KeyboardInterrupt):
+        except (typer.Abort, KeyboardInterrupt, Interrupted):
             _fail("interrupted", 130)
+        except ReaderGone:
+            sys.exit(0)  # stdout already points at /dev/null (Output.write)
+        except OutputClosed:
+            _fail("the standard output is closed (>&-): what this command prints cannot be written", 1, "send it to a file, or to /dev/null to discard it")
         except BrokenPipeError:
             # The reader went away (`tfcli ... | head`): not an error worth a message.
             sys.stderr.close()
@@ -67,6 +71,9 @@ class ErrorBoundary(TyperGroup):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Typer would turn it into a silent exit 130 (Ctrl-C while a command imports NumPy, say).
+            raise Interrupted from None
         except BrokenPipeError:
             # The reader went away (`tfcli generate ... | head`): stop quietly, with exit code 0.
             # Typer would turn this into exit 1; and the final flush of stdout would fail again, so
@@ -78,10 +85,10 @@ class ErrorBoundary(TyperGroup):
             raise typer.Exit(0) from None
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int, hint: str | None = None) -> None:
     from .console import line
 
-    line("error:", "bold red", message)
+    line("error:", "bold red", f"{message} ({hint})" if hint else message)
     sys.exit(code)
 
 
@@ -114,17 +121,38 @@ def _stdout_is_full() -> bool:
     return isinstance(sys.stdout, Output) and sys.stdout.full
 
 
+class Interrupted(BaseException):
+    """Ctrl-C inside a command, carried past Typer's own handler to the boundary's one line."""
+
+
+class ReaderGone(BaseException):
+    """stdout's reader went away (`tfcli --help | true`). Not an OSError, and outside Exception, so
+    that neither click (which exits 1 on EPIPE), Rich (whose help console exits 1 too) nor a
+    command's own handler takes it for something else: the boundary ends the run with 0."""
+
+
+class OutputClosed(BaseException):
+    """A write to a stdout that was closed when tfcli started (`tfcli ... >&-`): the boundary says so, exit 1."""
+
+
 class Output:
     """sys.stdout, remembering whether a write to it failed for lack of space, so that the error
-    line can say that it is the output (`tfcli ... > /dev/full`) that has no room left."""
+    line can say that it is the output (`tfcli ... > /dev/full`) that has no room left; a reader
+    that went away and a stdout closed from the start end the run the same way, whoever wrote."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, closed: bool = False):
         self._stream = stream
         self.full = False
+        self.closed_at_start = closed
 
     def write(self, text: str) -> int:
+        if self.closed_at_start and text:
+            raise OutputClosed
         try:
             return self._stream.write(text)
+        except BrokenPipeError:
+            _silence_stdout()  # the interpreter's last flush goes to /dev/null, not into a second EPIPE
+            raise ReaderGone from None
         except OSError as e:
             self.full |= e.errno in _OUTPUT_FULL
             raise
@@ -132,6 +160,9 @@ class Output:
     def flush(self) -> None:
         try:
             self._stream.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+            raise ReaderGone from None
         except OSError as e:
             self.full |= e.errno in _OUTPUT_FULL
             raise
@@ -154,9 +185,11 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     warn(f"{text} ({category.__name__})")
 
 
-def _reopen_closed_streams() -> None:
+def _reopen_closed_streams() -> bool:
     """`tfcli ... >&-` or `<&-`: a closed standard stream becomes /dev/null, so that reading gives
-    end of file and writing goes nowhere, instead of an AttributeError on None."""
+    end of file and writing goes nowhere, instead of an AttributeError on None. Returns whether
+    stdout was closed: what a command prints there would be lost, which Output then says."""
+    closed = sys.stdout is None
     for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
         if getattr(sys, name) is not None:
             continue
@@ -168,6 +201,7 @@ def _reopen_closed_streams() -> None:
                 os.dup2(new, fd)
                 os.close(new)
         setattr(sys, name, open(fd, mode, encoding="utf-8", errors="replace", closefd=False))
+    return closed
 
 
 ENVIRONMENT = (
@@ -247,13 +281,13 @@ app.command("score", cls=Command)(score.score)
 
 
 def main() -> None:
-    _reopen_closed_streams()
+    stdout_closed = _reopen_closed_streams()
     # A terminal whose encoding cannot show a character (a Latin-1 locale, PYTHONIOENCODING=ascii)
     # gets '?' for it, not a UnicodeEncodeError in the middle of a generation.
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure") and stream.errors == "strict":
             stream.reconfigure(errors="replace")
-    sys.stdout = Output(sys.stdout)
+    sys.stdout = Output(sys.stdout, closed=stdout_closed)
     app(prog_name="tfcli")
 
 from . import ablate, heads, patch, steer  # noqa: E402

@@ -221,7 +221,10 @@ def _read(interactive: bool) -> str | None:
                 sys.stdout.flush()
             raise typer.Exit(130) from None
         except (UnicodeDecodeError, PromptError) as e:  # not UTF-8 (a strict stdin raises the first)
-            problem = e if isinstance(e, PromptError) else PromptError(f"the message is not valid UTF-8 (byte {e.object[e.start]:#04x})", "convert the text to UTF-8")
+            # The hint of the chat's own input: '-' and argv do not apply to a line read here.
+            fix = "set the terminal to UTF-8" if interactive else "convert the input to UTF-8, e.g. with iconv"
+            said = e.message if isinstance(e, PromptError) else f"the message is not valid UTF-8 (byte {e.object[e.start]:#04x})"
+            problem = PromptError(said, fix)
             if not interactive:
                 raise problem from None
             warn(f"{problem.message}; not sent, type it again")  # a typing slip should not end the conversation
@@ -325,19 +328,61 @@ def _line_editing():
     from tfcli.store.registry import home_dir
 
     path = home_dir() / "chat_history"
-    try:
-        readline.read_history_file(path)
-    except (OSError, ValueError):
-        pass  # no history yet, or unreadable: start empty
+    for line in _history_lines(path):
+        readline.add_history(line)
     readline.set_history_length(1000)
     return path
 
 
+HISTORY_BYTES = 4_000_000  # 1,000 lines of chat; a larger file is not ours to load
+
+
+def _history_lines(path) -> list[str]:
+    """The lines of the history file, read as the store reads its files: a regular file only, no
+    link followed, nothing that blocks (a named pipe there would hang the start), bounded. Anything
+    else: no history (the chat starts all the same)."""
+    from tfcli.engine.errors import TfcliError
+    from tfcli.engine.files import read_small
+
+    try:
+        data = read_small(path, HISTORY_BYTES, follow=False)
+    except TfcliError:
+        return []
+    lines = data.decode("utf-8", "replace").splitlines()
+    return [line for line in lines if line != "_HiStOrY_V2_"][-1000:]  # libedit's first line
+
+
 def _save_history(path) -> None:
+    """readline writes a temporary file beside the history, renamed over it only when the history is
+    a regular file or absent: a link, a named pipe or a device there is left untouched (readline
+    itself would truncate the file a link points to and change its mode)."""
+    import os
+    import stat
+    import tempfile
+
     import readline
 
     try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return
+    tmp = None
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        readline.write_history_file(path)
+        fd, tmp = tempfile.mkstemp(prefix=".chat_history.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        readline.write_history_file(tmp)
+        os.replace(tmp, path)
+        tmp = None
     except OSError:
         pass  # a read-only home: the history is not kept, the chat worked anyway
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

@@ -166,11 +166,16 @@ if RuntimeParam is not None:
                 return _member(kind, text, self.parameter_info.case_sensitive)
             except ValueError:
                 pass
+            shown = repr(text) if len(text) <= 60 else repr(text[:40]) + f"... ({len(text):,} characters)"  # an echo is capped
+            digits = text.strip().lstrip("+-")
             if issubclass(kind, Enum):
                 choices = ", ".join(repr(m.value) for m in kind)
-                message = f"{text!r} is not one of {choices}."
+                message = f"{shown} is not one of {choices}."
+            elif kind in (int, float) and digits.isascii() and digits.isdigit():
+                # More digits than Python converts (4,300): a number, but larger than any option takes.
+                message = f"{shown} is far too large a number ({len(digits):,} digits)."
             else:
-                message = f"{text!r} is not a valid {dict([(int, 'integer'), (float, 'number'), (bool, 'boolean')]).get(kind, kind.__name__)}."
+                message = f"{shown} is not a valid {dict([(int, 'integer'), (float, 'number'), (bool, 'boolean')]).get(kind, kind.__name__)}."
             raise BadParameter(message, ctx=ctx, param=param)
 else:  # pragma: no cover - older Typer
     _Plain = None

@@ -33,6 +33,17 @@ def _visible(text: str) -> str:
     return text if text.isprintable() else "\n".join(printable(line) for line in text.split("\n"))
 
 
+def _sane_columns() -> None:
+    """COLUMNS=0 (or -5, or text) made Rich draw every table zero wide: an empty stdout with exit 0.
+    A width that is not a positive number is ignored, as if unset (the terminal's, else 80)."""
+    import os
+
+    value = os.environ.get("COLUMNS")
+    if value is not None and not (value.isascii() and value.isdigit() and value.strip("0")):
+        del os.environ["COLUMNS"]
+
+
+_sane_columns()
 # emoji=False: `:thumbs_up:` in a name stays those characters.
 out = Console(highlight=False, emoji=False)
 err = Console(stderr=True, highlight=False, emoji=False)
@@ -43,9 +54,21 @@ def shown(text: str, style: str = "") -> Text:
     return Text(printable(str(text)), style=style)
 
 
+MESSAGE_CHARS = 2_000  # a message echoes names, words and paths: a 50 KB word is not read back whole
+
+
+def capped(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """text cut in the middle when longer than limit, keeping its start and its end (the hint)."""
+    if len(text) <= limit:
+        return text
+    keep = (limit - 40) // 2
+    return f"{text[:keep]} … ({len(text) - 2 * keep:,} characters cut) … {text[-keep:]}"
+
+
 def line(label: str, style: str, message: str) -> None:
-    """One line on stderr: `label: message`, the message escaped (no markup, no controls, no second line)."""
-    err.print(Text.assemble((label, style), " ", printable(message)), soft_wrap=True)
+    """One line on stderr: `label: message`, the message escaped (no markup, no controls, no second
+    line) and capped (MESSAGE_CHARS)."""
+    err.print(Text.assemble((label, style), " ", capped(printable(message))), soft_wrap=True)
 
 
 def warn(message: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Optional
@@ -12,6 +11,7 @@ import typer
 from . import options
 from .console import warn
 from .lens import LangOption
+from .views.escape import json_text
 
 
 class Action(str, Enum):
@@ -80,7 +80,9 @@ def embed(
     looked = [space.word(w) for w in words]
     for w in looked:
         if w.split:
-            warn(f"{w.given!r} is split into {len(w.ids)} tokens ({' '.join(repr(p) for p in w.pieces)}): its vector is the mean of theirs")
+            pieces = " ".join(repr(p) for p in w.pieces[:8]) + (f" and {len(w.pieces) - 8:,} more" if len(w.pieces) > 8 else "")
+            given = repr(w.given) if len(w.given) <= 60 else repr(w.given[:50]) + f"... ({len(w.given):,} characters)"
+            warn(f"{given} is split into {len(w.ids):,} tokens ({pieces}): its vector is the mean of theirs")
     from .views import embed as view
 
     if action is Action.neighbors:
@@ -92,7 +94,7 @@ def embed(
     else:
         report = direction_report(space, looked)
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        print(json_text(report))
     else:
         getattr(view, action.value)(report, zh)
 

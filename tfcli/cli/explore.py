@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import os
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from . import options
+from . import output as output_file
 from .console import note, warn
 
 
@@ -42,35 +42,40 @@ def explore(
     from tfcli.engine.errors import PromptError
 
     text = options.read_text(text, "the text", "give some text to run through the model")
-    with _AtomicFile(output) as page:  # a write that fails leaves no half-written page behind
-        options.apply_threads(None)  # only the idle cores: busy ones stall BLAS threads (engine/threads.py)
-        lm = options.load_model(model)
-        for w in lm.warnings:
-            warn(w)
-        cfg = lm.config
-        ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
-        if not ids:
-            raise PromptError("the text encodes to no tokens", "give some text to run through the model")
-        limit = ex.token_limit(cfg)
-        if len(ids) > limit:
-            if limit == cfg.n_ctx:
-                why = f"the text is {len(ids)} tokens but {lm.name}'s context is {limit}"
-            elif limit == ex.MAX_TOKENS:
-                why = f"the text is {len(ids)} tokens; a page holds at most {limit}"
-            else:
-                why = (
-                    f"the text is {len(ids)} tokens; a page for {lm.name} holds at most {limit}, "
-                    f"as it stores {cfg.n_layer} x {cfg.n_head} heads of attention for every pair of tokens"
-                )
-            raise PromptError(why, "shorten the text")
-        html = page_html(lm, text, ids, "zh" if options.chinese(lang) else "en")
-        page.write(html)
+    to_stdout = str(output) == "-"
+    if not to_stdout:
+        output_file.check(output)  # a path that cannot be written is refused before the model runs
+    options.apply_threads(None)  # only the idle cores: busy ones stall BLAS threads (engine/threads.py)
+    lm = options.load_model(model)
+    for w in lm.warnings:
+        warn(w)
+    cfg = lm.config
+    ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
+    if not ids:
+        raise PromptError("the text encodes to no tokens", "give some text to run through the model")
+    limit = ex.token_limit(cfg)
+    if len(ids) > limit:
+        if limit == cfg.n_ctx:
+            why = f"the text is {len(ids)} tokens but {lm.name}'s context is {limit}"
+        elif limit == ex.MAX_TOKENS:
+            why = f"the text is {len(ids)} tokens; a page holds at most {limit}"
+        else:
+            why = (
+                f"the text is {len(ids)} tokens; a page for {lm.name} holds at most {limit}, "
+                f"as it stores {cfg.n_layer} x {cfg.n_head} heads of attention for every pair of tokens"
+            )
+        raise PromptError(why, "shorten the text")
+    html = page_html(lm, text, ids, "zh" if options.chinese(lang) else "en")
+    if to_stdout:
+        sys.stdout.write(html)
+        sys.stdout.flush()
+        return
+    output_file.save_text(output, html)  # whole or not at all; a pipe or a device as a stream
     size = len(html.encode("utf-8"))
-    if str(output) != "-":
-        note(
-            f"wrote {output} ({size / 1e6:.2f} MB): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} layers x {cfg.n_head} heads; "
-            "open it in a browser"
-        )
+    note(
+        f"wrote {output} ({size / 1e6:.2f} MB): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} layers x {cfg.n_head} heads; "
+        "open it in a browser"
+    )
 
 
 def page_html(lm, text: str, ids: list[int], lang: str) -> str:
@@ -119,75 +124,21 @@ def _encoded(a) -> dict:
 
 
 def _fill(lang: str, title: str, data: dict) -> str:
-    """The page template with its stylesheet, script and data put inline."""
-    from html import escape
+    """The page template with its stylesheet, script and data put inline, each placeholder replaced
+    once, in one pass over the template: a value put in is never searched for placeholders (a model
+    folder named {{script}} stays those characters in the title)."""
+    import re
     from importlib.resources import files
+
+    from .views import escape
 
     here = files("tfcli.explore")
     read = lambda name: here.joinpath(name).read_text(encoding="utf-8")  # noqa: E731
-    # Inside <script>, '</script>' would end the element: JSON may write '<' as \u003c.
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    html = read("page.html")
-    for key, value in (
-        ("{{lang}}", "zh-Hans" if lang == "zh" else "en"),
-        ("{{title}}", escape(title)),
-        ("{{style}}", read("page.css")),
-        ("{{script}}", "".join(read(name) for name in ("strings.js", "sampler.js", "page.js"))),
-    ):
-        html = html.replace(key, value)
-    return html.replace("{{data}}", payload)  # last: the data is the user's text and must not be searched
-
-
-class _AtomicFile:
-    """A page written to a temporary file beside `path` and renamed over it only when complete.
-
-    The temporary file is made on entering, so that an unwritable path is refused before the model
-    runs; on any error it is removed. '-' writes to stdout instead.
-    """
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.tmp: Path | None = None
-        self.text: str | None = None
-
-    def __enter__(self):
-        from tfcli.engine.errors import TfcliError
-
-        if str(self.path) == "-":
-            return self
-        if self.path.is_dir():
-            raise TfcliError(f"cannot write {self.path}: it is a folder", "give a file name, e.g. -o page.html")
-        import tempfile
-
-        try:
-            fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-            os.close(fd)
-        except OSError as e:
-            raise TfcliError(f"cannot write {self.path}: {e.strerror or e}", "check that the folder exists and is writable") from None
-        self.tmp = Path(name)
-        return self
-
-    def write(self, text: str) -> None:
-        self.text = text
-
-    def __exit__(self, kind, value, tb) -> None:
-        from tfcli.engine.errors import TfcliError
-
-        if kind is None and self.tmp is None:
-            import sys
-
-            sys.stdout.write(self.text or "")
-            sys.stdout.flush()
-            return
-        if self.tmp is None:
-            return
-        try:
-            if kind is None:
-                try:
-                    self.tmp.write_text(self.text or "", encoding="utf-8")
-                    os.chmod(self.tmp, 0o644)  # mkstemp makes it private; a page is meant to be shared
-                    os.replace(self.tmp, self.path)
-                except OSError as e:
-                    raise TfcliError(f"cannot write {self.path}: {e.strerror or e}") from None
-        finally:
-            self.tmp.unlink(missing_ok=True)
+    values = {
+        "lang": "zh-Hans" if lang == "zh" else "en",
+        "title": escape.html(title),
+        "style": read("page.css"),
+        "script": "".join(read(name) for name in ("strings.js", "sampler.js", "page.js")),
+        "data": escape.json_in_html(data),  # inside <script>: '</script>' cannot end it
+    }
+    return re.sub(r"\{\{(\w+)\}\}", lambda m: values.get(m.group(1), m.group(0)), read("page.html"))

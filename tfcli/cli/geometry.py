@@ -3,7 +3,6 @@ beside a model's own token vectors."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,6 +12,7 @@ import typer
 from . import options
 from .console import note
 from .lens import LangOption
+from .views.escape import json_text
 
 
 def geometry(
@@ -42,8 +42,7 @@ def geometry(
       tfcli geometry --dims 3,768,12288 --sample 1000 --json
     """
     from tfcli.analysis import geometry as g
-    from tfcli.engine.errors import UsageError
-
+    from tfcli.engine.errors import UsageError, shown_number
 
     zh = options.chinese(lang)
     if sample < 2 or sample > 5000:
@@ -56,6 +55,12 @@ def geometry(
     if dims is None:
         wanted = sorted(set(g.DIMS) | {d_model})
     seed = 0 if seed is None else seed
+    if not 0 <= seed < 2**63:  # as generate's --seed
+        raise UsageError(f"--seed must be between 0 and 2^63-1, not {shown_number(seed)}")
+    from tfcli.engine.memory import check_allocation
+
+    # The largest dimension's sample as float64 (and its normalised copy), and the sample^2 cosines, angles and mask.
+    check_allocation(2 * sample * max(wanted) * 8 + 4 * sample * sample * 8, f"--sample {sample:,} vectors in {max(wanted):,} dimensions", "use a smaller --sample or smaller --dims")
     rows = g.random_stats(wanted, sample, seed) + g.embedding_stats(lm.model.token_embedding[: lm.config.vocab_size], sample, seed)
     promises = []
     for d in sorted({d_model, 12_288}):
@@ -72,7 +77,7 @@ def geometry(
     if png or svg:
         _images(report, png, svg)
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        print(json_text(report))
         return
     from .views import geometry as view
 

@@ -145,7 +145,9 @@ def _shortest(a) -> Any:
 
 def dumps(document: dict[str, Any], *, indent: int | None = None, digits: int = SIGNIFICANT) -> str:
     """The JSON text of a document: floats rounded, characters as themselves (not \\u escapes)."""
-    return json.dumps(rounded(document, digits), ensure_ascii=False, indent=indent)
+    from .views.escape import json_text
+
+    return json_text(rounded(document, digits), indent=indent)
 
 
 def emit(document: dict[str, Any], *, indent: int | None = None, digits: int = SIGNIFICANT) -> None:

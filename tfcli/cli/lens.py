@@ -3,7 +3,6 @@ hidden state in several contexts (--compare)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,6 +12,7 @@ from . import options
 from .console import note, out, warn
 from .experiment import AblateOption, pass_hooks
 from .options import Lang
+from .views.escape import json_text
 
 LangOption = Annotated[
     Optional[Lang],
@@ -61,11 +61,16 @@ def lens(
             raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare " Tower" "Eiffel Tower" "Miniature Eiffel Tower"')
         if position is not None or png or svg:
             raise UsageError("--compare follows each text's last token; --position, --png and --svg belong to the lens of one text")
+        if len(texts) > MAX_COMPARE:
+            raise UsageError(f"--compare takes at most {MAX_COMPARE} texts, not {len(texts):,}", "each is named by a letter, A to Z; compare fewer")
         _compare(texts, model, top, zh, as_json, ablate)
         return
     if len(texts) != 1:
         raise UsageError(f"give one TEXT (got {len(texts)}); to compare texts, add --compare", "quote a text that has spaces")
     _lens(texts[0], model, position, top, first, png, svg, zh, as_json, ablate)
+
+
+MAX_COMPARE = 26  # texts of --compare: each is named by a letter, A to Z, in its tables
 
 
 # --- shared with embed and neurons ------------------------------------------------------------
@@ -139,6 +144,10 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
     if png or svg:
         _write_images(png, svg, f"{lm.name} · logit lens · {t_len} tokens", result.probs[:, :, 0], labels, firsts)
     if as_json:
+        from tfcli.engine.memory import check_allocation
+
+        # about 400 bytes of Python objects per (layer, position, token) entry, and its text
+        check_allocation(n_layers * len(sel) * k * 400, f"the --json of {n_layers} layers x {len(sel):,} positions x {k} tokens", "use a shorter text, a smaller --top, or --position N")
 
         def entry(layer, t):
             j = col[t]
@@ -147,11 +156,11 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
                 e["top"] = [{"token_id": int(i), "token": tok.token_text(int(i)), "prob": float(v)} for i, v in zip(result.ids[layer, j], result.probs[layer, j])]
             return e
 
-        print(json.dumps({
+        print(json_text({
             "model": lm.name,
             "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids],
             "layers": [{"layer": layer, "positions": [entry(layer, t) for t in (sel if p is None else [p])]} for layer in range(n_layers)],
-        }, ensure_ascii=False))  # fmt: skip
+        }))  # fmt: skip
         return
     colour = uses_colour(out)
     head = f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} layers · {t_len} tokens"
@@ -228,7 +237,7 @@ def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
         reads_ids.append(r.ids[:, 0, 0])
         reads_p.append(r.probs[:, 0, 0])
     if as_json:
-        print(json.dumps({
+        print(json_text({
             "model": lm.name,
             "texts": [{"text": t, "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids]} for t, ids in zip(texts, all_ids)],
             "layers": [{
@@ -238,7 +247,7 @@ def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
                 "from_embedding": [{"cosine": round(float(traj.from_embedding[c, layer]), 6), "moved": round(float(traj.moved[c, layer]), 6), "norm": round(float(traj.norms[c, layer]), 4)} for c in range(len(texts))],
                 "reads": [{"token_id": int(reads_ids[c][layer]), "token": tok.token_text(int(reads_ids[c][layer])), "prob": float(reads_p[c][layer])} for c in range(len(texts))],
             } for layer in range(len(streams[0]))],
-        }, ensure_ascii=False))  # fmt: skip
+        }))  # fmt: skip
         return
     colour = uses_colour(out)
     letters = [chr(ord("A") + i) for i in range(len(texts))]

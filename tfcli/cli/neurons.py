@@ -3,13 +3,13 @@ one neuron adds."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
 
 from . import options
 from .lens import LangOption
+from .views.escape import json_text
 
 
 def neurons(
@@ -78,7 +78,7 @@ def neurons(
             "pushes_down": [{"token": tok.token_text(int(i)), "id": int(i), "logit": float(logits[i])} for i in down],
         }
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        print(json_text(report))
         return
     from .views import neurons as view
 

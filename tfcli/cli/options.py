@@ -98,14 +98,30 @@ MAX_THREADS = 4096  # more than any machine's cores; BLAS takes a C int, and 10*
 
 
 def apply_threads(threads: int | None) -> int:
-    """Set the thread count for this process (BLAS and prompt parts): the flag, else the idle cores. Returns it."""
+    """Set the thread count for this process (BLAS and prompt parts): the flag, else the environment
+    (TFCLI_THREADS, OPENBLAS_NUM_THREADS, OMP_NUM_THREADS), else the idle cores. Returns it.
+
+    More threads than the cores this process may run on only stall each other (--threads 4096 was
+    13x slower than 1 here), and BLAS takes a C int: a larger count is brought down to the cores,
+    with a warning that says so."""
+    import os
+
     from tfcli.engine.errors import UsageError, shown_number
-    from tfcli.engine.threads import auto_threads, set_blas_threads
+    from tfcli.engine.threads import auto_threads, available_cpus, set_blas_threads
+
+    from .console import warn
 
     if threads is not None and not 1 <= threads <= MAX_THREADS:
         bound = "at least 1" if threads < 1 else f"at most {MAX_THREADS:,}"
         raise UsageError(f"--threads must be {bound}, not {shown_number(threads)}", "omit it to use the idle cores")
     n = threads or auto_threads()
+    cores = available_cpus()
+    if n > cores:
+        given = f"--threads {n:,}" if threads else next(
+            (f"{var}={v if len(v) <= 24 else v[:21] + '...'}" for var in ("TFCLI_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+             if (v := os.environ.get(var, "")).isascii() and v.isdigit() and v.strip("0")), f"{shown_number(n)} threads")  # fmt: skip
+        warn(f"{given} is more than the {cores} core{'s' if cores != 1 else ''} this process may use: using {cores} (more threads than cores stall each other)")
+        n = cores
     set_blas_threads(n)
     return n
 

@@ -8,7 +8,6 @@ import the engine's config and safetensors header readers inside the functions t
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -17,6 +16,7 @@ import typer
 
 from . import options
 from .console import note, warn
+from .views.escape import json_text
 
 if TYPE_CHECKING:
     from tfcli.analysis.params.report import Subject
@@ -96,7 +96,7 @@ def params(
     if list_presets:
         rows = R.presets_list()
         if as_json:
-            print(json.dumps({"presets": rows}, ensure_ascii=False))
+            print(json_text({"presets": rows}))
         else:
             from .views.params import render_presets
 

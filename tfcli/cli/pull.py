@@ -39,6 +39,8 @@ def pull(
     """
     from tfcli.store import pull as engine_pull
 
+    if source is not None:
+        engine_pull.check_source(source, engine_pull.RECIPES.get(name))  # a bad --from is said even when the model is there
     if engine_pull.is_pulled(name) and not force:
         note(f"{name} is already in the cache (use --force to fetch it again)")
     else:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Optional
@@ -12,6 +11,7 @@ import typer
 from . import options
 from .experiment import AblateOption, pass_hooks
 from .console import out
+from .views.escape import json_text
 
 # How likely the model found each token, as colours from sure to surprised (probability bounds).
 SCALE = ((0.5, "green", "≥ 50%"), (0.2, "bright_green", "20-50%"), (0.05, "yellow", "5-20%"), (0.01, "dark_orange", "1-5%"), (0.0, "red", "< 1%"))
@@ -77,7 +77,7 @@ def score(
             "stride": stride,
             "windows": result.windows,
         }
-        print(json.dumps(doc, ensure_ascii=False))
+        print(json_text(doc))
         return
     if show_text if show_text is not None else sys.stdout.isatty():
         _show_text(lm.tokenizer, ids, result.logprobs)
@@ -92,14 +92,7 @@ def _read_file(path: Path) -> str:
     from tfcli.engine.errors import PromptError, TfcliError
     from tfcli.engine.tokenizer import check_utf8
 
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise TfcliError(f"{path} does not exist", "check the path") from None
-    except IsADirectoryError:
-        raise TfcliError(f"{path} is a folder, not a text file") from None
-    except OSError as e:
-        raise TfcliError(f"{path} cannot be read ({e.strerror})") from None
+    data = _read_bounded(path)
     try:
         body = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -108,6 +101,37 @@ def _read_file(path: Path) -> str:
         raise PromptError(f"{path} is empty", "give a file with some text to score")
     check_utf8(body, str(path))
     return body
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The bytes of --file, at most options.PROMPT_BYTES: a regular file, or a pipe (`--file <(...)`);
+    /dev/zero, a folder or a file of gigabytes are refused with one line, never read whole."""
+    import os
+    import stat
+
+    from tfcli.engine.errors import PromptError, TfcliError
+    from tfcli.engine.files import kind_of
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise TfcliError(f"{path} does not exist", "check the path") from None
+    except OSError as e:
+        raise TfcliError(f"{path} cannot be read ({e.strerror})", "check the path and its permissions") from None
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+        os.close(fd)
+        raise TfcliError(f"{path} is {kind_of(mode)}, not a text file", "give a file with some text to score")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as f:
+        limit = options.PROMPT_BYTES
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:
+            raise TfcliError(f"{path} cannot be read ({e.strerror})", "check the file") from None
+    if len(data) > limit:
+        raise PromptError(f"{path} holds more than {limit:,} bytes", "score a part of it, e.g. with head -c or split")
+    return data
 
 
 def _scored_size(tokenizer, text: str, ids: list[int]) -> tuple[int, int]:

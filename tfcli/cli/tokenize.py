@@ -11,6 +11,9 @@ from .options import read_text
 from .console import out
 
 
+TABLE_ROWS = 2_000  # a table of 75,000 rows took minutes to lay out; nobody reads past this at a terminal
+
+
 def tokenize(
     text: Annotated[str, typer.Argument(help="The text to tokenize.")],
     model: options.Model = None,
@@ -35,8 +38,13 @@ def tokenize(
     ids = tok.prompt(text)  # as generate feeds it to the model (a BOS where the tokenizer adds one)
     if not ids:
         raise PromptError("the text encodes to no tokens")
+    listed = ids if as_json else ids[:TABLE_ROWS]
+    if as_json:
+        from tfcli.engine.memory import check_allocation
+
+        check_allocation(len(ids) * 700, f"the --json of {len(ids):,} tokens", "tokenize a shorter text")  # ~700 bytes of objects and text per token
     rows = []
-    for i in ids:
+    for i in listed:
         rows.append(token(tok, i, with_bytes=True) | {"piece": tok.piece(i)})
     if as_json:
         from .json import emit
@@ -55,3 +63,7 @@ def tokenize(
         shown = repr(row["text"]) if "\ufffd" not in row["text"] else "(part of a character)"
         table.add_row(str(n), str(row["id"]), shown, row["piece"], row["bytes"])
     out.print(table)
+    if len(ids) > len(listed):
+        from .console import note
+
+        note(f"the first {len(listed):,} of {len(ids):,} tokens (--json lists them all)")

@@ -38,6 +38,17 @@ class TemplateBoundError(TfcliError):
     """A chat template that ran too long or built too much."""
 
 
+class _Stop(BaseException):
+    """A bound reached inside the template's code, carried out of Jinja untouched: Jinja catches
+    Exception to rewrite its traceback, and that rewriting itself failed when the timer struck at an
+    instruction without a line number ("'<=' not supported between 'int' and 'NoneType'" took the
+    place of the bound's message)."""
+
+    def __init__(self, error: TemplateBoundError):
+        super().__init__(str(error))
+        self.error = error
+
+
 @dataclass(frozen=True)
 class ChatTemplate:
     source: str  # the Jinja text
@@ -69,6 +80,8 @@ class ChatTemplate:
                     pieces.append(piece)
             limits.check(0)  # the timer may have fired inside a library call that swallowed it
             return "".join(pieces)
+        except _Stop as stop:
+            raise stop.error from None
         except TfcliError:
             raise
         except TemplateError as e:
@@ -88,9 +101,9 @@ class _Limits:
     def check(self, size: int = 0, what: str = "wrote") -> None:
         if self.expired or time.monotonic() > self.deadline:
             self.expired = True
-            raise TemplateBoundError(f"the model's chat template ran for more than {RENDER_SECONDS:g} s", f"it does not end in time; {FIX}")
+            raise _Stop(TemplateBoundError(f"the model's chat template ran for more than {RENDER_SECONDS:g} s", f"it does not end in time; {FIX}"))
         if size > self.max_chars:
-            raise TemplateBoundError(f"the model's chat template {what} more than {self.max_chars:,} characters", f"it does not stop; {FIX}")
+            raise _Stop(TemplateBoundError(f"the model's chat template {what} more than {self.max_chars:,} characters", f"it does not stop; {FIX}"))
 
     def sized(self, value):
         """value, refused when it is a string or a container longer than the output may be."""
@@ -102,14 +115,14 @@ class _Limits:
         """Refuse a number a call would build that much from (a width, a count, a range)."""
         for value in (*args, *kwargs.values()):
             if isinstance(value, int) and not isinstance(value, bool) and abs(value) > self.max_chars:
-                raise TemplateBoundError(f"the model's chat template asks for a size of {_digits(value)}", f"that is more than any output; {FIX}")
+                raise _Stop(TemplateBoundError(f"the model's chat template asks for a size of {_digits(value)}", f"that is more than any output; {FIX}"))
 
 
 _WIDE = re.compile(r"\d{8,}")  # a field width in a format string of 10^7 characters or more
 
 
 def _bounded_environment(limits: _Limits):
-    from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
+    from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment, safe_range
 
     class Bounded(ImmutableSandboxedEnvironment):
         # Operators that can build a large value in one step go through call_binop (which also
@@ -136,17 +149,78 @@ def _bounded_environment(limits: _Limits):
             limits.check()
             return limits.sized(super().getitem(obj, argument))
 
+        def handle_exception(self, source=None):
+            # Jinja rewrites the traceback to point into the template; if that fails (a frame
+            # without a line number), the template's own error is raised, not the rewriting's.
+            import sys
+
+            original = sys.exc_info()[1]
+            try:
+                return super().handle_exception(source)
+            except BaseException as e:
+                if e is original or original is None:
+                    raise
+                raise original.with_traceback(None) from None
+
     env = Bounded(trim_blocks=True, lstrip_blocks=True)
 
     def bounded_range(*args):
-        for i, value in enumerate(safe_range(*args)):  # jinja's range already refuses more than 100,000 items
-            if i % 1024 == 0:
-                limits.check()
-            yield value
+        try:
+            return _Range(safe_range(*args), limits)  # jinja's range refuses more than MAX_RANGE items
+        except OverflowError:
+            raise _Stop(TemplateBoundError(f"the model's chat template asks for a range of more than {MAX_RANGE:,} items", f"that is more than any output; {FIX}")) from None
 
     env.globals["range"] = bounded_range
     env.filters = {name: _checked_filter(limits, name, f) for name, f in env.filters.items()}
     return env
+
+
+class _Range:
+    """range() for templates: a real sequence (length, index, slice, `in`, iterated any number of
+    times, as Python's range and as transformers' templates see it), whose iteration checks the time
+    every 1,024 items, so that nested loops that write nothing still stop at the deadline off the
+    main thread (where no timer can interrupt them)."""
+
+    def __init__(self, r: range, limits: _Limits):
+        self._r = r
+        self._limits = limits
+
+    def __len__(self) -> int:
+        return len(self._r)
+
+    def __getitem__(self, index):
+        item = self._r[index]
+        return _Range(item, self._limits) if isinstance(item, range) else item
+
+    def __contains__(self, value) -> bool:
+        return value in self._r
+
+    def __iter__(self):
+        for i, value in enumerate(self._r):
+            if i % 1024 == 0:
+                self._limits.check()
+            yield value
+
+    def __reversed__(self):
+        return iter(self[::-1])
+
+    def __eq__(self, other) -> bool:
+        return self._r == (other._r if isinstance(other, _Range) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._r)
+
+    def __repr__(self) -> str:
+        return repr(self._r)
+
+    def __bool__(self) -> bool:
+        return bool(self._r)
+
+    def index(self, value) -> int:
+        return self._r.index(value)
+
+    def count(self, value) -> int:
+        return self._r.count(value)
 
 
 def _checked_filter(limits: _Limits, name: str, f):
@@ -162,7 +236,9 @@ def _checked_filter(limits: _Limits, name: str, f):
 
 
 def _check_binop(limits: _Limits, operator: str, left, right) -> None:
-    big = TemplateBoundError
+    def big(message: str, hint: str) -> _Stop:
+        return _Stop(TemplateBoundError(message, hint))
+
     if operator == "*":
         for seq, n in ((left, right), (right, left)):
             if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * max(n, 0) > limits.max_chars:
@@ -183,7 +259,7 @@ def _check_binop(limits: _Limits, operator: str, left, right) -> None:
 
 def _check_format(limits: _Limits, fmt: str) -> None:
     if _WIDE.search(fmt):
-        raise TemplateBoundError("the model's chat template formats a field of ten million characters or more", FIX)
+        raise _Stop(TemplateBoundError("the model's chat template formats a field of ten million characters or more", FIX))
 
 
 def _digits(n) -> str:

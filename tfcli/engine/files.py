@@ -8,6 +8,7 @@ of 3 GB is refused with one line, not read into memory.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -31,10 +32,11 @@ def kind_of(mode: int) -> str | None:
     return "not a regular file"
 
 
-def open_regular(path: Path, error: type[TfcliError] = CheckpointError) -> int:
+def open_regular(path: Path, error: type[TfcliError] = CheckpointError, follow: bool = True) -> int:
     """A read-only descriptor of `path`, refused with one line unless it is a regular file.
-    O_NONBLOCK: opening a named pipe with no writer returns at once instead of waiting for one."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    O_NONBLOCK: opening a named pipe with no writer returns at once instead of waiting for one.
+    follow=False: a symbolic link is refused too (O_NOFOLLOW), for files tfcli itself keeps."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
@@ -42,6 +44,8 @@ def open_regular(path: Path, error: type[TfcliError] = CheckpointError) -> int:
     except PermissionError:
         raise error(f"{printable(str(path))} cannot be read (permission denied)", "check the file's permissions") from None
     except OSError as e:
+        if e.errno == errno.ELOOP and not follow:
+            raise error(f"{printable(str(path))} is a symbolic link, not a file", "put the file itself there") from None
         raise error(f"cannot open {printable(str(path))}: {e.strerror or e}", "check that it is a readable file") from None
     try:
         kind = kind_of(os.fstat(fd).st_mode)
@@ -54,10 +58,10 @@ def open_regular(path: Path, error: type[TfcliError] = CheckpointError) -> int:
     return fd
 
 
-def read_small(path: Path, limit: int, error: type[TfcliError] = CheckpointError) -> bytes:
+def read_small(path: Path, limit: int, error: type[TfcliError] = CheckpointError, follow: bool = True) -> bytes:
     """The bytes of the regular file `path`, refused with one line when it holds more than `limit`."""
     path = Path(path)
-    fd = open_regular(path, error)
+    fd = open_regular(path, error, follow)
     try:
         size = os.fstat(fd).st_size
         if size > limit:

@@ -58,8 +58,10 @@ def auto_threads() -> int:
     """Idle cores, at least one. A thread count set in the environment wins."""
     for var in ("TFCLI_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         value = os.environ.get(var, "")
-        if value.isdigit() and int(value) > 0:
-            return int(value)
+        if value.isascii() and value.isdigit():  # "²" is a digit to isdigit, not to int
+            n = int(value) if len(value) <= 18 else 10**18  # thousands of digits are more than int() takes
+            if n > 0:
+                return n
     cpus = available_cpus()
     busy = busy_cpus()
     return cpus if busy is None else max(1, cpus - busy)

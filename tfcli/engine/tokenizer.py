@@ -46,6 +46,7 @@ class Tokenizer:
         """Token ids of text, without the special tokens a post-processor would add (for text that
         already holds them, such as a rendered chat template)."""
         check_utf8(text)
+        check_encode_memory(text)
         return self._run(self._tok.encode, text, add_special_tokens=False, quiet=True).ids
 
     def prompt(self, text: str) -> list[int]:
@@ -53,6 +54,7 @@ class Tokenizer:
         post-processor adds (a BOS for Llama 2 and 3, nothing for GPT-2), as transformers'
         `tokenizer(text)` does."""
         check_utf8(text)
+        check_encode_memory(text)
         return self._run(self._tok.encode, text, add_special_tokens=True, quiet=True).ids
 
     def tail_chars(self, n_tokens: int) -> int:
@@ -97,6 +99,26 @@ class Tokenizer:
 
     def special_ids(self) -> set[int]:
         return {int(i) for i, tok in self._tok.get_added_tokens_decoder().items() if tok.special}
+
+
+# The tokenizers library keeps, for every token, its id, type, offsets, masks and its piece as a
+# string: encoding 20 MB of English took 3.1 GB at its peak (about 155 bytes per byte of text).
+# Where that memory is not there, the library aborts the whole process (SIGABRT, no message).
+ENCODE_BYTES_PER_BYTE = 160
+ENCODE_CHECKED_FROM = 1_000_000  # characters: below this, a few hundred MB at most, not worth a look
+
+
+def check_encode_memory(text: str) -> None:
+    """ResourceError before encoding a text whose encoding would not fit in the memory left."""
+    if len(text) < ENCODE_CHECKED_FROM:
+        return
+    from .memory import check_allocation
+
+    nbytes = len(text.encode("utf-8", "surrogatepass"))
+    check_allocation(
+        nbytes * ENCODE_BYTES_PER_BYTE, f"tokenizing {nbytes:,} bytes of text",
+        "give a shorter text (only its end: tail -c), or run where more memory is available",
+    )  # fmt: skip
 
 
 @contextmanager

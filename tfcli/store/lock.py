@@ -47,6 +47,18 @@ else:
         fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _open_lock(path: Path):
+    """The lock file, created if needed, opened without following a link and without blocking (a
+    named pipe put there never waits); a link, or anything but a regular file, raises OSError."""
+    import stat
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return os.fdopen(fd, "a+b")
+
+
 @contextmanager
 def locked(path: Path, waiting: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold an exclusive lock on `path` (created if needed) for the duration of the block; `waiting()`
@@ -55,7 +67,13 @@ def locked(path: Path, waiting: Callable[[], None] | None = None) -> Iterator[No
     The lock belongs to the open file, so the operating system releases it if the process dies;
     the file itself stays (deleting a lock file others may be waiting on would let a third in).
     """
-    with open(path, "a+b") as f:
+    try:
+        f = _open_lock(path)
+    except OSError as e:
+        from tfcli.engine.errors import PullError
+
+        raise PullError(f"cannot use the lock file {path}: {e.strerror or e}", "remove it: it must be a plain file tfcli creates") from None
+    with f:
         if not try_lock(f):
             if waiting:
                 waiting()
@@ -101,7 +119,7 @@ def clear_stale(root: Path) -> None:
         name = path.name
         if name.endswith(".lock"):
             try:
-                with open(path, "a+b") as f:
+                with _open_lock(path) as f:  # a link or a pipe named like a lock: OSError, left alone
                     if try_lock(f):
                         try:
                             remove_leftovers(root, name[1 : -len(".lock")])

@@ -28,9 +28,16 @@ from typing import Any
 MANIFEST_NAME = "tfcli-manifest.json"
 
 
+MANIFEST_BYTES = 16_000_000  # a manifest lists a few files: far below this
+
+
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    """The sha256 of a regular file, opened without following a link and without blocking (a named
+    pipe put where a file was is refused, never waited on)."""
+    from tfcli.engine.files import open_regular
+
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(Path(path), follow=False), "rb") as f:
         while block := f.read(chunk):
             digest.update(block)
     return digest.hexdigest()
@@ -67,14 +74,21 @@ def foreign_entries(folder: Path) -> list[str]:
 
 def _read(folder: Path) -> dict[str, Any] | None | str:
     """The manifest; None if there is none; a problem (str) if it cannot be read."""
+    from tfcli.engine.errors import TfcliError
+    from tfcli.engine.files import read_small
+
+    path = folder / MANIFEST_NAME
+    if not os.path.lexists(path):
+        return None
     try:
-        manifest = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+        # Regular files only, no link followed, nothing that blocks (a named pipe), bounded in size.
+        manifest = json.loads(read_small(path, MANIFEST_BYTES, follow=False).decode("utf-8"))
         files = manifest["files"]
         if not isinstance(files, dict) or not all(isinstance(v, dict) for v in files.values()):
             raise TypeError
         return manifest
-    except FileNotFoundError:
-        return None
+    except TfcliError as e:
+        return f"{MANIFEST_NAME} is unreadable: {e.message}"
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError):
         return f"{MANIFEST_NAME} is unreadable"
 
@@ -87,9 +101,11 @@ def _size_problem(folder: Path, fname: str, want: dict[str, Any]) -> tuple[str |
         return f"{fname} is a symbolic link, not the file that was written", None
     st = path.stat()
     if st.st_size != want.get("bytes"):
+        from tfcli.engine.errors import shown, shown_number
+
         want_bytes = want.get("bytes")
-        shown = f"{want_bytes:,}" if isinstance(want_bytes, int) else repr(want_bytes)
-        return f"{fname} has {st.st_size:,} bytes, not {shown}", st
+        recorded = shown_number(want_bytes) if isinstance(want_bytes, int) else shown(want_bytes, 24)
+        return f"{fname} has {st.st_size:,} bytes, not {recorded}", st
     return None, st
 
 
@@ -144,5 +160,8 @@ def _write_atomically(path: Path, text: str) -> None:
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    except OSError:  # read-only (a mount, a copy without write permission): reading never needs to write
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass

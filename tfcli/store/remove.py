@@ -26,10 +26,14 @@ class RemoveError(TfcliError):
 
 def removable(name: str) -> Path:
     """The cache folder of model `name`, or a RemoveError/ModelNotFoundError saying why not."""
+    if not name.strip():
+        from tfcli.engine.errors import UsageError
+
+        raise UsageError("the model name is empty", "give the name of a model in the cache, as 'tfcli models' lists them")
     if registry.looks_like_path(name):
         raise RemoveError(f"{name} is a path; tfcli rm removes models from its cache by name", "delete a folder of your own yourself")
     folder = registry.cache_dir() / name
-    in_cache = registry._NAME.fullmatch(name) is not None and folder.is_dir()
+    in_cache = registry._NAME.fullmatch(name) is not None and (folder.is_dir() or folder.is_symlink())
     if not in_cache and name in registry.shipped_models():
         raise RemoveError(
             f"{name} is shipped with tfcli ({registry.shipped_dir() / name}), not pulled; it is part of the installation",
@@ -48,6 +52,9 @@ def removable(name: str) -> Path:
 
 
 def folder_bytes(folder: Path) -> int:
+    """The bytes removing `folder` frees: none for a link (what it points to is not removed)."""
+    if folder.is_symlink():
+        return 0
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
 
 
@@ -55,6 +62,12 @@ def remove(name: str) -> Path:
     """Remove the cached model `name`; returns the folder it was. The name is gone after one rename."""
     folder = removable(name)
     clear_leftovers()
+    if folder.is_symlink():  # an entry that is a link: the link goes, what it points to is not ours
+        try:
+            os.unlink(folder)
+        except OSError as e:
+            raise TfcliError(f"cannot remove {folder}: {e.strerror or e}", "check the permissions of the cache folder") from None
+        return folder
     hidden = folder.with_name(f".{folder.name}{_LEFTOVER}{os.getpid()}")
     try:
         os.replace(folder, hidden)
@@ -70,5 +83,8 @@ def clear_leftovers() -> None:
     if not root.is_dir():
         return
     for p in root.iterdir():
-        if p.name.startswith(".") and _LEFTOVER in p.name and p.is_dir():
-            shutil.rmtree(p, ignore_errors=True)
+        if p.name.startswith(".") and _LEFTOVER in p.name:
+            if p.is_symlink():  # left by an older tfcli that renamed a link entry: the link only
+                p.unlink(missing_ok=True)
+            elif p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)

@@ -126,9 +126,16 @@ def modify(
     return check(replace(base, d_model=D, n_head=H, head_dim=head_dim, n_kv_head=kv_heads, d_ff=d_ff, mlp=kind, **kept))
 
 
+MAX_SIZE = 10**18  # past any model's dimension; products of such sizes (FLOPs, bytes) stay finite floats
+
+
 def _positive(name: str, value: object) -> None:
+    from tfcli.engine.errors import shown, shown_number
+
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ShapeError(f"{name} must be a positive whole number, not {value!r}")
+        raise ShapeError(f"{name} must be a positive whole number, not {shown(value, 40)}")
+    if value > MAX_SIZE:
+        raise ShapeError(f"{name} must be at most 10^18, not {shown_number(value)}", "a hypothetical model is counted up to 10^18 in each size")
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:

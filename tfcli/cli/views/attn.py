@@ -343,17 +343,22 @@ def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, label
             note(f"wrote {svg} ({drawing.width}×{drawing.height} px)")
     if csv_path:
         import csv
+        import io
 
-        try:
-            with open(csv_path, "w", newline="", encoding="utf-8") as f:
-                rows = csv.writer(f)
-                rows.writerow(["layer", "head", "query", "key", "query_token", "key_token", "weight"])
-                for a, l in enumerate(layers):
-                    for b, h in enumerate(heads):
-                        for q, row in enumerate(weights[a, b]):
-                            rows.writerows([l, h, q, k, labels[q], labels[k], f"{x:.9g}"] for k, x in enumerate(row))
-        except OSError as e:
-            from tfcli.engine.errors import TfcliError
+        from ..output import save
+        from .escape import csv_cell
 
-            raise TfcliError(f"cannot write {csv_path}: {e.strerror or e}") from None
+        def write(f) -> None:
+            text = io.TextIOWrapper(f, encoding="utf-8", newline="", write_through=True)
+            rows = csv.writer(text)
+            rows.writerow(["layer", "head", "query", "key", "query_token", "key_token", "weight"])
+            cells = [csv_cell(s) for s in labels]  # a token like '=HYPERLINK(...)' stays text in a spreadsheet
+            for a, l in enumerate(layers):
+                for b, h in enumerate(heads):
+                    for q, row in enumerate(weights[a, b]):
+                        rows.writerows([l, h, q, k, cells[q], cells[k], f"{x:.9g}"] for k, x in enumerate(row))
+            text.flush()
+            text.detach()  # f stays open for save() to finish
+
+        save(csv_path, write)
         note(f"wrote {csv_path} ({weights.size:,} weights)")

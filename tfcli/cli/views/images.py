@@ -16,12 +16,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
 from tfcli.engine.errors import TfcliError
 
+from .escape import unicode_safe, xml
 from .fonts import Fonts, estimate, needs_cjk_font
 from .heatmap import viridis
 
@@ -63,7 +63,7 @@ class Drawing:
     grids: list[tuple[int, int, int]] = field(default_factory=list)  # each panel's cells: x0, y0, cell size
 
     def text(self, x, y, s, size, anchor="lm", rgb=INK, upright=True):
-        self.texts.append((x, y, s, size, anchor, rgb, upright))
+        self.texts.append((x, y, unicode_safe(s), size, anchor, rgb, upright))  # a name's undecodable bytes as \xff
 
 
 def clip_px(s: str, size: int, max_px: float, measure: Measure) -> str:
@@ -209,7 +209,7 @@ def write_svg(path: Path, drawing: Drawing) -> None:
     parts = [
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{drawing.width}" height="{drawing.height}" '
-        f'viewBox="0 0 {drawing.width} {drawing.height}" font-family={quoteattr(SVG_FONTS)}>',
+        f'viewBox="0 0 {drawing.width} {drawing.height}" font-family="{xml(SVG_FONTS)}">',
         f'<rect x="0" y="0" width="{drawing.width}" height="{drawing.height}" fill="{_hex(WHITE)}"/>',
         '<g shape-rendering="crispEdges">',
     ]
@@ -221,7 +221,7 @@ def write_svg(path: Path, drawing: Drawing) -> None:
         turn = "" if upright else f' transform="rotate(-90 {x:.1f} {y:.1f})"'
         parts.append(
             f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{_ANCHOR[anchor[0]]}" '
-            f'dominant-baseline="central" fill="{_hex(rgb)}"{turn}>{escape(s)}</text>'
+            f'dominant-baseline="central" fill="{_hex(rgb)}"{turn}>{xml(s)}</text>'
         )
     parts.append("</svg>\n")
     _write(path, lambda f: f.write("\n".join(parts).encode("utf-8")))
@@ -232,8 +232,6 @@ def _hex(rgb) -> str:
 
 
 def _write(path: Path, save) -> None:
-    try:
-        with open(path, "wb") as f:
-            save(f)
-    except OSError as e:
-        raise TfcliError(f"cannot write {path}: {e.strerror or e}") from None
+    from ..output import save as save_output
+
+    save_output(path, save)  # a whole new file renamed over the old, or a pipe/device as a stream

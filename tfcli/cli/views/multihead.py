@@ -6,11 +6,11 @@ Value↓ / Value↑ are one head's slice of W_V (D down to Dh) and of W_O (Dh ba
 
 from __future__ import annotations
 
-import json
 
 from rich.markup import escape as esc
 
 from ..console import out
+from .escape import json_text
 
 
 def _n(x: int) -> str:
@@ -18,7 +18,7 @@ def _n(x: int) -> str:
 
 
 def explain_json(s, model: str | None) -> None:
-    print(json.dumps({
+    print(json_text({
         "model": model, "title": s.name,  # model: -m MODEL, or the --preset name
         "shape": {"layers": s.config.n_layer, "d_model": s.config.d_model, "heads": s.config.n_head, "head_dim": s.config.head_dim, "kv_heads": s.config.n_kv_head,
                   "d_attn": s.config.d_attn, "d_kv": s.config.d_kv},
@@ -26,7 +26,7 @@ def explain_json(s, model: str | None) -> None:
         "groups": [{"kv_head": k, "query_heads": list(g)} for k, g in enumerate(s.groups())],
         "weights_per_layer": s.weights_per_layer(),
         "value_down": [s.config.d_model, s.config.head_dim], "value_up": [s.config.head_dim, s.config.d_model],
-    }, ensure_ascii=False))  # fmt: skip
+    }))  # fmt: skip
 
 
 def explain(s, zh: bool, brief: bool = False) -> None:
