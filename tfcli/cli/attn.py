@@ -32,7 +32,7 @@ def attn(
         typer.Argument(help="The text to run through the model ('-' reads stdin). With --show-mask, the text whose tokens label the mask.", show_default=False),
     ] = None,
     model: options.Model = None,
-    layer: Annotated[str, typer.Option("--layer", "-l", help="The layer to draw, counting from 0, or 'all'.")] = "0",
+    layer: Annotated[str, typer.Option("--block", "-b", "--layer", "-l", help="The block (transformer layer) to draw: 0 to L-1, negative from the end (-1 = the last), or 'all'.")] = "0",
     head: Annotated[str, typer.Option("--head", help="The head to draw, counting from 0, or 'all': small heatmaps side by side and what each head mostly attends to.")] = "0",
     values: Annotated[bool, typer.Option("--values", help="Print the weights as numbers (2 decimals, each row's sum at the end) instead of cells.")] = False,
     fit: Annotated[Fit, typer.Option("--fit", help="When the tokens do not fit the terminal: show the last ones, the first ones, or pool blocks of tokens.")] = Fit.last,
@@ -46,7 +46,7 @@ def attn(
     preset: Annotated[Optional[str], typer.Option("--preset", help="With --explain: a shape from 'tfcli params --list-presets' instead of a model (default gpt3).", show_default=False)] = None,
     png: Annotated[Optional[Path], typer.Option("--png", help="Also write the heatmap(s) as a PNG image with token labels (Chinese ones too: a CJK font ships with tfcli; TFCLI_FONT picks another).", show_default=False, dir_okay=False)] = None,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the heatmap(s) as an SVG image.", show_default=False, dir_okay=False)] = None,
-    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the weights as CSV: layer, head, query, key, their tokens, weight.", show_default=False, dir_okay=False)] = None,
+    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the weights as CSV: block, head, query, key, their tokens, weight.", show_default=False, dir_okay=False)] = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -66,11 +66,11 @@ def attn(
 
       tfcli attn --show-mask "the cat sat on the mat" --pattern sliding:3
 
-      tfcli attn "To be, or not to be" --layer 0 --head 0 --values
+      tfcli attn "To be, or not to be" --block 0 --head 0 --values
 
-      tfcli attn "To be, or not to be" --layer 2 --head all --png attn.png
+      tfcli attn "To be, or not to be" --block 2 --head all --png attn.png
 
-      tfcli attn -m tang "今天天气很好" --layer all --head all
+      tfcli attn -m tang "今天天气很好" --block all --head all
     """
     from tfcli.engine.errors import UsageError
 
@@ -197,7 +197,7 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     for w in lm.warnings:
         warn(w)
     cfg = lm.config
-    layers = _pick(layer_spec, cfg.n_layer, "--layer", "layer", lm.name)
+    layers = _pick(layer_spec, cfg.n_layer, "--block", "block", lm.name)
     heads = _pick(head_spec, cfg.n_head, "--head", "head", lm.name)
     ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
     if not ids:
@@ -210,10 +210,10 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     allowed = causal_mask(len(ids))  # [T, T]
     if png or svg or csv_path:
         panels = [view.panel(view.panel_title(l, h, layers, heads), weights[a, b], allowed, labels) for a, l in enumerate(layers) for b, h in enumerate(heads)]
-        # A row per layer when both are 'all'; otherwise a roughly square grid.
+        # A row per block when both are 'all'; otherwise a roughly square grid.
         per_row = len(heads) if len(layers) > 1 and len(heads) > 1 else math.ceil(math.sqrt(len(panels)))
         grid = [panels[i : i + per_row] for i in range(0, len(panels), per_row)]
-        heading = f"{lm.name} · {view.which(layers, cfg.n_layer, 'layer')} · {view.which(heads, cfg.n_head, 'head')} · {len(ids)} tokens"
+        heading = f"{lm.name} · {view.which(layers, cfg.n_layer, 'block')} · {view.which(heads, cfg.n_head, 'head')} · {len(ids)} tokens"
         view.write_files(png, svg, csv_path, heading, grid, weights, layers, heads, labels)
     if as_json:
         view.patterns_json(lm.name, cfg, lm.tokenizer, text, ids, labels, layers, heads, weights)
@@ -230,6 +230,8 @@ def _pick(spec: str, n: int, flag: str, what: str, name: str) -> list[int]:
         k = int(spec)
     except ValueError:
         k = None
+    if k is not None and k < 0:  # from the end, as everywhere in tfcli (-1 = the last)
+        k += n
     if k is None or not 0 <= k < n:
-        raise UsageError(f"{flag} {spec} is not a {what} of {name}: it has {n} {what}s, 0 to {n - 1} (or 'all')")
+        raise UsageError(f"{flag} {spec} is not a {what} of {name}: it has {n} {what}s, 0 to {n - 1} (-1 = the last, or 'all')")
     return [k]

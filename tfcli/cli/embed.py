@@ -36,7 +36,7 @@ def embed(
     model: options.Model = None,
     k: Annotated[int, typer.Option("--top", "-k", help="How many nearest tokens to show.")] = 10,
     expect: Annotated[Optional[str], typer.Option("--expect", help="analogy: the answer you expect; its rank among all tokens is shown.", show_default=False)] = None,
-    layer: Annotated[Optional[int], typer.Option("--layer", "-l", help="Use the word's residual stream after layer N (the word alone, after the model's start-of-text token) instead of its embedding row. Neighbours are still looked up among the embedding rows.", show_default=False)] = None,
+    layer: Annotated[Optional[int], typer.Option("--layer", "-l", help="Use the word's residual stream at layer N instead of its embedding row: 0 = the embeddings, N = after block N-1, negative from the end (-1 = the last); the word alone, after the model's start-of-text token. Neighbours are still looked up among the embedding rows.", show_default=False)] = None,
     lang: LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -74,9 +74,10 @@ def embed(
     from .lens import load
 
     lm = load(model)
-    if layer is not None and not 0 <= layer <= lm.config.n_layer:
-        raise UsageError(f"--layer {layer} is not a layer of {lm.name}: 0 (the embeddings) to {lm.config.n_layer}")
-    space = Space(lm, layer)
+    n = lm.config.n_layer + 1  # layers of the residual stream: the embeddings, then after each block
+    if layer is not None and not -n <= layer < n:
+        raise UsageError(f"--layer {layer} is not a layer of {lm.name}'s residual stream: 0 (the embeddings) to {n - 1} (-1 = the last)")
+    space = Space(lm, None if layer is None else layer % n)
     looked = [space.word(w) for w in words]
     for w in looked:
         if w.split:
@@ -199,7 +200,7 @@ class Word:
 
 
 class Space:
-    """The vectors a command compares: the embedding rows, or the states after --layer N."""
+    """The vectors a command compares: the embedding rows, or the states at --layer N."""
 
     def __init__(self, lm, layer: int | None):
         from tfcli.analysis.embedding import unit_rows
@@ -231,7 +232,7 @@ class Space:
         return Word(given, form, tuple(ids), tuple(token_str(tok, i) for i in ids))
 
     def vector(self, w: Word):
-        """[D]: the mean of the word's rows, or of its states after --layer N."""
+        """[D]: the mean of the word's rows, or of its states at --layer N."""
         import numpy as np
 
         from tfcli.analysis.embedding import word_vector
@@ -248,7 +249,7 @@ class Space:
         if self.layer is None:
             return "embedding rows"
         after = f"after {self.lm.tokenizer.piece(self.start)!r}" if self.start is not None else "at position 0"
-        return f"residual stream after layer {self.layer} (the word alone, {after})"
+        return f"residual stream at layer {self.layer}, after block {self.layer - 1} (the word alone, {after})" if self.layer else f"residual stream at layer 0, the embeddings (the word alone, {after})"
 
 
 def _start_token(lm) -> int | None:

@@ -37,8 +37,8 @@ def lens(
 
     Each layer's residual stream h goes through the model's own final norm and unembedding,
     softmax(unembed(final_norm(h))), the same step that turns the last layer into the next token.
-    Layer 'emb' is the embeddings; the last layer is the model's real prediction. One forward pass
-    records every layer.
+    Layer 0 is the embeddings, layer i the stream after block i-1; the last layer is the model's
+    real prediction. One forward pass records every layer.
 
     Examples:
 
@@ -161,9 +161,10 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
         out.print(view.position_table(result, col[p], [names[layer][col[p]] for layer in range(n_layers)], colour, ""))
         say(out, zh,
             "Each row: what the model would predict after this token if it stopped after that layer "
-            "(softmax of unembed(final_norm(h))). bits: the entropy of that guess (0 = certain).",
+            "(softmax of unembed(final_norm(h))); layer i is the residual stream after block i-1 (layer 0: the embeddings). "
+            "bits: the entropy of that guess (0 = certain).",
             "每一行：如果模型在这一层之后就停下，它在这个位置会预测什么（softmax(unembed(final_norm(h)))）。"
-            "bits：这个猜测的熵（0 表示完全确定）。")  # fmt: skip
+            "第 i 层是第 i-1 个块之后的残差流（第 0 层：嵌入）。bits：这个猜测的熵（0 表示完全确定）。")  # fmt: skip
         return
     out.print(head)
     if len(shown) < t_len:
@@ -175,11 +176,12 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
     say(out, zh,
         "Columns are the text's tokens; each cell is what the model would predict NEXT at that position if it stopped "
         "after that row's layer: softmax(unembed(final_norm(h))), the same step that turns the last layer into its real "
-        f"prediction (the bottom row). Reading down a column shows the guess forming. The final answer first appears, "
-        f"and stays, after layer {settled} at the median position shown.",
+        f"prediction (the bottom row). Reading down a column shows the guess forming. Layer i is the residual stream "
+        f"after block i-1 (layer 0: the embeddings). The final answer first appears, and stays, at layer {settled} "
+        f"at the median position shown.",
         "每一列是文本中的一个词元；每个格子表示：如果模型在这一行对应的层之后就停下，它在这个位置会预测的下一个词元，"
         "即 softmax(unembed(final_norm(h)))，也就是把最后一层变成真实预测（最底一行）的同一步。自上而下读一列，"
-        f"可以看到猜测如何逐层形成。在所显示位置的中位数上，最终答案在第 {settled} 层之后出现并保持不变。")  # fmt: skip
+        f"可以看到猜测如何逐层形成。第 i 层是第 i-1 个块之后的残差流（第 0 层：嵌入）。在所显示位置的中位数上，最终答案在第 {settled} 层出现并保持不变。")  # fmt: skip
 
 
 def _settled(top1) -> int:
@@ -262,15 +264,15 @@ def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
     out.print(one)
     out.print(two)
     pw = traj.pairwise
-    lo = 1 + int(pw[1:, 0, -1].argmin()) if len(pw) > 1 else 0  # after layer 0 (the embeddings themselves)
+    lo = 1 + int(pw[1:, 0, -1].argmin()) if len(pw) > 1 else 0  # past layer 0 (the embeddings themselves)
     say(out, zh,
         f"A·B etc.: the cosine between the last token's hidden states in two texts at that layer (1 = the same direction). "
         f"baseline: the mean cosine between any two different positions of these texts at that layer, since hidden states "
         f"share a common direction a cosine only means something above it. cos: to the token's own embedding row; "
-        f"|h|: the state's length (the embedding's at 'emb'). reads: the lens's top token there. A and {letters[-1]} are least alike after layer {lo} "
+        f"|h|: the state's length (the embedding's at layer 0). reads: the lens's top token there. A and {letters[-1]} are least alike at layer {lo} "
         f"(cosine {pw[lo, 0, -1]:.3f}, baseline {base[lo]:.3f}).",
         f"A·B 等：同一个末尾词元在两段文本中、在这一层的隐藏状态之间的余弦相似度（1 表示方向相同）。baseline：这些文本中任意两个"
         f"不同位置在这一层的平均余弦；隐藏状态有一个共同的方向，所以余弦只有高于它才有意义。cos：与该词元自身嵌入向量的余弦；"
-        f"|h|：状态向量的长度（emb 行是嵌入向量的长度）。reads：逻辑透镜在这一层读出的最可能的词元。A 与 {letters[-1]} 在第 {lo} 层之后最不相似"
+        f"|h|：状态向量的长度（第 0 层是嵌入向量的长度）。reads：逻辑透镜在这一层读出的最可能的词元。A 与 {letters[-1]} 在第 {lo} 层最不相似"
         f"（余弦 {pw[lo, 0, -1]:.3f}，基线 {base[lo]:.3f}）。",
     )  # fmt: skip

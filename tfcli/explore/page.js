@@ -302,6 +302,11 @@ function vocab(id) {
   return D.vocab[String(id)] !== undefined ? D.vocab[String(id)] : `#${id}`;
 }
 
+/** Row `row` of the residual stream, numbered as in the CLI and its JSON: 0 = the embeddings, i = after block i-1. */
+function lensRowName(row) {
+  return row === 0 ? t("layer_0") : t("layer_n", { l: row, b: row - 1 });
+}
+
 function buildLens() {
   const box = document.getElementById("lens-grid");
   const parts = ["<table class=\"lens\" id=\"lens-table\"><thead><tr>", `<th class="row">${esc(t("position"))}</th>`];
@@ -311,7 +316,7 @@ function buildLens() {
   parts.push("</tr></thead><tbody>");
   // The last layer first: read upwards, the guess forms layer by layer from the embeddings.
   for (let row = L; row >= 0; row--) {
-    parts.push(`<tr><th class="row">${esc(row === 0 ? t("embeddings") : t("layer_n", { l: row - 1 }))}</th>`);
+    parts.push(`<tr><th class="row">${esc(lensRowName(row))}</th>`);
     for (let i = 0; i < T; i++) {
       const top = lensAt(row, i)[0];
       const hit = i + 1 < T && top.id === D.tokens[i + 1].id;
@@ -333,7 +338,7 @@ function buildLens() {
     cur = [row, pos];
     for (const x of box.querySelectorAll("td.cur")) x.classList.remove("cur");
     td.classList.add("cur");
-    const name = row === 0 ? t("embeddings") : t("layer_n", { l: row - 1 });
+    const name = lensRowName(row);
     const rows = lensAt(row, pos).map((c) => `<tr><td>${esc(vocab(c.id))}</td><td>${pct(c.p)}</td><td>#${c.id}</td></tr>`).join("");
     tip.innerHTML = `<strong>${esc(name)} · ${esc(t("position"))} ${pos} ${esc(JSON.stringify(labels[pos]))}</strong><table>${rows}</table>`;
     tip.hidden = false;

@@ -187,10 +187,10 @@ def mask(pat, labels: list[str], how: str, allowed: np.ndarray, w: np.ndarray, k
 # --- a model's attention ----------------------------------------------------------------------
 
 
-def panel_title(layer: int, head: int, layers, heads) -> str:
-    if len(layers) > 1 and len(heads) > 1:
-        return f"L{layer} H{head}"
-    return f"layer {layer}" if len(layers) > 1 else f"head {head}"
+def panel_title(block: int, head: int, blocks, heads) -> str:
+    if len(blocks) > 1 and len(heads) > 1:
+        return f"B{block} H{head}"
+    return f"block {block}" if len(blocks) > 1 else f"head {head}"
 
 
 def which(picked: list[int], n: int, what: str) -> str:
@@ -203,7 +203,7 @@ def patterns_json(name, cfg, tokenizer, text, ids, labels, layers, heads, weight
     emit({
         "model": name, "shape": model_shape(cfg), "text": text,
         "tokens": [token(tokenizer, int(t)) | {"position": i, "label": s} for i, (t, s) in enumerate(zip(ids, labels))],
-        "layers": layers, "heads": heads, "weights_shape": list(weights.shape), "weights": weights,
+        "blocks": layers, "heads": heads, "weights_shape": list(weights.shape), "weights": weights,
     })  # fmt: skip
 
 
@@ -248,7 +248,7 @@ def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, h
             for b, h in enumerate(heads):
                 width, extra = (5, 6) if values else (2, 0)
                 w, al, rows, cols, msg = fitted_to(weights[a, b], width, extra)
-                out.print(f"[bold]{name}[/] · layer {l} of {cfg.n_layer} · head {h} of {cfg.n_head} · {t_len} tokens")
+                out.print(f"[bold]{name}[/] · block {l} of {cfg.n_layer} · head {h} of {cfg.n_head} · {t_len} tokens")
                 if msg:
                     out.print(f"[dim]{msg}.[/]")
                 out.print(heatmap.numbers(w, al, rows, cols, colour) if values else heatmap.heatmap(w, al, rows, cols, colour))
@@ -259,9 +259,8 @@ def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, h
                 if single:
                     s = summaries[0]
                     out.print(
-                        f"Rows are queries, columns the keys they look at. Most attention goes to {labels[s.top_key]!r} (#{s.top_key}, "
-                        f"{s.top_share:.0%} of what tokens 1..T-1 give); on average {pct(s.to_first)} to the first token, "
-                        f"{pct(s.to_previous)} to the previous one, {pct(s.to_self)} to itself."
+                        f"Rows are queries, columns the keys they look at. {_rates(s)} The one token that receives the most is "
+                        f"{labels[s.top_key]!r} (#{s.top_key}, {s.top_share:.0%} of all the attention of tokens 1..T-1)."
                     )
                 out.print()
         if single:
@@ -271,8 +270,18 @@ def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, h
     _summary_table(summaries, labels)
 
 
+def _rates(s) -> str:
+    """The head's mean shares to the first token, the previous one and itself, counted over the tokens
+    where those are three different tokens (HeadSummary), so that they never add up past 100%."""
+    if math.isnan(s.to_first):
+        return ""
+    if math.isnan(s.to_previous):  # two tokens: the second one's previous token is the first
+        return f"Token 1 gives {pct(s.to_first)} to the first (and previous) token, {pct(s.to_self)} to itself."
+    return f"On average tokens 2..T-1 give {pct(s.to_first)} to the first token, {pct(s.to_previous)} to the previous one, {pct(s.to_self)} to themselves."
+
+
 def _thumbnails(weights, labels, layers, heads, colour, fitted_to) -> None:
-    """Small labelled heatmaps side by side: a line of panels per layer (when both are 'all'), each
+    """Small labelled heatmaps side by side: a line of panels per block (when both are 'all'), each
     line with the token labels on its left and above each panel."""
     gap = 3
     panels, rows, note_shown = [], labels, None
@@ -299,7 +308,7 @@ def _summary_table(summaries, labels) -> None:
     from rich.table import Table
 
     table = Table(box=None, padding=(0, 1), pad_edge=False, title="What each head attends to", title_justify="left")
-    for col in ("layer", "head", "top token", "share", "first", "prev", "self", "bits", "mostly"):
+    for col in ("block", "head", "top token", "share", "first", "prev", "self", "bits", "mostly"):
         table.add_column(col, justify="left" if col in ("top token", "mostly") else "right", no_wrap=True)
     for s in summaries:
         table.add_row(
@@ -309,7 +318,8 @@ def _summary_table(summaries, labels) -> None:
     out.print(table)
     out.print(
         "[dim]top token: the one receiving the largest share of the attention of tokens 1..T-1 (token 0 can only look at itself). first, prev, self: mean weight that "
-        "tokens 1..T-1 give the first token, the one before them, themselves. bits: mean entropy of a row (0 = all on one token).[/]"
+        "tokens 2..T-1 give the first token, the one before them, themselves (three different tokens, so they never add up past 100%). "
+        "bits: mean entropy of a row (0 = all on one token).[/]"
     )
 
 
@@ -347,7 +357,7 @@ def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, label
         try:
             with open(csv_path, "w", newline="", encoding="utf-8") as f:
                 rows = csv.writer(f)
-                rows.writerow(["layer", "head", "query", "key", "query_token", "key_token", "weight"])
+                rows.writerow(["block", "head", "query", "key", "query_token", "key_token", "weight"])
                 for a, l in enumerate(layers):
                     for b, h in enumerate(heads):
                         for q, row in enumerate(weights[a, b]):

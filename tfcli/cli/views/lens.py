@@ -14,7 +14,12 @@ CELL = 10  # a grid cell: 6 cells of token, the probability in percent (3), a sp
 
 
 def layer_name(i: int) -> str:
-    return "emb" if i == 0 else f"L{i}"
+    """Row i of the residual stream (README, "Layers and blocks"): 0 = the embeddings, i = after block i-1."""
+    return "0 emb" if i == 0 else str(i)
+
+
+LAYERS = "layer i: the residual stream after block i-1 (layer 0 = the embeddings)"
+LAYERS_ZH = "第 i 层：第 i-1 个块之后的残差流（第 0 层 = 嵌入）"
 
 
 def grid(labels: list[str], probs: np.ndarray, names: list[list[str]], colour: bool) -> Text:
@@ -22,8 +27,8 @@ def grid(labels: list[str], probs: np.ndarray, names: list[list[str]], colour: b
     position headed by its input token; each cell the lens's top token names[layer][j] and its
     probability probs [L+1, columns]."""
     text = Text(no_wrap=True, overflow="crop")
-    lw = 4
-    text.append(" " * (lw + 1))
+    lw = 5
+    text.append("layer".rjust(lw) + " ", style="dim")
     for label in labels:
         label = clip(label, CELL - 1)
         text.append(label + " " * (CELL - cell_len(label)), style="bold")

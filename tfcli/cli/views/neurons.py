@@ -15,16 +15,16 @@ def _questions(report: dict, zh: bool) -> None:
     how = "GELU(x W_up)" if report["mlp"] == "gelu" else "silu(x W_gate) · (x W_up) (SwiGLU)"
     how_zh = "GELU(x W_up)" if report["mlp"] == "gelu" else "silu(x W_gate) · (x W_up)（SwiGLU）"
     say(out, zh,
-        f"Layer {report['layer']}'s MLP asks every token's vector F = {f:,} questions at once ({f / d:.2f} × D = {d}): each "
+        f"Block {report['block']}'s MLP asks every token's vector F = {f:,} questions at once ({f / d:.2f} × D = {d}): each "
         f"neuron is a direction in the vector's space, its activation {how} the answer. The answers, each times its row of "
         f"W_down, are added to the vector; each token is on its own here (no looking at other tokens).",
-        f"第 {report['layer']} 层的 MLP 同时向每个词元的向量提出 F = {f:,} 个问题（{f / d:.2f} × D = {d}）：每个神经元是向量空间中的一个方向，"
+        f"第 {report['block']} 个块的 MLP 同时向每个词元的向量提出 F = {f:,} 个问题（{f / d:.2f} × D = {d}）：每个神经元是向量空间中的一个方向，"
         f"它的激活值 {how_zh} 就是答案。这些答案各自乘以 W_down 中对应的一行，再加回到向量上；这里每个词元各自独立（不看其他词元）。")  # fmt: skip
 
 
 def table(report: dict, labels: list[str], zh: bool) -> None:
     colour = uses_colour(out)
-    out.print(f"[bold]{report['model']}[/] · layer {report['layer']} · the neurons each token turns on most")
+    out.print(f"[bold]{report['model']}[/] · block {report['block']} · the neurons each token turns on most")
     rows = report["tokens"]
     top = max((n["activation"] for r in rows for n in r["neurons"]), default=1.0)
     t = Table(box=None, padding=(0, 1), pad_edge=False)
@@ -46,8 +46,8 @@ def table(report: dict, labels: list[str], zh: bool) -> None:
 
 
 def one(report: dict, labels: list[str], names: dict[int, str], zh: bool) -> None:
-    n, layer = report["neuron"], report["layer"]
-    out.print(f"[bold]{report['model']}[/] · layer {layer} · neuron {n}")
+    n, block = report["neuron"], report["block"]
+    out.print(f"[bold]{report['model']}[/] · block {block} · neuron {n}")
     acts = report["activations"]
     top = max((abs(a["activation"]) for a in acts), default=1.0) or 1.0
     t = Table(box=None, padding=(0, 1), pad_edge=False, title="its activation at each token", title_justify="left")
@@ -71,7 +71,7 @@ def one(report: dict, labels: list[str], names: dict[int, str], zh: bool) -> Non
         "Green bars: the token's vector answers this neuron's question with yes (positive activation), red: negative. "
         "The neuron then adds activation × its row of W_down to the vector. That row alone, put through the final norm "
         "(its gain, without its bias) and the unembedding, raises the logits on the left and lowers those on the right: the "
-        "answer it adds. Later layers can still change what that does to the prediction.",
+        "answer it adds. Later blocks can still change what that does to the prediction.",
         "绿色条：这个词元的向量对该神经元的问题回答“是”（激活为正），红色：为负。神经元随后把“激活值 × 它在 W_down 中的那一行”加到向量上。"
         "这一行单独经过最终归一化（只用其增益，不加偏置）和反嵌入后，会抬高左边词元的 logit、压低右边词元的 logit：这就是它加上的答案。"
         "后面的层仍可能改变它对预测的作用。")  # fmt: skip
