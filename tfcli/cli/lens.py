@@ -154,11 +154,15 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
         }, ensure_ascii=False))  # fmt: skip
         return
     colour = uses_colour(out)
-    head = f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} layers · {t_len} tokens"
+    head = f"[bold]{lm.name}[/] · 逻辑透镜 · {n_layers - 1} 个块 · {t_len} 个词元" if zh else f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} layers · {t_len} tokens"
     if p is not None:
-        nxt = f" (the next token in the text is {labels[p + 1]!r})" if p + 1 < t_len else ""
-        out.print(f"{head} · position {p}, after {labels[p]!r}{nxt}")
-        out.print(view.position_table(result, col[p], [names[layer][col[p]] for layer in range(n_layers)], colour, ""))
+        if zh:
+            nxt = f"（文本中的下一个词元是 {labels[p + 1]!r}）" if p + 1 < t_len else ""
+            out.print(f"{head} · 位置 {p}，{labels[p]!r} 之后{nxt}")
+        else:
+            nxt = f" (the next token in the text is {labels[p + 1]!r})" if p + 1 < t_len else ""
+            out.print(f"{head} · position {p}, after {labels[p]!r}{nxt}")
+        out.print(view.position_table(result, col[p], [names[layer][col[p]] for layer in range(n_layers)], colour, "", out.width, zh))
         say(out, zh,
             "Each row: what the model would predict after this token if it stopped after that layer "
             "(softmax of unembed(final_norm(h))); layer i is the residual stream after block i-1 (layer 0: the embeddings). "
@@ -168,10 +172,13 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
         return
     out.print(head)
     if len(shown) < t_len:
-        out.print(f"[dim]showing the {'first' if first else 'last'} {len(shown)} of {t_len} positions (--first, --position N, --json or --png for the rest)[/]")
+        if zh:
+            out.print(f"[dim]显示 {t_len} 个位置中的{'前' if first else '后'} {len(shown)} 个（其余的用 --first、--position N、--json 或 --png 查看）[/]")
+        else:
+            out.print(f"[dim]showing the {'first' if first else 'last'} {len(shown)} of {t_len} positions (--first, --position N, --json or --png for the rest)[/]")
     cols = [col[t] for t in shown]
-    out.print(view.grid([labels[t] for t in shown], result.probs[:, cols, 0], [[row[j] for j in cols] for row in firsts], colour))
-    out.print(view.legend(colour))
+    out.print(view.grid([labels[t] for t in shown], result.probs[:, cols, 0], [[row[j] for j in cols] for row in firsts], colour, zh))
+    out.print(view.legend(colour, zh))
     settled = _settled(result.ids[:, cols, 0])
     say(out, zh,
         "Columns are the text's tokens; each cell is what the model would predict NEXT at that position if it stopped "
@@ -244,10 +251,15 @@ def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
         return
     colour = uses_colour(out)
     letters = [chr(ord("A") + i) for i in range(len(texts))]
-    out.print(f"[bold]{lm.name}[/] · the last token of each text through {len(streams[0]) - 1} layers")
+    if zh:
+        out.print(f"[bold]{lm.name}[/] · 每段文本的最后一个词元穿过 {len(streams[0]) - 1} 个块")
+    else:
+        out.print(f"[bold]{lm.name}[/] · the last token of each text through {len(streams[0]) - 1} layers")
     for c, (t, ids) in enumerate(zip(texts, all_ids)):
         pieces = " ".join(repr(token_str(tok, i)) for i in ids)
-        out.print(f"  {letters[c]}: {t!r} → {pieces}; last token {token_str(tok, last[c])!r} #{last[c]}")
+        out.print(f"  {letters[c]}: {t!r} → {pieces}")
+    ends = sorted(set(last), key=last.index)
+    out.print(("  末尾词元：" if zh else "  last token" + ("" if len(ends) == 1 else "s") + ": ") + ", ".join(f"{token_str(tok, i)!r} #{i}" for i in ends))
     if len(set(last)) > 1:
         warn(
             "the texts end in different tokens (" + ", ".join(f"{letters[c]} {token_str(tok, last[c])!r}" for c in range(len(texts)))
@@ -259,10 +271,9 @@ def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
             f"text {', '.join(alone)} is a single token, so it sits at position 0, where many models grow one outsized "
             "state that every later token attends to (an attention sink); its hidden states say more about position 0 than about the word"
         )
-    reads = [[f"{token_str(tok, int(i))} {p:.0%}" for i, p in zip(reads_ids[c], reads_p[c])] for c in range(len(texts))]
-    one, two = view.compare_tables(texts, traj, reads, base, colour)
-    out.print(one)
-    out.print(two)
+    reads = [[(token_str(tok, int(i)), float(p)) for i, p in zip(reads_ids[c], reads_p[c])] for c in range(len(texts))]
+    for table in view.compare_tables(texts, traj, reads, base, colour, out.width, zh):
+        out.print(table)
     pw = traj.pairwise
     lo = 1 + int(pw[1:, 0, -1].argmin()) if len(pw) > 1 else 0  # past layer 0 (the embeddings themselves)
     say(out, zh,
