@@ -66,7 +66,7 @@ def test_json_and_text(cli):
     r = cli("neurons", "hello there", "--layer", "0", "-m", TINY_GPT2)
     assert r.exit_code == 0 and "questions" in r.stdout and "\x1b[" not in r.stdout
     r = cli("neurons", "hello there", "--layer", "0", "-m", TINY_GPT2, "--neuron", "3", "--lang", "zh")
-    assert r.exit_code == 0 and "pushes up" in r.stdout and "神经元" in r.stdout
+    assert r.exit_code == 0 and "推高" in r.stdout and "神经元" in r.stdout and "pushes up" not in r.stdout
 
 
 @pytest.mark.parametrize(

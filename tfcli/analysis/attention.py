@@ -135,6 +135,14 @@ class Pattern:
             return full * tri(self.width) + tri(rest)
         return tri(t_len)
 
+    def describe_zh(self) -> str:
+        if self.kind == "sliding":
+            before = {1: "只看它自己", 2: "看它自己和它前面的一个词元"}.get(self.width, f"看它自己和它前面的 {self.width - 1} 个词元")
+            return f"每个词元{before}，从不看未来"
+        if self.kind == "banded":
+            return f"词元被切成每块 {self.width} 个；每个词元看它自己和它所在块中更早的词元"
+        return "每个词元看它自己和它之前的每一个词元，从不看未来"
+
     def describe(self) -> str:
         if self.kind == "sliding":
             before = {1: "only itself", 2: "itself and the token before it"}.get(self.width, f"itself and the {self.width - 1} tokens before it")

@@ -92,14 +92,19 @@ def attn(
         else:
             from .views import multihead
 
-            view.demo(worked_example())
-            out.print("\n[bold]5. Many heads[/]: a model runs this many times side by side, each head with its own q, k and v.")
-            multihead.explain(_head_split(None, None), options.chinese(lang), brief=True)
-            out.print("[dim]tfcli attn --explain (-m MODEL) shows every step with the shapes of a real model.[/]")
+            zh = options.chinese(lang)
+            view.demo(worked_example(), zh)
+            view._say("\n[bold]5. Many heads[/]: a model runs this many times side by side, each head with its own q, k and v.",
+                      "\n[bold]5. 多个头[/]：模型把这一过程并排运行许多次，每个头有自己的 q、k 和 v。", zh)
+            multihead.explain(_head_split(None, None), zh, brief=True)
+            view._say("[dim]tfcli attn --explain (-m MODEL) shows every step with the shapes of a real model.[/]",
+                      "[dim]tfcli attn --explain (-m MODEL) 用真实模型的形状展示每一步。[/]", zh)
     elif show_mask or pattern is not None:
-        _mask(text, model, pattern or "causal", as_json, png, svg, csv_path)
+        if layer != "0" or head != "0":  # the defaults; a mask has no blocks or heads
+            warn("--show-mask draws the mask, the same for every block and head: --block and --head are ignored")
+        _mask(text, model, pattern or "causal", as_json, png, svg, csv_path, options.chinese(lang))
     else:
-        _patterns(text, model, layer, head, values, fit, as_json, png, svg, csv_path)
+        _patterns(text, model, layer, head, values, fit, as_json, png, svg, csv_path, options.chinese(lang))
 
 
 def _head_split(model, preset):
@@ -140,7 +145,7 @@ def _read_text(text: str | None, what: str) -> str:
     return options.read_text(text or "", "the text", f"give some text to {what}")
 
 
-def _mask(text, model, spec, as_json, png, svg, csv_path) -> None:
+def _mask(text, model, spec, as_json, png, svg, csv_path, zh: bool = False) -> None:
     import numpy as np
 
     from tfcli.analysis.attention import masked_softmax, parse_pattern
@@ -180,10 +185,10 @@ def _mask(text, model, spec, as_json, png, svg, csv_path) -> None:
             view.mask_json(model, pat, labels, allowed, w, tok, ids)
             return
     shown = min(n, heatmap.columns_that_fit(out.width, labels, 5, extra=6))
-    view.mask(pat, labels, how, *weights(shown), kept=pat.kept(n))
+    view.mask(pat, labels, how, *weights(shown), kept=pat.kept(n), zh=zh)
 
 
-def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg, csv_path) -> None:
+def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg, csv_path, zh: bool = False) -> None:
     from tfcli.analysis.attention import attention_weights, causal_mask
     from tfcli.engine.errors import PromptError, UsageError
 
@@ -218,7 +223,7 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     if as_json:
         view.patterns_json(lm.name, cfg, lm.tokenizer, text, ids, labels, layers, heads, weights)
         return
-    view.patterns(lm.name, cfg, weights, allowed, labels, layers, heads, values, fit.value)
+    view.patterns(lm.name, cfg, weights, allowed, labels, layers, heads, values, fit.value, zh)
 
 
 def _pick(spec: str, n: int, flag: str, what: str, name: str) -> list[int]:

@@ -95,3 +95,14 @@ def bar(value: float, top: float, width: int) -> str:
     eighths = round(min(value / top, 1.0) * width * 8)
     return "█" * (eighths // 8) + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]
 
+
+
+def chinese_markup(console, markup: str) -> None:
+    """Chinese prose in Rich markup, wrapped by wrap_chinese with its styles kept (newlines kept)."""
+    for text in Text.from_markup(markup).split("\n", allow_blank=True):
+        at = 0
+        for line in wrap_chinese(text.plain, console.width) or [""]:
+            start = text.plain.find(line, at)  # each wrapped line cut from the styled text at its place
+            piece = text[start : start + len(line)] if start >= 0 else Text(line)
+            at = max(at, start + len(line))
+            console.print(piece, no_wrap=True, overflow="crop")
