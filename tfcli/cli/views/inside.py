@@ -51,6 +51,8 @@ def wrap_chinese(text: str, width: int) -> list[str]:
                 cut = 1
                 while cut < len(line) and cell_len(line[: cut + 1]) <= width:
                     cut += 1
+                while cut > 1 and line[cut] in _NO_START:  # never a line that begins with '，'
+                    cut -= 1
             lines.append(line[:cut].rstrip())
             line = line[cut:].lstrip()
     if line:

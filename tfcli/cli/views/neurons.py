@@ -67,7 +67,7 @@ def one(report: dict, labels: list[str], names: dict[int, str], zh: bool) -> Non
     for a in acts:
         v = a["activation"]
         # Without colour the sign is in the bar too: solid for yes (positive), light shade for no.
-        shown = bar(v, top, 24) if v > 0 else bar(-v, top, 24) if colour else bar(-v, top, 24).replace("█", "░")
+        shown = bar(v, top, 24) if v > 0 or colour else "░" * max(1, round(-v / top * 24)) if v < 0 else ""
         t.add_row(str(a["position"]), repr(labels[a["position"]]), f"{v:+.3f}", Text(shown, style=("green" if v > 0 else "red") if colour else ""))
     out.print(t)
     out.print(Text("它的输出推动什么：W_down 中它那一行的直接 logit" if zh else "what its output pushes: direct logits of its row of W_down", style="italic"))
