@@ -93,7 +93,7 @@ def chat(
     require_template(lm)
     params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-        repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=seed,
+        repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=None if seed == -1 else seed,  # -1: random, as generate
     ).params  # fmt: skip
     state = ChatState(lm=lm, system=system, params=params, max_tokens=max_tokens, lookup=lookup, hooks=pass_hooks(lm, None, steer))
     _run(state, n_threads)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Optional
@@ -93,7 +92,9 @@ def embed(
     else:
         report = direction_report(space, looked)
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        from .json import emit
+
+        emit(report)  # the one float policy of every --json (cli/json.py)
     else:
         getattr(view, action.value)(report, zh)
 
@@ -112,7 +113,7 @@ def _neighbor_rows(space: "Space", found) -> list[dict]:
 
     tok = space.lm.tokenizer
     return [
-        {"token": tok.token_text(int(i)), "id": int(i), "cosine": float(c), "angle": float(angle_degrees(c)), "shown": token_str(tok, int(i))}
+        {"token": tok.token_text(int(i)), "id": int(i), "cosine": c, "angle": float(angle_degrees(c)), "shown": token_str(tok, int(i))}
         for i, c in zip(found.ids, found.cosines)
     ]
 
@@ -156,7 +157,7 @@ def analogy_report(space: "Space", words: list["Word"], k: int, expected: "Word 
         else:
             i = expected.ids[0]
             report["expected_rank"] = rank(space.units, v, i, exclude=inputs)
-            report["expected_cosine"] = float(cosines_to(space.units[i : i + 1], v)[0])
+            report["expected_cosine"] = cosines_to(space.units[i : i + 1], v)[0]  # float32
             if report["expected_rank"] is None:
                 report["expected_note"] = "it is one of the analogy's own words, which are left out"
     return report
@@ -165,7 +166,9 @@ def analogy_report(space: "Space", words: list["Word"], k: int, expected: "Word 
 def similarity_report(space: "Space", words: list["Word"]) -> dict:
     from tfcli.analysis.embedding import angle_degrees, cosine
 
-    c = cosine(space.vector(words[0]), space.vector(words[1]))
+    import numpy as np
+
+    c = np.float32(cosine(space.vector(words[0]), space.vector(words[1])))  # of float32 vectors: --json prints its float32 digits
     return {"model": space.name, "query": _query(space, words), "cosine": c, "angle": float(angle_degrees(c)), "baseline": _baseline(space, c)}
 
 
@@ -178,7 +181,7 @@ def direction_report(space: "Space", words: list["Word"]) -> dict:
     plus, minus = vecs[0], vecs[1]
     proj = direction_projections(plus, minus, np.stack(vecs))  # [N]
     rows = [
-        {"word": w.given, "projection": float(p), "cosine_plus": cosine(v, plus), "cosine_minus": cosine(v, minus), "split": w.split}
+        {"word": w.given, "projection": np.float32(p), "cosine_plus": np.float32(cosine(v, plus)), "cosine_minus": np.float32(cosine(v, minus)), "split": w.split}
         for w, v, p in zip(words, vecs, proj)
     ]
     return {"model": space.name, "query": _query(space, words) | {"plus": words[0].given, "minus": words[1].given}, "projections": rows}

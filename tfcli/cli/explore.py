@@ -65,10 +65,12 @@ def explore(
             raise PromptError(why, "shorten the text")
         html = page_html(lm, text, ids, "zh" if options.chinese(lang) else "en")
         page.write(html)
+    from tfcli import numbers
+
     size = len(html.encode("utf-8"))
     if str(output) != "-":
         note(
-            f"wrote {output} ({size / 1e6:.2f} MB): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} layers x {cfg.n_head} heads; "
+            f"wrote {output} ({numbers.size(size)}): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} layers x {cfg.n_head} heads; "
             "open it in a browser"
         )
 

@@ -3,7 +3,6 @@ beside a model's own token vectors."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Optional
@@ -72,7 +71,9 @@ def geometry(
     if png or svg:
         _images(report, png, svg)
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        from .json import emit
+
+        emit(report)  # the one float policy of every --json (cli/json.py)
         return
     from .views import geometry as view
 

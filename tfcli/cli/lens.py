@@ -3,7 +3,6 @@ hidden state in several contexts (--compare)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,6 +11,7 @@ import typer
 from . import options
 from .console import note, out, warn
 from .experiment import AblateOption, pass_hooks
+from .json import emit  # the one float policy of every --json
 from .options import Lang
 
 LangOption = Annotated[
@@ -147,11 +147,11 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
                 e["top"] = [{"token_id": int(i), "token": tok.token_text(int(i)), "prob": float(v)} for i, v in zip(result.ids[layer, j], result.probs[layer, j])]
             return e
 
-        print(json.dumps({
+        emit({
             "model": lm.name,
             "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids],
             "layers": [{"layer": layer, "positions": [entry(layer, t) for t in (sel if p is None else [p])]} for layer in range(n_layers)],
-        }, ensure_ascii=False))  # fmt: skip
+        })  # fmt: skip
         return
     colour = uses_colour(out)
     head = f"[bold]{lm.name}[/] · 逻辑透镜 · {n_layers - 1} 个块 · {t_len} 个词元" if zh else f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} layers · {t_len} tokens"
@@ -237,7 +237,7 @@ def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
         reads_ids.append(r.ids[:, 0, 0])
         reads_p.append(r.probs[:, 0, 0])
     if as_json:
-        print(json.dumps({
+        emit({
             "model": lm.name,
             "texts": [{"text": t, "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids]} for t, ids in zip(texts, all_ids)],
             "layers": [{
@@ -247,7 +247,7 @@ def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
                 "from_embedding": [{"cosine": round(float(traj.from_embedding[c, layer]), 6), "moved": round(float(traj.moved[c, layer]), 6), "norm": round(float(traj.norms[c, layer]), 4)} for c in range(len(texts))],
                 "reads": [{"token_id": int(reads_ids[c][layer]), "token": tok.token_text(int(reads_ids[c][layer])), "prob": float(reads_p[c][layer])} for c in range(len(texts))],
             } for layer in range(len(streams[0]))],
-        }, ensure_ascii=False))  # fmt: skip
+        })  # fmt: skip
         return
     colour = uses_colour(out)
     letters = [chr(ord("A") + i) for i in range(len(texts))]

@@ -3,7 +3,6 @@ one neuron adds."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -78,7 +77,9 @@ def neurons(
             "pushes_down": [{"token": tok.token_text(int(i)), "id": int(i), "logit": float(logits[i])} for i in down],
         }
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        from .json import emit
+
+        emit(report)  # the one float policy of every --json (cli/json.py)
         return
     from .views import neurons as view
 

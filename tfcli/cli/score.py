@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Optional
@@ -77,7 +76,9 @@ def score(
             "stride": stride,
             "windows": result.windows,
         }
-        print(json.dumps(doc, ensure_ascii=False))
+        from .json import emit
+
+        emit(doc)  # the one float policy of every --json (cli/json.py)
         return
     if show_text if show_text is not None else sys.stdout.isatty():
         _show_text(lm.tokenizer, ids, result.logprobs)

@@ -58,15 +58,21 @@ def finish_samples(batch, labels: list[str], load_seconds: float, threads: int, 
         note(f"{label}: {st.new_tokens} new · {speed}stopped: {st.stop_reason or 'interrupted'}")
     t = batch.totals
     note(
-        f"{t.samples} samples in one batch · {t.prompt_tokens} prompt tokens · {t.new_tokens} new in all · "
+        f"{t.samples} samples in one batch · {_tokens(t.prompt_tokens, 'prompt token')} · {t.new_tokens} new in all · "
         f"prefill {t.prompt_tokens / t.prefill_seconds if t.prefill_seconds else 0:,.0f} tok/s · "
         + (f"decode {t.decode_tps:,.1f} tok/s (all samples) · " if t.decode_tps else "")
         + f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''}"
     )
 
 
-def finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, quiet: bool, lookup: bool = False) -> None:
-    """The text held back (and its last newline) on `stream` (None: none), the statistics on stderr."""
+def _tokens(n: int, what: str) -> str:
+    """'1 prompt token', '6 prompt tokens'."""
+    return f"{n:,} {what}{'' if n == 1 else 's'}"
+
+
+def finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, quiet: bool, lookup: bool = False, params=None) -> None:
+    """The text held back (and its last newline) on `stream` (None: none), the statistics on stderr,
+    with the seed the sample drew with (params.seed; none when greedy), so that it can be drawn again."""
     if stream is not None:
         if pieces:
             stream.write("".join(pieces))
@@ -74,13 +80,14 @@ def finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, 
         stream.flush()
     if not quiet:
         note(
-            f"{stats.prompt_tokens} prompt tokens · {stats.new_tokens} new · "
+            f"{_tokens(stats.prompt_tokens, 'prompt token')} · {stats.new_tokens} new · "
             f"prefill {stats.prefill_tps:,.0f} tok/s · "
             + (f"decode {stats.decode_tps:,.1f} tok/s · " if stats.new_tokens > 1 else "")
             + f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''} · "
             + (f"context slid {stats.slides}× · " if stats.slides else "")
             + (f"lookup: {stats.accepted} of {stats.drafted} drafted tokens accepted · " if lookup else "")
             + f"stopped: {stats.stop_reason or 'interrupted'}"
+            + (f" · seed {params.seed}" if params is not None and params.temperature != 0 and params.seed is not None else "")
         )
 
 

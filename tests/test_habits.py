@@ -1,0 +1,127 @@
+"""Everyday habits, third round: reproducible samples, numbers written one way, summaries that add
+up, and the small things a new user trips on. Each test fails without its fix."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from conftest import TINY_GPT2, TINY_LLAMA
+
+
+# --- reproducible samples ------------------------------------------------------------------------
+
+
+def _seed(stderr: str) -> int:
+    return int(re.search(r"· seed (\d+)", stderr).group(1))
+
+
+def test_a_sample_shows_its_seed_and_the_seed_gives_it_again(cli):
+    r = cli("generate", "ROMEO:", "-n", "20")
+    assert r.exit_code == 0, r.stderr
+    seed = _seed(r.stderr)
+    again = cli("generate", "ROMEO:", "-n", "20", "--seed", str(seed))
+    assert again.stdout == r.stdout and _seed(again.stderr) == seed
+    doc = json.loads(cli("generate", "ROMEO:", "-n", "5", "--seed", str(seed), "--json").stdout)
+    assert doc["stats"]["seed"] == seed
+
+
+def test_seed_minus_one_draws_a_seed(cli):
+    r = cli("generate", "ROMEO:", "-n", "5", "--seed", "-1")
+    assert r.exit_code == 0, r.stderr
+    assert _seed(r.stderr) >= 0
+    assert cli("generate", "ROMEO:", "-n", "5", "--seed", "-2").exit_code == 2
+
+
+def test_greedy_has_no_seed_to_show(cli):
+    r = cli("generate", "ROMEO:", "-n", "3", "-t", "0")
+    assert r.exit_code == 0 and "seed" not in r.stderr
+    assert json.loads(cli("generate", "ROMEO:", "-n", "3", "-t", "0", "--json").stdout)["stats"]["seed"] is None
+
+
+# --- numbers -------------------------------------------------------------------------------------
+
+
+def test_one_prompt_token(cli):
+    r = cli("generate", "R", "-n", "2", "-t", "0")
+    assert "1 prompt token ·" in r.stderr and "1 prompt tokens" not in r.stderr
+
+
+def _floats(value):
+    if isinstance(value, float):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _floats(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _floats(v)
+
+
+@pytest.mark.parametrize("args", [
+    ["lens", "-m", TINY_GPT2, "hello there", "--json"],
+    ["lens", "-m", TINY_LLAMA, "--compare", " be", "to be", "--json"],
+    ["neurons", "hello there", "--block", "0", "-m", TINY_GPT2, "--neuron", "3", "--json"],
+    ["embed", "neighbors", "a", "-m", TINY_LLAMA, "--json"],
+    ["embed", "similarity", "a", "b", "-m", TINY_LLAMA, "--json"],
+    ["geometry", "-m", TINY_GPT2, "--sample", "100", "--json"],
+    ["score", "To be, or not to be", "--json"],
+])
+def test_json_floats_follow_one_policy(cli, args):
+    """A float in --json is a float32's shortest decimal (at most 9 significant digits) or a figure
+    to 4 significant digits: never a float64's 17 digits such as 0.5634812116622925."""
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    for x in _floats(json.loads(r.stdout)):
+        assert x == float(f"{x:.9g}"), (x, args)
+
+
+def test_sizes_are_written_one_way(cli):
+    from tfcli import numbers
+
+    r = cli("models")
+    assert r.exit_code == 0, r.stderr
+    sizes = re.findall(r"\d[\d.,]*\s?[kMG]?B\b", r.stdout)
+    assert sizes and all(re.fullmatch(r"\d[\d.]* [kMG]B", s) for s in sizes), sizes  # "6.5 MB", never "6.5MB"
+    assert numbers.size(539_600_000) == "540 MB" and numbers.size(6_500_000) == "6.5 MB"
+
+
+# --- summaries that are true ---------------------------------------------------------------------
+
+
+def test_a_heads_shares_never_add_past_100_percent(cli):
+    from tfcli.analysis.attention import summarize
+
+    # Token 1 looks at token 0, which is both the first and its previous token: counted once.
+    t = 6
+    w = np.eye(t, k=-1)
+    w[0, 0] = 1
+    w[2:, 0] = 0.3
+    w[np.arange(2, t), np.arange(1, t - 1)] = 0.7
+    s = summarize(w, 0, 0)
+    assert s.to_first + s.to_previous + s.to_self <= 1 + 1e-9
+    r = cli("attn", "-m", "tang", "今天天气很好", "--block", "0", "--head", "0")
+    assert r.exit_code == 0, r.stderr
+    shares = [int(x) for x in re.findall(r"(\d+)% to (?:the first token|the previous one|themselves)", r.stdout.replace("\n", " "))]
+    assert len(shares) == 3 and sum(shares) <= 101  # rounding
+    assert "Most attention goes to" not in r.stdout
+
+
+def test_stopped_by_a_full_context_says_so(cli):
+    r = cli("generate", "ROMEO:", "-t", "0")  # shakespeare's context: 256 tokens
+    assert r.exit_code == 0, r.stderr
+    assert "stopped: context full" in r.stderr
+    r = cli("generate", "ROMEO:", "-t", "0", "-n", "5")
+    assert "stopped: max tokens" in r.stderr
+
+
+def test_the_readme_says_what_the_lens_reads_at_layer_0():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert "The embedding row reads the input token itself" not in readme
+    assert "␣strugg" in readme
