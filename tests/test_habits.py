@@ -125,3 +125,28 @@ def test_the_readme_says_what_the_lens_reads_at_layer_0():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     assert "The embedding row reads the input token itself" not in readme
     assert "␣strugg" in readme
+
+
+# --- shell completion ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shell, marker", [("bash", "complete -o"), ("zsh", "#compdef tfcli"), ("fish", "complete --command tfcli")])
+def test_the_named_shell_wins(cli, shell, marker):
+    r = cli("--show-completion", shell)
+    assert r.exit_code == 0, r.stderr
+    assert marker in r.stdout and "_TFCLI_COMPLETE" in r.stdout
+
+
+def test_completion_with_no_shell_among_the_parents(cli, monkeypatch):
+    import typer._completion_shared as shared
+
+    monkeypatch.setattr(shared, "_get_shell_name", lambda: None)  # CI, docker exec: no shell to find
+    monkeypatch.delenv("SHELL", raising=False)
+    r = cli("--show-completion", "bash")
+    assert r.exit_code == 0 and "_TFCLI_COMPLETE" in r.stdout
+    r = cli("--show-completion")
+    assert r.exit_code == 2 and "no shell found" in r.stderr and "tfcli --show-completion bash" in r.stderr
+    monkeypatch.setenv("SHELL", "/usr/bin/zsh")
+    assert "#compdef tfcli" in cli("--show-completion").stdout
+    r = cli("--show-completion", "tcsh")
+    assert r.exit_code == 2 and "'tcsh' is not a shell tfcli completes" in r.stderr

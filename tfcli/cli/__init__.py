@@ -41,7 +41,11 @@ class ErrorBoundary(TyperGroup):
         try:
             with warnings.catch_warnings():
                 warnings.showwarning = _show_warning
-                rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+                given = list(sys.argv[1:] if args is None else args)
+                if given[:1] in (["--show-completion"], ["--install-completion"]) and len(given) <= 2:
+                    rv = _completion(given[0], given[1] if len(given) > 1 else "")
+                else:
+                    rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
                 _flush_stdout()  # a full disk is noticed here, not by the interpreter as it exits
         except TfcliError as e:
             _fail(str(e), e.exit_code)
@@ -179,7 +183,58 @@ ENVIRONMENT = (
 
 
 class App(Tidy, ErrorBoundary):
-    """The tfcli group: the error boundary, with the options of every help tidied (cli/command.py)."""
+    """The tfcli group: the error boundary, with the options of every help tidied (cli/command.py),
+    and shell completion options that take the shell named."""
+
+    def get_params(self, ctx) -> list:
+        params = super().get_params(ctx)
+        for p in params:
+            if p.name in ("show_completion", "install_completion"):
+                verb = "Show" if p.name == "show_completion" else "Install"
+                p.help = f"{verb} completion for SHELL (bash, zsh, fish, powershell), or for the shell this runs in."
+                p.metavar = "[SHELL]"
+        return params
+
+
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+
+def _completion_shell(value: str) -> str:
+    """The shell named (it wins), else the one this runs in; refused with one line when there is
+    none to detect (CI, `docker exec`), instead of Typer's 'Shell  not supported'."""
+    from tfcli.engine.errors import UsageError
+
+    shell = value.strip().lower()
+    if not shell:
+        try:
+            from typer._completion_shared import _get_shell_name
+
+            shell = _get_shell_name() or ""
+        except Exception:  # noqa: BLE001 - shellingham cannot always read the process tree
+            shell = ""
+        if not shell:
+            shell = os.path.basename(os.environ.get("SHELL", "")).lower()
+    if shell not in SHELLS:
+        said = f"{shell!r} is not a shell tfcli completes" if shell else "no shell found to complete for"
+        raise UsageError(f"{said} (bash, zsh, fish or powershell)", "name it, e.g. tfcli --show-completion bash")
+    return shell
+
+
+def _completion(flag: str, shell: str) -> int:
+    """--show-completion [SHELL] and --install-completion [SHELL], the shell named winning.
+
+    Typer's options take no value when a shell can be detected among the parent processes, so
+    `--show-completion zsh` printed the script of the shell pytest ran in; and with no shell
+    there (CI, `docker exec`) it said 'Shell  not supported'."""
+    from typer._completion_shared import get_completion_script, install
+
+    shell = _completion_shell(shell)
+    if flag == "--show-completion":
+        print(get_completion_script(prog_name="tfcli", complete_var="_TFCLI_COMPLETE", shell=shell))
+    else:
+        shell, path = install(shell=shell, prog_name="tfcli", complete_var="_TFCLI_COMPLETE")
+        print(f"{shell} completion installed in {path}; it takes effect in a new terminal")
+    return 0
 
 
 app = typer.Typer(
