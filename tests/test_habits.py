@@ -150,3 +150,42 @@ def test_completion_with_no_shell_among_the_parents(cli, monkeypatch):
     assert "#compdef tfcli" in cli("--show-completion").stdout
     r = cli("--show-completion", "tcsh")
     assert r.exit_code == 2 and "'tcsh' is not a shell tfcli completes" in r.stderr
+
+
+# --- habits --------------------------------------------------------------------------------------
+
+
+def test_a_prompt_piped_in_without_a_dash_is_used(cli, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    piped = cli("generate", "-n", "5", "-t", "0", input="ROMEO:")
+    dashed = cli("generate", "-", "-n", "5", "-t", "0", input="ROMEO:")
+    assert piped.exit_code == 0 and piped.stdout == dashed.stdout and "6 prompt tokens" in piped.stderr
+    assert "1 prompt token ·" in cli("generate", "-n", "5", "-t", "0").stderr  # nothing piped: a newline, as before
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TFCLI_HOME=str(tmp_path))
+    run = subprocess.run([sys.executable, "-m", "tfcli", "generate", "-n", "3", "-t", "0"], input="ROMEO:", env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "6 prompt tokens" in run.stderr  # a real pipe
+    run = subprocess.run([sys.executable, "-m", "tfcli", "generate", "-n", "3", "-t", "0"], stdin=subprocess.DEVNULL, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "1 prompt token ·" in run.stderr
+
+
+@pytest.mark.parametrize("typed, meant", [("run", "generate"), ("list", "models"), ("help", "--help")])
+def test_other_tools_command_names_suggest_tfclis(cli, typed, meant):
+    r = cli(typed)
+    assert r.exit_code == 2 and f"did you mean 'tfcli {meant}'?" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_show_mask_says_it_ignores_block_and_head(cli):
+    r = cli("attn", "--show-mask", "the cat sat", "--block", "2")
+    assert r.exit_code == 0 and "--block and --head are ignored" in r.stderr
+    assert "ignored" not in cli("attn", "--show-mask", "the cat sat").stderr
+
+
+def test_pytest_says_why_it_skips():
+    import tomllib
+    from pathlib import Path
+
+    config = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    assert "-rs" in config["tool"]["pytest"]["ini_options"]["addopts"].split()

@@ -51,7 +51,7 @@ class ErrorBoundary(TyperGroup):
             _fail(str(e), e.exit_code)
         except click_errors.UsageError as e:
             where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
-            _fail(e.format_message() + where, e.exit_code)
+            _fail(_other_names(e.format_message()) + where, e.exit_code)
         except click_errors.ClickException as e:
             _fail(e.format_message(), e.exit_code)
         except (typer.Abort, KeyboardInterrupt):
@@ -78,6 +78,20 @@ class ErrorBoundary(TyperGroup):
             except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
                 pass
             raise typer.Exit(0) from None
+
+
+# What other tools call a command, and tfcli's name for it (ollama run, llm list, git help).
+OTHER_NAMES = {"run": "generate", "complete": "generate", "list": "models", "ls": "models", "help": "--help", "info": "show", "remove": "rm", "delete": "rm", "count": "params"}
+
+
+def _other_names(message: str) -> str:
+    """'No such command 'run'.' with tfcli's name for what was meant, when click has no close match."""
+    import re
+
+    m = re.fullmatch(r"No such command '([^']*)'\.", message.strip())
+    if m and m.group(1).lower() in OTHER_NAMES:
+        return f"No such command '{m.group(1)}': did you mean 'tfcli {OTHER_NAMES[m.group(1).lower()]}'?"
+    return message
 
 
 def _fail(message: str, code: int) -> None:

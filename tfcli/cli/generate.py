@@ -100,6 +100,8 @@ def generate(
         raise UsageError("--slide goes with one sample", "drop --samples and the lists, or --slide")
     if n_samples > 1 and as_json:
         raise UsageError("--json goes with one sample", "drop --samples and the lists, or --json")
+    if prompt is None and _piped_stdin():
+        prompt = "-"  # `echo hi | tfcli generate`: the text piped in is the prompt, as with '-'
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
@@ -174,6 +176,36 @@ def generate(
         raise typer.Exit(130) from None
     _context_full(gen.stats, context_bound)
     view.finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet, lookup, sampler.params)
+
+
+def _piped_stdin() -> bool:
+    """Whether stdin is a pipe or a file with text waiting (not a terminal, not empty, not a pipe
+    nobody writes to: that would block)."""
+    import select
+
+    stdin = sys.stdin
+    if stdin is None or stdin.isatty():
+        return False
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # no descriptor: an in-memory stream (tests) holds its text already
+        buffer = getattr(stdin, "buffer", None)
+        if hasattr(buffer, "getbuffer"):  # io.BytesIO
+            return buffer.tell() < buffer.getbuffer().nbytes
+        return bool(buffer.peek(1)) if hasattr(buffer, "peek") else False
+    try:
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if not ready:
+            return False
+        import os
+        import stat
+
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            return os.fstat(fd).st_size > os.lseek(fd, 0, os.SEEK_CUR)
+        return bool(getattr(stdin, "buffer", stdin).peek(1)) if hasattr(getattr(stdin, "buffer", stdin), "peek") else True
+    except (OSError, ValueError):
+        return False
 
 
 def _context_full(stats, context_bound: bool) -> None:
