@@ -189,3 +189,18 @@ def test_pytest_says_why_it_skips():
 
     config = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
     assert "-rs" in config["tool"]["pytest"]["ini_options"]["addopts"].split()
+
+
+@pytest.mark.parametrize("args", [
+    ["generate", "今天天气", "-n", "2"],
+    ["attn", "今天天气"],
+    ["tokenize", "今天"],
+    ["lens", "今天天气"],
+    ["score", "今天天气很好"],
+])
+def test_text_the_model_cannot_spell_is_said_once(cli, args):
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    warnings = [line for line in r.stderr.splitlines() if "cannot spell" in line]
+    assert len(warnings) == 1 and "'今'" in warnings[0] and "-m tang" in warnings[0]
+    assert "cannot spell" not in cli(*[a if a not in ("今天天气", "今天", "今天天气很好") else "To be" for a in args]).stderr

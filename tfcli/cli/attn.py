@@ -164,6 +164,7 @@ def _mask(text, model, spec, as_json, png, svg, csv_path, zh: bool = False) -> N
 
         tok = Tokenizer(options.model_folder(model) / "tokenizer.json")
         ids = tok.prompt(text)
+        options.warn_unknown(tok, text, ids, model)
         labels, how = view.token_labels(tok, ids), f"{model}'s tokenizer"
     if not labels:
         raise PromptError("the text has no tokens", "give some text to draw the mask for")
@@ -205,6 +206,7 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     layers = _pick(layer_spec, cfg.n_layer, "--block", "block", lm.name)
     heads = _pick(head_spec, cfg.n_head, "--head", "head", lm.name)
     ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
+    options.warn_unknown(lm.tokenizer, text, ids, lm.name)
     if not ids:
         raise PromptError("the text encodes to no tokens", "give some text to run through the model")
     if len(ids) > cfg.n_ctx:

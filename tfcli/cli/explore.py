@@ -49,6 +49,7 @@ def explore(
             warn(w)
         cfg = lm.config
         ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
+        options.warn_unknown(lm.tokenizer, text, ids, lm.name)
         if not ids:
             raise PromptError("the text encodes to no tokens", "give some text to run through the model")
         limit = ex.token_limit(cfg)

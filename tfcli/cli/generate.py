@@ -120,6 +120,7 @@ def generate(
         if truncate:  # only its end is kept: tokenise only an end that surely holds what is kept
             text = text[-lm.tokenizer.tail_chars(lm.config.n_ctx) :]
         ids = lm.tokenizer.prompt(text)
+        options.warn_unknown(lm.tokenizer, text, ids, lm.name)
     if not ids:
         raise PromptError("the prompt encodes to no tokens", "give some text to continue")
     bos = int(not chat and ids[0] in lm.tokenizer.special_ids())  # the tokenizer's BOS, kept by --truncate

@@ -87,6 +87,7 @@ def text_ids(lm, text: str, what: str = "the text") -> list[int]:
 
     text = options.read_text(text, what, "give some text to run through the model")
     ids = lm.tokenizer.prompt(text)
+    options.warn_unknown(lm.tokenizer, text, ids, lm.name)
     if not ids:
         raise PromptError(f"{what} encodes to no tokens", "give some text to run through the model")
     if len(ids) > lm.config.n_ctx:

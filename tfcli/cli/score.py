@@ -54,6 +54,7 @@ def score(
     lm = options.load_model(model)
     window, stride = check_window(lm.model, window, stride)
     ids = lm.tokenizer.prompt(body)
+    options.warn_unknown(lm.tokenizer, body, ids, lm.name)
     result = run_score(lm.model, ids, window, stride, pass_hooks(lm, ablate))
     chars, nbytes = _scored_size(lm.tokenizer, body, ids)
     figures = {
