@@ -204,3 +204,55 @@ def test_text_the_model_cannot_spell_is_said_once(cli, args):
     warnings = [line for line in r.stderr.splitlines() if "cannot spell" in line]
     assert len(warnings) == 1 and "'今'" in warnings[0] and "-m tang" in warnings[0]
     assert "cannot spell" not in cli(*[a if a not in ("今天天气", "今天", "今天天气很好") else "To be" for a in args]).stderr
+
+
+# --- help ----------------------------------------------------------------------------------------
+
+
+def test_help_at_80_columns(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli("--help")
+    commands = [line for line in r.stdout.splitlines() if re.match(r"^│ [a-z]+ +\S", line)]
+    names = [line.split()[1] for line in commands]
+    assert names.index("score") == names.index("generate") + 1  # next to generate, not last
+    rows = r.stdout.split("Commands")[1]
+    for name in ("explore", "tokenize", "score"):  # a summary of a line or two, not the whole docstring
+        block = re.search(rf"│ {name} .*?(?=\n│ [a-z]+ |\n╰)", rows, re.S).group(0)
+        assert block.count("\n") <= 1, block
+    r = cli("generate", "--help")
+    assert "…" not in r.stdout and "--repetition-penalty" in r.stdout and "--repeat-penalty" in r.stdout
+    r = cli("explore", "--help")
+    text = r.stdout.split("Examples")[0]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    assert all(len(line) >= 60 for line in lines[1:-1]), lines  # paragraphs wrapped to the width, not ragged
+
+
+def test_the_lens_help_example_does_not_trip_the_sink_warning(cli):
+    from tfcli.cli.lens import lens
+
+    example = next(line for line in lens.__doc__.splitlines() if "--compare" in line).split("--compare")[1].split(" -m ")[0]
+    texts = re.findall(r'"([^"]*)"', example)
+    r = cli("lens", "-m", TINY_LLAMA, "--compare", *texts)
+    assert r.exit_code == 0 and "warning" not in r.stderr, r.stderr
+
+
+def test_a_chinese_page_says_how_it_draws_chinese(cli, tmp_path):
+    r = cli("explore", "-m", "tang", "今天天气很好", "--lang", "zh", "-o", tmp_path / "p.html")
+    assert r.exit_code == 0 and "no font is embedded" in r.stderr
+    assert "no font is embedded" not in cli("explore", "To be", "-o", tmp_path / "q.html").stderr
+
+
+def test_the_pages_heatmap_axes_name_the_tokens():
+    from pathlib import Path
+
+    js = (Path(__file__).resolve().parent.parent / "tfcli" / "explore" / "page.js").read_text(encoding="utf-8")
+    body = js[js.index("function drawHeatmap()") : js.index("function drawThumbs()")]
+    assert body.count("clip(labels[i], 8)") == 1 and "rotate(-90" in body  # rows and columns: the tokens, not positions
+
+
+def test_score_without_colour_shows_the_numbers(cli):
+    r = cli("score", "To be, or not to be", "--text")  # the cli fixture sets NO_COLOR
+    assert r.exit_code == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert re.search(r"\[(\d+%|<1%)\]", first) and "probability of each token:  ≥ 50%" not in r.stdout
+    assert "[p%] after a token" in r.stdout

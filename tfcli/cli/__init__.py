@@ -291,13 +291,16 @@ from . import attn, bench, chat, generate, params, tokenize  # noqa: E402
 from .command import Command  # noqa: E402
 
 app.command("generate", cls=Command)(generate.generate)
+from . import score  # noqa: E402  (listed next to generate: both run a model over a text)
+
+app.command("score", cls=Command)(score.score)
 app.command("chat", cls=Command)(chat.chat)
 app.command("tokenize", cls=Command)(tokenize.tokenize)
 app.command("params", cls=Command)(params.params)
 app.command("attn", cls=Command)(attn.attn)
 app.command("bench", cls=Command)(bench.bench)
 
-from . import convert, embed, explore, geometry, lens, models, neurons, pull, rm, score, show  # noqa: E402
+from . import convert, embed, explore, geometry, lens, models, neurons, pull, rm, show  # noqa: E402
 
 app.command("models", cls=Command)(models.models)
 app.command("show", cls=Command)(show.show)
@@ -309,7 +312,6 @@ app.command("embed", cls=Command)(embed.embed)
 app.command("neurons", cls=Command)(neurons.neurons)
 app.command("geometry", cls=Command)(geometry.geometry)
 app.command("explore", cls=Command)(explore.explore)
-app.command("score", cls=Command)(score.score)
 
 
 
@@ -329,3 +331,36 @@ app.command("patch", cls=Command)(patch.patch)
 app.command("ablate", cls=Command)(ablate.ablate)
 app.command("steer", cls=Command)(steer.steer)
 app.command("heads", cls=Command)(heads.heads)
+
+
+def _unwrapped(doc: str) -> str:
+    """A docstring's paragraphs as single lines, so that the help wraps them to the terminal (they
+    were hard-wrapped near 100 columns and came out ragged at 80); indented lines (the examples)
+    stay as they are."""
+    paragraphs = []
+    for para in doc.split("\n\n"):
+        lines = para.split("\n")
+        paragraphs.append(para if any(line.startswith(" ") for line in lines) else " ".join(line.strip() for line in lines))
+    return "\n\n".join(paragraphs)
+
+
+def _summary(doc: str) -> str:
+    """The first sentence of a docstring, for the list of commands in `tfcli --help`."""
+    first = " ".join(doc.split("\n\n")[0].split())
+    end = first.find(". ")
+    first = first if end < 0 else first[: end + 1]
+    if len(first) > 100 and ": " in first:  # a long first sentence: what comes before its colon
+        first = first[: first.index(": ")] + "."
+    return first
+
+
+def _tidy_help() -> None:
+    import inspect
+
+    for info in app.registered_commands:
+        doc = info.help or inspect.getdoc(info.callback) or ""
+        info.help = _unwrapped(doc)
+        info.short_help = info.short_help or _summary(doc)
+
+
+_tidy_help()  # after every command is registered, the ones above included

@@ -74,6 +74,10 @@ def explore(
             f"wrote {output} ({numbers.size(size)}): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} layers x {cfg.n_head} heads; "
             "open it in a browser"
         )
+        if options.chinese(lang) or any("\u3400" <= c <= "\u9fff" for c in text):
+            # tfcli ships a CJK font for its PNGs, but 4 MB of it in every page is too much, and a
+            # subset needs a font library tfcli does not depend on: said, rather than boxes in silence.
+            note("the page draws Chinese with the browser's own fonts (no font is embedded): on a system without a CJK font, install one (e.g. fonts-noto-cjk)")
 
 
 def page_html(lm, text: str, ids: list[int], lang: str) -> str:

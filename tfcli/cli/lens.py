@@ -46,7 +46,7 @@ def lens(
 
       tfcli lens "The Eiffel Tower is in the city of" -m smollm2 --position -1
 
-      tfcli lens --compare " Tower" "Eiffel Tower" "Miniature Eiffel Tower" -m smollm2
+      tfcli lens --compare "The Tower" "The Eiffel Tower" "The Miniature Eiffel Tower" -m smollm2
 
       tfcli lens -m tang "今天天气很好" --lang zh
     """
@@ -58,7 +58,7 @@ def lens(
         raise UsageError(f"--top must be at least 1, not {top}")
     if compare:
         if len(texts) < 2:
-            raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare " Tower" "Eiffel Tower" "Miniature Eiffel Tower"')
+            raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare "The Tower" "The Eiffel Tower" "The Miniature Eiffel Tower"')
         if position is not None or png or svg:
             raise UsageError("--compare follows each text's last token; --position, --png and --svg belong to the lens of one text")
         _compare(texts, model, top, zh, as_json, ablate)

@@ -217,19 +217,22 @@ function heatColour(w) {
 function drawHeatmap() {
   const box = document.getElementById("heatmap");
   const cell = Math.max(4, Math.min(22, Math.floor(560 / T)));
-  const pad = 28, size = pad + cell * T + 2;
+  // The axes name the tokens (clipped; the readout gives them whole): rows on the left, columns written upwards.
+  const padL = 64, padT = 58, width = padL + cell * T + 2, height = padT + cell * T + 2;
   const l = state.layer, h = state.head;
-  const frame = { id: "heatmap-svg", width: size, height: size, viewBox: `0 0 ${size} ${size}`, tabindex: 0, "data-layer": l, "data-head": h, "aria-label": t("heatmap_caption") };
+  const frame = { id: "heatmap-svg", width, height, viewBox: `0 0 ${width} ${height}`, tabindex: 0, "data-layer": l, "data-head": h, "aria-label": t("heatmap_caption") };
   const parts = [];
   const step = [1, 2, 4, 5, 8, 10, 16, 20, 32, 50].find((s) => s * cell >= 20) || 64; // labels 20 px apart at least
   for (let i = 0; i < T; i += step) {
-    parts.push(`<text x="${pad - 3}" y="${pad + i * cell + cell / 2 + 4}" text-anchor="end" font-size="10" fill="#8a90a0">${i}</text>`);
-    parts.push(`<text x="${pad + i * cell + cell / 2}" y="${pad - 6}" text-anchor="middle" font-size="10" fill="#8a90a0">${i}</text>`);
+    const name = esc(clip(labels[i], 8));
+    const x = padL + i * cell + cell / 2 + 4, y = padT + i * cell + cell / 2 + 4;
+    parts.push(`<text x="${padL - 3}" y="${y}" text-anchor="end" font-size="10" fill="#8a90a0"><title>${i} ${esc(labels[i])}</title>${name}</text>`);
+    parts.push(`<text x="${x}" y="${padT - 4}" transform="rotate(-90 ${x} ${padT - 4})" text-anchor="start" font-size="10" fill="#8a90a0"><title>${i} ${esc(labels[i])}</title>${name}</text>`);
   }
   for (let q = 0; q < T; q++) {
     for (let k = 0; k <= q; k++) {
       const w = weight(l, h, q, k);
-      parts.push(tag("rect", { class: "c", x: pad + k * cell, y: pad + q * cell, width: cell, height: cell, fill: heatColour(w), "data-q": q, "data-k": k, "data-w": w }));
+      parts.push(tag("rect", { class: "c", x: padL + k * cell, y: padT + q * cell, width: cell, height: cell, fill: heatColour(w), "data-q": q, "data-k": k, "data-w": w }));
     }
   }
   parts.push(tag("rect", { id: "heat-cur", x: 0, y: 0, width: cell, height: cell, fill: "none", stroke: "#f0a500", "stroke-width": 2, visibility: "hidden" }));
@@ -244,7 +247,7 @@ function drawHeatmap() {
     readout.textContent = t("readout", { q, ql: JSON.stringify(labels[q]), k, kl: JSON.stringify(labels[k]), w: w.toFixed(4) });
     readout.dataset.q = q; readout.dataset.k = k; readout.dataset.w = w;
     const mark = svg.querySelector("#heat-cur");
-    mark.setAttribute("x", pad + k * cell); mark.setAttribute("y", pad + q * cell); mark.setAttribute("visibility", "visible");
+    mark.setAttribute("x", padL + k * cell); mark.setAttribute("y", padT + q * cell); mark.setAttribute("visibility", "visible");
   };
   svg.addEventListener("mouseover", (e) => { if (e.target.classList.contains("c")) show(+e.target.dataset.q, +e.target.dataset.k); });
   svg.addEventListener("focus", () => show(cur[0], cur[1]));

@@ -87,7 +87,7 @@ def _say(en: str, cn: str, zh: bool) -> None:
     """A line of the views (Rich markup), in Chinese with zh: wrapped between characters, never
     inside a formula (inside.chinese_markup)."""
     if zh:
-        from .inside import chinese_markup
+        from .prose import chinese_markup
 
         chinese_markup(out, cn)
     else:

@@ -39,7 +39,7 @@ def explain(s, zh: bool, brief: bool = False) -> None:
             text = (f"[bold]{esc(lead)}[/]" if lead else "") + esc(line)
             text = f"[{style}]{text}[/]" if style else text
             if chinese:  # wrapped between characters, never inside a formula
-                from .inside import chinese_markup
+                from .prose import chinese_markup
 
                 chinese_markup(out, text)
             else:
