@@ -205,6 +205,7 @@ def _read(interactive: bool) -> str | None:
     from tfcli.engine.errors import PromptError
     from tfcli.engine.tokenizer import check_utf8
 
+    interrupted = False  # a Ctrl-C at this prompt already: the next one leaves
     while True:
         try:
             user = input("> " if interactive else "")
@@ -219,6 +220,11 @@ def _read(interactive: bool) -> str | None:
             if interactive:
                 sys.stdout.write("\n")
                 sys.stdout.flush()
+            if interactive and not interrupted:
+                # As ollama: a Ctrl-C meant for a reply that just ended must not end the conversation.
+                interrupted = True
+                note("use /bye or Ctrl-D to leave (Ctrl-C again leaves)")
+                continue
             raise typer.Exit(130) from None
         except (UnicodeDecodeError, PromptError) as e:  # not UTF-8 (a strict stdin raises the first)
             problem = e if isinstance(e, PromptError) else PromptError(f"the message is not valid UTF-8 (byte {e.object[e.start]:#04x})", "convert the text to UTF-8")
