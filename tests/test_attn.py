@@ -181,7 +181,7 @@ def test_json_weights_are_the_engines(cli):
     ref = reference("tiny-llama")
     lm = load(TINY_LLAMA)
     text = "To be, or not to be"
-    r = cli("attn", text, "-m", TINY_LLAMA, "--layer", "all", "--head", "all", "--json")
+    r = cli("attn", text, "-m", TINY_LLAMA, "--block", "all", "--head", "all", "--json")
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     ids = [t["id"] for t in data["tokens"]]
@@ -192,14 +192,14 @@ def test_json_weights_are_the_engines(cli):
 
 
 def test_terminal_views(cli):
-    r = cli("attn", "To be, or not", "-m", TINY_GPT2, "--layer", "1", "--head", "2")
+    r = cli("attn", "To be, or not", "-m", TINY_GPT2, "--block", "1", "--head", "2")
     assert r.exit_code == 0, r.stderr
-    assert "layer 1 of 3 · head 2 of 4" in r.stdout and "masked" in r.stdout and "█" in r.stdout
+    assert "block 1 of 3 · head 2 of 4" in r.stdout and "masked" in r.stdout and "█" in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 80
     r = cli("attn", "To be, or not", "-m", TINY_GPT2, "--head", "all", "--values")
     assert r.exit_code == 0 and sum(line.rstrip().endswith("Σ") for line in r.stdout.splitlines()) == 4
-    r = cli("attn", "To be, or not", "-m", TINY_GPT2, "--head", "all", "--layer", "all")
-    assert r.exit_code == 0 and "L2 H3" in r.stdout and "What each head attends to" in r.stdout
+    r = cli("attn", "To be, or not", "-m", TINY_GPT2, "--head", "all", "--block", "all")
+    assert r.exit_code == 0 and "B2 H3" in r.stdout and "What each head attends to" in r.stdout
 
 
 def test_long_text_is_fitted_with_a_note(cli):
@@ -214,9 +214,10 @@ def test_long_text_is_fitted_with_a_note(cli):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["hi", "--layer", "3"], "--layer 3 is not a layer of tiny-gpt2: it has 3 layers, 0 to 2"),
-        (["hi", "--layer", "x"], "--layer x is not a layer"),
-        (["hi", "--head", "-1"], "--head -1 is not a head of tiny-gpt2: it has 4 heads"),
+        (["hi", "--block", "3"], "--block 3 is not a block of tiny-gpt2: it has 3 blocks, 0 to 2"),
+        (["hi", "--block", "-4"], "--block -4 is not a block of tiny-gpt2: it has 3 blocks, 0 to 2 (-1 = the last"),
+        (["hi", "--layer", "x"], "--block x is not a block"),
+        (["hi", "--head", "-5"], "--head -5 is not a head of tiny-gpt2: it has 4 heads"),
         (["hi", "--head", "4"], "--head 4 is not a head"),
         ([""], "the text is empty"),
         ([], "give the TEXT"),
@@ -259,10 +260,10 @@ def _dark(region: np.ndarray) -> int:
 
 
 def test_png_has_the_expected_size_and_labels_on_both_axes(cli, tmp_path):
-    img, labels, data = _png_and_layout(cli, tmp_path, "To be, or not to be", "-m", TINY_GPT2, "--layer", "2", "--head", "1")
+    img, labels, data = _png_and_layout(cli, tmp_path, "To be, or not to be", "-m", TINY_GPT2, "--block", "2", "--head", "1")
     w = np.array(data["weights"])[0, 0]
     panel = images.Panel("head 1", w, causal_mask(len(labels)), labels, labels)
-    heading = f"tiny-gpt2 · layer 2 of 3 · head 1 of 4 · {len(labels)} tokens"
+    heading = f"tiny-gpt2 · block 2 of 3 · head 1 of 4 · {len(labels)} tokens"
     d = images.layout([[panel]], heading)
     assert img.shape == (d.height, d.width, 3)
     x0, y0, cell = d.grids[0]
@@ -295,13 +296,13 @@ def _label_cells(img, d, n):
     return [img[y0 + i * cell + 1 : y0 + (i + 1) * cell - 1, 0 : x0 - 2] for i in range(n)]
 
 
-@pytest.mark.parametrize("args", [["--show-mask", CHINESE], ["-m", "tang", CHINESE, "--layer", "0", "--head", "0"]])
+@pytest.mark.parametrize("args", [["--show-mask", CHINESE], ["-m", "tang", CHINESE, "--block", "0", "--head", "0"]])
 def test_png_of_chinese_labels_needs_no_system_font(cli, tmp_path, no_system_fonts, args):
     assert fonts.system_fonts() == [] and fonts.Fonts().files == [(str(fonts.SHIPPED_FONT), 0)]
     img, labels, data = _png_and_layout(cli, tmp_path, *args)
     assert labels == list(CHINESE)
     w = np.array(data["weights"]).reshape(-1, 6, 6)[0]
-    heading = "causal mask · 6 tokens" if "--show-mask" in args else "tang · layer 0 of 4 · head 0 of 8 · 6 tokens"
+    heading = "causal mask · 6 tokens" if "--show-mask" in args else "tang · block 0 of 4 · head 0 of 8 · 6 tokens"
     d = images.layout([[images.Panel("x", w, causal_mask(6), labels, labels)]], heading)
     assert img.shape == (d.height, d.width, 3)
     cells = _label_cells(img, d, 6)
@@ -379,7 +380,7 @@ def test_a_font_given_in_tfcli_font_comes_first(cli, tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not (TANG / "config.json").exists(), reason="weights/tang is not trained yet")
 def test_tang_labels_each_character(cli):
-    r = cli("attn", CHINESE, "-m", "tang", "--layer", "0", "--head", "0", "--json")
+    r = cli("attn", CHINESE, "-m", "tang", "--block", "0", "--head", "0", "--json")
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     assert [t["label"] for t in data["tokens"]] == list(CHINESE)
@@ -387,7 +388,7 @@ def test_tang_labels_each_character(cli):
     assert w.shape == (6, 6)
     np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
     assert (w[~causal_mask(6)] == 0).all()
-    r = cli("attn", CHINESE, "-m", "tang", "--layer", "0", "--head", "0")
+    r = cli("attn", CHINESE, "-m", "tang", "--block", "0", "--head", "0")
     assert r.exit_code == 0, r.stderr
     lines = [line.strip() for line in r.stdout.splitlines()]
     rows = [line for line in lines if line[:1] in set(CHINESE) and len(line) > 1 and set(line[1:]) <= set(" ░▒▓█·")]
@@ -543,7 +544,7 @@ def test_image_labels_are_measured_and_turned_when_they_do_not_fit(tmp_path):
 
 
 @pytest.mark.parametrize("columns", [80, 120])
-@pytest.mark.parametrize("extra", [[], ["--values"], ["--head", "all"], ["--head", "all", "--layer", "all"]])
+@pytest.mark.parametrize("extra", [[], ["--values"], ["--head", "all"], ["--head", "all", "--block", "all"]])
 def test_fitted_views_fit_the_terminal(cli, monkeypatch, columns, extra):
     from rich.cells import cell_len
 

@@ -232,11 +232,19 @@ def test_terminal_ctrl_d_ends_the_line(terminal):
     assert child.exitstatus == 0
 
 
-def test_terminal_ctrl_c_at_the_prompt_ends_the_line(terminal):
+def test_terminal_ctrl_c_at_the_prompt_asks_for_bye_and_a_second_one_leaves(terminal):
     child = terminal()
     child.sendintr()
+    child.expect_exact("use /bye or Ctrl-D to leave")
+    assert child.before.startswith("\r\n") or child.before.startswith("^C\r\n")  # the "> " line ended
+    child.expect_exact("> ")
+    child.send("/help\r")  # the conversation goes on
+    assert "/bye" in _until_prompt(child)
+    child.sendintr()
+    child.expect_exact("use /bye")  # a Ctrl-C after a command is a first one again
+    child.expect_exact("> ")
+    child.sendintr()
     child.expect(pexpect_eof())
-    assert child.before.startswith("\r\n") or child.before.startswith("^C\r\n")
     child.close()
     assert child.exitstatus == 130
 

@@ -60,7 +60,7 @@ def test_analogy_and_similarity_equal_brute_force(cli, folder):
     assert data["expected_rank"] == want.index(d) + 1
     sim = run_json(cli, "similarity", "a", "b", "-m", folder)
     assert sim["cosine"] == pytest.approx(float(units[ids[0]] @ units[ids[1]]), abs=1e-6)
-    assert sim["angle"] == pytest.approx(np.degrees(np.arccos(units[ids[0]] @ units[ids[1]])), abs=1e-3)
+    assert sim["angle"] == pytest.approx(np.degrees(np.arccos(units[ids[0]] @ units[ids[1]])), abs=6e-3)  # 4 significant digits, as every figure of --json (cli/json.py)
 
 
 def test_analogy_known_by_construction():

@@ -108,7 +108,8 @@ def test_json_last_layer_is_the_models_prediction(cli):
 def test_grid_and_position(cli):
     r = cli("lens", "-m", TINY_GPT2, "hello there")
     assert r.exit_code == 0, r.stderr
-    assert "emb" in r.stdout and "L3" in r.stdout and "softmax(unembed(final_norm(h)))" in r.stdout
+    rows = [line.split()[0] for line in r.stdout.splitlines()[2:6]]
+    assert rows == ["0", "1", "2", "3"] and "0 emb" in r.stdout and "softmax(unembed(final_norm(h)))" in r.stdout
     assert "\x1b[" not in r.stdout  # NO_COLOR
     r = cli("lens", "-m", TINY_GPT2, "hello there", "--position", "-1", "--top", "3")
     assert r.exit_code == 0, r.stderr

@@ -55,30 +55,30 @@ def test_top_neurons_are_the_largest():
 
 
 def test_json_and_text(cli):
-    r = cli("neurons", "hello there", "--layer", "1", "-m", TINY_LLAMA, "--json", "-k", "3")
+    r = cli("neurons", "hello there", "--block", "1", "-m", TINY_LLAMA, "--json", "-k", "3")
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
-    assert data["layer"] == 1 and data["d_ff"] == 160 and len(data["tokens"][0]["neurons"]) == 3
+    assert data["block"] == 1 and data["d_ff"] == 160 and len(data["tokens"][0]["neurons"]) == 3
     r = cli("neurons", "hello there", "--layer", "-1", "-m", TINY_GPT2, "--neuron", "5", "--json")
     data = json.loads(r.stdout)
-    assert data["layer"] == 2 and data["neuron"] == 5 and len(data["pushes_up"]) == 5
+    assert data["block"] == 2 and data["neuron"] == 5 and len(data["pushes_up"]) == 5
     assert data["pushes_up"][0]["logit"] >= data["pushes_up"][-1]["logit"] > data["pushes_down"][0]["logit"]
     r = cli("neurons", "hello there", "--layer", "0", "-m", TINY_GPT2)
     assert r.exit_code == 0 and "questions" in r.stdout and "\x1b[" not in r.stdout
     r = cli("neurons", "hello there", "--layer", "0", "-m", TINY_GPT2, "--neuron", "3", "--lang", "zh")
-    assert r.exit_code == 0 and "pushes up" in r.stdout and "神经元" in r.stdout
+    assert r.exit_code == 0 and "推高" in r.stdout and "神经元" in r.stdout and "pushes up" not in r.stdout
 
 
 @pytest.mark.parametrize(
     "args, code, message",
     [
-        (["hello", "--layer", "3"], 2, "--layer 3"),
-        (["hello", "--layer", "-4"], 2, "--layer -4"),
+        (["hello", "--block", "3"], 2, "--block 3 is not a block"),
+        (["hello", "--layer", "-4"], 2, "--block -4 is not a block"),
         (["hello", "--layer", "0", "--neuron", "256"], 2, "--neuron 256"),
         (["hello", "--layer", "0", "--neuron", "-1"], 2, "--neuron -1"),
         (["", "--layer", "0"], 2, "empty"),
         (["hello " * 200, "--layer", "0"], 2, "context"),
-        (["hello"], 2, "--layer"),
+        (["hello"], 2, "--block"),
         (["hello", "--layer", "0", "-m", "nowhere/at/all"], 1, "nowhere"),
     ],
 )

@@ -110,8 +110,9 @@ def test_json_keys_and_a_null_first_logprob(cli):
     assert all(t["logprob"] < 0 for t in doc["tokens"][1:])
     assert "".join(t["text"] for t in doc["tokens"]) == "héllo world"  # a split character goes with its last token
     nats = -sum(t["logprob"] for t in doc["tokens"][1:])
-    assert doc["nats_per_token"] == pytest.approx(nats / (len(doc["tokens"]) - 1), rel=1e-4)
-    assert doc["perplexity"] == pytest.approx(math.exp(doc["nats_per_token"]), rel=1e-4)
+    # figures worked out in Python are printed to 4 significant digits (cli/json.py), as in every --json
+    assert doc["nats_per_token"] == pytest.approx(nats / (len(doc["tokens"]) - 1), rel=1e-3)
+    assert doc["perplexity"] == pytest.approx(math.exp(doc["nats_per_token"]), rel=1e-3)
     assert doc["chars"] == len("éllo world") and doc["bytes"] == len("éllo world".encode())
 
 

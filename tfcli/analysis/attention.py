@@ -35,9 +35,9 @@ def attention_weights(model, ids: list[int], layers: list[int]) -> np.ndarray:
     avail = available_bytes()
     if avail is not None and need > avail // 2:
         raise ResourceError(
-            f"the attention weights of {len(layers)} layer(s) for {len(ids)} tokens would need {human_bytes(need)} "
+            f"the attention weights of {len(layers)} block(s) for {len(ids)} tokens would need {human_bytes(need)} "
             f"of the {human_bytes(avail)} of memory available",
-            "pick one --layer, or use a shorter text",
+            "pick one --block, or use a shorter text",
         )
     rec = Recorder(attention=True, layers=layers)  # only these layers: all of a deep model could take gigabytes
     model.forward(np.asarray(ids), model.new_cache(len(ids)), hooks=rec)
@@ -134,6 +134,14 @@ class Pattern:
             full, rest = divmod(t_len, self.width)
             return full * tri(self.width) + tri(rest)
         return tri(t_len)
+
+    def describe_zh(self) -> str:
+        if self.kind == "sliding":
+            before = {1: "只看它自己", 2: "看它自己和它前面的一个词元"}.get(self.width, f"看它自己和它前面的 {self.width - 1} 个词元")
+            return f"每个词元{before}，从不看未来"
+        if self.kind == "banded":
+            return f"词元被切成每块 {self.width} 个；每个词元看它自己和它所在块中更早的词元"
+        return "每个词元看它自己和它之前的每一个词元，从不看未来"
 
     def describe(self) -> str:
         if self.kind == "sliding":
@@ -246,8 +254,11 @@ def worked_example() -> WorkedExample:
 class HeadSummary:
     """What one head's pattern [T, T] mostly does.
 
-    top_key and to_first / to_previous / to_self are taken over queries 1..T-1 (query 0 can only look
-    at itself, which says nothing about the head); the rates are NaN for a single token.
+    top_key is taken over queries 1..T-1 (query 0 can only look at itself, which says nothing about
+    the head). to_first / to_previous / to_self are taken over queries 2..T-1, where the first token,
+    the previous one and the token itself are three different keys, so that the three shares never
+    add up past 100% (for query 1 the previous token IS the first); with two tokens, query 1 alone,
+    to_previous NaN; with one token, all three NaN.
     """
 
     layer: int
@@ -278,11 +289,13 @@ def summarize(weights: np.ndarray, layer: int, head: int) -> HeadSummary:
     looking = weights[1:] if t_len > 1 else weights  # [T-1, T]
     received = looking.sum(axis=0)  # [T] attention each key receives, summed over those queries
     top = int(received.argmax())
-    if t_len > 1:
-        rows = np.arange(1, t_len)
-        first = float(weights[1:, 0].mean())
+    if t_len > 2:
+        rows = np.arange(2, t_len)
+        first = float(weights[2:, 0].mean())
         previous = float(weights[rows, rows - 1].mean())
         itself = float(weights[rows, rows].mean())
+    elif t_len == 2:
+        first, previous, itself = float(weights[1, 0]), float("nan"), float(weights[1, 1])
     else:
         first = previous = itself = float("nan")
     with np.errstate(divide="ignore", invalid="ignore"):

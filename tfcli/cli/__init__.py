@@ -41,7 +41,11 @@ class ErrorBoundary(TyperGroup):
         try:
             with warnings.catch_warnings():
                 warnings.showwarning = _show_warning
-                rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+                given = list(sys.argv[1:] if args is None else args)
+                if given[:1] in (["--show-completion"], ["--install-completion"]) and len(given) <= 2:
+                    rv = _completion(given[0], given[1] if len(given) > 1 else "")
+                else:
+                    rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
                 _flush_stdout()  # a full disk is noticed here, not by the interpreter as it exits
         except TfcliError as e:
             from .options import FLAGS
@@ -49,7 +53,7 @@ class ErrorBoundary(TyperGroup):
             _fail(e.render(FLAGS), e.exit_code)
         except click_errors.UsageError as e:
             where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
-            _fail(e.format_message() + where, e.exit_code)
+            _fail(_other_names(e.format_message()) + where, e.exit_code)
         except click_errors.ClickException as e:
             _fail(e.format_message(), e.exit_code)
         except (typer.Abort, KeyboardInterrupt, Interrupted):
@@ -83,6 +87,20 @@ class ErrorBoundary(TyperGroup):
             except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
                 pass
             raise typer.Exit(0) from None
+
+
+# What other tools call a command, and tfcli's name for it (ollama run, llm list, git help).
+OTHER_NAMES = {"run": "generate", "complete": "generate", "list": "models", "ls": "models", "help": "--help", "info": "show", "remove": "rm", "delete": "rm", "count": "params"}
+
+
+def _other_names(message: str) -> str:
+    """'No such command 'run'.' with tfcli's name for what was meant, when click has no close match."""
+    import re
+
+    m = re.fullmatch(r"No such command '([^']*)'\.", message.strip())
+    if m and m.group(1).lower() in OTHER_NAMES:
+        return f"No such command '{m.group(1)}': did you mean 'tfcli {OTHER_NAMES[m.group(1).lower()]}'?"
+    return message
 
 
 def _fail(message: str, code: int, hint: str | None = None) -> None:
@@ -215,7 +233,58 @@ ENVIRONMENT = (
 
 
 class App(Tidy, ErrorBoundary):
-    """The tfcli group: the error boundary, with the options of every help tidied (cli/command.py)."""
+    """The tfcli group: the error boundary, with the options of every help tidied (cli/command.py),
+    and shell completion options that take the shell named."""
+
+    def get_params(self, ctx) -> list:
+        params = super().get_params(ctx)
+        for p in params:
+            if p.name in ("show_completion", "install_completion"):
+                verb = "Show" if p.name == "show_completion" else "Install"
+                p.help = f"{verb} completion for SHELL (bash, zsh, fish, powershell), or for the shell this runs in."
+                p.metavar = "[SHELL]"
+        return params
+
+
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+
+def _completion_shell(value: str) -> str:
+    """The shell named (it wins), else the one this runs in; refused with one line when there is
+    none to detect (CI, `docker exec`), instead of Typer's 'Shell  not supported'."""
+    from tfcli.engine.errors import UsageError
+
+    shell = value.strip().lower()
+    if not shell:
+        try:
+            from typer._completion_shared import _get_shell_name
+
+            shell = _get_shell_name() or ""
+        except Exception:  # noqa: BLE001 - shellingham cannot always read the process tree
+            shell = ""
+        if not shell:
+            shell = os.path.basename(os.environ.get("SHELL", "")).lower()
+    if shell not in SHELLS:
+        said = f"{shell!r} is not a shell tfcli completes" if shell else "no shell found to complete for"
+        raise UsageError(f"{said} (bash, zsh, fish or powershell)", "name it, e.g. tfcli --show-completion bash")
+    return shell
+
+
+def _completion(flag: str, shell: str) -> int:
+    """--show-completion [SHELL] and --install-completion [SHELL], the shell named winning.
+
+    Typer's options take no value when a shell can be detected among the parent processes, so
+    `--show-completion zsh` printed the script of the shell pytest ran in; and with no shell
+    there (CI, `docker exec`) it said 'Shell  not supported'."""
+    from typer._completion_shared import get_completion_script, install
+
+    shell = _completion_shell(shell)
+    if flag == "--show-completion":
+        print(get_completion_script(prog_name="tfcli", complete_var="_TFCLI_COMPLETE", shell=shell))
+    else:
+        shell, path = install(shell=shell, prog_name="tfcli", complete_var="_TFCLI_COMPLETE")
+        print(f"{shell} completion installed in {path}; it takes effect in a new terminal")
+    return 0
 
 
 app = typer.Typer(
@@ -258,13 +327,16 @@ from . import attn, bench, chat, generate, params, tokenize  # noqa: E402
 from .command import Command  # noqa: E402
 
 app.command("generate", cls=Command)(generate.generate)
+from . import score  # noqa: E402  (listed next to generate: both run a model over a text)
+
+app.command("score", cls=Command)(score.score)
 app.command("chat", cls=Command)(chat.chat)
 app.command("tokenize", cls=Command)(tokenize.tokenize)
 app.command("params", cls=Command)(params.params)
 app.command("attn", cls=Command)(attn.attn)
 app.command("bench", cls=Command)(bench.bench)
 
-from . import convert, embed, explore, geometry, lens, models, neurons, pull, rm, score, show  # noqa: E402
+from . import convert, embed, explore, geometry, lens, models, neurons, pull, rm, show  # noqa: E402
 
 app.command("models", cls=Command)(models.models)
 app.command("show", cls=Command)(show.show)
@@ -276,7 +348,6 @@ app.command("embed", cls=Command)(embed.embed)
 app.command("neurons", cls=Command)(neurons.neurons)
 app.command("geometry", cls=Command)(geometry.geometry)
 app.command("explore", cls=Command)(explore.explore)
-app.command("score", cls=Command)(score.score)
 
 
 
@@ -296,3 +367,36 @@ app.command("patch", cls=Command)(patch.patch)
 app.command("ablate", cls=Command)(ablate.ablate)
 app.command("steer", cls=Command)(steer.steer)
 app.command("heads", cls=Command)(heads.heads)
+
+
+def _unwrapped(doc: str) -> str:
+    """A docstring's paragraphs as single lines, so that the help wraps them to the terminal (they
+    were hard-wrapped near 100 columns and came out ragged at 80); indented lines (the examples)
+    stay as they are."""
+    paragraphs = []
+    for para in doc.split("\n\n"):
+        lines = para.split("\n")
+        paragraphs.append(para if any(line.startswith(" ") for line in lines) else " ".join(line.strip() for line in lines))
+    return "\n\n".join(paragraphs)
+
+
+def _summary(doc: str) -> str:
+    """The first sentence of a docstring, for the list of commands in `tfcli --help`."""
+    first = " ".join(doc.split("\n\n")[0].split())
+    end = first.find(". ")
+    first = first if end < 0 else first[: end + 1]
+    if len(first) > 100 and ": " in first:  # a long first sentence: what comes before its colon
+        first = first[: first.index(": ")] + "."
+    return first
+
+
+def _tidy_help() -> None:
+    import inspect
+
+    for info in app.registered_commands:
+        doc = info.help or inspect.getdoc(info.callback) or ""
+        info.help = _unwrapped(doc)
+        info.short_help = info.short_help or _summary(doc)
+
+
+_tidy_help()  # after every command is registered, the ones above included

@@ -32,7 +32,7 @@ def attn(
         typer.Argument(help="The text to run through the model ('-' reads stdin). With --show-mask, the text whose tokens label the mask.", show_default=False),
     ] = None,
     model: options.Model = None,
-    layer: Annotated[str, typer.Option("--layer", "-l", help="The layer to draw, counting from 0, or 'all'.")] = "0",
+    layer: Annotated[str, typer.Option("--block", "-b", "--layer", "-l", help="The block (transformer layer) to draw: 0 to L-1, negative from the end (-1 = the last), or 'all'.")] = "0",
     head: Annotated[str, typer.Option("--head", help="The head to draw, counting from 0, or 'all': small heatmaps side by side and what each head mostly attends to.")] = "0",
     values: Annotated[bool, typer.Option("--values", help="Print the weights as numbers (2 decimals, each row's sum at the end) instead of cells.")] = False,
     fit: Annotated[Fit, typer.Option("--fit", help="When the tokens do not fit the terminal: show the last ones, the first ones, or pool blocks of tokens.")] = Fit.last,
@@ -46,7 +46,7 @@ def attn(
     preset: Annotated[Optional[str], typer.Option("--preset", help="With --explain: a shape from 'tfcli params --list-presets' instead of a model (default gpt3).", show_default=False)] = None,
     png: Annotated[Optional[Path], typer.Option("--png", help="Also write the heatmap(s) as a PNG image with token labels (Chinese ones too: a CJK font ships with tfcli; TFCLI_FONT picks another).", show_default=False, dir_okay=False)] = None,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the heatmap(s) as an SVG image.", show_default=False, dir_okay=False)] = None,
-    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the weights as CSV: layer, head, query, key, their tokens, weight.", show_default=False, dir_okay=False)] = None,
+    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the weights as CSV: block, head, query, key, their tokens, weight.", show_default=False, dir_okay=False)] = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -66,11 +66,11 @@ def attn(
 
       tfcli attn --show-mask "the cat sat on the mat" --pattern sliding:3
 
-      tfcli attn "To be, or not to be" --layer 0 --head 0 --values
+      tfcli attn "To be, or not to be" --block 0 --head 0 --values
 
-      tfcli attn "To be, or not to be" --layer 2 --head all --png attn.png
+      tfcli attn "To be, or not to be" --block 2 --head all --png attn.png
 
-      tfcli attn -m tang "今天天气很好" --layer all --head all
+      tfcli attn -m tang "今天天气很好" --block all --head all
     """
     from tfcli.engine.errors import UsageError
 
@@ -92,14 +92,19 @@ def attn(
         else:
             from .views import multihead
 
-            view.demo(worked_example())
-            out.print("\n[bold]5. Many heads[/]: a model runs this many times side by side, each head with its own q, k and v.")
-            multihead.explain(_head_split(None, None), options.chinese(lang), brief=True)
-            out.print("[dim]tfcli attn --explain (-m MODEL) shows every step with the shapes of a real model.[/]")
+            zh = options.chinese(lang)
+            view.demo(worked_example(), zh)
+            view._say("\n[bold]5. Many heads[/]: a model runs this many times side by side, each head with its own q, k and v.",
+                      "\n[bold]5. 多个头[/]：模型把这一过程并排运行许多次，每个头有自己的 q、k 和 v。", zh)
+            multihead.explain(_head_split(None, None), zh, brief=True)
+            view._say("[dim]tfcli attn --explain (-m MODEL) shows every step with the shapes of a real model.[/]",
+                      "[dim]tfcli attn --explain (-m MODEL) 用真实模型的形状展示每一步。[/]", zh)
     elif show_mask or pattern is not None:
-        _mask(text, model, pattern or "causal", as_json, png, svg, csv_path)
+        if layer != "0" or head != "0":  # the defaults; a mask has no blocks or heads
+            warn("--show-mask draws the mask, the same for every block and head: --block and --head are ignored")
+        _mask(text, model, pattern or "causal", as_json, png, svg, csv_path, options.chinese(lang))
     else:
-        _patterns(text, model, layer, head, values, fit, as_json, png, svg, csv_path)
+        _patterns(text, model, layer, head, values, fit, as_json, png, svg, csv_path, options.chinese(lang))
 
 
 def _head_split(model, preset):
@@ -140,7 +145,7 @@ def _read_text(text: str | None, what: str) -> str:
     return options.read_text(text or "", "the text", f"give some text to {what}")
 
 
-def _mask(text, model, spec, as_json, png, svg, csv_path) -> None:
+def _mask(text, model, spec, as_json, png, svg, csv_path, zh: bool = False) -> None:
     import numpy as np
 
     from tfcli.analysis.attention import masked_softmax, parse_pattern
@@ -159,6 +164,7 @@ def _mask(text, model, spec, as_json, png, svg, csv_path) -> None:
 
         tok = Tokenizer(options.model_folder(model) / "tokenizer.json")
         ids = tok.prompt(text)
+        options.warn_unknown(tok, text, ids, model)
         labels, how = view.token_labels(tok, ids), f"{model}'s tokenizer"
     if not labels:
         raise PromptError("the text has no tokens", "give some text to draw the mask for")
@@ -180,10 +186,10 @@ def _mask(text, model, spec, as_json, png, svg, csv_path) -> None:
             view.mask_json(model, pat, labels, allowed, w, tok, ids)
             return
     shown = min(n, heatmap.columns_that_fit(out.width, labels, 5, extra=6))
-    view.mask(pat, labels, how, *weights(shown), kept=pat.kept(n))
+    view.mask(pat, labels, how, *weights(shown), kept=pat.kept(n), zh=zh)
 
 
-def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg, csv_path) -> None:
+def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg, csv_path, zh: bool = False) -> None:
     from tfcli.analysis.attention import attention_weights, causal_mask
     from tfcli.engine.errors import PromptError, UsageError
 
@@ -197,9 +203,10 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     for w in lm.warnings:
         warn(w)
     cfg = lm.config
-    layers = _pick(layer_spec, cfg.n_layer, "--layer", "layer", lm.name)
+    layers = _pick(layer_spec, cfg.n_layer, "--block", "block", lm.name)
     heads = _pick(head_spec, cfg.n_head, "--head", "head", lm.name)
     ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
+    options.warn_unknown(lm.tokenizer, text, ids, lm.name)
     if not ids:
         raise PromptError("the text encodes to no tokens", "give some text to run through the model")
     if len(ids) > cfg.n_ctx:
@@ -210,15 +217,15 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     allowed = causal_mask(len(ids))  # [T, T]
     if png or svg or csv_path:
         panels = [view.panel(view.panel_title(l, h, layers, heads), weights[a, b], allowed, labels) for a, l in enumerate(layers) for b, h in enumerate(heads)]
-        # A row per layer when both are 'all'; otherwise a roughly square grid.
+        # A row per block when both are 'all'; otherwise a roughly square grid.
         per_row = len(heads) if len(layers) > 1 and len(heads) > 1 else math.ceil(math.sqrt(len(panels)))
         grid = [panels[i : i + per_row] for i in range(0, len(panels), per_row)]
-        heading = f"{lm.name} · {view.which(layers, cfg.n_layer, 'layer')} · {view.which(heads, cfg.n_head, 'head')} · {len(ids)} tokens"
+        heading = f"{lm.name} · {view.which(layers, cfg.n_layer, 'block')} · {view.which(heads, cfg.n_head, 'head')} · {len(ids)} tokens"
         view.write_files(png, svg, csv_path, heading, grid, weights, layers, heads, labels)
     if as_json:
         view.patterns_json(lm.name, cfg, lm.tokenizer, text, ids, labels, layers, heads, weights)
         return
-    view.patterns(lm.name, cfg, weights, allowed, labels, layers, heads, values, fit.value)
+    view.patterns(lm.name, cfg, weights, allowed, labels, layers, heads, values, fit.value, zh)
 
 
 def _pick(spec: str, n: int, flag: str, what: str, name: str) -> list[int]:
@@ -230,6 +237,8 @@ def _pick(spec: str, n: int, flag: str, what: str, name: str) -> list[int]:
         k = int(spec)
     except ValueError:
         k = None
+    if k is not None and k < 0:  # from the end, as everywhere in tfcli (-1 = the last)
+        k += n
     if k is None or not 0 <= k < n:
-        raise UsageError(f"{flag} {spec} is not a {what} of {name}: it has {n} {what}s, 0 to {n - 1} (or 'all')")
+        raise UsageError(f"{flag} {spec} is not a {what} of {name}: it has {n} {what}s, 0 to {n - 1} (-1 = the last, or 'all')")
     return [k]

@@ -92,7 +92,7 @@ def chat(
     require_template(lm)
     params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-        repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=seed,
+        repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=None if seed == -1 else seed,  # -1: random, as generate
     ).params  # fmt: skip
     state = ChatState(lm=lm, system=system, params=params, max_tokens=max_tokens, lookup=lookup, hooks=pass_hooks(lm, None, steer))
     _run(state, n_threads)
@@ -205,6 +205,7 @@ def _read(interactive: bool) -> str | None:
     from tfcli.engine.errors import PromptError
     from tfcli.engine.tokenizer import check_utf8
 
+    interrupted = False  # a Ctrl-C at this prompt already: the next one leaves
     while True:
         try:
             user = input("> " if interactive else "")
@@ -219,6 +220,11 @@ def _read(interactive: bool) -> str | None:
             if interactive:
                 sys.stdout.write("\n")
                 sys.stdout.flush()
+            if interactive and not interrupted:
+                # As ollama: a Ctrl-C meant for a reply that just ended must not end the conversation.
+                interrupted = True
+                note("use /bye or Ctrl-D to leave (Ctrl-C again leaves)")
+                continue
             raise typer.Exit(130) from None
         except (UnicodeDecodeError, PromptError) as e:  # not UTF-8 (a strict stdin raises the first)
             # The hint of the chat's own input: '-' and argv do not apply to a line read here.

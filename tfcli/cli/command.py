@@ -56,7 +56,28 @@ class Tidy:
 
     def format_help(self, ctx, formatter) -> None:
         light_help()
+        names_on_lines()
         return super().format_help(ctx, formatter)
+
+
+def names_on_lines() -> None:
+    """An option's long names one per line in the Rich help: Typer joins them with ',' and no
+    space, which Rich cannot wrap, so at 80 columns '--repetition-penalty,--repeat-penalty' was
+    cut to '--repetition-penalty,--repea…'."""
+    import sys
+
+    rich_utils = sys.modules.get("typer.rich_utils")
+    hl = getattr(rich_utils, "highlighter", None)
+    if hl is None or getattr(hl, "_tfcli_lines", False):
+        return
+
+    def highlighter(text, *args, **kwargs):
+        if isinstance(text, str) and text.startswith("--") and ",--" in text:
+            text = text.replace(",--", ",\n--")
+        return hl(text, *args, **kwargs)
+
+    highlighter._tfcli_lines = True
+    rich_utils.highlighter = highlighter
 
 
 class Command(Tidy, TyperCommand):

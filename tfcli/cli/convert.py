@@ -47,11 +47,13 @@ def convert(
     from tfcli.store.gguf import convert as convert_gguf
 
     t0 = time.perf_counter()
+    from tfcli.numbers import size
+
     with sigterm_unwinds(), progress_bars() as progress:
         result = convert_gguf(gguf_file, out_dir, replace=force, progress=progress)
     types = ", ".join(f"{n} {name}" for name, n in sorted(result.types.items(), key=lambda kv: -kv[1]))
     note(
-        f"{result.n_params:,} parameters ({types} tensors) -> {result.nbytes / 1e6:,.0f} MB of float32 "
+        f"{result.n_params:,} parameters ({types} tensors) -> {size(result.nbytes)} of float32 "
         f"in {time.perf_counter() - t0:.1f} s"
     )
     out.print(str(result.path), soft_wrap=True, markup=False)

@@ -11,7 +11,6 @@ import typer
 from . import options
 from .console import warn
 from .lens import LangOption
-from .views.escape import json_text
 
 
 class Action(str, Enum):
@@ -36,7 +35,7 @@ def embed(
     model: options.Model = None,
     k: Annotated[int, typer.Option("--top", "-k", help="How many nearest tokens to show.")] = 10,
     expect: Annotated[Optional[str], typer.Option("--expect", help="analogy: the answer you expect; its rank among all tokens is shown.", show_default=False)] = None,
-    layer: Annotated[Optional[int], typer.Option("--layer", "-l", help="Use the word's residual stream after layer N (the word alone, after the model's start-of-text token) instead of its embedding row. Neighbours are still looked up among the embedding rows.", show_default=False)] = None,
+    layer: Annotated[Optional[int], typer.Option("--layer", "-l", help="Use the word's residual stream at layer N instead of its embedding row: 0 = the embeddings, N = after block N-1, negative from the end (-1 = the last); the word alone, after the model's start-of-text token. Neighbours are still looked up among the embedding rows.", show_default=False)] = None,
     lang: LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -74,9 +73,10 @@ def embed(
     from .lens import load
 
     lm = load(model)
-    if layer is not None and not 0 <= layer <= lm.config.n_layer:
-        raise UsageError(f"--layer {layer} is not a layer of {lm.name}: 0 (the embeddings) to {lm.config.n_layer}")
-    space = Space(lm, layer)
+    n = lm.config.n_layer + 1  # layers of the residual stream: the embeddings, then after each block
+    if layer is not None and not -n <= layer < n:
+        raise UsageError(f"--layer {layer} is not a layer of {lm.name}'s residual stream: 0 (the embeddings) to {n - 1} (-1 = the last)")
+    space = Space(lm, None if layer is None else layer % n)
     looked = [space.word(w) for w in words]
     for w in looked:
         if w.split:
@@ -94,7 +94,9 @@ def embed(
     else:
         report = direction_report(space, looked)
     if as_json:
-        print(json_text(report))
+        from .json import emit
+
+        emit(report)  # the one float policy of every --json (cli/json.py)
     else:
         getattr(view, action.value)(report, zh)
 
@@ -113,7 +115,7 @@ def _neighbor_rows(space: "Space", found) -> list[dict]:
 
     tok = space.lm.tokenizer
     return [
-        {"token": tok.token_text(int(i)), "id": int(i), "cosine": float(c), "angle": float(angle_degrees(c)), "shown": token_str(tok, int(i))}
+        {"token": tok.token_text(int(i)), "id": int(i), "cosine": c, "angle": float(angle_degrees(c)), "shown": token_str(tok, int(i))}
         for i, c in zip(found.ids, found.cosines)
     ]
 
@@ -157,7 +159,7 @@ def analogy_report(space: "Space", words: list["Word"], k: int, expected: "Word 
         else:
             i = expected.ids[0]
             report["expected_rank"] = rank(space.units, v, i, exclude=inputs)
-            report["expected_cosine"] = float(cosines_to(space.units[i : i + 1], v)[0])
+            report["expected_cosine"] = cosines_to(space.units[i : i + 1], v)[0]  # float32
             if report["expected_rank"] is None:
                 report["expected_note"] = "it is one of the analogy's own words, which are left out"
     return report
@@ -166,7 +168,9 @@ def analogy_report(space: "Space", words: list["Word"], k: int, expected: "Word 
 def similarity_report(space: "Space", words: list["Word"]) -> dict:
     from tfcli.analysis.embedding import angle_degrees, cosine
 
-    c = cosine(space.vector(words[0]), space.vector(words[1]))
+    import numpy as np
+
+    c = np.float32(cosine(space.vector(words[0]), space.vector(words[1])))  # of float32 vectors: --json prints its float32 digits
     return {"model": space.name, "query": _query(space, words), "cosine": c, "angle": float(angle_degrees(c)), "baseline": _baseline(space, c)}
 
 
@@ -179,7 +183,7 @@ def direction_report(space: "Space", words: list["Word"]) -> dict:
     plus, minus = vecs[0], vecs[1]
     proj = direction_projections(plus, minus, np.stack(vecs))  # [N]
     rows = [
-        {"word": w.given, "projection": float(p), "cosine_plus": cosine(v, plus), "cosine_minus": cosine(v, minus), "split": w.split}
+        {"word": w.given, "projection": np.float32(p), "cosine_plus": np.float32(cosine(v, plus)), "cosine_minus": np.float32(cosine(v, minus)), "split": w.split}
         for w, v, p in zip(words, vecs, proj)
     ]
     return {"model": space.name, "query": _query(space, words) | {"plus": words[0].given, "minus": words[1].given}, "projections": rows}
@@ -201,7 +205,7 @@ class Word:
 
 
 class Space:
-    """The vectors a command compares: the embedding rows, or the states after --layer N."""
+    """The vectors a command compares: the embedding rows, or the states at --layer N."""
 
     def __init__(self, lm, layer: int | None):
         from tfcli.analysis.embedding import unit_rows
@@ -233,7 +237,7 @@ class Space:
         return Word(given, form, tuple(ids), tuple(token_str(tok, i) for i in ids))
 
     def vector(self, w: Word):
-        """[D]: the mean of the word's rows, or of its states after --layer N."""
+        """[D]: the mean of the word's rows, or of its states at --layer N."""
         import numpy as np
 
         from tfcli.analysis.embedding import word_vector
@@ -250,7 +254,7 @@ class Space:
         if self.layer is None:
             return "embedding rows"
         after = f"after {self.lm.tokenizer.piece(self.start)!r}" if self.start is not None else "at position 0"
-        return f"residual stream after layer {self.layer} (the word alone, {after})"
+        return f"residual stream at layer {self.layer}, after block {self.layer - 1} (the word alone, {after})" if self.layer else f"residual stream at layer 0, the embeddings (the word alone, {after})"
 
 
 def _start_token(lm) -> int | None:

@@ -51,6 +51,7 @@ def explore(
         warn(w)
     cfg = lm.config
     ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
+    options.warn_unknown(lm.tokenizer, text, ids, lm.name)
     if not ids:
         raise PromptError("the text encodes to no tokens", "give some text to run through the model")
     limit = ex.token_limit(cfg)
@@ -71,11 +72,17 @@ def explore(
         sys.stdout.flush()
         return
     output_file.save_text(output, html)  # whole or not at all; a pipe or a device as a stream
+    from tfcli import numbers
+
     size = len(html.encode("utf-8"))
     note(
-        f"wrote {output} ({size / 1e6:.2f} MB): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} layers x {cfg.n_head} heads; "
+        f"wrote {output} ({numbers.size(size)}): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} layers x {cfg.n_head} heads; "
         "open it in a browser"
     )
+    if options.chinese(lang) or any("\u3400" <= c <= "\u9fff" for c in text):
+        # tfcli ships a CJK font for its PNGs, but 4 MB of it in every page is too much, and a
+        # subset needs a font library tfcli does not depend on: said, rather than boxes in silence.
+        note("the page draws Chinese with the browser's own fonts (no font is embedded): on a system without a CJK font, install one (e.g. fonts-noto-cjk)")
 
 
 def page_html(lm, text: str, ids: list[int], lang: str) -> str:

@@ -43,7 +43,7 @@ def generate(
     min_p: options.MinP = None,
     repetition_penalty: options.RepetitionPenalty = None,
     repeat_last_n: options.RepeatLastN = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", "-s", help="Random seed: the same seed gives the same output. Sample i (from 0) of --samples or a list draws with seed+i, so '--seed S+i' alone gives it again; without --seed a base seed is drawn and shown in each sample's header.", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", "-s", help="Random seed: the same seed gives the same output; -1 (or none) draws one, shown in the statistics and --json. Sample i (from 0) of --samples or a list draws with seed+i, so '--seed S+i' alone gives it again.", show_default=False)] = None,
     samples: Annotated[int, typer.Option("--samples", help="Continuations of the prompt to draw, decoded together in one batch (per value of a --temperature/--top-k/--top-p list).")] = 1,
     lookup: Annotated[bool, typer.Option("--lookup", help="Lookup decoding: guess the next tokens from the prompt and the text so far and check the guesses in one pass. Same output, faster when the text repeats its context.")] = False,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop when this text appears (repeatable); it is not printed.", show_default=False)] = None,
@@ -100,6 +100,8 @@ def generate(
         raise UsageError("--slide goes with one sample", "drop --samples and the lists, or --slide")
     if n_samples > 1 and as_json:
         raise UsageError("--json goes with one sample", "drop --samples and the lists, or --json")
+    if prompt is None and _piped_stdin():
+        prompt = "-"  # `echo hi | tfcli generate`: the text piped in is the prompt, as with '-'
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
@@ -118,6 +120,7 @@ def generate(
         if truncate:  # only its end is kept: tokenise only an end that surely holds what is kept
             text = text[-lm.tokenizer.tail_chars(lm.config.n_ctx) :]
         ids = lm.tokenizer.prompt(text)
+        options.warn_unknown(lm.tokenizer, text, ids, lm.name)
     if not ids:
         raise PromptError("the prompt encodes to no tokens", "give some text to continue")
     bos = int(not chat and ids[0] in lm.tokenizer.special_ids())  # the tokenizer's BOS, kept by --truncate
@@ -131,9 +134,11 @@ def generate(
         check_batch(lm.config, n_samples, capacity)  # before a sampler or a cache of the batch exists
     flags = dict(min_p=min_p, repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n)
     samplers, seed = make_samplers(lm.generation, lists, samples, seed, flags)
+    # Without -n the context can be what stops a generation: said so, not "max tokens".
+    context_bound = max_tokens is None and not slide and want < DEFAULT_MAX_TOKENS
     session = Session(lm.model, capacity=capacity, workers=n_threads, hooks=pass_hooks(lm, ablate, steer))
     if n_samples > 1:
-        _generate_samples(lm, session, ids, samplers, seed, want, tuple(stop or ()), eos_ids, show_probs, load_seconds, n_threads, quiet)
+        _generate_samples(lm, session, ids, samplers, seed, want, tuple(stop or ()), eos_ids, show_probs, load_seconds, n_threads, quiet, context_bound)
         return
     sampler = samplers[0]
     gen = Generation(
@@ -149,7 +154,7 @@ def generate(
         lookup=Drafter() if lookup else None,
     )
     if as_json:
-        _generate_json(lm, gen, text, show_probs, sampler, load_seconds, n_threads, quiet, lookup)
+        _generate_json(lm, gen, text, show_probs, sampler, load_seconds, n_threads, quiet, lookup, context_bound)
         return
     # With --show-probs the candidate view goes to stderr step by step, and the text to stdout at the
     # end, so that the two never interleave on a terminal.
@@ -168,12 +173,50 @@ def generate(
     except KeyboardInterrupt:
         gen.stats.stop_reason = "interrupted"
         (pieces.append if show_probs else stream.write)(gen.flush())
-        view.finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet, lookup)
+        view.finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet, lookup, sampler.params)
         raise typer.Exit(130) from None
-    view.finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet, lookup)
+    _context_full(gen.stats, context_bound)
+    view.finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet, lookup, sampler.params)
 
 
-def _generate_json(lm, gen, prompt: str, show_probs: int, sampler, load_seconds: float, threads: int, quiet: bool, lookup: bool) -> None:
+def _piped_stdin() -> bool:
+    """Whether stdin is a pipe or a file with text waiting (not a terminal, not empty, not a pipe
+    nobody writes to: that would block)."""
+    import select
+
+    stdin = sys.stdin
+    if stdin is None or stdin.isatty():
+        return False
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # no descriptor: an in-memory stream (tests) holds its text already
+        buffer = getattr(stdin, "buffer", None)
+        if hasattr(buffer, "getbuffer"):  # io.BytesIO
+            return buffer.tell() < buffer.getbuffer().nbytes
+        return bool(buffer.peek(1)) if hasattr(buffer, "peek") else False
+    try:
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if not ready:
+            return False
+        import os
+        import stat
+
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            return os.fstat(fd).st_size > os.lseek(fd, 0, os.SEEK_CUR)
+        return bool(getattr(stdin, "buffer", stdin).peek(1)) if hasattr(getattr(stdin, "buffer", stdin), "peek") else True
+    except (OSError, ValueError):
+        return False
+
+
+def _context_full(stats, context_bound: bool) -> None:
+    """A generation stopped at the room the context had left (no -n given) stopped because the
+    context is full, not at a number of tokens anyone asked for."""
+    if context_bound and stats.stop_reason == "max tokens":
+        stats.stop_reason = "context full"
+
+
+def _generate_json(lm, gen, prompt: str, show_probs: int, sampler, load_seconds: float, threads: int, quiet: bool, lookup: bool, context_bound: bool = False) -> None:
     """generate --json: nothing on stdout until the end, then one document (cli/json.py)."""
     from . import json as json_out
 
@@ -186,11 +229,17 @@ def _generate_json(lm, gen, prompt: str, show_probs: int, sampler, load_seconds:
     except KeyboardInterrupt:
         gen.stats.stop_reason = "interrupted"
         new.append({"id": None, "text": gen.flush(), "logprob": None})
-        json_out.emit(json_out.generation(lm.name, prompt, "".join(t["text"] for t in new), new, json_out.stats(gen.stats, load_seconds=load_seconds, threads=threads)))
+        json_out.emit(json_out.generation(lm.name, prompt, "".join(t["text"] for t in new), new, json_out.stats(gen.stats, load_seconds=load_seconds, threads=threads, seed=_seed(sampler.params))))
         raise typer.Exit(130) from None
-    json_out.emit(json_out.generation(lm.name, prompt, "".join(t["text"] for t in new), new, json_out.stats(gen.stats, load_seconds=load_seconds, threads=threads)))
+    _context_full(gen.stats, context_bound)
+    json_out.emit(json_out.generation(lm.name, prompt, "".join(t["text"] for t in new), new, json_out.stats(gen.stats, load_seconds=load_seconds, threads=threads, seed=_seed(sampler.params))))
     if not quiet:
-        view.finish(None, [], gen.stats, load_seconds, threads, quiet, lookup)
+        view.finish(None, [], gen.stats, load_seconds, threads, quiet, lookup, sampler.params)
+
+
+def _seed(params) -> int | None:
+    """The seed a sample drew with; None when greedy (T = 0), which draws nothing."""
+    return None if params.temperature == 0 else params.seed
 
 
 def parse_list(value: str | None, flag: str, kind: type) -> list | None:
@@ -234,7 +283,7 @@ def make_samplers(generation: dict, lists: dict[str, list | None], samples: int,
 
     n_settings = _settings_count(lists)
     n = samples * n_settings
-    if n > 1 and seed is None:
+    if seed is None or seed == -1:  # -1: llama.cpp's "random"; either way the seed drawn is shown, so a run can be repeated
         seed = int(np.random.SeedSequence().entropy % 2**31)
     if seed is not None and n > 1 and not 0 <= seed + n - 1 < 2**63:
         raise UsageError(f"--seed {seed} leaves no room for {n} samples (sample i uses seed+i, up to 2^63-1)")
@@ -248,7 +297,7 @@ def make_samplers(generation: dict, lists: dict[str, list | None], samples: int,
     return out, seed
 
 
-def _generate_samples(lm, session, ids, samplers, seed, want, stop, eos_ids, show_probs, load_seconds, n_threads, quiet) -> None:
+def _generate_samples(lm, session, ids, samplers, seed, want, stop, eos_ids, show_probs, load_seconds, n_threads, quiet, context_bound: bool = False) -> None:
     """--samples N or a list: every sample in one batch; the texts printed when they are done,
     one after another with a header each, or side by side when stdout is a terminal wide enough."""
     from tfcli.engine.batch import Samples
@@ -269,6 +318,8 @@ def _generate_samples(lm, session, ids, samplers, seed, want, stop, eos_ids, sho
         view.print_samples(["".join(t) for t in texts], labels)
         view.finish_samples(batch, labels, load_seconds, n_threads, quiet)
         raise typer.Exit(130) from None
+    for run in batch.runs:
+        _context_full(run.stats, context_bound)
     view.print_samples(["".join(t) for t in texts], labels)
     view.finish_samples(batch, labels, load_seconds, n_threads, quiet)
 

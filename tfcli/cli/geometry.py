@@ -12,7 +12,6 @@ import typer
 from . import options
 from .console import note
 from .lens import LangOption
-from .views.escape import json_text
 
 
 def geometry(
@@ -77,7 +76,9 @@ def geometry(
     if png or svg:
         _images(report, png, svg)
     if as_json:
-        print(json_text(report))
+        from .json import emit
+
+        emit(report)  # the one float policy of every --json (cli/json.py)
         return
     from .views import geometry as view
 

@@ -84,8 +84,9 @@ def generated(tokenizer, step) -> dict[str, Any]:
     return row
 
 
-def stats(s, *, load_seconds: float | None = None, threads: int | None = None) -> dict[str, Any]:
-    """A generation's statistics (tfcli.engine.generate.Stats) as generate prints them on stderr."""
+def stats(s, *, load_seconds: float | None = None, threads: int | None = None, seed: int | None = None) -> dict[str, Any]:
+    """A generation's statistics (tfcli.engine.generate.Stats) as generate prints them on stderr;
+    "seed": what the sample drew with (null when greedy), to draw it again with --seed."""
     out: dict[str, Any] = {
         "prompt_tokens": s.prompt_tokens,
         "new_tokens": s.new_tokens,
@@ -101,6 +102,7 @@ def stats(s, *, load_seconds: float | None = None, threads: int | None = None) -
         out["load_seconds"] = load_seconds
     if threads is not None:
         out["threads"] = threads
+    out["seed"] = seed
     return out
 
 

@@ -11,8 +11,8 @@ import typer
 from . import options
 from .console import note, out, warn
 from .experiment import AblateOption, pass_hooks
+from .json import emit  # the one float policy of every --json
 from .options import Lang
-from .views.escape import json_text
 
 LangOption = Annotated[
     Optional[Lang],
@@ -37,8 +37,8 @@ def lens(
 
     Each layer's residual stream h goes through the model's own final norm and unembedding,
     softmax(unembed(final_norm(h))), the same step that turns the last layer into the next token.
-    Layer 'emb' is the embeddings; the last layer is the model's real prediction. One forward pass
-    records every layer.
+    Layer 0 is the embeddings, layer i the stream after block i-1; the last layer is the model's
+    real prediction. One forward pass records every layer.
 
     Examples:
 
@@ -46,7 +46,7 @@ def lens(
 
       tfcli lens "The Eiffel Tower is in the city of" -m smollm2 --position -1
 
-      tfcli lens --compare " Tower" "Eiffel Tower" "Miniature Eiffel Tower" -m smollm2
+      tfcli lens --compare "The Tower" "The Eiffel Tower" "The Miniature Eiffel Tower" -m smollm2
 
       tfcli lens -m tang "今天天气很好" --lang zh
     """
@@ -58,7 +58,7 @@ def lens(
         raise UsageError(f"--top must be at least 1, not {top}")
     if compare:
         if len(texts) < 2:
-            raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare " Tower" "Eiffel Tower" "Miniature Eiffel Tower"')
+            raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare "The Tower" "The Eiffel Tower" "The Miniature Eiffel Tower"')
         if position is not None or png or svg:
             raise UsageError("--compare follows each text's last token; --position, --png and --svg belong to the lens of one text")
         if len(texts) > MAX_COMPARE:
@@ -92,6 +92,7 @@ def text_ids(lm, text: str, what: str = "the text") -> list[int]:
 
     text = options.read_text(text, what, "give some text to run through the model")
     ids = lm.tokenizer.prompt(text)
+    options.warn_unknown(lm.tokenizer, text, ids, lm.name)
     if not ids:
         raise PromptError(f"{what} encodes to no tokens", "give some text to run through the model")
     if len(ids) > lm.config.n_ctx:
@@ -156,39 +157,48 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
                 e["top"] = [{"token_id": int(i), "token": tok.token_text(int(i)), "prob": float(v)} for i, v in zip(result.ids[layer, j], result.probs[layer, j])]
             return e
 
-        print(json_text({
+        emit({
             "model": lm.name,
             "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids],
             "layers": [{"layer": layer, "positions": [entry(layer, t) for t in (sel if p is None else [p])]} for layer in range(n_layers)],
-        }))  # fmt: skip
+        })  # fmt: skip
         return
     colour = uses_colour(out)
-    head = f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} layers · {t_len} tokens"
+    head = f"[bold]{lm.name}[/] · 逻辑透镜 · {n_layers - 1} 个块 · {t_len} 个词元" if zh else f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} layers · {t_len} tokens"
     if p is not None:
-        nxt = f" (the next token in the text is {labels[p + 1]!r})" if p + 1 < t_len else ""
-        out.print(f"{head} · position {p}, after {labels[p]!r}{nxt}")
-        out.print(view.position_table(result, col[p], [names[layer][col[p]] for layer in range(n_layers)], colour, ""))
+        if zh:
+            nxt = f"（文本中的下一个词元是 {labels[p + 1]!r}）" if p + 1 < t_len else ""
+            out.print(f"{head} · 位置 {p}，{labels[p]!r} 之后{nxt}")
+        else:
+            nxt = f" (the next token in the text is {labels[p + 1]!r})" if p + 1 < t_len else ""
+            out.print(f"{head} · position {p}, after {labels[p]!r}{nxt}")
+        out.print(view.position_table(result, col[p], [names[layer][col[p]] for layer in range(n_layers)], colour, "", out.width, zh))
         say(out, zh,
             "Each row: what the model would predict after this token if it stopped after that layer "
-            "(softmax of unembed(final_norm(h))). bits: the entropy of that guess (0 = certain).",
+            "(softmax of unembed(final_norm(h))); layer i is the residual stream after block i-1 (layer 0: the embeddings). "
+            "bits: the entropy of that guess (0 = certain).",
             "每一行：如果模型在这一层之后就停下，它在这个位置会预测什么（softmax(unembed(final_norm(h)))）。"
-            "bits：这个猜测的熵（0 表示完全确定）。")  # fmt: skip
+            "第 i 层是第 i-1 个块之后的残差流（第 0 层：嵌入）。bits：这个猜测的熵（0 表示完全确定）。")  # fmt: skip
         return
     out.print(head)
     if len(shown) < t_len:
-        out.print(f"[dim]showing the {'first' if first else 'last'} {len(shown)} of {t_len} positions (--first, --position N, --json or --png for the rest)[/]")
+        if zh:
+            out.print(f"[dim]显示 {t_len} 个位置中的{'前' if first else '后'} {len(shown)} 个（其余的用 --first、--position N、--json 或 --png 查看）[/]")
+        else:
+            out.print(f"[dim]showing the {'first' if first else 'last'} {len(shown)} of {t_len} positions (--first, --position N, --json or --png for the rest)[/]")
     cols = [col[t] for t in shown]
-    out.print(view.grid([labels[t] for t in shown], result.probs[:, cols, 0], [[row[j] for j in cols] for row in firsts], colour))
-    out.print(view.legend(colour))
+    out.print(view.grid([labels[t] for t in shown], result.probs[:, cols, 0], [[row[j] for j in cols] for row in firsts], colour, zh))
+    out.print(view.legend(colour, zh))
     settled = _settled(result.ids[:, cols, 0])
     say(out, zh,
         "Columns are the text's tokens; each cell is what the model would predict NEXT at that position if it stopped "
         "after that row's layer: softmax(unembed(final_norm(h))), the same step that turns the last layer into its real "
-        f"prediction (the bottom row). Reading down a column shows the guess forming. The final answer first appears, "
-        f"and stays, after layer {settled} at the median position shown.",
+        f"prediction (the bottom row). Reading down a column shows the guess forming. Layer i is the residual stream "
+        f"after block i-1 (layer 0: the embeddings). The final answer first appears, and stays, at layer {settled} "
+        f"at the median position shown.",
         "每一列是文本中的一个词元；每个格子表示：如果模型在这一行对应的层之后就停下，它在这个位置会预测的下一个词元，"
         "即 softmax(unembed(final_norm(h)))，也就是把最后一层变成真实预测（最底一行）的同一步。自上而下读一列，"
-        f"可以看到猜测如何逐层形成。在所显示位置的中位数上，最终答案在第 {settled} 层之后出现并保持不变。")  # fmt: skip
+        f"可以看到猜测如何逐层形成。第 i 层是第 i-1 个块之后的残差流（第 0 层：嵌入）。在所显示位置的中位数上，最终答案在第 {settled} 层出现并保持不变。")  # fmt: skip
 
 
 def _settled(top1) -> int:
@@ -237,7 +247,7 @@ def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
         reads_ids.append(r.ids[:, 0, 0])
         reads_p.append(r.probs[:, 0, 0])
     if as_json:
-        print(json_text({
+        emit({
             "model": lm.name,
             "texts": [{"text": t, "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids]} for t, ids in zip(texts, all_ids)],
             "layers": [{
@@ -247,14 +257,19 @@ def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
                 "from_embedding": [{"cosine": round(float(traj.from_embedding[c, layer]), 6), "moved": round(float(traj.moved[c, layer]), 6), "norm": round(float(traj.norms[c, layer]), 4)} for c in range(len(texts))],
                 "reads": [{"token_id": int(reads_ids[c][layer]), "token": tok.token_text(int(reads_ids[c][layer])), "prob": float(reads_p[c][layer])} for c in range(len(texts))],
             } for layer in range(len(streams[0]))],
-        }))  # fmt: skip
+        })  # fmt: skip
         return
     colour = uses_colour(out)
     letters = [chr(ord("A") + i) for i in range(len(texts))]
-    out.print(f"[bold]{lm.name}[/] · the last token of each text through {len(streams[0]) - 1} layers")
+    if zh:
+        out.print(f"[bold]{lm.name}[/] · 每段文本的最后一个词元穿过 {len(streams[0]) - 1} 个块")
+    else:
+        out.print(f"[bold]{lm.name}[/] · the last token of each text through {len(streams[0]) - 1} layers")
     for c, (t, ids) in enumerate(zip(texts, all_ids)):
         pieces = " ".join(repr(token_str(tok, i)) for i in ids)
-        out.print(f"  {letters[c]}: {t!r} → {pieces}; last token {token_str(tok, last[c])!r} #{last[c]}")
+        out.print(f"  {letters[c]}: {t!r} → {pieces}")
+    ends = sorted(set(last), key=last.index)
+    out.print(("  末尾词元：" if zh else "  last token" + ("" if len(ends) == 1 else "s") + ": ") + ", ".join(f"{token_str(tok, i)!r} #{i}" for i in ends))
     if len(set(last)) > 1:
         warn(
             "the texts end in different tokens (" + ", ".join(f"{letters[c]} {token_str(tok, last[c])!r}" for c in range(len(texts)))
@@ -266,20 +281,19 @@ def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
             f"text {', '.join(alone)} is a single token, so it sits at position 0, where many models grow one outsized "
             "state that every later token attends to (an attention sink); its hidden states say more about position 0 than about the word"
         )
-    reads = [[f"{token_str(tok, int(i))} {p:.0%}" for i, p in zip(reads_ids[c], reads_p[c])] for c in range(len(texts))]
-    one, two = view.compare_tables(texts, traj, reads, base, colour)
-    out.print(one)
-    out.print(two)
+    reads = [[(token_str(tok, int(i)), float(p)) for i, p in zip(reads_ids[c], reads_p[c])] for c in range(len(texts))]
+    for table in view.compare_tables(texts, traj, reads, base, colour, out.width, zh):
+        out.print(table)
     pw = traj.pairwise
-    lo = 1 + int(pw[1:, 0, -1].argmin()) if len(pw) > 1 else 0  # after layer 0 (the embeddings themselves)
+    lo = 1 + int(pw[1:, 0, -1].argmin()) if len(pw) > 1 else 0  # past layer 0 (the embeddings themselves)
     say(out, zh,
         f"A·B etc.: the cosine between the last token's hidden states in two texts at that layer (1 = the same direction). "
         f"baseline: the mean cosine between any two different positions of these texts at that layer, since hidden states "
         f"share a common direction a cosine only means something above it. cos: to the token's own embedding row; "
-        f"|h|: the state's length (the embedding's at 'emb'). reads: the lens's top token there. A and {letters[-1]} are least alike after layer {lo} "
+        f"|h|: the state's length (the embedding's at layer 0). reads: the lens's top token there. A and {letters[-1]} are least alike at layer {lo} "
         f"(cosine {pw[lo, 0, -1]:.3f}, baseline {base[lo]:.3f}).",
         f"A·B 等：同一个末尾词元在两段文本中、在这一层的隐藏状态之间的余弦相似度（1 表示方向相同）。baseline：这些文本中任意两个"
         f"不同位置在这一层的平均余弦；隐藏状态有一个共同的方向，所以余弦只有高于它才有意义。cos：与该词元自身嵌入向量的余弦；"
-        f"|h|：状态向量的长度（emb 行是嵌入向量的长度）。reads：逻辑透镜在这一层读出的最可能的词元。A 与 {letters[-1]} 在第 {lo} 层之后最不相似"
+        f"|h|：状态向量的长度（第 0 层是嵌入向量的长度）。reads：逻辑透镜在这一层读出的最可能的词元。A 与 {letters[-1]} 在第 {lo} 层最不相似"
         f"（余弦 {pw[lo, 0, -1]:.3f}，基线 {base[lo]:.3f}）。",
     )  # fmt: skip

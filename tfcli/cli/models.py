@@ -116,6 +116,13 @@ def _human(n: float | None, unit: str = "") -> str:
     return f"{n:.0f}{unit}"
 
 
+def _size(n: int | None) -> str:
+    """A size as everywhere in tfcli (numbers.size: "6.5 MB", "540 MB"), "?" when unknown."""
+    from tfcli import numbers
+
+    return "?" if n is None else numbers.size(int(n))
+
+
 def _status(r: dict[str, Any]) -> tuple[str, str]:
     """A row's status, with markup and as plain text (for its width)."""
     if r["kind"] == "pullable":
@@ -141,9 +148,9 @@ def _render(rows: list[dict[str, Any]], cache: Path, quiet: bool = False) -> Non
     width, status_width = max(len(r["name"]) for r in rows), max(len(plain) for _, plain in statuses)
     for r, (status, plain) in zip(rows, statuses):
         if r["kind"] == "pullable":
-            size, where = f"{_human(r['download_bytes'], 'B')} download", f"tfcli pull {r['name']}"
+            size, where = f"{_size(r['download_bytes'])} download", f"tfcli pull {r['name']}"
         else:
-            size, where = _human(r["bytes"], "B"), r["path"]
+            size, where = _size(r["bytes"]), r["path"]
         pad, pad_status = " " * (width - len(r["name"])), " " * (status_width - len(plain))
         out.print(f"[bold cyan]{escape(r['name'])}[/]{pad}  {status}{pad_status}  {_human(r['params']):>6} params  {size}", soft_wrap=True, emoji=False)
         for line, style in [(where, ""), (r["about"], "dim")] + [(p, "red") for p in r["problems"]]:

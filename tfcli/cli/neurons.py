@@ -1,4 +1,4 @@
-"""tfcli neurons: the MLP of one layer as F questions asked of every token's vector, and the answer
+"""tfcli neurons: the MLP of one block as F questions asked of every token's vector, and the answer
 one neuron adds."""
 
 from __future__ import annotations
@@ -9,21 +9,20 @@ import typer
 
 from . import options
 from .lens import LangOption
-from .views.escape import json_text
 
 
 def neurons(
     text: Annotated[str, typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)],
-    layer: Annotated[int, typer.Option("--layer", "-l", help="The layer whose MLP to look at, counting from 0 (-1 = the last).", show_default=False)],
+    layer: Annotated[int, typer.Option("--block", "-b", "--layer", "-l", help="The block (transformer layer) whose MLP to look at: 0 to L-1, negative from the end (-1 = the last).", show_default=False)],
     model: options.Model = None,
     neuron: Annotated[Optional[int], typer.Option("--neuron", "-n", help="One neuron: which tokens of the text make it fire, and which tokens its output pushes up and down.", show_default=False)] = None,
     k: Annotated[int, typer.Option("--top", "-k", help="How many neurons per token (or tokens per list with --neuron).")] = 5,
     lang: LangOption = None,
     as_json: options.Json = False,
 ) -> None:
-    """The MLP as questions: which of a layer's neurons each token's vector turns on.
+    """The MLP as questions: which of a block's neurons each token's vector turns on.
 
-    A layer's MLP asks every token's vector F questions at once (F = 4 x D for GPT-2): each neuron
+    A block's MLP asks every token's vector F questions at once (F = 4 x D for GPT-2): each neuron
     is one row of W_up, its activation (after GELU, or for SwiGLU silu(gate) * up) the answer.
     The answers, weighted by the rows of W_down, are added to the vector. --neuron N shows what
     one neuron's row of W_down adds: the tokens it pushes up, read through the final norm and the
@@ -31,11 +30,11 @@ def neurons(
 
     Examples:
 
-      tfcli neurons "The Eiffel Tower is in Paris" --layer 10 -m smollm2
+      tfcli neurons "The Eiffel Tower is in Paris" --block 10 -m smollm2
 
-      tfcli neurons "The Eiffel Tower is in Paris" --layer 10 --neuron 123 -m smollm2
+      tfcli neurons "The Eiffel Tower is in Paris" --block 10 --neuron 123 -m smollm2
 
-      tfcli neurons -m tang "今天天气很好" --layer 2 --lang zh
+      tfcli neurons -m tang "今天天气很好" --block 2 --lang zh
     """
     from tfcli.analysis import neurons as nn
     from tfcli.engine.errors import UsageError
@@ -49,7 +48,7 @@ def neurons(
     cfg = lm.config
     index = layer + cfg.n_layer if layer < 0 else layer
     if not 0 <= index < cfg.n_layer:
-        raise UsageError(f"--layer {layer} is not a layer of {lm.name}: it has {cfg.n_layer} layers, 0 to {cfg.n_layer - 1} (or -1 for the last)")
+        raise UsageError(f"--block {layer} is not a block of {lm.name}: it has {cfg.n_layer} blocks, 0 to {cfg.n_layer - 1} (-1 = the last)")
     if neuron is not None and not 0 <= neuron < cfg.d_ff:
         raise UsageError(f"--neuron {neuron} is not a neuron of {lm.name}'s MLP: it has {cfg.d_ff}, 0 to {cfg.d_ff - 1}")
     ids = text_ids(lm, text)
@@ -58,7 +57,7 @@ def neurons(
     from .views.attn import token_labels
 
     labels = token_labels(tok, ids)
-    head = {"model": lm.name, "layer": index, "d_ff": cfg.d_ff, "d_model": cfg.d_model, "mlp": cfg.mlp}
+    head = {"model": lm.name, "block": index, "d_ff": cfg.d_ff, "d_model": cfg.d_model, "mlp": cfg.mlp}
     if neuron is None:
         top_ids, top_vals = nn.top_neurons(acts, k)  # [T, k]
         report = head | {
@@ -78,7 +77,9 @@ def neurons(
             "pushes_down": [{"token": tok.token_text(int(i)), "id": int(i), "logit": float(logits[i])} for i in down],
         }
     if as_json:
-        print(json_text(report))
+        from .json import emit
+
+        emit(report)  # the one float policy of every --json (cli/json.py)
         return
     from .views import neurons as view
 

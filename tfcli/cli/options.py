@@ -166,3 +166,24 @@ def chinese(lang: Lang | None) -> bool:
         if value:
             return value.lower().startswith("zh")
     return False
+
+
+def warn_unknown(tokenizer, text: str, ids: list[int], name: str) -> None:
+    """One warning when the tokenizer turned characters of `text` into its unknown token (a
+    character-level vocabulary without them: shakespeare and Chinese), naming them and the
+    model that can spell them, instead of a model that silently reads '<unk>'."""
+    from .console import warn
+
+    unk = next((tokenizer.token_id(p) for p in ("<unk>", "[UNK]", "<|unk|>") if tokenizer.token_id(p) is not None), None)
+    if unk is None or unk not in ids:
+        return
+    missing = []
+    for ch in dict.fromkeys(text):  # each character once, in order
+        if unk in tokenizer.encode(ch):
+            missing.append(ch)
+        if len(missing) > 8 or len(missing) and len(dict.fromkeys(text)) > 2000:
+            break
+    shown = " ".join(repr(c) for c in missing[:8]) + (" ..." if len(missing) > 8 else "")
+    cjk = any("\u3400" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" for c in missing)
+    hint = "-m tang spells Chinese" if cjk else "-m smollm2 spells any text, byte by byte"
+    warn(f"{name}'s vocabulary cannot spell {shown}: the model reads {ids.count(unk)} token{'s' if ids.count(unk) != 1 else ''} of the text as <unk> ({hint})")

@@ -50,13 +50,14 @@ def pull(
 
 def auto_pull(name: str) -> Path:
     """Pull a model the first time a command uses it, saying so on stderr."""
+    from tfcli.numbers import size
     from tfcli.store import pull as engine_pull
 
     if not engine_pull.is_pulled(name):
         recipe = engine_pull.RECIPES[name]
         note(
-            f"{name} is not in the cache yet: pulling it once ({recipe.download_bytes / 1e6:.0f} MB download, "
-            f"{recipe.folder_bytes / 1e6:.0f} MB on disk in {engine_pull.model_dir(name)})"
+            f"{name} is not in the cache yet: pulling it once ({size(recipe.download_bytes)} download, "
+            f"{size(recipe.folder_bytes)} on disk in {engine_pull.model_dir(name)})"
         )
         _pull(name)
     return engine_pull.model_dir(name)

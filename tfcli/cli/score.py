@@ -11,7 +11,6 @@ import typer
 from . import options
 from .experiment import AblateOption, pass_hooks
 from .console import out
-from .views.escape import json_text
 
 # How likely the model found each token, as colours from sure to surprised (probability bounds).
 SCALE = ((0.5, "green", "≥ 50%"), (0.2, "bright_green", "20-50%"), (0.05, "yellow", "5-20%"), (0.01, "dark_orange", "1-5%"), (0.0, "red", "< 1%"))
@@ -55,6 +54,7 @@ def score(
     lm = options.load_model(model)
     window, stride = check_window(lm.model, window, stride)
     ids = lm.tokenizer.prompt(body)
+    options.warn_unknown(lm.tokenizer, body, ids, lm.name)
     result = run_score(lm.model, ids, window, stride, pass_hooks(lm, ablate))
     chars, nbytes = _scored_size(lm.tokenizer, body, ids)
     figures = {
@@ -77,7 +77,9 @@ def score(
             "stride": stride,
             "windows": result.windows,
         }
-        print(json_text(doc))
+        from .json import emit
+
+        emit(doc)  # the one float policy of every --json (cli/json.py)
         return
     if show_text if show_text is not None else sys.stdout.isatty():
         _show_text(lm.tokenizer, ids, result.logprobs)
@@ -153,14 +155,28 @@ def _token_texts(tokenizer, ids: list[int]) -> list[str]:
     return texts
 
 
+MARKED = 0.2  # without colour, a token the model gave less than this carries its probability
+
+
 def _show_text(tokenizer, ids: list[int], logprobs) -> None:
     from rich.text import Text
 
+    from .views.heatmap import uses_colour
+
+    colour = uses_colour(out)
     body = Text()
     for piece, lp in zip(_token_texts(tokenizer, ids), logprobs):
+        if not colour:  # NO_COLOR, a pipe: the number instead of the colour, on the surprising tokens
+            p = math.exp(lp) if not math.isnan(lp) else None
+            body.append(piece + (f"[{p:.0%}]" if p is not None and p < MARKED and p >= 0.005 else "[<1%]" if p is not None and p < 0.005 else ""))
+            continue
         style = "dim" if math.isnan(lp) else next(colour for bound, colour, _ in SCALE if math.exp(lp) >= bound)
         body.append(piece, style=style)
     out.print(body, soft_wrap=True)  # the text's own line breaks, not the terminal's
+    if not colour:
+        out.print(f"[p%] after a token: the probability the model gave it, when under {MARKED:.0%}; unmarked tokens had {MARKED:.0%} or more (the first is not scored)", markup=False)
+        out.print()
+        return
     legend = Text("probability of each token: ")
     for _, colour, label in SCALE:
         legend.append(f" {label} ", style=f"black on {colour}")

@@ -36,6 +36,7 @@ def tokenize(
     text = read_text(text, "the text", "give some text to tokenize")
     tok = Tokenizer(options.model_folder(model) / "tokenizer.json")
     ids = tok.prompt(text)  # as generate feeds it to the model (a BOS where the tokenizer adds one)
+    options.warn_unknown(tok, text, ids, model or "shakespeare")
     if not ids:
         raise PromptError("the text encodes to no tokens")
     listed = ids if as_json else ids[:TABLE_ROWS]

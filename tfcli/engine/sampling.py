@@ -67,7 +67,7 @@ class SamplingParams:
         if self.repeat_last_n < 0:
             raise UsageError(f"{{repeat_last_n}} must be 0 or more, not {self.repeat_last_n}")
         if self.seed is not None and not (0 <= self.seed < 2**63):
-            raise UsageError(f"{{seed}} must be between 0 and 2^63-1, not {self.seed}")
+            raise UsageError(f"{{seed}} must be between 0 and 2^63-1 (or -1 for a random one), not {self.seed}")
 
 
 @dataclass(frozen=True)

@@ -217,19 +217,22 @@ function heatColour(w) {
 function drawHeatmap() {
   const box = document.getElementById("heatmap");
   const cell = Math.max(4, Math.min(22, Math.floor(560 / T)));
-  const pad = 28, size = pad + cell * T + 2;
+  // The axes name the tokens (clipped; the readout gives them whole): rows on the left, columns written upwards.
+  const padL = 64, padT = 58, width = padL + cell * T + 2, height = padT + cell * T + 2;
   const l = state.layer, h = state.head;
-  const frame = { id: "heatmap-svg", width: size, height: size, viewBox: `0 0 ${size} ${size}`, tabindex: 0, "data-layer": l, "data-head": h, "aria-label": t("heatmap_caption") };
+  const frame = { id: "heatmap-svg", width, height, viewBox: `0 0 ${width} ${height}`, tabindex: 0, "data-layer": l, "data-head": h, "aria-label": t("heatmap_caption") };
   const parts = [];
   const step = [1, 2, 4, 5, 8, 10, 16, 20, 32, 50].find((s) => s * cell >= 20) || 64; // labels 20 px apart at least
   for (let i = 0; i < T; i += step) {
-    parts.push(`<text x="${pad - 3}" y="${pad + i * cell + cell / 2 + 4}" text-anchor="end" font-size="10" fill="#8a90a0">${i}</text>`);
-    parts.push(`<text x="${pad + i * cell + cell / 2}" y="${pad - 6}" text-anchor="middle" font-size="10" fill="#8a90a0">${i}</text>`);
+    const name = esc(clip(labels[i], 8));
+    const x = padL + i * cell + cell / 2 + 4, y = padT + i * cell + cell / 2 + 4;
+    parts.push(`<text x="${padL - 3}" y="${y}" text-anchor="end" font-size="10" fill="#8a90a0"><title>${i} ${esc(labels[i])}</title>${name}</text>`);
+    parts.push(`<text x="${x}" y="${padT - 4}" transform="rotate(-90 ${x} ${padT - 4})" text-anchor="start" font-size="10" fill="#8a90a0"><title>${i} ${esc(labels[i])}</title>${name}</text>`);
   }
   for (let q = 0; q < T; q++) {
     for (let k = 0; k <= q; k++) {
       const w = weight(l, h, q, k);
-      parts.push(tag("rect", { class: "c", x: pad + k * cell, y: pad + q * cell, width: cell, height: cell, fill: heatColour(w), "data-q": q, "data-k": k, "data-w": w }));
+      parts.push(tag("rect", { class: "c", x: padL + k * cell, y: padT + q * cell, width: cell, height: cell, fill: heatColour(w), "data-q": q, "data-k": k, "data-w": w }));
     }
   }
   parts.push(tag("rect", { id: "heat-cur", x: 0, y: 0, width: cell, height: cell, fill: "none", stroke: "#f0a500", "stroke-width": 2, visibility: "hidden" }));
@@ -244,7 +247,7 @@ function drawHeatmap() {
     readout.textContent = t("readout", { q, ql: JSON.stringify(labels[q]), k, kl: JSON.stringify(labels[k]), w: w.toFixed(4) });
     readout.dataset.q = q; readout.dataset.k = k; readout.dataset.w = w;
     const mark = svg.querySelector("#heat-cur");
-    mark.setAttribute("x", pad + k * cell); mark.setAttribute("y", pad + q * cell); mark.setAttribute("visibility", "visible");
+    mark.setAttribute("x", padL + k * cell); mark.setAttribute("y", padT + q * cell); mark.setAttribute("visibility", "visible");
   };
   svg.addEventListener("mouseover", (e) => { if (e.target.classList.contains("c")) show(+e.target.dataset.q, +e.target.dataset.k); });
   svg.addEventListener("focus", () => show(cur[0], cur[1]));
@@ -302,6 +305,11 @@ function vocab(id) {
   return D.vocab[String(id)] !== undefined ? D.vocab[String(id)] : `#${id}`;
 }
 
+/** Row `row` of the residual stream, numbered as in the CLI and its JSON: 0 = the embeddings, i = after block i-1. */
+function lensRowName(row) {
+  return row === 0 ? t("layer_0") : t("layer_n", { l: row, b: row - 1 });
+}
+
 function buildLens() {
   const box = document.getElementById("lens-grid");
   const parts = ["<table class=\"lens\" id=\"lens-table\"><thead><tr>", `<th class="row">${esc(t("position"))}</th>`];
@@ -311,7 +319,7 @@ function buildLens() {
   parts.push("</tr></thead><tbody>");
   // The last layer first: read upwards, the guess forms layer by layer from the embeddings.
   for (let row = L; row >= 0; row--) {
-    parts.push(`<tr><th class="row">${esc(row === 0 ? t("embeddings") : t("layer_n", { l: row - 1 }))}</th>`);
+    parts.push(`<tr><th class="row">${esc(lensRowName(row))}</th>`);
     for (let i = 0; i < T; i++) {
       const top = lensAt(row, i)[0];
       const hit = i + 1 < T && top.id === D.tokens[i + 1].id;
@@ -333,7 +341,7 @@ function buildLens() {
     cur = [row, pos];
     for (const x of box.querySelectorAll("td.cur")) x.classList.remove("cur");
     td.classList.add("cur");
-    const name = row === 0 ? t("embeddings") : t("layer_n", { l: row - 1 });
+    const name = lensRowName(row);
     const rows = lensAt(row, pos).map((c) => `<tr><td>${esc(vocab(c.id))}</td><td>${pct(c.p)}</td><td>#${c.id}</td></tr>`).join("");
     tip.innerHTML = `<strong>${esc(name)} · ${esc(t("position"))} ${pos} ${esc(JSON.stringify(labels[pos]))}</strong><table>${rows}</table>`;
     tip.hidden = false;

@@ -83,6 +83,17 @@ def _vec(v, digits: int = 2) -> str:
     return "[" + " ".join(f"{x:.{digits}f}" for x in v) + "]"
 
 
+def _say(en: str, cn: str, zh: bool) -> None:
+    """A line of the views (Rich markup), in Chinese with zh: wrapped between characters, never
+    inside a formula (inside.chinese_markup)."""
+    if zh:
+        from .prose import chinese_markup
+
+        chinese_markup(out, cn)
+    else:
+        out.print(en)
+
+
 # --- the worked example -----------------------------------------------------------------------
 
 
@@ -97,33 +108,41 @@ def demo_json(ex) -> None:
     })  # fmt: skip: a worked example by hand, no model
 
 
-def demo(ex) -> None:
-    """The worked example (analysis.attention.WorkedExample), step by step."""
+def demo(ex, zh: bool = False) -> None:
+    """The worked example (analysis.attention.WorkedExample), step by step (in Chinese with zh)."""
     from rich.table import Table
+
+    def say(en: str, cn: str) -> None:
+        _say(en, cn, zh)
 
     t, tokens = ex.row, ex.tokens
     w, masked = ex.weights, ex.masked
     c = ex.context(t)
     colour = heatmap.uses_colour(out)
     everything = np.ones_like(ex.allowed)
-    out.print(f"[bold]Attention, worked by hand[/]: [italic]{' '.join(tokens)}[/] ({len(tokens)} tokens)\n")
-    out.print("[bold]1. Scores[/] s_ti = q_t · k_i / √d_k: how well token t's query matches token i's key (set by hand here).")
+    say(f"[bold]Attention, worked by hand[/]: [italic]{' '.join(tokens)}[/] ({len(tokens)} tokens)\n",
+        f"[bold]手算注意力[/]：[italic]{' '.join(tokens)}[/]（{len(tokens)} 个词元）\n")
+    say("[bold]1. Scores[/] s_ti = q_t · k_i / √d_k: how well token t's query matches token i's key (set by hand here).",
+        "[bold]1. 分数[/] s_ti = q_t · k_i / √d_k：词元 t 的查询与词元 i 的键有多匹配（这里是手工设定的）。")
     out.print(heatmap.numbers(ex.scores, everything, tokens, tokens, False, fmt="{:.1f}", row_sums=False))
-    out.print("\n[bold]2. The causal mask[/] sets the future (i > t) to -inf, [italic]before[/] softmax.")
+    say("\n[bold]2. The causal mask[/] sets the future (i > t) to -inf, [italic]before[/] softmax.",
+        "\n[bold]2. 因果遮罩[/]在 softmax [italic]之前[/]把未来（i > t）设为 -inf。")
     out.print(heatmap.numbers(masked, ex.allowed, tokens, tokens, False, masked_as="-inf", fmt="{:.1f}", row_sums=False, masked_style="red"))
-    out.print("\n[bold]3. Softmax[/] of each row: e^s / Σ e^s. e^-inf = 0, so the future gets exactly 0 and each row still sums to 1 (Σ).")
+    say("\n[bold]3. Softmax[/] of each row: e^s / Σ e^s. e^-inf = 0, so the future gets exactly 0 and each row still sums to 1 (Σ).",
+        "\n[bold]3. 对每一行做 softmax[/]：e^s / Σ e^s。e^-inf = 0，所以未来恰好得到 0，每一行之和仍是 1（Σ）。")
     out.print(heatmap.numbers(w, ex.allowed, tokens, tokens, colour))
 
-    out.print(f"\n[bold]4. One row, step by step[/]: token {t} [bold]{tokens[t]!r}[/] mixes the value vectors x_i of the tokens it may see.")
-    out.print(f"[dim]Each x_i is ({', '.join(ex.value_dims)}), set by hand.[/]")
+    say(f"\n[bold]4. One row, step by step[/]: token {t} [bold]{tokens[t]!r}[/] mixes the value vectors x_i of the tokens it may see.",
+        f"\n[bold]4. 一行，一步一步[/]：词元 {t} [bold]{tokens[t]!r}[/] 把它能看到的词元的值向量 x_i 混合起来。")
+    say(f"[dim]Each x_i is ({', '.join(ex.value_dims)}), set by hand.[/]", f"[dim]每个 x_i 是（{', '.join(ex.value_dims)}），手工设定。[/]")
     table = Table(box=None, pad_edge=False, padding=(0, 1), show_footer=True)
     exps = ex.exps(t)
     table.add_column("i", justify="right")
-    table.add_column("token", footer="Σ")
-    table.add_column("score", justify="right")
-    table.add_column("masked", justify="right")
+    table.add_column("词元" if zh else "token", footer="Σ")
+    table.add_column("分数" if zh else "score", justify="right")
+    table.add_column("遮罩后" if zh else "masked", justify="right")
     table.add_column("e^(s-max)", justify="right", footer=f"{exps.sum():.3f}")
-    table.add_column("weight w", justify="right", footer=f"{w[t].sum():.3f}")
+    table.add_column("权重 w" if zh else "weight w", justify="right", footer=f"{w[t].sum():.3f}")
     table.add_column("x_i", footer="c =")
     table.add_column("w · x_i", footer=_vec(c), footer_style="bold")
     for i, tok in enumerate(tokens):
@@ -135,12 +154,16 @@ def demo(ex) -> None:
         )  # fmt: skip
     out.print(table)
     leak = ex.unmasked_weights(t)
-    out.print(
-        f"\nc_{t} = Σ_i w_{t}i x_i = {_vec(c)}: {tokens[t]!r} now carries mostly {tokens[int(w[t].argmax())]!r} "
-        f"({w[t].max():.0%} of its weight). Without the mask, {tokens[int(leak[t + 1:].argmax()) + t + 1]!r} from the future "
-        f"would have taken {leak[t + 1:].max():.0%}: at training time the model would read the answer it must predict."
+    top, future = tokens[int(w[t].argmax())], tokens[int(leak[t + 1:].argmax()) + t + 1]
+    say(
+        f"\nc_{t} = Σ_i w_{t}i x_i = {_vec(c)}: {tokens[t]!r} now carries mostly {top!r} "
+        f"({w[t].max():.0%} of its weight). Without the mask, {future!r} from the future "
+        f"would have taken {leak[t + 1:].max():.0%}: at training time the model would read the answer it must predict.",
+        f"\nc_{t} = Σ_i w_{t}i x_i = {_vec(c)}：{tokens[t]!r} 现在主要携带 {top!r} 的信息（占它权重的 {w[t].max():.0%}）。"
+        f"如果没有遮罩，来自未来的 {future!r} 会拿走 {leak[t + 1:].max():.0%}：训练时模型就会读到它要预测的答案。",
     )
-    out.print("[dim]In a model, q, k and the values come from learned matrices (x W_Q, x W_K, x W_V); see 'tfcli attn TEXT' for real weights.[/]")
+    say("[dim]In a model, q, k and the values come from learned matrices (x W_Q, x W_K, x W_V); see 'tfcli attn TEXT' for real weights.[/]",
+        "[dim]在模型中，q、k 和值来自学到的矩阵（x W_Q、x W_K、x W_V）；真实的权重见 'tfcli attn TEXT'。[/]")
 
 
 # --- masks ------------------------------------------------------------------------------------
@@ -159,38 +182,49 @@ def mask_json(model, pat, labels: list[str], allowed: np.ndarray, w: np.ndarray,
     emit({"model": model, "pattern": pat.name, "tokens": tokens, "allowed": allowed.tolist(), "weights": w})
 
 
-def mask(pat, labels: list[str], how: str, allowed: np.ndarray, w: np.ndarray, kept: int) -> None:
+def mask(pat, labels: list[str], how: str, allowed: np.ndarray, w: np.ndarray, kept: int, zh: bool = False) -> None:
     """The mask's scores and weights for the first tokens that fit; allowed, w [n, n] for those
     n tokens (n <= len(labels)); kept: the scores the mask keeps over all the tokens."""
+
+    def say(en: str, cn: str) -> None:
+        _say(en, cn, zh)
+
     colour = heatmap.uses_colour(out)
     n, shown = len(labels), w.shape[0]
-    out.print(f"[bold]Mask: {pat.name}[/] — {pat.describe()}")
-    out.print(f"[dim]{n:,} tokens, {how}.[/]")
+    say(f"[bold]Mask: {pat.name}[/] — {pat.describe()}", f"[bold]遮罩：{pat.name}[/] — {pat.describe_zh()}")
+    how_zh = {"one token per word": "每个词一个词元", "one token per character": "每个字一个词元"}.get(how, how.replace("'s tokenizer", " 的分词器"))
+    say(f"[dim]{n:,} tokens, {how}.[/]", f"[dim]{n:,} 个词元，{how_zh}。[/]")
     if shown < n:
-        out.print(f"[dim]Showing the first {shown} of {n:,} tokens: the pattern goes on the same way (--png draws them all).[/]")
+        say(f"[dim]Showing the first {shown} of {n:,} tokens: the pattern goes on the same way (--png draws them all).[/]",
+            f"[dim]显示 {n:,} 个词元中的前 {shown} 个：后面的模式相同（--png 会画出全部）。[/]")
     sub = labels[:shown]
     scores = np.where(allowed, np.float32(0), np.float32(-np.inf))  # [n, n]: all equal, so only the mask shapes the weights
-    out.print("\n[bold]1. Scores[/] q·k/√d_k with the mask applied: -inf where a token may not look. All scores are 0 here, so only the mask shapes the weights.")
+    say("\n[bold]1. Scores[/] q·k/√d_k with the mask applied: -inf where a token may not look. All scores are 0 here, so only the mask shapes the weights.",
+        "\n[bold]1. 分数[/] q·k/√d_k 加上遮罩：词元不能看的地方为 -inf。这里所有分数都是 0，所以只有遮罩决定权重。")
     out.print(heatmap.numbers(scores, allowed, sub, sub, False, masked_as="-inf", fmt="{:g}", row_sums=False, masked_style="red"))
-    out.print("\n[bold]2. Softmax of each row[/]: e^-inf = 0, so the masked places get exactly 0 and each row still sums to 1 (Σ).")
+    say("\n[bold]2. Softmax of each row[/]: e^-inf = 0, so the masked places get exactly 0 and each row still sums to 1 (Σ).",
+        "\n[bold]2. 对每一行做 softmax[/]：e^-inf = 0，所以被遮住的位置恰好得到 0，每一行之和仍是 1（Σ）。")
     out.print(heatmap.numbers(w, allowed, sub, sub, colour))
     far = 2048
     this = "" if pat.kind == "causal" else f", {pat.name} {count(pat.kept(far))}"
-    out.print(
+    say(
         f"\n[bold]Cost[/]: this mask keeps {kept:,} of the {n:,}×{n:,} = {n * n:,} scores ({kept / (n * n):.0%}). "
-        f"At {far:,} tokens: all pairs {count(far * far)} scores, causal {count(far * (far + 1) // 2)}{this}."
+        f"At {far:,} tokens: all pairs {count(far * far)} scores, causal {count(far * (far + 1) // 2)}{this}.",
+        f"\n[bold]代价[/]：这个遮罩保留了 {n:,}×{n:,} = {n * n:,} 个分数中的 {kept:,} 个（{kept / (n * n):.0%}）。"
+        f"在 {far:,} 个词元时：所有词元对 {count(far * far)} 个分数，因果遮罩 {count(far * (far + 1) // 2)}{this}。",
     )
     if pat.kind == "causal":
-        out.print("[dim]The mask only removes scores; the ones it keeps still grow as T², which is what sliding:W and banded:W avoid.[/]")
+        say("[dim]The mask only removes scores; the ones it keeps still grow as T², which is what sliding:W and banded:W avoid.[/]",
+            "[dim]遮罩只是去掉分数；保留下来的仍按 T² 增长，sliding:W 和 banded:W 正是为了避免这一点。[/]")
 
 
 # --- a model's attention ----------------------------------------------------------------------
 
 
-def panel_title(layer: int, head: int, layers, heads) -> str:
-    if len(layers) > 1 and len(heads) > 1:
-        return f"L{layer} H{head}"
-    return f"layer {layer}" if len(layers) > 1 else f"head {head}"
+def panel_title(block: int, head: int, blocks, heads) -> str:
+    if len(blocks) > 1 and len(heads) > 1:
+        return f"B{block} H{head}"
+    return f"block {block}" if len(blocks) > 1 else f"head {head}"
 
 
 def which(picked: list[int], n: int, what: str) -> str:
@@ -203,11 +237,11 @@ def patterns_json(name, cfg, tokenizer, text, ids, labels, layers, heads, weight
     emit({
         "model": name, "shape": model_shape(cfg), "text": text,
         "tokens": [token(tokenizer, int(t)) | {"position": i, "label": s} for i, (t, s) in enumerate(zip(ids, labels))],
-        "layers": layers, "heads": heads, "weights_shape": list(weights.shape), "weights": weights,
+        "blocks": layers, "heads": heads, "weights_shape": list(weights.shape), "weights": weights,
     })  # fmt: skip
 
 
-def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, how: str) -> None:
+def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, how: str, zh: bool = False) -> None:
     """weights [nL, nH, T, T] of the picked layers and heads: one heatmap (or numbers) per head,
     or thumbnails side by side, then what each head mostly does."""
     from tfcli.analysis.attention import fit as fit_cells
@@ -225,11 +259,15 @@ def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, h
         if how == "pool":  # rows name their block; columns its first position, which stacks shorter
             rows = [labels[g.start] if len(g) == 1 else f"{g.start}-{g.stop - 1}" for g in groups]
             cols = [labels[g.start] if len(g) == 1 else str(g.start) for g in groups]
-            msg = f"{t_len} tokens pooled into {len(groups)} blocks (positions shown): rows averaged, columns summed, so rows still sum to 1"
+            msg = (f"{t_len} 个词元合并成 {len(groups)} 组（显示位置）：行取平均、列求和，所以每行之和仍为 1" if zh
+                   else f"{t_len} tokens pooled into {len(groups)} blocks (positions shown): rows averaged, columns summed, so rows still sum to 1")
         else:
             rows = cols = [labels[g.start] for g in groups]
-            msg = f"showing the {how} {len(groups)} of {t_len} tokens" + (", so the rows miss their weight on earlier tokens" if how == "last" else "")
-        return w2, allowed2, rows, cols, msg + " (--fit last|first|pool; --png draws them all)"
+            if zh:
+                msg = f"显示 {t_len} 个词元中的{'后' if how == 'last' else '前'} {len(groups)} 个" + ("，所以各行缺少它们给更早词元的权重" if how == "last" else "")
+            else:
+                msg = f"showing the {how} {len(groups)} of {t_len} tokens" + (", so the rows miss their weight on earlier tokens" if how == "last" else "")
+        return w2, allowed2, rows, cols, msg + ("（--fit last|first|pool；--png 会画出全部）" if zh else " (--fit last|first|pool; --png draws them all)")
 
     def fitted_to(w, cell_width, extra, panels=1, gap=0):
         """fitted() with as many tokens as `panels` grids side by side can show in the terminal's width
@@ -248,31 +286,49 @@ def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, h
             for b, h in enumerate(heads):
                 width, extra = (5, 6) if values else (2, 0)
                 w, al, rows, cols, msg = fitted_to(weights[a, b], width, extra)
-                out.print(f"[bold]{name}[/] · layer {l} of {cfg.n_layer} · head {h} of {cfg.n_head} · {t_len} tokens")
+                _say(f"[bold]{name}[/] · block {l} of {cfg.n_layer} · head {h} of {cfg.n_head} · {t_len} tokens",
+                     f"[bold]{name}[/] · 第 {l} 个块（共 {cfg.n_layer} 个）· 第 {h} 个头（共 {cfg.n_head} 个）· {t_len} 个词元", zh)
                 if msg:
-                    out.print(f"[dim]{msg}.[/]")
+                    out.print(f"[dim]{msg}{'。' if zh else '.'}[/]")
                 out.print(heatmap.numbers(w, al, rows, cols, colour) if values else heatmap.heatmap(w, al, rows, cols, colour))
                 if not values:
-                    out.print(heatmap.legend(colour))
+                    out.print(heatmap.legend(colour, zh))
                 else:
-                    out.print("[dim]Each row is one token looking back; it sums to 1 (Σ). 0 = masked (the future).[/]")
+                    _say("[dim]Each row is one token looking back; it sums to 1 (Σ). 0 = masked (the future).[/]",
+                         "[dim]每一行是一个词元在回看；每行之和为 1（Σ）。0 = 被遮住（未来）。[/]", zh)
                 if single:
                     s = summaries[0]
-                    out.print(
-                        f"Rows are queries, columns the keys they look at. Most attention goes to {labels[s.top_key]!r} (#{s.top_key}, "
-                        f"{s.top_share:.0%} of what tokens 1..T-1 give); on average {pct(s.to_first)} to the first token, "
-                        f"{pct(s.to_previous)} to the previous one, {pct(s.to_self)} to itself."
+                    _say(
+                        f"Rows are queries, columns the keys they look at. {_rates(s)} The one token that receives the most is "
+                        f"{labels[s.top_key]!r} (#{s.top_key}, {s.top_share:.0%} of all the attention of tokens 1..T-1).",
+                        f"行是查询，列是它们看向的键。{_rates(s, True)}得到最多注意力的单个词元是 "
+                        f"{labels[s.top_key]!r}（#{s.top_key}，占词元 1..T-1 全部注意力的 {s.top_share:.0%}）。",
+                        zh,
                     )
                 out.print()
         if single:
             return
     else:
-        _thumbnails(weights, labels, layers, heads, colour, fitted_to)
-    _summary_table(summaries, labels)
+        _thumbnails(weights, labels, layers, heads, colour, fitted_to, zh)
+    _summary_table(summaries, labels, zh)
 
 
-def _thumbnails(weights, labels, layers, heads, colour, fitted_to) -> None:
-    """Small labelled heatmaps side by side: a line of panels per layer (when both are 'all'), each
+def _rates(s, zh: bool = False) -> str:
+    """The head's mean shares to the first token, the previous one and itself, counted over the tokens
+    where those are three different tokens (HeadSummary), so that they never add up past 100%."""
+    if math.isnan(s.to_first):
+        return ""
+    if math.isnan(s.to_previous):  # two tokens: the second one's previous token is the first
+        if zh:
+            return f"词元 1 给第一个（也是前一个）词元 {pct(s.to_first)}，给它自己 {pct(s.to_self)}。"
+        return f"Token 1 gives {pct(s.to_first)} to the first (and previous) token, {pct(s.to_self)} to itself."
+    if zh:
+        return f"词元 2..T-1 平均给第一个词元 {pct(s.to_first)}，给前一个词元 {pct(s.to_previous)}，给自己 {pct(s.to_self)}。"
+    return f"On average tokens 2..T-1 give {pct(s.to_first)} to the first token, {pct(s.to_previous)} to the previous one, {pct(s.to_self)} to themselves."
+
+
+def _thumbnails(weights, labels, layers, heads, colour, fitted_to, zh: bool = False) -> None:
+    """Small labelled heatmaps side by side: a line of panels per block (when both are 'all'), each
     line with the token labels on its left and above each panel."""
     gap = 3
     panels, rows, note_shown = [], labels, None
@@ -285,31 +341,40 @@ def _thumbnails(weights, labels, layers, heads, colour, fitted_to) -> None:
     lw = heatmap.label_width(rows) + 1
     per_line = max(1, (out.width - lw + gap) // (n * 2 + gap))
     lines = [panels[i : i + len(heads)] for i in range(0, len(panels), len(heads))] if len(heads) > 1 else [panels]
-    out.print(f"[dim]Each panel: rows are queries, columns keys, {len(labels)} tokens from {labels[0]!r} to {labels[-1]!r}.[/]")
+    _say(f"[dim]Each panel: rows are queries, columns keys, {len(labels)} tokens from {labels[0]!r} to {labels[-1]!r}.[/]",
+         f"[dim]每个小图：行是查询，列是键，{len(labels)} 个词元，从 {labels[0]!r} 到 {labels[-1]!r}。[/]", zh)
     if note_shown:
-        out.print(f"[dim]{note_shown}.[/]")
+        out.print(f"[dim]{note_shown}{'。' if zh else '.'}[/]")
     for line in lines:
         for i in range(0, len(line), per_line):
             out.print(heatmap.side_by_side(line[i : i + per_line], n, gap, rows))
             out.print()
-    out.print(heatmap.legend(colour))
+    out.print(heatmap.legend(colour, zh))
 
 
-def _summary_table(summaries, labels) -> None:
+_KIND_ZH = {"first token": "第一个词元", "previous token": "前一个词元", "itself": "自己", "spread out": "分散", "mixed": "混合", "-": "-"}
+
+
+def _summary_table(summaries, labels, zh: bool = False) -> None:
     from rich.table import Table
 
-    table = Table(box=None, padding=(0, 1), pad_edge=False, title="What each head attends to", title_justify="left")
-    for col in ("layer", "head", "top token", "share", "first", "prev", "self", "bits", "mostly"):
-        table.add_column(col, justify="left" if col in ("top token", "mostly") else "right", no_wrap=True)
+    table = Table(box=None, padding=(0, 1), pad_edge=False, title="每个头主要看向哪里" if zh else "What each head attends to", title_justify="left")
+    names = ("块", "头", "最多的词元", "份额", "first", "prev", "self", "bits", "主要") if zh else ("block", "head", "top token", "share", "first", "prev", "self", "bits", "mostly")
+    for i, col in enumerate(names):
+        table.add_column(col, justify="left" if i in (2, 8) else "right", no_wrap=True)
     for s in summaries:
         table.add_row(
             str(s.layer), str(s.head), f"{heatmap.clip(labels[s.top_key], 8)} #{s.top_key}", f"{s.top_share:.0%}",
-            pct(s.to_first), pct(s.to_previous), pct(s.to_self), f"{s.entropy:.2f}", s.kind,
+            pct(s.to_first), pct(s.to_previous), pct(s.to_self), f"{s.entropy:.2f}", _KIND_ZH.get(s.kind, s.kind) if zh else s.kind,
         )  # fmt: skip
     out.print(table)
-    out.print(
+    _say(
         "[dim]top token: the one receiving the largest share of the attention of tokens 1..T-1 (token 0 can only look at itself). first, prev, self: mean weight that "
-        "tokens 1..T-1 give the first token, the one before them, themselves. bits: mean entropy of a row (0 = all on one token).[/]"
+        "tokens 2..T-1 give the first token, the one before them, themselves (three different tokens, so they never add up past 100%). "
+        "bits: mean entropy of a row (0 = all on one token).[/]",
+        "[dim]最多的词元：在词元 1..T-1 的注意力中得到最大份额的那个（词元 0 只能看它自己）。first、prev、self：词元 2..T-1 "
+        "给第一个词元、给它们前一个词元、给自己的平均权重（三个不同的词元，所以加起来不会超过 100%）。bits：一行的平均熵（0 = 全部集中在一个词元上）。[/]",
+        zh,
     )
 
 
@@ -351,7 +416,7 @@ def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, label
         def write(f) -> None:
             text = io.TextIOWrapper(f, encoding="utf-8", newline="", write_through=True)
             rows = csv.writer(text)
-            rows.writerow(["layer", "head", "query", "key", "query_token", "key_token", "weight"])
+            rows.writerow(["block", "head", "query", "key", "query_token", "key_token", "weight"])
             cells = [csv_cell(s) for s in labels]  # a token like '=HYPERLINK(...)' stays text in a spreadsheet
             for a, l in enumerate(layers):
                 for b, h in enumerate(heads):

@@ -10,23 +10,37 @@ from ..console import out
 from .inside import bar, cell, say, uses_colour
 
 
-def _word(w: dict) -> str:
+def _word(w: dict, zh: bool = False) -> str:
     pieces = " + ".join(repr(t["text"]) for t in w["tokens"])
     ids = ",".join(str(t["id"]) for t in w["tokens"])
-    return f"{w['word']!r} → {pieces} (#{ids})" + (" [split: mean of its tokens]" if w["split"] else "")
+    split = ("（被切开：取它各个词元的平均）" if zh else " (split: the mean of its tokens)") if w["split"] else ""
+    return f"{w['word']!r} → {pieces} (#{ids})" + split
 
 
-def _header(report: dict, what: str) -> None:
+def _space_zh(space: str) -> str:
+    import re
+
+    if space == "embedding rows":
+        return "嵌入矩阵的行"
+    m = re.match(r"residual stream at layer (\d+)", space)
+    return f"第 {m.group(1)} 层的残差流（单独这个词）" if m else space
+
+
+def _header(report: dict, what: str, zh: bool = False, what_zh: str = "") -> None:
     q = report["query"]
-    out.print(f"[bold]{report['model']}[/] · {what} · in the {q['space']}")
+    if zh:
+        out.print(f"[bold]{report['model']}[/] · {what_zh or what} · 在{_space_zh(q['space'])}中")
+    else:
+        out.print(f"[bold]{report['model']}[/] · {what} · in the {q['space']}")
     for w in q["words"]:
-        out.print(f"  {_word(w)}")
+        out.print(Text(f"  {_word(w, zh)}"))
 
 
-def _table(rows: list[dict], colour: bool, top: float | None = None) -> Table:
+def _table(rows: list[dict], colour: bool, top: float | None = None, zh: bool = False) -> Table:
     table = Table(box=None, padding=(0, 1), pad_edge=False)
-    for name, justify in (("#", "right"), ("token", "left"), ("id", "right"), ("cosine", "right"), ("angle", "right"), ("", "left")):
-        table.add_column(name, justify=justify, no_wrap=True, style="dim" if name in ("#", "id") else None)
+    names = ("#", "词元", "编号", "余弦", "夹角", "") if zh else ("#", "token", "id", "cosine", "angle", "")
+    for name, justify in zip(names, ("right", "left", "right", "right", "right", "left")):
+        table.add_column(name, justify=justify, no_wrap=True, style="dim" if name in ("#", "id", "编号") else None)
     top = top or max((r["cosine"] for r in rows), default=1.0)
     for n, r in enumerate(rows, 1):
         table.add_row(str(n), repr(r["shown"]), str(r["id"]), cell(f"{r['cosine']:.3f}", r["cosine"], 6, colour), f"{r['angle']:.1f}°", bar(r["cosine"], top, 20))
@@ -58,8 +72,8 @@ HONEST_ZH = (
 
 def neighbors(report: dict, zh: bool) -> None:
     colour = uses_colour(out)
-    _header(report, "nearest tokens by cosine")
-    out.print(_table(report["neighbors"], colour))
+    _header(report, "nearest tokens by cosine", zh, "按余弦最近的词元")
+    out.print(_table(report["neighbors"], colour, zh=zh))
     say(out, zh,
         "Cosine = the angle between two directions (1 = the same, 0 = at right angles, 90°); the word's own tokens are left out.",
         "余弦表示两个方向之间的夹角（1 表示相同，0 表示垂直，即 90°）；这个词自身的词元不计入。")  # fmt: skip
@@ -69,16 +83,21 @@ def neighbors(report: dict, zh: bool) -> None:
 
 def analogy(report: dict, zh: bool) -> None:
     colour = uses_colour(out)
-    _header(report, report["query"]["expression"])
-    out.print(_table(report["neighbors"], colour))
+    _header(report, report["query"]["expression"], zh)
+    out.print(_table(report["neighbors"], colour, zh=zh))
     if "expected" in report:
         e = report["expected"]
         if report["expected_rank"] is None:
-            out.print(f"expected {e['word']!r}: no rank ({report['expected_note']})")
+            out.print(f"预期 {e['word']!r}：没有排名（{report['expected_note']}）" if zh else f"expected {e['word']!r}: no rank ({report['expected_note']})")
         else:
             r = report["expected_rank"]
-            hit = " [bold green](the answer)[/]" if r == 1 else ""
-            out.print(f"expected {e['word']!r} ({' + '.join(repr(t['text']) for t in e['tokens'])}): rank {r:,} of all tokens{hit}, cosine {report['expected_cosine']:.3f}")
+            pieces = " + ".join(repr(t["text"]) for t in e["tokens"])
+            if zh:
+                hit = " [bold green]（就是答案）[/]" if r == 1 else ""
+                out.print(f"预期 {e['word']!r}（{pieces}）：在所有词元中排第 {r:,}{hit}，余弦 {report['expected_cosine']:.3f}")
+            else:
+                hit = " [bold green](the answer)[/]" if r == 1 else ""
+                out.print(f"expected {e['word']!r} ({pieces}): rank {r:,} of all tokens{hit}, cosine {report['expected_cosine']:.3f}")
     say(out, zh,
         "Each word's vector is scaled to length 1, then a − b + c is compared with every token; the three input words are "
         "left out of the answers (word2vec's rule: otherwise a itself is usually nearest).",
@@ -87,12 +106,15 @@ def analogy(report: dict, zh: bool) -> None:
 
 
 def similarity(report: dict, zh: bool) -> None:
-    _header(report, "similarity")
+    _header(report, "similarity", zh, "相似度")
     a, b = (w["word"] for w in report["query"]["words"])
-    out.print(f"cosine({a!r}, {b!r}) = [bold]{report['cosine']:.4f}[/], an angle of [bold]{report['angle']:.2f}°[/]")
+    if zh:
+        out.print(f"cosine({a!r}, {b!r}) = [bold]{report['cosine']:.4f}[/]，夹角 [bold]{report['angle']:.2f}°[/]")
+    else:
+        out.print(f"cosine({a!r}, {b!r}) = [bold]{report['cosine']:.4f}[/], an angle of [bold]{report['angle']:.2f}°[/]")
     base = report["baseline"]
     if base:
-        out.print(f"higher than {base['share_below']:.1%} of random token pairs")
+        out.print(f"高于 {base['share_below']:.1%} 的随机词元对" if zh else f"higher than {base['share_below']:.1%} of random token pairs")
     _baseline_line(base, zh)
     if report["query"]["layer"] is not None:
         say(out, zh,
@@ -102,14 +124,14 @@ def similarity(report: dict, zh: bool) -> None:
 
 def direction(report: dict, zh: bool) -> None:
     q = report["query"]
-    _header(report, f"the {q['plus']!r} − {q['minus']!r} direction")
+    _header(report, f"the {q['plus']!r} − {q['minus']!r} direction", zh, f"{q['plus']!r} − {q['minus']!r} 方向")
     rows = report["projections"]
     top = max((abs(r["projection"]) for r in rows), default=1.0) or 1.0
     table = Table(box=None, padding=(0, 1), pad_edge=False)
-    table.add_column("word", no_wrap=True)
+    table.add_column("词" if zh else "word", no_wrap=True)
     table.add_column(f"← {q['minus']}", justify="right", no_wrap=True)
     table.add_column(f"{q['plus']} →", no_wrap=True)
-    table.add_column("projection", justify="right")
+    table.add_column("投影" if zh else "projection", justify="right")
     for n, r in enumerate(rows):
         p = r["projection"]
         left = bar(-p, top, 15)

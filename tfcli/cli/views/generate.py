@@ -58,15 +58,21 @@ def finish_samples(batch, labels: list[str], load_seconds: float, threads: int, 
         note(f"{label}: {st.new_tokens} new · {speed}stopped: {st.stop_reason or 'interrupted'}")
     t = batch.totals
     note(
-        f"{t.samples} samples in one batch · {t.prompt_tokens} prompt tokens · {t.new_tokens} new in all · "
+        f"{t.samples} samples in one batch · {_tokens(t.prompt_tokens, 'prompt token')} · {t.new_tokens} new in all · "
         f"prefill {t.prompt_tokens / t.prefill_seconds if t.prefill_seconds else 0:,.0f} tok/s · "
         + (f"decode {t.decode_tps:,.1f} tok/s (all samples) · " if t.decode_tps else "")
         + f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''}"
     )
 
 
-def finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, quiet: bool, lookup: bool = False) -> None:
-    """The text held back (and its last newline) on `stream` (None: none), the statistics on stderr."""
+def _tokens(n: int, what: str) -> str:
+    """'1 prompt token', '6 prompt tokens'."""
+    return f"{n:,} {what}{'' if n == 1 else 's'}"
+
+
+def finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, quiet: bool, lookup: bool = False, params=None) -> None:
+    """The text held back (and its last newline) on `stream` (None: none), the statistics on stderr,
+    with the seed the sample drew with (params.seed; none when greedy), so that it can be drawn again."""
     if stream is not None:
         if pieces:
             stream.write("".join(pieces))
@@ -74,22 +80,24 @@ def finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, 
         stream.flush()
     if not quiet:
         note(
-            f"{stats.prompt_tokens} prompt tokens · {stats.new_tokens} new · "
+            f"{_tokens(stats.prompt_tokens, 'prompt token')} · {stats.new_tokens} new · "
             f"prefill {stats.prefill_tps:,.0f} tok/s · "
             + (f"decode {stats.decode_tps:,.1f} tok/s · " if stats.new_tokens > 1 else "")
             + f"load {load_seconds:.2f} s · {threads} thread{'s' if threads != 1 else ''} · "
             + (f"context slid {stats.slides}× · " if stats.slides else "")
             + (f"lookup: {stats.accepted} of {stats.drafted} drafted tokens accepted · " if lookup else "")
             + f"stopped: {stats.stop_reason or 'interrupted'}"
+            + (f" · seed {params.seed}" if params is not None and params.temperature != 0 and params.seed is not None else "")
         )
 
 
-def filters(params) -> str:
-    """The knobs that change the distribution sampled from, as a column header: 'T=0.8, top-k 40, min-p 0.05'."""
+def filters(params, temperature: bool = True) -> str:
+    """The knobs that change the distribution sampled from, as a column header: 'T=0.8, top-k 40, min-p 0.05'
+    (without 'T=0.8' when not `temperature`)."""
     if params.temperature == 0:
         parts = ["greedy"]
     else:
-        parts = [f"T={params.temperature:g}"]
+        parts = [f"T={params.temperature:g}"] if temperature else []
         if params.top_k > 0:
             parts.append(f"top-k {params.top_k:,}")
         if params.top_p < 1:
@@ -127,28 +135,42 @@ def show_choice(tokenizer, step, index: int, sampler, top_n: int) -> None:
     err.print(table)
 
 
+PANEL = 26  # one sample's candidates: the mark, the token (8), a bar (8) and "100.0%", a space between
+
+
 def show_choices(tokenizer, steps, index: int, samplers, labels: list[str], top_n: int) -> None:
     """One step of --show-probs for a batch: each sample's candidates side by side, so that the
-    same first distribution is seen at every temperature (later steps follow each sample's text)."""
+    same first distribution is seen at every temperature (later steps follow each sample's text).
+    Panels that do not fit the width go on the next line; the knobs shared by every sample are
+    said once, at the first step, and each panel is headed by what differs (its T)."""
     from rich.table import Table
     from rich.text import Text
 
-    grid = Table(box=None, show_header=True, pad_edge=False, padding=(0, 2), title=f"#{index}", title_justify="left")
-    cells = []
-    for i, step in steps:
-        grid.add_column(f"{labels[i]}\n({filters(samplers[i].params)})")  # the header wraps to the column's width
-        choice = step.choice
-        inner = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1))
-        inner.add_column("", width=1)
-        inner.add_column("token", width=10, no_wrap=True, overflow="ellipsis")
-        inner.add_column("p", no_wrap=True)
-        for n, (tid, pf) in enumerate(zip(choice.top_ids, choice.p_final)):
-            if n == top_n:
-                inner.add_row("", "⋮", "")
-            inner.add_row("▶" if tid == choice.token else "", Text(_show_token(tokenizer, int(tid))), _bar(float(pf), "magenta", width=10))
-        cells.append(inner)
-    grid.add_row(*cells)
-    err.print(grid)
+    if index == 1:
+        knobs = [filters(samplers[i].params, temperature=False) for i, _ in steps]
+        if len(set(knobs)) == 1:
+            err.print(f"[dim]bars: what each sample draws from, after {knobs[0]}[/]" if knobs[0] else "[dim]bars: what each sample draws from[/]")
+        else:
+            for (i, _), k in zip(steps, knobs):
+                err.print(f"[dim]{labels[i].split(' · seed ')[0]}: {k or 'no filters'}[/]")
+    per_line = max(1, (err.width + 1) // (PANEL + 1))
+    for start in range(0, len(steps), per_line):
+        grid = Table(box=None, show_header=True, pad_edge=False, padding=(0, 1, 0, 0), title=f"#{index}" if start == 0 else None, title_justify="left")
+        cells = []
+        for i, step in steps[start : start + per_line]:
+            grid.add_column(labels[i].split(" · seed ")[0], no_wrap=True, width=PANEL)
+            choice = step.choice
+            inner = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1, 0, 0))
+            inner.add_column("", width=1)
+            inner.add_column("token", width=8, no_wrap=True, overflow="ellipsis")
+            inner.add_column("p", no_wrap=True)
+            for n, (tid, pf) in enumerate(zip(choice.top_ids, choice.p_final)):
+                if n == top_n:
+                    inner.add_row("", "⋮", "")
+                inner.add_row("▶" if tid == choice.token else "", Text(_show_token(tokenizer, int(tid))), _bar(float(pf), "magenta", width=8))
+            cells.append(inner)
+        grid.add_row(*cells)
+        err.print(grid)
 
 
 def _bar(p: float, colour: str, width: int = 20):
@@ -158,7 +180,7 @@ def _bar(p: float, colour: str, width: int = 20):
     full = int(filled)
     partial = " ▏▎▍▌▋▊▉"[int((filled - full) * 8)] if full < width else ""
     bar = Text("█" * full + partial.strip(), style=colour)
-    bar.append(" " * (width - len(bar.plain)) + f" {p:6.1%}", style="default")
+    bar.append(" " * (width - len(bar.plain)) + f" {p:6.1%}" if p < 0.9995 else " " * (width - len(bar.plain)) + "   100%", style="default")
     return bar
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
 from ..console import out
-from .inside import say, uses_colour
+from .inside import chinese, say, uses_colour
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
@@ -30,53 +31,84 @@ def spark(hist: list[float]) -> str:
     return "".join(BLOCKS[int(round(v / top * 8))] if v > 0 else " " for v in h)
 
 
+def _short(label: str, zh: bool) -> str:
+    """A row's name in the table and the histograms: its D has a column of its own, so that the
+    table fits 80 columns (the JSON keeps the full label)."""
+    if label.startswith("random"):
+        return "随机" if zh else "random"
+    centred = "centred" in label
+    if zh:
+        return "中心化" if centred else "词元嵌入"
+    return "centred" if centred else "tokens"
+
+
 def render(report: dict, zh: bool) -> None:
     colour = uses_colour(out)
     rows = report["rows"]
-    out.print(f"[bold]Angles between directions[/] · {report['sample']} vectors per row ({rows[0]['pairs']:,} pairs), seed {report['seed']} · model {report['model']} (D = {report['d_model']})")
-    t = Table(box=None, padding=(0, 1), pad_edge=False)
-    for name, j in (("vectors", "left"), ("D", "right"), ("mean θ", "right"), ("sd θ", "right"), ("sd cos", "right"), ("1/√D", "right"),
-                    ("90±1°", "right"), ("exact", "right"), ("90±5°", "right"), ("exact", "right")):  # fmt: skip
-        t.add_column(name, justify=j, no_wrap=True, style="dim" if name in ("exact", "1/√D") else None)
+    pairs = f"{rows[0]['pairs']:,}"
+    if zh:
+        out.print(f"[bold]方向之间的夹角[/] · 每行 {report['sample']} 个向量（{pairs} 对），种子 {report['seed']} · 模型 {report['model']}（D = {report['d_model']}）")
+    else:
+        out.print(f"[bold]Angles between directions[/] · {report['sample']} vectors a row ({pairs} pairs), seed {report['seed']} · {report['model']} (D = {report['d_model']})")
+    t = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False)  # one space between columns: 78 cells in all
+    exact = "精确" if zh else "exact"
+    for name, j in (("向量" if zh else "vectors", "left"), ("D", "right"), ("平均 θ" if zh else "mean θ", "right"), ("sd θ", "right"), ("sd cos", "right"), ("1/√D", "right"),
+                    ("90±1°", "right"), (exact, "right"), ("90±5°", "right"), (exact, "right")):  # fmt: skip
+        t.add_column(name, justify=j, no_wrap=True, style="dim" if name in (exact, "1/√D") else None)
     for r in rows:
         ex = r["exact_within"] or {}
         t.add_row(
-            r["label"], f"{r['d']:,}", f"{r['mean_angle']:.2f}°", f"{r['std_angle']:.2f}°", f"{r['std_cos']:.4f}", f"{r['expected_std_cos']:.4f}",
+            _short(r["label"], zh), f"{r['d']:,}", f"{r['mean_angle']:.2f}°", f"{r['std_angle']:.2f}°", f"{r['std_cos']:.4f}", f"{r['expected_std_cos']:.4f}",
             _pct(r["within"]["1"]), _pct(ex.get("1")), _pct(r["within"]["5"]), _pct(ex.get("5")),
             style="bold" if r["d"] == report["d_model"] else None,
         )  # fmt: skip
     out.print(t)
-    out.print("\n[bold]Histograms of the angle[/] (3° bins, each line scaled to its peak)")
-    width = max(len(r["label"]) for r in rows) + 2
-    for r in rows:
-        line = Text(r["label"].ljust(width))
-        line.append(spark(r["histogram"]), style="cyan" if colour else None)
-        out.print(line)
+    say(out, zh,
+        "tokens: the model's token embeddings; centred: the same minus their mean; random: random directions in D dimensions. "
+        "90±1°, 90±5°: the share of pairs in that band.",
+        "词元嵌入：模型的词元嵌入向量；中心化：同一组向量减去它们的均值；随机：D 维空间中的随机方向。平均 θ、sd θ：夹角的平均值和标准差（sd）；"
+        "90±1°、90±5°：落在这个范围内的向量对的比例。")  # fmt: skip
+    out.print("\n[bold]夹角的直方图[/]（3° 一格，每行按自己的峰值缩放）" if zh else "\n[bold]Histograms of the angle[/] (3° bins, each line scaled to its peak)")
+    labels = [f"{_short(r['label'], zh)} {r['d']:,}" for r in rows]
+    width = max(cell_len(x) for x in labels) + 1
+    for label, r in zip(labels, rows):
+        line = Text(label + " " * (width - cell_len(label)))
+        line.append(spark(r["histogram"]).rstrip(), style="cyan" if colour else None)
+        out.print(line, no_wrap=True, overflow="crop")
     bins = len(rows[0]["histogram"])
     axis = [" "] * (bins + 4)
     for deg, mark in ((0, "0°"), (45, "45°"), (90, "90°"), (135, "135°"), (180, "180°")):
+        start = min(round(deg / 180 * (bins - 1)), bins - len(mark))  # the last mark ends at the last bin, not past it
         for k, ch in enumerate(mark):
-            axis[round(deg / 180 * (bins - 1)) + k] = ch
-    out.print(" " * width + "".join(axis).rstrip(), style="dim")
-    out.print("\n[bold]What this promises[/]")
+            axis[start + k] = ch
+    out.print(" " * width + "".join(axis).rstrip(), style="dim", no_wrap=True, overflow="crop")
+    out.print("\n[bold]这意味着什么[/]" if zh else "\n[bold]What this promises[/]")
     for p in report["promises"]:
         miss = p["random_before_a_miss"]
-        miss_s = "never" if miss is None else f"about {miss:,.0f} vectors" if miss < 1e6 else f"about 10^{np.log10(miss):.1f} vectors"
         n = 10 ** min(p["log10_guaranteed"], 300)
-        fit = "the bound promises nothing here (fewer than 2)" if n < 2 else f"at least {math.floor(n):,}" if n < 1e6 else f"at least 10^{p['log10_guaranteed']:.1f}"
-        out.print(
-            f"  D = {p['d']:,}, 90 ± {p['band']:g}°: a random pair falls outside with probability {p['exact_outside']:.3g}; "
-            f"drawing random vectors, the first pair outside comes after {miss_s}; directions that provably fit: {fit}"
-        )
+        if zh:
+            miss_s = "永远不会" if miss is None else f"约 {miss:,.0f} 个向量之后" if miss < 1e6 else f"约 10^{np.log10(miss):.1f} 个向量之后"
+            fit = "这个界在这里什么也保证不了（少于 2 个）" if n < 2 else f"至少 {math.floor(n):,} 个" if n < 1e6 else f"至少 10^{p['log10_guaranteed']:.1f} 个"
+            chinese(out, f"  D = {p['d']:,}，90 ± {p['band']:g}°：一对随机向量越界的概率是 {p['exact_outside']:.3g}；逐个抽取随机向量，第一对越界出现在{miss_s}；可证明容纳的方向：{fit}")
+        else:
+            miss_s = "never" if miss is None else f"about {miss:,.0f} vectors" if miss < 1e6 else f"about 10^{np.log10(miss):.1f} vectors"
+            fit = "the bound promises nothing here (fewer than 2)" if n < 2 else f"at least {math.floor(n):,}" if n < 1e6 else f"at least 10^{p['log10_guaranteed']:.1f}"
+            out.print(
+                f"  D = {p['d']:,}, 90 ± {p['band']:g}°: a random pair falls outside with probability {p['exact_outside']:.3g}; "
+                f"drawing random vectors, the first pair outside comes after {miss_s}; directions that provably fit: {fit}"
+            )
     for j in report["jl"]:
-        out.print(f"  Johnson–Lindenstrauss: any 10^{j['log10_points']:.1f} points map into {j['d']:,} dimensions with every distance kept within 1 ± {j['eps']:g}")
+        if zh:
+            chinese(out, f"  Johnson–Lindenstrauss：任意 10^{j['log10_points']:.1f} 个点都能映射到 {j['d']:,} 维，且每个距离都保持在 1 ± {j['eps']:g} 倍以内")
+        else:
+            out.print(f"  Johnson–Lindenstrauss: any 10^{j['log10_points']:.1f} points map into {j['d']:,} dimensions with every distance kept within 1 ± {j['eps']:g}")
     d12 = next((p for p in report["promises"] if p["d"] == 12288 and p["band"] == 1), None)
     d12_5 = next((p for p in report["promises"] if p["d"] == 12288 and p["band"] == 5), None)
     say(out, zh,
         "sd cos: the measured spread of the cosine, beside the exact 1/√D; exact: the share from the density ∝ sin^(D−2) θ. "
         "'Provably fit' is the union bound P(|cos| > ε) ≤ 2·exp(−D ε²/2), ε = sin(band): exp(D ε²/4) random directions "
         "have fewer than one bad pair on average, so such a set exists (a lower bound; better packings exist).",
-        "sd cos：实测的余弦标准差，旁边是精确值 1/√D；exact：由密度 ∝ sin^(D−2) θ 算出的比例。“可证明容纳”来自联合界 "
+        "sd cos：实测的余弦标准差，旁边是精确值 1/√D；精确：由密度 ∝ sin^(D−2) θ 算出的比例。“可证明容纳”来自联合界 "
         "P(|cos| > ε) ≤ 2·exp(−D ε²/2)，ε = sin(角度带)：exp(D ε²/4) 个随机方向平均不到一对越界，所以这样的一组方向存在（这是下界，更好的排布还存在）。")  # fmt: skip
     if d12 and d12_5:
         say(out, zh,
@@ -84,7 +116,7 @@ def render(report: dict, zh: bool) -> None:
             f"fall in it, and random vectors leave it after a handful. 'Exponentially many' holds for a wider band: between 85° and 95° "
             f"a random pair falls outside with probability {d12_5['exact_outside']:.1e}, and at least 10^{d12_5['log10_guaranteed']:.0f} "
             "directions fit.",
-            f"所以在 GPT-3 的 12,288 维中，“89° 到 91° 之间”是一个很窄的范围：随机向量对中只有 {1 - d12['exact_outside']:.1%} 落在其中，"
+            f"所以在 GPT-3 的 12,288 维中，“89° 到 91° 之间”是一个很窄的范围：随机向量对中有 {1 - d12['exact_outside']:.1%} 落在其中，"
             f"随机取几个向量就会有一对越界。“指数多”对更宽的范围才成立：在 85° 到 95° 之间，一对随机向量越界的概率是 "
             f"{d12_5['exact_outside']:.1e}，并且至少能容纳 10^{d12_5['log10_guaranteed']:.0f} 个方向。")  # fmt: skip
     emb = next((r for r in rows if r["exact_within"] is None), None)

@@ -207,15 +207,16 @@ def side_by_side(panels: list[tuple[str, list[Text]]], cell_cols: int, gap: int 
     return text
 
 
-def legend(colour: bool) -> Text:
+def legend(colour: bool, zh: bool = False) -> Text:
     """What the cells mean: a colour bar from 0 to 1 (or the shade steps), and the masked mark."""
     text = Text(no_wrap=True)
+    weight = "权重" if zh else "weight"
     if colour:
-        text.append("weight 0 ")
+        text.append(f"{weight} 0 ")
         for rgb in viridis(np.linspace(0, 1, 11)):
             text.append(" ", _bg(rgb))
         text.append(" 1")
     else:
-        text.append("weight " + "  ".join(f"{c} ≤{top:g}".replace("0.", ".") for c, top in zip(SHADES, SHADE_TOPS)))
-    text.append(f"    {MASKED} masked (the future, exactly 0)", style="dim")
+        text.append(f"{weight} " + "  ".join(f"{c} ≤{top:g}".replace("0.", ".") for c, top in zip(SHADES, SHADE_TOPS)))
+    text.append(f"    {MASKED} 被遮住（未来，恰好为 0）" if zh else f"    {MASKED} masked (the future, exactly 0)", style="dim")
     return text

@@ -9,11 +9,15 @@ from rich.style import Style
 from rich.text import Text
 
 from .heatmap import clip, ink_on, uses_colour, viridis  # noqa: F401  (uses_colour: for the views)
+from .prose import chinese, chinese_markup, wrap_chinese  # noqa: F401  (for the views)
 
 
 def say(console, zh: bool, en: str, cn: str) -> None:
     """A few plain sentences of explanation, in Chinese with --lang zh."""
-    console.print(f"[dim]{cn if zh else en}[/]", soft_wrap=False)
+    if zh:
+        chinese(console, cn, "dim")
+    else:
+        console.print(f"[dim]{en}[/]", soft_wrap=False)
 
 
 def token_str(tokenizer, token_id: int) -> str:
@@ -45,4 +49,5 @@ def bar(value: float, top: float, width: int) -> str:
         return ""
     eighths = round(min(value / top, 1.0) * width * 8)
     return "█" * (eighths // 8) + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]
+
 

@@ -35,13 +35,19 @@ def explain(s, zh: bool, brief: bool = False) -> None:
 
     def say(en: str, cn: str, style: str = "", bold: tuple[str, str] = ("", "")) -> None:
         """A sentence (and its Chinese when asked); `bold` is a lead-in of each, shown in bold."""
-        for lead, line in ((bold[0], en), (bold[1], cn)) if zh else ((bold[0], en),):
+        for lead, line, chinese in ((bold[0], en, False), (bold[1], cn, True)) if zh else ((bold[0], en, False),):
             text = (f"[bold]{esc(lead)}[/]" if lead else "") + esc(line)
-            out.print(f"[{style}]{text}[/]" if style else text, highlight=False)
+            text = f"[{style}]{text}[/]" if style else text
+            if chinese:  # wrapped between characters, never inside a formula
+                from .prose import chinese_markup
+
+                chinese_markup(out, text)
+            else:
+                out.print(text, highlight=False)
 
     D, H, Hkv, Dh = s.config.d_model, s.config.n_head, s.config.n_kv_head, s.config.head_dim
     last = H - 1
-    say(f": the shape of each of its {s.config.n_layer} layers", f"：它 {s.config.n_layer} 层中每一层的形状",
+    say(f": the shape of each of its {s.config.n_layer} blocks", f"：它 {s.config.n_layer} 个块中每一个的形状",
         bold=(f"Multi-head attention in {s.name}", f"{s.name} 的多头注意力"))  # fmt: skip
     equal = "=" if s.config.d_attn == D else "≠"
     say(
