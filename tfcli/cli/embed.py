@@ -10,7 +10,6 @@ import typer
 
 from . import options
 from .console import warn
-from .lens import LangOption
 
 
 class Action(str, Enum):
@@ -36,7 +35,7 @@ def embed(
     k: Annotated[int, typer.Option("--top", "-k", help="How many nearest tokens to show.")] = 10,
     expect: Annotated[Optional[str], typer.Option("--expect", help="analogy: the answer you expect; its rank among all tokens is shown.", show_default=False)] = None,
     layer: Annotated[Optional[int], typer.Option("--layer", "-l", help="Use the word's residual stream at layer N instead of its embedding row: 0 = the embeddings, N = after block N-1, negative from the end (-1 = the last); the word alone, after the model's start-of-text token. Neighbours are still looked up among the embedding rows.", show_default=False)] = None,
-    lang: LangOption = None,
+    lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
     """The model's own token vectors (the rows of its embedding matrix) as a space of directions.
@@ -70,7 +69,7 @@ def embed(
         raise UsageError(f"--top must be at least 1, not {k}")
     if expect is not None and action is not Action.analogy:
         raise UsageError("--expect goes with analogy")
-    from .lens import load
+    from .inputs import load
 
     lm = load(model)
     n = lm.config.n_layer + 1  # layers of the residual stream: the embeddings, then after each block

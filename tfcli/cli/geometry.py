@@ -11,7 +11,6 @@ import typer
 
 from . import options
 from .console import note
-from .lens import LangOption
 
 
 def geometry(
@@ -21,7 +20,7 @@ def geometry(
     seed: options.Seed = None,
     png: Annotated[Optional[Path], typer.Option("--png", help="Also write the histograms as a PNG image (needs Pillow).", show_default=False, dir_okay=False)] = None,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the histograms as an SVG image.", show_default=False, dir_okay=False)] = None,
-    lang: LangOption = None,
+    lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
     """Near-orthogonality: the angles between random directions in D dimensions, and a model's own.
@@ -47,7 +46,7 @@ def geometry(
     if sample < 2 or sample > 5000:
         raise UsageError(f"--sample must be between 2 and 5000, not {sample}", "all sample² / 2 pairs are measured")
     wanted = _dims(dims)
-    from .lens import load
+    from .inputs import load
 
     lm = load(model)
     d_model = lm.config.d_model

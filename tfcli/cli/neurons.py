@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
-from .lens import LangOption
 
 
 def neurons(
@@ -17,7 +16,7 @@ def neurons(
     model: options.Model = None,
     neuron: Annotated[Optional[int], typer.Option("--neuron", "-n", help="One neuron: which tokens of the text make it fire, and which tokens its output pushes up and down.", show_default=False)] = None,
     k: Annotated[int, typer.Option("--top", "-k", help="How many neurons per token (or tokens per list with --neuron).")] = 5,
-    lang: LangOption = None,
+    lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
     """The MLP as questions: which of a block's neurons each token's vector turns on.
@@ -39,7 +38,7 @@ def neurons(
     from tfcli.analysis import neurons as nn
     from tfcli.engine.errors import UsageError
 
-    from .lens import load, text_ids
+    from .inputs import load, text_ids
 
     zh = options.chinese(lang)
     if k < 1:

@@ -35,18 +35,14 @@ def patch(
 
       tfcli patch -m smollm2 "The Eiffel Tower is in the city of" "The Colosseum is in the city of" --site heads
     """
-    import numpy as np
-
     from tfcli.analysis.experiments.patch import SITES, patch as run_patch
     from tfcli.engine.errors import UsageError
 
     from .experiment import one_token, tokens_json
-    from .lens import load, text_ids
-    from .views import experiments as view
-    from .views.attn import token_labels
-    from .views.inside import say, token_str, uses_colour
-    from .console import out
+    from .inputs import load, text_ids
     from . import json as js
+    from .views import experiments as view
+    from .views.inside import token_str
 
     if site not in SITES:
         raise UsageError(f"--site must be one of {', '.join(SITES)}, not {site!r}")
@@ -74,25 +70,4 @@ def patch(
             "grid": [{key: i, "values": row} for i, row in enumerate(r.grid.tolist())],
         })  # fmt: skip
         return
-    labels = [f"{c}/{d}" if c != d else c for c, d in zip(token_labels(tok, clean_ids), token_labels(tok, corrupt_ids))]
-    if site == "heads":
-        rows, cols = [str(b) for b in range(r.grid.shape[0])], [f"h{h}" for h in range(r.grid.shape[1])]
-    else:
-        rows = ["emb", *map(str, range(1, r.grid.shape[0]))] if site == "resid" else [str(b) for b in range(r.grid.shape[0])]
-        cols = labels
-    what = {"resid": "residual index × position", "heads": "block × head (context vector at every position)", "mlp": "block × position (MLP output)"}[site]
-    out.print(f"[bold]{lm.name}[/] · activation patching · {what}")
-    out.print(f"answer {token_str(tok, r.answer)!r} vs {token_str(tok, r.wrong)!r}: logit difference {r.clean_ld:+.2f} clean, {r.corrupt_ld:+.2f} corrupt")
-    out.print(view.grid(rows, cols, r.grid, uses_colour(out), top=1.0))
-    flat = np.argsort(-np.nan_to_num(r.grid, nan=-np.inf), axis=None)[:3]
-    best = [(f"{rows[i]}@{cols[j]}", r.grid[i, j]) for i, j in zip(*np.unravel_index(flat, r.grid.shape))]
-    say(out, zh,
-        "Each cell: the corrupt text run again with that one activation from the clean run, and how much of the logit "
-        "difference between the answer and the wrong token comes back (1 = all of it, 0 = none). "
-        + ("Rows are residual-stream indices (emb = the embeddings, i = after block i-1); " if site == "resid" else "Rows are blocks; ")
-        + f"the strongest: {view.ranked(best, '{:.2f}')}.",
-        "每个格子：把干净文本这一处的激活放进被改动文本的运行中，答案与错误词元的 logit 差恢复了多少（1 = 全部，0 = 没有）。"
-        + ("行是残差流的序号（emb 是嵌入，i 是第 i-1 个块之后）；" if site == "resid" else "行是块；")
-        + f"最强的：{view.ranked(best, '{:.2f}')}。")  # fmt: skip
-    if png or svg:
-        view.write_pictures(png, svg, f"{lm.name} · activation patching ({site})", f"answer {token_str(tok, r.answer)!r}", r.grid, rows, cols)
+    view.patching(lm, r, clean_ids, corrupt_ids, zh, png, svg)

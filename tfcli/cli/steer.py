@@ -43,9 +43,8 @@ def steer(
     from tfcli.engine.generate import Generation, Session, check_max_new_tokens
 
     from . import json as js
-    from .console import out
-    from .lens import load, text_ids
-    from .views.inside import say
+    from .inputs import load, text_ids
+    from .views import experiments as view
 
     zh = options.chinese(lang)
     check_max_new_tokens(max_tokens)
@@ -79,17 +78,4 @@ def steer(
             "steered": {"text": runs["steered"][0], "token_ids": runs["steered"][1]},
         })  # fmt: skip
         return
-    from rich.table import Table
-
-    out.print(f"[bold]{lm.name}[/] · steering at block {s.layer}: {scale:g} × (mean of {toward!r} − mean of {away!r}), |v| = {s.norm:.2f} · seed {seed}")
-    table = Table(show_header=True, expand=True, show_lines=False)
-    table.add_column("plain", ratio=1, overflow="fold")
-    table.add_column(f"steered (×{scale:g})", ratio=1, overflow="fold")
-    table.add_row(prompt + runs["plain"][0], prompt + runs["steered"][0])
-    out.print(table)
-    say(out, zh,
-        f"Both continuations draw with the same seed and knobs; the right one has {scale:g}·v added to block {s.layer}'s output at "
-        "every position. A small model often drifts toward the words of A, or breaks into repetition when the push is too "
-        "strong: try smaller and larger --scale, and other --layer values.",
-        f"两段续写使用同样的种子和参数；右边一段在每个位置都把 {scale:g}·v 加到第 {s.layer} 块的输出上。小模型常常会偏向 A 的词语，"
-        "推得太猛时则会陷入重复：试试更小或更大的 --scale，以及别的 --layer。")  # fmt: skip
+    view.steering(lm, s, prompt, toward, away, seed, runs, zh)

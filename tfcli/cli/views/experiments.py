@@ -75,3 +75,107 @@ def write_pictures(png, svg, heading: str, title: str, values01: np.ndarray, row
         if path:
             write(path)
             note(f"wrote {path} ({drawing.width}×{drawing.height} px)")
+
+
+# --- one function per command: what it prints after its numbers are computed ------------------
+
+
+def patching(lm, r, clean_ids, corrupt_ids, zh: bool, png, svg) -> None:
+    from ..console import out
+    from .attn import token_labels
+    from .inside import say, token_str, uses_colour
+
+    tok = lm.tokenizer
+    labels = [f"{c}/{d}" if c != d else c for c, d in zip(token_labels(tok, clean_ids), token_labels(tok, corrupt_ids))]
+    if r.site == "heads":
+        rows, cols = [str(b) for b in range(r.grid.shape[0])], [f"h{h}" for h in range(r.grid.shape[1])]
+    else:
+        rows = ["emb", *map(str, range(1, r.grid.shape[0]))] if r.site == "resid" else [str(b) for b in range(r.grid.shape[0])]
+        cols = labels
+    what = {"resid": "residual index × position", "heads": "block × head (context vector at every position)", "mlp": "block × position (MLP output)"}[r.site]
+    out.print(f"[bold]{lm.name}[/] · activation patching · {what}")
+    out.print(f"answer {token_str(tok, r.answer)!r} vs {token_str(tok, r.wrong)!r}: logit difference {r.clean_ld:+.2f} clean, {r.corrupt_ld:+.2f} corrupt")
+    out.print(grid(rows, cols, r.grid, uses_colour(out), top=1.0))
+    flat = np.argsort(-np.nan_to_num(r.grid, nan=-np.inf), axis=None)[:3]
+    best = ranked([(f"{rows[i]}@{cols[j]}", r.grid[i, j]) for i, j in zip(*np.unravel_index(flat, r.grid.shape))], "{:.2f}")
+    say(out, zh,
+        "Each cell: the corrupt text run again with that one activation from the clean run, and how much of the logit "
+        "difference between the answer and the wrong token comes back (1 = all of it, 0 = none). "
+        + ("Rows are residual-stream indices (emb = the embeddings, i = after block i-1); " if r.site == "resid" else "Rows are blocks; ")
+        + f"the strongest: {best}.",
+        "每个格子：把干净文本这一处的激活放进被改动文本的运行中，答案与错误词元的 logit 差恢复了多少（1 = 全部，0 = 没有）。"
+        + ("行是残差流的序号（emb 是嵌入，i 是第 i-1 个块之后）；" if r.site == "resid" else "行是块；")
+        + f"最强的：{best}。")  # fmt: skip
+    if png or svg:
+        write_pictures(png, svg, f"{lm.name} · activation patching ({r.site})", f"answer {token_str(tok, r.answer)!r}", r.grid, rows, cols)
+
+
+def ablation(lm, r, zh: bool, png, svg) -> None:
+    from ..console import out
+    from .inside import say, token_str, uses_colour
+
+    cfg, tok = lm.config, lm.tokenizer
+    rows = [str(b) for b in range(cfg.n_layer)]
+    cols = [f"h{h}" for h in range(cfg.n_head)] + ["mlp"]
+    values = np.concatenate([r.heads, r.mlps[:, None]], axis=1)  # [L, H+1]
+    out.print(f"[bold]{lm.name}[/] · ablation · answer {token_str(tok, r.answer)!r} (log-probability {r.logprob:.2f}, p = {np.exp(r.logprob):.0%})")
+    out.print(grid(rows, cols, values, uses_colour(out)))
+    order = np.argsort(r.heads, axis=None)[:3]
+    worst = ranked([(f"{b}.{h}", r.heads[b, h]) for b, h in zip(*np.unravel_index(order, r.heads.shape))], "{:+.2f}")
+    mlp = int(np.argmin(r.mlps))
+    say(out, zh,
+        "Rows are blocks (from 0), columns heads; each cell: the change in the answer's log-probability with that head "
+        "(or the block's MLP, last column) taken out. Negative: the answer needed it. "
+        f"Most needed heads: {worst}; MLP of block {mlp} ({r.mlps[mlp]:+.2f}).",
+        "行是块（从 0 开始），列是注意力头；每个格子：去掉这个头（最后一列是这个块的 MLP）之后，答案的对数概率变化了多少。"
+        f"负数表示答案需要它。最需要的头：{worst}；第 {mlp} 块的 MLP（{r.mlps[mlp]:+.2f}）。")  # fmt: skip
+    if png or svg:
+        top = float(np.abs(values).max()) or 1.0
+        write_pictures(png, svg, f"{lm.name} · ablation", f"-Δ log p({token_str(tok, r.answer)!r}) / {top:.2f}", -values / top, rows, cols)
+
+
+DETECTORS = (("previous_token", "previous-token", "前一个词元"), ("first_token", "first-token", "第一个词元"),
+             ("induction", "induction", "归纳"), ("duplicate_token", "duplicate-token", "重复词元"))  # fmt: skip
+
+
+def heads(lm, ids, a, d, repeat: int, zh: bool) -> None:
+    from ..console import out
+    from .inside import say, token_str, uses_colour
+
+    cfg, tok, colour = lm.config, lm.tokenizer, uses_colour(out)
+    rows, cols = [str(b) for b in range(cfg.n_layer)], [f"h{h}" for h in range(cfg.n_head)]
+    out.print(f"[bold]{lm.name}[/] · direct logit attribution of {token_str(tok, a.target)!r} after position {a.position} ({token_str(tok, ids[a.position])!r}): logit {a.logit:.2f}")
+    out.print(grid(rows, [*cols, "mlp"], np.concatenate([a.heads, a.mlps[:, None]], axis=1), colour))
+    out.print(f"embeddings {a.embedding:+.2f} · biases {a.bias:+.2f} · heads {a.heads.sum():+.2f} · MLPs {a.mlps.sum():+.2f} · total {a.total:.2f}")
+    for name, en, cn in DETECTORS:
+        g = getattr(d, name)
+        top = [(f"{b}.{h}", g[b, h]) for b, h in zip(*np.unravel_index(np.argsort(-g, axis=None)[:3], g.shape))]
+        out.print(f"[bold]{cn + '头' if zh else en + ' heads'}[/] (0-1): {ranked(top, '{:.2f}')}")
+    out.print(grid(rows, cols, d.induction, colour, fmt="{:.2f}", top=1.0))
+    say(out, zh,
+        f"Attribution: each cell is what that head (or the block's MLP) adds directly to the logit of {token_str(tok, a.target)!r}; "
+        "they sum, with the embeddings and the biases, to the logit. The grid at the end is the induction score: on "
+        f"{repeat} random tokens seen twice, how much each head attends, in the second copy, to the token that followed the "
+        "current token the first time (what a head that copies patterns forward does).",
+        f"归因：每个格子是这个头（或这个块的 MLP）直接加到 {token_str(tok, a.target)!r} 的 logit 上的量；它们与嵌入和偏置相加等于这个 logit。"
+        f"最后的网格是归纳分数：把 {repeat} 个随机词元重复两遍，在第二遍中每个头有多少注意力落在上一次紧跟当前词元的那个词元上（复制模式的头就是这样做的）。")  # fmt: skip
+
+
+def steering(lm, s, prompt: str, toward: str, away: str, seed: int, runs: dict, zh: bool) -> None:
+    from rich.table import Table
+
+    from ..console import out
+    from .inside import say
+
+    out.print(f"[bold]{lm.name}[/] · steering at block {s.layer}: {s.scale:g} × (mean of {toward!r} − mean of {away!r}), |v| = {s.norm:.2f} · seed {seed}")
+    table = Table(show_header=True, expand=True, show_lines=False)
+    table.add_column("plain", ratio=1, overflow="fold")
+    table.add_column(f"steered (×{s.scale:g})", ratio=1, overflow="fold")
+    table.add_row(prompt + runs["plain"][0], prompt + runs["steered"][0])
+    out.print(table)
+    say(out, zh,
+        f"Both continuations draw with the same seed and knobs; the right one has {s.scale:g}·v added to block {s.layer}'s output at "
+        "every position. A small model often drifts toward the words of A, or breaks into repetition when the push is too "
+        "strong: try smaller and larger --scale, and other --layer values.",
+        f"两段续写使用同样的种子和参数；右边一段在每个位置都把 {s.scale:g}·v 加到第 {s.layer} 块的输出上。小模型常常会偏向 A 的词语，"
+        "推得太猛时则会陷入重复：试试更小或更大的 --scale，以及别的 --layer。")  # fmt: skip
