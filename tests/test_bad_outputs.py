@@ -21,11 +21,13 @@ WRITERS = {
     "explore": (["explore", "-m", TINY_GPT2, "Hello there", "-o"], b"<!doctype html>"),
     "attn-png": (["attn", "-m", TINY_GPT2, "Hello there", "--png"], b"\x89PNG"),
     "attn-svg": (["attn", "-m", TINY_GPT2, "Hello there", "--svg"], b"<?xml"),
-    "attn-csv": (["attn", "-m", TINY_GPT2, "Hello there", "--csv"], b"layer,head"),
+    "attn-csv": (["attn", "-m", TINY_GPT2, "Hello there", "--csv"], b"block,head"),
     "lens-svg": (["lens", "-m", TINY_GPT2, "Hello there", "--svg"], b"<?xml"),
     "lens-png": (["lens", "-m", TINY_GPT2, "Hello there", "--png"], b"\x89PNG"),
     "geometry-svg": (["geometry", "-m", TINY_GPT2, "--sample", "20", "--dims", "8", "--svg"], b"<?xml"),
     "geometry-png": (["geometry", "-m", TINY_GPT2, "--sample", "20", "--dims", "8", "--png"], b"\x89PNG"),
+    "patch-svg": (["patch", "-m", TINY_GPT2, "The cat sat", "The dog sat", "--svg"], b"<?xml"),
+    "ablate-png": (["ablate", "-m", TINY_GPT2, "Hello there", "--png"], b"\x89PNG"),
 }
 FEW = ["explore", "attn-csv", "lens-svg", "geometry-png"]  # one of each command, for the slower cases
 OLD = b"the user's own file, which tfcli must not lose\n" * 100
