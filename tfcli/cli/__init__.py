@@ -242,6 +242,10 @@ app.command("geometry", cls=Command)(geometry.geometry)
 app.command("explore", cls=Command)(explore.explore)
 app.command("score", cls=Command)(score.score)
 
+from . import train  # noqa: E402
+
+app.command("train", cls=Command)(train.train)
+
 
 
 def main() -> None:

@@ -144,8 +144,11 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True):
     False drops the mask: every position may then read the ones after it (`tfcli train
     --no-mask`), which is the leak the mask is there to stop."""
     group = q.shape[1] // k.shape[1]
-    kr, vr = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # [B, H, T, Dh] each
-    scores = q @ kr.transpose(0, 1, 3, 2) * np.float32(1.0 / np.sqrt(q.shape[-1]))  # [B, H, T, Dh] @ [B, H, Dh, T] -> [B, H, T, T]
+    kr, vr = (k, v) if group == 1 else (np.repeat(k, group, axis=1), np.repeat(v, group, axis=1))  # [B, H, T, Dh] each
+    # NumPy's stacked matmul calls BLAS only when the right operand's rows are contiguous; a
+    # transposed view of k falls back to a loop 30x slower: the copy is the cheap part.
+    k_t = np.ascontiguousarray(kr.transpose(0, 1, 3, 2))  # [B, H, Dh, T]
+    scores = q @ k_t * np.float32(1.0 / np.sqrt(q.shape[-1]))  # [B, H, T, Dh] @ [B, H, Dh, T] -> [B, H, T, T]
     if causal:
         t_len = q.shape[2]
         scores += np.triu(np.full((t_len, t_len), -np.inf, dtype=np.float32), k=1)  # [T, T]: -inf on the future
@@ -162,7 +165,7 @@ def attention_backward(dout: np.ndarray, saved) -> tuple[np.ndarray, np.ndarray,
     q, kr, vr, p, group = saved
     scale = np.float32(1.0 / np.sqrt(q.shape[-1]))
     dv = p.transpose(0, 1, 3, 2) @ dout  # [B, H, T, T] @ [B, H, T, Dh] -> [B, H, T, Dh]
-    dp = dout @ vr.transpose(0, 1, 3, 2)  # [B, H, T, Dh] @ [B, H, Dh, T] -> [B, H, T, T]
+    dp = dout @ np.ascontiguousarray(vr.transpose(0, 1, 3, 2))  # [B, H, T, Dh] @ [B, H, Dh, T] -> [B, H, T, T] (a copy: see attention())
     ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))  # [B, H, T, T]
     ds *= scale
     dq = ds @ kr  # [B, H, T, T] @ [B, H, T, Dh] -> [B, H, T, Dh]

@@ -111,9 +111,10 @@ def add(grads: Params, name: str, g: np.ndarray) -> None:
 
 
 def split_heads(x: np.ndarray, shape: tuple[int, int], n_head: int) -> np.ndarray:
-    """[N, n*Dh] -> [B, n, T, Dh]: the batch layout of attention."""
+    """[N, n*Dh] -> [B, n, T, Dh]: the batch layout of attention, as a contiguous copy (NumPy's
+    stacked matmul runs a slow loop instead of BLAS on strided views: 30x in layers.attention)."""
     b_len, t_len = shape
-    return x.reshape(b_len, t_len, n_head, -1).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(x.reshape(b_len, t_len, n_head, -1).transpose(0, 2, 1, 3))
 
 
 def merge_heads(x: np.ndarray) -> np.ndarray:
