@@ -22,9 +22,9 @@ class GPT2Trainable(Trainable):
     def embed(self, ids, rng):
         """Token row plus position row: [B, T] -> [N, D]."""
         wte, wpe = self.params[P + "wte.weight"], self.params[P + "wpe.weight"]
-        x = wte[ids] + wpe[: ids.shape[1]]  # [B, T, D] + [T, D]
+        x = (wte[ids] + wpe[: ids.shape[1]]).reshape(-1, wte.shape[1])  # [B, T, D] + [T, D] -> [N, D]
         x, keep = L.dropout(x, self.dropout, rng)
-        return x.reshape(-1, x.shape[-1]), (ids, keep)  # [N, D]
+        return x, (ids, keep)
 
     def embed_backward(self, dx, saved, grads) -> None:
         ids, keep = saved

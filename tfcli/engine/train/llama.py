@@ -27,8 +27,9 @@ class LlamaTrainable(Trainable):
 
     def embed(self, ids, rng):
         """A row per token; positions enter through RoPE in every attention. [B, T] -> [N, D]"""
-        x, keep = L.dropout(self.params[self.embed_name][ids], self.dropout, rng)  # [B, T, D]
-        return x.reshape(-1, x.shape[-1]), (ids, keep)
+        table = self.params[self.embed_name]  # [V, D]
+        x, keep = L.dropout(table[ids].reshape(-1, table.shape[1]), self.dropout, rng)  # [N, D]
+        return x, (ids, keep)
 
     def embed_backward(self, dx, saved, grads) -> None:
         ids, keep = saved
