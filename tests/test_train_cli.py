@@ -111,3 +111,24 @@ def test_no_mask_and_dropout_train(cli, text, tmp_path):
     assert r.exit_code == 0, (r.stderr, r.exception)
     assert "without the causal mask" in (tmp_path / "m" / "README.md").read_text()
     assert np.isfinite(json.loads(r.stdout)["train_loss"])
+
+
+def test_the_char_vocabulary_is_the_shipped_models(tmp_path):
+    """tinyshakespeare's character vocabulary is weights/shakespeare's own (tools/train.py made it),
+    and the table lookup that encodes a long text gives the tokenizers library's ids."""
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    from tfcli.engine.train.data import char_tokenizer
+
+    corpus = Path("/work/shared/data/tinyshakespeare.txt")
+    shipped = Path(__file__).parent.parent / "weights" / "shakespeare" / "tokenizer.json"
+    if not corpus.is_file():
+        pytest.skip("the corpus is not on this machine")
+    text = corpus.read_text(encoding="utf-8")
+    ours = char_tokenizer(text, 256)
+    assert json.loads(ours.json_text)["model"]["vocab"] == json.loads(shipped.read_text())["model"]["vocab"]
+    sample = text[:2000] + "é€"  # two characters outside the vocabulary: <unk>
+    lib = Tokenizer.from_file(str(shipped)).encode(sample, add_special_tokens=False).ids
+    assert ours.encode(sample).tolist() == lib

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from pathlib import Path
 
@@ -41,7 +42,7 @@ Trained with tfcli's NumPy engine (a hand-written backward pass, engine/train/),
 | learning rate | {schedule} |
 | dropout | {s.dropout:g} |
 | seed | {s.seed} |
-| time | {run.seconds / 60:.1f} min on {platform.machine()} ({platform.processor() or platform.system()}) |
+| time | {run.seconds / 60:.1f} min on {cpu_name()} ({os.cpu_count()} cores) |
 | training loss (mean of the last 10 steps) | {_f(run.train_loss())} |
 | validation loss | {_f(val)} |
 
@@ -63,3 +64,15 @@ Losses in nats per token.
 
 def _f(x) -> str:
     return "-" if x is None else f"{x:.4f}"
+
+
+def cpu_name() -> str:
+    """The processor's model name (/proc/cpuinfo on Linux), else what the platform module says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -39,7 +39,7 @@ class Tokenizer:
         self._tok = HFTokenizer.from_str(self.json_text)
         vocab = self._tok.get_vocab(with_added_tokens=True)
         self.vocab_size = max(vocab.values()) + 1
-        self.chars = self._char_table(vocab)
+        self.chars = self._char_table(vocab) if self._is_char_level() else None
 
     @staticmethod
     def _char_table(vocab: dict[str, int]) -> dict[str, int] | None:
@@ -47,6 +47,12 @@ class Tokenizer:
         encoded here by a table lookup (the tokenizers library would take the whole text as one word)."""
         singles = {p: i for p, i in vocab.items() if len(p) == 1}
         return singles if len(singles) + 2 >= len(vocab) and EOT in vocab and UNK in vocab else None
+
+    def _is_char_level(self) -> bool:
+        """A BPE without merges, normalizer or pre-tokenizer: tools/train.py's and char_tokenizer's."""
+        doc = json.loads(self.json_text)
+        model = doc.get("model") or {}
+        return model.get("type") == "BPE" and not model.get("merges") and doc.get("normalizer") is None and doc.get("pre_tokenizer") is None
 
     def encode(self, text: str) -> np.ndarray:
         if self.chars is not None:
