@@ -13,7 +13,6 @@ the losses of the last step (they should agree: the two are the same computation
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
@@ -40,6 +39,7 @@ def main() -> None:
     import torch
 
     from tfcli.engine.threads import set_blas_threads
+    from tfcli.engine.train.card import cpu_name
     from tfcli.engine.train.run import Settings, start
 
     set_blas_threads(a.threads)
@@ -66,7 +66,7 @@ def main() -> None:
             theirs.append(tokens / (t2 - t1))
             print(f"round {r}: tfcli {ours[-1]:,.0f} tok/s, PyTorch {theirs[-1]:,.0f} tok/s, ratio {ours[-1] / theirs[-1]:.2f}", flush=True)
     n = sum(v.size for v in run.model.params.values())
-    print(f"\n{platform.processor() or platform.machine()}, {a.threads} threads; GPT-2 {a.layers} x {a.d_model} ({a.heads} heads), "
+    print(f"\n{cpu_name()}, {a.threads} threads; GPT-2 {a.layers} x {a.d_model} ({a.heads} heads), "
           f"context {a.context}, batch {a.batch_size}, {n:,} parameters; torch {torch.__version__}, numpy {np.__version__}")  # fmt: skip
     print(f"tfcli   median {statistics.median(ours):,.0f} tok/s (range {min(ours):,.0f}-{max(ours):,.0f})")
     print(f"PyTorch median {statistics.median(theirs):,.0f} tok/s (range {min(theirs):,.0f}-{max(theirs):,.0f})")
