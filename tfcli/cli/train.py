@@ -239,6 +239,9 @@ def _loop(run, command: str, as_json: bool) -> None:
                 loss = run.train_step()
                 speed = (run.step - step0) * run.tokens_per_step / max(time.perf_counter() - t0, 1e-9)
                 bar.update(task, completed=run.step, loss=f"{loss:.4f}", speed=f"{speed:,.0f} tok/s")
+                if not err.is_terminal and run.step % max(1, s.eval_every // 5) == 0:  # a log file gets lines, not a bar
+                    left = (s.steps - run.step) * run.tokens_per_step / max(speed, 1e-9)
+                    err.print(f"step {run.step:,}/{s.steps:,} · loss {loss:.4f} · {speed:,.0f} tok/s · {_duration(left)} left", soft_wrap=True)
                 if run.step % s.eval_every == 0 or run.step == s.steps:
                     _evaluate(run, command, bar)
         except KeyboardInterrupt:
@@ -251,6 +254,10 @@ def _loop(run, command: str, as_json: bool) -> None:
             raise KeyboardInterrupt
     if run.saved_step != run.step:
         run.save(command)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def _evaluate(run, command: str, bar) -> None:
