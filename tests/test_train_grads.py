@@ -122,3 +122,33 @@ def test_attention_backward_equals_autograd_with_and_without_the_mask(causal):
     out.backward(torch.tensor(dout, dtype=torch.float64))
     for mine, t in zip(ours, (tq, tk, tv)):
         assert np.linalg.norm(mine - t.grad.numpy()) / np.linalg.norm(t.grad.numpy()) <= 1e-5
+
+
+def test_dropout_gradient_equals_finite_differences():
+    """--dropout has no torch twin to compare with (the masks are drawn differently): the gradient
+    with the same masks is checked against central differences, in float64."""
+    from tfcli.engine.train import gpt2
+    from tfcli.engine.train.run import new_gpt2_config
+
+    class S:  # the few settings new_gpt2_config reads
+        d_model, heads, layers, context = 16, 2, 1, 8
+
+    cfg = new_gpt2_config(S, 11)
+    params = {k: v.astype(np.float64) for k, v in gpt2.init_params(cfg, np.random.default_rng(0)).items()}
+    model = trainable(cfg, params, dropout=0.3)
+    x, y = np.random.default_rng(1).integers(0, 11, (2, 8)), np.random.default_rng(2).integers(0, 11, (2, 8))
+
+    def loss() -> float:
+        logits, _ = model.forward(x, np.random.default_rng(7))
+        return layers.cross_entropy(logits, y.reshape(-1))[0]
+
+    _, grads = model.loss_and_grads(x, y, np.random.default_rng(7))
+    for name in ("transformer.h.0.mlp.c_fc.weight", "transformer.wte.weight", "transformer.h.0.attn.c_proj.bias"):
+        for idx in [tuple(np.random.default_rng(3).integers(0, n) for n in params[name].shape)]:
+            old = params[name][idx]
+            params[name][idx] = old + 1e-5
+            up = loss()
+            params[name][idx] = old - 1e-5
+            down = loss()
+            params[name][idx] = old
+            assert abs((up - down) / 2e-5 - grads[name][idx]) <= 1e-4 * max(1e-3, abs(grads[name][idx])), name
