@@ -11,7 +11,7 @@ def model_card(run, command: str) -> str:
     s, cfg = run.settings, run.config
     n_params = sum(a.size for a in run.model.params.values())
     origin = f"continued from `{Path(s.from_model).name}`" if s.from_model else "trained from scratch"
-    tok = {"char": "one token per character (`<|endoftext|>` 0, `<unk>` 1, then the file's characters)", "model": "the model's own"}
+    tok = {"char": "one token per character (`<\\|endoftext\\|>` 0, `<unk>` 1, then the file's characters)", "model": "the model's own"}
     tokenizer = tok.get(s.tokenizer, f"byte-level BPE of {s.tokenizer[4:]} tokens trained on the text")
     val = run.evals[-1][1] if run.evals else None
     curve = "\n".join(f"| {step:,} | {v:.4f} |" for step, v in run.evals) or "| - | - |"
