@@ -132,3 +132,30 @@ def test_the_char_vocabulary_is_the_shipped_models(tmp_path):
     sample = text[:2000] + "é€"  # two characters outside the vocabulary: <unk>
     lib = Tokenizer.from_file(str(shipped)).encode(sample, add_special_tokens=False).ids
     assert ours.encode(sample).tolist() == lib
+
+
+def test_a_real_ctrl_c_stops_after_the_step_and_saves(text, tmp_path):
+    """SIGINT to a real process: the step in progress finishes, the checkpoint is saved, exit 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1", "TFCLI_HOME": str(tmp_path / "home")}
+    out = tmp_path / "m"
+    cmd = [sys.executable, "-m", "tfcli", "train", str(text), "-o", str(out), *TINY, "--steps", "100000", "--eval-every", "10", "--threads", "1"]
+    restore = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731 - a background shell may have ignored SIGINT
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=restore)
+    seen = ""
+    deadline = time.monotonic() + 60
+    while "step 4/" not in seen and time.monotonic() < deadline:
+        seen += p.stderr.readline()
+    p.send_signal(signal.SIGINT)
+    _, rest = p.communicate(timeout=60)
+    assert p.returncode == 130, seen + rest
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["step"] >= 4 and f"interrupted at step {state['step']:,}" in rest and "--resume" in rest
+    assert rest.rstrip().endswith("--resume") and "Traceback" not in rest

@@ -251,7 +251,7 @@ def _loop(run, command: str, as_json: bool) -> None:
                 run.save(command)
             bar.stop()
             note(f"interrupted at step {run.step:,}: the checkpoint is in {run.out}; continue with: tfcli train {shlex.quote(s.text)} -o {shlex.quote(str(run.out))} --resume")
-            raise KeyboardInterrupt
+            raise typer.Exit(130)  # as generate does: the work so far is kept, the exit code says Ctrl-C
     if run.saved_step != run.step:
         run.save(command)
 
