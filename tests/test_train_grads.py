@@ -9,7 +9,6 @@ must stay under 1e-4 (a float32 step is 1.2e-7: room for the sums of a few hundr
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest

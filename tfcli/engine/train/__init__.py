@@ -28,8 +28,7 @@ def trainable(config: ModelConfig, params: Params, causal: bool = True, dropout:
     module = FAMILIES.get(config.family)
     if module is None:
         raise TrainError(f"tfcli cannot train a {config.family} model", f"it trains {', '.join(sorted(FAMILIES))}")
-    cls = module.GPT2Trainable if module is gpt2 else module.LlamaTrainable
-    return cls(config, params, causal, dropout)
+    return module.MODEL(config, params, causal, dropout)
 
 
 def shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:

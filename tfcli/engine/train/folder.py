@@ -26,8 +26,6 @@ from .model import Params
 STATE = "trainer_state.json"
 OPTIMIZER = "optimizer.safetensors"
 WEIGHTS = "model.safetensors"
-# What a checkpoint may hold: the only names tfcli writes, and so the only ones --force replaces.
-WRITTEN = ("config.json", "generation_config.json", WEIGHTS, "tokenizer.json", "tokenizer_config.json", "README.md", STATE, OPTIMIZER)
 
 
 def load_params(folder: Path) -> tuple[ModelConfig, dict, Params]:

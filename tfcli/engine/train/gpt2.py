@@ -120,3 +120,6 @@ def init_params(cfg: ModelConfig, rng: np.random.Generator) -> Params:
             std = resid_std if name.endswith("c_proj.weight") else 0.02
             params[name] = (rng.standard_normal(shape) * std).astype(np.float32)
     return params
+
+
+MODEL = GPT2Trainable

@@ -8,7 +8,6 @@ on q, k and v (config.qkv_bias); some Llamas have one on o too (attention_bias: 
 
 from __future__ import annotations
 
-import numpy as np
 
 from .. import ops
 from . import layers as L
@@ -118,3 +117,6 @@ def shapes(cfg) -> dict[str, tuple[int, ...]]:
     if not cfg.tie_embeddings:
         out["lm_head.weight"] = (V, D)
     return out
+
+
+MODEL = LlamaTrainable

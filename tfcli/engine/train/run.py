@@ -8,7 +8,6 @@ from generators seeded by (seed, step), so a resumed run continues exactly as an
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -210,7 +209,3 @@ def resume(out: Path, text_path: Path, steps: int | None, eval_every: int | None
     run.seconds_before = float(state["seconds"])
     run.load_data(text)
     return run
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
