@@ -104,6 +104,7 @@ def test_from_a_llama_continues_it_and_transformers_agrees(cli, text, tmp_path):
     _, ours, ref = logits_both(out, [17, 3, 250, 99, 42])
     assert np.abs(ours - ref).max() <= 1e-4 * max(1.0, np.abs(ref).max())
     assert json.loads((out / "config.json").read_text())["model_type"] == "llama"
+    assert (out / "generation_config.json").read_bytes() == (TINY_LLAMA / "generation_config.json").read_bytes()
 
 
 def test_no_mask_and_dropout_train(cli, text, tmp_path):

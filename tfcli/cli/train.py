@@ -57,7 +57,7 @@ def train(
     lr_schedule: Annotated[Schedule, typer.Option("--lr-schedule", help="After warmup: cosine down to lr/10 at the last step, or constant.", rich_help_panel=_OPT)] = Schedule.cosine,
     clip: Annotated[float, typer.Option("--clip", help="Clip the gradients to this global norm (0 = off).", rich_help_panel=_OPT)] = 1.0,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per step.", rich_help_panel=_OPT)] = 16,
-    seq_len: Annotated[Optional[int], typer.Option("--seq-len", help="Tokens per sequence. (default: --context)", show_default=False, rich_help_panel=_OPT)] = None,
+    seq_len: Annotated[Optional[int], typer.Option("--seq-len", help="Tokens per sequence. (default: --context; with --from, at most 256)", show_default=False, rich_help_panel=_OPT)] = None,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimisation steps. (default: 1000)", show_default=False, rich_help_panel=_OPT)] = None,
     seed: Annotated[int, typer.Option("--seed", "-s", help="Seed of the initial weights, the batches and the samples.", rich_help_panel=_OPT)] = 1337,
     val_fraction: Annotated[float, typer.Option("--val-fraction", help="The last fraction of the tokens, held out for the validation loss.", rich_help_panel=_RUN)] = 0.1,
@@ -117,7 +117,8 @@ def _settings(flags: dict):
     context = context or 128
     if d_model % heads:
         raise UsageError(f"--d-model {d_model} is not a multiple of --heads {heads}", "each head gets d_model / heads dimensions")
-    seq_len = _positive(f["seq_len"], "--seq-len") or context
+    # A continued model's context can be thousands of tokens: a first run on a CPU gets 256 of them.
+    seq_len = _positive(f["seq_len"], "--seq-len") or (min(context, 256) if from_folder and f["context"] is None else context)
     if seq_len > context:
         raise UsageError(f"--seq-len {seq_len:,} is beyond the context of {context:,}", "use a --seq-len up to --context, or a larger --context")
     _check_ranges(f)

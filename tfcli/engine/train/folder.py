@@ -72,6 +72,15 @@ def check_output(folder: Path, force: bool, resume: bool) -> None:
         raise TrainError(f"{folder} already exists", "give another -o, --force to write the checkpoint into it, or --resume to continue its run")
 
 
+COMPANIONS = ("generation_config.json", "special_tokens_map.json", "chat_template.jinja")
+
+
+def companions(source: Path) -> dict[str, bytes]:
+    """The files of a model folder that a continued model keeps as they are: its sampling
+    defaults and its chat template (the weights, config and tokenizer are written anew)."""
+    return {name: (Path(source) / name).read_bytes() for name in COMPANIONS if (Path(source) / name).is_file()}
+
+
 def safetensors_bytes(arrays: Params) -> bytes:
     from safetensors.numpy import save
 

@@ -65,6 +65,7 @@ class Run:
         self.seconds_before = 0.0  # of the run this one resumes
         self.started = time.perf_counter()
         self.saved_step: int | None = None  # the step of the last checkpoint written
+        self.extra_files: dict[str, bytes] = {}  # --from: the source's own files that travel with it (sampling defaults, chat template)
 
     # ------------------------------------------------------------------ data
 
@@ -143,6 +144,7 @@ class Run:
             folder.STATE: folder.json_bytes(self.state()),
             "README.md": model_card(self, command).encode("utf-8"),
         }
+        files |= self.extra_files
         if self.raw_config is None:
             files["generation_config.json"] = folder.json_bytes(generation)
         if self.tokenizer.config is not None:
@@ -178,6 +180,8 @@ def start(settings: Settings, out: Path) -> Run:
         cfg = new_gpt2_config(s, tok.vocab_size)
         raw, params = None, gpt2.init_params(cfg, np.random.default_rng(s.seed))
     run = Run(s, out, tok, sha, cfg, raw, params)
+    if s.from_model:
+        run.extra_files = folder.companions(Path(s.from_model))
     run.load_data(text)
     return run
 
@@ -202,6 +206,7 @@ def resume(out: Path, text_path: Path, steps: int | None, eval_every: int | None
         raise TrainError(f"{text_path} is not the text the run in {out} was trained on", "resume with the same TEXT_FILE, or start a new run")
     cfg, raw, params = folder.load_params(out)
     run = Run(s, out, data.folder_tokenizer(out), sha, cfg, raw if s.from_model else None, params)
+    run.extra_files = folder.companions(out) if s.from_model else {}
     run.optimizer.load_state(opt, state["step"])
     run.step, run.saved_step = state["step"], state["step"]
     run.losses = list(state["losses"])
