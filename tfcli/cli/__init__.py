@@ -349,6 +349,10 @@ app.command("neurons", cls=Command)(neurons.neurons)
 app.command("geometry", cls=Command)(geometry.geometry)
 app.command("explore", cls=Command)(explore.explore)
 
+from . import train  # noqa: E402
+
+app.command("train", cls=Command)(train.train)
+
 
 
 def main() -> None:

@@ -1,0 +1,162 @@
+"""tfcli train end to end: a checkpoint that tfcli and transformers load with the same logits,
+Ctrl-C and --resume that continue exactly, the summary, the curve, the tokenizers, --from."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import TINY_LLAMA, interrupt_call
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+TINY = ["--layers", "2", "--d-model", "16", "--heads", "2", "--context", "16", "--batch-size", "4", "--warmup", "2", "--lr", "3e-3"]
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    path = tmp_path_factory.mktemp("text") / "tiny.txt"
+    lines = ["First Citizen:", "Before we proceed any further, hear me speak.", "All:", "Speak, speak.", "Resolved. resolved."]
+    path.write_text("\n".join(lines * 30) + "\n", encoding="utf-8")
+    return path
+
+
+def logits_both(folder, ids):
+    from transformers import AutoModelForCausalLM
+
+    from tfcli.engine.loader import load_folder
+
+    lm = load_folder(folder)
+    ours = lm.model.forward(np.array(ids), lm.model.new_cache(len(ids)), all_logits=True)  # [T, V]
+    with torch.no_grad():
+        ref = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()(torch.tensor([ids])).logits[0].numpy()
+    return lm, ours, ref
+
+
+def test_a_new_model_loads_in_tfcli_and_transformers_with_the_same_logits(cli, text, tmp_path):
+    out = tmp_path / "m"
+    r = cli("train", text, "-o", out, *TINY, "--steps", "12", "--eval-every", "6", "--json")
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    summary = json.loads(r.stdout)
+    assert set(summary) == {"steps", "tokens", "seconds", "train_loss", "val_loss", "folder"}
+    assert summary["steps"] == 12 and summary["tokens"] == 12 * 4 * 16 and summary["folder"] == str(out)
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert summary["train_loss"] == pytest.approx(np.mean(state["losses"][-10:]), abs=1e-6)
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md"):
+        assert (out / name).is_file(), name
+    lm, ours, ref = logits_both(out, [5, 9, 2, 7, 7, 11, 3])
+    assert not lm.warnings
+    assert np.abs(ours - ref).max() <= 1e-4 * max(1.0, np.abs(ref).max())
+    card = (out / "README.md").read_text()
+    assert "tfcli train" in card and f"{summary['val_loss']:.4f}" in card
+    g = cli("generate", "-m", out, "Speak", "-n", "5", "--seed", "1")
+    assert g.exit_code == 0 and g.stdout, g.stderr
+
+
+def test_the_loss_falls_and_progress_goes_to_stderr(cli, text, tmp_path):
+    r = cli("train", text, "-o", tmp_path / "m", *TINY, "--steps", "40", "--eval-every", "20")
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert r.stdout == ""
+    assert "step 20:" in r.stderr and "val " in r.stderr and "┤" in r.stderr  # the evaluation and the curve
+    state = json.loads((tmp_path / "m" / "trainer_state.json").read_text())
+    assert np.mean(state["losses"][-5:]) < state["losses"][0] - 0.5
+
+
+def test_ctrl_c_saves_and_resume_continues_exactly(cli, text, tmp_path, monkeypatch):
+    from safetensors.numpy import load_file
+
+    from tfcli.engine.train.run import Run
+
+    args = [*TINY, "--steps", "6", "--eval-every", "100", "--seed", "3"]
+    whole = cli("train", text, "-o", tmp_path / "whole", *args)
+    assert whole.exit_code == 0, whole.stderr
+    real = Run.train_step
+    interrupt_call(monkeypatch, Run, "train_step", 4)  # Ctrl-C after 3 steps
+    r = cli("train", text, "-o", tmp_path / "cut", *args)
+    assert r.exit_code == 130 and "interrupted at step 3" in r.stderr and "--resume" in r.stderr, r.stderr
+    assert json.loads((tmp_path / "cut" / "trainer_state.json").read_text())["step"] == 3
+    monkeypatch.setattr(Run, "train_step", real)
+    again = cli("train", text, "-o", tmp_path / "cut", "--resume")
+    assert again.exit_code == 0, again.stderr
+    a, b = load_file(str(tmp_path / "whole" / "model.safetensors")), load_file(str(tmp_path / "cut" / "model.safetensors"))
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_bpe_tokenizer_and_png(cli, text, tmp_path):
+    out, png = tmp_path / "m", tmp_path / "curve.png"
+    r = cli("train", text, "-o", out, *TINY, "--tokenizer", "bpe:300", "--steps", "4", "--eval-every", "2", "--png", png)
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from tfcli.engine.tokenizer import Tokenizer
+
+    tok = Tokenizer(out / "tokenizer.json")
+    assert tok.vocab_size == 300 and tok.decode(tok.encode("Speak, speak.")) == "Speak, speak."
+
+
+def test_from_a_llama_continues_it_and_transformers_agrees(cli, text, tmp_path):
+    out = tmp_path / "m"
+    r = cli("train", text, "-o", out, "--from", TINY_LLAMA, "--steps", "2", "--seq-len", "16", "--batch-size", "2", "--eval-every", "100", "--json")
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    _, ours, ref = logits_both(out, [17, 3, 250, 99, 42])
+    assert np.abs(ours - ref).max() <= 1e-4 * max(1.0, np.abs(ref).max())
+    assert json.loads((out / "config.json").read_text())["model_type"] == "llama"
+    assert (out / "generation_config.json").read_bytes() == (TINY_LLAMA / "generation_config.json").read_bytes()
+
+
+def test_no_mask_and_dropout_train(cli, text, tmp_path):
+    r = cli("train", text, "-o", tmp_path / "m", *TINY, "--steps", "3", "--no-mask", "--dropout", "0.1", "--json")
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert "without the causal mask" in (tmp_path / "m" / "README.md").read_text()
+    assert np.isfinite(json.loads(r.stdout)["train_loss"])
+
+
+def test_the_char_vocabulary_is_the_shipped_models(tmp_path):
+    """tinyshakespeare's character vocabulary is weights/shakespeare's own (tools/train.py made it),
+    and the table lookup that encodes a long text gives the tokenizers library's ids."""
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    from tfcli.engine.train.data import char_tokenizer
+
+    corpus = Path("/work/shared/data/tinyshakespeare.txt")
+    shipped = Path(__file__).parent.parent / "weights" / "shakespeare" / "tokenizer.json"
+    if not corpus.is_file():
+        pytest.skip("the corpus is not on this machine")
+    text = corpus.read_text(encoding="utf-8")
+    ours = char_tokenizer(text, 256)
+    assert json.loads(ours.json_text)["model"]["vocab"] == json.loads(shipped.read_text())["model"]["vocab"]
+    sample = text[:2000] + "é€"  # two characters outside the vocabulary: <unk>
+    lib = Tokenizer.from_file(str(shipped)).encode(sample, add_special_tokens=False).ids
+    assert ours.encode(sample).tolist() == lib
+
+
+def test_a_real_ctrl_c_stops_after_the_step_and_saves(text, tmp_path):
+    """SIGINT to a real process: the step in progress finishes, the checkpoint is saved, exit 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1", "TFCLI_HOME": str(tmp_path / "home")}
+    out = tmp_path / "m"
+    cmd = [sys.executable, "-m", "tfcli", "train", str(text), "-o", str(out), *TINY, "--steps", "100000", "--eval-every", "10", "--threads", "1"]
+    restore = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731 - a background shell may have ignored SIGINT
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=restore)
+    seen = ""
+    deadline = time.monotonic() + 60
+    while "step 4/" not in seen and time.monotonic() < deadline:
+        seen += p.stderr.readline()
+    p.send_signal(signal.SIGINT)
+    _, rest = p.communicate(timeout=60)
+    assert p.returncode == 130, seen + rest
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["step"] >= 4 and f"interrupted at step {state['step']:,}" in rest and "--resume" in rest
+    assert rest.rstrip().endswith("--resume") and "Traceback" not in rest

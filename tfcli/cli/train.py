@@ -1,0 +1,295 @@
+"""tfcli train: train a small GPT in NumPy (forward and a hand-written backward pass), or go on
+training a model tfcli runs; every checkpoint is a Hugging Face folder."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import sys
+import time
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.text import Text
+
+from . import options
+from .console import err, for_terminal, note, shown
+
+_MODEL, _OPT, _RUN = "Model", "Optimisation", "Run"
+
+
+class Optimizer(str, Enum):
+    adamw = "adamw"
+    sgd = "sgd"
+
+
+class Schedule(str, Enum):
+    cosine = "cosine"
+    constant = "constant"
+
+
+class Order(str, Enum):
+    random = "random"
+    sequential = "sequential"
+
+
+def train(
+    text_file: Annotated[Path, typer.Argument(help="The UTF-8 text to train on.", show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The folder of the checkpoint (a Hugging Face model folder).", show_default=False)],
+    layers: Annotated[Optional[int], typer.Option("--layers", help="Transformer blocks. (default: 4)", show_default=False, rich_help_panel=_MODEL)] = None,
+    d_model: Annotated[Optional[int], typer.Option("--d-model", help="Width of the residual stream. (default: 128)", show_default=False, rich_help_panel=_MODEL)] = None,
+    heads: Annotated[Optional[int], typer.Option("--heads", help="Attention heads (--d-model must be a multiple). (default: 4)", show_default=False, rich_help_panel=_MODEL)] = None,
+    context: Annotated[Optional[int], typer.Option("--context", help="Longest sequence the model can read (n_positions). (default: 128)", show_default=False, rich_help_panel=_MODEL)] = None,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="char: one token per character; bpe:N: a byte-level BPE of N tokens trained on the text. (default: char)", show_default=False, rich_help_panel=_MODEL)] = None,
+    from_model: Annotated[Optional[str], typer.Option("--from", help="Go on training this model (a GPT-2, Llama or Qwen2 folder or name tfcli runs), with its own tokenizer.", show_default=False, rich_help_panel=_MODEL)] = None,
+    no_mask: Annotated[bool, typer.Option("--no-mask", help="Train without the causal mask: each position can read the tokens after it (the experiment in the README).", rich_help_panel=_MODEL)] = False,
+    dropout: Annotated[float, typer.Option("--dropout", help="Share of the embedding and residual-branch values zeroed in training.", rich_help_panel=_MODEL)] = 0.0,
+    optimizer: Annotated[Optimizer, typer.Option("--optimizer", help="adamw or sgd.", rich_help_panel=_OPT)] = Optimizer.adamw,
+    lr: Annotated[float, typer.Option("--lr", help="Peak learning rate.", rich_help_panel=_OPT)] = 1e-3,
+    betas: Annotated[str, typer.Option("--betas", help="AdamW's b1,b2.", rich_help_panel=_OPT)] = "0.9,0.99",
+    eps: Annotated[float, typer.Option("--eps", help="AdamW's epsilon.", rich_help_panel=_OPT)] = 1e-8,
+    weight_decay: Annotated[float, typer.Option("--weight-decay", help="Weight decay, on matrices only (not biases or norms).", rich_help_panel=_OPT)] = 0.1,
+    warmup: Annotated[int, typer.Option("--warmup", help="Steps of linear warmup of the learning rate.", rich_help_panel=_OPT)] = 50,
+    lr_schedule: Annotated[Schedule, typer.Option("--lr-schedule", help="After warmup: cosine down to lr/10 at the last step, or constant.", rich_help_panel=_OPT)] = Schedule.cosine,
+    clip: Annotated[float, typer.Option("--clip", help="Clip the gradients to this global norm (0 = off).", rich_help_panel=_OPT)] = 1.0,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per step.", rich_help_panel=_OPT)] = 16,
+    seq_len: Annotated[Optional[int], typer.Option("--seq-len", help="Tokens per sequence. (default: --context; with --from, at most 256)", show_default=False, rich_help_panel=_OPT)] = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Optimisation steps. (default: 1000)", show_default=False, rich_help_panel=_OPT)] = None,
+    seed: Annotated[int, typer.Option("--seed", "-s", help="Seed of the initial weights, the batches and the samples.", rich_help_panel=_OPT)] = 1337,
+    val_fraction: Annotated[float, typer.Option("--val-fraction", help="The last fraction of the tokens, held out for the validation loss.", rich_help_panel=_RUN)] = 0.1,
+    data_order: Annotated[Order, typer.Option("--data-order", help="random windows, or sequential: sequence b of step s starts at token (s*B + b)*T.", rich_help_panel=_RUN)] = Order.random,
+    eval_every: Annotated[Optional[int], typer.Option("--eval-every", help="Validation loss, a sample and a checkpoint every this many steps. (default: 100)", show_default=False, rich_help_panel=_RUN)] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run saved in --output, with its settings (--steps may raise the end).", rich_help_panel=_RUN)] = False,
+    force: Annotated[bool, typer.Option("--force", help="Write into an existing folder (tfcli's files are replaced, others left alone).", rich_help_panel=_RUN)] = False,
+    png: Annotated[Optional[Path], typer.Option("--png", help="Write the loss curves to this PNG at the end.", show_default=False, rich_help_panel=_RUN)] = None,
+    as_json: options.Json = False,
+    threads: options.Threads = None,
+) -> None:
+    """Train a GPT-2-style model on a text file with tfcli's NumPy engine: a forward pass and a
+    hand-written backward pass (engine/train/). Progress goes to stderr: the step, the loss,
+    tokens per second and the time left; every --eval-every steps the validation loss, a sample
+    and a checkpoint. Ctrl-C saves a checkpoint that --resume continues.
+
+    Examples:
+
+      tfcli train shakespeare.txt -o my-shakespeare
+
+      tfcli train shakespeare.txt -o no-mask --no-mask --steps 300
+
+      tfcli train notes.txt -o notes --tokenizer bpe:512 --layers 2 --d-model 64
+
+      tfcli train more.txt -o tuned --from shakespeare --lr 3e-4 --steps 200
+    """
+    from tfcli.engine.train import folder, run as runs
+
+    options.apply_threads(threads)
+    if resume:
+        run = runs.resume(output, text_file, _positive(steps, "--steps"), _positive(eval_every, "--eval-every"))
+    else:
+        folder.check_output(output, force, resume)
+        settings = _settings(locals())
+        run = runs.start(settings, output)
+    command = shlex.join(["tfcli", *sys.argv[1:]]) if sys.argv and "tfcli" in Path(sys.argv[0]).name else "tfcli train ..."
+    _describe(run)
+    _loop(run, command, as_json)
+    _finish(run, png, as_json)
+
+
+def _settings(flags: dict):
+    """The run's Settings from the flags, each checked (a bad value: exit 2)."""
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.train.run import Settings
+
+    f = flags
+    shaped = {k: f[k] for k in ("layers", "d_model", "heads", "tokenizer") if f[k] is not None}
+    if f["from_model"] and shaped:
+        name = "--" + next(iter(shaped)).replace("_", "-")
+        raise UsageError(f"{name} cannot be given with --from", "a model continued keeps its shape and its tokenizer")
+    layers, d_model, heads, context = (_positive(f[k], "--" + k.replace("_", "-")) for k in ("layers", "d_model", "heads", "context"))
+    layers, d_model, heads = layers or 4, d_model or 128, heads or 4
+    from_folder = str(options.model_folder(f["from_model"])) if f["from_model"] else None
+    if from_folder:
+        context = _from_context(from_folder, context)
+    context = context or 128
+    if d_model % heads:
+        raise UsageError(f"--d-model {d_model} is not a multiple of --heads {heads}", "each head gets d_model / heads dimensions")
+    # A continued model's context can be thousands of tokens: a first run on a CPU gets 256 of them.
+    seq_len = _positive(f["seq_len"], "--seq-len") or (min(context, 256) if from_folder and f["context"] is None else context)
+    if seq_len > context:
+        raise UsageError(f"--seq-len {seq_len:,} is beyond the context of {context:,}", "use a --seq-len up to --context, or a larger --context")
+    _check_ranges(f)
+    return Settings(
+        text=str(f["text_file"]), layers=layers, d_model=d_model, heads=heads, context=context,
+        tokenizer="model" if from_folder else _tokenizer(f["tokenizer"] or "char"), from_model=from_folder,
+        dropout=f["dropout"], optimizer=f["optimizer"].value, lr=f["lr"], betas=_betas(f["betas"]), eps=f["eps"],
+        weight_decay=f["weight_decay"], warmup=f["warmup"], lr_schedule=f["lr_schedule"].value, clip=f["clip"],
+        batch_size=f["batch_size"], seq_len=seq_len, steps=_positive(f["steps"], "--steps") or 1000, seed=f["seed"],
+        val_fraction=f["val_fraction"], data_order=f["data_order"].value,
+        eval_every=_positive(f["eval_every"], "--eval-every") or 100, causal=not f["no_mask"],
+    )  # fmt: skip
+
+
+def _from_context(folder: str, context: int | None) -> int:
+    """--context with --from: at most the model's own (its position table or RoPE range)."""
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.families import load_config
+
+    n_ctx = load_config(Path(folder) / "config.json").n_ctx
+    if context is not None and context > n_ctx:
+        raise UsageError(f"--context {context:,} is beyond what {Path(folder).name} supports ({n_ctx:,})", f"use --context {n_ctx:,} or less")
+    return min(context or n_ctx, n_ctx)
+
+
+def _positive(value: int | None, flag: str) -> int | None:
+    from tfcli.engine.errors import UsageError, shown_number
+
+    if value is not None and not 1 <= value <= 1 << 24:
+        raise UsageError(f"{flag} must be between 1 and {1 << 24:,}, not {shown_number(value)}")
+    return value
+
+
+def _check_ranges(f: dict) -> None:
+    import math
+
+    from tfcli.engine.errors import UsageError
+
+    checks = (
+        ("--lr", f["lr"], lambda v: 0 < v < 1e3),
+        ("--eps", f["eps"], lambda v: 0 < v < 1),
+        ("--weight-decay", f["weight_decay"], lambda v: 0 <= v < 1e3),
+        ("--clip", f["clip"], lambda v: v >= 0),
+        ("--dropout", f["dropout"], lambda v: 0 <= v < 1),
+        ("--val-fraction", f["val_fraction"], lambda v: 0 <= v < 1),
+        ("--warmup", f["warmup"], lambda v: 0 <= v <= 1 << 24),
+        ("--batch-size", f["batch_size"], lambda v: 1 <= v <= 1 << 16),
+    )
+    for flag, value, ok in checks:
+        if not (math.isfinite(value) and ok(value)):
+            raise UsageError(f"{flag} {value} is out of range", f"see 'tfcli train --help' for what {flag} means")
+
+
+def _betas(text: str) -> tuple[float, float]:
+    from tfcli.engine.errors import UsageError
+
+    try:
+        b1, b2 = (float(x) for x in text.split(","))
+        if 0 <= b1 < 1 and 0 <= b2 < 1:
+            return b1, b2
+    except ValueError:
+        pass
+    raise UsageError(f"--betas {text!r} is not two numbers in [0, 1) separated by a comma", "e.g. --betas 0.9,0.99")
+
+
+def _tokenizer(text: str) -> str:
+    from tfcli.engine.errors import UsageError
+
+    if text == "char":
+        return text
+    kind, _, n = text.partition(":")
+    if kind == "bpe" and n.isdigit() and 257 <= int(n) <= 1_000_000:
+        return f"bpe:{int(n)}"
+    raise UsageError(f"--tokenizer {text!r} is not char or bpe:N", "bpe:N needs N from 257 (the 256 bytes and <|endoftext|>) to 1,000,000")
+
+
+def _describe(run) -> None:
+    s, cfg = run.settings, run.config
+    n = sum(a.size for a in run.model.params.values())
+    what = f"continuing {Path(s.from_model).name}" if s.from_model else "a new GPT-2"
+    mask = "" if s.causal else ", WITHOUT the causal mask"
+    note(f"{what}: {cfg.n_layer} layers, d_model {cfg.d_model}, {cfg.n_head} heads, context {cfg.n_ctx}, vocabulary {cfg.vocab_size:,}, {n:,} parameters{mask}")
+    note(f"data: {len(run.split.train):,} training tokens, {len(run.split.val):,} validation tokens; batch {s.batch_size} x {s.seq_len}")
+    if run.step:
+        note(f"resuming at step {run.step:,} of {s.steps:,}")
+
+
+@contextmanager
+def _ctrl_c_after_step():
+    """The first Ctrl-C asks the loop to stop after the step it is in (an update half applied
+    would be a broken checkpoint); a second one interrupts at once."""
+    asked = []
+    if sys.flags.dev_mode or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield asked  # not the interpreter's handler (an embedding program, a test): left alone
+        return
+
+    def handler(signum, frame):
+        if asked:
+            raise KeyboardInterrupt
+        asked.append(True)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield asked
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _loop(run, command: str, as_json: bool) -> None:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    s = run.settings
+    columns = (TextColumn("step {task.completed:,.0f}/{task.total:,.0f}"), BarColumn(), TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[speed]}"), TimeRemainingColumn())
+    with _ctrl_c_after_step() as asked, Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("train", total=s.steps, completed=run.step, loss="-", speed="")
+        t0, step0 = time.perf_counter(), run.step
+        try:
+            while run.step < s.steps and not asked:
+                loss = run.train_step()
+                speed = (run.step - step0) * run.tokens_per_step / max(time.perf_counter() - t0, 1e-9)
+                bar.update(task, completed=run.step, loss=f"{loss:.4f}", speed=f"{speed:,.0f} tok/s")
+                if not err.is_terminal and run.step % max(1, s.eval_every // 5) == 0:  # a log file gets lines, not a bar
+                    left = (s.steps - run.step) * run.tokens_per_step / max(speed, 1e-9)
+                    err.print(f"step {run.step:,}/{s.steps:,} · loss {loss:.4f} · {speed:,.0f} tok/s · {_duration(left)} left", soft_wrap=True)
+                if run.step % s.eval_every == 0 or run.step == s.steps:
+                    _evaluate(run, command, bar)
+        except KeyboardInterrupt:
+            asked.append(True)
+        if asked and run.step < s.steps:
+            if run.saved_step != run.step:
+                run.save(command)
+            bar.stop()
+            note(f"interrupted at step {run.step:,}: the checkpoint is in {run.out}; continue with: tfcli train {shlex.quote(s.text)} -o {shlex.quote(str(run.out))} --resume")
+            raise typer.Exit(130)  # as generate does: the work so far is kept, the exit code says Ctrl-C
+    if run.saved_step != run.step:
+        run.save(command)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def _evaluate(run, command: str, bar) -> None:
+    val = run.evaluate()
+    prompt, text = run.sample()
+    run.save(command)
+    val_text = f"val {val:.4f}" if val is not None else "no validation split"
+    bar.console.print(shown(f"step {run.step:,}: train {run.train_loss():.4f} (last 10 steps), {val_text}, {run.seconds:,.0f} s", "bold"))
+    bar.console.print(Text(for_terminal(prompt), style="dim") + Text(for_terminal(text)), soft_wrap=True)
+
+
+def _finish(run, png: Path | None, as_json: bool) -> None:
+    from .views.curve import Series, smoothed, text_chart, write_png
+
+    val = [v for _, v in run.evals]
+    curves = [smoothed(run.losses), Series("validation", [s for s, _ in run.evals], val, (214, 39, 40), "●")]
+    curves = [c for c in curves if c.values]
+    if not as_json:
+        for line in text_chart(curves):
+            err.print(shown(line), soft_wrap=True)
+    if png is not None:
+        write_png(png, curves, f"{run.out.name}: loss (nats per token)")
+    summary = {
+        "steps": run.step,
+        "tokens": run.step * run.tokens_per_step,
+        "seconds": round(run.seconds, 2),
+        "train_loss": None if run.train_loss() is None else round(run.train_loss(), 6),
+        "val_loss": round(val[-1], 6) if val else None,
+        "folder": str(run.out),
+    }
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        err.print(shown(f"{run.step:,} steps, {summary['tokens']:,} tokens in {run.seconds:,.0f} s; the model is in {run.out} (tfcli generate -m {run.out})"), soft_wrap=True)

@@ -1,0 +1,216 @@
+"""A training run: the settings, the model, the optimizer, the data, and one step at a time.
+
+The CLI (cli/train.py) drives it: `train_step()` until the last step, `evaluate()` and `sample()`
+every --eval-every steps, `save()` for each checkpoint. Everything a step draws at random comes
+from generators seeded by (seed, step), so a resumed run continues exactly as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..config import ModelConfig
+from ..families import config_from_hf
+from . import TrainError, data, folder, gpt2, trainable
+from .card import model_card
+from .optim import SGD, AdamW, clip_by_global_norm, lr_at
+
+
+@dataclass
+class Settings:
+    """Everything that fixes a run, as the flags of `tfcli train` name it; saved in trainer_state.json."""
+
+    text: str
+    layers: int
+    d_model: int
+    heads: int
+    context: int
+    tokenizer: str  # "char", "bpe:N", or "model" (--from: the model's own)
+    from_model: str | None  # the folder --from resolved to
+    dropout: float
+    optimizer: str  # "adamw" or "sgd"
+    lr: float
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: float
+    warmup: int
+    lr_schedule: str  # "cosine" or "constant"
+    clip: float
+    batch_size: int
+    seq_len: int
+    steps: int
+    seed: int
+    val_fraction: float
+    data_order: str  # "random" or "sequential"
+    eval_every: int
+    causal: bool = True  # False: --no-mask
+
+
+class Run:
+    def __init__(self, settings: Settings, out: Path, tokenizer: data.Tokenizer, sha256: str, config: ModelConfig, raw_config: dict | None, params):
+        self.settings, self.out, self.tokenizer, self.sha256 = settings, Path(out), tokenizer, sha256
+        self.config, self.raw_config = config, raw_config
+        self.model = trainable(config, params, settings.causal, settings.dropout)
+        s = settings
+        self.optimizer = AdamW(tuple(s.betas), s.eps, s.weight_decay) if s.optimizer == "adamw" else SGD(s.weight_decay)
+        self.step = 0  # steps done
+        self.losses: list[float] = []  # training loss of every step
+        self.evals: list[tuple[int, float]] = []  # (step, validation loss)
+        self.seconds_before = 0.0  # of the run this one resumes
+        self.started = time.perf_counter()
+        self.saved_step: int | None = None  # the step of the last checkpoint written
+        self.extra_files: dict[str, bytes] = {}  # --from: the source's own files that travel with it (sampling defaults, chat template)
+
+    # ------------------------------------------------------------------ data
+
+    def load_data(self, text: str) -> None:
+        s = self.settings
+        ids = self.tokenizer.encode(text)  # [N]
+        self.split = data.Split.of(ids, s.val_fraction)
+        self.split.check(Path(s.text), s.batch_size, s.seq_len, s.data_order)
+        self.val_batches = data.eval_batches(self.split.val, s.batch_size, s.seq_len, s.seed)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.settings.batch_size * self.settings.seq_len
+
+    @property
+    def seconds(self) -> float:
+        return self.seconds_before + time.perf_counter() - self.started
+
+    # ------------------------------------------------------------------ steps
+
+    def train_step(self) -> float:
+        """One step: a batch, the loss and its gradients, clipping, the update. Returns the loss."""
+        s = self.settings
+        x, y = data.batch(self.split.train, self.step, s.batch_size, s.seq_len, s.data_order, s.seed)  # [B, T] each
+        rng = np.random.default_rng([s.seed, self.step, 1]) if s.dropout > 0 else None
+        loss, grads = self.model.loss_and_grads(x, y, rng)
+        if not math.isfinite(loss):
+            where = f"the last good checkpoint (step {self.saved_step:,}) is in {self.out}" if self.saved_step else "no checkpoint was saved"
+            raise TrainError(f"the loss became {loss} at step {self.step + 1:,}; training stopped, {where}", "lower --lr, or clip the gradients with --clip 1")
+        clip_by_global_norm(grads, s.clip)
+        self.optimizer.step(self.model.params, grads, self.lr)
+        self.step += 1
+        self.losses.append(loss)
+        return loss
+
+    @property
+    def lr(self) -> float:
+        s = self.settings
+        return lr_at(self.step, s.lr, s.warmup, s.steps, s.lr_schedule)
+
+    def evaluate(self) -> float | None:
+        """Mean loss on the fixed validation batches (None without a validation split)."""
+        if not self.val_batches:
+            return None
+        val = float(np.mean([self.model.loss(x, y) for x, y in self.val_batches]))
+        self.evals.append((self.step, val))
+        return val
+
+    def train_loss(self) -> float | None:
+        """The mean training loss of the last 10 steps (one batch's loss is noisy)."""
+        return float(np.mean(self.losses[-10:])) if self.losses else None
+
+    def sample(self, n_tokens: int | None = None, temperature: float = 0.8) -> tuple[str, str]:
+        """(prompt, continuation): the start of the validation text, continued by the model."""
+        s = self.settings
+        source = self.split.val if len(self.split.val) else self.split.train
+        ids = list(source[: max(1, min(16, s.seq_len // 2))])
+        n = n_tokens or (200 if self.tokenizer.chars is not None else 60)
+        rng = np.random.default_rng([s.seed, self.step, 2])
+        start = len(ids)
+        for _ in range(n):
+            logits = self.model.logits_last(np.array(ids[-s.context :])) / np.float32(temperature)  # [V]
+            p = np.exp(logits - logits.max())
+            ids.append(int(rng.choice(len(p), p=p / p.sum())))
+        return self.tokenizer.decode(ids[:start]), self.tokenizer.decode(ids[start:])
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save(self, command: str) -> None:
+        """Write the checkpoint (atomically: folder.write_files)."""
+        generation = {"bos_token_id": self.config.bos_token_id, "eos_token_id": (self.config.eos_token_ids or [None])[0], "do_sample": True, "temperature": 0.8, "top_k": 40}
+        files = {
+            folder.WEIGHTS: folder.safetensors_bytes(self.model.params),
+            "config.json": folder.json_bytes(folder.hf_config(self.config, self.raw_config)),
+            "tokenizer.json": self.tokenizer.json_text.encode("utf-8"),
+            folder.STATE: folder.json_bytes(self.state()),
+            "README.md": model_card(self, command).encode("utf-8"),
+        }
+        files |= self.extra_files
+        if self.raw_config is None:
+            files["generation_config.json"] = folder.json_bytes(generation)
+        if self.tokenizer.config is not None:
+            files["tokenizer_config.json"] = folder.json_bytes(self.tokenizer.config)
+        opt = self.optimizer.state()
+        if opt:
+            files[folder.OPTIMIZER] = folder.safetensors_bytes(opt)
+        folder.write_files(self.out, files)
+        self.saved_step = self.step
+
+    def state(self) -> dict:
+        return {
+            "settings": dataclasses.asdict(self.settings),
+            "step": self.step,
+            "losses": [round(x, 6) for x in self.losses],
+            "evals": [[s, round(v, 6)] for s, v in self.evals],
+            "seconds": round(self.seconds, 3),
+            "text_sha256": self.sha256,
+        }
+
+
+def start(settings: Settings, out: Path) -> Run:
+    """A new run: a new GPT-2 (with a tokenizer made from the text), or --from a model folder."""
+    s = settings
+    text, sha = data.read_text(Path(s.text))
+    if s.from_model:
+        cfg, raw, params = folder.load_params(Path(s.from_model))
+        if s.seq_len > cfg.n_ctx:
+            raise TrainError(f"--seq-len {s.seq_len:,} is beyond {Path(s.from_model).name}'s context of {cfg.n_ctx:,}", f"use --seq-len {cfg.n_ctx} or less")
+        tok = data.folder_tokenizer(Path(s.from_model))
+    else:
+        tok = data.char_tokenizer(text, s.context) if s.tokenizer == "char" else data.bpe_tokenizer(text, int(s.tokenizer[4:]), s.context)
+        cfg = new_gpt2_config(s, tok.vocab_size)
+        raw, params = None, gpt2.init_params(cfg, np.random.default_rng(s.seed))
+    run = Run(s, out, tok, sha, cfg, raw, params)
+    if s.from_model:
+        run.extra_files = folder.companions(Path(s.from_model))
+    run.load_data(text)
+    return run
+
+
+def new_gpt2_config(s: Settings, vocab_size: int) -> ModelConfig:
+    raw = {"model_type": "gpt2", "n_embd": s.d_model, "n_head": s.heads, "n_layer": s.layers, "n_positions": s.context, "vocab_size": vocab_size, "bos_token_id": 0, "eos_token_id": 0}
+    return config_from_hf(raw)
+
+
+def resume(out: Path, text_path: Path, steps: int | None, eval_every: int | None) -> Run:
+    """The run saved in `out`, to go on from its last checkpoint with its own settings (only the
+    number of steps and --eval-every may change)."""
+    state, opt = folder.read_state(out)
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    s = Settings(**{k: v for k, v in state["settings"].items() if k in fields})
+    s.betas = tuple(s.betas)
+    s.text = str(text_path)
+    s.steps = steps if steps is not None else s.steps
+    s.eval_every = eval_every if eval_every is not None else s.eval_every
+    text, sha = data.read_text(text_path)
+    if sha != state.get("text_sha256"):
+        raise TrainError(f"{text_path} is not the text the run in {out} was trained on", "resume with the same TEXT_FILE, or start a new run")
+    cfg, raw, params = folder.load_params(out)
+    run = Run(s, out, data.folder_tokenizer(out), sha, cfg, raw if s.from_model else None, params)
+    run.extra_files = folder.companions(out) if s.from_model else {}
+    run.optimizer.load_state(opt, state["step"])
+    run.step, run.saved_step = state["step"], state["step"]
+    run.losses = list(state["losses"])
+    run.evals = [tuple(e) for e in state["evals"]]
+    run.seconds_before = float(state["seconds"])
+    run.load_data(text)
+    return run
