@@ -126,3 +126,12 @@ def test_nothing_in_the_folder_is_changed_by_a_refusal(tmp_path, monkeypatch):
     before = snapshot(m)
     run_tfcli(tmp_path, *gen(m), timeout=60)
     assert snapshot(m) == before and (m / "tokenizer.json").is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "missing", "folder"])
+def test_a_steering_vector_that_is_not_a_file_is_refused_without_blocking(tmp_path, kind):
+    target = {"dev-zero": "/dev/zero", "folder": str(tmp_path)}.get(kind, tmp_path / "v.npz")
+    if kind == "fifo":
+        os.mkfifo(target)
+    r = run_tfcli(tmp_path, "generate", "-m", TINY_LLAMA, "Hi", "-n", "2", "--steer", target, timeout=60)
+    assert_one_line(r.stderr, r.returncode, 2, b"is a directory" if kind == "folder" else b"is not a steering vector saved by 'tfcli steer --save'")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from badinput import assert_error, assert_one_line, run_tfcli
-from conftest import TINY_GPT2
+from conftest import TINY_GPT2, TINY_LLAMA
 
 # Every writer: the command line up to the output flag, and what its output starts with.
 WRITERS = {
@@ -28,8 +28,9 @@ WRITERS = {
     "geometry-png": (["geometry", "-m", TINY_GPT2, "--sample", "20", "--dims", "8", "--png"], b"\x89PNG"),
     "patch-svg": (["patch", "-m", TINY_GPT2, "The cat sat", "The dog sat", "--svg"], b"<?xml"),
     "ablate-png": (["ablate", "-m", TINY_GPT2, "Hello there", "--png"], b"\x89PNG"),
+    "steer-save": (["steer", "-m", TINY_LLAMA, "Once", "--toward", "good day", "--away", "bad night", "--layer", "1", "-n", "2", "--save"], b"PK"),
 }
-FEW = ["explore", "attn-csv", "lens-svg", "geometry-png"]  # one of each command, for the slower cases
+FEW = ["explore", "attn-csv", "lens-svg", "geometry-png", "steer-save"]  # one of each command, for the slower cases
 OLD = b"the user's own file, which tfcli must not lose\n" * 100
 
 

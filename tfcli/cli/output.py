@@ -21,6 +21,7 @@ never a hang.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 import time
@@ -162,7 +163,7 @@ def _stream(path: Path, write: Callable[[BinaryIO], None]) -> None:
             raise OutputError(f"cannot write {_shown(path)}: it is {kind_of(kind)}", "give the path of a file")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "wb", closefd=False) as f:
-            write(f)
+            write(_Unseekable(f))  # /dev/null "seeks" and tells 0: a zip writer's offsets went negative
             f.flush()
     except BrokenPipeError:
         raise OutputError(f"the reader of {_shown(path)} went away before the end", "keep the reader open until tfcli is done") from None
@@ -170,6 +171,32 @@ def _stream(path: Path, write: Callable[[BinaryIO], None]) -> None:
         raise _failed(path, e) from None
     finally:
         os.close(fd)
+
+
+class _Unseekable(io.RawIOBase):
+    """A stream as a writer should see a pipe or a device: written in order, never sought or told."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        raise OSError(errno.ESPIPE, "a stream has no position")
+
+    def seek(self, *args) -> int:
+        raise OSError(errno.ESPIPE, "a stream has no position")
+
+    def write(self, data) -> int:
+        self._f.write(data)
+        return len(data)
+
+    def flush(self) -> None:
+        self._f.flush()
 
 
 def _failed(path: Path, e: OSError) -> OutputError:

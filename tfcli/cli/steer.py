@@ -58,7 +58,9 @@ def steer(
 
     s = steering.steering_vector(lm.model, side(toward, "--toward"), side(away, "--away"), layer, scale)
     if save:
-        steering.save(save, s)
+        from .output import save as save_output
+
+        save_output(save, lambda f: steering.save(f, s))  # the one safe way every output is written (cli/output.py)
     seed = random.randrange(2**31) if seed is None else seed
     room = lm.config.n_ctx - len(ids) + 1
     want = min(max_tokens, room)

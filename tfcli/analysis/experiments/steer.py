@@ -54,10 +54,20 @@ def save(path, s: Steering) -> None:
 
 def load(path, model) -> Steering:
     """A vector saved by `tfcli steer --save`, checked against the model it is used with."""
+    import os
+    from pathlib import Path
+
+    from tfcli.engine.files import open_regular
+
+    # A regular file only, opened without blocking: a named pipe or /dev/zero is refused, not waited on.
     try:
-        with np.load(path, allow_pickle=False) as z:
+        fd = open_regular(Path(path), UsageError)
+    except UsageError as e:
+        raise UsageError(f"{path} is not a steering vector saved by 'tfcli steer --save' ({e.message})", "give the file --save wrote") from None
+    try:
+        with os.fdopen(fd, "rb") as f, np.load(f, allow_pickle=False) as z:
             vector, layer, scale = z["vector"], int(z["layer"]), float(z["scale"])
-    except (OSError, KeyError, ValueError) as e:
+    except (OSError, KeyError, ValueError, EOFError) as e:
         raise UsageError(f"{path} is not a steering vector saved by 'tfcli steer --save' ({type(e).__name__})") from None
     if vector.shape != (model.config.d_model,) or not np.isfinite(vector).all() or not np.isfinite(scale):
         raise UsageError(f"{path} holds a vector of shape {vector.shape}, not this model's width {model.config.d_model}", "save a vector with the same model")
