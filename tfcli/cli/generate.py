@@ -77,29 +77,16 @@ def generate(
 
       tfcli generate "ROMEO:" --samples 4 -n 100
     """
-    from tfcli.engine.errors import PromptError, UsageError
-    from tfcli.engine.generate import Generation, Session, check_max_new_tokens
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.generate import Generation, Session
     from tfcli.engine.lookup import Drafter
 
     if prompt_option is not None:
         if prompt is not None:
             raise UsageError("give the prompt once: as the PROMPT argument or with -p/--prompt")
         prompt = prompt_option
-    if show_probs < 0:
-        raise UsageError(f"--show-probs must be 0 or more, not {show_probs}")
-    if max_tokens is not None:
-        check_max_new_tokens(max_tokens)
-    if samples < 1:
-        raise UsageError(f"--samples must be at least 1, not {samples}", "1 draws one continuation")
     lists = {flag: parse_list(value, flag, kind) for flag, value, kind in (("--temperature", temperature, float), ("--top-k", top_k, int), ("--top-p", top_p, float))}
-    n_settings = _settings_count(lists)
-    n_samples = samples * n_settings
-    if lookup and n_samples > 1:
-        raise UsageError("--lookup decodes one sample at a time", "drop --samples and the lists, or --lookup")
-    if n_samples > 1 and slide:
-        raise UsageError("--slide goes with one sample", "drop --samples and the lists, or --slide")
-    if n_samples > 1 and as_json:
-        raise UsageError("--json goes with one sample", "drop --samples and the lists, or --json")
+    n_samples = _check_flags(show_probs, max_tokens, samples, lists, lookup, slide, as_json)
     if prompt is None and _piped_stdin():
         prompt = "-"  # `echo hi | tfcli generate`: the text piped in is the prompt, as with '-'
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
@@ -110,21 +97,7 @@ def generate(
     for w in lm.warnings:
         warn(w)
 
-    if system is not None and not chat:
-        raise UsageError("--system goes with --chat")
-    eos_ids = lm.config.eos_token_ids
-    if chat:  # the template writes the special tokens itself
-        ids = lm.tokenizer.encode(chat_prompt(lm, text, system))
-        eos_ids = lm.chat_eos_ids()
-    else:
-        if truncate:  # only its end is kept: tokenise only an end that surely holds what is kept
-            text = text[-lm.tokenizer.tail_chars(lm.config.n_ctx) :]
-        ids = lm.tokenizer.prompt(text)
-        options.warn_unknown(lm.tokenizer, text, ids, lm.name)
-    if not ids:
-        raise PromptError("the prompt encodes to no tokens", "give some text to continue")
-    bos = int(not chat and ids[0] in lm.tokenizer.special_ids())  # the tokenizer's BOS, kept by --truncate
-    ids = _fit_context(ids, lm.config.n_ctx, max_tokens, truncate, lm.name, lead=bos)
+    ids, eos_ids, text = _prompt_ids(lm, text, chat, system, truncate, max_tokens)
     # The last new token is never fed back: a prompt of P tokens leaves n_ctx - P + 1 to generate.
     want = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS if slide else min(DEFAULT_MAX_TOKENS, lm.config.n_ctx - len(ids) + 1)
     capacity = min(len(ids) + want - 1, lm.config.n_ctx)
@@ -156,12 +129,61 @@ def generate(
     if as_json:
         _generate_json(lm, gen, text, show_probs, sampler, load_seconds, n_threads, quiet, lookup, context_bound)
         return
-    # With --show-probs the candidate view goes to stderr step by step, and the text to stdout at the
-    # end, so that the two never interleave on a terminal.
+    echo = not show_probs and not chat and prompt is not None
+    _stream(lm, gen, sampler, text if echo else None, show_probs, context_bound, (load_seconds, n_threads, quiet, lookup))
+
+
+def _check_flags(show_probs: int, max_tokens: int | None, samples: int, lists: dict, lookup: bool, slide: bool, as_json: bool) -> int:
+    """The flags that need no model, checked before one is loaded: -> how many samples in all."""
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.generate import check_max_new_tokens
+
+    if show_probs < 0:
+        raise UsageError(f"--show-probs must be 0 or more, not {show_probs}")
+    if max_tokens is not None:
+        check_max_new_tokens(max_tokens)
+    if samples < 1:
+        raise UsageError(f"--samples must be at least 1, not {samples}", "1 draws one continuation")
+    n_samples = samples * _settings_count(lists)
+    if lookup and n_samples > 1:
+        raise UsageError("--lookup decodes one sample at a time", "drop --samples and the lists, or --lookup")
+    if n_samples > 1 and slide:
+        raise UsageError("--slide goes with one sample", "drop --samples and the lists, or --slide")
+    if n_samples > 1 and as_json:
+        raise UsageError("--json goes with one sample", "drop --samples and the lists, or --json")
+    return n_samples
+
+
+def _prompt_ids(lm, text: str, chat: bool, system: str | None, truncate: bool, max_tokens: int | None) -> tuple[list[int], tuple, str]:
+    """The prompt as token ids that fit the context, the ids that end a reply, and the text (its
+    end only, with --truncate)."""
+    from tfcli.engine.errors import PromptError, UsageError
+
+    if system is not None and not chat:
+        raise UsageError("--system goes with --chat")
+    eos_ids = lm.config.eos_token_ids
+    if chat:  # the template writes the special tokens itself
+        ids = lm.tokenizer.encode(chat_prompt(lm, text, system))
+        eos_ids = lm.chat_eos_ids()
+    else:
+        if truncate:  # only its end is kept: tokenise only an end that surely holds what is kept
+            text = text[-lm.tokenizer.tail_chars(lm.config.n_ctx) :]
+        ids = lm.tokenizer.prompt(text)
+        options.warn_unknown(lm.tokenizer, text, ids, lm.name)
+    if not ids:
+        raise PromptError("the prompt encodes to no tokens", "give some text to continue")
+    bos = int(not chat and ids[0] in lm.tokenizer.special_ids())  # the tokenizer's BOS, kept by --truncate
+    return _fit_context(ids, lm.config.n_ctx, max_tokens, truncate, lm.name, lead=bos), eos_ids, text
+
+
+def _stream(lm, gen, sampler, echo: str | None, show_probs: int, context_bound: bool, stats_args: tuple) -> None:
+    """Print the text as it is made (after `echo`, the prompt, at a terminal), then the statistics.
+    With --show-probs the candidate view goes to stderr step by step, and the text to stdout at the
+    end, so that the two never interleave on a terminal. Ctrl-C keeps what was printed: exit 130."""
     stream = sys.stdout
     pieces: list[str] = []
-    if not show_probs and not chat and prompt is not None and stream.isatty():
-        stream.write(text)
+    if echo is not None and stream.isatty():
+        stream.write(echo)
     try:
         for step in gen:
             if show_probs:
@@ -173,10 +195,10 @@ def generate(
     except KeyboardInterrupt:
         gen.stats.stop_reason = "interrupted"
         (pieces.append if show_probs else stream.write)(gen.flush())
-        view.finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet, lookup, sampler.params)
+        view.finish(stream, pieces, gen.stats, *stats_args, sampler.params)
         raise typer.Exit(130) from None
     _context_full(gen.stats, context_bound)
-    view.finish(stream, pieces, gen.stats, load_seconds, n_threads, quiet, lookup, sampler.params)
+    view.finish(stream, pieces, gen.stats, *stats_args, sampler.params)
 
 
 def _piped_stdin() -> bool:
