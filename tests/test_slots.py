@@ -1,0 +1,55 @@
+"""Continuous batching's cache (engine/slots.py): a row of a step that mixes positions is the sequence alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import TINY_GPT2, TINY_LLAMA
+from tfcli.engine.executor import Fast
+from tfcli.engine.slots import Slots, copy_cache
+from tfcli.store import load
+
+
+@pytest.fixture(scope="module", params=[TINY_GPT2, TINY_LLAMA], ids=["gpt2", "llama"])
+def lm(request):
+    return load(request.param)
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["1-thread", "2-threads"])
+def test_each_row_of_a_mixed_step_equals_the_sequence_alone(lm, workers):
+    """Prompts of 3, 9 and 1 tokens decode side by side, and a fourth sequence joins half way."""
+    model, rng = lm.model, np.random.default_rng(0)
+    V = model.config.vocab_size
+    prompts = [rng.integers(0, V, n) for n in (3, 9, 1, 5)]
+    steps = rng.integers(0, V, (4, 6))  # [B, steps]: the token each row is fed at each step
+    alone = [model.forward(np.concatenate([p, s]), model.new_cache(32), all_logits=True)[len(p) - 1 :] for p, s in zip(prompts, steps)]
+    caches = [model.new_cache(32) for _ in prompts]
+    run = Fast(workers, batch=True)
+    fed = [0, 0, 0, 0]  # tokens of `steps` each row has taken
+    for b in range(3):
+        np.testing.assert_allclose(model.forward(prompts[b], caches[b])[-1], alone[b][0], atol=1e-5, rtol=0)
+    live = [0, 1, 2]
+    for t in range(6):
+        if t == 3:  # the fourth sequence joins: its prompt pass, then it decodes with the others
+            model.forward(prompts[3], caches[3])
+            live.append(3)
+        tokens = np.array([steps[b, fed[b]] for b in live])
+        rows = model.forward(tokens, Slots([caches[b] for b in live]), all_logits=True, run=run)  # [B, V]
+        for row, b in enumerate(live):
+            fed[b] += 1
+            np.testing.assert_allclose(rows[row], alone[b][fed[b]], atol=1e-5, rtol=0)
+        if t == 1:
+            live.remove(1)  # a row leaves: the others go on undisturbed
+    assert [caches[b].length for b in range(4)] == [3 + 6, 9 + 2, 1 + 6, 5 + 3]
+
+
+def test_a_copied_cache_continues_as_the_original(lm):
+    model, rng = lm.model, np.random.default_rng(2)
+    prompt = rng.integers(0, model.config.vocab_size, 6)
+    cache = model.new_cache(16)
+    model.forward(prompt, cache)
+    twin = copy_cache(cache)
+    a = model.forward(np.array([1]), cache)
+    b = model.forward(np.array([1]), twin)
+    np.testing.assert_array_equal(a, b)

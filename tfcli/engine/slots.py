@@ -1,0 +1,64 @@
+"""One decode step for sequences at different positions: the cache of continuous batching.
+
+A server's requests arrive at different times with prompts of different lengths, so the sequences
+that share a decode step (engine/batch.py explains why sharing it is nearly free) each stand at a
+position of their own. `Slots` is the cache object the forward pass sees for such a step: each row
+is a sequence with its own KVCache, its own length, and so its own position, which the family's
+positions (RoPE angles, learned position rows) are taken from. Attention is each row's own, over
+its own keys, with exactly the call a single sequence makes (KVCache.attend), so a row of a mixed
+step computes what the sequence alone computes; only the matrix products see all rows at once.
+
+A row joins the batch by running its prompt through its own cache (Session.prefill) and leaves it
+by not being listed in the next step: nothing is copied when the company changes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import PromptError
+from .kvcache import KVCache
+
+
+class Slots:
+    """The caches of B sequences, row b at position caches[b].length, for one decode step."""
+
+    def __init__(self, caches: list[KVCache]):
+        self.caches = caches
+
+    @property
+    def length(self) -> int:
+        """The longest row's length (the forward pass sizes its temporaries by it)."""
+        return max(c.length for c in self.caches)
+
+    def positions(self, rows: int) -> np.ndarray:
+        """The position of each row's next token [B]."""
+        if rows != len(self.caches):
+            raise ValueError(f"{rows} new rows for {len(self.caches)} sequences")
+        for c in self.caches:
+            if c.length + 1 > min(c.capacity, c.config.n_ctx):
+                raise PromptError(f"{c.length + 1} tokens do not fit in a sequence's cache of {c.capacity}", "ask for fewer new tokens")
+        return np.array([c.length for c in self.caches])  # [B]
+
+    def advance(self, positions: np.ndarray) -> None:
+        for c, p in zip(self.caches, positions):
+            c.length = int(p) + 1
+
+    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool):
+        """q [B, H, Dh], k, v [B, Hkv, Dh]: one new token per row, each at its own position
+        (`start`, the first row's, is not used) -> z [B, H, Dh]. No attention weights are kept."""
+        z = np.empty_like(q)  # [B, H, Dh]
+        for b, c in enumerate(self.caches):
+            z[b : b + 1], _ = c.attend(layer, c.length, q[b : b + 1], k[b : b + 1], v[b : b + 1], attention, False)  # [1, H, Dh]
+        return z, None
+
+
+def copy_cache(cache: KVCache, capacity: int | None = None) -> KVCache:
+    """A new cache holding the same positions (the shared prompt of n choices)."""
+    new = KVCache(cache.config, capacity or cache.capacity)
+    n = cache.length
+    new.reserve(max(n, 1))
+    new.k[..., :n] = cache.k[..., :n]  # [L, Hkv, Dh, n]
+    new.v[:, :, :n] = cache.v[:, :, :n]  # [L, Hkv, n, Dh]
+    new.length = n
+    return new
