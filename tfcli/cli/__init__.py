@@ -353,6 +353,10 @@ from . import train  # noqa: E402
 
 app.command("train", cls=Command)(train.train)
 
+from . import serve  # noqa: E402
+
+app.command("serve", cls=Command)(serve.serve)
+
 
 
 def main() -> None:

@@ -110,3 +110,10 @@ def score(model: Transformer, ids: list[int], window: int | None = None, stride:
         if done >= n - 1:
             break
     return Score(list(ids), logprobs, window, stride)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """logits [T, V] -> log-probabilities [T, V] in float64, by the log-sum-exp `score` uses."""
+    rows = logits.astype(np.float64)  # [T, V]
+    top = rows.max(axis=1, keepdims=True)  # [T, 1]
+    return rows - (top + np.log(np.exp(rows - top).sum(axis=1, keepdims=True)))  # [T, V]

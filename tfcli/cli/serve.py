@@ -1,0 +1,60 @@
+"""tfcli serve: the model behind an OpenAI-compatible HTTP server (tfcli/serve/)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from . import options
+from .console import note, warn
+
+
+def serve(
+    model: options.Model = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on. Anything but loopback lets other machines in (a warning says so).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    api_key: Annotated[Optional[str], typer.Option("--api-key", help="Require 'Authorization: Bearer KEY' on every route but /health.", show_default=False)] = None,
+    parallel: Annotated[int, typer.Option("--parallel", help="Sequences that share a decode step at most (requests join and leave it as they come and go).")] = 8,
+    queue: Annotated[int, typer.Option("--queue", help="Requests that may wait for a place; more are refused with 503 and Retry-After.")] = 16,
+    threads: options.Threads = None,
+) -> None:
+    """Serve a model over the OpenAI API: /v1/completions (with echo and logprobs), /v1/chat/completions,
+    /v1/models, /tokenize, /detokenize, /health, and the live explorer page at /.
+
+    Concurrent requests share decode steps. Ctrl-C or SIGTERM ends open streams and stops.
+
+    Examples:
+
+      tfcli serve -m smollm2
+
+      curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' -d '{"prompt": "The sky is", "max_tokens": 8, "temperature": 0}'
+    """
+    from tfcli.engine.errors import UsageError
+
+    if not 0 <= port < 65536:
+        raise UsageError(f"--port must be between 0 and 65535, not {port}")
+    if parallel < 1 or queue < 0:
+        raise UsageError(f"--parallel must be at least 1 and --queue 0 or more, not {parallel} and {queue}")
+    from tfcli.serve import server as http
+
+    if not http.is_loopback(host):
+        warn(f"listening on {host}: other machines can reach this server{'' if api_key else ' and use it without a key (see --api-key)'}")
+    n_threads = options.apply_threads(threads)
+    lm = options.load_model(model)
+    for w in lm.warnings:
+        warn(w)
+    name = model or lm.name
+    from tfcli.serve.live import Page
+
+    srv = http.build(lm, name, host, port, workers=n_threads, max_rows=parallel, queue=queue, api_key=api_key, page=Page(lm, name))
+    shown_host = f"[{host}]" if ":" in host else host
+    note(f"serving {name} at http://{shown_host}:{port}/ (OpenAI API under /v1; Ctrl-C stops)")
+    http.run(srv)
+    if srv.signalled is None and not srv.started:
+        raise UsageError(f"could not listen on {host}:{port}", "is another server using the port? try --port")
+    note("stopped")
+    import signal
+
+    if srv.signalled == signal.SIGINT:
+        raise typer.Exit(130)

@@ -1,0 +1,268 @@
+"""The OpenAI API's requests, checked, and its errors: what a body asks for, in the engine's terms.
+
+Each check names the field (`param`) and the value it refused, in OpenAI's error shape
+(https://platform.openai.com/docs/guides/error-codes): {"error": {"message", "type", "param", "code"}}.
+Sampling settings a request leaves out come from the model's generation_config.json, then from
+tfcli's defaults (llama.cpp's: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05), as for
+`tfcli generate`; a client that wants OpenAI's plain sampling sends temperature 1, top_p 1, top_k 0, min_p 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tfcli.engine.errors import TfcliError
+from tfcli.engine.loader import LoadedModel
+from tfcli.engine.sampling import SamplingParams
+
+MAX_CHOICES = 16  # n x prompts of one request: a bound, so that one request cannot take every row for long
+MAX_TOP = 20  # top log-probabilities per token (OpenAI's chat limit)
+MAX_STOPS = 16
+COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None, kind: str = "invalid_request_error", headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+def bad(message: str, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(400, message, param, code)
+
+
+@dataclass
+class Asked:
+    """What a completion or chat request asks for, checked."""
+
+    prompts: list[list[int]]
+    prompt_texts: list[str]
+    params: list[SamplingParams]
+    n: int
+    max_tokens: int
+    stop: tuple[str, ...]
+    eos_ids: tuple[int, ...]
+    stream: bool
+    include_usage: bool
+    echo: bool = False
+    logprobs: int | None = None
+
+
+def check_model(body: dict, served: str) -> None:
+    model = body.get("model")
+    if model is None:
+        return  # the one model served
+    if not isinstance(model, str):
+        raise bad(f"'model' must be a string, not {_kind(model)}", "model")
+    if model != served:
+        raise ApiError(404, f"The model '{model}' does not exist; this server serves '{served}'", "model", "model_not_found")
+
+
+def completion(body: dict, lm: LoadedModel, served: str) -> Asked:
+    check_model(body, served)
+    if "prompt" not in body:
+        raise bad("'prompt' is required", "prompt")
+    prompts = _prompts(body["prompt"], lm)
+    echo = _bool(body, "echo", False)
+    logprobs = _int(body, "logprobs", None, 0, MAX_TOP)
+    given = _int(body, "max_tokens", None, 0, None)
+    if given == 0 and not echo:
+        raise bad("'max_tokens' must be at least 1 (0 only with echo: the prompt's log-probabilities alone)", "max_tokens")
+    max_tokens = _fit(prompts, given, COMPLETION_DEFAULT_TOKENS, lm, "prompt")
+    asked = _knobs(body, lm, prompts, max_tokens, lm.config.eos_token_ids)
+    asked.echo, asked.logprobs = echo, logprobs
+    return asked
+
+
+def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
+    check_model(body, served)
+    if lm.chat is None:
+        raise bad(f"{served} has no chat template (no chat_template in its tokenizer_config.json): use /v1/completions", "messages", "no_chat_template")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad("'messages' must be a non-empty list of {role, content} objects", "messages")
+    plain = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise bad(f"messages[{i}] must be an object with a 'role' string", f"messages[{i}]")
+        plain.append({"role": m["role"], "content": _content(m.get("content"), i)})
+    try:
+        text = lm.chat.render(plain, add_generation_prompt=True)
+        ids = lm.tokenizer.encode(text)
+    except TfcliError as e:
+        raise bad(f"the chat template could not lay out these messages: {e}", "messages") from None
+    if _bool(body, "logprobs", False):
+        top = _int(body, "top_logprobs", 0, 0, MAX_TOP)
+    else:
+        if body.get("top_logprobs") not in (None, 0):
+            raise bad("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+        top = None
+    given = _int(body, "max_completion_tokens", None, 1, None)
+    given = _int(body, "max_tokens", None, 1, None) if given is None else given
+    max_tokens = _fit([ids], given, None, lm, "messages")
+    asked = _knobs(body, lm, [ids], max_tokens, lm.chat_eos_ids())
+    asked.prompt_texts, asked.logprobs = [text], top
+    return asked
+
+
+def tokenize(body: dict, lm: LoadedModel) -> dict:
+    content = body.get("content")
+    if not isinstance(content, str):
+        raise bad("'content' must be a string", "content")
+    special = _bool(body, "add_special", False)
+    try:
+        ids = lm.tokenizer.prompt(content) if special else lm.tokenizer.encode(content)
+    except TfcliError as e:
+        raise bad(str(e), "content") from None
+    if _bool(body, "with_pieces", False):
+        return {"tokens": [{"id": i, "piece": lm.tokenizer.token_text(i)} for i in ids]}
+    return {"tokens": ids}
+
+
+def detokenize(body: dict, lm: LoadedModel) -> dict:
+    ids = body.get("tokens")
+    if not isinstance(ids, list) or not all(_is_int(t) for t in ids):
+        raise bad("'tokens' must be a list of token ids", "tokens")
+    _check_ids(ids, lm, "tokens")
+    return {"content": lm.tokenizer.decode(ids)}
+
+
+def _prompts(value, lm: LoadedModel) -> list[list[int]]:
+    """A string, a list of ids, or a list of either (several prompts) -> token ids per prompt."""
+    if isinstance(value, str) or (isinstance(value, list) and value and all(_is_int(t) for t in value)):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise bad("'prompt' must be a string, a list of token ids, or a non-empty list of those", "prompt")
+    out = []
+    for p in value:
+        if isinstance(p, str):
+            try:
+                ids = lm.tokenizer.prompt(p)
+            except TfcliError as e:
+                raise bad(str(e), "prompt") from None
+        elif isinstance(p, list) and all(_is_int(t) for t in p):
+            ids = [int(t) for t in p]
+            _check_ids(ids, lm, "prompt")
+        else:
+            raise bad("each prompt must be a string or a list of token ids", "prompt")
+        if not ids:
+            raise bad("the prompt is empty (it encodes to no tokens)", "prompt")
+        out.append(ids)
+    return out
+
+
+def _check_ids(ids: list[int], lm: LoadedModel, param: str) -> None:
+    vocab = lm.config.vocab_size
+    wrong = [t for t in ids if not 0 <= t < vocab]
+    if wrong:
+        raise bad(f"token id {wrong[0]} is outside the vocabulary of {vocab}", param)
+
+
+def _fit(prompts: list[list[int]], given: int | None, default: int | None, lm: LoadedModel, param: str) -> int:
+    """The new tokens a request may have: `given` if prompt and completion fit in the context (the
+    last new token is never fed back), else a 400 with the numbers; by default `default` or the room left."""
+    n_ctx = lm.config.n_ctx
+    longest = max(len(p) for p in prompts)
+    if longest > n_ctx:
+        raise bad(f"This model's maximum context length is {n_ctx} tokens; the {param} is {longest} tokens", param, "context_length_exceeded")
+    room = n_ctx - longest + 1
+    if given is None:
+        return room if default is None else min(default, room)
+    if given > room:
+        raise bad(
+            f"This model's maximum context length is {n_ctx} tokens. However, you requested {longest + given - 1} tokens "
+            f"({longest} in the {param}, {given} for the completion, the last of which is not fed back); "
+            f"ask for at most {room} new tokens",
+            "max_tokens",
+            "context_length_exceeded",
+        )
+    return given
+
+
+def _knobs(body: dict, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, eos_ids: tuple[int, ...]) -> Asked:
+    n = _int(body, "n", 1, 1, MAX_CHOICES)
+    if n * len(prompts) > MAX_CHOICES:
+        raise bad(f"{n} choices of {len(prompts)} prompts are {n * len(prompts)} sequences; at most {MAX_CHOICES} per request", "n")
+    temperature = _number(body, "temperature", 0.0, None)
+    top_p = _number(body, "top_p", None, 1.0)
+    if top_p is not None and top_p <= 0:
+        raise bad(f"'top_p' must be in (0, 1], not {top_p}", "top_p")
+    top_k = _int(body, "top_k", None, -1, None)
+    top_k = 0 if top_k == -1 else top_k  # vLLM's spelling of "off"
+    min_p = _number(body, "min_p", 0.0, 1.0)
+    if min_p is not None and min_p >= 1:
+        raise bad(f"'min_p' must be in [0, 1), not {min_p}", "min_p")
+    penalty = _number(body, "repetition_penalty", None, None)
+    if penalty is not None and penalty <= 0:
+        raise bad(f"'repetition_penalty' must be positive, not {penalty}", "repetition_penalty")
+    seed = _int(body, "seed", None, 0, 2**63 - MAX_CHOICES)
+    stop = body.get("stop")
+    stop = [stop] if isinstance(stop, str) else ([] if stop is None else stop)
+    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop) or len(stop) > MAX_STOPS:
+        raise bad(f"'stop' must be a non-empty string or a list of up to {MAX_STOPS} of them", "stop")
+    stream = _bool(body, "stream", False)
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise bad("'stream_options' must be an object", "stream_options")
+    include_usage = bool(options and options.get("include_usage"))
+    params = [
+        SamplingParams.merged(lm.generation, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=penalty, seed=None if seed is None else seed + i)
+        for i in range(n * len(prompts))
+    ]
+    texts = [lm.tokenizer.decode(p) for p in prompts]
+    return Asked(prompts, texts, params, n, max_tokens, tuple(stop), tuple(eos_ids), stream, include_usage)
+
+
+def _content(content, i: int) -> str:
+    """A message's content: a string, or a list of text parts (OpenAI's newer shape)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
+        return "".join(p["text"] for p in content)
+    raise bad(f"messages[{i}].content must be a string or a list of text parts", f"messages[{i}].content")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _kind(v) -> str:
+    return type(v).__name__ if v is not None else "null"
+
+
+def _bool(body: dict, key: str, default: bool) -> bool:
+    v = body.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise bad(f"'{key}' must be true or false, not {v!r}", key)
+    return v
+
+
+def _int(body: dict, key: str, default: int | None, low: int | None, high: int | None) -> int | None:
+    v = body.get(key)
+    if v is None:
+        return default
+    if not _is_int(v):
+        raise bad(f"'{key}' must be an integer, not {v!r}", key)
+    if (low is not None and v < low) or (high is not None and v > high):
+        span = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise bad(f"'{key}' must be {span}, not {v}", key)
+    return v
+
+
+def _number(body: dict, key: str, low: float | None, high: float | None) -> float | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise bad(f"'{key}' must be a number, not {v!r}", key)
+    if (low is not None and v < low) or (high is not None and v > high):
+        span = f"at least {low}" if high is None else f"at most {high}" if low is None else f"between {low} and {high}"
+        raise bad(f"'{key}' must be {span}, not {v}", key)
+    return float(v)

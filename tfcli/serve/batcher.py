@@ -1,0 +1,319 @@
+"""The engine thread: requests join one decode step as they arrive and leave it as they finish.
+
+Every request becomes a `Job` of rows (one per prompt and choice). The one thread that runs the
+model loops: it admits waiting jobs while the batch has room (each row's prompt pass fills its own
+KVCache), lets every row draw its next token from its logits with its own sampler, seed, stop
+strings and budget, and runs the rows still going as one decode step over `Slots`
+(engine/slots.py), each at its own position. A finished or cancelled row is simply not listed in
+the next step. HTTP handlers never touch the model: they submit jobs and receive `Event`s through
+the job's `emit`, which is called on this thread.
+
+The waiting line is bounded: a job that finds it full is refused at once (`Busy`, a 503), so that
+a burst is answered, never left to hang.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tfcli.engine.errors import TfcliError
+from tfcli.engine.executor import Fast
+from tfcli.engine.generate import Generation, Session
+from tfcli.engine.loader import LoadedModel
+from tfcli.engine.sampling import Sampler, SamplingParams
+from tfcli.engine.score import log_softmax
+from tfcli.engine.slots import Slots, copy_cache
+
+log = logging.getLogger("tfcli.serve")
+
+PROMPT_CHUNK = 256  # prompt positions per pass when every position's log-probabilities are wanted
+
+
+class Busy(Exception):
+    """The waiting line is full, or the server is stopping."""
+
+
+@dataclass
+class TokenLogprob:
+    token: int
+    logprob: float
+    top: list[tuple[int, float]]  # the N most likely tokens and their log-probabilities, most likely first
+
+
+@dataclass
+class Echoed:
+    """The prompt's tokens and their log-probabilities (None for the first: nothing predicts it)."""
+
+    prompt: int  # which prompt of the job
+    tokens: list[int]
+    logprobs: list[TokenLogprob | None]
+
+
+@dataclass
+class Token:
+    choice: int
+    token: int
+    text: str  # text this token releases ("" while a character or a possible stop string is incomplete)
+    logprob: TokenLogprob | None
+
+
+@dataclass
+class Done:
+    choice: int
+    finish_reason: str  # "stop", "length", or "abort" when the server stops
+    completion_tokens: int
+
+
+@dataclass
+class Failed:
+    message: str
+    status: int = 500
+
+
+@dataclass
+class Finished:
+    """The job has nothing more to say."""
+
+
+Event = Echoed | Token | Done | Failed | Finished
+
+
+@dataclass
+class Job:
+    prompts: list[list[int]]
+    params: list[SamplingParams]  # one per row: row i is prompt i // n, choice i
+    n: int
+    max_tokens: int  # 0: only the prompt (echo with logprobs)
+    emit: Callable[[Event], None]
+    stop: tuple[str, ...] = ()
+    eos_ids: tuple[int, ...] = ()
+    logprobs: int | None = None  # top N with each token's log-probability; None: none
+    echo_logprobs: bool = False  # the prompt's log-probabilities too
+    cancelled: bool = False  # set by the handler when its client goes away
+    open_rows: int = 0
+
+    @property
+    def rows(self) -> int:
+        return len(self.prompts) * self.n if self.max_tokens > 0 else 0
+
+
+@dataclass
+class Row:
+    job: Job
+    choice: int
+    gen: Generation
+    cache: object  # its KVCache
+    logits: np.ndarray  # [V] what the next token is drawn from
+
+
+@dataclass
+class Call:
+    fn: Callable[[], object]
+    future: Future = field(default_factory=Future)
+
+
+class Batcher:
+    def __init__(self, lm: LoadedModel, workers: int = 1, max_rows: int = 8, queue: int = 16):
+        self.lm, self.model = lm, lm.model
+        self.max_rows, self.queue = max_rows, queue
+        self.run = Fast(workers)  # prompt passes; its helper thread, if any, is shared with the steps
+        self.step_run = Fast(workers, self.run.helper, batch=True)
+        self.workers = workers
+        self.waiting: deque[Job] = deque()
+        self.calls: deque[Call] = deque()
+        self.rows: list[Row] = []
+        self.changed = threading.Condition()
+        self.stopping = False
+        self.steps = 0  # decode steps run (for tests and the benchmark)
+        self.thread = threading.Thread(target=self._loop, name="tfcli-engine", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def submit(self, job: Job) -> None:
+        with self.changed:
+            if self.stopping:
+                raise Busy("the server is stopping")
+            if len(self.waiting) >= self.queue:
+                raise Busy(f"{len(self.waiting)} requests are waiting already")
+            self.waiting.append(job)
+            self.changed.notify()
+
+    def call(self, fn: Callable[[], object]) -> Future:
+        """Run fn on the engine thread between two steps (the explorer's passes use the model too)."""
+        c = Call(fn)
+        with self.changed:
+            if self.stopping:
+                raise Busy("the server is stopping")
+            if len(self.waiting) + len(self.calls) >= self.queue:
+                raise Busy("the waiting line is full")
+            self.calls.append(c)
+            self.changed.notify()
+        return c.future
+
+    def cancel(self, job: Job) -> None:
+        with self.changed:
+            job.cancelled = True
+            self.changed.notify()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Refuse new jobs, end the running ones (finish_reason "abort") and the waiting ones."""
+        with self.changed:
+            self.stopping = True
+            self.changed.notify()
+        if self.thread.is_alive() and threading.current_thread() is not self.thread:
+            self.thread.join(timeout)
+
+    @property
+    def load(self) -> dict:
+        return {"running": len(self.rows), "waiting": len(self.waiting), "max_rows": self.max_rows, "queue": self.queue}
+
+    def _loop(self) -> None:
+        while True:
+            with self.changed:
+                while not (self.waiting or self.rows or self.calls or self.stopping):
+                    self.changed.wait()
+                if self.stopping:
+                    self._end_all()
+                    return
+                admit, used = [], len(self.rows)
+                while self.waiting and (used + self.waiting[0].rows <= self.max_rows or (used == 0 and not admit)):
+                    job = self.waiting.popleft()
+                    admit.append(job)
+                    used += job.rows
+                calls = list(self.calls)
+                self.calls.clear()
+            for c in calls:
+                if c.future.set_running_or_notify_cancel():
+                    try:
+                        c.future.set_result(c.fn())
+                    except BaseException as e:  # noqa: BLE001 - handed to the waiting handler
+                        c.future.set_exception(e)
+            for job in admit:
+                if not job.cancelled:
+                    self._guarded([job], self._start, job)
+            self.rows = [r for r in self.rows if not r.job.cancelled]  # a client that left frees its rows now
+            if self.rows:
+                self._guarded({id(r.job): r.job for r in self.rows}.values(), self._step)
+
+    def _guarded(self, jobs, fn, *args) -> None:
+        """Run fn; if it fails, the jobs involved fail (a 400 for a known error) and the loop goes on."""
+        try:
+            fn(*args)
+        except TfcliError as e:
+            self._fail(jobs, Failed(str(e), 400))
+        except Exception as e:  # noqa: BLE001 - a bug must not stop the server; it is logged with its traceback
+            log.error("engine error: %s\n%s", e, traceback.format_exc())
+            self._fail(jobs, Failed(f"internal error: {type(e).__name__}: {e}", 500))
+
+    def _fail(self, jobs, event: Failed) -> None:
+        failed = {id(j) for j in jobs}
+        self.rows = [r for r in self.rows if id(r.job) not in failed]
+        for j in jobs:
+            j.cancelled = True
+            j.emit(event)
+            j.emit(Finished())
+
+    def _start(self, job: Job) -> None:
+        """The prompt passes of a job's rows: each prompt once, its cache copied for each choice."""
+        model, tok = self.model, self.lm.tokenizer
+        new: list[Row] = []
+        for p, ids in enumerate(job.prompts):
+            capacity = max(len(ids), len(ids) + job.max_tokens - 1)  # the last token is never fed back
+            session = Session(model, capacity=capacity)
+            session.run, session.workers = self.run, self.workers
+            if job.echo_logprobs:
+                logits, echoed = self._prompt_pass(session, ids, job.logprobs or 0)
+                job.emit(Echoed(p, list(ids), echoed))
+            elif job.max_tokens > 0:
+                logits, _ = session.prefill(ids)  # [V]
+            if job.max_tokens == 0:
+                continue
+            for j in range(job.n):
+                i = p * job.n + j
+                cache = session.cache if j == 0 else copy_cache(session.cache)
+                gen = Generation(session, tok, ids, Sampler(job.params[i]), job.max_tokens, stop=job.stop, eos_ids=job.eos_ids)
+                gen.begin()
+                new.append(Row(job, i, gen, cache, logits))
+        job.open_rows = len(new)
+        self.rows.extend(new)
+        if not new:
+            job.emit(Finished())
+
+    def _prompt_pass(self, session: Session, ids: list[int], top_n: int) -> tuple[np.ndarray, list[TokenLogprob | None]]:
+        """The prompt through the session's cache with every position's logits, as `tfcli score`
+        computes them (chunks of the same size, float64 log-sum-exp). -> (logits after the last [V],
+        per token: None for the first, then its log-probability and the top N)."""
+        tokens = np.asarray(ids)
+        out: list[TokenLogprob | None] = [None]
+        session.cache.reset()
+        for a in range(0, len(ids), PROMPT_CHUNK):
+            rows = self.model.forward(tokens[a : a + PROMPT_CHUNK], session.cache, all_logits=True)  # [t, V]
+            last = rows[-1]
+            lp = log_softmax(rows)  # [t, V]
+            for r in range(len(rows)):
+                target = a + r + 1
+                if target < len(ids):
+                    out.append(_token_logprob(lp[r], int(tokens[target]), top_n))
+        session.tokens = list(ids)
+        return last, out
+
+    def _step(self) -> None:
+        """Each row draws a token; the rows still going run one decode step together."""
+        going: list[Row] = []
+        for r in self.rows:
+            step = r.gen.take(r.logits)
+            lp = _token_logprob(log_softmax(r.logits[None])[0], step.token, r.job.logprobs) if r.job.logprobs is not None else None
+            r.job.emit(Token(r.choice, step.token, step.text, lp))
+            reason = r.gen.stats.stop_reason
+            if reason:
+                self._close(r, "length" if reason == "max tokens" else "stop")
+            else:
+                going.append(r)
+        self.rows = going
+        if going:
+            tokens = np.array([r.gen.history[-1] for r in going])  # [B]
+            logits = self.model.forward(tokens, Slots([r.cache for r in going]), all_logits=True, run=self.step_run)  # [B, V]
+            self.steps += 1
+            for r, row in zip(going, logits):
+                r.logits = row
+
+    def _close(self, r: Row, reason: str) -> None:
+        r.job.emit(Done(r.choice, reason, r.gen.stats.new_tokens))
+        r.job.open_rows -= 1
+        if r.job.open_rows == 0:
+            r.job.emit(Finished())
+
+    def _end_all(self) -> None:
+        for r in self.rows:
+            if not r.job.cancelled:
+                tail = r.gen.flush()
+                if tail:
+                    r.job.emit(Token(r.choice, -1, tail, None))
+                self._close(r, "abort")
+        self.rows = []
+        for job in self.waiting:
+            job.emit(Failed("the server is stopping", 503))
+            job.emit(Finished())
+        self.waiting.clear()
+        for c in self.calls:
+            c.future.cancel()
+        self.calls.clear()
+
+
+def _token_logprob(lp: np.ndarray, token: int, top_n: int) -> TokenLogprob:
+    """A token's log-probability and the top N of the row lp [V]."""
+    top: list[tuple[int, float]] = []
+    if top_n > 0:
+        ids = np.argpartition(-lp, top_n - 1)[:top_n]
+        ids = ids[np.argsort(-lp[ids], kind="stable")]  # [N] most likely first
+        top = [(int(i), float(lp[i])) for i in ids]
+    return TokenLogprob(token, float(lp[token]), top)
