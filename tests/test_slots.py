@@ -21,7 +21,7 @@ def test_each_row_of_a_mixed_step_equals_the_sequence_alone(lm, workers):
     """Prompts of 3, 9 and 1 tokens decode side by side, and a fourth sequence joins half way."""
     model, rng = lm.model, np.random.default_rng(0)
     V = model.config.vocab_size
-    prompts = [rng.integers(0, V, n) for n in (3, 9, 1, 5)]
+    prompts = [rng.integers(0, V, n) for n in (3, 9, 5, 5)]  # positions 3, 9, 5: first and last two apart, yet not consecutive
     steps = rng.integers(0, V, (4, 6))  # [B, steps]: the token each row is fed at each step
     alone = [model.forward(np.concatenate([p, s]), model.new_cache(32), all_logits=True)[len(p) - 1 :] for p, s in zip(prompts, steps)]
     caches = [model.new_cache(32) for _ in prompts]
@@ -41,7 +41,7 @@ def test_each_row_of_a_mixed_step_equals_the_sequence_alone(lm, workers):
             np.testing.assert_allclose(rows[row], alone[b][fed[b]], atol=1e-5, rtol=0)
         if t == 1:
             live.remove(1)  # a row leaves: the others go on undisturbed
-    assert [caches[b].length for b in range(4)] == [3 + 6, 9 + 2, 1 + 6, 5 + 3]
+    assert [caches[b].length for b in range(4)] == [3 + 6, 9 + 2, 5 + 6, 5 + 3]
 
 
 def test_a_copied_cache_continues_as_the_original(lm):
@@ -53,3 +53,28 @@ def test_a_copied_cache_continues_as_the_original(lm):
     a = model.forward(np.array([1]), cache)
     b = model.forward(np.array([1]), twin)
     np.testing.assert_array_equal(a, b)
+
+
+def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm):
+    """Batch invariance: whatever the company, a row's logits are exactly those of the sequence
+    decoding alone (one token per pass through a KVCache, as tfcli generate does)."""
+    from tfcli.engine.executor import FAST
+    from tfcli.engine.slots import RowByRow
+
+    model, rng = lm.model, np.random.default_rng(3)
+    V = model.config.vocab_size
+    prompts = [rng.integers(0, V, n) for n in (4, 2, 7)]
+    steps = rng.integers(0, V, (3, 3))
+    alone = []
+    for p, s in zip(prompts, steps):
+        c = model.new_cache(16)
+        model.forward(p, c)
+        alone.append([model.forward(np.array([t]), c, run=FAST)[-1] for t in s])  # [V] each
+    for company in ([0], [0, 1], [0, 1, 2], [2, 0]):
+        caches = [model.new_cache(16) for _ in prompts]
+        for b in company:
+            model.forward(prompts[b], caches[b])
+        for t in range(3):
+            rows = model.forward(steps[company, t], Slots([caches[b] for b in company]), all_logits=True, run=RowByRow())
+            for row, b in enumerate(company):
+                np.testing.assert_array_equal(rows[row], alone[b][t])

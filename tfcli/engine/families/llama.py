@@ -167,7 +167,9 @@ class Llama(Transformer):
         """cos and sin for each of the positions [T]: [T, Dh/2] each."""
         cos, sin = self.rotations  # read once: the parts of a prompt pass call this from several threads
         first, last = int(positions[0]), int(positions[-1])
-        consecutive = last - first == len(positions) - 1  # a prompt or a decode step; not a batch step
+        # a prompt or a decode step; not a batch step, whose rows may stand at different positions
+        # (engine/slots.py): [3, 9, 5] has its first and last two apart without being consecutive
+        consecutive = last - first == len(positions) - 1 and (len(positions) <= 2 or bool((np.diff(positions) == 1).all()))
         end = last + 1 if consecutive else int(positions.max()) + 1
         if end > len(cos):
             n = min(self.config.n_ctx, max(end, 2 * len(cos), 256))
