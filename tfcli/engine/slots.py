@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import PromptError
+from .executor import Fast
 from .kvcache import KVCache
 
 
@@ -62,3 +63,25 @@ def copy_cache(cache: KVCache, capacity: int | None = None) -> KVCache:
     new.v[:, :, :n] = cache.v[:, :, :n]  # [L, Hkv, n, Dh]
     new.length = n
     return new
+
+
+class RowByRow(Fast):
+    """A batch-invariant executor for decode steps: each row's products are exactly the one-row
+    products of a sequence decoding alone (a stacked vector-matrix product, one row at a time),
+    so a row's numbers never depend on its company. The batched kernels (ops.few_rows) pick their
+    blocks and OpenBLAS its kernel by the number of rows, which moves a result by a few float32
+    steps, enough to flip a greedy choice between two near-equal tokens. The price: the weights
+    are read once per row instead of once per step (the "batch invariance" of Thinking Machines,
+    "Defeating Nondeterminism in LLM Inference", 2025)."""
+
+    def __init__(self):
+        super().__init__(1)
+
+    def sized(self, rows: int) -> Fast:
+        return self
+
+    def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+        y = np.matmul(x[:, None, :], w)[:, 0]  # [T, 1, in] @ [in, out] -> [T, out], one vector-matrix product per row
+        if b is not None:
+            y += b
+        return y

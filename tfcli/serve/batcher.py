@@ -30,7 +30,7 @@ from tfcli.engine.generate import Generation, Session
 from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.engine.score import log_softmax
-from tfcli.engine.slots import Slots, copy_cache
+from tfcli.engine.slots import RowByRow, Slots, copy_cache
 
 log = logging.getLogger("tfcli.serve")
 
@@ -121,11 +121,12 @@ class Call:
 
 
 class Batcher:
-    def __init__(self, lm: LoadedModel, workers: int = 1, max_rows: int = 8, queue: int = 16):
+    def __init__(self, lm: LoadedModel, workers: int = 1, max_rows: int = 8, queue: int = 16, invariant: bool = False):
         self.lm, self.model = lm, lm.model
         self.max_rows, self.queue = max_rows, queue
         self.run = Fast(workers)  # prompt passes; its helper thread, if any, is shared with the steps
-        self.step_run = Fast(workers, self.run.helper, batch=True)
+        # invariant: each row's numbers those of the sequence alone, whatever its company (slots.RowByRow)
+        self.step_run = RowByRow() if invariant else Fast(workers, self.run.helper, batch=True)
         self.workers = workers
         self.waiting: deque[Job] = deque()
         self.calls: deque[Call] = deque()

@@ -1,0 +1,356 @@
+"""tfcli serve: the OpenAI API over loopback, through the official openai client where it can.
+
+Each server binds 127.0.0.1 on a free port, runs in a thread of the test process (the SIGTERM test
+runs one as a process of its own), and is stopped by the test; every request has a timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_LLAMA
+
+openai = pytest.importorskip("openai")
+pytest.importorskip("uvicorn")
+pytest.importorskip("starlette")
+
+TIMEOUT = 60  # seconds for any one request
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving(lm, name: str, **options):
+    """A server for lm on a free loopback port, in a thread; stopped and joined on the way out."""
+    from tfcli.serve import server as http
+    from tfcli.serve.app import wait_ready
+
+    port = free_port()
+    srv = http.build(lm, name, "127.0.0.1", port, **options)
+    thread = threading.Thread(target=http.run, args=(srv,), daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url + "/health", timeout=30)
+        yield url, srv
+    finally:
+        srv.should_exit = True
+        srv.batcher.stop(timeout=0)
+        thread.join(15)
+        assert not thread.is_alive(), "the server did not stop"
+
+
+def post(url: str, body, key: str | None = None, raw: bytes | None = None) -> tuple[int, dict, dict]:
+    """POST JSON; -> (status, body, headers) for success and error statuses alike."""
+    data = raw if raw is not None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+            return r.status, json.loads(r.read()), r.headers
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read()), e.headers
+
+
+@pytest.fixture(scope="module")
+def smol(smollm2_folder):
+    from tfcli.store import load
+
+    return load(smollm2_folder)
+
+
+@pytest.fixture(scope="module")
+def server(smol):
+    with serving(smol, "smollm2", max_rows=8, queue=16) as (url, srv):
+        yield url, srv
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server[0] + "/v1", api_key="unused", timeout=TIMEOUT, max_retries=0)
+
+
+def test_the_model_list_names_the_model(client):
+    models = client.models.list()
+    assert [m.id for m in models.data] == ["smollm2"]
+
+
+def test_a_greedy_completion_equals_tfcli_generate(client, cli, smollm2_folder):
+    prompt = "The three primary colours are"
+    r = cli("generate", "-m", smollm2_folder, prompt, "-t", "0", "-n", "24", "-q")
+    assert r.exit_code == 0, r.stderr
+    out = client.completions.create(model="smollm2", prompt=prompt, max_tokens=24, temperature=0)
+    assert r.stdout in (out.choices[0].text, out.choices[0].text + "\n")  # generate ends its output with a newline
+    assert out.choices[0].finish_reason == "length" and out.usage.completion_tokens == 24
+
+
+def test_echo_and_logprobs_equal_tfcli_score(client, cli, smollm2_folder):
+    text = "A learner reads the attention of a small model, token by token."
+    r = cli("score", "-m", smollm2_folder, text, "--json")
+    assert r.exit_code == 0, r.stderr
+    scored = json.loads(r.stdout)["tokens"]
+    out = client.completions.create(model="smollm2", prompt=text, max_tokens=0, echo=True, logprobs=3, temperature=0)
+    lp = out.choices[0].logprobs
+    assert out.choices[0].text == text
+    assert lp.tokens == [t["text"] for t in scored]
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    for got, want in zip(lp.token_logprobs[1:], scored[1:]):
+        assert abs(got - want["logprob"]) <= 1e-4
+    assert lp.text_offset[0] == 0 and lp.text_offset == sorted(lp.text_offset)
+    assert all(text[o:].startswith(t) for o, t in zip(lp.text_offset, lp.tokens))
+    assert all(len(top) == 3 and max(top.values()) >= got - 1e-9 for top, got in zip(lp.top_logprobs[1:], lp.token_logprobs[1:]))
+    assert out.usage.completion_tokens == 0
+
+
+def test_echo_with_new_tokens_continues_the_offsets(client):
+    text = "Once upon a time"
+    out = client.completions.create(model="smollm2", prompt=text, max_tokens=5, echo=True, logprobs=1, temperature=0)
+    c = out.choices[0]
+    assert c.text.startswith(text) and len(c.logprobs.tokens) == len(c.logprobs.token_logprobs) == 4 + 5
+    assert all(c.text[o:].startswith(t) for o, t in zip(c.logprobs.text_offset, c.logprobs.tokens))
+
+
+def test_a_streamed_chat_carries_top_logprobs(client):
+    stream = client.chat.completions.create(
+        model="smollm2", messages=[{"role": "user", "content": "Name a colour."}], max_tokens=12, temperature=0, stream=True, logprobs=True, top_logprobs=3
+    )
+    pieces, entries, finish = [], [], None
+    for chunk in stream:
+        c = chunk.choices[0]
+        pieces.append(c.delta.content or "")
+        if c.logprobs and c.logprobs.content:
+            entries += c.logprobs.content
+        finish = c.finish_reason or finish
+    assert finish in ("stop", "length") and 0 < len(entries) <= 12
+    for e in entries:
+        assert len(e.top_logprobs) == 3 and e.top_logprobs[0].logprob >= e.logprob - 1e-9  # greedy: the chosen is the top
+        assert e.token == e.top_logprobs[0].token
+    whole = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Name a colour."}], max_tokens=12, temperature=0)
+    assert "".join(pieces) == whole.choices[0].message.content
+
+
+def test_stop_n_and_seed(client):
+    a = client.completions.create(model="smollm2", prompt="Count: 1, 2, 3,", max_tokens=20, temperature=0, stop=[" 6"])
+    assert a.choices[0].finish_reason == "stop" and a.choices[0].text.endswith("5,") and " 6" not in a.choices[0].text
+    b = client.completions.create(model="smollm2", prompt="My favourite animal is", max_tokens=8, temperature=1.0, n=3, seed=7)
+    c = client.completions.create(model="smollm2", prompt="My favourite animal is", max_tokens=8, temperature=1.0, n=3, seed=7)
+    assert [x.text for x in b.choices] == [x.text for x in c.choices] and len(b.choices) == 3
+    assert len({x.text for x in b.choices}) > 1  # choice i draws with seed + i
+
+
+def test_a_streamed_completion_ends_with_done(server):
+    url = server[0]
+    req = urllib.request.Request(url + "/v1/completions", data=json.dumps({"prompt": "Hello", "max_tokens": 4, "stream": True, "temperature": 0}).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+        lines = [l for l in r.read().decode().split("\n\n") if l]
+    assert lines[-1] == "data: [DONE]"
+    assert json.loads(lines[-2][6:])["choices"][0]["finish_reason"] == "length"
+
+
+def test_tokenize_and_detokenize(server, smol):
+    url = server[0]
+    status, body, _ = post(url + "/tokenize", {"content": "Hello world"})
+    assert status == 200 and body["tokens"] == smol.tokenizer.encode("Hello world")
+    status, body, _ = post(url + "/detokenize", {"tokens": body["tokens"]})
+    assert status == 200 and body["content"] == "Hello world"
+    status, body, _ = post(url + "/tokenize", {"content": "Hi", "with_pieces": True})
+    assert body["tokens"][0]["piece"] == "Hi"
+
+
+BAD = [
+    ("/v1/completions", None, b"{not json", 400, None),
+    ("/v1/completions", None, b"[1, 2]", 400, None),
+    ("/v1/completions", {"max_tokens": 3}, None, 400, "prompt"),
+    ("/v1/completions", {"prompt": "a", "temperature": -1}, None, 400, "temperature"),
+    ("/v1/completions", {"prompt": "a", "temperature": "hot"}, None, 400, "temperature"),
+    ("/v1/completions", {"prompt": "a", "top_p": 0}, None, 400, "top_p"),
+    ("/v1/completions", {"prompt": "a", "n": 0}, None, 400, "n"),
+    ("/v1/completions", {"prompt": "a", "max_tokens": 0}, None, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": "a", "max_tokens": 100000}, None, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": [1, 99999999]}, None, 400, "prompt"),
+    ("/v1/completions", {"prompt": "a", "stop": [""]}, None, 400, "stop"),
+    ("/v1/completions", {"prompt": "a", "logprobs": 50}, None, 400, "logprobs"),
+    ("/v1/completions", {"prompt": "a", "model": "gpt-4"}, None, 404, "model"),
+    ("/v1/chat/completions", {"messages": []}, None, 400, "messages"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2}, None, 400, "top_logprobs"),
+    ("/v1/nothing", {}, None, 404, None),
+]
+
+
+@pytest.mark.parametrize("path, body, raw, status, param", BAD, ids=[f"{p}-{s}-{param or (raw or b'')[:6].decode()}" for p, _, raw, s, param in BAD])
+def test_a_bad_request_gets_its_status_and_an_error_object(server, path, body, raw, status, param):
+    url = server[0]
+    got, answer, _ = post(url + path, body, raw=raw)
+    assert got == status, answer
+    error = answer["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    assert error["param"] == param
+    ok, _, _ = post(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 1})  # and the server goes on
+    assert ok == 200
+
+
+def test_an_overlong_prompt_is_refused_with_the_numbers(server, smol):
+    n_ctx = smol.config.n_ctx
+    status, answer, _ = post(server[0] + "/v1/completions", {"prompt": [1] * (n_ctx + 5), "max_tokens": 1})
+    assert status == 400 and str(n_ctx) in answer["error"]["message"] and str(n_ctx + 5) in answer["error"]["message"]
+    assert answer["error"]["code"] == "context_length_exceeded"
+
+
+def test_the_openai_client_sees_the_errors(client):
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="nope", prompt="a", max_tokens=1)
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model="smollm2", prompt="a", max_tokens=1, temperature=-3)
+
+
+def six_streams(url: str, client) -> tuple[list[str], list[str]]:
+    """Six greedy requests one after another, then the same six streamed at once, arriving while
+    the others decode: -> (answers alone, answers together)."""
+    prompts = ["The sun", "Water boils at", "def add(a, b):", "Paris is", "Once upon a time", "1, 2, 3,"]
+    lengths = [20, 14, 24, 9, 18, 12]  # different budgets: rows leave the batch at different steps
+    alone = [client.completions.create(model="smollm2", prompt=p, max_tokens=n, temperature=0).choices[0].text for p, n in zip(prompts, lengths)]
+
+    def streamed(i: int) -> str:
+        time.sleep(0.05 * i)
+        stream = client.completions.create(model="smollm2", prompt=prompts[i], max_tokens=lengths[i], temperature=0, stream=True)
+        return "".join(c.choices[0].text for c in stream)
+
+    with ThreadPoolExecutor(6) as pool:
+        together = list(pool.map(streamed, range(6)))
+    return alone, together
+
+
+def test_six_concurrent_streamed_greedy_requests_each_equal_their_answer_alone(smol):
+    """With --batch-invariant, to the token: each row's products are the one-row products."""
+    with serving(smol, "smollm2", invariant=True) as (url, srv):
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", timeout=TIMEOUT, max_retries=0)
+        alone, together = six_streams(url, client)
+        assert together == alone
+        assert srv.batcher.steps < sum([20, 14, 24, 9, 18, 12]) * 2 - 6 * 2  # the streams shared steps
+
+
+def test_concurrent_requests_share_decode_steps(server, client):
+    """The default batched kernels: the six streams run in fewer steps than one after another.
+    Their texts agree with the answers alone up to float32 rounding of the batched products,
+    which can flip a near-tie (see --batch-invariant), so only their beginnings are compared."""
+    before = server[1].batcher.steps
+    alone, together = six_streams(server[0], client)
+    shared = server[1].batcher.steps - before - (sum([20, 14, 24, 9, 18, 12]) - 6)  # steps of the concurrent half
+    assert shared < sum([20, 14, 24, 9, 18, 12]) - 6
+    assert sum(a[:8] == t[:8] for a, t in zip(alone, together)) >= 5
+
+
+def test_a_client_that_goes_away_frees_its_place(server):
+    url = server[0]
+    port = int(url.rsplit(":", 1)[1])
+    body = json.dumps({"prompt": "Tell me a long story.", "max_tokens": 2000, "stream": True, "temperature": 0.8}).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    got = b""
+    while got.count(b"data: ") < 3:
+        got += s.recv(4096)
+    assert json.loads(urllib.request.urlopen(url + "/health", timeout=TIMEOUT).read())["running"] == 1
+    s.close()  # killed mid-stream
+    deadline = time.monotonic() + 10
+    while json.loads(urllib.request.urlopen(url + "/health", timeout=TIMEOUT).read())["running"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert json.loads(urllib.request.urlopen(url + "/health", timeout=TIMEOUT).read())["running"] == 0
+
+
+def test_a_full_queue_answers_503_with_retry_after(smol):
+    with serving(smol, "smollm2", max_rows=1, queue=1) as (url, srv):
+        busy = threading.Thread(target=post, args=(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 40, "temperature": 0}))
+        busy.start()
+        while not srv.batcher.rows:  # the first request runs
+            time.sleep(0.01)
+        waiting = threading.Thread(target=post, args=(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 2}))
+        waiting.start()
+        while not srv.batcher.waiting:  # the second waits for the one place
+            time.sleep(0.01)
+        status, answer, headers = post(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 2})
+        assert status == 503 and answer["error"]["code"] == "server_busy" and headers.get("Retry-After") == "1"
+        busy.join(TIMEOUT)
+        waiting.join(TIMEOUT)
+        assert post(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 2})[0] == 200
+
+
+def test_the_api_key_is_required_when_set(smol):
+    with serving(smol, "smollm2", api_key="sesame") as (url, _):
+        assert post(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 1})[0] == 401
+        assert post(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 1}, key="wrong")[0] == 401
+        assert post(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 1}, key="sesame")[0] == 200
+        assert urllib.request.urlopen(url + "/health", timeout=TIMEOUT).status == 200
+        c = openai.OpenAI(base_url=url + "/v1", api_key="sesame", timeout=TIMEOUT, max_retries=0)
+        assert c.models.list().data[0].id == "smollm2"
+
+
+def test_chat_is_refused_clearly_without_a_template():
+    from tfcli.store import load
+
+    lm = load(TINY_LLAMA)
+    assert lm.chat is None
+    with serving(lm, "tiny") as (url, _):
+        status, answer, _ = post(url + "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})
+        assert status == 400 and "no chat template" in answer["error"]["message"] and answer["error"]["code"] == "no_chat_template"
+        assert post(url + "/v1/completions", {"prompt": "hi", "max_tokens": 3})[0] == 200
+
+
+def test_a_burst_of_50_requests_from_10_threads_is_answered_or_refused(smol):
+    with serving(smol, "smollm2", max_rows=4, queue=4) as (url, srv):
+
+        def one(i: int) -> int:
+            return post(url + "/v1/completions", {"prompt": f"Number {i}:", "max_tokens": 4, "temperature": 0.5, "seed": i})[0]
+
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(10) as pool:
+            statuses = list(pool.map(one, range(50), timeout=120))
+        assert set(statuses) <= {200, 503} and statuses.count(200) >= 4, statuses
+        assert time.monotonic() - t0 < 120
+        assert srv.batcher.load["running"] == 0 and srv.batcher.load["waiting"] == 0
+
+
+def test_sigterm_ends_the_open_stream_and_exits(smollm2_folder, tmp_path):
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent), "TFCLI_HOME": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "tfcli", "serve", "-m", str(smollm2_folder), "--port", str(port), "--threads", "1"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        from tfcli.serve.app import wait_ready
+
+        wait_ready(f"http://127.0.0.1:{port}/health", timeout=60)
+        body = json.dumps({"prompt": "Tell me a long story.", "max_tokens": 3000, "stream": True}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+            first = r.readline()
+            assert first.startswith(b"data: ")
+            proc.send_signal(signal.SIGTERM)
+            t0 = time.monotonic()
+            rest = r.read().decode()
+        assert rest.rstrip().endswith("data: [DONE]")
+        last = json.loads([l.strip() for l in rest.split("\n\n") if l.strip().startswith("data: {")][-1][6:])
+        assert last["choices"][0]["finish_reason"] == "abort"
+        assert proc.wait(timeout=10) == 0
+        assert time.monotonic() - t0 < 8
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        proc.stderr.close()
