@@ -38,9 +38,6 @@ def explore(
 
       tfcli explore -m smollm2 "The capital of France is" -o smollm2.html
     """
-    from tfcli.analysis import explore as ex
-    from tfcli.engine.errors import PromptError
-
     text = options.read_text(text, "the text", "give some text to run through the model")
     to_stdout = str(output) == "-"
     if not to_stdout:
@@ -50,22 +47,7 @@ def explore(
     for w in lm.warnings:
         warn(w)
     cfg = lm.config
-    ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
-    options.warn_unknown(lm.tokenizer, text, ids, lm.name)
-    if not ids:
-        raise PromptError("the text encodes to no tokens", "give some text to run through the model")
-    limit = ex.token_limit(cfg)
-    if len(ids) > limit:
-        if limit == cfg.n_ctx:
-            why = f"the text is {len(ids)} tokens but {lm.name}'s context is {limit}"
-        elif limit == ex.MAX_TOKENS:
-            why = f"the text is {len(ids)} tokens; a page holds at most {limit}"
-        else:
-            why = (
-                f"the text is {len(ids)} tokens; a page for {lm.name} holds at most {limit}, "
-                f"as it stores {cfg.n_layer} x {cfg.n_head} heads of attention for every pair of tokens"
-            )
-        raise PromptError(why, "shorten the text")
+    ids = page_tokens(lm, text, lambda ids: options.warn_unknown(lm.tokenizer, text, ids, lm.name))
     html = page_html(lm, text, ids, "zh" if options.chinese(lang) else "en")
     if to_stdout:
         sys.stdout.write(html)
@@ -83,6 +65,33 @@ def explore(
         # tfcli ships a CJK font for its PNGs, but 4 MB of it in every page is too much, and a
         # subset needs a font library tfcli does not depend on: said, rather than boxes in silence.
         note("the page draws Chinese with the browser's own fonts (no font is embedded): on a system without a CJK font, install one (e.g. fonts-noto-cjk)")
+
+
+def page_tokens(lm, text: str, seen=None) -> list[int]:
+    """The tokens of `text` the page shows, or a PromptError if it has none or more than a page holds.
+    `seen(ids)` is called with them first (explore warns about unknown characters there)."""
+    from tfcli.analysis import explore as ex
+    from tfcli.engine.errors import PromptError
+
+    cfg = lm.config
+    ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
+    if seen is not None:
+        seen(ids)
+    if not ids:
+        raise PromptError("the text encodes to no tokens", "give some text to run through the model")
+    limit = ex.token_limit(cfg)
+    if len(ids) > limit:
+        if limit == cfg.n_ctx:
+            why = f"the text is {len(ids)} tokens but {lm.name}'s context is {limit}"
+        elif limit == ex.MAX_TOKENS:
+            why = f"the text is {len(ids)} tokens; a page holds at most {limit}"
+        else:
+            why = (
+                f"the text is {len(ids)} tokens; a page for {lm.name} holds at most {limit}, "
+                f"as it stores {cfg.n_layer} x {cfg.n_head} heads of attention for every pair of tokens"
+            )
+        raise PromptError(why, "shorten the text")
+    return ids
 
 
 def page_html(lm, text: str, ids: list[int], lang: str) -> str:

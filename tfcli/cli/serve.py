@@ -48,7 +48,11 @@ def serve(
     name = model or lm.name
     from tfcli.serve.live import Page
 
-    srv = http.build(lm, name, host, port, workers=n_threads, max_rows=parallel, queue=queue, api_key=api_key, page=Page(lm, name), invariant=batch_invariant)
+    from . import explore
+
+    lang = "zh" if options.chinese(None) else "en"
+    page = Page(lambda text: explore.page_html(lm, text, explore.page_tokens(lm, text), lang))  # the explore page, run on the engine thread
+    srv = http.build(lm, name, host, port, workers=n_threads, max_rows=parallel, queue=queue, api_key=api_key, page=page, invariant=batch_invariant)
     shown_host = f"[{host}]" if ":" in host else host
     note(f"serving {name} at http://{shown_host}:{port}/ (OpenAI API under /v1; Ctrl-C stops)")
     http.run(srv)

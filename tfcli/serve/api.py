@@ -214,6 +214,8 @@ def _knobs(body: dict, lm: LoadedModel, prompts: list[list[int]], max_tokens: in
         SamplingParams.merged(lm.generation, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=penalty, seed=None if seed is None else seed + i)
         for i in range(n * len(prompts))
     ]
+    if _bool(body, "ignore_eos", False):  # vLLM's extension: exactly max_tokens (benchmarks)
+        eos_ids = ()
     texts = [lm.tokenizer.decode(p) for p in prompts]
     return Asked(prompts, texts, params, n, max_tokens, tuple(stop), tuple(eos_ids), stream, include_usage)
 
