@@ -354,3 +354,22 @@ def test_sigterm_ends_the_open_stream_and_exits(smollm2_folder, tmp_path):
             proc.kill()
             proc.wait(10)
         proc.stderr.close()
+
+
+def test_other_commands_do_not_import_the_server_stack():
+    code = "import sys, tfcli.cli; print(sorted(m for m in ('starlette', 'uvicorn', 'tfcli.serve') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert out.stdout.strip() == "[]", out
+
+
+def test_only_loopback_hosts_count_as_private():
+    from tfcli.serve.server import is_loopback
+
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "localhost"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.5", "example.com"))
+
+
+def test_a_public_host_is_warned_about(cli, monkeypatch):
+    """The warning comes before anything is loaded or bound (here the model is missing)."""
+    r = cli("serve", "-m", "/nonexistent/model", "--host", "0.0.0.0", "--port", "0")
+    assert r.exit_code == 1 and "warning: listening on 0.0.0.0" in r.stderr and "without a key" in r.stderr
