@@ -101,18 +101,24 @@ def test_a_greedy_completion_equals_tfcli_generate(client, cli, smollm2_folder):
     assert out.choices[0].finish_reason == "length" and out.usage.completion_tokens == 24
 
 
-def test_echo_and_logprobs_equal_tfcli_score(client, cli, smollm2_folder):
+def test_echo_and_logprobs_equal_tfcli_score(client, cli, smollm2_folder, smol):
+    """To 1e-4 against what `tfcli score` computes (engine/score.py); its --json prints 4
+    significant figures, so against that to its printed precision."""
+    from tfcli.engine.score import score
+
     text = "A learner reads the attention of a small model, token by token."
     r = cli("score", "-m", smollm2_folder, text, "--json")
     assert r.exit_code == 0, r.stderr
     scored = json.loads(r.stdout)["tokens"]
+    exact = score(smol.model, smol.tokenizer.prompt(text)).logprobs
     out = client.completions.create(model="smollm2", prompt=text, max_tokens=0, echo=True, logprobs=3, temperature=0)
     lp = out.choices[0].logprobs
     assert out.choices[0].text == text
     assert lp.tokens == [t["text"] for t in scored]
     assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
-    for got, want in zip(lp.token_logprobs[1:], scored[1:]):
-        assert abs(got - want["logprob"]) <= 1e-4
+    for got, want, printed in zip(lp.token_logprobs[1:], exact[1:], scored[1:]):
+        assert abs(got - want) <= 1e-4
+        assert abs(got - printed["logprob"]) <= 5e-4 * abs(printed["logprob"]) + 1e-4
     assert lp.text_offset[0] == 0 and lp.text_offset == sorted(lp.text_offset)
     assert all(text[o:].startswith(t) for o, t in zip(lp.text_offset, lp.tokens))
     assert all(len(top) == 3 and max(top.values()) >= got - 1e-9 for top, got in zip(lp.top_logprobs[1:], lp.token_logprobs[1:]))
@@ -328,6 +334,9 @@ def test_a_burst_of_50_requests_from_10_threads_is_answered_or_refused(smol):
                 statuses = list(pool.map(one, range(50), timeout=120))
             assert set(statuses) <= {200, 503} and statuses.count(200) >= 4, statuses
             assert time.monotonic() - t0 < 120
+            deadline = time.monotonic() + 5  # the last answer can leave before the engine thread drops its row
+            while srv.batcher.load["running"] and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert srv.batcher.load["running"] == 0 and srv.batcher.load["waiting"] == 0
             sizes.append(rss())
         assert sizes[1] - sizes[0] < 64 << 20, sizes
