@@ -3,7 +3,6 @@ training a model tfcli runs; every checkpoint is a Hugging Face folder."""
 
 from __future__ import annotations
 
-import json
 import shlex
 import signal
 import sys
@@ -285,11 +284,13 @@ def _finish(run, png: Path | None, as_json: bool) -> None:
         "steps": run.step,
         "tokens": run.step * run.tokens_per_step,
         "seconds": round(run.seconds, 2),
-        "train_loss": None if run.train_loss() is None else round(run.train_loss(), 6),
-        "val_loss": round(val[-1], 6) if val else None,
+        "train_loss": run.train_loss(),
+        "val_loss": val[-1] if val else None,
         "folder": str(run.out),
     }
     if as_json:
-        print(json.dumps(summary))
+        from .json import emit
+
+        emit(summary, digits=7)  # a loss to 7 digits: the house's 4 would hide the last steps' changes
     else:
         err.print(shown(f"{run.step:,} steps, {summary['tokens']:,} tokens in {run.seconds:,.0f} s; the model is in {run.out} (tfcli generate -m {run.out})"), soft_wrap=True)
