@@ -262,8 +262,8 @@ def _duration(seconds: float) -> str:
 
 def _evaluate(run, command: str, bar) -> None:
     val = run.evaluate()
+    run.save(command)  # first: the sample of a masked model runs from it
     prompt, text = run.sample()
-    run.save(command)
     val_text = f"val {val:.4f}" if val is not None else "no validation split"
     bar.console.print(shown(f"step {run.step:,}: train {run.train_loss():.4f} (last 10 steps), {val_text}, {run.seconds:,.0f} s", "bold"))
     bar.console.print(Text(for_terminal(prompt), style="dim") + Text(for_terminal(text)), soft_wrap=True)

@@ -119,18 +119,41 @@ class Run:
         return float(np.mean(self.losses[-10:])) if self.losses else None
 
     def sample(self, n_tokens: int | None = None, temperature: float = 0.8) -> tuple[str, str]:
-        """(prompt, continuation): the start of the validation text, continued by the model."""
+        """(prompt, continuation): the start of the validation text, continued by the model.
+
+        A masked model is run by tfcli's inference engine from the checkpoint just saved (a KV
+        cache: milliseconds, and proof that the checkpoint loads); an unmasked one runs as it was
+        trained, each position reading the whole prefix, recomputed for every new token."""
         s = self.settings
         source = self.split.val if len(self.split.val) else self.split.train
-        ids = list(source[: max(1, min(16, s.seq_len // 2))])
-        n = n_tokens or (200 if self.tokenizer.chars is not None else 60)
+        ids = [int(i) for i in source[: max(1, min(16, s.seq_len // 2))]]
+        n = min(n_tokens or (200 if self.tokenizer.chars is not None else 60), self.config.n_ctx - len(ids))
         rng = np.random.default_rng([s.seed, self.step, 2])
-        start = len(ids)
+        next_logits = self._engine_sampler(ids) if s.causal and self.saved_step == self.step else self._trained_sampler(ids)
+        new: list[int] = []
         for _ in range(n):
-            logits = self.model.logits_last(np.array(ids[-s.context :])) / np.float32(temperature)  # [V]
+            logits = next_logits(new[-1] if new else None).astype(np.float64) / temperature  # [V]
             p = np.exp(logits - logits.max())
-            ids.append(int(rng.choice(len(p), p=p / p.sum())))
-        return self.tokenizer.decode(ids[:start]), self.tokenizer.decode(ids[start:])
+            new.append(int(rng.choice(len(p), p=p / p.sum())))
+        return self.tokenizer.decode(ids), self.tokenizer.decode(new)
+
+    def _engine_sampler(self, prompt: list[int]):
+        from ..generate import Session
+        from ..loader import load_folder
+
+        session = Session(load_folder(self.out).model)
+        first, _ = session.prefill(prompt)  # [V]
+        return lambda token: first if token is None else session.step(token)
+
+    def _trained_sampler(self, prompt: list[int]):
+        ids = list(prompt)
+
+        def next_logits(token):
+            if token is not None:
+                ids.append(token)
+            return self.model.logits_last(np.array(ids[-self.settings.context :]))  # [V]
+
+        return next_logits
 
     # ------------------------------------------------------------------ checkpoints
 
