@@ -42,6 +42,10 @@ class ModelConfig:
     o_bias: bool = True  # a bias on the attention output projection (GPT-2 yes; Llama attention_bias; Qwen2 no)
     mlp_bias: bool = True  # biases on the MLP projections (GPT-2 yes; Llama mlp_bias; Qwen2 no)
     rope_theta: float = 10000.0  # RoPE base (Llama 10,000; Qwen2 1,000,000)
+    rotary_dim: int = 0  # R: dimensions of each head RoPE rotates; 0: all Dh (Phi-4-mini: 3/4 of them)
+    qk_norm: bool = False  # an RMSNorm of Dh on each head's queries and keys before RoPE (Qwen3, Gemma 3)
+    norms_per_block: int = 2  # norms of D in one block: before attention and MLP; Gemma 3 also after each
+    extra: Any = None  # what only the family's own code reads (a frozen dataclass of its own: RoPE scaling, windows)
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
 

@@ -137,11 +137,12 @@ class Transformer:
         x = x + at.site("mlp_out", at.mlp(self.mlp_norm(x, layer), layer.mlp))  # each token on its own
         return at.site("resid_post", x)
 
-    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, at: LayerCall) -> np.ndarray:
+    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, at: LayerCall, **mask) -> np.ndarray:
         """Causal self-attention through the cache: q [T, H, Dh], new k, v [T, Hkv, Dh] -> each
-        head's context vector z [T, H, Dh] (site z; the weights [H, T, S] are site attn)."""
+        head's context vector z [T, H, Dh] (site z; the weights [H, T, S] are site attn).
+        `mask`: window= (a sliding layer sees only its last `window` positions) and softcap=."""
         want = at.wants("attn")
-        z, weights = at.cache.attend(at.index, at.start, q, k, v, at.run.attention, want)  # [T, H, Dh], [H, T, S]
+        z, weights = at.cache.attend(at.index, at.start, q, k, v, at.run.attention, want, **mask)  # [T, H, Dh], [H, T, S]
         if want and weights is not None:
             at.site("attn", weights)  # read only: z is already their weighted sum
         return at.site("z", z)

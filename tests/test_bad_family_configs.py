@@ -1,0 +1,44 @@
+"""Bad values of the config keys the newer families read (Llama 3's RoPE scaling, Gemma 3's windows
+and layer types, Phi-3's partial rotation): each ends in one error line (exit 1). The tiny Llama's
+folder with its config.json changed: the config is refused before any weight is read."""
+
+from __future__ import annotations
+
+import pytest
+
+from badinput import Cases, edit_config, gen, run_case
+from conftest import TINY_LLAMA
+
+CASES = Cases()
+
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+
+
+@CASES.case(1, "rope_scaling factor must be at least 1, not 0.5", "fix it in config.json")
+def llama3_factor_below_one(env):
+    return gen(edit_config(env.model(TINY_LLAMA), rope_parameters={**LLAMA3, "factor": 0.5, "rope_theta": 10000.0}))
+
+
+@CASES.case(1, "rope_scaling factor must be at least 1, not 0.25", "fix it in config.json")
+def llama3_factor_below_one_old_key(env):
+    return gen(edit_config(env.model(TINY_LLAMA), rope_scaling={**LLAMA3, "factor": 0.25}))
+
+
+@CASES.case(1, "rope_scaling high_freq_factor 1.0 must be above low_freq_factor 1.0", "fix the values")
+def llama3_equal_freq_factors(env):
+    return gen(edit_config(env.model(TINY_LLAMA), rope_scaling={**LLAMA3, "high_freq_factor": 1.0}))
+
+
+@CASES.case(1, "rope_scaling original_max_position_embeddings must be a positive integer", "fix the value")
+def llama3_no_original_context(env):
+    return gen(edit_config(env.model(TINY_LLAMA), rope_scaling={k: v for k, v in LLAMA3.items() if k != "original_max_position_embeddings"}))
+
+
+@CASES.case(1, "RoPE scaling 'dynamic' is not supported", "only plain RoPE")
+def other_scaling_by_name(env):
+    return gen(edit_config(env.model(TINY_LLAMA), rope_parameters={"rope_type": "dynamic", "factor": 2.0}))
+
+
+@pytest.mark.parametrize("make, code, needles", CASES)
+def test_bad_family_config_is_one_line_with_the_fix(cli, tmp_path, monkeypatch, make, code, needles):
+    run_case(cli, tmp_path, monkeypatch, make, code, needles)
