@@ -156,6 +156,14 @@ def test_hidden_states_equal_transformers(checkpoint):
     assert np.abs(net.final_norm(mine[-1]) - theirs[-1]).max() <= 1e-4 * max(1.0, np.abs(theirs[-1]).max())
 
 
+def test_params_from_is_exact(cli, checkpoint):
+    folder, _ = checkpoint
+    r = cli("params", "--from", folder, "--json")
+    assert r.exit_code == 0, r.stderr
+    report = json.loads(r.stdout)["from"]
+    assert report["agree"] and not report["uncategorised"], report
+
+
 def test_generate_runs(cli, checkpoint):
     folder, _ = checkpoint
     r = cli("generate", "-m", folder, "Hello", "-n", "5", "-t", "0")
