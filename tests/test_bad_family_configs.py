@@ -39,6 +39,32 @@ def other_scaling_by_name(env):
     return gen(edit_config(env.model(TINY_LLAMA), rope_parameters={"rope_type": "dynamic", "factor": 2.0}))
 
 
+def gemma(env, **changes):
+    """The tiny Llama's folder claiming to be a 3-layer Gemma 3 (refused before its weights are read)."""
+    base = {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "hidden_activation": "gelu_pytorch_tanh", "head_dim": 16}
+    return gen(edit_config(env.model(TINY_LLAMA), **(base | changes)))
+
+
+@CASES.case(1, "sliding_window must be a positive integer up to 16,777,216, not 0", "fix the value in config.json")
+def gemma_window_of_zero(env):
+    return gemma(env, sliding_window=0)
+
+
+@CASES.case(1, "layer_types must list one type for each of the 3 layers, not 2 entries", "fix layer_types")
+def gemma_layer_types_too_short(env):
+    return gemma(env, sliding_window=4, layer_types=["sliding_attention", "full_attention"])
+
+
+@CASES.case(1, "layer type 'chunked_attention' is not supported", "sliding_attention or full_attention")
+def gemma_unknown_layer_type(env):
+    return gemma(env, sliding_window=4, layer_types=["sliding_attention", "chunked_attention", "full_attention"])
+
+
+@CASES.case(1, "hidden_activation 'relu' is not supported", "gelu_pytorch_tanh")
+def gemma_other_activation(env):
+    return gemma(env, hidden_activation="relu")
+
+
 @pytest.mark.parametrize("make, code, needles", CASES)
 def test_bad_family_config_is_one_line_with_the_fix(cli, tmp_path, monkeypatch, make, code, needles):
     run_case(cli, tmp_path, monkeypatch, make, code, needles)

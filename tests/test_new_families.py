@@ -37,6 +37,10 @@ def _randomise(model, seed: int) -> None:
         for name, p in model.named_parameters():
             if "norm" in name:
                 p.copy_((0.0 if model.config.model_type.startswith("gemma") else 1.0) + 0.1 * torch.randn_like(p))
+            elif name.endswith("embed_tokens.weight") and model.config.model_type.startswith("gemma"):
+                # Gemma multiplies embeddings by √D and norms every step's output: embeddings of
+                # 0.2 would drown the blocks, and a tied model would only repeat its input token.
+                p.copy_(0.2 / model.config.hidden_size**0.5 * torch.randn_like(p))
             else:
                 p.copy_(0.2 * torch.randn_like(p))
 
@@ -78,8 +82,28 @@ def qwen3(folder: Path, tied: bool, seed: int = 0):
     return _save(model, folder)
 
 
-BUILDERS = {"llama3": llama3, "qwen3": qwen3}
-CASES = [(family, tied) for family in BUILDERS for tied in (False, True)]
+def gemma3(folder: Path, tied: bool = True, seed: int = 0, **changes):
+    """A sliding window of 7, shorter than the 40-token prompts: layers 0, 1 and 3 slide, 2 is global;
+    query_pre_attn_scalar 24 (not Dh 16); soft-capped final logits (Gemma 2 style) as a config may set."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    settings = dict(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, max_position_embeddings=128, rms_norm_eps=1e-6, tie_word_embeddings=True,
+        sliding_window=7, layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0}},
+        query_pre_attn_scalar=24, attn_logit_softcapping=None, final_logit_softcapping=10.0,
+        bos_token_id=0, eos_token_id=0, pad_token_id=0,
+    )  # fmt: skip
+    cfg = Gemma3TextConfig(**(settings | changes))
+    model = Gemma3ForCausalLM(cfg).eval()
+    _randomise(model, seed)
+    return _save(model, folder)
+
+
+BUILDERS = {"llama3": llama3, "qwen3": qwen3, "gemma3": gemma3}
+CASES = [(family, tied) for family in BUILDERS for tied in ((True,) if family == "gemma3" else (False, True))]
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[f"{f}-{'tied' if t else 'untied'}" for f, t in CASES])
@@ -102,7 +126,7 @@ def test_logits_equal_transformers(checkpoint):
     folder, model = checkpoint
     lm = load(folder)
     assert not lm.warnings
-    assert lm.config.family == model.config.model_type
+    assert lm.config.family == model.config.model_type.removesuffix("_text")
     ids = prompt_ids()
     for run in (PLAIN, Fast()):
         logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=run)
@@ -180,3 +204,16 @@ def test_llama3_scaling_matters(tmp_path):
     net = load(tmp_path / "l3").model
     ids = prompt_ids()
     assert np.abs(net.forward(ids, net.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max() > 1e-2
+
+
+def test_gemma3_window_matters(tmp_path):
+    """The same weights with a window longer than the prompt give other logits after position 7:
+    the comparison above sees the sliding window (and the window sees only its positions)."""
+    model = gemma3(tmp_path / "g", seed=0)
+    config = json.loads((tmp_path / "g" / "config.json").read_text())
+    config["sliding_window"] = 100
+    (tmp_path / "g" / "config.json").write_text(json.dumps(config))
+    net = load(tmp_path / "g").model
+    ids = prompt_ids()
+    diff = np.abs(net.forward(ids, net.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max(axis=1)  # [T]
+    assert diff[:7].max() <= 1e-4 and diff[7:].min() > 1e-3

@@ -205,6 +205,17 @@ class LlamaLayer:
     k_norm: np.ndarray | None = None  # [Dh] each key head's
 
 
+def read_fused(t, names_rows: list[tuple[str, int]], n_in: int) -> np.ndarray:
+    """Stack [out_i, in] weights of the tensors `t` row-wise, read from the file straight into their
+    rows (no transpose, no page of the mapping touched), and view the result as [in, sum(out_i)]."""
+    w = np.empty((sum(rows for _, rows in names_rows), n_in), dtype=np.float32)  # [sum out_i, in]
+    start = 0
+    for name, rows in names_rows:
+        t.read_into(name, (rows, n_in), w[start : start + rows])
+        start += rows
+    return w.T  # [in, sum out_i] view
+
+
 class Rotary:
     """RoPE's cos and sin tables for one set of frequencies [R/2], computed once for the positions
     used so far (a context can be millions of positions long; a generation rarely is) and grown by
@@ -254,14 +265,7 @@ class Llama(Transformer):
         q_dim, kv_dim = cfg.d_attn, cfg.d_kv
 
         def fused(names_rows: list[tuple[str, int]], n_in: int) -> np.ndarray:
-            """Stack [out_i, in] weights row-wise, read from the file straight into their rows
-            (no transpose, no page of the mapping touched), and view the result as [in, sum(out_i)]."""
-            w = np.empty((sum(rows for _, rows in names_rows), n_in), dtype=np.float32)  # [sum out_i, in]
-            start = 0
-            for name, rows in names_rows:
-                t.read_into(name, (rows, n_in), w[start : start + rows])
-                start += rows
-            return w.T  # [in, sum out_i] view
+            return read_fused(t, names_rows, n_in)  # [in, sum out_i]
 
         def layer(i: int) -> LlamaLayer:
             p = f"model.layers.{i}."
