@@ -65,6 +65,25 @@ def gemma_other_activation(env):
     return gemma(env, hidden_activation="relu")
 
 
+def phi3(env, **changes):
+    return gen(edit_config(env.model(TINY_LLAMA), **({"model_type": "phi3", "architectures": ["Phi3ForCausalLM"]} | changes)))
+
+
+@CASES.case(1, "partial_rotary_factor must be a positive number, not 0", "fix the value in config.json")
+def phi3_rotating_nothing(env):
+    return phi3(env, partial_rotary_factor=0)
+
+
+@CASES.case(1, "partial_rotary_factor must be above 0 and at most 1, rotating an even number of each head's 16 dimensions, not 1.5", "fix partial_rotary_factor")
+def phi3_rotating_more_than_the_head(env):
+    return phi3(env, partial_rotary_factor=1.5)
+
+
+@CASES.case(1, "not 0.01", "fix partial_rotary_factor")
+def phi3_rotating_less_than_a_pair(env):
+    return phi3(env, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.01})
+
+
 @pytest.mark.parametrize("make, code, needles", CASES)
 def test_bad_family_config_is_one_line_with_the_fix(cli, tmp_path, monkeypatch, make, code, needles):
     run_case(cli, tmp_path, monkeypatch, make, code, needles)

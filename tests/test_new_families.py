@@ -102,7 +102,30 @@ def gemma3(folder: Path, tied: bool = True, seed: int = 0, **changes):
     return _save(model, folder)
 
 
-BUILDERS = {"llama3": llama3, "qwen3": qwen3, "gemma3": gemma3}
+def phi3(folder: Path, tied: bool, seed: int = 0, **changes):
+    """Untied: 3/4 of each head rotated (Phi-4-mini's share) and a sliding window of 9 on every layer
+    (as Phi-3-mini-4k has one). Tied (as Phi-4-mini): half of each head rotated, with longrope's
+    short factors and its attention factor (context 128 over an original 64)."""
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    rotated = 0.5 if tied else 0.75
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": rotated}
+    if tied:
+        pairs = int(16 * rotated) // 2
+        rng = np.random.default_rng(seed)
+        rope |= {"rope_type": "longrope", "short_factor": list(1 + rng.random(pairs)), "long_factor": list(2 + rng.random(pairs))}
+    settings = dict(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128, original_max_position_embeddings=64, rms_norm_eps=1e-5,
+        tie_word_embeddings=tied, rope_parameters=rope, partial_rotary_factor=rotated, sliding_window=None if tied else 9,
+        bos_token_id=0, eos_token_id=0, pad_token_id=0,
+    )  # fmt: skip
+    model = Phi3ForCausalLM(Phi3Config(**(settings | changes))).eval()
+    _randomise(model, seed)
+    return _save(model, folder)
+
+
+BUILDERS = {"llama3": llama3, "qwen3": qwen3, "gemma3": gemma3, "phi3": phi3}
 CASES = [(family, tied) for family in BUILDERS for tied in ((True,) if family == "gemma3" else (False, True))]
 
 
@@ -217,3 +240,15 @@ def test_gemma3_window_matters(tmp_path):
     ids = prompt_ids()
     diff = np.abs(net.forward(ids, net.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max(axis=1)  # [T]
     assert diff[:7].max() <= 1e-4 and diff[7:].min() > 1e-3
+
+
+def test_phi3_window_matters(tmp_path):
+    """Without its sliding window of 9 the same Phi-3 gives other logits from position 9 on."""
+    model = phi3(tmp_path / "p", tied=False)
+    config = json.loads((tmp_path / "p" / "config.json").read_text())
+    config["sliding_window"] = None
+    (tmp_path / "p" / "config.json").write_text(json.dumps(config))
+    net = load(tmp_path / "p").model
+    ids = prompt_ids()
+    diff = np.abs(net.forward(ids, net.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max(axis=1)  # [T]
+    assert diff[:9].max() <= 1e-4 and diff[9:].min() > 1e-3

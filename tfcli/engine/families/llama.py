@@ -11,6 +11,7 @@ zero-copy views of the mapped file.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,11 +35,21 @@ ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
 class RopeScaling:
     """How a model stretches RoPE's frequencies to reach a longer context than it was trained on."""
 
-    kind: str  # "llama3" (Llama 3.1+) or "linear" (every frequency divided by factor)
+    kind: str  # "llama3" (Llama 3.1+), "linear" (every frequency divided by factor) or "longrope" (Phi-3, Phi-4-mini)
     factor: float  # how much longer the context is (>= 1)
     low_freq_factor: float = 1.0  # llama3: wavelengths longer than original / low_freq_factor are divided by factor,
     high_freq_factor: float = 4.0  # those shorter than original / high_freq_factor are kept, the ones between blended
-    original_context: int = 8192  # llama3: original_max_position_embeddings, the context it was trained on
+    original_context: int = 8192  # original_max_position_embeddings, the context it was trained on
+    short_factor: tuple[float, ...] = ()  # longrope: each frequency's divisor within the original context [R/2]
+    attention_factor: float = 1.0  # longrope: cos and sin are multiplied by it
+
+
+@dataclass(frozen=True)
+class LlamaExtra:
+    """What only Llama's block reads (ModelConfig.extra)."""
+
+    scaling: RopeScaling | None = None
+    window: int | None = None  # Phi-3's sliding window on every layer (sliding_window)
 
 
 def rope_settings(raw: dict[str, Any], params: dict[str, Any], family: str) -> tuple[float, RopeScaling | None]:
@@ -50,8 +61,10 @@ def rope_settings(raw: dict[str, Any], params: dict[str, Any], family: str) -> t
     kind = given.get("rope_type", given.get("type", "default"))
     if kind == "default":
         return theta, None
-    if kind not in ("llama3", "linear"):
-        raise ConfigError(f"config.json: RoPE scaling {shown(kind)} is not supported", "only plain RoPE and the llama3 and linear scalings are implemented")
+    if kind not in ("llama3", "linear", "longrope"):
+        raise ConfigError(f"config.json: RoPE scaling {shown(kind)} is not supported", "only plain RoPE and the llama3, linear and longrope scalings are implemented")
+    if kind == "longrope":
+        return theta, longrope(raw, given)
     factor = positive_float(given.get("factor"), "rope_scaling factor")
     if factor < 1:
         raise ConfigError(f"config.json: rope_scaling factor must be at least 1, not {shown(given.get('factor'))}", "a scaling factor stretches the context; fix it in config.json")
@@ -63,6 +76,23 @@ def rope_settings(raw: dict[str, Any], params: dict[str, Any], family: str) -> t
         raise ConfigError(f"config.json: rope_scaling high_freq_factor {shown(given.get('high_freq_factor'))} must be above low_freq_factor {shown(given.get('low_freq_factor'))}", "fix the values in config.json")
     original = positive_int(given.get("original_max_position_embeddings"), "rope_scaling original_max_position_embeddings")
     return theta, RopeScaling(kind, factor, low, high, original)
+
+
+def longrope(raw: dict[str, Any], given: dict[str, Any]) -> RopeScaling:
+    """Phi-3's longrope (transformers' _compute_longrope_parameters) within the original context:
+    the short factors, and cos and sin scaled by √(1 + ln(factor) / ln(original)). Beyond that
+    context transformers switches to the long factors for the whole sequence; tfcli stops there."""
+    original = positive_int(given.get("original_max_position_embeddings", raw.get("original_max_position_embeddings")), "original_max_position_embeddings")
+    short = given.get("short_factor")
+    if not isinstance(short, list) or not short:
+        raise ConfigError(f"config.json: rope_scaling short_factor must be a list of numbers, not {shown(short)}", "fix the value in config.json")
+    factors = tuple(positive_float(f, "rope_scaling short_factor") for f in short)
+    factor = given.get("factor") or ConfigReader(raw).int("max_position_embeddings") / original
+    factor = positive_float(factor, "rope_scaling factor")
+    attention = given.get("attention_factor")
+    if attention is None:
+        attention = math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0
+    return RopeScaling("longrope", factor, original_context=original, short_factor=factors, attention_factor=positive_float(attention, "rope_scaling attention_factor"))
 
 
 def rope_frequencies(rotary_dim: int, theta: float, scaling: RopeScaling | None) -> np.ndarray:
@@ -77,6 +107,10 @@ def rope_frequencies(rotary_dim: int, theta: float, scaling: RopeScaling | None)
         return inv_freq
     if scaling.kind == "linear":
         return inv_freq / scaling.factor  # [R/2]
+    if scaling.kind == "longrope":
+        if len(scaling.short_factor) != len(inv_freq):
+            raise ConfigError(f"config.json: rope_scaling short_factor has {len(scaling.short_factor)} entries for {len(inv_freq)} rotated pairs", "fix the value in config.json")
+        return inv_freq / np.array(scaling.short_factor)  # [R/2]
     wavelength = 2 * np.pi / inv_freq  # [R/2] positions per turn
     smooth = (scaling.original_context / wavelength - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor)  # [R/2]
     blended = (1 - smooth) * inv_freq / scaling.factor + smooth * inv_freq  # [R/2]
@@ -137,7 +171,7 @@ def config_from_hf(
         mlp_bias=bool(raw.get("mlp_bias", False)),  # counted by `params`; refused by the engine (from_checkpoint)
         rope_theta=theta,
         qk_norm=qk_norm,
-        extra=scaling,  # RopeScaling or None
+        extra=LlamaExtra(scaling),
         bos_token_id=r.opt_int("bos_token_id"),
         eos_token_ids=r.int_tuple("eos_token_id"),
     )
@@ -221,8 +255,8 @@ class Rotary:
     used so far (a context can be millions of positions long; a generation rarely is) and grown by
     doubling."""
 
-    def __init__(self, inv_freq: np.ndarray, n_ctx: int):
-        self.inv_freq, self.n_ctx = inv_freq, n_ctx  # [R/2]
+    def __init__(self, inv_freq: np.ndarray, n_ctx: int, scale: float = 1.0):
+        self.inv_freq, self.n_ctx, self.scale = inv_freq, n_ctx, scale  # [R/2]; scale: longrope's attention factor
         empty = np.empty((0, len(inv_freq)), dtype=np.float32)
         self.tables = (empty, empty)  # [P, R/2] each
 
@@ -237,7 +271,10 @@ class Rotary:
         if end > len(cos):
             n = min(self.n_ctx, max(end, 2 * len(cos), 256))
             check_allocation(16 * n * len(self.inv_freq), f"RoPE tables for {n:,} positions")
-            cos, sin = self.tables = ops.rope_tables(n, self.inv_freq)
+            cos, sin = ops.rope_tables(n, self.inv_freq)  # [n, R/2] each
+            if self.scale != 1:
+                cos, sin = cos * np.float32(self.scale), sin * np.float32(self.scale)
+            self.tables = cos, sin
         if consecutive:  # views, no gather
             return cos[first:end], sin[first:end]
         return cos[positions], sin[positions]
@@ -253,7 +290,9 @@ class Llama(Transformer):
         self.norm = norm  # [D]
         self.unembedding = lm_head.T  # [D, V]; a view of embed_tokens when tied
         rotary_dim = config.rotary_dim or config.head_dim  # R
-        self.rope = Rotary(rope_frequencies(rotary_dim, config.rope_theta, config.extra), config.n_ctx)
+        scaling = config.extra.scaling
+        self.rope = Rotary(rope_frequencies(rotary_dim, config.rope_theta, scaling), config.n_ctx, scaling.attention_factor if scaling else 1.0)
+        self.window = config.extra.window
 
     @classmethod
     def from_checkpoint(cls, ckpt: Checkpoint) -> Llama:
@@ -317,7 +356,7 @@ class Llama(Transformer):
             qk = np.concatenate([ops.rms_norm(qk[:, :H], layer.q_norm, cfg.norm_eps), ops.rms_norm(qk[:, H:], layer.k_norm, cfg.norm_eps)], axis=1)
         cos, sin = self.rope(at.positions)  # [T, R/2] each
         qk = ops.apply_rope(qk, cos, sin)  # [T, H+Hkv, Dh]: queries and keys rotate together
-        z = self.attend(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], at)  # [T, H, Dh]
+        z = self.attend(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], at, window=self.window)  # [T, H, Dh]
         return at.linear(z.reshape(t_len, cfg.d_attn), layer.wo, layer.bo)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
 
     def mlp_norm(self, x: np.ndarray, layer: LlamaLayer) -> np.ndarray:
