@@ -35,7 +35,7 @@ _SIZE = {"show_default": False, "rich_help_panel": "Shape"}
 def params(
     preset: Annotated[
         Optional[str],
-        typer.Option("--preset", "-p", help="A published shape: gpt3 (175B), gpt3-small ... gpt3-13b, gpt2 ... gpt2-xl, smollm2-135m. Default: gpt3.", show_default=False),
+        typer.Option("--preset", "-p", help="A published shape: gpt3 (175B), gpt3-small ... gpt3-13b, gpt2 ... gpt2-xl, smollm2-135m, qwen3-0.6b, llama-3.2-1b, gemma-3-270m, phi-4-mini. Default: gpt3.", show_default=False),
     ] = None,
     model: Annotated[
         Optional[str],
