@@ -68,13 +68,13 @@ def llama3(folder: Path, tied: bool, seed: int = 0):
     return _save(model, folder)
 
 
-def qwen3(folder: Path, tied: bool, seed: int = 0):
+def qwen3(folder: Path, tied: bool, seed: int = 0, hidden_size: int = 48, n_head: int = 4, n_kv_head: int = 2, head_dim: int = 16):
     """head_dim 16 with 4 heads in a width of 48: H x Dh is not D."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     cfg = Qwen3Config(
-        vocab_size=VOCAB, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=16, max_position_embeddings=128, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
+        vocab_size=VOCAB, hidden_size=hidden_size, intermediate_size=96, num_hidden_layers=2, num_attention_heads=n_head,
+        num_key_value_heads=n_kv_head, head_dim=head_dim, max_position_embeddings=128, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
         tie_word_embeddings=tied, use_sliding_window=False, bos_token_id=0, eos_token_id=0,
     )  # fmt: skip
     model = Qwen3ForCausalLM(cfg).eval()

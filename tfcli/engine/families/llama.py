@@ -221,7 +221,7 @@ GGUF = GGUFNames(
         "blk.{i}.ffn_up.weight": "model.layers.{i}.mlp.up_proj.weight",
         "blk.{i}.ffn_down.weight": "model.layers.{i}.mlp.down_proj.weight",
     },
-    config={"architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False, "mlp_bias": False},
+    config={"architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False, "mlp_bias": False, "hidden_act": "silu"},
     permuted_qk=True,
 )
 

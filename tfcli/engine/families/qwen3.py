@@ -24,6 +24,16 @@ def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
 
 CENSUS = llama.CENSUS
 
-GGUF = None
+GGUF = llama.GGUFNames(
+    arch="qwen3",
+    names={
+        **llama.GGUF.names,
+        "blk.{i}.attn_q_norm.weight": "model.layers.{i}.self_attn.q_norm.weight",
+        "blk.{i}.attn_k_norm.weight": "model.layers.{i}.self_attn.k_norm.weight",
+    },
+    config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "use_sliding_window": False, "hidden_act": "silu", "attention_bias": False},
+    # convert_hf_to_gguf.py's Qwen3Model is its Qwen2Model: NEOX RoPE, rows as Hugging Face stores them.
+    permuted_qk=False,
+)
 
 MODEL = llama.Llama
