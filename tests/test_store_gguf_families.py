@@ -94,3 +94,22 @@ def test_qwen3_gguf_loads_in_transformers_as_the_checkpoint(tmp_path):
     lm = load(tg.convert(path, tmp_path / "out").path)
     assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max() <= 1e-4
     assert np.abs(transformers_gguf_logits(path, ids) - torch_logits(model, ids)).max() <= 1e-4
+
+
+def test_a_gguf_file_runs_directly_converted_once_into_the_cache(cli, tmp_path):
+    """-m FILE.gguf: the first run converts it into the cache (a line says so and where), the next
+    runs load that folder; `tfcli models` lists it and `tfcli rm` removes it."""
+    model = qwen3(tmp_path / "hf", tied=True, seed=4)
+    path = write_qwen3_gguf(tmp_path / "hf", tmp_path / "Tiny Qwen3.gguf")
+    first = cli("generate", "-m", path, "Hello", "-n", "4", "-t", "0")
+    assert first.exit_code == 0, first.stderr
+    assert "Tiny Qwen3.gguf converted once into the cache as Tiny-Qwen3-" in first.stderr
+    name = next(word for word in first.stderr.split() if word.startswith("Tiny-Qwen3-"))
+    second = cli("generate", "-m", path, "Hello", "-n", "4", "-t", "0")
+    assert second.exit_code == 0 and "converted" not in second.stderr and second.stdout == first.stdout
+    ids = prompt_ids()
+    lm = load(name)  # by its cache name, as `tfcli models` shows it
+    assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max() <= 1e-4
+    assert name in [m["name"] for m in json.loads(cli("models", "--json").stdout)["models"]]
+    assert cli("rm", name, "--yes").exit_code == 0
+    assert name not in cli("models").stdout
