@@ -39,7 +39,7 @@ def config_a_list(env):
     return gen(env.model_with("config.json", "[]"))
 
 
-@CASES.case(1, "model_type 'bert' is not supported", "tfcli runs these model types: gpt2, llama, mistral")
+@CASES.case(1, "model_type 'bert' is not supported", "tfcli runs these model types: gemma3_text, gpt2, llama, mistral, phi3, qwen2, qwen3")
 def config_unknown_model_type(env):
     return gen(edit_config(env.model(), model_type="bert", architectures=["BertModel"]))
 

@@ -101,3 +101,22 @@ def test_the_plain_attention_is_the_formula(net):
     assert_f32_close(fast_w, w, steps=8)
     assert_f32_close(fast_out, out, steps=8, floor=1.0)
     assert (w[..., np.triu(np.ones((t_len, s_len), bool), k=s_len - t_len + 1)] == 0).all()
+
+
+@pytest.mark.parametrize("t_len, start, window, softcap", [(5, 4, 3, None), (1, 20, 6, None), (300, 20, 50, 5.0), (7, 0, 16, 2.0), (140, 0, 130, None)])
+def test_sliding_window_and_softcap_are_the_same_on_both_paths(t_len, start, window, softcap):
+    """Gemma's sliding window (a query sees itself and the window - 1 positions before it) and
+    soft-capped scores: PLAIN's formula and Fast's blocks (which score only the keys a block's
+    window reaches) give the same weights and outputs, zero weight outside the window."""
+    rng = np.random.default_rng(5)
+    n_kv, g, dh, s_len = 2, 2, 8, start + t_len
+    q = rng.standard_normal((n_kv, g, t_len, dh), dtype=np.float32)
+    k = rng.standard_normal((n_kv, dh, s_len), dtype=np.float32)
+    v = rng.standard_normal((n_kv, s_len, dh), dtype=np.float32)
+    out, w = PLAIN.attention(q, k, v, start, True, window=window, softcap=softcap)
+    fast_out, fast_w = Fast().attention(q, k, v, start, True, window=window, softcap=softcap)
+    assert_f32_close(fast_w, w, steps=8)
+    assert_f32_close(fast_out, out, steps=8, floor=1.0)
+    query, key = np.arange(start, s_len)[:, None], np.arange(s_len)[None, :]  # [T, 1], [1, S]
+    assert (w[..., (key > query) | (key <= query - window)] == 0).all()
+    assert (w[..., (key <= query) & (key > query - window)] > 0).all()

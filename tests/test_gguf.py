@@ -529,7 +529,7 @@ def test_manifest_detects_corruption(mixed_gguf, tmp_path):
 
 def test_refuses_other_architectures(tmp_path):
     path = write_gguf(tmp_path / "q.gguf", arch="gemma")
-    with pytest.raises(GGUFError, match=r"architecture 'gemma' is not supported \(tfcli converts: llama, qwen2\)"):
+    with pytest.raises(GGUFError, match=r"architecture 'gemma' is not supported \(tfcli converts: llama, qwen2, qwen3\)"):
         tg.convert(path, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
@@ -618,9 +618,10 @@ def test_cli_convert_bad_files_are_one_line_errors(cli, tmp_path):
     assert r.exit_code == 1 and "does not exist" in r.stderr
 
 
-def test_a_gguf_given_as_model_says_convert_it(cli, mixed_gguf):
-    r = cli("generate", "-m", mixed_gguf, "hi")
-    assert r.exit_code == 1 and "tfcli convert" in r.stderr
+def test_a_gguf_given_as_model_is_converted_once_into_the_cache(cli, mixed_gguf):
+    """-m FILE.gguf runs the file (store/gguf/cached.py): converted on first use, saying where."""
+    r = cli("generate", "-m", mixed_gguf, "hi", "-n", "3", "-t", "0")
+    assert r.exit_code == 0 and "converted once into the cache as" in r.stderr, r.stderr
 
 
 def test_convert_never_needs_torch_or_transformers(mixed_gguf, tmp_path):

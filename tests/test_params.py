@@ -311,7 +311,7 @@ def test_cli_model_config(cli):
     assert doc["shape"] | {"d_attn": 0, "d_kv": 0} == {
         "layers": 3, "d_model": 96, "heads": 6, "head_dim": 16, "kv_heads": 2, "d_ff": 160, "vocab": 300, "context": 128,
         "tied": False, "attn_bias": False, "mlp_bias": False, "mlp": "swiglu", "norm": "rmsnorm", "positions": "rope",
-        "qkv_bias": False, "o_bias": False, "d_attn": 0, "d_kv": 0,
+        "qkv_bias": False, "o_bias": False, "norms_per_block": 2, "qk_norm": False, "d_attn": 0, "d_kv": 0,
     }  # fmt: skip
     r = cli("params", "-m", TINY_GPT2, "--preset", "gpt3", "--json")  # config.json wins over the preset
     assert json.loads(r.stdout)["shape"]["layers"] == 3

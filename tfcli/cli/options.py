@@ -130,18 +130,18 @@ def model_folder(model: str | None):
     """The folder of -m MODEL; a pullable model used for the first time is pulled, with progress."""
     from tfcli.store.registry import resolve
 
-    from .pull import auto_pull
+    from .pull import auto_pull, gguf_once
 
-    return resolve(model, pull=auto_pull)
+    return resolve(model, pull=auto_pull, gguf=gguf_once)
 
 
 def load_model(model: str | None):
     """-m MODEL loaded (a tfcli.engine.LoadedModel); a pullable model is pulled on first use."""
     from tfcli.store import load
 
-    from .pull import auto_pull
+    from .pull import auto_pull, gguf_once
 
-    return load(model, pull=auto_pull)
+    return load(model, pull=auto_pull, gguf=gguf_once)
 
 
 class Lang(str, Enum):

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from tfcli.engine.config import MLPS
+
 from . import options
 from .console import note, warn
 from .views.escape import json_text
@@ -22,9 +24,9 @@ if TYPE_CHECKING:
     from tfcli.analysis.params.report import Subject
 
 
-class Mlp(str, Enum):
-    gelu = "gelu"
-    swiglu = "swiglu"
+# The MLP kinds a family may have (engine/config.py's table): gelu, swiglu, geglu.
+Mlp = Enum("Mlp", {key: key for key in MLPS}, type=str)
+_MLP_HELP = "; ".join(f"{key}: {kind.matrices} matrices ({'gate, up, down' if kind.matrices == 3 else 'up, down'})" for key, kind in MLPS.items())
 
 
 _SIZE = {"show_default": False, "rich_help_panel": "Shape"}
@@ -33,7 +35,7 @@ _SIZE = {"show_default": False, "rich_help_panel": "Shape"}
 def params(
     preset: Annotated[
         Optional[str],
-        typer.Option("--preset", "-p", help="A published shape: gpt3 (175B), gpt3-small ... gpt3-13b, gpt2 ... gpt2-xl, smollm2-135m. Default: gpt3.", show_default=False),
+        typer.Option("--preset", "-p", help="A published shape: gpt3 (175B), gpt3-small ... gpt3-13b, gpt2 ... gpt2-xl, smollm2-135m, qwen3-0.6b, llama-3.2-1b, gemma-3-270m, phi-4-mini. Default: gpt3.", show_default=False),
     ] = None,
     model: Annotated[
         Optional[str],
@@ -57,7 +59,7 @@ def params(
     context: Annotated[Optional[int], typer.Option("--context", help="T: context length.", **_SIZE)] = None,
     tied: Annotated[Optional[bool], typer.Option("--tied/--untied", help="Whether the unembedding is the embedding matrix.", **_SIZE)] = None,
     bias: Annotated[Optional[bool], typer.Option("--bias/--no-bias", help="Biases on the attention and MLP projections.", **_SIZE)] = None,
-    mlp: Annotated[Optional[Mlp], typer.Option("--mlp", help="gelu (up, down) or swiglu (gate, up, down).", **_SIZE)] = None,
+    mlp: Annotated[Optional[Mlp], typer.Option("--mlp", help=f"The MLP kind. {_MLP_HELP}.", **_SIZE)] = None,
     list_presets: Annotated[bool, typer.Option("--list-presets", help="List the presets and exit.")] = False,
     lang: Annotated[
         Optional[options.Lang],

@@ -63,6 +63,17 @@ def auto_pull(name: str) -> Path:
     return engine_pull.model_dir(name)
 
 
+def gguf_once(path: Path) -> Path:
+    """-m FILE.gguf: the file's conversion in the cache, made the first time with progress and a line saying where."""
+    from tfcli.store.gguf.cached import converted
+
+    with sigterm_unwinds(), progress_bars() as progress:
+        folder, fresh = converted(path, progress)
+    if fresh:
+        note(f"{path.name} converted once into the cache as {folder.name} ({folder}); 'tfcli rm {folder.name}' removes it")
+    return folder
+
+
 def _pull(name: str, source: Path | None = None, force: bool = False) -> Path:
     from tfcli.store import pull as engine_pull
 

@@ -16,9 +16,46 @@ from typing import Any
 
 from .errors import ConfigError, shown
 
-MLPS = ("gelu", "swiglu")  # gelu: up, GELU, down (GPT-2/3); swiglu: silu(gate) * up, down (Llama, Qwen2)
-NORMS = ("layernorm", "rmsnorm")  # LayerNorm: scale and shift (2 D); RMSNorm: scale only (D)
-POSITIONS = ("learned", "rope")  # learned: a T x D table (GPT-2/3); rope: rotations, no parameters
+
+
+# The kinds of norm, MLP and positions a block may have: what each computes and stores, as `params`,
+# `neurons` and the views describe it. A ModelConfig names its kinds by the keys of these tables; a
+# family with a new kind adds its line here, and every command that describes a model knows it.
+@dataclass(frozen=True)
+class Norm:
+    label: str  # as the views print it
+    vectors: int  # parameter vectors of D per norm: scale and shift (2), or scale only (1)
+    stores: str  # what those vectors are
+
+
+@dataclass(frozen=True)
+class MLPKind:
+    label: str
+    matrices: int  # D x F matrices: up and down (2), or gate, up and down (3)
+    hidden: str  # the hidden activation [T, F] as `tfcli neurons` writes it
+    hidden_zh: str
+
+
+@dataclass(frozen=True)
+class Positions:
+    label: str
+    table: bool  # a learned T x D table of parameters (else rotations, no parameters)
+
+
+NORMS: dict[str, Norm] = {
+    "layernorm": Norm("LayerNorm", 2, "scale and shift"),  # GPT-2/3
+    "rmsnorm": Norm("RMSNorm", 1, "scale only"),  # Llama, Qwen, Phi-3: x / rms(x) · w
+    "rmsnorm1p": Norm("RMSNorm (1 + w)", 1, "scale only, stored as w in 1 + w"),  # Gemma: x / rms(x) · (1 + w)
+}
+MLPS: dict[str, MLPKind] = {
+    "gelu": MLPKind("GELU MLP", 2, "GELU(x W_up)", "GELU(x W_up)"),  # GPT-2/3
+    "swiglu": MLPKind("SwiGLU MLP", 3, "silu(x W_gate) · (x W_up) (SwiGLU)", "silu(x W_gate) · (x W_up)（SwiGLU）"),  # Llama, Qwen, Phi-3
+    "geglu": MLPKind("GeGLU MLP", 3, "GELU(x W_gate) · (x W_up) (GeGLU)", "GELU(x W_gate) · (x W_up)（GeGLU）"),  # Gemma
+}
+POSITIONS: dict[str, Positions] = {
+    "learned": Positions("learned positions", True),  # GPT-2/3: a T x D table
+    "rope": Positions("RoPE positions", False),  # rotations of queries and keys, no parameters
+}
 
 
 @dataclass(frozen=True)
@@ -35,13 +72,17 @@ class ModelConfig:
     norm_eps: float  # GPT-2 layer_norm_epsilon (1e-5); Llama/Qwen2 rms_norm_eps
     tie_embeddings: bool  # the unembedding is the token embedding matrix, stored once
     # Traits: what kind of block it is. The family sets them; the engine and the accounting read them.
-    norm: str = "layernorm"  # one of NORMS
-    mlp: str = "gelu"  # one of MLPS
-    positions: str = "learned"  # one of POSITIONS
+    norm: str = "layernorm"  # a key of NORMS
+    mlp: str = "gelu"  # a key of MLPS
+    positions: str = "learned"  # a key of POSITIONS
     qkv_bias: bool = True  # biases on the Q, K and V projections (GPT-2 yes; Llama attention_bias; Qwen2 always)
     o_bias: bool = True  # a bias on the attention output projection (GPT-2 yes; Llama attention_bias; Qwen2 no)
     mlp_bias: bool = True  # biases on the MLP projections (GPT-2 yes; Llama mlp_bias; Qwen2 no)
     rope_theta: float = 10000.0  # RoPE base (Llama 10,000; Qwen2 1,000,000)
+    rotary_dim: int = 0  # R: dimensions of each head RoPE rotates; 0: all Dh (Phi-4-mini: 3/4 of them)
+    qk_norm: bool = False  # an RMSNorm of Dh on each head's queries and keys before RoPE (Qwen3, Gemma 3)
+    norms_per_block: int = 2  # norms of D in one block: before attention and MLP; Gemma 3 also after each
+    extra: Any = None  # what only the family's own code reads (a frozen dataclass of its own: RoPE scaling, windows)
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
 
@@ -62,8 +103,8 @@ class ModelConfig:
 
     @property
     def mlp_matrices(self) -> int:
-        """Matrices of D x F in one MLP: up and down (GELU), or gate, up and down (SwiGLU)."""
-        return 3 if self.mlp == "swiglu" else 2
+        """Matrices of D x F in one MLP: up and down (GELU), or gate, up and down (SwiGLU, GeGLU)."""
+        return MLPS[self.mlp].matrices
 
     def kv_cache_bytes(self, n_positions: int) -> int:
         """float32 K and V for every layer: 2 x L x Hkv x positions x Dh x 4 bytes."""

@@ -44,13 +44,14 @@ class Plain:
     def mlp(self, h: np.ndarray, m: ops.MLP) -> np.ndarray:
         return m.down(m.hidden(h, self.linear), self.linear)  # [T, D] -> [T, F] -> [T, D]
 
-    def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool):
+    def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
         """q [N, G, T, Dh] (G query heads per key/value head), k [N, Dh, S] (as the cache keeps
-        keys), v [N, S, Dh] -> (out [N, G, T, Dh], weights [N, G, T, S] or None)."""
+        keys), v [N, S, Dh] -> (out [N, G, T, Dh], weights [N, G, T, S] or None). `window`,
+        `softcap`: a sliding window and soft-capped scores (ops.reference_attention)."""
         n, g, t_len, dh = q.shape
         keys = np.repeat(k.transpose(0, 2, 1), g, axis=0)  # [N*G, S, Dh]: each query head gets its own copy
         values = np.repeat(v, g, axis=0)  # [N*G, S, Dh]
-        out, w = ops.reference_attention(q.reshape(n * g, t_len, dh), keys, values)  # [N*G, T, Dh], [N*G, T, S]
+        out, w = ops.reference_attention(q.reshape(n * g, t_len, dh), keys, values, window, softcap)  # [N*G, T, Dh], [N*G, T, S]
         return out.reshape(n, g, t_len, dh), (w.reshape(n, g, t_len, -1) if weights else None)
 
     def trunk(self, model, tokens: np.ndarray, cache, positions: np.ndarray, hooks) -> np.ndarray:
@@ -84,8 +85,8 @@ class Fast(Plain):
             y += b
         return y
 
-    def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool):
-        return ops.attention(q, k, v, start, return_weights=weights)  # grouped heads, masked square only, blocks of queries
+    def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
+        return ops.attention(q, k, v, start, weights, window, softcap)  # grouped heads, masked square only, blocks of queries
 
     def trunk(self, model, tokens: np.ndarray, cache, positions: np.ndarray, hooks) -> np.ndarray:
         parts = [len(tokens)]

@@ -81,16 +81,17 @@ class KVCache:
         self.v[layer, :, start:end] = v.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
         return self.k[layer, :, :, :end], self.v[layer, :, :end]
 
-    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool):
+    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
         """Store the new k, v [T, Hkv, Dh] and let queries q [T, H, Dh] attend over every cached
         position: -> (context vectors z [T, H, Dh], attention weights [H, T, S] or None).
-        `attention` is the executor's (engine/executor.py)."""
+        `attention` is the executor's (engine/executor.py); `mask`: its window and softcap, if any.
+        (A sliding layer's cache keeps every position, not only its window: simpler, more memory.)"""
         t_len, n_head, head_dim = q.shape
         n_kv = k.shape[1]
         k_all, v_all = self.store(layer, start, k, v)  # [Hkv, Dh, S] (keys transposed), [Hkv, S, Dh]
         # Query head h reads key/value head h // G (the grouping of transformers' repeat_kv).
         qg = q.reshape(t_len, n_kv, n_head // n_kv, head_dim).transpose(1, 2, 0, 3)  # [Hkv, G, T, Dh]
-        out, w = attention(qg, k_all, v_all, start, weights)  # [Hkv, G, T, Dh], [Hkv, G, T, S]
+        out, w = attention(qg, k_all, v_all, start, weights, **mask)  # [Hkv, G, T, Dh], [Hkv, G, T, S]
         z = out.transpose(2, 0, 1, 3).reshape(t_len, n_head, head_dim)  # [T, H, Dh]
         return z, (None if w is None else w.reshape(n_head, t_len, -1))
 
@@ -195,7 +196,7 @@ class BatchCache:
     def advance(self, positions: np.ndarray) -> None:
         self.length = int(positions[0]) + 1
 
-    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool):
+    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
         """q [B, H, Dh], k, v [B, Hkv, Dh]: one new position for each of B sequences -> z [B, H, Dh].
         B sequences of Hkv heads are one attention call over B*Hkv heads, each over its own keys.
         (No attention weights: nothing records inside a batch step.)"""
@@ -203,7 +204,7 @@ class BatchCache:
         n_kv = k.shape[1]
         k_all, v_all = self.store(layer, start, k, v)  # [B*Hkv, Dh, S], [B*Hkv, S, Dh]
         qg = q.reshape(b_len * n_kv, n_head // n_kv, 1, head_dim)  # [B*Hkv, G, 1, Dh]
-        out, _ = attention(qg, k_all, v_all, start, False)  # [B*Hkv, G, 1, Dh]
+        out, _ = attention(qg, k_all, v_all, start, False, **mask)  # [B*Hkv, G, 1, Dh]
         return out.reshape(b_len, n_head, head_dim), None
 
     def keep(self, rows: list[int]) -> None:
@@ -251,7 +252,7 @@ class Sequences:
     def advance(self, positions: np.ndarray) -> None:
         pass
 
-    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool):
+    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
         """q [B*T, H, Dh], k, v [B*T, Hkv, Dh] -> z [B*T, H, Dh]: causal attention in each sequence,
         all B sequences' heads in one call (B*Hkv heads)."""
         b, t = self.n_seq, self.t_len
@@ -260,6 +261,6 @@ class Sequences:
         qg = q.reshape(b, t, n_kv, n_head // n_kv, head_dim).transpose(0, 2, 3, 1, 4).reshape(b * n_kv, n_head // n_kv, t, head_dim)  # [B*Hkv, G, T, Dh]
         kt = k.reshape(b, t, n_kv, head_dim).transpose(0, 2, 3, 1).reshape(b * n_kv, head_dim, t)  # [B*Hkv, Dh, T]
         vs = v.reshape(b, t, n_kv, head_dim).transpose(0, 2, 1, 3).reshape(b * n_kv, t, head_dim)  # [B*Hkv, T, Dh]
-        out, _ = attention(qg, kt, vs, 0, False)  # [B*Hkv, G, T, Dh]
+        out, _ = attention(qg, kt, vs, 0, False, **mask)  # [B*Hkv, G, T, Dh]
         z = out.reshape(b, n_kv, n_head // n_kv, t, head_dim).transpose(0, 3, 1, 2, 4).reshape(b * t, n_head, head_dim)  # [B*T, H, Dh]
         return z, None

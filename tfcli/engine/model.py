@@ -106,7 +106,7 @@ class Transformer:
         cache.advance(positions)
         if not all_logits:
             x = x[-1:]  # [1, D]
-        return run.linear(self.final_norm(x), self.unembedding)  # [T or 1, D] @ [D, V] -> [T or 1, V]
+        return self.logits(self.final_norm(x), run)  # [T or 1, D] -> [T or 1, V]
 
     def decode_batch(self, tokens: np.ndarray, cache, run: Plain = FAST, hooks: Hooks | None = None) -> np.ndarray:
         """One decode step for B sequences at the same position: tokens [B] -> next-token logits
@@ -134,17 +134,26 @@ class Transformer:
         x = at.site("resid_pre", x)
         x = x + at.site("attn_out", self.attention(self.attn_norm(x, layer), layer, at))  # tokens look at earlier tokens
         x = at.site("resid_mid", x)
-        x = x + at.site("mlp_out", at.mlp(self.mlp_norm(x, layer), layer.mlp))  # each token on its own
+        x = x + at.site("mlp_out", self.mlp(self.mlp_norm(x, layer), layer, at))  # each token on its own
         return at.site("resid_post", x)
 
-    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, at: LayerCall) -> np.ndarray:
+    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, at: LayerCall, **mask) -> np.ndarray:
         """Causal self-attention through the cache: q [T, H, Dh], new k, v [T, Hkv, Dh] -> each
-        head's context vector z [T, H, Dh] (site z; the weights [H, T, S] are site attn)."""
+        head's context vector z [T, H, Dh] (site z; the weights [H, T, S] are site attn).
+        `mask`: window= (a sliding layer sees only its last `window` positions) and softcap=."""
         want = at.wants("attn")
-        z, weights = at.cache.attend(at.index, at.start, q, k, v, at.run.attention, want)  # [T, H, Dh], [H, T, S]
+        z, weights = at.cache.attend(at.index, at.start, q, k, v, at.run.attention, want, **mask)  # [T, H, Dh], [H, T, S]
         if want and weights is not None:
             at.site("attn", weights)  # read only: z is already their weighted sum
         return at.site("z", z)
+
+    def mlp(self, h: np.ndarray, layer, at: LayerCall) -> np.ndarray:
+        """The MLP step: [T, D] -> [T, D], what is added to the residual stream (Gemma 3 normalises it first)."""
+        return at.mlp(h, layer.mlp)
+
+    def logits(self, h: np.ndarray, run: Plain) -> np.ndarray:
+        """Normed hidden states [T, D] -> logits [T, V] (Gemma 2-style models soft-cap them)."""
+        return run.linear(h, self.unembedding)  # [T, D] @ [D, V] -> [T, V]
 
     # Supplied by each family.
     def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:  # [T], [T] -> [T, D]

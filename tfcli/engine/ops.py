@@ -167,14 +167,16 @@ class MLP:
         return linear(a, self.w_out[lo:hi], self.b_out if lo == 0 < hi else None)  # [T, U] @ [U, D] -> [T, D]
 
 
-def rope_tables(n_positions: int, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin tables, each [n_positions, Dh/2], computed once per model.
+def rope_frequencies(rotary_dim: int, theta: float) -> np.ndarray:
+    """The angle per position of each rotated pair, theta^(-2i/Dh) as in RoFormer: [Dh/2], float64.
+    A family that stretches them (Llama 3's RoPE scaling) changes this array before rope_tables."""
+    return 1.0 / theta ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)  # [Dh/2]
 
-    Frequencies theta^(-2i/Dh) as in RoFormer; computed in float64 then rounded, so that long
-    positions keep their phase accuracy.
-    """
-    inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)  # [Dh/2]
-    angles = np.outer(np.arange(n_positions, dtype=np.float64), inv_freq)  # [P, Dh/2]
+
+def rope_tables(n_positions: int, inv_freq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin tables, each [n_positions, R/2] for R/2 frequencies [R/2] (rope_frequencies),
+    computed once per model; in float64 then rounded, so that long positions keep their phase."""
+    angles = np.outer(np.arange(n_positions, dtype=np.float64), inv_freq)  # [P, R/2]
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
@@ -182,34 +184,45 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     """Rotate pairs of dimensions by each position's angle: [T, n, Dh] -> [T, n, Dh].
 
     Uses the "rotate half" pairing of the Hugging Face Llama layout: dimension i is paired with
-    i + Dh/2 (not with i + 1 as in the original paper). cos, sin: [T, Dh/2].
+    i + R/2 (not with i + 1 as in the original paper). cos, sin: [T, R/2]. R is the rotated part of
+    each head: all of it (R = Dh), or its first R dimensions (Phi-3's partial_rotary_factor), the
+    rest passing through unchanged.
     """
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]  # [T, n, Dh/2] each
-    c, s = cos[:, None, :], sin[:, None, :]  # [T, 1, Dh/2]
-    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+    half = cos.shape[-1]
+    x1, x2 = x[..., :half], x[..., half : 2 * half]  # [T, n, R/2] each
+    c, s = cos[:, None, :], sin[:, None, :]  # [T, 1, R/2]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s, x[..., 2 * half :]], axis=-1)  # [T, n, Dh]
 
 
-def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, window: int | None = None, softcap: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """softmax(q kᵀ / √Dh + mask) v, written as the formula reads (picoGPT's `attention`).
 
     q: [H, T, Dh] queries of the last T of S positions; k, v: [H, S, Dh] keys and values of all S
     (for grouped-query attention, repeat each key/value head for the query heads that share it).
+    `window`: a query sees only itself and the window - 1 positions before it (Gemma's sliding
+    layers); `softcap`: scores become softcap·tanh(scores / softcap) before the mask (Gemma 2).
     Returns (out [H, T, Dh], weights [H, T, S]). `attention` below computes the same thing faster;
     tests/test_ops.py checks that they agree.
     """
     t_len, s_len, head_dim = q.shape[1], k.shape[1], q.shape[2]
     scores = q @ k.transpose(0, 2, 1) / np.sqrt(head_dim)  # [H, T, Dh] @ [H, Dh, S] -> [H, T, S]
+    if softcap:
+        scores = softcap * np.tanh(scores / softcap)  # [H, T, S], now within (-softcap, softcap)
     # Query t sits at position S-T+t and may not look at later positions: -inf there, 0 after softmax.
-    future = np.arange(s_len)[None, :] > np.arange(s_len - t_len, s_len)[:, None]  # [T, S]
-    weights = softmax(np.where(future, -np.inf, scores).astype(np.float32))  # [H, T, S], rows sum to 1
+    query_pos, key_pos = np.arange(s_len - t_len, s_len)[:, None], np.arange(s_len)[None, :]
+    hidden = key_pos > query_pos  # [T, S]
+    if window:
+        hidden |= key_pos <= query_pos - window  # [T, S]: too far back for a sliding window
+    weights = softmax(np.where(hidden, -np.inf, scores).astype(np.float32))  # [H, T, S], rows sum to 1
     return weights @ v, weights  # [H, T, S] @ [H, S, Dh] -> [H, T, Dh]
 
 
 ATTN_BLOCK = 128  # queries per block in a long prompt pass
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_weights: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+def attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_weights: bool = False, window: int | None = None, softcap: float | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Causal scaled dot-product attention with grouped heads: `reference_attention`, made fast.
 
     What it changes, and why: the query heads that share a key/value head are batched into one
@@ -218,7 +231,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_we
     is added only to the last [T, T] square (earlier positions are never in any query's future);
     the exponentials are multiplied by v before being normalised (dividing the [T, Dh] result
     costs less than dividing the [T, S] weights); and a long prompt goes in blocks of queries that
-    score only the keys up to their own position.
+    score only the keys up to their own position. With a sliding `window`, a block scores only the
+    keys from its first query's window on (decoding: the last `window` keys); `softcap` as in
+    reference_attention.
 
     q: [Hkv, G, T, Dh] queries for positions start..start+T-1, G = H / Hkv query heads per kv head
     k: [Hkv, Dh, S] keys for positions 0..S-1 (S = start + T), transposed as the KV cache keeps them
@@ -230,27 +245,31 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_we
     40% of the scores of a 512-token prompt) and the scores stay [Hkv, G*128, S] at most.
     """
     n_kv, group, t_len, head_dim = q.shape
-    if t_len <= ATTN_BLOCK:
-        return _attention_block(q, k, v, return_weights)
+    if t_len <= ATTN_BLOCK and not (window and start + t_len > window):
+        return _attention_block(q, k, v, return_weights, None, softcap)
     s_len = k.shape[2]
     out = np.empty(q.shape, dtype=np.float32)  # [Hkv, G, T, Dh]
     weights = np.zeros((n_kv, group, t_len, s_len), dtype=np.float32) if return_weights else None
     for b in range(0, t_len, ATTN_BLOCK):
         e = min(b + ATTN_BLOCK, t_len)
         seen = start + e  # keys this block may look at
-        out[:, :, b:e], w = _attention_block(q[:, :, b:e], k[:, :, :seen], v[:, :seen], return_weights)
+        first = max(0, start + b - window + 1) if window else 0  # the oldest key its first query sees
+        out[:, :, b:e], w = _attention_block(q[:, :, b:e], k[:, :, first:seen], v[:, first:seen], return_weights, window, softcap)
         if weights is not None:
-            weights[:, :, b:e, :seen] = w
+            weights[:, :, b:e, first:seen] = w
     return out, weights
 
 
-def _attention_block(q: np.ndarray, k: np.ndarray, v: np.ndarray, return_weights: bool) -> tuple[np.ndarray, np.ndarray | None]:
+def _attention_block(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, return_weights: bool, window: int | None = None, softcap: float | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """softmax(q k^T / sqrt(Dh) + mask) v for the queries of the last T positions over keys 0..S-1
     (k given transposed, [Hkv, Dh, S]).
 
     The mask sets the future to -inf *before* softmax, so each row still sums to 1 and the future
     gets exactly 0. Only the last T keys can be in some query's future: the mask is a [T, T] triangle
     added to that last square of the scores (with one query, decoding, there is no future at all).
+    With a `window`, keys more than window - 1 positions before a query are masked too.
     The exponentials are multiplied by v before they are normalized: dividing the [T, Dh] result
     by the row sums is the same sum of products as dividing the [T, S] weights, and S is the larger.
     """
@@ -259,9 +278,16 @@ def _attention_block(q: np.ndarray, k: np.ndarray, v: np.ndarray, return_weights
     qf = q.reshape(n_kv, group * t_len, head_dim) * np.float32(1.0 / np.sqrt(head_dim))  # [Hkv, G*T, Dh], scaled
     scores = qf @ k  # [Hkv, G*T, Dh] @ [Hkv, Dh, S] -> [Hkv, G*T, S]
     scores = scores.reshape(n_kv, group, t_len, s_len)  # [Hkv, G, T, S]
+    if softcap:
+        scores /= np.float32(softcap)
+        np.tanh(scores, out=scores)
+        scores *= np.float32(softcap)  # softcap·tanh(scores / softcap)
     if t_len > 1:
         # Query t sits at position S-T+t and may look at keys up to it: -inf above the diagonal of the last square.
         scores[..., s_len - t_len :] += np.triu(np.full((t_len, t_len), -np.inf, dtype=np.float32), k=1)  # [T, T]
+    if window and s_len > window:
+        too_old = np.arange(s_len)[None, :] <= np.arange(s_len - t_len, s_len)[:, None] - window  # [T, S]
+        scores[..., too_old] = -np.inf
     scores -= scores.max(axis=-1, keepdims=True)  # exp() of at most 0: no overflow
     e = np.exp(scores, out=scores)  # [Hkv, G, T, S], the softmax numerators
     total = e.sum(axis=-1, keepdims=True)  # [Hkv, G, T, 1]

@@ -45,12 +45,13 @@ class Slots:
         for c, p in zip(self.caches, positions):
             c.length = int(p) + 1
 
-    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool):
+    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
         """q [B, H, Dh], k, v [B, Hkv, Dh]: one new token per row, each at its own position
-        (`start`, the first row's, is not used) -> z [B, H, Dh]. No attention weights are kept."""
+        (`start`, the first row's, is not used) -> z [B, H, Dh]. No attention weights are kept.
+        `mask`: a sliding window, if the layer has one (Gemma 3, Phi-3)."""
         z = np.empty_like(q)  # [B, H, Dh]
         for b, c in enumerate(self.caches):
-            z[b : b + 1], _ = c.attend(layer, c.length, q[b : b + 1], k[b : b + 1], v[b : b + 1], attention, False)  # [1, H, Dh]
+            z[b : b + 1], _ = c.attend(layer, c.length, q[b : b + 1], k[b : b + 1], v[b : b + 1], attention, False, **mask)  # [1, H, Dh]
         return z, None
 
 

@@ -10,13 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def load(model: str | Path | None = None, *, pull: Callable[[str], Path] | None = None):
+def load(model: str | Path | None = None, *, pull: Callable[[str], Path] | None = None, gguf: Callable[[Path], Path] | None = None):
     """Load a model by name (shipped or cached; `pull(name)` fetches a pullable one not cached yet)
     or by folder path. Returns a tfcli.engine.LoadedModel."""
     from tfcli.engine.loader import load_folder
 
     from .registry import resolve
 
-    path = Path(model) if isinstance(model, Path) else resolve(model, pull=pull)
+    path = Path(model) if isinstance(model, Path) else resolve(model, pull=pull, gguf=gguf)
     name = path.name if isinstance(model, Path) or model is None or "/" in str(model) else str(model)
     return load_folder(path, name=name)

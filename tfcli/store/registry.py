@@ -72,11 +72,13 @@ def looks_like_path(value: str) -> bool:
     return "/" in value or os.sep in value or value.startswith((".", "~"))
 
 
-def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None) -> Path:
+def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None, gguf: Callable[[Path], Path] | None = None) -> Path:
     """The folder of a model name or path; ModelNotFoundError with the closest name otherwise.
 
     A pullable name not yet in the cache is fetched by `pull(name) -> folder` when one is given
     (the CLI passes one that shows progress); without it, the error says to run tfcli pull.
+    A .gguf file is converted into the cache once by `gguf(path) -> folder` (store/gguf/cached.py)
+    when one is given; without it, the error says to convert it.
     """
     value = DEFAULT_MODEL if value is None else value
     if not value.strip():
@@ -90,6 +92,10 @@ def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None) -> 
             raise ModelNotFoundError(f"no such folder: {value} (no home folder for {value.split('/')[0]})", "check the path") from None
         if not path.exists():
             raise ModelNotFoundError(f"no such folder: {value}", "check the path, or give a model name (see 'tfcli models')")
+        if path.is_file() and path.suffix.lower() == ".gguf" and gguf is not None:
+            folder = gguf(path)
+            ensure_intact(folder)
+            return folder
         if path.is_file():
             hint = f"convert it first: tfcli convert {value} OUT_DIR" if path.suffix == ".gguf" else "give the folder that holds config.json"
             raise ModelNotFoundError(f"{value} is a file, not a model folder", hint)

@@ -19,9 +19,9 @@ from tfcli.engine.config import ModelConfig
 from .tally import exact
 
 BUFFER = "buffer"  # a stored constant (GPT-2's causal mask), not a parameter
-QKV = "qkv"  # GPT-2's fused c_attn: one D x 3D matrix holding Q, K and V side by side
+QKV = "qkv"  # Q, K and V in one matrix (GPT-2's c_attn, Phi-3's qkv_proj), split by the heads' widths
 CATEGORIES = ("token_embedding", "position_embedding", "attn_q", "attn_k", "attn_v", "attn_o", "attn_bias")
-CATEGORIES += ("mlp", "mlp_bias", "norms", "final_norm", "unembedding")
+CATEGORIES += ("mlp", "mlp_bias", "norms", "qk_norms", "final_norm", "unembedding")
 
 
 def categorise(name: str, rules: tuple[tuple[str, str], ...]) -> str | None:
@@ -49,22 +49,24 @@ class Census:
         return sum(self.counts.values()) + sum(math.prod(shape) for _, shape in self.unknown)
 
 
-def census(shapes: dict[str, tuple[int, ...]], family: str) -> Census:
-    """Group tensors by name into the categories of `exact`, by the CENSUS rules of `family`
-    (a module of tfcli.engine.families).
+def census(shapes: dict[str, tuple[int, ...]], s: ModelConfig) -> Census:
+    """Group tensors by name into the categories of `exact`, by the CENSUS rules of the family of
+    `s` (a module of tfcli.engine.families).
 
-    GPT-2's fused c_attn weight [D, 3·D] is split into its Q, K and V thirds.
+    A fused Q, K and V tensor (GPT-2's c_attn [D, 3·D], Phi-3's qkv_proj) is split into its parts
+    in the proportion H : Hkv : Hkv of the shape's heads.
     """
-    rules = families.family(family).CENSUS
+    rules = families.family(s.family).CENSUS
+    heads = (s.n_head, s.n_kv_head, s.n_kv_head)
     c = Census()
     for name, shape in shapes.items():
         category = categorise(name, rules)
         n = math.prod(shape)
         if category == BUFFER:
             c.buffers.append(name)
-        elif category == QKV and n % 3 == 0:
-            for part in ("attn_q", "attn_k", "attn_v"):
-                c.counts[part] += n // 3
+        elif category == QKV and n % sum(heads) == 0:
+            for part, h in zip(("attn_q", "attn_k", "attn_v"), heads):
+                c.counts[part] += n // sum(heads) * h
                 c.tensors[part] += 1
         elif category in c.counts:
             c.counts[category] += n
@@ -92,6 +94,6 @@ class Comparison:
 
 def compare(s: ModelConfig, shapes: dict[str, tuple[int, ...]]) -> Comparison:
     """The exact count for `s` beside what the tensors `shapes` actually hold, category by category."""
-    e, c = exact(s), census(shapes, s.family)
+    e, c = exact(s), census(shapes, s)
     rows = tuple((r.key, r.count, c.counts[r.key]) for r in e.rows)
     return Comparison(rows, tuple(c.unknown), tuple(c.buffers), c.total)

@@ -37,6 +37,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "mlp": ("MLP weights", "MLP 权重"),
     "mlp_bias": ("MLP biases", "MLP 偏置"),
     "norms": ("Norms", "归一化"),
+    "qk_norms": ("Q/K norms", "Q/K 归一化"),
     "final_norm": ("Final norm", "最终归一化"),
     "uncategorised": ("Not categorised", "未归类"),
     # the difference

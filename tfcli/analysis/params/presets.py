@@ -5,6 +5,10 @@ context 2048 and the GPT-2 vocabulary of 50,257, learned positions, LayerNorm, b
 of 4 x d_model, and the unembedding tied to the embedding (as in GPT-2, which the paper follows).
 GPT-2: the config.json files of openai-community/gpt2{,-medium,-large,-xl} (context 1024).
 SmolLM2-135M: HuggingFaceTB/SmolLM2-135M config.json.
+Qwen3-0.6B, Llama-3.2-1B, Gemma-3-270M, Phi-4-mini: the config.json of Qwen/Qwen3-0.6B,
+meta-llama/Llama-3.2-1B, google/gemma-3-270m and microsoft/Phi-4-mini-instruct; the quoted figure
+from each model card. A preset is a shape to count: the RoPE scaling, windows and other settings
+that do not change a parameter count are left out (ModelConfig.extra is None).
 """
 
 from __future__ import annotations
@@ -50,6 +54,16 @@ def _gpt3(layers: int, d_model: int, heads: int) -> ModelConfig:
 
 def _gpt2(layers: int, d_model: int, heads: int) -> ModelConfig:
     return _gpt(layers, d_model, heads, 1024)
+
+
+def _modern(family: str, vocab: int, context: int, layers: int, d_model: int, heads: int, kv_heads: int, head_dim: int, d_ff: int, **traits) -> ModelConfig:
+    """A Llama-style block (RMSNorm, SwiGLU, RoPE, no biases, tied embeddings) unless `traits` say otherwise."""
+    kinds = {"norm": "rmsnorm", "mlp": "swiglu", "positions": "rope", "qkv_bias": False, "o_bias": False, "mlp_bias": False}
+    kinds |= {"norm_eps": 1e-6, "tie_embeddings": True}
+    return ModelConfig(
+        family=family, vocab_size=vocab, n_ctx=context, n_layer=layers, d_model=d_model, n_head=heads, n_kv_head=kv_heads,
+        head_dim=head_dim, d_ff=d_ff, **(kinds | traits),
+    )  # fmt: skip
 
 
 _GPT3 = "GPT-3 paper, Table 2.1"
@@ -112,12 +126,44 @@ PRESETS: dict[str, Preset] = {
             "135M",
             "HuggingFaceTB/SmolLM2-135M",
         ),
+        Preset(
+            "qwen3-0.6b",
+            "Qwen3-0.6B",
+            _modern("qwen3", 151936, 40960, 28, 1024, 16, 8, 128, 3072, qk_norm=True, rope_theta=1_000_000.0),
+            "0.6B",
+            "Qwen/Qwen3-0.6B",
+            "16 heads of 128 in a width of 1,024: the attention is twice as wide as the residual stream",
+        ),
+        Preset(
+            "llama-3.2-1b",
+            "Llama-3.2-1B",
+            _modern("llama", 128256, 131072, 16, 2048, 32, 8, 64, 8192, norm_eps=1e-5, rope_theta=500_000.0),
+            "1.23B",
+            "meta-llama/Llama-3.2-1B",
+        ),
+        Preset(
+            "gemma-3-270m",
+            "Gemma-3-270M",
+            _modern("gemma3", 262144, 32768, 18, 640, 4, 1, 256, 2048, norm="rmsnorm1p", mlp="geglu", qk_norm=True, norms_per_block=4, rope_theta=1_000_000.0),
+            "270M",
+            "google/gemma-3-270m",
+            "the 262,144-token embedding holds most of the parameters (Google: 170M embedding, 100M in the blocks)",
+        ),
+        Preset(
+            "phi-4-mini",
+            "Phi-4-mini",
+            _modern("phi3", 200064, 131072, 32, 3072, 24, 8, 128, 8192, norm_eps=1e-5, rotary_dim=96),
+            "3.8B",
+            "microsoft/Phi-4-mini-instruct",
+        ),
     )
 }
 
 # Other spellings people use for the same rows.
 ALIASES = {"gpt3-175b": "gpt3", "gpt3-125m": "gpt3-small", "gpt3-350m": "gpt3-medium", "gpt3-760m": "gpt3-large"}
 ALIASES |= {"gpt3-1.3b": "gpt3-xl", "gpt2-small": "gpt2", "gpt2-124m": "gpt2", "smollm2": "smollm2-135m"}
+ALIASES |= {"qwen3": "qwen3-0.6b", "llama-3.2": "llama-3.2-1b", "llama3.2-1b": "llama-3.2-1b", "gemma-3": "gemma-3-270m", "gemma3-270m": "gemma-3-270m"}
+ALIASES |= {"phi-4": "phi-4-mini", "phi4-mini": "phi-4-mini"}
 
 DEFAULT = "gpt3"
 

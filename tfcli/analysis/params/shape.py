@@ -32,7 +32,7 @@ def gqa(cfg: ModelConfig) -> bool:
 
 def norm_params(cfg: ModelConfig) -> int:
     """Parameters of one norm: LayerNorm has a scale and a shift, RMSNorm only a scale."""
-    return 2 * cfg.d_model if cfg.norm == "layernorm" else cfg.d_model
+    return NORMS[cfg.norm].vectors * cfg.d_model
 
 
 def shape_dict(cfg: ModelConfig) -> dict:
@@ -41,6 +41,7 @@ def shape_dict(cfg: ModelConfig) -> dict:
     d = {key: getattr(cfg, field) for key, field in SIZES.items()}
     d |= {"tied": cfg.tie_embeddings, "attn_bias": cfg.qkv_bias or cfg.o_bias, "mlp_bias": cfg.mlp_bias}
     d |= {"mlp": cfg.mlp, "norm": cfg.norm, "positions": cfg.positions, "qkv_bias": cfg.qkv_bias, "o_bias": cfg.o_bias}
+    d |= {"norms_per_block": cfg.norms_per_block, "qk_norm": cfg.qk_norm}
     return d | {"d_attn": cfg.d_attn, "d_kv": cfg.d_kv}
 
 
@@ -53,9 +54,9 @@ def default_d_ff(d_model: int, mlp: str) -> int:
     """The MLP width a model of width D gets unless told otherwise.
 
     GPT-2/3: 4 D. LLaMA (Meta's llama/model.py): 2/3 of 4 D, so that three matrices cost what two did,
-    rounded up to a multiple of 256.
+    rounded up to a multiple of 256 (any gated MLP).
     """
-    if mlp == "gelu":
+    if MLPS[mlp].matrices == 2:
         return 4 * d_model
     hidden = 2 * 4 * d_model // 3
     return 256 * -(-hidden // 256)
@@ -138,6 +139,6 @@ def _positive(name: str, value: object) -> None:
         raise ShapeError(f"{name} must be at most 10^18, not {shown_number(value)}", "a hypothetical model is counted up to 10^18 in each size")
 
 
-def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
+def _one_of(name: str, value: str, allowed: dict[str, object]) -> None:
     if value not in allowed:
         raise ShapeError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")

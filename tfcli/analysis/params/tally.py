@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfcli.engine.config import ModelConfig
+from tfcli.engine.config import NORMS, POSITIONS, ModelConfig
 
 from .factors import Row, Sum, axis, const, plus, times
 from .shape import gqa
@@ -102,10 +102,11 @@ def exact(s: ModelConfig) -> Tally:
     # Biases: Q, K and V (GPT-2, Qwen2), O (GPT-2), or none (Llama by default).
     qkv = ([times(H, Dh), times(const(2), a.Hkv, Dh)] if gqa(s) else [times(const(3), H, Dh)]) if s.qkv_bias else []
     attn_bias = qkv + ([D] if s.o_bias else [])
-    norm = times(const(2), D, sep=" × ") if s.norm == "layernorm" else D  # LayerNorm: scale and shift
+    kind = NORMS[s.norm]
+    norm = times(const(kind.vectors), D, sep=" × ") if kind.vectors > 1 else D  # LayerNorm: scale and shift
     rows = (
         Row("token_embedding", (V, D)),
-        Row("position_embedding", (T, D)) if s.positions == "learned" else Row("position_embedding", note="RoPE: rotations, no parameters"),
+        Row("position_embedding", (T, D)) if POSITIONS[s.positions].table else Row("position_embedding", note="RoPE: rotations, no parameters"),
         Row("attn_q", (L, D, times(H, Dh))),
         Row("attn_k", (L, D, times(a.kv, Dh))),
         Row("attn_v", (L, D, times(a.kv, Dh))),
@@ -113,7 +114,8 @@ def exact(s: ModelConfig) -> Tally:
         Row("attn_bias", (L, plus(*attn_bias))) if attn_bias else Row("attn_bias", note="no biases"),
         Row("mlp", (L, const(m), D, F), "gate, up, down" if m == 3 else "up, down"),
         Row("mlp_bias", (L, plus(times(const(2), F) if m == 3 else F, D))) if s.mlp_bias else Row("mlp_bias", note="no biases"),
-        Row("norms", (L, const(2), norm), f"2 per layer, {'scale and shift' if s.norm == 'layernorm' else 'scale only'}"),
+        Row("norms", (L, const(s.norms_per_block), norm), f"{s.norms_per_block} per layer, {kind.stores}"),
+        *([Row("qk_norms", (L, const(2), Dh), "queries and keys, one scale of Dh each, shared by the heads")] if s.qk_norm else []),
         Row("final_norm", (norm,)),
         Row("unembedding", note="tied: shares the embedding") if s.tie_embeddings else Row("unembedding", (V, D)),
     )
@@ -131,5 +133,5 @@ def difference(s: ModelConfig) -> tuple[Sum, ...]:
         unembedding,
         Sum("diff_positions", (e.row("position_embedding"),), -1),
         Sum("diff_biases", (e.row("attn_bias"), e.row("mlp_bias")), -1),
-        Sum("diff_norms", (e.row("norms"), e.row("final_norm")), -1),
+        Sum("diff_norms", tuple(r for r in e.rows if r.key in ("norms", "qk_norms", "final_norm")), -1),
     )

@@ -6,14 +6,15 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from tfcli.engine.config import MLPS
+
 from ..console import out
 from .inside import bar, cell, say, uses_colour
 
 
 def _questions(report: dict, zh: bool) -> None:
     f, d = report["d_ff"], report["d_model"]
-    how = "GELU(x W_up)" if report["mlp"] == "gelu" else "silu(x W_gate) · (x W_up) (SwiGLU)"
-    how_zh = "GELU(x W_up)" if report["mlp"] == "gelu" else "silu(x W_gate) · (x W_up)（SwiGLU）"
+    how, how_zh = MLPS[report["mlp"]].hidden, MLPS[report["mlp"]].hidden_zh
     say(out, zh,
         f"Block {report['block']}'s MLP asks every token's vector F = {f:,} questions at once ({f / d:.2f} × D = {d}): each "
         f"neuron is a direction in the vector's space, its activation {how} the answer. The answers, each times its row of "

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from tfcli import numbers as num
 from tfcli.analysis.params.labels import LABELS
+from tfcli.engine.config import MLPS, NORMS, POSITIONS
 
 from ..console import out
 
@@ -61,9 +62,10 @@ def _header(report: dict, say: _Say) -> None:
     _say(f"{num.count(s['layers'])} layers · d_model {num.count(s['d_model'])} · {heads} · d_ff {num.count(s['d_ff'])}")
     _say(f"vocabulary {num.count(s['vocab'])} · context {num.count(s['context'])}")
     style = [
-        {"gelu": "GELU MLP", "swiglu": "SwiGLU MLP"}[s["mlp"]],
-        {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[s["norm"]],
-        {"learned": "learned positions", "rope": "RoPE positions"}[s["positions"]],
+        MLPS[s["mlp"]].label,
+        NORMS[s["norm"]].label + (f" ×{s['norms_per_block']} per block" if s["norms_per_block"] != 2 else ""),
+        *(["Q/K norms"] if s["qk_norm"] else []),
+        POSITIONS[s["positions"]].label,
         _biases(s),
         "tied embeddings" if s["tied"] else "untied embeddings",
     ]
@@ -123,8 +125,9 @@ def _render_tally(report: dict, say: _Say) -> None:
                 f"分组查询注意力：键和值两行按 {s['kv_heads']} 个键值头计算，每个键值头由 {q} 个查询头共享。",
             )
         )
-    if s["mlp"] == "swiglu":
-        notes.append(say.both("SwiGLU MLP: the Up-projection holds two matrices, gate and up.", "SwiGLU MLP：上投影包含门控和上投影两个矩阵。"))
+    if MLPS[s["mlp"]].matrices == 3:
+        label = MLPS[s["mlp"]].label
+        notes.append(say.both(f"{label}: the Up-projection holds two matrices, gate and up.", f"{label}：上投影包含门控和上投影两个矩阵。"))
     for n in notes:
         _say(n, "dim")
     out.print()

@@ -23,9 +23,9 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..errors import ConfigError, shown
-from . import gpt2, llama, qwen2
+from . import gemma3, gpt2, llama, phi3, qwen2, qwen3
 
-FAMILIES: dict[str, ModuleType] = {m.NAME: m for m in (gpt2, llama, qwen2)}
+FAMILIES: dict[str, ModuleType] = {m.NAME: m for m in (gpt2, llama, qwen2, qwen3, gemma3, phi3)}
 
 
 def family(name: str) -> ModuleType:

@@ -11,13 +11,14 @@ zero-copy views of the mapped file.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import ops
-from ..config import ConfigReader, ModelConfig, positive_float
+from ..config import ConfigReader, ModelConfig, positive_float, positive_int
 from ..errors import ConfigError, shown
 from ..memory import check_allocation
 from ..model import LayerCall, Transformer
@@ -30,22 +31,106 @@ MODEL_TYPES = ("llama", "mistral")
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
 
 
-def config_from_hf(raw: dict[str, Any], *, family: str = NAME, qkv_bias: bool | None = None, o_bias: bool | None = None) -> ModelConfig:
-    """Llama's config.json keys. Families built on Llama's block (Qwen2) pass their own biases."""
+@dataclass(frozen=True)
+class RopeScaling:
+    """How a model stretches RoPE's frequencies to reach a longer context than it was trained on."""
+
+    kind: str  # "llama3" (Llama 3.1+), "linear" (every frequency divided by factor) or "longrope" (Phi-3, Phi-4-mini)
+    factor: float  # how much longer the context is (>= 1)
+    low_freq_factor: float = 1.0  # llama3: wavelengths longer than original / low_freq_factor are divided by factor,
+    high_freq_factor: float = 4.0  # those shorter than original / high_freq_factor are kept, the ones between blended
+    original_context: int = 8192  # original_max_position_embeddings, the context it was trained on
+    short_factor: tuple[float, ...] = ()  # longrope: each frequency's divisor within the original context [R/2]
+    attention_factor: float = 1.0  # longrope: cos and sin are multiplied by it
+
+
+@dataclass(frozen=True)
+class LlamaExtra:
+    """What only Llama's block reads (ModelConfig.extra)."""
+
+    scaling: RopeScaling | None = None
+    window: int | None = None  # Phi-3's sliding window on every layer (sliding_window)
+
+
+def rope_settings(raw: dict[str, Any], params: dict[str, Any], family: str) -> tuple[float, RopeScaling | None]:
+    """The RoPE base and scaling of a config.json: transformers 5 keeps both in `params`
+    (rope_parameters), older files have rope_theta at the top level and a rope_scaling object."""
+    theta = positive_float(params.get("rope_theta", raw.get("rope_theta", 10000.0)), "rope_theta")
+    old = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else {}
+    given = params if params.get("rope_type", "default") != "default" else old
+    kind = given.get("rope_type", given.get("type", "default"))
+    if kind == "default":
+        return theta, None
+    if kind not in ("llama3", "linear", "longrope"):
+        raise ConfigError(f"config.json: RoPE scaling {shown(kind)} is not supported", "only plain RoPE and the llama3, linear and longrope scalings are implemented")
+    if kind == "longrope":
+        return theta, longrope(raw, given)
+    factor = positive_float(given.get("factor"), "rope_scaling factor")
+    if factor < 1:
+        raise ConfigError(f"config.json: rope_scaling factor must be at least 1, not {shown(given.get('factor'))}", "a scaling factor stretches the context; fix it in config.json")
+    if kind == "linear":
+        return theta, RopeScaling(kind, factor)
+    low = positive_float(given.get("low_freq_factor"), "rope_scaling low_freq_factor")
+    high = positive_float(given.get("high_freq_factor"), "rope_scaling high_freq_factor")
+    if high <= low:
+        raise ConfigError(f"config.json: rope_scaling high_freq_factor {shown(given.get('high_freq_factor'))} must be above low_freq_factor {shown(given.get('low_freq_factor'))}", "fix the values in config.json")
+    original = positive_int(given.get("original_max_position_embeddings"), "rope_scaling original_max_position_embeddings")
+    return theta, RopeScaling(kind, factor, low, high, original)
+
+
+def longrope(raw: dict[str, Any], given: dict[str, Any]) -> RopeScaling:
+    """Phi-3's longrope (transformers' _compute_longrope_parameters) within the original context:
+    the short factors, and cos and sin scaled by √(1 + ln(factor) / ln(original)). Beyond that
+    context transformers switches to the long factors for the whole sequence; tfcli stops there."""
+    original = positive_int(given.get("original_max_position_embeddings", raw.get("original_max_position_embeddings")), "original_max_position_embeddings")
+    short = given.get("short_factor")
+    if not isinstance(short, list) or not short:
+        raise ConfigError(f"config.json: rope_scaling short_factor must be a list of numbers, not {shown(short)}", "fix the value in config.json")
+    factors = tuple(positive_float(f, "rope_scaling short_factor") for f in short)
+    factor = given.get("factor") or ConfigReader(raw).int("max_position_embeddings") / original
+    factor = positive_float(factor, "rope_scaling factor")
+    attention = given.get("attention_factor")
+    if attention is None:
+        attention = math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0
+    return RopeScaling("longrope", factor, original_context=original, short_factor=factors, attention_factor=positive_float(attention, "rope_scaling attention_factor"))
+
+
+def rope_frequencies(rotary_dim: int, theta: float, scaling: RopeScaling | None) -> np.ndarray:
+    """The angle per position of each rotated pair [R/2], stretched as `scaling` says.
+
+    Llama 3 (Meta's llama-models `apply_scaling`; transformers' _compute_llama3_parameters): the
+    slow rotations, whose wavelength exceeds what the original context could show, are slowed down
+    by `factor`; the fast ones, which already turned many times, stay; those between are blended.
+    """
+    inv_freq = ops.rope_frequencies(rotary_dim, theta)  # [R/2]
+    if scaling is None:
+        return inv_freq
+    if scaling.kind == "linear":
+        return inv_freq / scaling.factor  # [R/2]
+    if scaling.kind == "longrope":
+        if len(scaling.short_factor) != len(inv_freq):
+            raise ConfigError(f"config.json: rope_scaling short_factor has {len(scaling.short_factor)} entries for {len(inv_freq)} rotated pairs", "fix the value in config.json")
+        return inv_freq / np.array(scaling.short_factor)  # [R/2]
+    wavelength = 2 * np.pi / inv_freq  # [R/2] positions per turn
+    smooth = (scaling.original_context / wavelength - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor)  # [R/2]
+    blended = (1 - smooth) * inv_freq / scaling.factor + smooth * inv_freq  # [R/2]
+    long, short = scaling.original_context / scaling.low_freq_factor, scaling.original_context / scaling.high_freq_factor
+    return np.where(wavelength > long, inv_freq / scaling.factor, np.where(wavelength < short, inv_freq, blended))  # [R/2]
+
+
+def config_from_hf(
+    raw: dict[str, Any], *, family: str = NAME, qkv_bias: bool | None = None, o_bias: bool | None = None, qk_norm: bool = False
+) -> ModelConfig:
+    """Llama's config.json keys. Families built on Llama's block (Qwen2, Qwen3, Phi-3) pass their own
+    biases and whether queries and keys are normalised."""
     r = ConfigReader(raw)
     d_model = r.int("hidden_size")
     n_head = r.int("num_attention_heads")
     n_kv_head = r.int("num_key_value_heads", default=n_head)
     if raw.get("hidden_act", "silu") != "silu":
         raise ConfigError(f"config.json: hidden_act {shown(raw.get('hidden_act'))} is not supported", f"{family} models use silu")
-    scaling = raw.get("rope_scaling")
     rope_params = raw.get("rope_parameters") if isinstance(raw.get("rope_parameters"), dict) else {}
-    rope_type = (scaling or {}).get("rope_type", (scaling or {}).get("type")) if isinstance(scaling, dict) else None
-    rope_type = rope_type or rope_params.get("rope_type", "default")
-    if rope_type != "default":
-        raise ConfigError(f"config.json: RoPE scaling {shown(rope_type)} is not supported", "only plain RoPE is implemented")
-    # transformers 5 moved rope_theta under rope_parameters; older files keep it at the top level.
-    theta = rope_params.get("rope_theta", raw.get("rope_theta", 10000.0))
+    theta, scaling = rope_settings(raw, rope_params, family)
     if raw.get("head_dim") is not None:
         head_dim = r.int("head_dim")
     elif d_model % n_head == 0:
@@ -84,7 +169,9 @@ def config_from_hf(raw: dict[str, Any], *, family: str = NAME, qkv_bias: bool | 
         qkv_bias=attention_bias if qkv_bias is None else qkv_bias,
         o_bias=attention_bias if o_bias is None else o_bias,
         mlp_bias=bool(raw.get("mlp_bias", False)),  # counted by `params`; refused by the engine (from_checkpoint)
-        rope_theta=positive_float(theta, "rope_theta"),
+        rope_theta=theta,
+        qk_norm=qk_norm,
+        extra=LlamaExtra(scaling),
         bos_token_id=r.opt_int("bos_token_id"),
         eos_token_ids=r.int_tuple("eos_token_id"),
     )
@@ -101,6 +188,7 @@ CENSUS = (
     (r"layers\.\d+\.mlp\.(gate|up|down)_proj\.weight", "mlp"),
     (r"layers\.\d+\.mlp\.(gate|up|down)_proj\.bias", "mlp_bias"),
     (r"layers\.\d+\.(input_layernorm|post_attention_layernorm)\.weight", "norms"),
+    (r"layers\.\d+\.self_attn\.[qk]_norm\.weight", "qk_norms"),  # Qwen3
     (r"norm\.weight", "final_norm"),
     (r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq", "buffer"),  # RoPE table some old files kept
     (r"lm_head\.weight", "unembedding"),
@@ -133,7 +221,7 @@ GGUF = GGUFNames(
         "blk.{i}.ffn_up.weight": "model.layers.{i}.mlp.up_proj.weight",
         "blk.{i}.ffn_down.weight": "model.layers.{i}.mlp.down_proj.weight",
     },
-    config={"architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False, "mlp_bias": False},
+    config={"architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False, "mlp_bias": False, "hidden_act": "silu"},
     permuted_qk=True,
 )
 
@@ -147,10 +235,53 @@ class LlamaLayer:
     bo: np.ndarray | None  # [D] with o_bias
     mlp_norm: np.ndarray  # [D]   post_attention_layernorm
     mlp: ops.MLP  # SwiGLU: gate_proj and up_proj side by side [D, 2F], SiLU, down_proj [F, D] (view)
+    q_norm: np.ndarray | None = None  # [Dh] with qk_norm (Qwen3): each query head's RMSNorm
+    k_norm: np.ndarray | None = None  # [Dh] each key head's
+
+
+def read_fused(t, names_rows: list[tuple[str, int]], n_in: int) -> np.ndarray:
+    """Stack [out_i, in] weights of the tensors `t` row-wise, read from the file straight into their
+    rows (no transpose, no page of the mapping touched), and view the result as [in, sum(out_i)]."""
+    w = np.empty((sum(rows for _, rows in names_rows), n_in), dtype=np.float32)  # [sum out_i, in]
+    start = 0
+    for name, rows in names_rows:
+        t.read_into(name, (rows, n_in), w[start : start + rows])
+        start += rows
+    return w.T  # [in, sum out_i] view
+
+
+class Rotary:
+    """RoPE's cos and sin tables for one set of frequencies [R/2], computed once for the positions
+    used so far (a context can be millions of positions long; a generation rarely is) and grown by
+    doubling."""
+
+    def __init__(self, inv_freq: np.ndarray, n_ctx: int, scale: float = 1.0):
+        self.inv_freq, self.n_ctx, self.scale = inv_freq, n_ctx, scale  # [R/2]; scale: longrope's attention factor
+        empty = np.empty((0, len(inv_freq)), dtype=np.float32)
+        self.tables = (empty, empty)  # [P, R/2] each
+
+    def __call__(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin for each of the positions [T]: [T, R/2] each."""
+        cos, sin = self.tables  # read once: the parts of a prompt pass call this from several threads
+        first, last = int(positions[0]), int(positions[-1])
+        # a prompt or a decode step; not a batch step, whose rows may stand at different positions
+        # (engine/slots.py): [3, 9, 5] has its first and last two apart without being consecutive
+        consecutive = last - first == len(positions) - 1 and (len(positions) <= 2 or bool((np.diff(positions) == 1).all()))
+        end = last + 1 if consecutive else int(positions.max()) + 1
+        if end > len(cos):
+            n = min(self.n_ctx, max(end, 2 * len(cos), 256))
+            check_allocation(16 * n * len(self.inv_freq), f"RoPE tables for {n:,} positions")
+            cos, sin = ops.rope_tables(n, self.inv_freq)  # [n, R/2] each
+            if self.scale != 1:
+                cos, sin = cos * np.float32(self.scale), sin * np.float32(self.scale)
+            self.tables = cos, sin
+        if consecutive:  # views, no gather
+            return cos[first:end], sin[first:end]
+        return cos[positions], sin[positions]
 
 
 class Llama(Transformer):
-    tables = ("rotations",)
+    tables = ("rope",)
 
     def __init__(self, config: ModelConfig, embed_tokens, layers: list[LlamaLayer], norm, lm_head):
         self.config = config
@@ -158,26 +289,10 @@ class Llama(Transformer):
         self.layers = layers
         self.norm = norm  # [D]
         self.unembedding = lm_head.T  # [D, V]; a view of embed_tokens when tied
-        # Rotation tables (cos, sin), computed once for the positions used so far (a context can be
-        # millions of positions long; a generation rarely is) and grown by doubling.
-        empty = np.empty((0, config.head_dim // 2), dtype=np.float32)
-        self.rotations = (empty, empty)  # [P, Dh/2] each
-
-    def rope(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """cos and sin for each of the positions [T]: [T, Dh/2] each."""
-        cos, sin = self.rotations  # read once: the parts of a prompt pass call this from several threads
-        first, last = int(positions[0]), int(positions[-1])
-        # a prompt or a decode step; not a batch step, whose rows may stand at different positions
-        # (engine/slots.py): [3, 9, 5] has its first and last two apart without being consecutive
-        consecutive = last - first == len(positions) - 1 and (len(positions) <= 2 or bool((np.diff(positions) == 1).all()))
-        end = last + 1 if consecutive else int(positions.max()) + 1
-        if end > len(cos):
-            n = min(self.config.n_ctx, max(end, 2 * len(cos), 256))
-            check_allocation(12 * n * self.config.head_dim, f"RoPE tables for {n:,} positions")
-            cos, sin = self.rotations = ops.rope_tables(n, self.config.head_dim, self.config.rope_theta)
-        if consecutive:  # views, no gather
-            return cos[first:end], sin[first:end]
-        return cos[positions], sin[positions]
+        rotary_dim = config.rotary_dim or config.head_dim  # R
+        scaling = config.extra.scaling
+        self.rope = Rotary(rope_frequencies(rotary_dim, config.rope_theta, scaling), config.n_ctx, scaling.attention_factor if scaling else 1.0)
+        self.window = config.extra.window
 
     @classmethod
     def from_checkpoint(cls, ckpt: Checkpoint) -> Llama:
@@ -189,14 +304,7 @@ class Llama(Transformer):
         q_dim, kv_dim = cfg.d_attn, cfg.d_kv
 
         def fused(names_rows: list[tuple[str, int]], n_in: int) -> np.ndarray:
-            """Stack [out_i, in] weights row-wise, read from the file straight into their rows
-            (no transpose, no page of the mapping touched), and view the result as [in, sum(out_i)]."""
-            w = np.empty((sum(rows for _, rows in names_rows), n_in), dtype=np.float32)  # [sum out_i, in]
-            start = 0
-            for name, rows in names_rows:
-                t.read_into(name, (rows, n_in), w[start : start + rows])
-                start += rows
-            return w.T  # [in, sum out_i] view
+            return read_fused(t, names_rows, n_in)  # [in, sum out_i]
 
         def layer(i: int) -> LlamaLayer:
             p = f"model.layers.{i}."
@@ -217,6 +325,8 @@ class Llama(Transformer):
                     gated=True,
                     w_out=t.get(p + "mlp.down_proj.weight", (D, F)).T,
                 ),
+                q_norm=t.get(a + "q_norm.weight", (cfg.head_dim,)) if cfg.qk_norm else None,
+                k_norm=t.get(a + "k_norm.weight", (cfg.head_dim,)) if cfg.qk_norm else None,
             )
 
         embed = t.get("model.embed_tokens.weight", (V, D))
@@ -241,9 +351,12 @@ class Llama(Transformer):
         H, Hkv = cfg.n_head, cfg.n_kv_head
         qkv = at.linear(h, layer.w_qkv, layer.b_qkv)  # [T, D] @ [D, (H+2Hkv)*Dh] -> [T, (H+2Hkv)*Dh]
         qkv = qkv.reshape(t_len, H + 2 * Hkv, cfg.head_dim)  # [T, H+2Hkv, Dh]
-        cos, sin = self.rope(at.positions)  # [T, Dh/2] each
-        qk = ops.apply_rope(qkv[:, : H + Hkv], cos, sin)  # [T, H+Hkv, Dh]: queries and keys rotate together
-        z = self.attend(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], at)  # [T, H, Dh]
+        qk = qkv[:, : H + Hkv]  # [T, H+Hkv, Dh]
+        if layer.q_norm is not None:  # Qwen3: each head's queries and keys normalised before they rotate
+            qk = np.concatenate([ops.rms_norm(qk[:, :H], layer.q_norm, cfg.norm_eps), ops.rms_norm(qk[:, H:], layer.k_norm, cfg.norm_eps)], axis=1)
+        cos, sin = self.rope(at.positions)  # [T, R/2] each
+        qk = ops.apply_rope(qk, cos, sin)  # [T, H+Hkv, Dh]: queries and keys rotate together
+        z = self.attend(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], at, window=self.window)  # [T, H, Dh]
         return at.linear(z.reshape(t_len, cfg.d_attn), layer.wo, layer.bo)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
 
     def mlp_norm(self, x: np.ndarray, layer: LlamaLayer) -> np.ndarray:

@@ -32,7 +32,7 @@ GGUF = llama.GGUFNames(
         "blk.{i}.attn_k.bias": "model.layers.{i}.self_attn.k_proj.bias",
         "blk.{i}.attn_v.bias": "model.layers.{i}.self_attn.v_proj.bias",
     },
-    config={"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "use_sliding_window": False},
+    config={"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "use_sliding_window": False, "hidden_act": "silu"},
     # llama.cpp runs Qwen2 with NEOX-style RoPE (halves, as Hugging Face), so its converter leaves the rows alone.
     permuted_qk=False,
 )

@@ -22,7 +22,7 @@ class LlamaTrainable(Trainable):
 
     def __init__(self, config, params, causal=True, dropout=0.0):
         super().__init__(config, params, causal, dropout)
-        self.cos, self.sin = ops.rope_tables(config.n_ctx, config.head_dim, config.rope_theta)  # [n_ctx, Dh/2] each
+        self.cos, self.sin = ops.rope_tables(config.n_ctx, ops.rope_frequencies(config.head_dim, config.rope_theta))  # [n_ctx, Dh/2] each
 
     def embed(self, ids, rng):
         """A row per token; positions enter through RoPE in every attention. [B, T] -> [N, D]"""

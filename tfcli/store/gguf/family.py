@@ -87,7 +87,7 @@ def expected_shape(hf: str, c: dict[str, Any]) -> tuple[int, ...]:
     weight = {
         "embed_tokens": (V, D), "lm_head": (V, D), "norm": (D,), "input_layernorm": (D,), "post_attention_layernorm": (D,),
         "q_proj": (q, D), "k_proj": (kv, D), "v_proj": (kv, D), "o_proj": (D, q),
-        "gate_proj": (F, D), "up_proj": (F, D), "down_proj": (D, F),
+        "gate_proj": (F, D), "up_proj": (F, D), "down_proj": (D, F), "q_norm": (Dh,), "k_norm": (Dh,),
     }[module]  # fmt: skip
     return weight if kind == "weight" else weight[:1]
 
@@ -163,6 +163,7 @@ def config_json(g: GGUFFile, fam: ModuleType) -> dict[str, Any]:
     tokens, _types, _merges = vocabulary(g)
     bos, pad = g.get("tokenizer.ggml.bos_token_id"), g.get("tokenizer.ggml.padding_token_id")
     theta = number("rope.freq_base", 10000.0)
+    # The family's fixed entries (architectures, model_type, hidden_act, biases) from its table, the sizes from the file.
     return {
         **fam.GGUF.config,
         "vocab_size": count("vocab_size", len(tokens) or None),
@@ -172,7 +173,6 @@ def config_json(g: GGUFFile, fam: ModuleType) -> dict[str, Any]:
         "num_attention_heads": n_head,
         "num_key_value_heads": count("attention.head_count_kv", n_head),
         "head_dim": head_dim,
-        "hidden_act": "silu",
         "max_position_embeddings": count("context_length"),
         "rms_norm_eps": number("attention.layer_norm_rms_epsilon"),
         # transformers 5 reads rope_parameters, earlier versions rope_theta; write both.
