@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from .console import warn
 
 AblateOption = Annotated[
     Optional[list[str]],
@@ -31,8 +30,7 @@ def pass_hooks(lm, ablate: list[str] | None, steer: Path | None = None):
 
     hooks = ablation_hooks(lm.model, list(ablate or ()))
     if steer is not None:
-        s = steering.load(steer, lm.model)
-        steering.Steering(s.layer, s.vector, s.scale).hooks(hooks)
+        steering.load(steer, lm.model).hooks(hooks)
     return hooks
 
 
@@ -54,8 +52,3 @@ def tokens_json(lm, ids) -> list[dict]:
     from . import json as js
 
     return [js.token(lm.tokenizer, i) for i in ids]
-
-
-def warn_sink(lm, ids) -> None:
-    if len(ids) < 2:
-        warn("the text is a single token: every experiment on it reads position 0 alone")

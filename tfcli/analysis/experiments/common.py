@@ -8,7 +8,6 @@ import numpy as np
 
 from tfcli.engine.errors import UsageError
 from tfcli.engine.inspect import Recorder
-from tfcli.engine.sites import Hooks
 
 
 @dataclass(frozen=True)
@@ -19,9 +18,6 @@ class Run:
     ids: np.ndarray  # [T]
     resid: list[np.ndarray]  # [L+1] x [T, D]: index 0 the embeddings, i the output of block i-1
     logits: np.ndarray  # [V] at the last position
-
-    def logprobs(self) -> np.ndarray:
-        return log_softmax(self.logits)  # [V]
 
 
 def record(model, ids) -> Run:
@@ -36,22 +32,6 @@ def log_softmax(z: np.ndarray) -> np.ndarray:
     z = z.astype(np.float64)
     m = z.max(axis=-1, keepdims=True)
     return z - m - np.log(np.exp(z - m).sum(axis=-1, keepdims=True))
-
-
-def last_logits(model, x: np.ndarray) -> np.ndarray:
-    """The residual stream [T, D] after the last block -> the logits at the last position [V]."""
-    return model.unembed(model.final_norm(x[-1:]))[0]  # [1, D] @ [D, V] -> [V]
-
-
-def rerun(model, run: Run, first: int, hooks: Hooks, cache=None, start: int = 0) -> np.ndarray:
-    """The blocks from `first` on, over positions start..T-1 of a recorded run, with `hooks`:
-    -> the logits at the last position [V]. The cache must hold positions 0..start-1 of the run
-    for every block from `first` on (a fresh one when start is 0)."""
-    t_len = len(run.ids)
-    cache = cache if cache is not None else model.new_cache(t_len)
-    positions = np.arange(start, t_len)
-    x = model.blocks_from(first, run.resid[first][start:], cache, positions, hooks)  # [T-start, D]
-    return last_logits(model, x)
 
 
 ROWS = 512  # rows of one pass of variants: [512, F] activations, and products that BLAS runs at full speed
@@ -93,10 +73,3 @@ def check_block(model, block: int, what: str = "block") -> int:
     if not 0 <= b < n:
         raise UsageError(f"{what} {block} is out of range: the model has blocks 0 to {n - 1}")
     return b
-
-
-def check_head(model, head: int) -> int:
-    h = model.config.n_head
-    if not 0 <= head < h:
-        raise UsageError(f"head {head} is out of range: each block has heads 0 to {h - 1}")
-    return head
