@@ -100,9 +100,10 @@ def score(model: Transformer, ids: list[int], window: int | None = None, stride:
             logits = model.forward(tokens[pos:stop], cache, all_logits=want, hooks=hooks)  # [T, V] or [1, V]
             if want:
                 lo = max(pos, first - 1)  # predecessors lo..stop-1 predict targets lo+1..stop
-                rows = logits[lo - pos :].astype(np.float64)  # [t, V]
-                top = rows.max(axis=1, keepdims=True)
-                lse = (top + np.log(np.exp(rows - top).sum(axis=1, keepdims=True)))[:, 0]  # [t] log-sum-exp
+                rows = logits[lo - pos :]  # [t, V] float32
+                top = rows.max(axis=1, keepdims=True)  # [t, 1]
+                e = np.exp(rows - top)  # [t, V] in (0, 1]: float32 exponentials, summed in float64
+                lse = top[:, 0] + np.log(e.sum(axis=1, dtype=np.float64))  # [t] log-sum-exp, float64
                 targets = tokens[lo + 1 : stop + 1]
                 logprobs[lo + 1 : stop + 1] = rows[np.arange(len(targets)), targets] - lse
             pos = stop
