@@ -281,6 +281,25 @@ def test_a_client_that_goes_away_frees_its_place(server):
     assert json.loads(urllib.request.urlopen(url + "/health", timeout=TIMEOUT).read())["running"] == 0
 
 
+def test_a_client_that_leaves_before_a_whole_answer_frees_its_place(server):
+    """Not streamed: nothing is sent until the end, yet the rows are freed when the client goes."""
+    url = server[0]
+    port = int(url.rsplit(":", 1)[1])
+    body = json.dumps({"prompt": "Tell me a long story.", "max_tokens": 2000, "temperature": 0.8, "ignore_eos": True}).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    deadline = time.monotonic() + 10
+    while not json.loads(urllib.request.urlopen(url + "/health", timeout=TIMEOUT).read())["running"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    steps = server[1].batcher.steps
+    s.close()
+    deadline = time.monotonic() + 10
+    while json.loads(urllib.request.urlopen(url + "/health", timeout=TIMEOUT).read())["running"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert json.loads(urllib.request.urlopen(url + "/health", timeout=TIMEOUT).read())["running"] == 0
+    assert server[1].batcher.steps - steps < 200  # stopped long before its 2,000 tokens
+
+
 def test_a_full_queue_answers_503_with_retry_after(smol):
     with serving(smol, "smollm2", max_rows=1, queue=1) as (url, srv):
         busy = threading.Thread(target=post, args=(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 40, "temperature": 0}))

@@ -4,8 +4,8 @@ Routes: GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/complet
 POST /tokenize, POST /detokenize (llama.cpp's shapes), and the live explorer at GET / with its
 pass at POST /explore. A handler never runs the model: it submits a Job (serve/batcher.py) and
 awaits its events, which the engine thread hands over with call_soon_threadsafe. A stream that
-ends early (the client went away, the task was cancelled) cancels its job, which frees its rows
-at the next step.
+ends early (the client went away, the task was cancelled) cancels its job, and so does a client
+that leaves before a whole answer is ready: either frees its rows at the next step.
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
 
     async def completions(request: Request) -> Response:
         asked = api.completion(await _body(request), lm, name)
-        return await _answer(asked, CompletionShape(asked, lm.tokenizer, name), echo_logprobs=asked.echo and asked.logprobs is not None)
+        return await _answer(request, asked, CompletionShape(asked, lm.tokenizer, name), echo_logprobs=asked.echo and asked.logprobs is not None)
 
     async def chat(request: Request) -> Response:
         asked = api.chat(await _body(request), lm, name)
-        return await _answer(asked, ChatShape(asked, lm.tokenizer, name), echo_logprobs=False)
+        return await _answer(request, asked, ChatShape(asked, lm.tokenizer, name), echo_logprobs=False)
 
     async def tokenize(request: Request) -> Response:
         return JSONResponse(api.tokenize(await _body(request), lm))
@@ -55,7 +55,7 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
     async def detokenize(request: Request) -> Response:
         return JSONResponse(api.detokenize(await _body(request), lm))
 
-    async def _answer(asked: api.Asked, shape: Shape, echo_logprobs: bool) -> Response:
+    async def _answer(request: Request, asked: api.Asked, shape: Shape, echo_logprobs: bool) -> Response:
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
 
@@ -72,12 +72,21 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
             raise ApiError(503, f"the server is busy ({e}); retry in a moment", None, "server_busy", "server_error", {"Retry-After": "1"}) from None
         if asked.stream:
             return StreamingResponse(_stream(job, events, shape, asked.include_usage), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        watch = asyncio.ensure_future(_gone(request, job))  # nothing is sent before the answer: listen for the client leaving
         try:
             async for ev in _events(job, events):
                 shape.add(ev)
         finally:
+            watch.cancel()
             batcher.cancel(job)  # no-op once finished; frees the rows if this handler is cancelled
         return JSONResponse(shape.whole())
+
+    async def _gone(request: Request, job: Job) -> None:
+        """Cancel the job when the client disconnects (its body has been read, so the next
+        message the server has for this request is the disconnect)."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        batcher.cancel(job)
 
     async def _events(job: Job, events: asyncio.Queue):
         while True:
