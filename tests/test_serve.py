@@ -300,6 +300,25 @@ def test_a_client_that_leaves_before_a_whole_answer_frees_its_place(server):
     assert server[1].batcher.steps - steps < 200  # stopped long before its 2,000 tokens
 
 
+def test_a_long_prompt_is_run_a_part_at_a_time_between_the_steps_of_the_others(server):
+    """A 600-token prompt arriving while a stream decodes: the stream goes on between its parts."""
+    url, srv = server
+    port = int(url.rsplit(":", 1)[1])
+    body = json.dumps({"prompt": "Count to a thousand:", "max_tokens": 2000, "stream": True, "temperature": 0.8, "ignore_eos": True}).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    try:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        got = b""
+        while got.count(b"data: ") < 2:
+            got += s.recv(4096)
+        before = srv.batcher.steps
+        status, answer, _ = post(url + "/v1/completions", {"prompt": [1] + [1005] * 599, "max_tokens": 1, "temperature": 0})
+        assert status == 200 and answer["usage"]["prompt_tokens"] == 600
+        assert srv.batcher.steps - before >= 600 // 256  # a decode step of the stream between every two parts
+    finally:
+        s.close()
+
+
 def test_a_full_queue_answers_503_with_retry_after(smol):
     with serving(smol, "smollm2", max_rows=1, queue=1) as (url, srv):
         busy = threading.Thread(target=post, args=(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 40, "temperature": 0}))

@@ -18,7 +18,7 @@ import logging
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -34,7 +34,7 @@ from tfcli.engine.slots import RowByRow, Slots, copy_cache
 
 log = logging.getLogger("tfcli.serve")
 
-PROMPT_CHUNK = 256  # prompt positions per pass when every position's log-probabilities are wanted
+PROMPT_CHUNK = 256  # prompt positions per pass: a longer prompt is run a part at a time, between decode steps
 
 
 class Busy(Exception):
@@ -131,6 +131,7 @@ class Batcher:
         self.waiting: deque[Job] = deque()
         self.calls: deque[Call] = deque()
         self.rows: list[Row] = []
+        self.filling: deque[tuple[Job, Iterator[None]]] = deque()  # admitted jobs whose prompts are being run, a part per turn
         self.changed = threading.Condition()
         self.stopping = False
         self.steps = 0  # decode steps run (for tests and the benchmark)
@@ -175,17 +176,21 @@ class Batcher:
 
     @property
     def load(self) -> dict:
-        return {"running": len(self.rows), "waiting": len(self.waiting), "max_rows": self.max_rows, "queue": self.queue}
+        return {"running": self._used(), "waiting": len(self.waiting), "max_rows": self.max_rows, "queue": self.queue}
+
+    def _used(self) -> int:
+        """Rows decoding, and the rows of the jobs whose prompts are still being run."""
+        return len(self.rows) + sum(job.rows for job, _ in self.filling)
 
     def _loop(self) -> None:
         while True:
             with self.changed:
-                while not (self.waiting or self.rows or self.calls or self.stopping):
+                while not (self.waiting or self.rows or self.filling or self.calls or self.stopping):
                     self.changed.wait()
                 if self.stopping:
                     self._end_all()
                     return
-                admit, used = [], len(self.rows)
+                admit, used = [], self._used()
                 while self.waiting and (used + self.waiting[0].rows <= self.max_rows or (used == 0 and not admit)):
                     job = self.waiting.popleft()
                     admit.append(job)
@@ -198,9 +203,10 @@ class Batcher:
                         c.future.set_result(c.fn())
                     except BaseException as e:  # noqa: BLE001 - handed to the waiting handler
                         c.future.set_exception(e)
-            for job in admit:
-                if not job.cancelled:
-                    self._guarded([job], self._start, job)
+            self.filling.extend((job, self._start(job)) for job in admit)
+            self.filling = deque(f for f in self.filling if not f[0].cancelled)
+            if self.filling:  # one part of one prompt, then a decode step: a long prompt does not stall the others
+                self._guarded([self.filling[0][0]], self._fill)
             self.rows = [r for r in self.rows if not r.job.cancelled]  # a client that left frees its rows now
             if self.rows:
                 self._guarded({id(r.job): r.job for r in self.rows}.values(), self._step)
@@ -218,24 +224,37 @@ class Batcher:
     def _fail(self, jobs, event: Failed) -> None:
         failed = {id(j) for j in jobs}
         self.rows = [r for r in self.rows if id(r.job) not in failed]
+        self.filling = deque(f for f in self.filling if id(f[0]) not in failed)
         for j in jobs:
             j.cancelled = True
             j.emit(event)
             j.emit(Finished())
 
-    def _start(self, job: Job) -> None:
-        """The prompt passes of a job's rows: each prompt once, its cache copied for each choice."""
+    def _fill(self) -> None:
+        """Run the next part of the first filling job's prompts; once they are all run, its rows decode."""
+        job, parts = self.filling[0]
+        if next(parts, StopIteration) is StopIteration:
+            self.filling.popleft()
+
+    def _start(self, job: Job) -> Iterator[None]:
+        """The prompt passes of a job's rows, a part of at most PROMPT_CHUNK tokens per turn (it
+        yields between two parts): each prompt once, its cache copied for each choice."""
         model, tok = self.model, self.lm.tokenizer
         new: list[Row] = []
         for p, ids in enumerate(job.prompts):
+            if p:
+                yield
             capacity = max(len(ids), len(ids) + job.max_tokens - 1)  # the last token is never fed back
             session = Session(model, capacity=capacity)
             session.run, session.workers = self.run, self.workers
             if job.echo_logprobs:
-                logits, echoed = self._prompt_pass(session, ids, job.logprobs or 0)
+                logits, echoed = yield from self._prompt_pass(session, ids, job.logprobs or 0)
                 job.emit(Echoed(p, list(ids), echoed))
             elif job.max_tokens > 0:
-                logits, _ = session.prefill(ids)  # [V]
+                for end in range(PROMPT_CHUNK, len(ids) + PROMPT_CHUNK, PROMPT_CHUNK):
+                    if end > PROMPT_CHUNK:
+                        yield
+                    logits, _ = session.prefill(ids[:end])  # [V]; the cache holds the part before already
             if job.max_tokens == 0:
                 continue
             for j in range(job.n):
@@ -249,14 +268,17 @@ class Batcher:
         if not new:
             job.emit(Finished())
 
-    def _prompt_pass(self, session: Session, ids: list[int], top_n: int) -> tuple[np.ndarray, list[TokenLogprob | None]]:
+    def _prompt_pass(self, session: Session, ids: list[int], top_n: int):
         """The prompt through the session's cache with every position's logits, as `tfcli score`
-        computes them (chunks of the same size, float64 log-sum-exp). -> (logits after the last [V],
-        per token: None for the first, then its log-probability and the top N)."""
+        computes them (chunks of the same size, float64 log-sum-exp), yielding between two chunks.
+        Returns (logits after the last [V], per token: None for the first, then its
+        log-probability and the top N)."""
         tokens = np.asarray(ids)
         out: list[TokenLogprob | None] = [None]
         session.cache.reset()
         for a in range(0, len(ids), PROMPT_CHUNK):
+            if a:
+                yield
             rows = self.model.forward(tokens[a : a + PROMPT_CHUNK], session.cache, all_logits=True)  # [t, V]
             last = rows[-1]
             lp = log_softmax(rows)  # [t, V]
@@ -301,10 +323,11 @@ class Batcher:
                     r.job.emit(Token(r.choice, -1, tail, None))
                 self._close(r, "abort")
         self.rows = []
-        for job in self.waiting:
+        for job in [job for job, _ in self.filling] + list(self.waiting):
             job.emit(Failed("the server is stopping", 503))
             job.emit(Finished())
         self.waiting.clear()
+        self.filling.clear()
         for c in self.calls:
             c.future.cancel()
         self.calls.clear()
