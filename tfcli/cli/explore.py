@@ -94,15 +94,16 @@ def page_tokens(lm, text: str, seen=None) -> list[int]:
     return ids
 
 
-def page_html(lm, text: str, ids: list[int], lang: str) -> str:
-    """The whole page for `ids` (the tokens of `text`) run through the loaded model `lm`."""
+def page_html(lm, text: str, ids: list[int], lang: str, hooks=None) -> str:
+    """The whole page for `ids` (the tokens of `text`) run through the loaded model `lm`
+    (`hooks`: an experiment's, such as the live page's steering)."""
     from tfcli.analysis import explore as ex
     from tfcli.engine.sampling import SamplingParams
 
     from .views.attn import token_labels, visible
 
     cfg = lm.config
-    run = ex.explore(lm.model, ids)
+    run = ex.explore(lm.model, ids, hooks=hooks)
     arrays = ex.packed(run)
     tok = lm.tokenizer
     shown = set(run.next_ids.ravel().tolist()) | set(run.lens_ids.ravel().tolist())

@@ -51,7 +51,13 @@ def serve(
     from . import explore
 
     lang = "zh" if options.chinese(None) else "en"
-    page = Page(lambda text: explore.page_html(lm, text, explore.page_tokens(lm, text), lang))  # the explore page, run on the engine thread
+    from tfcli.analysis.experiments.steer import from_texts
+
+    page = Page(  # the explore page, run on the engine thread; the steering box gives its pass a direction
+        lambda text, hooks: explore.page_html(lm, text, explore.page_tokens(lm, text), lang, hooks),
+        lambda toward, away, layer, scale: from_texts(lm.model, lm.tokenizer, toward, away, layer, scale),
+        lm.config.n_layer,
+    )
     srv = http.build(lm, name, host, port, workers=n_threads, max_rows=parallel, queue=queue, api_key=api_key, page=page, invariant=batch_invariant)
     shown_host = f"[{host}]" if ":" in host else host
     note(f"serving {name} at http://{shown_host}:{port}/ (OpenAI API under /v1; Ctrl-C stops)")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfcli.engine.errors import UsageError
+from tfcli.engine.errors import PromptError, UsageError
 from tfcli.engine.sites import Hooks
 
 from .common import check_block, record
@@ -46,6 +46,22 @@ def steering_vector(model, toward: tuple[list[int], int], away: tuple[list[int],
         raise UsageError(f"--scale must be a finite number, not {scale}")
     v = mean_state(model, *toward, layer) - mean_state(model, *away, layer)  # [D]
     return Steering(layer, v.astype(np.float32), float(scale))
+
+
+def from_texts(model, tokenizer, toward: str, away: str, layer: int, scale: float) -> Steering:
+    """The steering of `toward` minus `away`, each text tokenized as a prompt (the live page's
+    fields; the command line checks its texts with its own messages first)."""
+    prefix = len(tokenizer.prompt(""))  # what the tokenizer puts before any text (a BOS), the same in both
+
+    def side(text: str, what: str) -> tuple[list[int], int]:
+        ids = tokenizer.prompt(text)
+        if len(ids) <= prefix:
+            raise PromptError(f"{what} is empty", "give a word or a few for each side of the direction")
+        if len(ids) > model.config.n_ctx:
+            raise PromptError(f"{what} is {len(ids):,} tokens; the model reads at most {model.config.n_ctx:,}", "shorten it")
+        return ids, len(ids) - prefix
+
+    return steering_vector(model, side(toward, "the text to steer toward"), side(away, "the text to steer away from"), layer, scale)
 
 
 def save(path, s: Steering) -> None:
