@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import PromptError, UsageError
+from .kvcache import Sequences
 from .model import Transformer
 from .sites import Hooks
 
@@ -83,34 +84,70 @@ def score(model: Transformer, ids: list[int], window: int | None = None, stride:
         raise PromptError(f"the text is {len(ids)} token{'s' if len(ids) != 1 else ''}; scoring needs at least 2", "the first token has nothing before it to predict it")
     window, stride = check_window(model, window, stride)
     tokens = np.asarray(ids)
-    n = len(tokens)
-    logprobs = np.full(n, np.nan)  # [N]
+    logprobs = np.full(len(tokens), np.nan)  # [N]
+    plan = plan_windows(len(tokens), window, stride)
+    together = 1 if hooks is not None else max(1, min(MAX_WINDOWS, BATCH_ROWS // window, BATCH_LOGITS // (window * model.config.vocab_size)))
+    full = [w for w in plan if w[1] - w[0] == window]  # whole windows: several go through one pass
+    for i in range(0, len(full) if together > 1 else 0, together):
+        _score_together(model, tokens, full[i : i + together], logprobs)
     cache = model.new_cache(window)
-    done = 0  # tokens 1..done are scored
+    for b, end, first in plan:
+        if together > 1 and end - b == window:
+            continue  # scored together above
+        _score_window(model, tokens, b, end, first, cache, hooks, logprobs)
+    return Score(list(ids), logprobs, window, stride)
+
+
+MAX_WINDOWS = 32  # whole windows per pass, at most
+BATCH_ROWS = 2048  # ... and at most this many positions in it
+BATCH_LOGITS = 1 << 24  # ... and at most this many logits ([rows, V] float32: 64 MB)
+
+
+def plan_windows(n: int, window: int, stride: int) -> list[tuple[int, int, int]]:
+    """The windows that score tokens 1..n-1: (b, end, first): inputs tokens b..end-1 predict
+    b+1..end, of which first..end are scored here (the ones no earlier window scored)."""
+    plan, done = [], 0  # tokens 1..done are scored
     for b in range(0, n, stride):
-        end = min(b + window, n - 1)  # the window's inputs are tokens b..end-1, predicting b+1..end
-        first = done + 1  # the first target not scored yet
-        if first > end:
-            continue
-        cache.reset()
-        pos = b
-        while pos < end:
-            stop = min(pos + CHUNK, end)
-            want = stop > first - 1  # does this chunk hold the predecessor of an unscored target?
-            logits = model.forward(tokens[pos:stop], cache, all_logits=want, hooks=hooks)  # [T, V] or [1, V]
-            if want:
-                lo = max(pos, first - 1)  # predecessors lo..stop-1 predict targets lo+1..stop
-                rows = logits[lo - pos :]  # [t, V] float32
-                top = rows.max(axis=1, keepdims=True)  # [t, 1]
-                e = np.exp(rows - top)  # [t, V] in (0, 1]: float32 exponentials, summed in float64
-                lse = top[:, 0] + np.log(e.sum(axis=1, dtype=np.float64))  # [t] log-sum-exp, float64
-                targets = tokens[lo + 1 : stop + 1]
-                logprobs[lo + 1 : stop + 1] = rows[np.arange(len(targets)), targets] - lse
-            pos = stop
-        done = end
+        end = min(b + window, n - 1)
+        if done + 1 <= end:
+            plan.append((b, end, done + 1))
+            done = end
         if done >= n - 1:
             break
-    return Score(list(ids), logprobs, window, stride)
+    return plan
+
+
+def _logprobs(rows: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """rows [t, V] float32 logits, targets [t] -> log p(target) [t] in float64."""
+    top = rows.max(axis=1, keepdims=True)  # [t, 1]
+    e = np.exp(rows - top)  # [t, V] in (0, 1]: float32 exponentials, summed in float64
+    lse = top[:, 0] + np.log(e.sum(axis=1, dtype=np.float64))  # [t] log-sum-exp, float64
+    return rows[np.arange(len(targets)), targets] - lse
+
+
+def _score_together(model: Transformer, tokens: np.ndarray, group: list[tuple[int, int, int]], logprobs: np.ndarray) -> None:
+    """Whole windows as B independent sequences of one pass (kvcache.Sequences): every weight is
+    read once for all of them, and the products have B times the rows."""
+    window = group[0][1] - group[0][0]
+    x = np.concatenate([tokens[b:end] for b, end, _ in group])  # [B*W]
+    logits = model.forward(x, Sequences(len(group), window), all_logits=True)  # [B*W, V]
+    for j, (b, end, first) in enumerate(group):
+        rows = logits[j * window + (first - 1 - b) : (j + 1) * window]  # predecessors first-1..end-1
+        logprobs[first : end + 1] = _logprobs(rows, tokens[first : end + 1])
+
+
+def _score_window(model: Transformer, tokens: np.ndarray, b: int, end: int, first: int, cache, hooks: Hooks | None, logprobs: np.ndarray) -> None:
+    """One window through the cache, CHUNK positions per pass."""
+    cache.reset()
+    pos = b
+    while pos < end:
+        stop = min(pos + CHUNK, end)
+        want = stop > first - 1  # does this chunk hold the predecessor of an unscored target?
+        logits = model.forward(tokens[pos:stop], cache, all_logits=want, hooks=hooks)  # [T, V] or [1, V]
+        if want:
+            lo = max(pos, first - 1)  # predecessors lo..stop-1 predict targets lo+1..stop
+            logprobs[lo + 1 : stop + 1] = _logprobs(logits[lo - pos :], tokens[lo + 1 : stop + 1])
+        pos = stop
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
