@@ -87,6 +87,21 @@ def test_loss_equals_transformers(which, repeat, window, stride, request):
     assert abs(result.nats_per_token / want - 1) <= 1e-4
 
 
+@pytest.mark.parametrize("window, stride", [(40, 40), (50, 17), (32, 1)])
+def test_windows_run_together_give_each_token_what_one_window_alone_gives(window, stride, monkeypatch):
+    """Whole windows go through one pass as independent sequences; per token, the same
+    log-probabilities as one window at a time through the KV cache."""
+    from tfcli.engine import score as sc
+
+    lm = load(TINY_LLAMA)
+    ids = lm.tokenizer.prompt(TEXT * 6)
+    together = score(lm.model, ids, window, stride)
+    monkeypatch.setattr(sc, "MAX_WINDOWS", 1)
+    alone = score(lm.model, ids, window, stride)
+    assert np.isnan(together.logprobs[0]) and not np.isnan(together.logprobs[1:]).any()
+    np.testing.assert_allclose(together.logprobs[1:], alone.logprobs[1:], rtol=0, atol=64 * np.finfo(np.float32).eps * np.abs(alone.logprobs[1:]).max())
+
+
 def test_windows_cover_every_token_once():
     for n, w, s in [(10, 4, 4), (10, 4, 1), (11, 4, 3), (5, 8, 4), (2, 1, 1)]:
         starts = window_starts(n, w, s)
