@@ -11,8 +11,8 @@ modeling_gemma3.py):
 - the layers `layer_types` marks "sliding_attention" attend only to the last `sliding_window`
   positions and rotate with their own RoPE base (10,000); the others see everything, with the
   main base (1,000,000) and its scaling;
-- tied embeddings; final logits soft-capped where a config sets final_logit_softcapping (Gemma 2
-  style). attn_logit_softcapping is read but not applied, as transformers' Gemma 3 does not apply
+- tied embeddings (an untied lm_head.weight is read too); final logits soft-capped where a config
+  sets final_logit_softcapping (Gemma 2 style). attn_logit_softcapping is read but not applied, as transformers' Gemma 3 does not apply
   it (its attention never passes it on; released Gemma 3 configs set it to null).
 
 The KV cache of a sliding layer keeps every position, not only its window (simpler; more memory).
@@ -160,11 +160,11 @@ class GemmaLayer:
 class Gemma3(Transformer):
     tables = ("rope_global", "rope_local")
 
-    def __init__(self, config: ModelConfig, embed_tokens, layers: list[GemmaLayer], norm):
+    def __init__(self, config: ModelConfig, embed_tokens, layers: list[GemmaLayer], norm, lm_head):
         self.config = config
         g: GemmaSettings = config.extra
         self.token_embedding = embed_tokens  # [V, D]
-        self.unembedding = embed_tokens.T  # [D, V], tied
+        self.unembedding = lm_head.T  # [D, V]; a view of embed_tokens when tied, as every published Gemma 3 is
         self.layers = layers
         self.norm = norm  # [D]  1 + norm
         self.embed_scale = np.float32(np.sqrt(config.d_model))  # √D, in float32 as transformers rounds it
@@ -178,8 +178,6 @@ class Gemma3(Transformer):
         """The name table: Hugging Face Gemma3ForCausalLM keys, each Linear transposed to [in, out];
         every norm weight w stored as the 1 + w it scales by."""
         cfg, t = ckpt.config, ckpt.tensors
-        if not cfg.tie_embeddings:
-            raise ConfigError("config.json: Gemma 3 with untied embeddings is not supported", "set tie_word_embeddings to true, as every Gemma 3 is")
         D, F, V, Dh = cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.head_dim
         q_dim, kv_dim = cfg.d_attn, cfg.d_kv
         windows = cfg.extra.windows
@@ -211,9 +209,13 @@ class Gemma3(Transformer):
                 window=windows[i],
             )
 
-        t.ignore("lm_head.weight")  # a copy of the embedding some savers write out; not read
         embed = t.get("model.embed_tokens.weight", (V, D))
-        return cls(cfg, embed, [layer(i) for i in range(cfg.n_layer)], scale("model.norm.weight", D))
+        if cfg.tie_embeddings:
+            lm_head = embed
+            t.ignore("lm_head.weight")  # a copy of the embedding some savers write out; not read
+        else:
+            lm_head = t.get("lm_head.weight", (V, D))
+        return cls(cfg, embed, [layer(i) for i in range(cfg.n_layer)], scale("model.norm.weight", D), lm_head)
 
     def rms(self, x: np.ndarray, scale: np.ndarray) -> np.ndarray:
         return ops.rms_norm(x, scale, self.config.norm_eps)  # [.., n]: x / rms(x) · (1 + w)
