@@ -267,3 +267,48 @@ def test_head_detectors_equal_transformers_attentions(pair):
         assert np.abs(got.induction[b] - rep[b][:, second, second - 9].mean(-1)).max() < TOL
         assert np.abs(got.duplicate_token[b] - rep[b][:, second, second - 10].mean(-1)).max() < TOL
     assert got.induction_tokens[off : off + 10] == got.induction_tokens[off + 10 :]
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_gemma3_head_attribution_freezes_the_norm_after_w_o(tied, tmp_path):
+    """Gemma 3 norms the attention output after W_O: with that norm's scale held at its value for
+    the block's whole output (as the final norm's is), each head's share is linear again. Per head,
+    from transformers: o_proj's input slice through its columns of W_O, post_attention_layernorm's
+    (1 + w) at the rms of o_proj's output, the final norm frozen, the target's unembedding."""
+    from test_new_families import gemma3
+
+    ref = gemma3(tmp_path / "g", tied=tied, final_logit_softcapping=None)
+    lm = load(tmp_path / "g")
+    ids = list(range(3, 40))
+    got = head_tools.attribute(lm.model, ids, position=-1)
+    z = _logits(ref, ids, [])
+    assert abs(got.logit - z[-1, got.target]) < TOL
+    assert abs(got.total - got.logit) < TOL
+    layers = ref.model.layers
+    seen = {}
+    hooks = [(layer.self_attn.o_proj, lambda m, a, b=b: seen.__setitem__(("in", b), a[0][0, -1].double()), True) for b, layer in enumerate(layers)]
+    hooks += [(layer.self_attn.o_proj, lambda m, a, out, b=b: seen.__setitem__(("out", b), out[0, -1].double()), False) for b, layer in enumerate(layers)]
+    hooks += [(ref.model.norm, lambda m, a: seen.__setitem__("x", a[0][0, -1].double()), True)]
+    _logits(ref, ids, hooks)
+    eps = ref.config.rms_norm_eps
+    x = seen["x"]
+    final = lambda c: c / torch.sqrt((x**2).mean() + eps) * (1 + ref.model.norm.weight.detach().double())  # noqa: E731
+    unembed = ref.get_output_embeddings().weight[got.target].detach().double()
+    dh = lm.config.head_dim
+    for b, layer in enumerate(layers):
+        o = seen[("out", b)]
+        post = lambda c: c / torch.sqrt((o**2).mean() + eps) * (1 + layer.post_attention_layernorm.weight.detach().double())  # noqa: E731
+        w = layer.self_attn.o_proj.weight.detach().double()  # [D, H*Dh]
+        for h in range(lm.config.n_head):
+            part = w[:, h * dh : (h + 1) * dh] @ seen[("in", b)][h * dh : (h + 1) * dh]  # [D]
+            assert abs(got.heads[b, h] - float(final(post(part)) @ unembed)) < TOL, (b, h)
+    assert np.abs(got.heads).max() > 10 * TOL  # the shares are not all near zero
+
+
+def test_gemma3_head_attribution_is_refused_with_soft_capped_logits(tmp_path):
+    from test_new_families import gemma3
+    from tfcli.engine.errors import ConfigError
+
+    gemma3(tmp_path / "g", final_logit_softcapping=10.0)
+    with pytest.raises(ConfigError, match="soft-capped"):
+        head_tools.attribute(load(tmp_path / "g").model, list(range(3, 20)))

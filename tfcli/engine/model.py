@@ -178,6 +178,9 @@ class Transformer:
     def frozen_final_norm(self, x: np.ndarray):  # x [D] -> (linear map of parts of x, constant [D] or None)
         raise NotImplementedError
 
+    def frozen_attn_out(self, layer, o: np.ndarray):  # o [D], the attention output after W_O -> linear map of its parts, or None
+        return None  # the attention output joins the residual stream as it is (Gemma 3 norms it first)
+
     def unembed(self, x: np.ndarray) -> np.ndarray:
         """Normed hidden states [T, D] -> logits [T, V]. A logit lens is unembed(final_norm(h))."""
         return ops.linear(x, self.unembedding)  # [T, D] @ [D, V] -> [T, V] (a tied [D, V] is a view of [V, D] rows)

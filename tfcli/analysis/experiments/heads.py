@@ -4,7 +4,8 @@ Direct logit attribution. The residual stream after the last block is a sum: the
 for every block what each head adds (its context vector z_h through its rows of W_O), the output
 bias, and the MLP's output. The final norm is not linear, but with its scale held at the value it
 has for this residual it is; then every part goes through it and the target's unembedding column
-on its own, and the parts add up to the logit (`total`). A part with a large positive value
+on its own, and the parts add up to the logit (`total`). Gemma 3 norms the attention output after
+W_O: that norm is frozen the same way, at its value for the block's whole output. A part with a large positive value
 pushed the target up directly; the part's effect through later blocks is not counted.
 
 Detectors (scores between 0 and 1, from the attention weights, Olsson et al. 2022):
@@ -60,6 +61,10 @@ def attribute(model, ids, position: int = -1, target: int | None = None) -> Attr
     for b, layer in enumerate(model.layers):
         w_o, b_o = model.output_projection(layer)
         parts = np.einsum("hd,hdk->hk", z[b].astype(np.float64), np.asarray(w_o, dtype=np.float64).reshape(cfg.n_head, dh, -1))  # [H, D]
+        post = model.frozen_attn_out(layer, parts.sum(axis=0) + (0.0 if b_o is None else b_o))  # Gemma's norm after W_O, frozen
+        if post is not None:
+            parts = post(parts)  # [H, D]
+            b_o = None if b_o is None else post(np.asarray(b_o, dtype=np.float64))  # [D]
         heads[b] = logit_of(parts)
         mlps[b] = logit_of(mlp[b])
         if b_o is not None:

@@ -267,12 +267,19 @@ class Gemma3(Transformer):
         return logits if cap is None else np.float32(cap) * np.tanh(logits / np.float32(cap))  # [T, V] within (-cap, cap)
 
     def output_projection(self, layer: GemmaLayer):
-        # The attention output passes a norm after W_O: no linear map from a head to the residual stream.
-        raise ConfigError("direct logit attribution is not defined for Gemma 3", "its attention output is normed after W_O, so a head's share is not linear")
+        return layer.wo, layer.bo  # W_O [H*Dh, D] (o_proj), b_O [D] or None
+
+    def frozen_attn_out(self, layer: GemmaLayer, o: np.ndarray):
+        """The post-attention (1 + w) RMSNorm at the attention output o [D] with its scale held
+        fixed: a linear map of a part c [.., D] of o (one head's share), as the final norm is frozen."""
+        rms = np.sqrt(np.square(o).mean() + self.config.norm_eps)
+        return lambda c: c / rms * layer.post_attn_norm
 
     def frozen_final_norm(self, x: np.ndarray):
         """The final (1 + w) RMSNorm at the residual x [D] with its scale held fixed, as a linear
         map of a part c [.., D] of x, and the constant it adds (none)."""
+        if self.config.extra.logit_softcap is not None:
+            raise ConfigError("direct logit attribution is not defined with soft-capped logits", "the tanh cap on the final logits is not linear; released Gemma 3 configs set final_logit_softcapping to null")
         rms = np.sqrt(np.square(x).mean() + self.config.norm_eps)
         return (lambda c: c / rms * self.norm), None
 
