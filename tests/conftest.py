@@ -76,6 +76,20 @@ def assert_f32_close(actual, expected, steps: float = 8, floor: float | None = N
     np.testing.assert_allclose(actual, expected, rtol=steps * EPS32, atol=steps * EPS32 * floor)
 
 
+def assert_f32_near(actual, expected, steps: float = 24) -> None:
+    """Equal within `steps` float32 steps of the largest |expected| (|a - e| <= steps * eps32 * max|e|).
+
+    For results of long sums (logits after several blocks, matrix products, attention outputs),
+    whose rounding error scales with the size of the terms rather than with each result: the same
+    numbers computed in another order (a cache, a batch, threads, another CPU's BLAS kernels) agree
+    to a few steps of the largest value, however small a particular entry is."""
+    actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    bound = steps * EPS32 * float(np.abs(expected).max(initial=0.0))
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    worst = float(np.abs(actual - expected).max(initial=0.0))
+    assert worst <= bound, f"differ by {worst:.3g}, more than {steps} float32 steps of the largest value ({bound:.3g})"
+
+
 def one_line_error(r, code: int, *needles: str) -> None:
     """Exit code `code` and exactly one line on stderr, `error: ...`, holding every needle; no traceback."""
     assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr, r.exception)

@@ -9,7 +9,7 @@ import numpy as np
 from tfcli.engine.executor import PLAIN, Fast
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA, interrupt_call, one_line_error
+from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near, interrupt_call, one_line_error
 from tfcli.engine.batch import Samples
 from tfcli.engine.kvcache import BatchCache
 from tfcli.engine.generate import Generation, Session
@@ -37,7 +37,7 @@ def test_each_row_of_a_batched_step_equals_the_sequence_alone(lm, workers):
     for t in range(seqs.shape[1]):
         rows = model.decode_batch(seqs[:, t], batch, Fast(workers, batch=True))  # [B, V]
         for b in range(len(seqs)):
-            np.testing.assert_allclose(rows[b], alone[b][t], atol=1e-5, rtol=0)
+            assert_f32_near(rows[b], alone[b][t])
 
 
 def test_rows_that_leave_the_batch_do_not_disturb_the_others(lm):
@@ -54,7 +54,7 @@ def test_rows_that_leave_the_batch_do_not_disturb_the_others(lm):
     rows = model.decode_batch(seqs[[0, 2], 2], batch)  # [2, V]
     for row, b in enumerate([0, 2]):
         alone = model.forward(np.concatenate([prompt, seqs[b, :3]]), model.new_cache(10))[-1]
-        np.testing.assert_allclose(rows[row], alone, atol=1e-5, rtol=0)
+        assert_f32_near(rows[row], alone)
 
 
 def test_a_sample_of_a_batch_is_the_sample_alone_with_its_seed(lm):
@@ -229,7 +229,7 @@ def test_the_mlp_is_the_sum_of_its_parts(lm, split):
             m = dataclasses.replace(m, b_in=rng.standard_normal(m.b_in.shape, dtype=np.float32), b_out=rng.standard_normal(m.b_out.shape, dtype=np.float32))
         whole = PLAIN.mlp(h, m)  # [T, D]
         parts = m.part_out(h, 0, split, PLAIN.linear) + m.part_out(h, split, F, PLAIN.linear)
-        np.testing.assert_allclose(parts, whole, atol=1e-5, rtol=1e-5)
+        assert_f32_near(parts, whole)
 
 
 @pytest.mark.parametrize("t_len", [2, 5, 16])
@@ -242,7 +242,7 @@ def test_a_short_pass_on_two_threads_equals_one_thread(lm, t_len):
         cache = model.new_cache(40)
         model.forward(prompt, cache)
         got.append(model.forward(tokens, cache, all_logits=True, run=Fast(workers)))  # [T, V]
-    np.testing.assert_allclose(got[1], got[0], atol=1e-5, rtol=0)
+    assert_f32_near(got[1], got[0])
 
 
 def test_importing_tfcli_shortens_openblas_spinning_unless_set():

@@ -13,7 +13,7 @@ from tfcli.store import load
 from tfcli.engine import executor as model_module
 from tfcli.engine.executor import Fast, split_prompt
 
-from conftest import DATA, reference
+from conftest import DATA, assert_f32_near, reference
 
 
 @pytest.fixture(params=["tiny-gpt2", "tiny-llama"])
@@ -71,8 +71,9 @@ def test_parts_on_threads_equal_one_pass(net, three_threads, monkeypatch, start)
     got = net.forward(ids[start:], split, all_logits=True, run=Fast(three_threads))  # [T, V]
     assert len(used) == 3  # this thread and two of the pool's
     assert split.length == one.length == len(ids)
-    assert np.abs(got - expect).max() <= 1e-5
-    assert np.abs(split.k - one.k).max() <= 1e-5 and np.abs(split.v - one.v).max() <= 1e-5
+    assert_f32_near(got, expect)
+    assert_f32_near(split.k, one.k)
+    assert_f32_near(split.v, one.v)
 
 
 def _failing_block(net, monkeypatch, error: BaseException, on_pool: bool):
@@ -121,4 +122,4 @@ def test_a_failing_part_stops_the_others(net, three_threads, monkeypatch, error,
     # The cache and the pool's threads are usable again: the same pass now equals one pass.
     got = net.forward(ids, cache, run=Fast(three_threads))
     expect = net.forward(ids, net.new_cache(len(ids)))
-    assert np.abs(got - expect).max() <= 1e-5
+    assert_f32_near(got, expect)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA
+from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near
 from tfcli.engine.executor import Fast
 from tfcli.engine.slots import Slots, copy_cache
 from tfcli.store import load
@@ -28,7 +28,7 @@ def test_each_row_of_a_mixed_step_equals_the_sequence_alone(lm, workers):
     run = Fast(workers, batch=True)
     fed = [0, 0, 0, 0]  # tokens of `steps` each row has taken
     for b in range(3):
-        np.testing.assert_allclose(model.forward(prompts[b], caches[b])[-1], alone[b][0], atol=1e-5, rtol=0)
+        assert_f32_near(model.forward(prompts[b], caches[b])[-1], alone[b][0])
     live = [0, 1, 2]
     for t in range(6):
         if t == 3:  # the fourth sequence joins: its prompt pass, then it decodes with the others
@@ -38,7 +38,7 @@ def test_each_row_of_a_mixed_step_equals_the_sequence_alone(lm, workers):
         rows = model.forward(tokens, Slots([caches[b] for b in live]), all_logits=True, run=run)  # [B, V]
         for row, b in enumerate(live):
             fed[b] += 1
-            np.testing.assert_allclose(rows[row], alone[b][fed[b]], atol=1e-5, rtol=0)
+            assert_f32_near(rows[row], alone[b][fed[b]])
         if t == 1:
             live.remove(1)  # a row leaves: the others go on undisturbed
     assert [caches[b].length for b in range(4)] == [3 + 6, 9 + 2, 5 + 6, 5 + 3]
