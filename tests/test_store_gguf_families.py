@@ -15,11 +15,13 @@ gguf = pytest.importorskip("gguf")
 torch = pytest.importorskip("torch")
 from safetensors.numpy import load_file  # noqa: E402
 
+from tfcli.engine.errors import GGUFError  # noqa: E402
 from tfcli.store import gguf as tg  # noqa: E402
 from tfcli.store import load  # noqa: E402
 
-from test_gguf import CHATML, add_tensor, finish, transformers_gguf_logits  # noqa: E402
-from test_new_families import prompt_ids, qwen3, torch_logits  # noqa: E402
+from conftest import TINY_LLAMA  # noqa: E402
+from test_gguf import CHATML, TEXTS, add_tensor, finish, transformers_gguf_logits  # noqa: E402
+from test_new_families import gemma3, llama3, phi3, prompt_ids, qwen3, torch_logits  # noqa: E402
 
 
 def write_qwen3_gguf(folder: Path, path: Path) -> Path:
@@ -113,3 +115,190 @@ def test_a_gguf_file_runs_directly_converted_once_into_the_cache(cli, tmp_path):
     assert name in [m["name"] for m in json.loads(cli("models", "--json").stdout)["models"]]
     assert cli("rm", name, "--yes").exit_code == 0
     assert name not in cli("models").stdout
+
+
+# --- the keys and tensors every llama.cpp converter writes, and each family's own ------------------
+
+
+def generic_keys(w, cfg: dict) -> None:
+    """The generic LLM keys (convert_hf_to_gguf.py, TextModel.set_gguf_parameters)."""
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+
+
+def byte_level_vocab(w, folder: Path, pre: str) -> None:
+    """The tiny Llama's byte-level BPE (tests/data), the checkpoint's 300 tokens."""
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    special = {t["content"] for t in tok["added_tokens"]}
+    tokens = sorted(vocab, key=vocab.get)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in special else 1 for t in tokens])
+    w.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in tok["model"]["merges"]])
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(0)
+
+
+def add_tensors(w, weights: dict, arch, n_layer: int, change=lambda hf, arr: arr) -> None:
+    """Every checkpoint tensor under gguf-py's own name for it (TensorNameMap), as `change` makes it."""
+    names = gguf.get_tensor_name_map(arch, n_layer)
+    for hf, arr in weights.items():
+        gg = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        assert gg is not None, hf
+        add_tensor(w, gg, np.ascontiguousarray(change(hf, arr)), None)
+
+
+def logits_of(folder: Path, ids) -> np.ndarray:
+    lm = load(folder)
+    assert not lm.warnings
+    return lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)  # [T, V]
+
+
+# --- Llama 3: RoPE scaling as a rope_freqs tensor, the llama-bpe pre-tokenizer -----------------------
+
+
+def llama_cpp_rope_freqs(cfg: dict) -> np.ndarray:
+    """convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors, as written there (in float32, as
+    torch computes it): what each frequency is divided by. llama.cpp reads the original context
+    from the top level of config.json with 8192 as default, Llama 3.1's value; the tiny models
+    here keep theirs in rope_parameters, so it is read from there."""
+    import math
+
+    rope = cfg["rope_parameters"]
+    base, dim = rope["rope_theta"], cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    factor, low, high, old = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"], rope["original_max_position_embeddings"]
+    factors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < old / high:
+            factors.append(1)
+        elif wavelen > old / low:
+            factors.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return torch.tensor(factors, dtype=torch.float32).numpy()
+
+
+def write_llama3_gguf(folder: Path, path: Path, *, rope_freqs=None) -> Path:
+    """As convert_hf_to_gguf.py's LlamaModel writes a Llama 3: `llama`, Q and K rows permuted for
+    llama.cpp's RoPE, the scaling as a rope_freqs tensor and no key for it, byte-level BPE with the
+    'llama-bpe' pre-tokenizer and a BOS added."""
+    from test_gguf import llama_cpp_permute
+
+    cfg = json.loads((folder / "config.json").read_text())
+    H, Hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    w = gguf.GGUFWriter(str(path), "llama")
+    generic_keys(w, cfg)
+    w.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
+    w.add_rope_dimension_count(cfg.get("head_dim") or cfg["hidden_size"] // H)
+    w.add_key_length(cfg.get("head_dim") or cfg["hidden_size"] // H)
+    byte_level_vocab(w, folder, "llama-bpe")
+    w.add_add_bos_token(True)
+
+    def permute(hf: str, arr: np.ndarray) -> np.ndarray:
+        return llama_cpp_permute(arr, H, H) if "q_proj" in hf else llama_cpp_permute(arr, H, Hkv) if "k_proj" in hf else arr
+
+    add_tensors(w, load_file(folder / "model.safetensors"), gguf.MODEL_ARCH.LLAMA, cfg["num_hidden_layers"], permute)
+    w.add_tensor("rope_freqs.weight", llama_cpp_rope_freqs(cfg) if rope_freqs is None else rope_freqs)
+    finish(w)
+    return path
+
+
+# Heads of 16 (8 frequencies: one between the kept and the stretched ones, Meta's low 1 and high 4);
+# heads of 64 with high_freq_factor 3 (32 frequencies, four between, from which high is read back).
+LLAMA3_CASES = {
+    "dh16": ({}, (8.0, 4.0, 32)),
+    "dh64-high3": (dict(num_attention_heads=2, num_key_value_heads=1, head_dim=64, rope_parameters={
+        "rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 3.0,
+        "original_max_position_embeddings": 32}), (8.0, 3.0, 32)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(LLAMA3_CASES))
+def test_llama3_gguf_converts_to_the_checkpoint_with_its_rope_scaling(case, tmp_path):
+    changes, (factor, high, original) = LLAMA3_CASES[case]
+    model = llama3(tmp_path / "hf", tied=case == "dh64-high3", seed=7, **changes)
+    (tmp_path / "gguf").mkdir()
+    path = write_llama3_gguf(tmp_path / "hf", tmp_path / "gguf" / "f32.gguf")
+    out = tg.convert(path, tmp_path / "out").path
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["rope_parameters"] == {"rope_type": "llama3", "rope_theta": 10000.0, "factor": factor, "low_freq_factor": 1.0,
+                                      "high_freq_factor": high, "original_max_position_embeddings": original}  # fmt: skip
+    original_weights, converted = load_file(tmp_path / "hf" / "model.safetensors"), load_file(out / "model.safetensors")
+    assert set(converted) == set(original_weights)  # rope_freqs is a setting, not a weight
+    ids = prompt_ids()
+    reference = torch_logits(model, ids)
+    assert np.abs(logits_of(out, ids) - reference).max() <= 1e-4
+    # transformers reads a llama GGUF without its rope_freqs: plain RoPE, the layout (the permuted Q
+    # and K rows) read independently of tfcli. The same weights with plain RoPE give its logits.
+    plain = json.loads((tmp_path / "hf" / "config.json").read_text())
+    plain["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0}
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(plain))
+    unscaled = logits_of(tmp_path / "hf", ids)
+    assert np.abs(transformers_gguf_logits(path, ids) - unscaled).max() <= 1e-4
+    assert np.abs(unscaled - reference).max() > 1e-2  # the scaling mattered
+
+
+def test_rope_freqs_that_are_not_llama3s_are_refused(tmp_path):
+    llama3(tmp_path / "hf", tied=False, seed=8)
+    (tmp_path / "gguf").mkdir()
+    factors = np.array([1, 1, 1, 5, 2, 8, 8, 8], np.float32)  # not monotone in the wavelength
+    path = write_llama3_gguf(tmp_path / "hf", tmp_path / "gguf" / "odd.gguf", rope_freqs=factors)
+    with pytest.raises(GGUFError, match=r"odd.gguf: its RoPE frequency factors \(rope_freqs.weight\) do not follow Llama 3's scaling") as e:
+        tg.convert(path, tmp_path / "out")
+    assert "\n" not in str(e.value) and not (tmp_path / "out").exists()
+
+
+# Llama 3's tokenizer.json split (Meta's, as published with the model), then byte-level BPE.
+LLAMA3_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+LLAMA3_TEXTS = [t for t in TEXTS if "<|" not in t] + ["digits 12345 and 2024", "it's  DON'T\r\n\n  x", "naïve Ωμέγα ∑ 日本語", "a\n\n\nb   c", "$1,000.50!!"]
+
+
+def test_llama_bpe_vocabulary_tokenizes_like_llama3s_tokenizer(tmp_path):
+    """A byte-level BPE trained here with Llama 3's split, written as a GGUF with tokenizer.ggml.pre
+    'llama-bpe': converted, it encodes as the tokenizer it came from and as transformers reads the
+    file (digits in threes, contractions, runs of newlines, non-ASCII), a BOS first."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import AutoTokenizer
+
+    reference = Tokenizer(models.BPE())
+    reference.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(LLAMA3_SPLIT), "isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+    )
+    reference.decoder = decoders.ByteLevel()
+    readme = [line for line in (TINY_LLAMA.parents[2] / "README.md").read_text().splitlines() if line.strip()]
+    special = ["<|begin_of_text|>", "<|end_of_text|>"]
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    reference.train_from_iterator(readme + LLAMA3_TEXTS, trainer)
+    tok = json.loads(reference.to_str())
+    vocab = tok["model"]["vocab"]
+    tokens = sorted(vocab, key=vocab.get)
+    path = tmp_path / "llama3.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("llama-bpe")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in special else 1 for t in tokens])
+    w.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in tok["model"]["merges"]])
+    w.add_bos_token_id(vocab["<|begin_of_text|>"])
+    w.add_eos_token_id(vocab["<|end_of_text|>"])
+    w.add_add_bos_token(True)
+    finish(w)
+    ours = Tokenizer.from_str(json.dumps(tg.tokenizer_json(tg.GGUFFile(path))))
+    theirs = AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
+    bos = vocab["<|begin_of_text|>"]
+    for text in LLAMA3_TEXTS + ["Ünïcödé 12345678 ✓ 🙂"]:
+        ids = reference.encode(text).ids
+        assert ours.encode(text, add_special_tokens=False).ids == ids, text
+        assert ours.encode(text).ids == theirs(text).input_ids == [bos] + ids, text
+        assert ours.decode(ids) == text
+    assert [p for p, _ in ours.pre_tokenizer.pre_tokenize_str("a 12345")] == ["a", "Ġ", "123", "45"]
