@@ -161,6 +161,172 @@ def logits_of(folder: Path, ids) -> np.ndarray:
     return lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)  # [T, V]
 
 
+# --- Gemma 3 -------------------------------------------------------------------------------------------
+
+
+def gemma_sentencepiece(lines: list[str], vocab_size: int):
+    """A SentencePiece BPE model with Gemma's text handling: no space put in front, whitespace kept
+    (runs of spaces are pieces), digits split, byte fallback, Gemma's special ids (pad 0, eos 1,
+    bos 2, unk 3) and its turn markers as user-defined pieces."""
+    import io
+
+    sentencepiece = pytest.importorskip("sentencepiece")
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size, model_type="bpe", byte_fallback=True,
+        character_coverage=1.0, remove_extra_whitespaces=False, normalization_rule_name="identity", split_digits=True,
+        add_dummy_prefix=False, allow_whitespace_only_pieces=True, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
+        user_defined_symbols=["<start_of_turn>", "<end_of_turn>"], minloglevel=2,
+    )  # fmt: skip
+    return sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+def gemma_vocab(w, sp) -> None:
+    """As convert_hf_to_gguf.py's Gemma3Model writes a tokenizer.model (_set_vocab_sentencepiece):
+    pieces, scores, types (the turn markers, special in Gemma's tokenizer_config, are control
+    tokens), the special ids, a BOS added, and no space put in front (add_space_prefix false)."""
+    n = sp.get_piece_size()
+    kinds = [2 if sp.is_unknown(i) else 3 if sp.is_control(i) or sp.id_to_piece(i).endswith("_of_turn>") else 6 if sp.is_byte(i) else 1 for i in range(n)]
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list([sp.id_to_piece(i) for i in range(n)])
+    w.add_token_scores([sp.get_score(i) for i in range(n)])
+    w.add_token_types(kinds)
+    w.add_bos_token_id(sp.bos_id())
+    w.add_eos_token_id(sp.eos_id())
+    w.add_unk_token_id(sp.unk_id())
+    w.add_pad_token_id(sp.pad_id())
+    w.add_add_bos_token(True)
+    w.add_add_space_prefix(False)
+
+
+def write_gemma3_gguf(folder: Path, path: Path, *, sp=None, pattern=None, tweak=None) -> Path:
+    """As convert_hf_to_gguf.py's Gemma3Model writes it: `gemma3`, the head size as key_length and
+    value_length, the global layers' RoPE base, the window, the final soft-cap where set, every
+    norm weight + 1 (Gemma3RMSNorm's 1 + w), no output.weight (tied). `pattern` writes the newer
+    attention.sliding_window_pattern key (llama.cpp's default without it: every 6th layer global)."""
+    cfg = json.loads((folder / "config.json").read_text())
+    w = gguf.GGUFWriter(str(path), "gemma3")
+    generic_keys(w, cfg)
+    w.add_key_length(cfg["head_dim"])
+    w.add_value_length(cfg["head_dim"])
+    w.add_rope_freq_base(cfg["rope_parameters"]["full_attention"]["rope_theta"])
+    if cfg.get("final_logit_softcapping"):
+        w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+    w.add_sliding_window(cfg["sliding_window"])
+    if pattern is not None:
+        w.add_sliding_window_pattern(pattern)
+    if sp is not None:
+        gemma_vocab(w, sp)
+    else:
+        byte_level_vocab(w, folder, "default")
+    plus_one = lambda hf, arr: arr + np.float32(1) if hf.endswith("norm.weight") else arr  # noqa: E731
+    add_tensors(w, load_file(folder / "model.safetensors"), gguf.MODEL_ARCH.GEMMA3, cfg["num_hidden_layers"], plus_one)
+    if tweak:
+        tweak(w)
+    finish(w)
+    return path
+
+
+@pytest.fixture(scope="module")
+def gemma3_vocab():
+    import re
+
+    readme = (TINY_LLAMA.parents[2] / "README.md").read_text().splitlines()
+    words = [re.sub(r"[^a-z ]", "", line.lower()) for line in readme]
+    sp = gemma_sentencepiece([line for line in words if line.strip()], 300)
+    assert sp.get_piece_size() == 300  # the tiny model's vocabulary
+    return sp
+
+
+@pytest.fixture(scope="module", params=[None, 2, [True, False, True, False]], ids=["no-pattern", "pattern-2", "pattern-list"])
+def gemma3_gguf(request, tmp_path_factory, gemma3_vocab):
+    """Four layers, the window 7 shorter than the prompts. Without a pattern key llama.cpp makes every
+    6th layer global, here none: the checkpoint's layers all slide; with pattern 2 (or the list of
+    flags) layers 1 and 3 are global. The queries scaled by key_length^-1/2, as llama.cpp does."""
+    root = tmp_path_factory.mktemp("gemma3-gguf")
+    types = ["sliding_attention"] * 4 if request.param is None else ["sliding_attention", "full_attention"] * 2
+    model = gemma3(root / "hf", seed=5, layer_types=types, query_pre_attn_scalar=16)
+    (root / "gguf").mkdir()
+    return root / "hf", model, write_gemma3_gguf(root / "hf", root / "gguf" / "f32.gguf", sp=gemma3_vocab, pattern=request.param)
+
+
+def test_gemma3_gguf_converts_to_the_checkpoint(gemma3_gguf, tmp_path):
+    """Every weight comes back, the norms with llama.cpp's + 1 taken off again (to the last bit of
+    the 1 + w Gemma scales by); the logits are the checkpoint's in transformers."""
+    folder, model, path = gemma3_gguf
+    out = tg.convert(path, tmp_path / "out").path
+    original, converted = load_file(folder / "model.safetensors"), load_file(out / "model.safetensors")
+    assert set(converted) == set(original)
+    for name, w in original.items():
+        if name.endswith("norm.weight"):
+            np.testing.assert_array_equal(np.float32(1) + converted[name], np.float32(1) + w, err_msg=name)
+        else:
+            np.testing.assert_array_equal(converted[name], w, err_msg=name)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model_type"] == "gemma3_text" and cfg["layer_types"] == model.config.layer_types and cfg["sliding_window"] == 7
+    assert cfg["query_pre_attn_scalar"] == 16 and cfg["final_logit_softcapping"] == 10.0 and cfg["tie_word_embeddings"] is True
+    assert cfg["rope_parameters"]["sliding_attention"]["rope_theta"] == 10000.0 and cfg["rope_parameters"]["full_attention"]["rope_theta"] == 1e6
+    ids = prompt_ids()
+    assert np.abs(logits_of(out, ids) - torch_logits(model, ids)).max() <= 1e-4
+
+
+def test_gemma3_gguf_with_the_norms_left_shifted_would_be_caught(gemma3_gguf, tmp_path, monkeypatch):
+    """Had the table not undone llama.cpp's + 1, every norm would scale by 2 + w: the logits show it."""
+    import dataclasses
+
+    from tfcli.engine.families import gemma3 as gemma3_family
+
+    folder, model, path = gemma3_gguf
+    monkeypatch.setattr(gemma3_family, "GGUF", dataclasses.replace(gemma3_family.GGUF, norm_shift=0.0))
+    ids = prompt_ids()
+    assert np.abs(logits_of(tg.convert(path, tmp_path / "out").path, ids) - torch_logits(model, ids)).max() > 1e-2
+
+
+def test_gemma3_gguf_loads_in_transformers_as_the_checkpoint(tmp_path, gemma3_vocab):
+    """transformers reads a gemma3 GGUF with Gemma3TextConfig's defaults where the file is silent:
+    every 6th layer global and queries scaled by 256^-1/2, which llama.cpp's reading (key_length^-1/2)
+    matches with heads of 256; six layers, so that one is global."""
+    model = gemma3(tmp_path / "hf", seed=6, num_hidden_layers=6, num_attention_heads=2, num_key_value_heads=1, head_dim=256,
+                   query_pre_attn_scalar=256, final_logit_softcapping=None, layer_types=None)  # fmt: skip
+    assert model.config.layer_types == ["sliding_attention"] * 5 + ["full_attention"]
+    (tmp_path / "gguf").mkdir()
+    path = write_gemma3_gguf(tmp_path / "hf", tmp_path / "gguf" / "f32.gguf", sp=gemma3_vocab)
+    ids = prompt_ids()
+    reference = torch_logits(model, ids)
+    assert np.abs(logits_of(tg.convert(path, tmp_path / "out").path, ids) - reference).max() <= 1e-4
+    assert np.abs(transformers_gguf_logits(path, ids) - reference).max() <= 1e-4
+
+
+GEMMA_TEXTS = TEXTS + ["Hello world", " leading space", "  two leading", "trailing space ", "three   spaces", "line\nbreak",
+                       "digits 12345", "Tschüß, 🙂!", "<start_of_turn>user\nhi<end_of_turn>"]  # fmt: skip
+
+
+def test_gemma3_sentencepiece_vocabulary_tokenizes_like_sentencepiece(tmp_path):
+    """A Gemma-style vocabulary (no space in front, whitespace runs as pieces, byte fallback, turn
+    markers) converts to a tokenizer.json that encodes as SentencePiece itself does, a BOS first,
+    decodes back to the text, and agrees with transformers reading the same file."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    readme = [line for line in (TINY_LLAMA.parents[2] / "README.md").read_text().splitlines() if line.strip()]
+    sp = gemma_sentencepiece(readme + GEMMA_TEXTS * 3, 700)
+    path = tmp_path / "gemma.gguf"
+    w = gguf.GGUFWriter(str(path), "gemma3")
+    gemma_vocab(w, sp)
+    finish(w)
+    ours = Tokenizer.from_str(json.dumps(tg.tokenizer_json(tg.GGUFFile(path))))
+    theirs = AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
+    for text in GEMMA_TEXTS + ["Ωμέγα ∑ 日本語 ✓"]:  # the last one's characters not in the training text
+        ids = sp.encode(text)
+        assert ours.encode(text, add_special_tokens=False).ids == ids, text
+        assert ours.encode(text).ids == [sp.bos_id()] + ids, text
+        assert ours.decode(ids, skip_special_tokens=False) == sp.decode(ids) == text
+        assert theirs(text).input_ids == [sp.bos_id()] + ids, text
+    assert sp.id_to_piece(sp.encode(" leading space")[0]).startswith("\u2581")  # no extra "▁" in front, as Gemma's
+    assert any(sp.is_byte(i) for i in sp.encode("Ωμέγα ∑ 日本語 ✓"))  # the byte fallback was exercised
+
+
 # --- Llama 3: RoPE scaling as a rope_freqs tensor, the llama-bpe pre-tokenizer -----------------------
 
 
