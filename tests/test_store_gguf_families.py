@@ -468,3 +468,69 @@ def test_llama_bpe_vocabulary_tokenizes_like_llama3s_tokenizer(tmp_path):
         assert ours.encode(text).ids == theirs(text).input_ids == [bos] + ids, text
         assert ours.decode(ids) == text
     assert [p for p, _ in ours.pre_tokenizer.pre_tokenize_str("a 12345")] == ["a", "Ġ", "123", "45"]
+
+
+# --- Phi-3 ---------------------------------------------------------------------------------------------
+
+
+def write_phi3_gguf(folder: Path, path: Path, *, tweak=None) -> Path:
+    """As convert_hf_to_gguf.py's Phi3MiniModel writes it: `phi3`, qkv_proj as attn_qkv and
+    gate_up_proj as ffn_up (gguf-py's names), the rotated dimensions as rope.dimension_count
+    (partial_rotary_factor · hidden_size // heads), the window (0 for none), the original context,
+    and longrope's factors as rope_factors_long / rope_factors_short with their attention factor."""
+    import math
+
+    cfg = json.loads((folder / "config.json").read_text())
+    rope = cfg["rope_parameters"]
+    n_embd, n_head = cfg["hidden_size"], cfg["num_attention_heads"]
+    rope_dims = int(rope.get("partial_rotary_factor", 1.0) * n_embd) // n_head
+    orig = cfg["original_max_position_embeddings"]
+    w = gguf.GGUFWriter(str(path), "phi3")
+    generic_keys(w, cfg)
+    w.add_rope_scaling_orig_ctx_len(orig)
+    w.add_rope_dimension_count(rope_dims)
+    w.add_rope_freq_base(rope["rope_theta"])
+    w.add_sliding_window(cfg.get("sliding_window") or 0)
+    byte_level_vocab(w, folder, "default")
+    w.add_pad_token_id(cfg["pad_token_id"])  # gguf.SpecialVocab writes the checkpoint's (Phi3Config's default is 32000)
+    add_tensors(w, load_file(folder / "model.safetensors"), gguf.MODEL_ARCH.PHI3, cfg["num_hidden_layers"])
+    if rope.get("long_factor"):
+        scale = cfg["max_position_embeddings"] / orig
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0)
+        w.add_tensor("rope_factors_long.weight", np.array(rope["long_factor"], np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array(rope["short_factor"], np.float32))
+    if tweak:
+        tweak(w)
+    finish(w)
+    return path
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["partial-window", "longrope-tied"])
+def test_phi3_gguf_converts_to_the_checkpoint(tied, tmp_path):
+    """Untied: 3/4 of each head rotated and a window of 9; tied: half rotated with longrope's factors."""
+    model = phi3(tmp_path / "hf", tied=tied, seed=9)
+    (tmp_path / "gguf").mkdir()
+    path = write_phi3_gguf(tmp_path / "hf", tmp_path / "gguf" / "f32.gguf")
+    assert {"blk.0.attn_qkv.weight", "blk.0.ffn_up.weight"} <= set(tg.GGUFFile(path).tensors)
+    out = tg.convert(path, tmp_path / "out").path
+    original, converted = load_file(tmp_path / "hf" / "model.safetensors"), load_file(out / "model.safetensors")
+    assert set(converted) == set(original)
+    for name, w in original.items():
+        np.testing.assert_array_equal(converted[name], w, err_msg=name)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["partial_rotary_factor"] == (0.5 if tied else 0.75) and cfg["sliding_window"] == (None if tied else 9)
+    assert cfg["rope_parameters"]["rope_type"] == ("longrope" if tied else "default")
+    ids = prompt_ids()
+    assert np.abs(logits_of(out, ids) - torch_logits(model, ids)).max() <= 1e-4
+
+
+def test_phi3_gguf_loads_in_transformers_as_the_checkpoint(tmp_path):
+    """transformers reads a phi3 GGUF with whole heads rotated (it ignores rope.dimension_count) and no window."""
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}
+    model = phi3(tmp_path / "hf", tied=False, seed=10, rope_parameters=rope, partial_rotary_factor=1.0, sliding_window=None)
+    (tmp_path / "gguf").mkdir()
+    path = write_phi3_gguf(tmp_path / "hf", tmp_path / "gguf" / "f32.gguf")
+    ids = prompt_ids()
+    reference = torch_logits(model, ids)
+    assert np.abs(logits_of(tg.convert(path, tmp_path / "out").path, ids) - reference).max() <= 1e-4
+    assert np.abs(transformers_gguf_logits(path, ids) - reference).max() <= 1e-4
