@@ -80,7 +80,7 @@ def check_convertible(g: GGUFFile) -> Plan:
 
 def convert(src: Path, out_dir: Path, *, replace: bool = False, owned: bool = False, progress: Progress | None = None) -> ConvertResult:
     """Write a Hugging Face folder (float32 safetensors, config, tokenizer, chat template, manifest of
-    checksums) for a GGUF file of a family tfcli converts (Llama, Qwen2).
+    checksums) for a GGUF file of a family tfcli converts (CONVERTIBLE: Llama, Qwen2, Qwen3, Gemma 3, Phi-3).
 
     Everything is written into a hidden folder next to out_dir and renamed into place at the end,
     so that an error, Ctrl-C or SIGTERM never leaves a half-written model behind. An existing out_dir
