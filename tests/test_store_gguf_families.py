@@ -414,6 +414,37 @@ def test_llama3_gguf_converts_to_the_checkpoint_with_its_rope_scaling(case, tmp_
     assert np.abs(unscaled - reference).max() > 1e-2  # the scaling mattered
 
 
+# Llama 3.1 8B and 3.2 1B as released; 3.1's with every parameter doubled (the same frequencies);
+# small heads where no frequency is blended, and where every one is stretched.
+RELEASED_SCALINGS = {
+    "3.1-8b": (128, 500000.0, dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192)),
+    "3.2-1b": (64, 500000.0, dict(factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192)),
+    "3.1-doubled": (128, 500000.0, dict(factor=8.0, low_freq_factor=2.0, high_freq_factor=8.0, original_max_position_embeddings=16384)),
+    "none-blended": (8, 10000.0, dict(factor=4.0, low_freq_factor=1.0, high_freq_factor=1.01, original_max_position_embeddings=100)),
+    "all-stretched": (16, 10000.0, dict(factor=4.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=2)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(RELEASED_SCALINGS))
+def test_rope_freqs_become_transformers_llama3_frequencies(case):
+    """The factors llama.cpp writes for a scaling, read back by tfcli, give the RoPE frequencies
+    transformers computes from the original config.json (_compute_llama3_parameters)."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import _compute_llama3_parameters
+
+    from tfcli.engine.families import llama as llama_family
+
+    head_dim, theta, scaling = RELEASED_SCALINGS[case]
+    cfg = {"head_dim": head_dim, "rope_parameters": {"rope_type": "llama3", "rope_theta": theta, **scaling}}
+    factors = llama_cpp_rope_freqs(cfg).astype(np.float64)
+    inv_freq = llama_family.ops.rope_frequencies(head_dim, theta)
+    factor, high, original = llama_family.llama3_from_factors(factors, inv_freq)
+    ours = llama_family.rope_frequencies(head_dim, theta, llama_family.RopeScaling("llama3", factor, 1.0, high, original))
+    config = LlamaConfig(hidden_size=head_dim * 2, num_attention_heads=2, head_dim=head_dim, rope_parameters=cfg["rope_parameters"])
+    theirs = _compute_llama3_parameters(config)[0].double().numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
 def test_rope_freqs_that_are_not_llama3s_are_refused(tmp_path):
     llama3(tmp_path / "hf", tied=False, seed=8)
     (tmp_path / "gguf").mkdir()

@@ -262,8 +262,10 @@ def llama3_from_factors(factors: np.ndarray, inv_freq: np.ndarray) -> tuple[floa
         high, original = 1 - 1 / offset, -slope / offset
     elif middle.sum() == 1:
         high, original = 4.0, (3 * smooth[0] + 1) / x[middle][0]
-    else:  # no frequency between: any original context with the kept ones below it/4 and the stretched above it
-        high, original = 4.0, (4 / x[kept].min() if kept.any() else 1 / x.max()) * 1.000001
+    elif kept.any():  # none between: an original context above 4x the longest kept wavelength (checked below)
+        high, original = 4.0, math.floor(4 / x[kept].min()) + 1
+    else:  # every frequency stretched: an original context below the shortest wavelength
+        high, original = 4.0, math.ceil(1 / x.max()) - 1
     high, original = float(f"{high:.6g}"), int(round(original))
     if original < 1 or high <= 1 or not np.allclose(llama3_factors(inv_freq, factor, 1.0, high, original), factors, rtol=1e-5):
         return None
