@@ -72,6 +72,54 @@ def gguf_given_as_a_model_that_cannot_be_converted(env):
     return gen(env.gguf(arch="gemma"))
 
 
+# The newer architectures: the tiny Llama written as each, with one key or tensor of the family's own wrong.
+
+
+@CASES.case(1, "gemma3.attention.sliding_window_pattern must hold one true/false for each of the 3 layers", "the file is corrupt")
+def gguf_gemma3_pattern_of_the_wrong_length(env):
+    def tweak(w):
+        w.add_sliding_window(7)
+        w.add_sliding_window_pattern([True, False])
+
+    return ["convert", env.gguf(arch="gemma3", tweak=tweak), env.tmp / "out"]
+
+
+@CASES.case(1, "gemma3.final_logit_softcapping must be a positive number, not -30.0", "the file is corrupt")
+def gguf_gemma3_negative_softcap(env):
+    return ["convert", env.gguf(arch="gemma3", tweak=lambda w: w.add_final_logit_softcapping(-30.0)), env.tmp / "out"]
+
+
+@CASES.case(1, "tensor 'output.weight' has no counterpart in a Hugging Face Gemma3ForCausalLM", "not a plain gemma3 model")
+def gguf_gemma3_with_an_output_matrix(env):
+    """Gemma 3 ties its embeddings: llama.cpp's converter writes no output.weight for it."""
+    return ["convert", env.gguf(arch="gemma3"), env.tmp / "out"]
+
+
+@CASES.case(1, "rope_factors_short.weight is missing; longrope needs one positive factor for each of the 8 rotated pairs", "the file is corrupt")
+def gguf_phi3_with_half_its_longrope_factors(env):
+    return ["convert", env.gguf(arch="phi3", tweak=lambda w: w.add_tensor("rope_factors_long.weight", np.full(8, 2, np.float32))), env.tmp / "out"]
+
+
+@CASES.case(1, "tiny.gguf has no phi3.rope.scaling.original_context_length", "metadata is incomplete")
+def gguf_phi3_longrope_without_its_original_context(env):
+    def tweak(w):
+        for which in ("long", "short"):
+            w.add_tensor(f"rope_factors_{which}.weight", np.full(8, 2, np.float32))
+
+    return ["convert", env.gguf(arch="phi3", tweak=tweak), env.tmp / "out"]
+
+
+@CASES.case(1, "rope_freqs.weight has shape [3], not one factor for each of the 8 rotated pairs", "the file is corrupt")
+def gguf_llama_rope_freqs_of_the_wrong_size(env):
+    return ["convert", env.gguf(tweak=lambda w: w.add_tensor("rope_freqs.weight", np.full(3, 2, np.float32))), env.tmp / "out"]
+
+
+@CASES.case(1, "its RoPE frequency factors (rope_freqs.weight) do not follow Llama 3's scaling", "only Llama 3's scaling")
+def gguf_llama_rope_freqs_not_llama3s(env):
+    factors = np.array([1, 1, 1, 5, 2, 8, 8, 8], np.float32)  # not monotone in the wavelength
+    return ["convert", env.gguf(tweak=lambda w: w.add_tensor("rope_freqs.weight", factors)), env.tmp / "out"]
+
+
 @CASES.case(1, "does not exist", "check the path of the .gguf file")
 def gguf_missing(env):
     return ["convert", env.tmp / "nope.gguf", env.tmp / "out"]

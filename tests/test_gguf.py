@@ -529,7 +529,7 @@ def test_manifest_detects_corruption(mixed_gguf, tmp_path):
 
 def test_refuses_other_architectures(tmp_path):
     path = write_gguf(tmp_path / "q.gguf", arch="gemma")
-    with pytest.raises(GGUFError, match=r"architecture 'gemma' is not supported \(tfcli converts: llama, qwen2, qwen3\)"):
+    with pytest.raises(GGUFError, match=r"architecture 'gemma' is not supported \(tfcli converts: llama, qwen2, qwen3, gemma3, phi3\)"):
         tg.convert(path, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

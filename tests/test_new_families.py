@@ -51,19 +51,19 @@ def _save(model, folder: Path):
     return model
 
 
-def llama3(folder: Path, tied: bool, seed: int = 0):
+def llama3(folder: Path, tied: bool, seed: int = 0, **changes):
     """Llama 3.1-style RoPE scaling, active at this size: with Dh 16 and an original context of 32,
     the slowest rotations are stretched, the fastest kept and one blended."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(
+    settings = dict(
         vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-5, tie_word_embeddings=tied,
         rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
                          "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
         bos_token_id=0, eos_token_id=0,
     )  # fmt: skip
-    model = LlamaForCausalLM(cfg).eval()
+    model = LlamaForCausalLM(LlamaConfig(**(settings | changes))).eval()
     _randomise(model, seed)
     return _save(model, folder)
 

@@ -28,7 +28,7 @@ def convert(
     out_dir: Annotated[Path, typer.Argument(help="The folder to create: model.safetensors, config.json, tokenizer.json ...", show_default=False)],
     force: Annotated[bool, typer.Option("--force", "-f", help="Replace OUT_DIR if it exists (only once the new folder is complete).")] = False,
 ) -> None:
-    """Dequantize a Llama or Qwen2 GGUF file into a Hugging Face-style folder of float32 weights.
+    """Dequantize a Llama, Qwen2, Qwen3, Gemma 3 or Phi-3 GGUF file into a Hugging Face-style folder of float32 weights.
 
     The folder holds model.safetensors, config.json, generation_config.json, tokenizer.json,
     tokenizer_config.json (with the chat template, also in chat_template.jinja) and

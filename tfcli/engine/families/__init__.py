@@ -8,7 +8,7 @@ A family module owns everything that differs between families:
                                        attention and MLP steps of its block, embed, final norm
     CENSUS                             (regex, category) for each tensor name a checkpoint holds,
                                        for `tfcli params --from`
-    GGUF                               llama.cpp's names for it (None: no GGUF conversion)
+    GGUF                               llama.cpp's names for it and its GGUF settings (None: no GGUF conversion)
 
 Adding a family is one module plus one line in FAMILIES below.
 """

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import ops
 from ..config import ConfigReader, ModelConfig, positive_float
-from ..errors import ConfigError, shown
+from ..errors import ConfigError, GGUFError, shown
 from ..model import LayerCall, Transformer
 from . import llama
 from .llama import RopeScaling, Rotary, read_fused, rope_frequencies, rope_settings
@@ -138,7 +138,71 @@ CENSUS = (
     (r"layers\.\d+\.(pre|post)_feedforward_layernorm\.weight", "norms"),
 )
 
-GGUF = None
+def gguf_settings(meta: llama.GGUFMetadata, config: dict[str, Any]) -> dict[str, Any]:
+    """Gemma 3's own entries from a llama.cpp GGUF (src/llama-model.cpp, LLM_ARCH_GEMMA3): which
+    layers slide - every sliding_window_pattern-th (6 unless the file says) is global, or a list of
+    one flag per layer, true for a sliding one - over a window of attention.sliding_window (none
+    when the file has no window: every layer global); RoPE base 10,000 on the sliding layers
+    (rope.freq_base_swa where a file has it); the global layers' linear scaling; the queries scaled
+    by key_length^-1/2, except in the 62-layer 27B, where llama.cpp (after gemma_pytorch) takes
+    hidden_size / heads; final logits soft-capped where the file says."""
+    name, n_layer, head_dim = meta.name, config["num_hidden_layers"], config["head_dim"]
+    if meta.count("rope.dimension_count", head_dim) != head_dim:
+        raise GGUFError(f"{name}: RoPE on part of each head (rope.dimension_count) is not supported", "Gemma 3 rotates whole heads")
+    window = meta.get("attention.sliding_window", 0)
+    pattern = meta.get("attention.sliding_window_pattern", 6)
+    if not window:
+        sliding = [False] * n_layer
+    elif isinstance(pattern, list):
+        if len(pattern) != n_layer or not all(isinstance(p, int) and p in (0, 1) for p in pattern):  # GGUF bools read as 0 and 1
+            raise GGUFError(f"{name}: gemma3.attention.sliding_window_pattern must hold one true/false for each of the {n_layer} layers", "the file is corrupt")
+        sliding = [bool(p) for p in pattern]
+    else:
+        period = meta.count("attention.sliding_window_pattern", 6)
+        sliding = [i % period < period - 1 for i in range(n_layer)]  # llama_hparams::set_swa_pattern
+    full = {"rope_type": "default", "rope_theta": config["rope_theta"]}
+    scaling = meta.get("rope.scaling.type", "none")
+    if scaling == "linear":
+        full = {"rope_type": "linear", "rope_theta": config["rope_theta"], "factor": meta.number("rope.scaling.factor")}
+    elif scaling != "none":
+        raise GGUFError(f"{name}: RoPE scaling ({shown(scaling)}) is not supported", "Gemma 3 scales its global layers' RoPE linearly")
+    cap = meta.get("final_logit_softcapping")
+    return {
+        "sliding_window": meta.count("attention.sliding_window") if window else 4096,  # unused when no layer slides
+        "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding],
+        "rope_parameters": {"full_attention": full, "sliding_attention": {"rope_type": "default", "rope_theta": meta.number("rope.freq_base_swa", 10000.0)}},
+        "query_pre_attn_scalar": config["hidden_size"] // config["num_attention_heads"] if n_layer == 62 else head_dim,
+        "final_logit_softcapping": None if cap is None else meta.number("final_logit_softcapping"),
+    }
+
+
+# llama.cpp's names (gguf-py MODEL_TENSORS[GEMMA3]); no output.weight: Gemma 3 ties its embeddings.
+GGUF = llama.GGUFNames(
+    arch="gemma3",
+    names={
+        "token_embd.weight": "model.embed_tokens.weight",
+        "output_norm.weight": "model.norm.weight",
+        "blk.{i}.attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
+        "blk.{i}.attn_q.weight": "model.layers.{i}.self_attn.q_proj.weight",
+        "blk.{i}.attn_k.weight": "model.layers.{i}.self_attn.k_proj.weight",
+        "blk.{i}.attn_v.weight": "model.layers.{i}.self_attn.v_proj.weight",
+        "blk.{i}.attn_q_norm.weight": "model.layers.{i}.self_attn.q_norm.weight",
+        "blk.{i}.attn_k_norm.weight": "model.layers.{i}.self_attn.k_norm.weight",
+        "blk.{i}.attn_output.weight": "model.layers.{i}.self_attn.o_proj.weight",
+        "blk.{i}.post_attention_norm.weight": "model.layers.{i}.post_attention_layernorm.weight",
+        "blk.{i}.ffn_norm.weight": "model.layers.{i}.pre_feedforward_layernorm.weight",
+        "blk.{i}.ffn_gate.weight": "model.layers.{i}.mlp.gate_proj.weight",
+        "blk.{i}.ffn_up.weight": "model.layers.{i}.mlp.up_proj.weight",
+        "blk.{i}.ffn_down.weight": "model.layers.{i}.mlp.down_proj.weight",
+        "blk.{i}.post_ffw_norm.weight": "model.layers.{i}.post_feedforward_layernorm.weight",
+    },
+    config={"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False},
+    # llama.cpp runs Gemma 3 with NEOX RoPE (halves, as Hugging Face): rows as they are.
+    permuted_qk=False,
+    settings=gguf_settings,
+    # convert_hf_to_gguf.py's Gemma3Model.norm_shift: Gemma3RMSNorm's (1 + w), stored as 1 + w.
+    norm_shift=1.0,
+)
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from .. import ops
 from ..config import ConfigReader, ModelConfig, positive_float, positive_int
-from ..errors import ConfigError, shown
+from ..errors import ConfigError, GGUFError, shown
 from ..memory import check_allocation
 from ..model import LayerCall, Transformer
 
@@ -195,14 +196,104 @@ CENSUS = (
 )
 
 
+class GGUFMetadata(Protocol):
+    """What a family's `settings` may read from a GGUF file (store/gguf/family.py gives it): the
+    `{arch}.`-prefixed keys, checked for their type, and the tensors its table lists as settings."""
+
+    name: str  # the file's name, to start an error message with
+
+    def get(self, suffix: str, default: Any = None) -> Any: ...  # `{arch}.{suffix}` as stored, unchecked
+    def count(self, suffix: str, default: Any = None) -> int: ...  # a positive integer; GGUFError otherwise
+    def number(self, suffix: str, default: Any = None) -> float: ...  # a positive finite number (float32 read as its shortest decimal)
+    def tensor(self, name: str) -> np.ndarray | None: ...  # a settings tensor as float32, None if the file has none
+
+
 @dataclass(frozen=True)
 class GGUFNames:
-    """How llama.cpp names and lays out a family (gguf-py/gguf/constants.py, MODEL_TENSOR)."""
+    """How llama.cpp names and lays out a family (gguf-py/gguf/constants.py, MODEL_TENSOR), and how
+    its family-specific metadata becomes config.json."""
 
     arch: str  # general.architecture
     names: dict[str, str]  # GGUF tensor name -> Hugging Face key; per-layer names with {i}
     config: dict[str, Any]  # config.json entries fixed for the family (architectures, model_type, ...)
     permuted_qk: bool  # llama.cpp's converter reorders Q and K rows for its RoPE layout (undone on conversion)
+    # config.json entries from the file beyond the generic LLM keys (RoPE, windows, soft-capping),
+    # given those generic entries; raises GGUFError on what the family cannot run
+    settings: Callable[[GGUFMetadata, dict[str, Any]], dict[str, Any]]
+    settings_tensors: tuple[str, ...] = ()  # tensors that are settings, read by `settings`, not weights
+    norm_shift: float = 0.0  # what llama.cpp's converter added to every norm weight (undone on conversion)
+
+
+def plain_rope(meta: GGUFMetadata, config: dict[str, Any]) -> dict[str, Any]:
+    """The `settings` of a family whose GGUFs have plain RoPE over whole heads: nothing to add, and
+    anything else (partial rotation, a scaling llama.cpp names) refused."""
+    if meta.count("rope.dimension_count", config["head_dim"]) != config["head_dim"]:
+        raise GGUFError(f"{meta.name}: RoPE on part of each head (rope.dimension_count) is not supported", f"tfcli converts plain {config['model_type']} models")
+    scaling = meta.get("rope.scaling.type", "none")
+    if scaling != "none":
+        raise GGUFError(f"{meta.name}: RoPE scaling ({shown(scaling)}) is not supported", "only plain RoPE is implemented")
+    return {}
+
+
+def llama3_factors(inv_freq: np.ndarray, factor: float, low: float, high: float, original: int) -> np.ndarray:
+    """What each frequency [R/2] is divided by under Llama 3's scaling, as llama.cpp's converter
+    writes them into `rope_freqs` (convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors)."""
+    wavelength = 2 * np.pi / inv_freq  # [R/2]
+    smooth = (original / wavelength - low) / (high - low)  # [R/2]
+    blended = 1 / ((1 - smooth) / factor + smooth)
+    return np.where(wavelength < original / high, 1.0, np.where(wavelength > original / low, factor, blended))  # [R/2]
+
+
+def llama3_from_factors(factors: np.ndarray, inv_freq: np.ndarray) -> tuple[float, float, int] | None:
+    """Llama 3's factor, high_freq_factor and original context that give these per-frequency
+    divisors with low_freq_factor 1, or None. The divisors fix only original / low and original /
+    high (scaling all three changes nothing), so low is taken as 1, as in every Llama 3.x. Where
+    two or more frequencies are blended their smooth values (linear in 1 / wavelength) give the
+    rest; with fewer, high is taken as 4 (Meta's value) and the original context fitted to them."""
+    factor = float(factors.max())
+    x = inv_freq / (2 * np.pi)  # [R/2] 1 / wavelength
+    kept, stretched = np.isclose(factors, 1.0, rtol=1e-6), np.isclose(factors, factor, rtol=1e-6)
+    middle = ~(kept | stretched)
+    smooth = (1 / factors[middle] - 1 / factor) / (1 - 1 / factor)  # 0 (stretched) .. 1 (kept)
+    if middle.sum() >= 2:
+        slope, offset = np.polyfit(x[middle], smooth, 1)  # smooth = original·x/(high - 1) - 1/(high - 1)
+        if offset >= 0 or slope <= 0:
+            return None
+        high, original = 1 - 1 / offset, -slope / offset
+    elif middle.sum() == 1:
+        high, original = 4.0, (3 * smooth[0] + 1) / x[middle][0]
+    elif kept.any():  # none between: an original context above 4x the longest kept wavelength (checked below)
+        high, original = 4.0, math.floor(4 / x[kept].min()) + 1
+    else:  # every frequency stretched: an original context below the shortest wavelength
+        high, original = 4.0, math.ceil(1 / x.max()) - 1
+    high, original = float(f"{high:.6g}"), int(round(original))
+    if original < 1 or high <= 1 or not np.allclose(llama3_factors(inv_freq, factor, 1.0, high, original), factors, rtol=1e-5):
+        return None
+    return factor, high, original
+
+
+def llama_settings(meta: GGUFMetadata, config: dict[str, Any]) -> dict[str, Any]:
+    """Llama's RoPE: plain, or Llama 3.1+'s frequency scaling, which llama.cpp stores as the
+    divisor of each frequency (a `rope_freqs` tensor) instead of config keys; turned back into
+    the llama3 rope_parameters that give those divisors."""
+    plain_rope(meta, config)
+    factors = meta.tensor("rope_freqs.weight")
+    if factors is None:
+        return {}
+    theta, head_dim = config["rope_theta"], config["head_dim"]
+    inv_freq = ops.rope_frequencies(head_dim, theta).astype(np.float64)  # [Dh/2]
+    if factors.shape != inv_freq.shape:
+        raise GGUFError(f"{meta.name}: rope_freqs.weight has shape {list(factors.shape)}, not one factor for each of the {len(inv_freq)} rotated pairs", "the file is corrupt")
+    if not np.isfinite(factors).all() or factors.min() < 1:
+        raise GGUFError(f"{meta.name}: rope_freqs.weight holds factors below 1 or not finite", "the file is corrupt")
+    if np.allclose(factors, 1.0, rtol=1e-6):
+        return {}
+    fitted = llama3_from_factors(factors.astype(np.float64), inv_freq)
+    if fitted is None:
+        raise GGUFError(f"{meta.name}: its RoPE frequency factors (rope_freqs.weight) do not follow Llama 3's scaling", "only Llama 3's scaling is implemented")
+    factor, high, original = fitted
+    scaling = {"rope_type": "llama3", "factor": float(str(np.float32(factor))), "low_freq_factor": 1.0, "high_freq_factor": high, "original_max_position_embeddings": original}
+    return {"rope_parameters": {"rope_theta": theta, **scaling}}
 
 
 GGUF = GGUFNames(
@@ -223,6 +314,8 @@ GGUF = GGUFNames(
     },
     config={"architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False, "mlp_bias": False, "hidden_act": "silu"},
     permuted_qk=True,
+    settings=llama_settings,
+    settings_tensors=("rope_freqs.weight",),
 )
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .. import ops
 from ..config import ModelConfig, positive_float, positive_int
-from ..errors import ConfigError, shown
+from ..errors import ConfigError, GGUFError, shown
 from . import llama
 
 if TYPE_CHECKING:
@@ -56,7 +58,56 @@ CENSUS = (
     *llama.CENSUS,
 )
 
-GGUF = None
+def gguf_settings(meta: llama.GGUFMetadata, config: dict[str, Any]) -> dict[str, Any]:
+    """Phi-3's own entries from a llama.cpp GGUF (convert_hf_to_gguf.py, Phi3MiniModel): the rotated
+    part of each head as rope.dimension_count, the window as attention.sliding_window (0: none,
+    Phi-4-mini), and longrope's factors as the tensors rope_factors_short and rope_factors_long
+    with rope.scaling.original_context_length and attn_factor (the attention factor)."""
+    name, head_dim = meta.name, config["head_dim"]
+    rotated = meta.count("rope.dimension_count", head_dim)
+    if rotated > head_dim or rotated % 2:
+        raise GGUFError(f"{name}: phi3.rope.dimension_count {rotated} must be even and at most the head size {head_dim}", "the file is corrupt")
+    if meta.get("rope.scaling.type", "none") != "none":
+        raise GGUFError(f"{name}: RoPE scaling ({shown(meta.get('rope.scaling.type'))}) is not supported", "Phi-3 GGUFs carry longrope as rope_factors tensors")
+    window = meta.get("attention.sliding_window", 0)
+    out: dict[str, Any] = {"partial_rotary_factor": rotated / head_dim, "sliding_window": meta.count("attention.sliding_window") if window else None}
+    rope = {"rope_type": "default", "rope_theta": config["rope_theta"], "partial_rotary_factor": rotated / head_dim}
+    short, long = meta.tensor("rope_factors_short.weight"), meta.tensor("rope_factors_long.weight")
+    if short is not None or long is not None:
+        for what, f in (("rope_factors_short", short), ("rope_factors_long", long)):
+            if f is None or f.shape != (rotated // 2,) or not np.isfinite(f).all() or f.min() <= 0:
+                problem = "missing" if f is None else f"shape {list(f.shape)}" if f.shape != (rotated // 2,) else "not positive finite factors"
+                raise GGUFError(f"{name}: {what}.weight is {problem}; longrope needs one positive factor for each of the {rotated // 2} rotated pairs", "the file is corrupt")
+        original = meta.count("rope.scaling.original_context_length")
+        rope |= {"rope_type": "longrope", "short_factor": [float(str(x)) for x in short], "long_factor": [float(str(x)) for x in long]}
+        if meta.get("rope.scaling.attn_factor") is not None:
+            rope["attention_factor"] = meta.number("rope.scaling.attn_factor")
+        out["original_max_position_embeddings"] = original
+        rope["original_max_position_embeddings"] = original
+    return out | {"rope_parameters": rope}
+
+
+# llama.cpp's names (gguf-py MODEL_TENSORS[PHI3]): Q, K and V fused as attn_qkv and the gate and
+# up projections as ffn_up, as Phi3ForCausalLM stores them (gate first).
+GGUF = llama.GGUFNames(
+    arch="phi3",
+    names={
+        "token_embd.weight": "model.embed_tokens.weight",
+        "output_norm.weight": "model.norm.weight",
+        "output.weight": "lm_head.weight",
+        "blk.{i}.attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
+        "blk.{i}.attn_qkv.weight": "model.layers.{i}.self_attn.qkv_proj.weight",
+        "blk.{i}.attn_output.weight": "model.layers.{i}.self_attn.o_proj.weight",
+        "blk.{i}.ffn_norm.weight": "model.layers.{i}.post_attention_layernorm.weight",
+        "blk.{i}.ffn_up.weight": "model.layers.{i}.mlp.gate_up_proj.weight",
+        "blk.{i}.ffn_down.weight": "model.layers.{i}.mlp.down_proj.weight",
+    },
+    config={"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_act": "silu", "attention_bias": False},
+    # llama.cpp runs Phi-3 with NEOX RoPE (halves, as Hugging Face): rows as they are.
+    permuted_qk=False,
+    settings=gguf_settings,
+    settings_tensors=("rope_factors_long.weight", "rope_factors_short.weight"),
+)
 
 
 class Phi3(llama.Llama):

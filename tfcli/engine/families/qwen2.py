@@ -35,6 +35,7 @@ GGUF = llama.GGUFNames(
     config={"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "use_sliding_window": False, "hidden_act": "silu"},
     # llama.cpp runs Qwen2 with NEOX-style RoPE (halves, as Hugging Face), so its converter leaves the rows alone.
     permuted_qk=False,
+    settings=llama.plain_rope,
 )
 
 MODEL = llama.Llama

@@ -34,6 +34,7 @@ GGUF = llama.GGUFNames(
     config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "use_sliding_window": False, "hidden_act": "silu", "attention_bias": False},
     # convert_hf_to_gguf.py's Qwen3Model is its Qwen2Model: NEOX RoPE, rows as Hugging Face stores them.
     permuted_qk=False,
+    settings=llama.plain_rope,
 )
 
 MODEL = llama.Llama

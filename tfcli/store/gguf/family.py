@@ -18,6 +18,7 @@ import numpy as np
 from tfcli.engine.errors import GGUFError, shown
 from tfcli.engine.families import FAMILIES
 
+from .quants import BLOCK_TYPES
 from .reader import CORRUPT, GGUFFile
 from .tokenizer import end_of_generation_ids, vocabulary
 
@@ -73,7 +74,7 @@ def tensor_names(g: GGUFFile, fam: ModuleType, config: dict[str, Any]) -> list[t
     missing = [n for n, _ in order if n not in g.tensors]
     if missing:
         raise GGUFError(f"{g.path.name}: tensor {shown(missing[0])} is missing ({len(missing)} missing in all)", f"the file is not a complete {what}")
-    extra = sorted(set(g.tensors) - {n for n, _ in order})
+    extra = sorted(set(g.tensors) - {n for n, _ in order} - set(fam.GGUF.settings_tensors))
     if extra:
         raise GGUFError(f"{g.path.name}: tensor {shown(extra[0])} does not belong to a {n_layer}-layer {what}", f"the file is not a plain {what}")
     return order
@@ -88,6 +89,7 @@ def expected_shape(hf: str, c: dict[str, Any]) -> tuple[int, ...]:
         "embed_tokens": (V, D), "lm_head": (V, D), "norm": (D,), "input_layernorm": (D,), "post_attention_layernorm": (D,),
         "q_proj": (q, D), "k_proj": (kv, D), "v_proj": (kv, D), "o_proj": (D, q),
         "gate_proj": (F, D), "up_proj": (F, D), "down_proj": (D, F), "q_norm": (Dh,), "k_norm": (Dh,),
+        "pre_feedforward_layernorm": (D,), "post_feedforward_layernorm": (D,), "qkv_proj": (q + 2 * kv, D), "gate_up_proj": (2 * F, D),
     }[module]  # fmt: skip
     return weight if kind == "weight" else weight[:1]
 
@@ -107,8 +109,12 @@ def unpermute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     return v.swapaxes(1, 2).reshape(w.shape)  # HF order: [heads, 2, Dh/2, D] -> [n_heads*Dh, D]
 
 
-def restore_rows(fam: ModuleType, hf: str, w: np.ndarray, config: dict[str, Any]) -> np.ndarray:
-    """A tensor as Hugging Face stores it: Q and K rows un-permuted when the family's table says so."""
+def restore(fam: ModuleType, hf: str, w: np.ndarray, config: dict[str, Any]) -> np.ndarray:
+    """A tensor as Hugging Face stores it: Q and K rows un-permuted when the family's table says so,
+    and the shift llama.cpp's converter added to the norm weights taken off again (Gemma's norms
+    scale by 1 + w and are stored as 1 + w: in float32 the engine's 1 + (stored - 1) is the stored value)."""
+    if fam.GGUF.norm_shift and hf.endswith("norm.weight"):
+        return w - np.float32(fam.GGUF.norm_shift)
     if not fam.GGUF.permuted_qk or not hf.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
         return w
     heads = config["num_attention_heads"] if ".q_proj." in hf else config["num_key_value_heads"]
@@ -120,61 +126,71 @@ def _round32(x: float) -> float:
     return float(str(np.float32(x)))
 
 
+class Metadata:
+    """A GGUF's `{arch}.` keys, each checked for its type as it is read, and the family's settings
+    tensors: what a family's GGUF `settings` reads (llama.GGUFMetadata)."""
+
+    def __init__(self, g: GGUFFile, fam: ModuleType):
+        self.g, self.arch, self.name, self.settings_tensors = g, fam.GGUF.arch, g.path.name, fam.GGUF.settings_tensors
+
+    def get(self, suffix: str, default: Any = None) -> Any:
+        return self.g.get(f"{self.arch}.{suffix}", default)
+
+    def _key(self, suffix: str, default: Any) -> Any:
+        value = self.get(suffix, default)
+        if value is None:
+            raise GGUFError(f"{self.name} has no {self.arch}.{suffix}", "the file's metadata is incomplete")
+        return value
+
+    def count(self, suffix: str, default: Any = None) -> int:
+        value = self._key(suffix, default)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_COUNT:
+            raise GGUFError(f"{self.name}: {self.arch}.{suffix} must be a positive integer up to {_MAX_COUNT:,}, not {shown(value)}", CORRUPT)
+        return value
+
+    def number(self, suffix: str, default: Any = None) -> float:
+        value = self._key(suffix, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise GGUFError(f"{self.name}: {self.arch}.{suffix} must be a positive number, not {shown(value)}", CORRUPT)
+        return _round32(value)
+
+    def tensor(self, name: str) -> np.ndarray | None:
+        assert name in self.settings_tensors, name  # a family reads only the tensors its table names as settings
+        if name not in self.g.tensors:
+            return None
+        if self.g.tensors[name].type_id not in BLOCK_TYPES:
+            raise GGUFError(f"{self.name}: tensor {shown(name)} is {self.g.tensors[name].type_name}, which tfcli cannot dequantize", CORRUPT)
+        return self.g.tensor(name)
+
+
 def config_json(g: GGUFFile, fam: ModuleType) -> dict[str, Any]:
-    """config.json for the family's Hugging Face class from a GGUF's metadata, the family's fixed
-    entries (architectures, model_type, biases...) from its table.
+    """config.json for the family's Hugging Face class from a GGUF's metadata: the family's fixed
+    entries (architectures, model_type, biases...) from its table, the sizes from llama.cpp's
+    generic LLM keys, and what only the family has (RoPE scaling, windows...) from its `settings`.
 
     Every value is checked for its type here, and the result by ModelConfig's own rules in
     check_convertible: a file from an unknown converter is as untrusted as its bytes.
     """
-    name, arch = g.path.name, fam.GGUF.arch
-
-    def key(suffix: str, default: Any = None) -> Any:
-        value = g.get(f"{arch}.{suffix}", default)
-        if value is None:
-            raise GGUFError(f"{name} has no {arch}.{suffix}", "the file's metadata is incomplete")
-        return value
-
-    def count(suffix: str, default: Any = None) -> int:
-        value = key(suffix, default)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_COUNT:
-            raise GGUFError(f"{name}: {arch}.{suffix} must be a positive integer up to {_MAX_COUNT:,}, not {shown(value)}", CORRUPT)
-        return value
-
-    def number(suffix: str, default: Any = None) -> float:
-        value = key(suffix, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise GGUFError(f"{name}: {arch}.{suffix} must be a positive number, not {shown(value)}", CORRUPT)
-        return _round32(value)
-
-    plain = f"tfcli converts plain {fam.NAME} models"
-    n_head = count("attention.head_count")
-    d_model = count("embedding_length")
-    head_dim = count("attention.key_length", d_model // n_head or None)
-    if count("rope.dimension_count", head_dim) != head_dim:
-        raise GGUFError(f"{name}: RoPE on part of each head (rope.dimension_count) is not supported", plain)
-    if g.get(f"{arch}.expert_count", 0):
-        raise GGUFError(f"{name}: mixture-of-experts models are not supported", plain)
-    scaling = g.get(f"{arch}.rope.scaling.type", "none")
-    if scaling != "none" or "rope_freqs.weight" in g.tensors:
-        # Llama 3.1+ ships its RoPE frequency scaling as a rope_freqs tensor; the engine has plain RoPE only.
-        what = shown(scaling) if scaling != "none" else "a rope_freqs tensor"
-        raise GGUFError(f"{name}: RoPE scaling ({what}) is not supported", "only plain RoPE is implemented")
+    meta = Metadata(g, fam)
+    if meta.get("expert_count", 0):
+        raise GGUFError(f"{g.path.name}: mixture-of-experts models are not supported", f"tfcli converts plain {fam.NAME} models")
+    n_head = meta.count("attention.head_count")
+    d_model = meta.count("embedding_length")
     tokens, _types, _merges = vocabulary(g)
     bos, pad = g.get("tokenizer.ggml.bos_token_id"), g.get("tokenizer.ggml.padding_token_id")
-    theta = number("rope.freq_base", 10000.0)
+    theta = meta.number("rope.freq_base", 10000.0)
     # The family's fixed entries (architectures, model_type, hidden_act, biases) from its table, the sizes from the file.
-    return {
+    config = {
         **fam.GGUF.config,
-        "vocab_size": count("vocab_size", len(tokens) or None),
+        "vocab_size": meta.count("vocab_size", len(tokens) or None),
         "hidden_size": d_model,
-        "intermediate_size": count("feed_forward_length"),
-        "num_hidden_layers": count("block_count"),
+        "intermediate_size": meta.count("feed_forward_length"),
+        "num_hidden_layers": meta.count("block_count"),
         "num_attention_heads": n_head,
-        "num_key_value_heads": count("attention.head_count_kv", n_head),
-        "head_dim": head_dim,
-        "max_position_embeddings": count("context_length"),
-        "rms_norm_eps": number("attention.layer_norm_rms_epsilon"),
+        "num_key_value_heads": meta.count("attention.head_count_kv", n_head),
+        "head_dim": meta.count("attention.key_length", d_model // n_head or None),
+        "max_position_embeddings": meta.count("context_length"),
+        "rms_norm_eps": meta.number("attention.layer_norm_rms_epsilon"),
         # transformers 5 reads rope_parameters, earlier versions rope_theta; write both.
         "rope_theta": theta,
         "rope_parameters": {"rope_type": "default", "rope_theta": theta},
@@ -186,3 +202,4 @@ def config_json(g: GGUFFile, fam: ModuleType) -> dict[str, Any]:
         "initializer_range": 0.02,
         "use_cache": True,
     }
+    return config | fam.GGUF.settings(meta, config)

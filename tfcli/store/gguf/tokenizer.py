@@ -2,7 +2,7 @@
 
 Two kinds of vocabulary are converted: byte-level BPE (`tokenizer.ggml.model` "gpt2": GPT-2, Llama 3,
 SmolLM2, Qwen2), whose text is first split by the regex llama.cpp picks from `tokenizer.ggml.pre`, and
-SentencePiece BPE ("llama": Llama 2, TinyLlama, Mistral), whose merges follow from the pieces' scores.
+SentencePiece BPE ("llama": Llama 2, TinyLlama, Mistral, Gemma), whose merges follow from the pieces' scores.
 The special tokens the file names (BOS, EOS, ...) must be tokens of its vocabulary.
 """
 

@@ -26,7 +26,7 @@ from tfcli.engine.families import config_from_hf
 from ..lock import partial_name, remove_dead_partials
 from ..manifest import MANIFEST_NAME, file_entry, sha256_file
 from ..target import check_target, move_into_place, os_error
-from .family import config_json, expected_shape, family_of, hf_name, restore_rows, tensor_names
+from .family import config_json, expected_shape, family_of, hf_name, restore, tensor_names
 from .quants import BLOCK_TYPES, SUPPORTED_TYPES
 from .reader import CORRUPT, GGUFFile
 from .tokenizer import tokenizer_config, tokenizer_json, vocabulary
@@ -66,7 +66,7 @@ def check_convertible(g: GGUFFile) -> Plan:
     for t in g.tensors.values():
         if t.type_id not in BLOCK_TYPES:
             raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} is {t.type_name}, which tfcli cannot dequantize", f"supported types: {SUPPORTED_TYPES}")
-        if hf_name(fam, t.name) is None:
+        if hf_name(fam, t.name) is None and t.name not in fam.GGUF.settings_tensors:
             hf_class = fam.GGUF.config["architectures"][0]
             hint = f"the file is not a plain {fam.NAME} model"
             raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} has no counterpart in a Hugging Face {hf_class}", hint)
@@ -80,7 +80,7 @@ def check_convertible(g: GGUFFile) -> Plan:
 
 def convert(src: Path, out_dir: Path, *, replace: bool = False, owned: bool = False, progress: Progress | None = None) -> ConvertResult:
     """Write a Hugging Face folder (float32 safetensors, config, tokenizer, chat template, manifest of
-    checksums) for a GGUF file of a family tfcli converts (Llama, Qwen2).
+    checksums) for a GGUF file of a family tfcli converts (CONVERTIBLE: Llama, Qwen2, Qwen3, Gemma 3, Phi-3).
 
     Everything is written into a hidden folder next to out_dir and renamed into place at the end,
     so that an error, Ctrl-C or SIGTERM never leaves a half-written model behind. An existing out_dir
@@ -172,7 +172,7 @@ def _write_safetensors(g: GGUFFile, plan: Plan, path: Path, progress: Progress |
             f.write(chunk)
             digest.update(chunk)
         for gname, hname in plan.order:
-            w = restore_rows(plan.family, hname, g.tensor(gname), plan.config)  # [rows, cols] (or [rows]) float32
+            w = restore(plan.family, hname, g.tensor(gname), plan.config)  # [rows, cols] (or [rows]) float32
             data = np.ascontiguousarray(w, dtype="<f4").tobytes()
             f.write(data)
             digest.update(data)
