@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .command import interrupted
 from .experiment import SteerOption, pass_hooks
 from .console import err, note, warn
 
@@ -225,7 +226,7 @@ def _read(interactive: bool) -> str | None:
                 interrupted = True
                 note("use /bye or Ctrl-D to leave (Ctrl-C again leaves)")
                 continue
-            raise typer.Exit(130) from None
+            raise interrupted() from None
         except (UnicodeDecodeError, PromptError) as e:  # not UTF-8 (a strict stdin raises the first)
             # The hint of the chat's own input: '-' and argv do not apply to a line read here.
             fix = "set the terminal to UTF-8" if interactive else "convert the input to UTF-8, e.g. with iconv"

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .command import interrupted
 from .experiment import AblateOption, SteerOption, pass_hooks
 from .options import read_text
 from .console import warn
@@ -196,7 +197,7 @@ def _stream(lm, gen, sampler, echo: str | None, show_probs: int, context_bound: 
         gen.stats.stop_reason = "interrupted"
         (pieces.append if show_probs else stream.write)(gen.flush())
         view.finish(stream, pieces, gen.stats, *stats_args, sampler.params)
-        raise typer.Exit(130) from None
+        raise interrupted() from None
     _context_full(gen.stats, context_bound)
     view.finish(stream, pieces, gen.stats, *stats_args, sampler.params)
 
@@ -252,7 +253,7 @@ def _generate_json(lm, gen, prompt: str, show_probs: int, sampler, load_seconds:
         gen.stats.stop_reason = "interrupted"
         new.append({"id": None, "text": gen.flush(), "logprob": None})
         json_out.emit(json_out.generation(lm.name, prompt, "".join(t["text"] for t in new), new, json_out.stats(gen.stats, load_seconds=load_seconds, threads=threads, seed=_seed(sampler.params))))
-        raise typer.Exit(130) from None
+        raise interrupted() from None
     _context_full(gen.stats, context_bound)
     json_out.emit(json_out.generation(lm.name, prompt, "".join(t["text"] for t in new), new, json_out.stats(gen.stats, load_seconds=load_seconds, threads=threads, seed=_seed(sampler.params))))
     if not quiet:
@@ -339,7 +340,7 @@ def _generate_samples(lm, session, ids, samplers, seed, want, stop, eos_ids, sho
             run.stats.stop_reason = run.stats.stop_reason or "interrupted"
         view.print_samples(["".join(t) for t in texts], labels)
         view.finish_samples(batch, labels, load_seconds, n_threads, quiet)
-        raise typer.Exit(130) from None
+        raise interrupted() from None
     for run in batch.runs:
         _context_full(run.stats, context_bound)
     view.print_samples(["".join(t) for t in texts], labels)

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .command import interrupted
 from .console import note, warn
 
 
@@ -62,4 +63,4 @@ def serve(
     import signal
 
     if srv.signalled == signal.SIGINT:
-        raise typer.Exit(130)
+        raise interrupted()
