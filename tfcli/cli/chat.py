@@ -206,7 +206,7 @@ def _read(interactive: bool) -> str | None:
     from tfcli.engine.errors import PromptError
     from tfcli.engine.tokenizer import check_utf8
 
-    interrupted = False  # a Ctrl-C at this prompt already: the next one leaves
+    asked = False  # a Ctrl-C at this prompt already: the next one leaves
     while True:
         try:
             user = input("> " if interactive else "")
@@ -221,9 +221,9 @@ def _read(interactive: bool) -> str | None:
             if interactive:
                 sys.stdout.write("\n")
                 sys.stdout.flush()
-            if interactive and not interrupted:
+            if interactive and not asked:
                 # As ollama: a Ctrl-C meant for a reply that just ended must not end the conversation.
-                interrupted = True
+                asked = True
                 note("use /bye or Ctrl-D to leave (Ctrl-C again leaves)")
                 continue
             raise interrupted() from None
