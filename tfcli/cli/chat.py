@@ -17,6 +17,7 @@ from . import options
 from .command import interrupted
 from .experiment import SteerOption, pass_hooks
 from .console import err, note, warn
+from .inputs import warned
 
 DEFAULT_CHAT_MODEL = "smollm2"
 
@@ -87,9 +88,7 @@ def chat(
 
     check_max_new_tokens(max_tokens)
     n_threads = options.apply_threads(threads)
-    lm = options.load_model(model or DEFAULT_CHAT_MODEL)
-    for w in lm.warnings:
-        warn(w)
+    lm = warned(options.load_model(model or DEFAULT_CHAT_MODEL))
     require_template(lm)
     params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,

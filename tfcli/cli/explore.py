@@ -10,7 +10,8 @@ import typer
 
 from . import options
 from . import output as output_file
-from .console import note, warn
+from .console import note
+from .inputs import load
 
 
 def explore(
@@ -42,10 +43,7 @@ def explore(
     to_stdout = str(output) == "-"
     if not to_stdout:
         output_file.check(output)  # a path that cannot be written is refused before the model runs
-    options.apply_threads(None)  # only the idle cores: busy ones stall BLAS threads (engine/threads.py)
-    lm = options.load_model(model)
-    for w in lm.warnings:
-        warn(w)
+    lm = load(model)
     cfg = lm.config
     ids = page_tokens(lm, text, lambda ids: options.warn_unknown(lm.tokenizer, text, ids, lm.name))
     html = page_html(lm, text, ids, "zh" if options.chinese(lang) else "en")

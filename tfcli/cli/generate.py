@@ -13,6 +13,7 @@ from .command import interrupted
 from .experiment import AblateOption, SteerOption, pass_hooks
 from .options import read_text
 from .console import warn
+from .inputs import warned
 from .views import generate as view
 
 DEFAULT_MAX_TOKENS = 256
@@ -95,8 +96,7 @@ def generate(
     t0 = time.perf_counter()
     lm = options.load_model(model)
     load_seconds = time.perf_counter() - t0
-    for w in lm.warnings:
-        warn(w)
+    warned(lm)
 
     ids, eos_ids, text = _prompt_ids(lm, text, chat, system, truncate, max_tokens)
     # The last new token is never fed back: a prompt of P tokens leaves n_ctx - P + 1 to generate.
