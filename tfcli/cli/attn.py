@@ -26,13 +26,18 @@ class Fit(str, Enum):
     pool = "pool"
 
 
+Block = options.block_option(str, "The block (transformer layer) to draw: 0 to L-1, negative from the end (-1 = the last), or 'all'.")
+Png = options.png_option("the heatmap(s)", " with token labels (Chinese ones too: a CJK font ships with tfcli; TFCLI_FONT picks another)")
+Svg = options.svg_option("the heatmap(s)")
+
+
 def attn(
     text: Annotated[
         Optional[str],
         typer.Argument(help="The text to run through the model ('-' reads stdin). With --show-mask, the text whose tokens label the mask.", show_default=False),
     ] = None,
     model: options.Model = None,
-    layer: Annotated[str, typer.Option("--block", "-b", "--layer", "-l", help="The block (transformer layer) to draw: 0 to L-1, negative from the end (-1 = the last), or 'all'.")] = "0",
+    layer: Block = "0",
     head: Annotated[str, typer.Option("--head", help="The head to draw, counting from 0, or 'all': small heatmaps side by side and what each head mostly attends to.")] = "0",
     values: Annotated[bool, typer.Option("--values", help="Print the weights as numbers (2 decimals, each row's sum at the end) instead of cells.")] = False,
     fit: Annotated[Fit, typer.Option("--fit", help="When the tokens do not fit the terminal: show the last ones, the first ones, or pool blocks of tokens.")] = Fit.last,
@@ -44,8 +49,8 @@ def attn(
     demo: Annotated[bool, typer.Option("--demo", help="A worked example with hand-set scores: scores, masked scores, softmax weights and the context vector of one token, step by step.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Many heads: how D splits into H heads of Dh, each head's context vector, the concatenation and W_O, with the shapes of -m MODEL (read from its config.json), of --preset, or of GPT-3.")] = False,
     preset: Annotated[Optional[str], typer.Option("--preset", help="With --explain: a shape from 'tfcli params --list-presets' instead of a model (default gpt3).", show_default=False)] = None,
-    png: Annotated[Optional[Path], typer.Option("--png", help="Also write the heatmap(s) as a PNG image with token labels (Chinese ones too: a CJK font ships with tfcli; TFCLI_FONT picks another).", show_default=False, dir_okay=False)] = None,
-    svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the heatmap(s) as an SVG image.", show_default=False, dir_okay=False)] = None,
+    png: Png = None,
+    svg: Svg = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the weights as CSV: block, head, query, key, their tokens, weight.", show_default=False, dir_okay=False)] = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,

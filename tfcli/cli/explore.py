@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -14,16 +14,16 @@ from .console import note
 from .inputs import load
 
 
+Lang = options.lang_option("The language of the page's labels and explanations (default: from LC_ALL / LANG, else English).")
+
+
 def explore(
     text: Annotated[str, typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)],
     model: options.Model = None,
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The page to write ('-' prints it to stdout).", dir_okay=False)
     ] = Path("explore.html"),
-    lang: Annotated[
-        Optional[options.Lang],
-        typer.Option("--lang", help="The language of the page's labels and explanations (default: from LC_ALL / LANG, else English).", show_default=False),
-    ] = None,
+    lang: Lang = None,
 ) -> None:
     """Write one web page that shows what the model does with TEXT: every head's attention, the logit
     lens over every layer, the next-token distribution under temperature / top-k / top-p / min-p, and

@@ -19,6 +19,9 @@ from .views import generate as view
 DEFAULT_MAX_TOKENS = 256
 
 
+Json = options.json_option("Print one JSON document at the end: the text, each new token (id, text, logprob) and the statistics.")
+
+
 def generate(
     prompt: Annotated[
         Optional[str],
@@ -56,7 +59,7 @@ def generate(
     truncate: Annotated[bool, typer.Option("--truncate", help="If the prompt is longer than the context, keep its last tokens (with a warning).")] = False,
     threads: options.Threads = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No statistics on stderr.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document at the end: the text, each new token (id, text, logprob) and the statistics.")] = False,
+    as_json: Json = False,
     ablate: AblateOption = None,
     steer: SteerOption = None,
 ) -> None:

@@ -3,7 +3,6 @@ hidden state in several contexts (--compare)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -15,15 +14,20 @@ from .experiment import AblateOption, pass_hooks
 from .json import emit  # the one float policy of every --json
 
 
+Top = options.top_option("How many tokens --position shows per layer (and --json per position).")
+Png = options.png_option("the grid", " (needs Pillow)")
+Svg = options.svg_option("the grid")
+
+
 def lens(
     texts: Annotated[list[str], typer.Argument(help="The text to look through ('-' reads stdin); with --compare, two or more texts.", show_default=False)],
     model: options.Model = None,
     position: Annotated[Optional[int], typer.Option("--position", "-p", help="Show the top tokens of every layer for this position (0 = the first token, -1 = the last).", show_default=False)] = None,
-    top: Annotated[int, typer.Option("--top", "-k", help="How many tokens --position shows per layer (and --json per position).")] = 5,
+    top: Top = 5,
     compare: Annotated[bool, typer.Option("--compare", help="Follow the LAST token of each text through the layers: how alike its hidden states are between the texts, how far each moved from the bare token's embedding, and what the lens reads.")] = False,
     first: Annotated[bool, typer.Option("--first", help="When the positions do not fit the terminal, show the first ones (default: the last ones).")] = False,
-    png: Annotated[Optional[Path], typer.Option("--png", help="Also write the grid as a PNG image (needs Pillow).", show_default=False, dir_okay=False)] = None,
-    svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the grid as an SVG image.", show_default=False, dir_okay=False)] = None,
+    png: Png = None,
+    svg: Svg = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
     ablate: AblateOption = None,
@@ -49,8 +53,7 @@ def lens(
 
 
     zh = options.chinese(lang)
-    if top < 1:
-        raise UsageError(f"--top must be at least 1, not {top}")
+    options.check_top(top)
     if compare:
         if len(texts) < 2:
             raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare "The Tower" "The Eiffel Tower" "The Miniature Eiffel Tower"')

@@ -10,12 +10,16 @@ import typer
 from . import options
 
 
+Block = options.block_option(int, "The block (transformer layer) whose MLP to look at: 0 to L-1, negative from the end (-1 = the last).", show_default=False)
+Top = options.top_option("How many neurons per token (or tokens per list with --neuron).")
+
+
 def neurons(
     text: Annotated[str, typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)],
-    layer: Annotated[int, typer.Option("--block", "-b", "--layer", "-l", help="The block (transformer layer) whose MLP to look at: 0 to L-1, negative from the end (-1 = the last).", show_default=False)],
+    layer: Block,
     model: options.Model = None,
     neuron: Annotated[Optional[int], typer.Option("--neuron", "-n", help="One neuron: which tokens of the text make it fire, and which tokens its output pushes up and down.", show_default=False)] = None,
-    k: Annotated[int, typer.Option("--top", "-k", help="How many neurons per token (or tokens per list with --neuron).")] = 5,
+    k: Top = 5,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -41,8 +45,7 @@ def neurons(
     from .inputs import load, text_ids
 
     zh = options.chinese(lang)
-    if k < 1:
-        raise UsageError(f"--top must be at least 1, not {k}")
+    options.check_top(k)
     lm = load(model)
     cfg = lm.config
     index = layer + cfg.n_layer if layer < 0 else layer
