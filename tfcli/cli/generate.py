@@ -82,14 +82,10 @@ def generate(
 
       tfcli generate "ROMEO:" --samples 4 -n 100
     """
-    from tfcli.engine.errors import UsageError
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.lookup import Drafter
 
-    if prompt_option is not None:
-        if prompt is not None:
-            raise UsageError("give the prompt once: as the PROMPT argument or with -p/--prompt")
-        prompt = prompt_option
+    prompt = _given_prompt(prompt, prompt_option)
     lists = {flag: parse_list(value, flag, kind) for flag, value, kind in (("--temperature", temperature, float), ("--top-k", top_k, int), ("--top-p", top_p, float))}
     n_samples = _check_flags(show_probs, max_tokens, samples, lists, lookup, slide, as_json)
     if prompt is None and _piped_stdin():
@@ -135,6 +131,17 @@ def generate(
         return
     echo = not show_probs and not chat and prompt is not None
     _stream(lm, gen, sampler, text if echo else None, show_probs, context_bound, (load_seconds, n_threads, quiet, lookup))
+
+
+def _given_prompt(prompt: str | None, prompt_option: str | None) -> str | None:
+    """PROMPT or -p/--prompt (llama.cpp's spelling), refused when both are given; None for neither."""
+    from tfcli.engine.errors import UsageError
+
+    if prompt_option is None:
+        return prompt
+    if prompt is not None:
+        raise UsageError("give the prompt once: as the PROMPT argument or with -p/--prompt")
+    return prompt_option
 
 
 def _check_flags(show_probs: int, max_tokens: int | None, samples: int, lists: dict, lookup: bool, slide: bool, as_json: bool) -> int:
