@@ -124,7 +124,7 @@ def main() -> None:
         return
 
     from tfcli.engine.bandwidth import measure_read_bandwidth
-    from tfcli.engine.memory import human_bytes
+    from tfcli.numbers import size
 
     folder = Path(args.model)
     ours = run_child("tfcli", args)
@@ -140,7 +140,7 @@ def main() -> None:
     rows.append(("peak resident memory", ours["peak_rss"], ref["peak_rss"], "lower"))
 
     def fmt(name, v):
-        return human_bytes(v) if "memory" in name else f"{v:,.3f}" if "(s)" in name else f"{v:,.1f}"
+        return size(v) if "memory" in name else f"{v:,.3f}" if "(s)" in name else f"{v:,.1f}"
 
     lines = []
     header = ["measure", "tfcli", "transformers", "tfcli / transformers"]
@@ -150,7 +150,7 @@ def main() -> None:
         lines.append([name, fmt(name, a), fmt(name, b), f"{ratio:.2f}x" + (" (lower is better)" if better == "lower" else "")])
     widths = [max(len(r[i]) for r in lines) for i in range(4)]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {args.threads} threads for both engines, load average {os.getloadavg()[0]:.2f}")
-    print(f"model: {folder} ({human_bytes(wbytes)} of float32 weights)")
+    print(f"model: {folder} ({size(wbytes)} of float32 weights)")
     for i, r in enumerate(lines):
         if args.markdown:
             print("| " + " | ".join(r) + " |")
@@ -159,11 +159,11 @@ def main() -> None:
         else:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
     print()
-    print(f"read bandwidth (matrix-vector product over 1 GB, 3 runs, best): {human_bytes(bw)}/s")
-    print(f"decode ceiling = weight bytes / bandwidth = {human_bytes(wbytes)} / {human_bytes(bw)}/s = {ceiling:.1f} tok/s")
+    print(f"read bandwidth (matrix-vector product over 1 GB, 3 runs, best): {size(bw)}/s")
+    print(f"decode ceiling = weight bytes / bandwidth = {size(wbytes)} / {size(bw)}/s = {ceiling:.1f} tok/s")
     print(f"tfcli decode = {ours['decode_tps']:.1f} tok/s = {ours['decode_tps'] / ceiling:.0%} of the ceiling")
     mem_budget = 1.2 * wbytes + ours["kv_bytes"]
-    print(f"tfcli peak memory {human_bytes(ours['peak_rss'])} vs 1.2 x weights + KV cache = {human_bytes(mem_budget)}")
+    print(f"tfcli peak memory {size(ours['peak_rss'])} vs 1.2 x weights + KV cache = {size(mem_budget)}")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def test_kv_cache_larger_than_memory_is_refused_with_its_size(cli, tmp_path, mon
     _low_memory(monkeypatch, 100_000_000)
     r = cli(*gen(m, "-n", "262000"))
     # 2 (K, V) x 3 layers x 2 kv heads x 262,001 positions x 16 dims x 4 bytes = 201 MB
-    assert_error(r, 1, "a KV cache of 262,001 positions would need 201.2 MB but only 100.0 MB of memory is available", "fewer --max-tokens")
+    assert_error(r, 1, "a KV cache of 262,001 positions would need 201 MB but only 100 MB of memory is available", "fewer --max-tokens")
 
 
 def test_an_absurd_context_costs_only_the_positions_used(cli, tmp_path, monkeypatch):
@@ -129,7 +129,7 @@ def _fake_cgroup(tmp_path, monkeypatch, version: int, limit: int, used: int) -> 
 def test_a_control_group_limit_is_seen(cli, tmp_path, monkeypatch, huge_context_llama, version):
     _fake_cgroup(tmp_path, monkeypatch, version, 300_000_000, 200_000_000)
     r = cli(*gen(huge_context_llama, "-n", "262000"))
-    assert_error(r, 1, "would need 201.2 MB but only 100.0 MB of memory is available under the control group's memory limit", "fewer --max-tokens")
+    assert_error(r, 1, "would need 201 MB but only 100 MB of memory is available under the control group's memory limit", "fewer --max-tokens")
     assert cli(*gen(huge_context_llama, "-n", "20", "-q")).exit_code == 0  # what fits still runs
 
 

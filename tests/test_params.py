@@ -558,7 +558,7 @@ def test_number_formats():
     assert (numbers.signed(617_558_016), numbers.signed(-25_165_824), numbers.signed(0)) == ("+617,558,016", "−25,165,824", "+0")
     assert (numbers.si(4_831_838_208, "FLOP"), numbers.si(999, "FLOP"), numbers.si(1_000, "FLOP")) == ("4.83 GFLOP", "999 FLOP", "1 kFLOP")
     assert (numbers.size(349_208_518_656), numbers.size(1_536), numbers.size(512)) == ("349 GB", "1.54 kB", "512 bytes")
-    assert (numbers.human_bytes(1_500_000_000), numbers.human_bytes(12)) == ("1.5 GB", "12 B")
+    assert (numbers.size(1_500_000_000), numbers.size(12), numbers.size(12.4), numbers.size(1.234e10)) == ("1.5 GB", "12 bytes", "12 bytes", "12.3 GB")
     assert (numbers.share(1, 3), numbers.share(1, 10_000), numbers.share(0, 5)) == ("33.3", "<0.1", "0.0")
     assert numbers.percent(40_525_824, 174_604_259_328) == "0.02%"
     assert (numbers.signed_percent(0.0179), numbers.signed_percent(-0.0113)) == ("+1.8%", "-1.1%")
@@ -571,12 +571,6 @@ def test_numbers_imports_only_the_standard_library():
     code = "import sys; import tfcli.numbers; print(sorted(m for m in sys.modules if m.split('.')[0] in ('tfcli', 'numpy', 'typer', 'rich', 'click')))"
     r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent, capture_output=True, text=True, check=True)
     assert r.stdout.strip() == str(["tfcli", "tfcli.numbers"])
-
-
-def test_engine_memory_still_offers_human_bytes():
-    from tfcli.engine.memory import human_bytes
-
-    assert human_bytes is numbers.human_bytes
 
 
 # --- the title of a changed shape ---------------------------------------------------------------------------

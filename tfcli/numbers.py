@@ -41,18 +41,10 @@ def si(n: int, unit: str) -> str:
     return _scaled(n, tuple((scale, prefix + unit) for scale, prefix in _SI)) or f"{count(n)} {unit}"
 
 
-def size(n: int) -> str:
-    """A byte count to 3 significant digits: 349_208_518_656 -> "349 GB"; "512 bytes" below 1 kB."""
-    return _scaled(n, ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "kB"))) or f"{count(n)} bytes"
-
-
-def human_bytes(n: float) -> str:
-    """A byte count to one decimal, for messages and statistics: "1.5 GB", "512 B"."""
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if abs(n) < 1000 or unit == "PB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} PB"
+def size(n: float) -> str:
+    """A byte count to 3 significant digits: 349_208_518_656 -> "349 GB"; "512 bytes" below 1 kB.
+    The one way tfcli writes a size: files, memory needed and available, a bandwidth (with "/s")."""
+    return _scaled(n, ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "kB"))) or f"{count(round(n))} bytes"
 
 
 def share(part: int, whole: int) -> str:

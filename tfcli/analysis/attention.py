@@ -29,14 +29,15 @@ def attention_weights(model, ids: list[int], layers: list[int]) -> np.ndarray:
     """
     from tfcli.engine.errors import ResourceError
     from tfcli.engine.inspect import Recorder
-    from tfcli.engine.memory import available_bytes, human_bytes
+    from tfcli import numbers
+    from tfcli.engine.memory import available_bytes
 
     need = len(layers) * model.config.n_head * len(ids) ** 2 * 4  # float32, kept until drawn
     avail = available_bytes()
     if avail is not None and need > avail // 2:
         raise ResourceError(
-            f"the attention weights of {len(layers)} block(s) for {len(ids)} tokens would need {human_bytes(need)} "
-            f"of the {human_bytes(avail)} of memory available",
+            f"the attention weights of {len(layers)} block(s) for {len(ids)} tokens would need {numbers.size(need)} "
+            f"of the {numbers.size(avail)} of memory available",
             "pick one --block, or use a shorter text",
         )
     rec = Recorder(attention=True, layers=layers)  # only these layers: all of a deep model could take gigabytes

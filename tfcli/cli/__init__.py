@@ -22,7 +22,7 @@ except ImportError:  # older typer runs on click itself
 
 from tfcli.engine.errors import TfcliError
 
-from .command import Tidy
+from .command import INTERRUPTED, Tidy
 
 
 class ErrorBoundary(TyperGroup):
@@ -57,7 +57,7 @@ class ErrorBoundary(TyperGroup):
         except click_errors.ClickException as e:
             _fail(e.format_message(), e.exit_code)
         except (typer.Abort, KeyboardInterrupt, Interrupted):
-            _fail("interrupted", 130)
+            _fail("interrupted", INTERRUPTED)
         except ReaderGone:
             sys.exit(0)  # stdout already points at /dev/null (Output.write)
         except OutputClosed:

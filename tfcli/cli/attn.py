@@ -26,13 +26,18 @@ class Fit(str, Enum):
     pool = "pool"
 
 
+Block = options.block_option(str, "The block (transformer layer) to draw: 0 to L-1, negative from the end (-1 = the last), or 'all'.")
+Png = options.png_option("the heatmap(s)", " with token labels (Chinese ones too: a CJK font ships with tfcli; TFCLI_FONT picks another)")
+Svg = options.svg_option("the heatmap(s)")
+
+
 def attn(
     text: Annotated[
         Optional[str],
         typer.Argument(help="The text to run through the model ('-' reads stdin). With --show-mask, the text whose tokens label the mask.", show_default=False),
     ] = None,
     model: options.Model = None,
-    layer: Annotated[str, typer.Option("--block", "-b", "--layer", "-l", help="The block (transformer layer) to draw: 0 to L-1, negative from the end (-1 = the last), or 'all'.")] = "0",
+    layer: Block = "0",
     head: Annotated[str, typer.Option("--head", help="The head to draw, counting from 0, or 'all': small heatmaps side by side and what each head mostly attends to.")] = "0",
     values: Annotated[bool, typer.Option("--values", help="Print the weights as numbers (2 decimals, each row's sum at the end) instead of cells.")] = False,
     fit: Annotated[Fit, typer.Option("--fit", help="When the tokens do not fit the terminal: show the last ones, the first ones, or pool blocks of tokens.")] = Fit.last,
@@ -44,8 +49,8 @@ def attn(
     demo: Annotated[bool, typer.Option("--demo", help="A worked example with hand-set scores: scores, masked scores, softmax weights and the context vector of one token, step by step.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Many heads: how D splits into H heads of Dh, each head's context vector, the concatenation and W_O, with the shapes of -m MODEL (read from its config.json), of --preset, or of GPT-3.")] = False,
     preset: Annotated[Optional[str], typer.Option("--preset", help="With --explain: a shape from 'tfcli params --list-presets' instead of a model (default gpt3).", show_default=False)] = None,
-    png: Annotated[Optional[Path], typer.Option("--png", help="Also write the heatmap(s) as a PNG image with token labels (Chinese ones too: a CJK font ships with tfcli; TFCLI_FONT picks another).", show_default=False, dir_okay=False)] = None,
-    svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the heatmap(s) as an SVG image.", show_default=False, dir_okay=False)] = None,
+    png: Png = None,
+    svg: Svg = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the weights as CSV: block, head, query, key, their tokens, weight.", show_default=False, dir_okay=False)] = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
@@ -83,28 +88,35 @@ def attn(
     elif demo:
         if png or svg or csv_path:
             raise UsageError("--demo prints a worked example; --png, --svg and --csv draw a mask or a model's attention")
-        from tfcli.analysis.attention import worked_example
-
-        from .views import attn as view
-
-        if as_json:
-            view.demo_json(worked_example())
-        else:
-            from .views import multihead
-
-            zh = options.chinese(lang)
-            view.demo(worked_example(), zh)
-            view._say("\n[bold]5. Many heads[/]: a model runs this many times side by side, each head with its own q, k and v.",
-                      "\n[bold]5. 多个头[/]：模型把这一过程并排运行许多次，每个头有自己的 q、k 和 v。", zh)
-            multihead.explain(_head_split(None, None), zh, brief=True)
-            view._say("[dim]tfcli attn --explain (-m MODEL) shows every step with the shapes of a real model.[/]",
-                      "[dim]tfcli attn --explain (-m MODEL) 用真实模型的形状展示每一步。[/]", zh)
+        _demo(options.chinese(lang), as_json)
     elif show_mask or pattern is not None:
         if layer != "0" or head != "0":  # the defaults; a mask has no blocks or heads
             warn("--show-mask draws the mask, the same for every block and head: --block and --head are ignored")
         _mask(text, model, pattern or "causal", as_json, png, svg, csv_path, options.chinese(lang))
     else:
         _patterns(text, model, layer, head, values, fit, as_json, png, svg, csv_path, options.chinese(lang))
+
+
+# --- the modes: a worked example, a model's heads, the mask, a model's patterns ---------------------
+
+
+def _demo(zh: bool, as_json: bool) -> None:
+    """--demo: one head's attention with hand-set scores, step by step, then a glimpse of many heads."""
+    from tfcli.analysis.attention import worked_example
+
+    from .views import attn as view
+
+    if as_json:
+        view.demo_json(worked_example())
+        return
+    from .views import multihead
+
+    view.demo(worked_example(), zh)
+    view._say("\n[bold]5. Many heads[/]: a model runs this many times side by side, each head with its own q, k and v.",
+              "\n[bold]5. 多个头[/]：模型把这一过程并排运行许多次，每个头有自己的 q、k 和 v。", zh)
+    multihead.explain(_head_split(None, None), zh, brief=True)
+    view._say("[dim]tfcli attn --explain (-m MODEL) shows every step with the shapes of a real model.[/]",
+              "[dim]tfcli attn --explain (-m MODEL) 用真实模型的形状展示每一步。[/]", zh)
 
 
 def _head_split(model, preset):
@@ -128,6 +140,7 @@ def _head_split(model, preset):
 
 
 def _explain(model, preset, zh: bool, as_json: bool) -> None:
+    """--explain: how D splits into heads, with the shapes of -m MODEL, of --preset, or of GPT-3."""
     from tfcli.engine.errors import UsageError
 
     from .views import multihead
@@ -146,6 +159,7 @@ def _read_text(text: str | None, what: str) -> str:
 
 
 def _mask(text, model, spec, as_json, png, svg, csv_path, zh: bool = False) -> None:
+    """--show-mask / --pattern: the mask for the tokens of TEXT, scores then weights; no model is run."""
     import numpy as np
 
     from tfcli.analysis.attention import masked_softmax, parse_pattern
@@ -190,27 +204,20 @@ def _mask(text, model, spec, as_json, png, svg, csv_path, zh: bool = False) -> N
 
 
 def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg, csv_path, zh: bool = False) -> None:
+    """The default: a model's real attention weights over TEXT, for the blocks and heads asked for."""
     from tfcli.analysis.attention import attention_weights, causal_mask
-    from tfcli.engine.errors import PromptError, UsageError
+    from tfcli.engine.errors import UsageError
 
+    from .inputs import load, text_ids
     from .views import attn as view
 
     if text is None:
         raise UsageError("give the TEXT to run through the model", 'e.g. tfcli attn "To be, or not to be" --head all; or try --demo or --show-mask')
-    text = _read_text(text, "run through the model")
-    options.apply_threads(None)  # only the idle cores: busy ones stall BLAS threads (engine/threads.py)
-    lm = options.load_model(model)
-    for w in lm.warnings:
-        warn(w)
+    lm = load(model)
     cfg = lm.config
     layers = _pick(layer_spec, cfg.n_layer, "--block", "block", lm.name)
     heads = _pick(head_spec, cfg.n_head, "--head", "head", lm.name)
-    ids = lm.tokenizer.prompt(text)  # what the model sees, a BOS included where the tokenizer adds one
-    options.warn_unknown(lm.tokenizer, text, ids, lm.name)
-    if not ids:
-        raise PromptError("the text encodes to no tokens", "give some text to run through the model")
-    if len(ids) > cfg.n_ctx:
-        raise PromptError(f"the text is {len(ids)} tokens but {lm.name}'s context is {cfg.n_ctx}", "shorten it")
+    ids = text_ids(lm, text)
 
     weights = attention_weights(lm.model, ids, layers)[:, heads]  # [nL, nH, T, T]
     labels = view.token_labels(lm.tokenizer, ids)

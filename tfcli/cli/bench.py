@@ -35,7 +35,6 @@ def bench(
     from tfcli.engine import bench as engine_bench
     from tfcli.engine.errors import UsageError
     from tfcli.engine.families import load_config
-    from tfcli.engine.memory import human_bytes
 
     n_threads = options.apply_threads(threads)
     folder = options.model_folder(model)
@@ -74,8 +73,10 @@ def bench(
     for n, tps in r.prefill_tps.items():
         t.add_row(f"prefill, {n}-token prompt", f"{tps:,.0f} tok/s")
     t.add_row(f"decode, {new_tokens} tokens (median of {runs})", f"{r.decode_tps:,.1f} tok/s")
-    t.add_row("peak memory", f"{human_bytes(r.peak_rss)}  (weights {human_bytes(r.weight_bytes)}, KV cache {human_bytes(r.kv_bytes)})")
-    t.add_row("memory read bandwidth", f"{human_bytes(r.bandwidth)}/s")
+    from tfcli.numbers import size
+
+    t.add_row("peak memory", f"{size(r.peak_rss)}  (weights {size(r.weight_bytes)}, KV cache {size(r.kv_bytes)})")
+    t.add_row("memory read bandwidth", f"{size(r.bandwidth)}/s")
     t.add_row("decode ceiling = weights / bandwidth", f"{r.ceiling_tps:,.1f} tok/s")
     t.add_row("decode as a fraction of the ceiling", f"[bold]{fraction:.0%}[/]")
     out.print(t)

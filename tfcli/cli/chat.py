@@ -14,8 +14,10 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .command import interrupted
 from .experiment import SteerOption, pass_hooks
 from .console import err, note, warn
+from .inputs import warned
 
 DEFAULT_CHAT_MODEL = "smollm2"
 
@@ -86,9 +88,7 @@ def chat(
 
     check_max_new_tokens(max_tokens)
     n_threads = options.apply_threads(threads)
-    lm = options.load_model(model or DEFAULT_CHAT_MODEL)
-    for w in lm.warnings:
-        warn(w)
+    lm = warned(options.load_model(model or DEFAULT_CHAT_MODEL))
     require_template(lm)
     params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
@@ -205,7 +205,7 @@ def _read(interactive: bool) -> str | None:
     from tfcli.engine.errors import PromptError
     from tfcli.engine.tokenizer import check_utf8
 
-    interrupted = False  # a Ctrl-C at this prompt already: the next one leaves
+    asked = False  # a Ctrl-C at this prompt already: the next one leaves
     while True:
         try:
             user = input("> " if interactive else "")
@@ -220,12 +220,12 @@ def _read(interactive: bool) -> str | None:
             if interactive:
                 sys.stdout.write("\n")
                 sys.stdout.flush()
-            if interactive and not interrupted:
+            if interactive and not asked:
                 # As ollama: a Ctrl-C meant for a reply that just ended must not end the conversation.
-                interrupted = True
+                asked = True
                 note("use /bye or Ctrl-D to leave (Ctrl-C again leaves)")
                 continue
-            raise typer.Exit(130) from None
+            raise interrupted() from None
         except (UnicodeDecodeError, PromptError) as e:  # not UTF-8 (a strict stdin raises the first)
             # The hint of the chat's own input: '-' and argv do not apply to a line read here.
             fix = "set the terminal to UTF-8" if interactive else "convert the input to UTF-8, e.g. with iconv"

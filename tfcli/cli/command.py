@@ -26,12 +26,23 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import typer
 from typer.core import TyperCommand
 
 try:
     from typer._coercion import RuntimeParam
 except ImportError:  # a Typer before 0.22 converts with click's types, which are already cheap
     RuntimeParam = None
+
+
+INTERRUPTED = 130  # the exit code after Ctrl-C: 128 + SIGINT, as a shell reports a process it ended
+
+
+def interrupted() -> typer.Exit:
+    """What a command raises after Ctrl-C once it has kept what it made (the text so far, a
+    checkpoint): exit 130 and no error line, the partial output being the answer. A Ctrl-C that no
+    command catches reaches the error boundary (cli/__init__.py): `error: interrupted`, 130 too."""
+    return typer.Exit(INTERRUPTED)
 
 
 def tidy(params: list) -> None:

@@ -28,11 +28,14 @@ USAGE = {
 }
 
 
+Top = options.top_option("How many nearest tokens to show.")
+
+
 def embed(
     action: Annotated[Action, typer.Argument(help="neighbors WORD | analogy A B C (A - B + C) | similarity A B | direction PLUS MINUS WORD...", show_default=False)],
     words: Annotated[list[str], typer.Argument(help="The words.", show_default=False)],
     model: options.Model = None,
-    k: Annotated[int, typer.Option("--top", "-k", help="How many nearest tokens to show.")] = 10,
+    k: Top = 10,
     expect: Annotated[Optional[str], typer.Option("--expect", help="analogy: the answer you expect; its rank among all tokens is shown.", show_default=False)] = None,
     layer: Annotated[Optional[int], typer.Option("--layer", "-l", help="Use the word's residual stream at layer N instead of its embedding row: 0 = the embeddings, N = after block N-1, negative from the end (-1 = the last); the word alone, after the model's start-of-text token. Neighbours are still looked up among the embedding rows.", show_default=False)] = None,
     lang: options.LangOption = None,
@@ -65,8 +68,7 @@ def embed(
     if len(words) < lo or (hi is not None and len(words) > hi):
         want = f"{lo}" if lo == hi else f"at least {lo}"
         raise UsageError(f"{action.value} takes {want} word(s), not {len(words)}", f"usage: {USAGE[action]}")
-    if k < 1:
-        raise UsageError(f"--top must be at least 1, not {k}")
+    options.check_top(k)
     if expect is not None and action is not Action.analogy:
         raise UsageError("--expect goes with analogy")
     from .inputs import load

@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from . import options
+
 
 AblateOption = Annotated[
     Optional[list[str]],
@@ -17,8 +19,8 @@ SteerOption = Annotated[
     Optional[Path],
     typer.Option("--steer", help="Add a steering vector saved by 'tfcli steer --save' to every pass.", show_default=False, dir_okay=False),
 ]
-Png = Annotated[Optional[Path], typer.Option("--png", help="Also write the grid as a PNG image.", show_default=False, dir_okay=False)]
-Svg = Annotated[Optional[Path], typer.Option("--svg", help="Also write the grid as an SVG image.", show_default=False, dir_okay=False)]
+Png = options.png_option("the grid")
+Svg = options.svg_option("the grid")
 
 
 def pass_hooks(lm, ablate: list[str] | None, steer: Path | None = None):

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from . import options
 from . import output as output_file
-from .console import note, warn
+from .console import note
+from .inputs import load
+
+
+Lang = options.lang_option("The language of the page's labels and explanations (default: from LC_ALL / LANG, else English).")
 
 
 def explore(
@@ -19,10 +23,7 @@ def explore(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The page to write ('-' prints it to stdout).", dir_okay=False)
     ] = Path("explore.html"),
-    lang: Annotated[
-        Optional[options.Lang],
-        typer.Option("--lang", help="The language of the page's labels and explanations (default: from LC_ALL / LANG, else English).", show_default=False),
-    ] = None,
+    lang: Lang = None,
 ) -> None:
     """Write one web page that shows what the model does with TEXT: every head's attention, the logit
     lens over every layer, the next-token distribution under temperature / top-k / top-p / min-p, and
@@ -42,10 +43,7 @@ def explore(
     to_stdout = str(output) == "-"
     if not to_stdout:
         output_file.check(output)  # a path that cannot be written is refused before the model runs
-    options.apply_threads(None)  # only the idle cores: busy ones stall BLAS threads (engine/threads.py)
-    lm = options.load_model(model)
-    for w in lm.warnings:
-        warn(w)
+    lm = load(model)
     cfg = lm.config
     ids = page_tokens(lm, text, lambda ids: options.warn_unknown(lm.tokenizer, text, ids, lm.name))
     html = page_html(lm, text, ids, "zh" if options.chinese(lang) else "en")

@@ -9,12 +9,17 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .command import interrupted
 from .experiment import AblateOption, SteerOption, pass_hooks
 from .options import read_text
 from .console import warn
+from .inputs import warned
 from .views import generate as view
 
 DEFAULT_MAX_TOKENS = 256
+
+
+Json = options.json_option("Print one JSON document at the end: the text, each new token (id, text, logprob) and the statistics.")
 
 
 def generate(
@@ -54,7 +59,7 @@ def generate(
     truncate: Annotated[bool, typer.Option("--truncate", help="If the prompt is longer than the context, keep its last tokens (with a warning).")] = False,
     threads: options.Threads = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No statistics on stderr.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document at the end: the text, each new token (id, text, logprob) and the statistics.")] = False,
+    as_json: Json = False,
     ablate: AblateOption = None,
     steer: SteerOption = None,
 ) -> None:
@@ -77,14 +82,10 @@ def generate(
 
       tfcli generate "ROMEO:" --samples 4 -n 100
     """
-    from tfcli.engine.errors import UsageError
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.lookup import Drafter
 
-    if prompt_option is not None:
-        if prompt is not None:
-            raise UsageError("give the prompt once: as the PROMPT argument or with -p/--prompt")
-        prompt = prompt_option
+    prompt = _given_prompt(prompt, prompt_option)
     lists = {flag: parse_list(value, flag, kind) for flag, value, kind in (("--temperature", temperature, float), ("--top-k", top_k, int), ("--top-p", top_p, float))}
     n_samples = _check_flags(show_probs, max_tokens, samples, lists, lookup, slide, as_json)
     if prompt is None and _piped_stdin():
@@ -94,8 +95,7 @@ def generate(
     t0 = time.perf_counter()
     lm = options.load_model(model)
     load_seconds = time.perf_counter() - t0
-    for w in lm.warnings:
-        warn(w)
+    warned(lm)
 
     ids, eos_ids, text = _prompt_ids(lm, text, chat, system, truncate, max_tokens)
     # The last new token is never fed back: a prompt of P tokens leaves n_ctx - P + 1 to generate.
@@ -131,6 +131,17 @@ def generate(
         return
     echo = not show_probs and not chat and prompt is not None
     _stream(lm, gen, sampler, text if echo else None, show_probs, context_bound, (load_seconds, n_threads, quiet, lookup))
+
+
+def _given_prompt(prompt: str | None, prompt_option: str | None) -> str | None:
+    """PROMPT or -p/--prompt (llama.cpp's spelling), refused when both are given; None for neither."""
+    from tfcli.engine.errors import UsageError
+
+    if prompt_option is None:
+        return prompt
+    if prompt is not None:
+        raise UsageError("give the prompt once: as the PROMPT argument or with -p/--prompt")
+    return prompt_option
 
 
 def _check_flags(show_probs: int, max_tokens: int | None, samples: int, lists: dict, lookup: bool, slide: bool, as_json: bool) -> int:
@@ -196,7 +207,7 @@ def _stream(lm, gen, sampler, echo: str | None, show_probs: int, context_bound: 
         gen.stats.stop_reason = "interrupted"
         (pieces.append if show_probs else stream.write)(gen.flush())
         view.finish(stream, pieces, gen.stats, *stats_args, sampler.params)
-        raise typer.Exit(130) from None
+        raise interrupted() from None
     _context_full(gen.stats, context_bound)
     view.finish(stream, pieces, gen.stats, *stats_args, sampler.params)
 
@@ -252,7 +263,7 @@ def _generate_json(lm, gen, prompt: str, show_probs: int, sampler, load_seconds:
         gen.stats.stop_reason = "interrupted"
         new.append({"id": None, "text": gen.flush(), "logprob": None})
         json_out.emit(json_out.generation(lm.name, prompt, "".join(t["text"] for t in new), new, json_out.stats(gen.stats, load_seconds=load_seconds, threads=threads, seed=_seed(sampler.params))))
-        raise typer.Exit(130) from None
+        raise interrupted() from None
     _context_full(gen.stats, context_bound)
     json_out.emit(json_out.generation(lm.name, prompt, "".join(t["text"] for t in new), new, json_out.stats(gen.stats, load_seconds=load_seconds, threads=threads, seed=_seed(sampler.params))))
     if not quiet:
@@ -339,7 +350,7 @@ def _generate_samples(lm, session, ids, samplers, seed, want, stop, eos_ids, sho
             run.stats.stop_reason = run.stats.stop_reason or "interrupted"
         view.print_samples(["".join(t) for t in texts], labels)
         view.finish_samples(batch, labels, load_seconds, n_threads, quiet)
-        raise typer.Exit(130) from None
+        raise interrupted() from None
     for run in batch.runs:
         _context_full(run.stats, context_bound)
     view.print_samples(["".join(t) for t in texts], labels)

@@ -4,7 +4,6 @@ beside a model's own token vectors."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -13,13 +12,17 @@ from . import options
 from .console import note
 
 
+Png = options.png_option("the histograms", " (needs Pillow)")
+Svg = options.svg_option("the histograms")
+
+
 def geometry(
     model: options.Model = None,
     dims: Annotated[Optional[str], typer.Option("--dims", help="The dimensions to sample, comma-separated (default: 3,10,100,1000,4096,12288 and the model's own).", show_default=False)] = None,
     sample: Annotated[int, typer.Option("--sample", help="Random vectors per dimension (all their pairs are measured).")] = 600,
     seed: options.Seed = None,
-    png: Annotated[Optional[Path], typer.Option("--png", help="Also write the histograms as a PNG image (needs Pillow).", show_default=False, dir_okay=False)] = None,
-    svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the histograms as an SVG image.", show_default=False, dir_okay=False)] = None,
+    png: Png = None,
+    svg: Svg = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:

@@ -7,10 +7,15 @@ from . import options
 from .console import warn
 
 
-def load(model: str | None):
-    """The model of -m, on the idle cores, its warnings shown."""
-    options.apply_threads(None)  # only the idle cores: busy ones stall BLAS threads (engine/threads.py)
-    lm = options.load_model(model)
+def load(model: str | None, threads: int | None = None):
+    """The model of -m on --threads (by default only the idle cores: busy ones stall BLAS threads,
+    engine/threads.py), its warnings shown."""
+    options.apply_threads(threads)
+    return warned(options.load_model(model))
+
+
+def warned(lm):
+    """A loaded model, its warnings (tensors the family does not use, ...) shown on stderr."""
     for w in lm.warnings:
         warn(w)
     return lm

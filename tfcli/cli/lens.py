@@ -3,7 +3,6 @@ hidden state in several contexts (--compare)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -15,15 +14,20 @@ from .experiment import AblateOption, pass_hooks
 from .json import emit  # the one float policy of every --json
 
 
+Top = options.top_option("How many tokens --position shows per layer (and --json per position).")
+Png = options.png_option("the grid", " (needs Pillow)")
+Svg = options.svg_option("the grid")
+
+
 def lens(
     texts: Annotated[list[str], typer.Argument(help="The text to look through ('-' reads stdin); with --compare, two or more texts.", show_default=False)],
     model: options.Model = None,
     position: Annotated[Optional[int], typer.Option("--position", "-p", help="Show the top tokens of every layer for this position (0 = the first token, -1 = the last).", show_default=False)] = None,
-    top: Annotated[int, typer.Option("--top", "-k", help="How many tokens --position shows per layer (and --json per position).")] = 5,
+    top: Top = 5,
     compare: Annotated[bool, typer.Option("--compare", help="Follow the LAST token of each text through the layers: how alike its hidden states are between the texts, how far each moved from the bare token's embedding, and what the lens reads.")] = False,
     first: Annotated[bool, typer.Option("--first", help="When the positions do not fit the terminal, show the first ones (default: the last ones).")] = False,
-    png: Annotated[Optional[Path], typer.Option("--png", help="Also write the grid as a PNG image (needs Pillow).", show_default=False, dir_okay=False)] = None,
-    svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the grid as an SVG image.", show_default=False, dir_okay=False)] = None,
+    png: Png = None,
+    svg: Svg = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
     ablate: AblateOption = None,
@@ -49,8 +53,7 @@ def lens(
 
 
     zh = options.chinese(lang)
-    if top < 1:
-        raise UsageError(f"--top must be at least 1, not {top}")
+    options.check_top(top)
     if compare:
         if len(texts) < 2:
             raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare "The Tower" "The Eiffel Tower" "The Miniature Eiffel Tower"')
@@ -76,7 +79,7 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
 
     from .views.attn import token_labels
     from .views import lens as view
-    from .views.inside import say, token_str, uses_colour
+    from .views.inside import token_str
 
     lm = load(model)
     ids = text_ids(lm, text)
@@ -101,41 +104,66 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
     if png or svg:
         _write_images(png, svg, f"{lm.name} · logit lens · {t_len} tokens", result.probs[:, :, 0], labels, firsts)
     if as_json:
-        from tfcli.engine.memory import check_allocation
-
-        # about 400 bytes of Python objects per (layer, position, token) entry, and its text
-        check_allocation(n_layers * len(sel) * k * 400, f"the --json of {n_layers} layers x {len(sel):,} positions x {k} tokens", "use a shorter text, a smaller --top, or --position N")
-
-        def entry(layer, t):
-            j = col[t]
-            e = {"position": t, "token_id": int(result.ids[layer, j, 0]), "token": tok.token_text(int(result.ids[layer, j, 0])), "prob": float(result.probs[layer, j, 0])}
-            if k > 1:
-                e["top"] = [{"token_id": int(i), "token": tok.token_text(int(i)), "prob": float(v)} for i, v in zip(result.ids[layer, j], result.probs[layer, j])]
-            return e
-
-        emit({
-            "model": lm.name,
-            "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids],
-            "layers": [{"layer": layer, "positions": [entry(layer, t) for t in (sel if p is None else [p])]} for layer in range(n_layers)],
-        })  # fmt: skip
+        _lens_json(lm, ids, result, sel if p is None else [p], col, k)
         return
-    colour = uses_colour(out)
     head = f"[bold]{lm.name}[/] · 逻辑透镜 · {n_layers - 1} 个块 · {t_len} 个词元" if zh else f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} layers · {t_len} tokens"
     if p is not None:
-        if zh:
-            nxt = f"（文本中的下一个词元是 {labels[p + 1]!r}）" if p + 1 < t_len else ""
-            out.print(f"{head} · 位置 {p}，{labels[p]!r} 之后{nxt}")
-        else:
-            nxt = f" (the next token in the text is {labels[p + 1]!r})" if p + 1 < t_len else ""
-            out.print(f"{head} · position {p}, after {labels[p]!r}{nxt}")
-        out.print(view.position_table(result, col[p], [names[layer][col[p]] for layer in range(n_layers)], colour, "", out.width, zh))
-        say(out, zh,
-            "Each row: what the model would predict after this token if it stopped after that layer "
-            "(softmax of unembed(final_norm(h))); layer i is the residual stream after block i-1 (layer 0: the embeddings). "
-            "bits: the entropy of that guess (0 = certain).",
-            "每一行：如果模型在这一层之后就停下，它在这个位置会预测什么（softmax(unembed(final_norm(h)))）。"
-            "第 i 层是第 i-1 个块之后的残差流（第 0 层：嵌入）。bits：这个猜测的熵（0 表示完全确定）。")  # fmt: skip
-        return
+        _position_view(head, result, labels, [names[layer][col[p]] for layer in range(n_layers)], p, col[p], zh)
+    else:
+        _grid_view(head, result, labels, firsts, shown, col, first, zh)
+
+
+def _lens_json(lm, ids: list[int], result, positions: list[int], col: dict[int, int], k: int) -> None:
+    """--json: each layer's top token at each position read, and its top k when k > 1 (--top)."""
+    from tfcli.engine.memory import check_allocation
+
+    tok = lm.tokenizer
+    n_layers = len(result.ids)
+    # about 400 bytes of Python objects per (layer, position, token) entry, and its text
+    check_allocation(n_layers * len(col) * k * 400, f"the --json of {n_layers} layers x {len(col):,} positions x {k} tokens", "use a shorter text, a smaller --top, or --position N")
+
+    def entry(layer, t):
+        j = col[t]
+        e = {"position": t, "token_id": int(result.ids[layer, j, 0]), "token": tok.token_text(int(result.ids[layer, j, 0])), "prob": float(result.probs[layer, j, 0])}
+        if k > 1:
+            e["top"] = [{"token_id": int(i), "token": tok.token_text(int(i)), "prob": float(v)} for i, v in zip(result.ids[layer, j], result.probs[layer, j])]
+        return e
+
+    emit({
+        "model": lm.name,
+        "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids],
+        "layers": [{"layer": layer, "positions": [entry(layer, t) for t in positions]} for layer in range(n_layers)],
+    })  # fmt: skip
+
+
+def _position_view(head: str, result, labels: list[str], names: list[list[str]], p: int, j: int, zh: bool) -> None:
+    """--position: the top tokens of every layer at position p (column j of the lens read)."""
+    from .views import lens as view
+    from .views.inside import say, uses_colour
+
+    t_len = len(labels)
+    if zh:
+        nxt = f"（文本中的下一个词元是 {labels[p + 1]!r}）" if p + 1 < t_len else ""
+        out.print(f"{head} · 位置 {p}，{labels[p]!r} 之后{nxt}")
+    else:
+        nxt = f" (the next token in the text is {labels[p + 1]!r})" if p + 1 < t_len else ""
+        out.print(f"{head} · position {p}, after {labels[p]!r}{nxt}")
+    out.print(view.position_table(result, j, names, uses_colour(out), "", out.width, zh))
+    say(out, zh,
+        "Each row: what the model would predict after this token if it stopped after that layer "
+        "(softmax of unembed(final_norm(h))); layer i is the residual stream after block i-1 (layer 0: the embeddings). "
+        "bits: the entropy of that guess (0 = certain).",
+        "每一行：如果模型在这一层之后就停下，它在这个位置会预测什么（softmax(unembed(final_norm(h)))）。"
+        "第 i 层是第 i-1 个块之后的残差流（第 0 层：嵌入）。bits：这个猜测的熵（0 表示完全确定）。")  # fmt: skip
+
+
+def _grid_view(head: str, result, labels: list[str], firsts: list[list[str]], shown: list[int], col: dict[int, int], first: bool, zh: bool) -> None:
+    """The default: each layer's top token at every position shown, as a grid, with a legend."""
+    from .views import lens as view
+    from .views.inside import say, uses_colour
+
+    t_len = len(labels)
+    colour = uses_colour(out)
     out.print(head)
     if len(shown) < t_len:
         if zh:
@@ -186,11 +214,7 @@ def _write_images(png, svg, heading, probs, labels, names) -> None:
 def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
     from tfcli.analysis.lens import baseline_cosine, logit_lens, residual_stream, trajectory
 
-    from .views import lens as view
-    from .views.inside import say, token_str, uses_colour
-
     lm = load(model)
-    tok = lm.tokenizer
     all_ids = [text_ids(lm, t, f"text {n + 1}") for n, t in enumerate(texts)]
     hooks = pass_hooks(lm, ablate)
     streams = [residual_stream(lm.model, ids, hooks) for ids in all_ids]  # one pass per text
@@ -203,24 +227,43 @@ def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
         reads_ids.append(r.ids[:, 0, 0])
         reads_p.append(r.probs[:, 0, 0])
     if as_json:
-        emit({
-            "model": lm.name,
-            "texts": [{"text": t, "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids]} for t, ids in zip(texts, all_ids)],
-            "layers": [{
-                "layer": layer,
-                "cosine": traj.pairwise[layer].round(6).tolist(),
-                "baseline_cosine": None if base[layer] != base[layer] else round(float(base[layer]), 6),
-                "from_embedding": [{"cosine": round(float(traj.from_embedding[c, layer]), 6), "moved": round(float(traj.moved[c, layer]), 6), "norm": round(float(traj.norms[c, layer]), 4)} for c in range(len(texts))],
-                "reads": [{"token_id": int(reads_ids[c][layer]), "token": tok.token_text(int(reads_ids[c][layer])), "prob": float(reads_p[c][layer])} for c in range(len(texts))],
-            } for layer in range(len(streams[0]))],
-        })  # fmt: skip
-        return
+        _compare_json(lm, texts, all_ids, traj, base, reads_ids, reads_p)
+    else:
+        _compare_view(lm, texts, all_ids, traj, base, reads_ids, reads_p, zh)
+
+
+def _compare_json(lm, texts, all_ids, traj, base, reads_ids, reads_p) -> None:
+    """--compare --json: each text's tokens, then per layer the cosines, the distance from the
+    embedding and what the lens reads."""
+    tok = lm.tokenizer
+    emit({
+        "model": lm.name,
+        "texts": [{"text": t, "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids]} for t, ids in zip(texts, all_ids)],
+        "layers": [{
+            "layer": layer,
+            "cosine": traj.pairwise[layer].round(6).tolist(),
+            "baseline_cosine": None if base[layer] != base[layer] else round(float(base[layer]), 6),
+            "from_embedding": [{"cosine": round(float(traj.from_embedding[c, layer]), 6), "moved": round(float(traj.moved[c, layer]), 6), "norm": round(float(traj.norms[c, layer]), 4)} for c in range(len(texts))],
+            "reads": [{"token_id": int(reads_ids[c][layer]), "token": tok.token_text(int(reads_ids[c][layer])), "prob": float(reads_p[c][layer])} for c in range(len(texts))],
+        } for layer in range(traj.states.shape[1])],
+    })  # fmt: skip
+
+
+def _compare_view(lm, texts, all_ids, traj, base, reads_ids, reads_p, zh: bool) -> None:
+    """--compare at a terminal: the texts and their tokens, warnings that change what the numbers
+    mean, the tables (cosines, distance from the embedding, what the lens reads), a legend."""
+    from .views import lens as view
+    from .views.inside import say, token_str, uses_colour
+
+    tok = lm.tokenizer
+    n_blocks = traj.states.shape[1] - 1  # [C, L+1, D]
+    last = [ids[-1] for ids in all_ids]
     colour = uses_colour(out)
     letters = [chr(ord("A") + i) for i in range(len(texts))]
     if zh:
-        out.print(f"[bold]{lm.name}[/] · 每段文本的最后一个词元穿过 {len(streams[0]) - 1} 个块")
+        out.print(f"[bold]{lm.name}[/] · 每段文本的最后一个词元穿过 {n_blocks} 个块")
     else:
-        out.print(f"[bold]{lm.name}[/] · the last token of each text through {len(streams[0]) - 1} layers")
+        out.print(f"[bold]{lm.name}[/] · the last token of each text through {n_blocks} layers")
     for c, (t, ids) in enumerate(zip(texts, all_ids)):
         pieces = " ".join(repr(token_str(tok, i)) for i in ids)
         out.print(f"  {letters[c]}: {t!r} → {pieces}")

@@ -10,12 +10,16 @@ import typer
 from . import options
 
 
+Block = options.block_option(int, "The block (transformer layer) whose MLP to look at: 0 to L-1, negative from the end (-1 = the last).", show_default=False)
+Top = options.top_option("How many neurons per token (or tokens per list with --neuron).")
+
+
 def neurons(
     text: Annotated[str, typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)],
-    layer: Annotated[int, typer.Option("--block", "-b", "--layer", "-l", help="The block (transformer layer) whose MLP to look at: 0 to L-1, negative from the end (-1 = the last).", show_default=False)],
+    layer: Block,
     model: options.Model = None,
     neuron: Annotated[Optional[int], typer.Option("--neuron", "-n", help="One neuron: which tokens of the text make it fire, and which tokens its output pushes up and down.", show_default=False)] = None,
-    k: Annotated[int, typer.Option("--top", "-k", help="How many neurons per token (or tokens per list with --neuron).")] = 5,
+    k: Top = 5,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -35,14 +39,12 @@ def neurons(
 
       tfcli neurons -m tang "今天天气很好" --block 2 --lang zh
     """
-    from tfcli.analysis import neurons as nn
     from tfcli.engine.errors import UsageError
 
     from .inputs import load, text_ids
 
     zh = options.chinese(lang)
-    if k < 1:
-        raise UsageError(f"--top must be at least 1, not {k}")
+    options.check_top(k)
     lm = load(model)
     cfg = lm.config
     index = layer + cfg.n_layer if layer < 0 else layer
@@ -51,11 +53,31 @@ def neurons(
     if neuron is not None and not 0 <= neuron < cfg.d_ff:
         raise UsageError(f"--neuron {neuron} is not a neuron of {lm.name}'s MLP: it has {cfg.d_ff}, 0 to {cfg.d_ff - 1}")
     ids = text_ids(lm, text)
-    acts = nn.activations(lm.model, ids, index)  # [T, F]
-    tok = lm.tokenizer
+    report = _report(lm, ids, index, neuron, k)
+    if as_json:
+        from .json import emit
+
+        emit(report)  # the one float policy of every --json (cli/json.py)
+        return
+    from .views import neurons as view
     from .views.attn import token_labels
 
+    tok = lm.tokenizer
     labels = token_labels(tok, ids)
+    names = {int(i): _shown(tok, int(i)) for key in ("pushes_up", "pushes_down") for i in (r["id"] for r in report.get(key, []))}
+    if neuron is None:
+        view.table(report, labels, zh)
+    else:
+        view.one(report, labels, names, zh)
+
+
+def _report(lm, ids: list[int], index: int, neuron: int | None, k: int) -> dict:
+    """What --json prints and the views draw: each token's top k neurons, or one neuron's
+    activation on every token and the tokens its output pushes up and down."""
+    from tfcli.analysis import neurons as nn
+
+    cfg, tok = lm.config, lm.tokenizer
+    acts = nn.activations(lm.model, ids, index)  # [T, F]
     head = {"model": lm.name, "block": index, "d_ff": cfg.d_ff, "d_model": cfg.d_model, "mlp": cfg.mlp}
     if neuron is None:
         top_ids, top_vals = nn.top_neurons(acts, k)  # [T, k]
@@ -75,18 +97,7 @@ def neurons(
             "pushes_up": [{"token": tok.token_text(int(i)), "id": int(i), "logit": float(logits[i])} for i in up],
             "pushes_down": [{"token": tok.token_text(int(i)), "id": int(i), "logit": float(logits[i])} for i in down],
         }
-    if as_json:
-        from .json import emit
-
-        emit(report)  # the one float policy of every --json (cli/json.py)
-        return
-    from .views import neurons as view
-
-    names = {int(i): _shown(tok, int(i)) for key in ("pushes_up", "pushes_down") for i in (r["id"] for r in report.get(key, []))}
-    if neuron is None:
-        view.table(report, labels, zh)
-    else:
-        view.one(report, labels, names, zh)
+    return report
 
 
 def _ends(logits, k: int):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -34,7 +35,43 @@ Threads = Annotated[
         show_default=False,
     ),
 ]
-Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]
+
+
+def json_option(help: str):
+    """--json, with what the command's JSON holds."""
+    return Annotated[bool, typer.Option("--json", help=help)]
+
+
+Json = json_option("Print JSON for scripts instead of tables.")
+
+
+# The options of several commands whose help says what they draw or count: their names and types
+# here, once; each command names its alias with its own words (Png = options.png_option("the grid")).
+def png_option(what: str, more: str = ""):
+    """--png FILE: also write `what` as a PNG image; `more` says what it needs or holds."""
+    return Annotated[Optional[Path], typer.Option("--png", help=f"Also write {what} as a PNG image{more}.", show_default=False, dir_okay=False)]
+
+
+def svg_option(what: str):
+    """--svg FILE: also write `what` as an SVG image."""
+    return Annotated[Optional[Path], typer.Option("--svg", help=f"Also write {what} as an SVG image.", show_default=False, dir_okay=False)]
+
+
+def block_option(kind: type, help: str, **extra):
+    """--block/-b (also --layer/-l): a transformer block, by number (kind int) or with 'all' (kind str)."""
+    return Annotated[kind, typer.Option("--block", "-b", "--layer", "-l", help=help, **extra)]
+
+
+def top_option(help: str):
+    """--top/-k: how many of the best to show; check_top refuses fewer than one."""
+    return Annotated[int, typer.Option("--top", "-k", help=help)]
+
+
+def check_top(k: int) -> None:
+    from tfcli.engine.errors import UsageError
+
+    if k < 1:
+        raise UsageError(f"--top must be at least 1, not {k}")
 
 # The sampling knobs, shared by generate and chat. None means "not given": the model's
 # generation_config.json, then llama.cpp's defaults, fill it in (SamplingParams.merged).
@@ -149,10 +186,12 @@ class Lang(str, Enum):
     zh = "zh"
 
 
-LangOption = Annotated[
-    Optional[Lang],
-    typer.Option("--lang", help="zh: explanations in Chinese as well as English (default: from LC_ALL / LANG).", show_default=False),
-]
+def lang_option(help: str):
+    """--lang, with what it changes in the command's output."""
+    return Annotated[Optional[Lang], typer.Option("--lang", help=help, show_default=False)]
+
+
+LangOption = lang_option("zh: explanations in Chinese as well as English (default: from LC_ALL / LANG).")
 
 
 def chinese(lang: Lang | None) -> bool:

@@ -32,6 +32,9 @@ _MLP_HELP = "; ".join(f"{key}: {kind.matrices} matrices ({'gate, up, down' if ki
 _SIZE = {"show_default": False, "rich_help_panel": "Shape"}
 
 
+Lang = options.lang_option("zh: names and explanations in Chinese as well as English (default: from LC_ALL / LANG).")
+
+
 def params(
     preset: Annotated[
         Optional[str],
@@ -61,10 +64,7 @@ def params(
     bias: Annotated[Optional[bool], typer.Option("--bias/--no-bias", help="Biases on the attention and MLP projections.", **_SIZE)] = None,
     mlp: Annotated[Optional[Mlp], typer.Option("--mlp", help=f"The MLP kind. {_MLP_HELP}.", **_SIZE)] = None,
     list_presets: Annotated[bool, typer.Option("--list-presets", help="List the presets and exit.")] = False,
-    lang: Annotated[
-        Optional[options.Lang],
-        typer.Option("--lang", help="zh: names and explanations in Chinese as well as English (default: from LC_ALL / LANG).", show_default=False),
-    ] = None,
+    lang: Lang = None,
     as_json: options.Json = False,
 ) -> None:
     """Count a GPT's parameters two ways, and what a token costs in FLOPs and memory.

@@ -11,6 +11,7 @@ import typer
 from . import options
 from .experiment import AblateOption, pass_hooks
 from .console import out
+from .inputs import load
 
 # How likely the model found each token, as colours from sure to surprised (probability bounds).
 SCALE = ((0.5, "green", "≥ 50%"), (0.2, "bright_green", "20-50%"), (0.05, "yellow", "5-20%"), (0.01, "dark_orange", "1-5%"), (0.0, "red", "< 1%"))
@@ -50,8 +51,7 @@ def score(
     if (text is None) == (file is None):
         raise UsageError("give a TEXT or --file FILE (one of the two)", "tfcli score 'some text', or tfcli score --file notes.txt")
     body = _read_file(file) if file is not None else options.read_text(text, "the text", "give some text to score")
-    options.apply_threads(threads)
-    lm = options.load_model(model)
+    lm = load(model, threads)
     window, stride = check_window(lm.model, window, stride)
     ids = lm.tokenizer.prompt(body)
     options.warn_unknown(lm.tokenizer, body, ids, lm.name)

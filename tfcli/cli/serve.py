@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .command import interrupted
 from .console import note, warn
+from .inputs import warned
 
 
 def serve(
@@ -42,9 +44,7 @@ def serve(
     if not http.is_loopback(host):
         warn(f"listening on {host}: other machines can reach this server{'' if api_key else ' and use it without a key (see --api-key)'}")
     n_threads = options.apply_threads(threads)
-    lm = options.load_model(model)
-    for w in lm.warnings:
-        warn(w)
+    lm = warned(options.load_model(model))
     name = model or lm.name
     from tfcli.serve.live import Page
 
@@ -68,4 +68,4 @@ def serve(
     import signal
 
     if srv.signalled == signal.SIGINT:
-        raise typer.Exit(130)
+        raise interrupted()

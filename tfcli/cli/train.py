@@ -16,6 +16,7 @@ import typer
 from rich.text import Text
 
 from . import options
+from .command import interrupted
 from .console import err, for_terminal, note, shown
 
 _MODEL, _OPT, _RUN = "Model", "Optimisation", "Run"
@@ -251,7 +252,7 @@ def _loop(run, command: str, as_json: bool) -> None:
                 run.save(command)
             bar.stop()
             note(f"interrupted at step {run.step:,}: the checkpoint is in {run.out}; continue with: tfcli train {shlex.quote(s.text)} -o {shlex.quote(str(run.out))} --resume")
-            raise typer.Exit(130)  # as generate does: the work so far is kept, the exit code says Ctrl-C
+            raise interrupted()  # as generate does: the work so far is kept, the exit code says Ctrl-C
     if run.saved_step != run.step:
         run.save(command)
 

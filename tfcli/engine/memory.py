@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..numbers import human_bytes  # re-exported: cli/bench.py, cli/attn.py and benchmarks/compare.py import it from here
+from .. import numbers
 from .errors import ResourceError
 
 # Where the kernel shows them; tests point these at a fake tree.
@@ -124,4 +124,4 @@ def check_allocation(nbytes: int, what: str, hint: str = "use a shorter prompt o
     if avail is not None and nbytes > avail:
         binding = next((name for n, name in limits() if n == avail and name), "")
         under = f" under {binding}" if binding else ""
-        raise ResourceError(f"{what} would need {human_bytes(nbytes)} but only {human_bytes(avail)} of memory is available{under}", hint)
+        raise ResourceError(f"{what} would need {numbers.size(nbytes)} but only {numbers.size(avail)} of memory is available{under}", hint)
