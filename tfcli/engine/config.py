@@ -82,6 +82,7 @@ class ModelConfig:
     rotary_dim: int = 0  # R: dimensions of each head RoPE rotates; 0: all Dh (Phi-4-mini: 3/4 of them)
     qk_norm: bool = False  # an RMSNorm of Dh on each head's queries and keys before RoPE (Qwen3, Gemma 3)
     norms_per_block: int = 2  # norms of D in one block: before attention and MLP; Gemma 3 also after each
+    windows: tuple[int | None, ...] = ()  # per layer, a sliding window (Gemma 3's sliding layers, Phi-3) or None; (): none slides
     extra: Any = None  # what only the family's own code reads (a frozen dataclass of its own: RoPE scaling, windows)
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
@@ -107,9 +108,13 @@ class ModelConfig:
         return MLPS[self.mlp].matrices
 
     def kv_cache_bytes(self, n_positions: int) -> int:
-        """float32 K and V for every layer: 2 x L x Hkv x positions x Dh x 4 bytes."""
-        return 2 * self.n_layer * self.n_kv_head * n_positions * self.head_dim * 4
+        """float32 K and V for every layer: 2 x L x Hkv x positions x Dh x 4 bytes, where a sliding
+        layer holds at most its window and SLIDING_EXTRA positions more (engine/kvcache.py)."""
+        held = sum(n_positions if not w else min(n_positions, w + SLIDING_EXTRA) for w in (self.windows or (None,) * self.n_layer))
+        return 2 * held * self.n_kv_head * self.head_dim * 4
 
+
+SLIDING_EXTRA = 1024  # positions a sliding layer's cache may hold beyond its window: kvcache.SLACK and one pass's new ones
 
 # Far beyond any real model, small enough that products of two of them cannot overflow int64.
 MAX_DIM = 1 << 24

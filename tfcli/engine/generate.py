@@ -50,7 +50,7 @@ class Session:
             if a != b:
                 break
             reuse += 1
-        reuse = min(reuse, len(tokens) - 1)  # the last token must run to give logits
+        reuse = self.cache.resumable(min(reuse, len(tokens) - 1))  # the last token must run to give logits
         self.cache.reset(reuse)
         self.tokens = list(tokens[:reuse])
         # In chunks, so that a long prompt's temporaries stay bounded; of equal size (700 tokens as

@@ -26,40 +26,79 @@ from .memory import check_allocation
 
 
 FIRST_ROOM = 256  # positions allocated before the first write asks for more
+SLACK = 256  # positions a sliding layer keeps beyond its window: a rollback within them (lookup, a shorter prompt reuse) needs no recomputation
 
 
 class KVCache:
+    """Keys and values of one sequence. Layers that attend to every position (most) keep every
+    position in k [Lg, Hkv, Dh, room] and v [Lg, Hkv, room, Dh]. Layers with a sliding window
+    (Gemma 3's sliding layers, Phi-3) keep only what their queries can still see: ks and vs, whose
+    column c holds position `off + c`; when they run out of room, the positions older than the
+    window (and SLACK) are dropped and the rest move to the front, so they hold at most about the
+    window plus one pass, whatever the length: a 32,768-token Gemma-3-270M cache is the 3 global
+    layers' 32,768 positions and the 15 sliding layers' ~1,300, not 18 x 32,768. Attention reads
+    a sliding layer's keys from `off` on, with positions counted from there."""
+
     def __init__(self, config: ModelConfig, capacity: int):
         nbytes = config.kv_cache_bytes(capacity)
         check_allocation(nbytes, f"a KV cache of {capacity:,} positions")
         self.config = config
         self.capacity = capacity
         self.length = 0  # positions filled so far, the same for every layer once a forward pass ends
+        windows = config.windows or (None,) * config.n_layer
+        self.window = max((w for w in windows if w), default=0)  # the sliding layers' window; 0: none
+        self.slot = []  # per layer: (sliding?, its index in k/v or in ks/vs)
+        for w in windows:
+            self.slot.append((bool(w), sum(1 for s, _ in self.slot if s == bool(w))))
+        self.n_sliding = sum(1 for s, _ in self.slot if s)
+        self.off = 0  # the position the sliding layers' first column holds
         self._allocate(min(capacity, FIRST_ROOM))
+        self.ks, self.vs = self._arrays(self.n_sliding, min(capacity, FIRST_ROOM))
 
     @property
     def room(self) -> int:
-        """Positions allocated now (<= capacity)."""
+        """Positions allocated now in the global layers (<= capacity)."""
         return self.v.shape[2]
 
+    def _arrays(self, layers: int, room: int) -> tuple[np.ndarray, np.ndarray]:
+        Hkv, Dh = self.config.n_kv_head, self.config.head_dim
+        return np.zeros((layers, Hkv, Dh, room), dtype=np.float32), np.zeros((layers, Hkv, room, Dh), dtype=np.float32)  # keys transposed
+
     def _allocate(self, room: int) -> None:
-        L, Hkv, Dh = self.config.n_layer, self.config.n_kv_head, self.config.head_dim
-        k = np.zeros((L, Hkv, Dh, room), dtype=np.float32)  # [L, Hkv, Dh, room], transposed
-        v = np.zeros((L, Hkv, room, Dh), dtype=np.float32)  # [L, Hkv, room, Dh]
+        k, v = self._arrays(self.config.n_layer - self.n_sliding, room)  # [Lg, Hkv, Dh, room], [Lg, Hkv, room, Dh]
         if hasattr(self, "k"):
             kept = self.room
-            k[..., :kept] = self.k  # [L, Hkv, Dh, kept]
-            v[:, :, :kept] = self.v  # [L, Hkv, kept, Dh]
+            k[..., :kept] = self.k  # [Lg, Hkv, Dh, kept]
+            v[:, :, :kept] = self.v  # [Lg, Hkv, kept, Dh]
         self.k, self.v = k, v
 
     def reserve(self, end: int) -> None:
-        """Room for positions 0..end-1: double (or more, up to capacity), checking memory first."""
+        """Room for positions 0..end-1 (the sliding layers: for those their queries can see):
+        double (or more, up to capacity), checking memory first."""
         if end > self.capacity:
             raise ResourceError(f"the KV cache holds {self.capacity} positions; position {end - 1} does not fit")
         if end > self.room:
             room = min(self.capacity, max(end, 2 * self.room))
             check_allocation(self.config.kv_cache_bytes(room), f"a KV cache of {room:,} positions")
             self._allocate(room)
+        if self.n_sliding and end - self.off > self.ks.shape[3]:
+            self._slide(min(self.length, end - 1), end)
+
+    def _slide(self, start: int, end: int) -> None:
+        """Room in the sliding layers for a pass writing positions start..end-1: drop the positions
+        no query from `start` on can see (older than the window, beyond SLACK), move the others to
+        the front, and grow the arrays if that is not enough."""
+        keep = max(self.off, start - self.window + 1 - SLACK)  # the oldest position still wanted
+        kept = start - keep  # positions keep..start-1 stay; start.. are about to be written
+        need, room = end - keep, self.ks.shape[3]
+        if need > room:
+            room = min(self.capacity, max(need, min(2 * room, self.window + 2 * SLACK)))
+            ks, vs = self._arrays(self.n_sliding, room)
+        else:
+            ks, vs = self.ks, self.vs  # in place: NumPy copies overlapping slices correctly
+        ks[..., :kept] = self.ks[..., keep - self.off : start - self.off]  # [Ls, Hkv, Dh, kept]
+        vs[:, :, :kept] = self.vs[:, :, keep - self.off : start - self.off]  # [Ls, Hkv, kept, Dh]
+        self.ks, self.vs, self.off = ks, vs, keep
 
     def positions(self, t_len: int) -> np.ndarray:
         """The positions of the next T tokens [T]; PromptError if they do not fit."""
@@ -72,32 +111,78 @@ class KVCache:
         """The pass over `positions` is complete: they count as cached."""
         self.length = int(positions[-1]) + 1
 
-    def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Write k, v [T, Hkv, Dh] at positions start..start+T-1; return the keys [Hkv, Dh, S] and
-        values [Hkv, S, Dh] of positions 0..start+T-1 (views, no copy)."""
+    def first(self, layer: int) -> int:
+        """The oldest position a layer still holds (0, except on a sliding layer that has slid)."""
+        return self.off if self.slot[layer][0] else 0
+
+    def held(self, layer: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """The keys [Hkv, Dh, S'] and values [Hkv, S', Dh] of positions first(layer)..end-1 (views)."""
+        sliding, i = self.slot[layer]
+        if sliding:
+            return self.ks[i, :, :, : end - self.off], self.vs[i, :, : end - self.off]
+        return self.k[i, :, :, :end], self.v[i, :, :end]
+
+    def _write(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
         end = start + k.shape[0]
-        self.reserve(end)
-        self.k[layer, :, :, start:end] = k.transpose(1, 2, 0)  # [T, Hkv, Dh] -> [Hkv, Dh, T]
-        self.v[layer, :, start:end] = v.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
-        return self.k[layer, :, :, :end], self.v[layer, :, :end]
+        sliding, i = self.slot[layer]
+        keys, values, at = (self.ks, self.vs, start - self.off) if sliding else (self.k, self.v, start)
+        keys[i, :, :, at : at + end - start] = k.transpose(1, 2, 0)  # [T, Hkv, Dh] -> [Hkv, Dh, T]
+        values[i, :, at : at + end - start] = v.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
+
+    def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Write k, v [T, Hkv, Dh] at positions start..start+T-1; return the keys [Hkv, Dh, S'] and
+        values [Hkv, S', Dh] of positions first(layer)..start+T-1 (views, no copy)."""
+        end = start + k.shape[0]
+        if self.slot[layer][0] and end - self.off > self.ks.shape[3]:
+            if end > self.capacity:
+                raise ResourceError(f"the KV cache holds {self.capacity} positions; position {end - 1} does not fit")
+            self._slide(start, end)  # the first sliding layer of a pass makes room for all of them
+        elif not self.slot[layer][0]:
+            self.reserve(end)
+        self._write(layer, start, k, v)
+        return self.held(layer, end)
 
     def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
         """Store the new k, v [T, Hkv, Dh] and let queries q [T, H, Dh] attend over every cached
         position: -> (context vectors z [T, H, Dh], attention weights [H, T, S] or None).
         `attention` is the executor's (engine/executor.py); `mask`: its window and softcap, if any.
-        (A sliding layer's cache keeps every position, not only its window: simpler, more memory.)"""
+        A sliding layer's keys start at first(layer): positions are counted from there."""
         t_len, n_head, head_dim = q.shape
         n_kv = k.shape[1]
-        k_all, v_all = self.store(layer, start, k, v)  # [Hkv, Dh, S] (keys transposed), [Hkv, S, Dh]
+        k_all, v_all = self.store(layer, start, k, v)  # [Hkv, Dh, S'] (keys transposed), [Hkv, S', Dh]
+        first = self.first(layer)
         # Query head h reads key/value head h // G (the grouping of transformers' repeat_kv).
         qg = q.reshape(t_len, n_kv, n_head // n_kv, head_dim).transpose(1, 2, 0, 3)  # [Hkv, G, T, Dh]
-        out, w = attention(qg, k_all, v_all, start, weights, **mask)  # [Hkv, G, T, Dh], [Hkv, G, T, S]
+        out, w = attention(qg, k_all, v_all, start - first, weights, **mask)  # [Hkv, G, T, Dh], [Hkv, G, T, S']
         z = out.transpose(2, 0, 1, 3).reshape(t_len, n_head, head_dim)  # [T, H, Dh]
+        if w is not None and first:  # the dropped positions get no weight: they are beyond the window
+            w = np.concatenate([np.zeros((*w.shape[:-1], first), dtype=w.dtype), w], axis=-1)  # [Hkv, G, T, S]
         return z, (None if w is None else w.reshape(n_head, t_len, -1))
+
+    def resumable(self, length: int) -> int:
+        """`length` if the cache can go on from there (reset(length)), else 0: a sliding layer
+        that has dropped positions a query at `length` would see must start again."""
+        return length if length == 0 or length - self.window + 1 >= self.off else 0
 
     def reset(self, length: int = 0) -> None:
         """Forget positions from `length` on (they are overwritten by the next forward pass)."""
+        if self.resumable(length) != length:
+            raise ValueError(f"the sliding layers no longer hold the positions before {length}; start again from 0")
+        if length == 0:
+            self.off = 0
         self.length = length
+
+    def copy(self, capacity: int | None = None) -> KVCache:
+        """A new cache holding the same positions (the shared prompt of n choices)."""
+        new = KVCache(self.config, capacity or self.capacity)
+        n = self.length
+        new.reserve(max(n, 1))
+        if self.n_sliding < self.config.n_layer:
+            new.k[..., :n] = self.k[..., :n]  # [Lg, Hkv, Dh, n]
+            new.v[:, :, :n] = self.v[:, :, :n]  # [Lg, Hkv, n, Dh]
+        new.ks, new.vs, new.off = self.ks.copy(), self.vs.copy(), self.off
+        new.length = n
+        return new
 
 
 class PartCache(KVCache):
@@ -107,18 +192,19 @@ class PartCache(KVCache):
 
     def __init__(self, whole: KVCache, relay: Relay):  # noqa: super().__init__ would allocate new arrays
         self.config, self.capacity, self.length = whole.config, whole.capacity, whole.length
-        self.k, self.v = whole.k, whole.v
+        self.k, self.v, self.ks, self.vs, self.off = whole.k, whole.v, whole.ks, whole.vs, whole.off
+        self.window, self.slot, self.n_sliding = whole.window, whole.slot, whole.n_sliding
         self.relay = relay
 
     def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         end = start + k.shape[0]
-        if end > self.room:
+        room = self.off + self.ks.shape[3] if self.slot[layer][0] else self.room
+        if end > room:
             raise ResourceError(f"a part of a prompt pass reached position {end - 1} beyond the room reserved")
         self.relay.wait(layer, start)
-        self.k[layer, :, :, start:end] = k.transpose(1, 2, 0)  # [T, Hkv, Dh] -> [Hkv, Dh, T]
-        self.v[layer, :, start:end] = v.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
+        self._write(layer, start, k, v)
         self.relay.done(layer, end)
-        return self.k[layer, :, :, :end], self.v[layer, :, :end]
+        return self.held(layer, end)
 
 
 class Cancelled(Exception):
@@ -170,6 +256,7 @@ class BatchCache:
     def __init__(self, config: ModelConfig, rows: int, capacity: int):
         check_allocation(rows * config.kv_cache_bytes(capacity), f"a KV cache for {rows:,} samples of {capacity:,} positions", BATCH_HINT)
         L, Hkv, Dh = config.n_layer, config.n_kv_head, config.head_dim
+        self.config = config
         self.k = np.zeros((L, rows, Hkv, Dh, capacity), dtype=np.float32)  # [L, B, Hkv, Dh, capacity]; sized to prompt + new tokens by the caller
         self.v = np.zeros((L, rows, Hkv, capacity, Dh), dtype=np.float32)  # [L, B, Hkv, capacity, Dh]
         self.capacity = capacity
@@ -181,8 +268,11 @@ class BatchCache:
         n = prefix.length
         if n > self.capacity:
             raise ResourceError(f"the batch cache holds {self.capacity} positions; the prompt has {n}")
-        self.k[:, : self.rows, :, :, :n] = prefix.k[:, None, :, :, :n]  # [L, 1, Hkv, Dh, n] -> every row
-        self.v[:, : self.rows, :, :n] = prefix.v[:, None, :, :n]  # [L, 1, Hkv, n, Dh]
+        for layer in range(self.config.n_layer):
+            first = prefix.first(layer)  # a sliding layer's older positions are beyond every window: left zero
+            keys, values = prefix.held(layer, n)  # [Hkv, Dh, n - first], [Hkv, n - first, Dh]
+            self.k[layer, : self.rows, :, :, first:n] = keys  # -> every row
+            self.v[layer, : self.rows, :, first:n] = values
         self.length = n
 
     def positions(self, rows: int) -> np.ndarray:

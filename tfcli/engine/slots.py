@@ -57,13 +57,7 @@ class Slots:
 
 def copy_cache(cache: KVCache, capacity: int | None = None) -> KVCache:
     """A new cache holding the same positions (the shared prompt of n choices)."""
-    new = KVCache(cache.config, capacity or cache.capacity)
-    n = cache.length
-    new.reserve(max(n, 1))
-    new.k[..., :n] = cache.k[..., :n]  # [L, Hkv, Dh, n]
-    new.v[:, :, :n] = cache.v[:, :, :n]  # [L, Hkv, n, Dh]
-    new.length = n
-    return new
+    return cache.copy(capacity)
 
 
 class RowByRow(Fast):

@@ -15,7 +15,7 @@ modeling_gemma3.py):
   sets final_logit_softcapping (Gemma 2 style). attn_logit_softcapping is read but not applied, as transformers' Gemma 3 does not apply
   it (its attention never passes it on; released Gemma 3 configs set it to null).
 
-The KV cache of a sliding layer keeps every position, not only its window (simpler; more memory).
+The KV cache of a sliding layer holds about its window, not every position (engine/kvcache.py).
 """
 
 from __future__ import annotations
@@ -126,6 +126,7 @@ def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
         rope_theta=theta,
         qk_norm=True,
         norms_per_block=4,
+        windows=settings.windows if any(settings.windows) else (),
         extra=settings,
         bos_token_id=r.opt_int("bos_token_id"),
         eos_token_ids=r.int_tuple("eos_token_id"),
