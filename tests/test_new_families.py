@@ -252,3 +252,30 @@ def test_phi3_window_matters(tmp_path):
     ids = prompt_ids()
     diff = np.abs(net.forward(ids, net.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max(axis=1)  # [T]
     assert diff[:9].max() <= 1e-4 and diff[9:].min() > 1e-3
+
+
+COMMANDS = [
+    ("score", "hello world again"),
+    ("lens", "hello world"),
+    ("neurons", "hello", "--layer", "0"),
+    ("attn", "hello world", "--layer", "0", "--head", "0"),
+    ("embed", "neighbors", "hello"),
+    ("heads", "hello world again"),
+    ("ablate", "hello world"),
+    ("patch", "hello world", "hello wirld", "--answer", "d", "--wrong", "x"),
+    ("steer", "hello", "--toward", "good", "--away", "bad", "--layer", "0", "-n", "3", "-t", "0"),
+]
+
+
+@pytest.mark.parametrize("family", list(BUILDERS))
+def test_every_view_and_experiment_runs_on_the_family(cli, family, tmp_path):
+    """The views and the experiments (checked against transformers on GPT-2, Llama and Qwen2 in
+    test_experiments.py, heads on Gemma 3 there too) run on each new family: exit 0, JSON out."""
+    folder = tmp_path / family
+    BUILDERS[family](folder, tied=family != "phi3", **({"final_logit_softcapping": None} if family == "gemma3" else {}))
+    for command, *args in COMMANDS:
+        r = cli(command, "-m", folder, *args, "--json") if command != "embed" else cli("embed", args[0], "-m", folder, *args[1:], "--json")
+        assert r.exit_code == 0, (command, r.stderr)
+        json.loads(r.stdout)
+    r = cli("explore", "-m", folder, "hello world", "-o", tmp_path / "page.html")
+    assert r.exit_code == 0 and (tmp_path / "page.html").stat().st_size > 1000, r.stderr
