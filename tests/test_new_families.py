@@ -203,6 +203,31 @@ def test_hidden_states_equal_transformers(checkpoint):
     assert np.abs(net.final_norm(mine[-1]) - theirs[-1]).max() <= 1e-4 * max(1.0, np.abs(theirs[-1]).max())
 
 
+def test_the_logit_lens_equals_transformers(checkpoint):
+    """At every layer, tfcli's lens (analysis/lens.py: the top tokens and their probabilities of
+    softmax(unembed(final_norm(h)))) equals transformers' lm_head(norm(h)), soft-capped where the
+    config caps the final logits (Gemma)."""
+    from tfcli.analysis.lens import logit_lens
+
+    folder, model = checkpoint
+    net = load(folder).model
+    ids = prompt_ids(20)
+    rec = Recorder(residual=True)
+    net.forward(ids, net.new_cache(len(ids)), hooks=rec)
+    lens = logit_lens(net, rec.hidden_states(), k=5)
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    with torch.no_grad():
+        hidden = model(torch.tensor([list(ids)]), output_hidden_states=True).hidden_states
+        for layer, h in enumerate(hidden):
+            x = h[0] if layer == len(hidden) - 1 else model.model.norm(h[0])  # transformers' last one is normed already
+            z = model.lm_head(x)
+            if cap:
+                z = cap * torch.tanh(z / cap)
+            p = torch.softmax(z.double(), dim=-1).numpy()  # [T, V]
+            assert np.abs(np.take_along_axis(p, lens.ids[layer], axis=-1) - lens.probs[layer]).max() <= 1e-4, layer
+            assert np.abs(np.sort(p, axis=-1)[:, ::-1][:, :5] - lens.probs[layer]).max() <= 1e-4, layer  # they are the top 5
+
+
 def test_params_from_is_exact(cli, checkpoint):
     folder, _ = checkpoint
     r = cli("params", "--from", folder, "--json")
