@@ -6,6 +6,7 @@ checkpoint in transformers; transformers also reads each GGUF itself (gguf_file=
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -107,8 +108,20 @@ def test_a_gguf_file_runs_directly_converted_once_into_the_cache(cli, tmp_path):
     assert first.exit_code == 0, first.stderr
     assert "Tiny Qwen3.gguf converted once into the cache as Tiny-Qwen3-" in first.stderr
     name = next(word for word in first.stderr.split() if word.startswith("Tiny-Qwen3-"))
-    second = cli("generate", "-m", path, "Hello", "-n", "4", "-t", "0")
-    assert second.exit_code == 0 and "converted" not in second.stderr and second.stdout == first.stdout
+    import tfcli.store.gguf.cached as cached
+
+    hashed = []
+    real = cached.sha256_file
+    cached.sha256_file = lambda p: hashed.append(p) or real(p)
+    try:
+        second = cli("generate", "-m", path, "Hello", "-n", "4", "-t", "0")
+        assert second.exit_code == 0 and "converted" not in second.stderr and second.stdout == first.stdout
+        assert hashed == []  # unchanged since the first run: its hash is remembered, the file not read again
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1))  # touched: hashed again, same content
+        third = cli("generate", "-m", path, "Hello", "-n", "4", "-t", "0")
+        assert third.exit_code == 0 and "converted" not in third.stderr and len(hashed) == 1
+    finally:
+        cached.sha256_file = real
     ids = prompt_ids()
     lm = load(name)  # by its cache name, as `tfcli models` shows it
     assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max() <= 1e-4

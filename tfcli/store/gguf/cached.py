@@ -2,10 +2,16 @@
 once into the model cache, under a name made of the file's name and the start of its sha256, and
 loaded from there like any folder afterwards (listed by `tfcli models`, removed by `tfcli rm`).
 A changed file has another hash, so it is converted again; the old entry stays until removed.
+
+Hashing a 4 GB file takes seconds, so the hash of each file is remembered beside the cache
+(`.gguf-hashes.json`: the file's resolved path, size and modification time in nanoseconds) and
+read again only when one of those changes, as make and rsync decide that a file changed.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from pathlib import Path
 
@@ -20,11 +26,51 @@ def cache_name(path: Path, sha256: str) -> str:
     return f"{stem}-{sha256[:12]}"
 
 
+HASHES = ".gguf-hashes.json"
+
+
 def converted(path: Path, progress: Progress | None = None) -> tuple[Path, bool]:
     """The cache folder holding the conversion of the GGUF file `path`, and whether it was converted
-    now (False: an earlier run did). Reads the whole file once to hash it."""
-    entry = cache_dir() / cache_name(path, sha256_file(path))
+    now (False: an earlier run did). Reads the whole file to hash it, unless it is unchanged since
+    a run that did."""
+    seen = _seen(path)
+    entry = cache_dir() / cache_name(path, seen[2])
     if entry.is_dir() or entry.is_symlink():
+        _remember(path, seen)
         return entry, False  # checked like every cache entry by whoever resolves it
     convert(path, entry, owned=True, progress=progress)
+    _remember(path, seen)
     return entry, True
+
+
+def _seen(path: Path) -> tuple[int, int, str]:
+    """(size, mtime_ns, sha256) of the file: the remembered hash if size and time are unchanged."""
+    st = path.stat()
+    known = _hashes().get(str(path.resolve()))
+    if isinstance(known, list) and len(known) == 3 and known[:2] == [st.st_size, st.st_mtime_ns] and isinstance(known[2], str) and re.fullmatch(r"[0-9a-f]{64}", known[2]):
+        return st.st_size, st.st_mtime_ns, known[2]
+    return st.st_size, st.st_mtime_ns, sha256_file(path)
+
+
+def _hashes() -> dict:
+    try:
+        with open(cache_dir() / HASHES, encoding="utf-8") as f:
+            index = json.load(f)
+    except (OSError, ValueError):  # none yet, unreadable or damaged: hash again
+        return {}
+    return index if isinstance(index, dict) else {}
+
+
+def _remember(path: Path, seen: tuple[int, int, str]) -> None:
+    """Record the hash (a new file replaces the old one at once; failing to write costs only time)."""
+    index = _hashes()
+    if index.get(str(path.resolve())) == list(seen):
+        return
+    index[str(path.resolve())] = list(seen)
+    target = cache_dir() / HASHES
+    tmp = target.with_name(f"{HASHES}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(index), encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
