@@ -135,8 +135,10 @@ def test_the_char_vocabulary_is_the_shipped_models(tmp_path):
     assert ours.encode(sample).tolist() == lib
 
 
-def test_a_real_ctrl_c_stops_after_the_step_and_saves(text, tmp_path):
-    """SIGINT to a real process: the step in progress finishes, the checkpoint is saved, exit 130."""
+@pytest.mark.parametrize("signum, code, said", [(2, 130, "interrupted"), (15, 143, "terminated (SIGTERM)")], ids=["ctrl-c", "sigterm"])
+def test_a_real_ctrl_c_or_sigterm_stops_after_the_step_and_saves(text, tmp_path, signum, code, said):
+    """SIGINT or SIGTERM to a real process: the step in progress finishes, the checkpoint is saved,
+    exit 130 or 143 (a background job ignores Ctrl-C, so `kill` is how it is stopped there)."""
     import os
     import signal
     import subprocess
@@ -154,9 +156,9 @@ def test_a_real_ctrl_c_stops_after_the_step_and_saves(text, tmp_path):
     deadline = time.monotonic() + 60
     while "step 4/" not in seen and time.monotonic() < deadline:
         seen += p.stderr.readline()
-    p.send_signal(signal.SIGINT)
+    p.send_signal(signum)
     _, rest = p.communicate(timeout=60)
-    assert p.returncode == 130, seen + rest
+    assert p.returncode == code, seen + rest
     state = json.loads((out / "trainer_state.json").read_text())
-    assert state["step"] >= 4 and f"interrupted at step {state['step']:,}" in rest and "--resume" in rest
+    assert state["step"] >= 4 and f"{said} at step {state['step']:,}" in rest and "--resume" in rest
     assert rest.rstrip().endswith("--resume") and "Traceback" not in rest

@@ -72,7 +72,7 @@ def train(
     """Train a GPT-2-style model on a text file with tfcli's NumPy engine: a forward pass and a
     hand-written backward pass (engine/train/). Progress goes to stderr: the step, the loss,
     tokens per second and the time left; every --eval-every steps the validation loss, a sample
-    and a checkpoint. Ctrl-C saves a checkpoint that --resume continues.
+    and a checkpoint. Ctrl-C (or SIGTERM) saves a checkpoint that --resume continues.
 
     Examples:
 
@@ -207,24 +207,32 @@ def _describe(run) -> None:
 
 
 @contextmanager
-def _ctrl_c_after_step():
-    """The first Ctrl-C asks the loop to stop after the step it is in (an update half applied
-    would be a broken checkpoint); a second one interrupts at once."""
-    asked = []
-    if sys.flags.dev_mode or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield asked  # not the interpreter's handler (an embedding program, a test): left alone
-        return
+def _stop_after_step():
+    """The first Ctrl-C or SIGTERM (`kill`, a container or a job scheduler stopping) asks the loop
+    to stop after the step it is in (an update half applied would be a broken checkpoint); a second
+    one interrupts at once. `asked` holds the signal. A handler is installed only where the
+    interpreter's own is in place: not in an embedding program or a test, and Ctrl-C not in a
+    background job, which ignores it (SIGTERM still stops it cleanly there)."""
+    import threading
+
+    asked: list[int] = []
 
     def handler(signum, frame):
         if asked:
             raise KeyboardInterrupt
-        asked.append(True)
+        asked.append(signum)
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {}
+    if threading.current_thread() is threading.main_thread() and not sys.flags.dev_mode:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, handler)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, handler)
     try:
         yield asked
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, before in previous.items():
+            signal.signal(signum, before)
 
 
 def _loop(run, command: str, as_json: bool) -> None:
@@ -232,7 +240,7 @@ def _loop(run, command: str, as_json: bool) -> None:
 
     s = run.settings
     columns = (TextColumn("step {task.completed:,.0f}/{task.total:,.0f}"), BarColumn(), TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[speed]}"), TimeRemainingColumn())
-    with _ctrl_c_after_step() as asked, Progress(*columns, console=err, transient=True) as bar:
+    with _stop_after_step() as asked, Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("train", total=s.steps, completed=run.step, loss="-", speed="")
         t0, step0 = time.perf_counter(), run.step
         try:
@@ -246,13 +254,15 @@ def _loop(run, command: str, as_json: bool) -> None:
                 if run.step % s.eval_every == 0 or run.step == s.steps:
                     _evaluate(run, command, bar)
         except KeyboardInterrupt:
-            asked.append(True)
+            asked.append(signal.SIGINT)
         if asked and run.step < s.steps:
             if run.saved_step != run.step:
                 run.save(command)
             bar.stop()
-            note(f"interrupted at step {run.step:,}: the checkpoint is in {run.out}; continue with: tfcli train {shlex.quote(s.text)} -o {shlex.quote(str(run.out))} --resume")
-            raise interrupted()  # as generate does: the work so far is kept, the exit code says Ctrl-C
+            how = "terminated (SIGTERM)" if asked[0] == signal.SIGTERM else "interrupted"
+            note(f"{how} at step {run.step:,}: the checkpoint is in {run.out}; continue with: tfcli train {shlex.quote(s.text)} -o {shlex.quote(str(run.out))} --resume")
+            # as generate does: the work so far is kept, the exit code says which signal (128 + its number)
+            raise typer.Exit(128 + signal.SIGTERM) if asked[0] == signal.SIGTERM else interrupted()
     if run.saved_step != run.step:
         run.save(command)
 
