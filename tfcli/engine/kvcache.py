@@ -47,10 +47,12 @@ class KVCache:
         self.length = 0  # positions filled so far, the same for every layer once a forward pass ends
         windows = config.windows or (None,) * config.n_layer
         self.window = max((w for w in windows if w), default=0)  # the sliding layers' window; 0: none
+        counts = [0, 0]  # global layers, sliding layers so far
         self.slot = []  # per layer: (sliding?, its index in k/v or in ks/vs)
         for w in windows:
-            self.slot.append((bool(w), sum(1 for s, _ in self.slot if s == bool(w))))
-        self.n_sliding = sum(1 for s, _ in self.slot if s)
+            self.slot.append((bool(w), counts[bool(w)]))
+            counts[bool(w)] += 1
+        self.n_sliding = counts[True]
         self.off = 0  # the position the sliding layers' first column holds
         self._allocate(min(capacity, FIRST_ROOM))
         self.ks, self.vs = self._arrays(self.n_sliding, min(capacity, FIRST_ROOM))
@@ -72,9 +74,10 @@ class KVCache:
             v[:, :, :kept] = self.v  # [Lg, Hkv, kept, Dh]
         self.k, self.v = k, v
 
-    def reserve(self, end: int) -> None:
-        """Room for positions 0..end-1 (the sliding layers: for those their queries can see):
-        double (or more, up to capacity), checking memory first."""
+    def reserve(self, end: int, start: int | None = None) -> None:
+        """Room for positions 0..end-1 (the sliding layers: for those their queries can see), for
+        a pass that writes from `start` (default: the cache's length) on: double (or more, up to
+        capacity), checking memory first. The first store of a pass makes room for all layers."""
         if end > self.capacity:
             raise ResourceError(f"the KV cache holds {self.capacity} positions; position {end - 1} does not fit")
         if end > self.room:
@@ -82,7 +85,7 @@ class KVCache:
             check_allocation(self.config.kv_cache_bytes(room), f"a KV cache of {room:,} positions")
             self._allocate(room)
         if self.n_sliding and end - self.off > self.ks.shape[3]:
-            self._slide(min(self.length, end - 1), end)
+            self._slide(self.length if start is None else start, end)
 
     def _slide(self, start: int, end: int) -> None:
         """Room in the sliding layers for a pass writing positions start..end-1: drop the positions
@@ -133,12 +136,7 @@ class KVCache:
         """Write k, v [T, Hkv, Dh] at positions start..start+T-1; return the keys [Hkv, Dh, S'] and
         values [Hkv, S', Dh] of positions first(layer)..start+T-1 (views, no copy)."""
         end = start + k.shape[0]
-        if self.slot[layer][0] and end - self.off > self.ks.shape[3]:
-            if end > self.capacity:
-                raise ResourceError(f"the KV cache holds {self.capacity} positions; position {end - 1} does not fit")
-            self._slide(start, end)  # the first sliding layer of a pass makes room for all of them
-        elif not self.slot[layer][0]:
-            self.reserve(end)
+        self.reserve(end, start)
         self._write(layer, start, k, v)
         return self.held(layer, end)
 
@@ -176,11 +174,10 @@ class KVCache:
         """A new cache holding the same positions (the shared prompt of n choices)."""
         new = KVCache(self.config, capacity or self.capacity)
         n = self.length
-        new.reserve(max(n, 1))
-        if self.n_sliding < self.config.n_layer:
-            new.k[..., :n] = self.k[..., :n]  # [Lg, Hkv, Dh, n]
-            new.v[:, :, :n] = self.v[:, :, :n]  # [Lg, Hkv, n, Dh]
-        new.ks, new.vs, new.off = self.ks.copy(), self.vs.copy(), self.off
+        new.ks, new.vs, new.off = self.ks.copy(), self.vs.copy(), self.off  # [Ls, ...]: what the sliding layers hold
+        new.reserve(max(n, 1), 0)  # the global layers' room; the sliding layers' is already enough
+        new.k[..., :n] = self.k[..., :n]  # [Lg, Hkv, Dh, n]
+        new.v[:, :, :n] = self.v[:, :, :n]  # [Lg, Hkv, n, Dh]
         new.length = n
         return new
 
