@@ -58,11 +58,7 @@ class Score:
 
 def window_starts(n_tokens: int, window: int, stride: int) -> list[int]:
     """Where each window begins: 0, S, 2S ... until a window predicts the last token."""
-    starts, b = [0], 0
-    while b + window < n_tokens - 1:  # the window at b predicts tokens b+1 .. b+W
-        b += stride
-        starts.append(b)
-    return starts
+    return [b for b, _, _ in plan_windows(n_tokens, window, stride)]
 
 
 def check_window(model: Transformer, window: int | None, stride: int | None) -> tuple[int, int]:
@@ -87,12 +83,12 @@ def score(model: Transformer, ids: list[int], window: int | None = None, stride:
     logprobs = np.full(len(tokens), np.nan)  # [N]
     plan = plan_windows(len(tokens), window, stride)
     together = 1 if hooks is not None else max(1, min(MAX_WINDOWS, BATCH_ROWS // window, BATCH_LOGITS // (window * model.config.vocab_size)))
-    full = [w for w in plan if w[1] - w[0] == window]  # whole windows: several go through one pass
-    for i in range(0, len(full) if together > 1 else 0, together):
+    full = [w for w in plan if w[1] - w[0] == window] if together > 1 else []  # whole windows: several go through one pass
+    for i in range(0, len(full), together):
         _score_together(model, tokens, full[i : i + together], logprobs)
     cache = model.new_cache(window)
     for b, end, first in plan:
-        if together > 1 and end - b == window:
+        if full and end - b == window:
             continue  # scored together above
         _score_window(model, tokens, b, end, first, cache, hooks, logprobs)
     return Score(list(ids), logprobs, window, stride)
@@ -117,12 +113,16 @@ def plan_windows(n: int, window: int, stride: int) -> list[tuple[int, int, int]]
     return plan
 
 
+def log_sum_exp(rows: np.ndarray) -> np.ndarray:
+    """logits [..., V] (float32) -> log sum exp over the last axis [...], float64."""
+    top = rows.max(axis=-1, keepdims=True)  # [..., 1]
+    e = np.exp(rows - top)  # [..., V] in (0, 1]: float32 exponentials, summed in float64
+    return top[..., 0] + np.log(e.sum(axis=-1, dtype=np.float64))  # [...]
+
+
 def _logprobs(rows: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """rows [t, V] float32 logits, targets [t] -> log p(target) [t] in float64."""
-    top = rows.max(axis=1, keepdims=True)  # [t, 1]
-    e = np.exp(rows - top)  # [t, V] in (0, 1]: float32 exponentials, summed in float64
-    lse = top[:, 0] + np.log(e.sum(axis=1, dtype=np.float64))  # [t] log-sum-exp, float64
-    return rows[np.arange(len(targets)), targets] - lse
+    return rows[np.arange(len(targets)), targets] - log_sum_exp(rows)
 
 
 def _score_together(model: Transformer, tokens: np.ndarray, group: list[tuple[int, int, int]], logprobs: np.ndarray) -> None:
@@ -151,7 +151,5 @@ def _score_window(model: Transformer, tokens: np.ndarray, b: int, end: int, firs
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """logits [T, V] -> log-probabilities [T, V] in float64, by the log-sum-exp `score` uses."""
-    rows = logits.astype(np.float64)  # [T, V]
-    top = rows.max(axis=1, keepdims=True)  # [T, 1]
-    return rows - (top + np.log(np.exp(rows - top).sum(axis=1, keepdims=True)))  # [T, V]
+    """logits [..., V] -> log-probabilities [..., V] in float64, by the log-sum-exp `score` uses."""
+    return logits.astype(np.float64) - log_sum_exp(logits)[..., None]  # [..., V]

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfcli.engine.errors import UsageError
+from tfcli.engine.score import log_softmax
 from tfcli.engine.sites import Hooks
 
-from .common import Run, check_block, log_softmax, logits_of, record, run_variants
+from .common import Run, check_block, logits_of, record, run_variants
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,6 @@ def record(model, ids) -> Run:
     return Run(ids, rec.hidden_states(), logits)
 
 
-def log_softmax(z: np.ndarray) -> np.ndarray:
-    z = z.astype(np.float64)
-    m = z.max(axis=-1, keepdims=True)
-    return z - m - np.log(np.exp(z - m).sum(axis=-1, keepdims=True))
-
-
 ROWS = 512  # rows of one pass of variants: [512, F] activations, and products that BLAS runs at full speed
 
 
