@@ -33,20 +33,21 @@ def converted(path: Path, progress: Progress | None = None) -> tuple[Path, bool]
     """The cache folder holding the conversion of the GGUF file `path`, and whether it was converted
     now (False: an earlier run did). Reads the whole file to hash it, unless it is unchanged since
     a run that did."""
-    seen = _seen(path)
+    index, key = _hashes(), str(path.resolve())
+    seen = _seen(path, index.get(key))
     entry = cache_dir() / cache_name(path, seen[2])
-    if entry.is_dir() or entry.is_symlink():
-        _remember(path, seen)
-        return entry, False  # checked like every cache entry by whoever resolves it
-    convert(path, entry, owned=True, progress=progress)
-    _remember(path, seen)
-    return entry, True
+    now = not (entry.is_dir() or entry.is_symlink())  # else: checked like every cache entry by whoever resolves it
+    if now:
+        convert(path, entry, owned=True, progress=progress)
+    if index.get(key) != list(seen):
+        index[key] = list(seen)
+        _save(index)
+    return entry, now
 
 
-def _seen(path: Path) -> tuple[int, int, str]:
-    """(size, mtime_ns, sha256) of the file: the remembered hash if size and time are unchanged."""
+def _seen(path: Path, known) -> tuple[int, int, str]:
+    """(size, mtime_ns, sha256) of the file: the remembered hash `known` if size and time are unchanged."""
     st = path.stat()
-    known = _hashes().get(str(path.resolve()))
     if isinstance(known, list) and len(known) == 3 and known[:2] == [st.st_size, st.st_mtime_ns] and isinstance(known[2], str) and re.fullmatch(r"[0-9a-f]{64}", known[2]):
         return st.st_size, st.st_mtime_ns, known[2]
     return st.st_size, st.st_mtime_ns, sha256_file(path)
@@ -61,12 +62,8 @@ def _hashes() -> dict:
     return index if isinstance(index, dict) else {}
 
 
-def _remember(path: Path, seen: tuple[int, int, str]) -> None:
-    """Record the hash (a new file replaces the old one at once; failing to write costs only time)."""
-    index = _hashes()
-    if index.get(str(path.resolve())) == list(seen):
-        return
-    index[str(path.resolve())] = list(seen)
+def _save(index: dict) -> None:
+    """Record the hashes (the new index replaces the old one at once; failing to write costs only time)."""
     target = cache_dir() / HASHES
     tmp = target.with_name(f"{HASHES}.{os.getpid()}.tmp")
     try:
