@@ -60,6 +60,17 @@ def interrupt_call(monkeypatch, owner, name: str, n: int) -> None:
     monkeypatch.setattr(owner, name, interrupted)
 
 
+def pytest_configure(config) -> None:
+    """A suite started as a background job (`pytest &` without job control, as CI scripts do) has
+    SIGINT ignored, and an ignored signal stays ignored in every process it starts: the tests that
+    send a real Ctrl-C to tfcli would see it do nothing. Handled again here, SIGINT reaches those
+    processes as it does from a terminal (a handler, unlike SIG_IGN, is not inherited)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 EPS32 = float(np.finfo(np.float32).eps)  # 2^-23: one float32 step at 1.0
 
 
