@@ -101,6 +101,35 @@ def assert_f32_near(actual, expected, steps: float = 24) -> None:
     assert worst <= bound, f"differ by {worst:.3g}, more than {steps} float32 steps of the largest value ({bound:.3g})"
 
 
+def torch_logits(model, ids) -> np.ndarray:
+    """A transformers model's logits for one sequence of ids, no cache: [T, V]."""
+    import torch
+
+    with torch.no_grad():
+        return model(torch.tensor([list(ids)])).logits[0].numpy()  # [T, V]
+
+
+def assert_greedy_equals_transformers(folder, model, text: str = "To be, or not to be", n: int = 32) -> None:
+    """n greedy tokens through tfcli's KV cache equal n argmax steps of transformers (no cache),
+    and say something (not one token repeated)."""
+    from tfcli.engine.generate import Session
+    from tfcli.store import load
+
+    lm = load(folder)
+    prompt = lm.tokenizer.encode(text)
+    session = Session(lm.model)
+    logits, _ = session.prefill(prompt)
+    ours = []
+    for _ in range(n):
+        ours.append(int(np.argmax(logits)))
+        logits = session.step(ours[-1])
+    ids = list(prompt)
+    for _ in range(n):
+        ids.append(int(np.argmax(torch_logits(model, ids)[-1])))
+    assert ours == ids[len(prompt) :]
+    assert len(set(ours)) > 1
+
+
 def one_line_error(r, code: int, *needles: str) -> None:
     """Exit code `code` and exactly one line on stderr, `error: ...`, holding every needle; no traceback."""
     assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr, r.exception)

@@ -20,11 +20,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from tfcli.engine.executor import PLAIN, Fast  # noqa: E402
-from tfcli.engine.generate import Session  # noqa: E402
 from tfcli.engine.inspect import Recorder  # noqa: E402
 from tfcli.store import load  # noqa: E402
 
-from conftest import TINY_LLAMA  # noqa: E402
+from conftest import TINY_LLAMA, assert_greedy_equals_transformers, torch_logits  # noqa: E402
 
 VOCAB = 300
 
@@ -136,10 +135,6 @@ def checkpoint(request, tmp_path_factory):
     return folder, BUILDERS[family](folder, tied)
 
 
-def torch_logits(model, ids) -> np.ndarray:
-    with torch.no_grad():
-        return model(torch.tensor([list(ids)])).logits[0].numpy()  # [T, V]
-
 
 def prompt_ids(n: int = 40, seed: int = 1) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, VOCAB, n)
@@ -172,20 +167,7 @@ def test_cached_decoding_equals_one_pass(checkpoint):
 
 def test_greedy_continuation_equals_transformers(checkpoint):
     """32 greedy tokens through tfcli's KV cache equal 32 argmax steps of transformers (no cache)."""
-    folder, model = checkpoint
-    lm = load(folder)
-    prompt = lm.tokenizer.encode("To be, or not to be")
-    session = Session(lm.model)
-    logits, _ = session.prefill(prompt)
-    ours = []
-    for _ in range(32):
-        ours.append(int(np.argmax(logits)))
-        logits = session.step(ours[-1])
-    ids = list(prompt)
-    for _ in range(32):
-        ids.append(int(np.argmax(torch_logits(model, ids)[-1])))
-    assert ours == ids[len(prompt) :]
-    assert len(set(ours)) > 1
+    assert_greedy_equals_transformers(*checkpoint)
 
 
 def test_hidden_states_equal_transformers(checkpoint):

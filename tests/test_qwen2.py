@@ -17,10 +17,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from tfcli.engine.executor import Fast  # noqa: E402
-from tfcli.engine.generate import Session  # noqa: E402
 from tfcli.store import load  # noqa: E402
 
-from conftest import TINY_LLAMA, reference  # noqa: E402
+from conftest import TINY_LLAMA, reference, assert_greedy_equals_transformers, torch_logits  # noqa: E402
 
 # (heads, key/value heads, tied): grouped-query attention in both, one with tied embeddings, as the
 # small Qwen2.5 models are.
@@ -61,10 +60,6 @@ def checkpoint(request, tmp_path_factory):
     return folder, qwen2_checkpoint(folder, n_head=n_head, n_kv_head=n_kv, tied=tied)
 
 
-def torch_logits(model, ids) -> np.ndarray:
-    with torch.no_grad():
-        return model(torch.tensor([list(ids)])).logits[0].numpy()  # [T, V]
-
 
 def test_config_is_read_as_qwen2(checkpoint):
     folder, model = checkpoint
@@ -102,20 +97,7 @@ def test_the_biases_matter(checkpoint):
 
 def test_greedy_continuation_equals_transformers(checkpoint):
     """32 greedy tokens through tfcli's KV cache equal 32 argmax steps of transformers (no cache)."""
-    folder, model = checkpoint
-    lm = load(folder)
-    prompt = lm.tokenizer.encode("To be, or not to be")
-    session = Session(lm.model)
-    logits, _ = session.prefill(prompt)
-    ours = []
-    for _ in range(32):
-        ours.append(int(np.argmax(logits)))
-        logits = session.step(ours[-1])
-    ids = list(prompt)
-    for _ in range(32):
-        ids.append(int(np.argmax(torch_logits(model, ids)[-1])))
-    assert ours == ids[len(prompt) :]
-    assert len(set(ours)) > 1  # a continuation that says something, not one token repeated
+    assert_greedy_equals_transformers(*checkpoint)
 
 
 def test_generate_command_runs_a_qwen2_folder(cli, checkpoint):

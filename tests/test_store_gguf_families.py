@@ -22,7 +22,8 @@ from tfcli.store import load  # noqa: E402
 
 from conftest import TINY_LLAMA  # noqa: E402
 from test_gguf import CHATML, TEXTS, add_tensor, finish, transformers_gguf_logits  # noqa: E402
-from test_new_families import gemma3, llama3, phi3, prompt_ids, qwen3, torch_logits  # noqa: E402
+from conftest import torch_logits  # noqa: E402
+from test_new_families import gemma3, llama3, phi3, prompt_ids, qwen3  # noqa: E402
 
 
 def write_qwen3_gguf(folder: Path, path: Path) -> Path:

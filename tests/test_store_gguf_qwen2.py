@@ -24,7 +24,8 @@ from tfcli.store import load  # noqa: E402
 
 from conftest import reference  # noqa: E402
 from test_gguf import CHATML, TEXTS, add_tensor, finish, transformers_gguf_logits  # noqa: E402
-from test_qwen2 import SHAPES, qwen2_checkpoint, torch_logits  # noqa: E402
+from conftest import torch_logits  # noqa: E402
+from test_qwen2 import SHAPES, qwen2_checkpoint  # noqa: E402
 
 QUANTIZED = {"token_embd": Q.Q8_0, "attn_q": Q.Q4_0, "attn_k": Q.Q5_1, "attn_v": Q.Q8_0, "ffn_up": Q.Q4_1, "ffn_down": Q.F16}
 
