@@ -84,6 +84,9 @@ def test_ctrl_c_saves_and_resume_continues_exactly(cli, text, tmp_path, monkeypa
     a, b = load_file(str(tmp_path / "whole" / "model.safetensors")), load_file(str(tmp_path / "cut" / "model.safetensors"))
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    commands = json.loads((tmp_path / "cut" / "trainer_state.json").read_text())["commands"]
+    assert [step for step, _ in commands] == [0, 3]  # the card shows how the run was started, then resumed
+    assert "# resumed after step 3:" in (tmp_path / "cut" / "README.md").read_text(encoding="utf-8")
 
 
 def test_bpe_tokenizer_and_png(cli, text, tmp_path):

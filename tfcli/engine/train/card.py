@@ -7,7 +7,8 @@ import platform
 from pathlib import Path
 
 
-def model_card(run, command: str) -> str:
+def model_card(run, commands: list[tuple[int, str]]) -> str:
+    """`commands`: (step begun at, command) of the run's first part and of each --resume."""
     s, cfg = run.settings, run.config
     n_params = sum(a.size for a in run.model.params.values())
     origin = f"continued from `{Path(s.from_model).name}`" if s.from_model else "trained from scratch"
@@ -57,9 +58,13 @@ Losses in nats per token.
 ## Command
 
 ```
-{command}
+{_commands(commands)}
 ```
 """
+
+
+def _commands(commands: list[tuple[int, str]]) -> str:
+    return "\n".join(command if not step else f"# resumed after step {step:,}:\n{command}" for step, command in commands)
 
 
 def _f(x) -> str:

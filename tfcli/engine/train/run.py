@@ -63,6 +63,8 @@ class Run:
         self.losses: list[float] = []  # training loss of every step
         self.evals: list[tuple[int, float]] = []  # (step, validation loss)
         self.seconds_before = 0.0  # of the run this one resumes
+        self.begun_at = 0  # the step this part of the run started from (--resume: the checkpoint's)
+        self.commands_before: list[tuple[int, str]] = []  # (step begun at, command) of the parts before this one
         self.started = time.perf_counter()
         self.saved_step: int | None = None  # the step of the last checkpoint written
         self.extra_files: dict[str, bytes] = {}  # --from: the source's own files that travel with it (sampling defaults, chat template)
@@ -164,8 +166,8 @@ class Run:
             folder.WEIGHTS: folder.safetensors_bytes(self.model.params),
             "config.json": folder.json_bytes(folder.hf_config(self.config, self.raw_config)),
             "tokenizer.json": self.tokenizer.json_text.encode("utf-8"),
-            folder.STATE: folder.json_bytes(self.state()),
-            "README.md": model_card(self, command).encode("utf-8"),
+            folder.STATE: folder.json_bytes(self.state(command)),
+            "README.md": model_card(self, self.commands(command)).encode("utf-8"),
         }
         files |= self.extra_files
         if self.raw_config is None:
@@ -178,13 +180,18 @@ class Run:
         folder.write_files(self.out, files)
         self.saved_step = self.step
 
-    def state(self) -> dict:
+    def commands(self, command: str) -> list[tuple[int, str]]:
+        """(step begun at, command) of every part of the run: the first, then each --resume."""
+        return [*self.commands_before, (self.begun_at, command)]
+
+    def state(self, command: str) -> dict:
         return {
             "settings": dataclasses.asdict(self.settings),
             "step": self.step,
             "losses": [round(x, 6) for x in self.losses],
             "evals": [[s, round(v, 6)] for s, v in self.evals],
             "seconds": round(self.seconds, 3),
+            "commands": [list(c) for c in self.commands(command)],
             "text_sha256": self.sha256,
         }
 
@@ -231,7 +238,8 @@ def resume(out: Path, text_path: Path, steps: int | None, eval_every: int | None
     run = Run(s, out, data.folder_tokenizer(out), sha, cfg, raw if s.from_model else None, params)
     run.extra_files = folder.companions(out) if s.from_model else {}
     run.optimizer.load_state(opt, state["step"])
-    run.step, run.saved_step = state["step"], state["step"]
+    run.step, run.saved_step, run.begun_at = state["step"], state["step"], state["step"]
+    run.commands_before = [(int(c[0]), str(c[1])) for c in state.get("commands", [])]  # none in checkpoints before it was kept
     run.losses = list(state["losses"])
     run.evals = [tuple(e) for e in state["evals"]]
     run.seconds_before = float(state["seconds"])
