@@ -55,12 +55,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--serve-option", action="append", default=[], help="passed on to tfcli serve (repeatable), e.g. --serve-option=--no-batch-invariant")
     args = ap.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     port = free_port()
     cmd = [sys.executable, "-m", "tfcli", "serve", "-m", args.model, "--port", str(port), "--parallel", str(max(counts))]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
+    cmd += args.serve_option
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen(cmd, env=env)
     url = f"http://127.0.0.1:{port}"

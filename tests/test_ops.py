@@ -38,3 +38,19 @@ def test_reference_attention_by_hand():
     p = np.exp(s) / np.exp(s).sum()
     assert_f32_near(w[0], [[1, 0], p], steps=8)
     assert_f32_near(out[0, 1], p @ v[0], steps=8)
+
+
+@pytest.mark.parametrize("out, n_in", [(3072, 576), (45, 64), (1000, 96), (7, 33)])
+def test_each_row_is_each_row_alone_to_the_bit(out, n_in):
+    """ops.each_row: row t of the product is exactly the one-row product x[t] @ rows.T, with and
+    without a helper thread, whole blocks or not (what makes a batch step batch-invariant)."""
+    from tfcli.engine.threads import new_helper
+
+    rng = np.random.default_rng(out)
+    rows = rng.standard_normal((out, n_in), dtype=np.float32)  # [out, in], as stored
+    x = rng.standard_normal((5, n_in), dtype=np.float32)  # [T, in]
+    alone = np.concatenate([x[t : t + 1] @ rows.T for t in range(5)])  # [T, out]: how one sequence's step computes it
+    for pool in (None, new_helper()):
+        y = ops.each_row(x, rows, pool)
+        assert y.shape == (5, out) and y.flags.c_contiguous
+        np.testing.assert_array_equal(y, alone)

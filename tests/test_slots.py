@@ -55,11 +55,19 @@ def test_a_copied_cache_continues_as_the_original(lm):
     np.testing.assert_array_equal(a, b)
 
 
-def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm, workers):
     """Batch invariance: whatever the company, a row's logits are exactly those of the sequence
-    decoding alone (one token per pass through a KVCache, as tfcli generate does)."""
+    decoding alone (one token per pass through a KVCache, as tfcli generate does). With 2
+    workers, as the server runs its steps: half of each product's blocks on the helper thread,
+    BLAS on one thread."""
+    from contextlib import nullcontext
+
     from tfcli.engine.executor import FAST
     from tfcli.engine.slots import RowByRow
+    from tfcli.engine.threads import new_helper, single_threaded_blas
+
+    run = RowByRow(workers, new_helper() if workers > 1 else None)
 
     model, rng = lm.model, np.random.default_rng(3)
     V = model.config.vocab_size
@@ -75,6 +83,7 @@ def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm):
         for b in company:
             model.forward(prompts[b], caches[b])
         for t in range(3):
-            rows = model.forward(steps[company, t], Slots([caches[b] for b in company]), all_logits=True, run=RowByRow())
+            with single_threaded_blas() if workers > 1 and len(company) > 1 else nullcontext():
+                rows = model.forward(steps[company, t], Slots([caches[b] for b in company]), all_logits=True, run=run)
             for row, b in enumerate(company):
                 np.testing.assert_array_equal(rows[row], alone[b][t])

@@ -19,7 +19,7 @@ def serve(
     api_key: Annotated[Optional[str], typer.Option("--api-key", help="Require 'Authorization: Bearer KEY' on every route but /health.", show_default=False)] = None,
     parallel: Annotated[int, typer.Option("--parallel", help="Sequences that share a decode step at most (requests join and leave it as they come and go).")] = 8,
     queue: Annotated[int, typer.Option("--queue", help="Requests that may wait for a place; more are refused with 503 and Retry-After.")] = 16,
-    batch_invariant: Annotated[bool, typer.Option("--batch-invariant", help="Each request's numbers exactly those it gets alone, whatever shares its decode steps (a greedy answer never changes with the company), at the price of the shared weight reads.")] = False,
+    batch_invariant: Annotated[bool, typer.Option("--batch-invariant/--no-batch-invariant", help="Each request's numbers exactly those it gets alone, whatever shares its decode steps (a greedy answer never changes with the company). --no-batch-invariant: OpenBLAS's batched kernels, which round by the number of rows.")] = True,
     threads: options.Threads = None,
 ) -> None:
     """Serve a model over the OpenAI API: /v1/completions (with echo and logprobs), /v1/chat/completions,

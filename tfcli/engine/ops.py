@@ -73,6 +73,44 @@ def few_rows(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> n
     return y
 
 
+ROW_BLOCK = 32  # weight rows per block of each_row(): 32 x in floats stay in cache while every row of x reads them
+
+
+def each_row(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> np.ndarray:
+    """x [T, in] times the weight rows [out, in], one vector-matrix product per row of x: -> [T, out].
+
+    Each row of the result is, bit for bit, what the row alone computes (x[t] @ rows.T, OpenBLAS's
+    gemv, whose dot products do not depend on how many weight rows one call covers), so a
+    sequence's numbers do not depend on its company in a batch step. The weights are still read
+    from memory about once for all T rows: they go block by block (ROW_BLOCK rows), and the T
+    products of a block run one after another while it is in cache; NumPy loops over the blocks
+    and rows in one stacked matmul call. `pool` takes the second half of the blocks.
+    """
+    t_len, n_in = x.shape
+    n_out = rows.shape[0]
+    n = n_out // ROW_BLOCK
+    blocks = rows[: n * ROW_BLOCK].reshape(n, 1, ROW_BLOCK, n_in)  # [n, 1, 32, in], a view
+    columns = x[None, :, :, None]  # [1, T, in, 1]
+    parts = np.empty((n, t_len, ROW_BLOCK, 1), dtype=np.float32)  # [n, T, 32, 1]: block b's products for each row
+
+    def run(a: int, b: int) -> None:
+        if b > a:
+            np.matmul(blocks[a:b], columns, out=parts[a:b])  # [b-a, 1, 32, in] @ [1, T, in, 1] -> [b-a, T, 32, 1]
+
+    mine = n if pool is None or pool is ON_THIS_THREAD else n - n // 2  # this thread's blocks
+    later = pool.submit(run, mine, n) if mine < n else None
+    y = np.empty((t_len, n_out), dtype=np.float32)  # [T, out]
+    try:
+        run(0, mine)
+        if n * ROW_BLOCK < n_out:  # the rows after the last whole block
+            y[:, n * ROW_BLOCK :] = np.matmul(rows[n * ROW_BLOCK :][None], x[:, :, None])[..., 0]  # [1, rest, in] @ [T, in, 1] -> [T, rest]
+    finally:
+        if later is not None:
+            later.result()
+    y[:, : n * ROW_BLOCK] = parts[..., 0].transpose(1, 0, 2).reshape(t_len, n * ROW_BLOCK)  # [T, n*32]
+    return y
+
+
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """[..., N] -> [..., N], rows summing to 1; subtracting the max keeps exp() from overflowing.
     One array the size of x is made; exp and the division work in it."""

@@ -14,8 +14,11 @@ by not being listed in the next step: nothing is copied when the company changes
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
+
 import numpy as np
 
+from . import ops
 from .errors import PromptError
 from .executor import Fast
 from .kvcache import KVCache
@@ -62,21 +65,27 @@ def copy_cache(cache: KVCache, capacity: int | None = None) -> KVCache:
 
 class RowByRow(Fast):
     """A batch-invariant executor for decode steps: each row's products are exactly the one-row
-    products of a sequence decoding alone (a stacked vector-matrix product, one row at a time),
+    products of a sequence decoding alone (OpenBLAS's vector-matrix product, one row at a time),
     so a row's numbers never depend on its company. The batched kernels (ops.few_rows) pick their
     blocks and OpenBLAS its kernel by the number of rows, which moves a result by a few float32
-    steps, enough to flip a greedy choice between two near-equal tokens. The price: the weights
-    are read once per row instead of once per step (the "batch invariance" of Thinking Machines,
-    "Defeating Nondeterminism in LLM Inference", 2025)."""
+    steps, enough to flip a greedy choice between two near-equal tokens (the "batch invariance"
+    of Thinking Machines, "Defeating Nondeterminism in LLM Inference", 2025). Stored weight rows
+    (every family but GPT-2, whose matrices are stored [in, out]) are still read from memory about
+    once per step: ops.each_row runs every row's product on a block of them while it is in cache,
+    half of the blocks on the helper thread with 2 workers. Run a step of several rows with
+    BLAS on one thread (threads.single_threaded_blas): the two halves are the two threads.""" 
 
-    def __init__(self):
-        super().__init__(1)
+    def __init__(self, workers: int = 1, helper: Executor | None = None):
+        super().__init__(workers, helper)
 
     def sized(self, rows: int) -> Fast:
         return self
 
     def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-        y = np.matmul(x[:, None, :], w)[:, 0]  # [T, 1, in] @ [in, out] -> [T, out], one vector-matrix product per row
+        if x.shape[0] > 1 and w.strides[0] == w.itemsize:  # w.T [out, in]: stored rows
+            y = ops.each_row(x, w.T, self.helper if self.workers > 1 else None)  # [T, out]
+        else:
+            y = np.matmul(x[:, None, :], w)[:, 0]  # [T, 1, in] @ [in, out] -> [T, out], one vector-matrix product per row
         if b is not None:
             y += b
         return y

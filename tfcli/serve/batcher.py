@@ -20,6 +20,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +32,7 @@ from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.engine.score import log_softmax
 from tfcli.engine.slots import RowByRow, Slots, copy_cache
+from tfcli.engine.threads import single_threaded_blas
 
 log = logging.getLogger("tfcli.serve")
 
@@ -121,13 +123,13 @@ class Call:
 
 
 class Batcher:
-    def __init__(self, lm: LoadedModel, workers: int = 1, max_rows: int = 8, queue: int = 16, invariant: bool = False):
+    def __init__(self, lm: LoadedModel, workers: int = 1, max_rows: int = 8, queue: int = 16, invariant: bool = True):
         self.lm, self.model = lm, lm.model
         self.max_rows, self.queue = max_rows, queue
         self.run = Fast(workers)  # prompt passes; its helper thread, if any, is shared with the steps
         # invariant: each row's numbers those of the sequence alone, whatever its company (slots.RowByRow)
-        self.step_run = RowByRow() if invariant else Fast(workers, self.run.helper, batch=True)
-        self.workers = workers
+        self.step_run = RowByRow(workers, self.run.helper) if invariant else Fast(workers, self.run.helper, batch=True)
+        self.workers, self.invariant = workers, invariant
         self.waiting: deque[Job] = deque()
         self.calls: deque[Call] = deque()
         self.rows: list[Row] = []
@@ -304,7 +306,9 @@ class Batcher:
         self.rows = going
         if going:
             tokens = np.array([r.gen.history[-1] for r in going])  # [B]
-            logits = self.model.forward(tokens, Slots([r.cache for r in going]), all_logits=True, run=self.step_run)  # [B, V]
+            shared = self.invariant and self.workers > 1 and len(going) > 1  # ops.each_row's two halves are the two threads
+            with single_threaded_blas() if shared else nullcontext():
+                logits = self.model.forward(tokens, Slots([r.cache for r in going]), all_logits=True, run=self.step_run)  # [B, V]
             self.steps += 1
             for r, row in zip(going, logits):
                 r.logits = row

@@ -37,7 +37,7 @@ class Server(uvicorn.Server):
         self.batcher.stop(timeout=0)
 
 
-def build(lm: LoadedModel, name: str, host: str, port: int, workers: int = 1, max_rows: int = 8, queue: int = 16, api_key: str | None = None, page=None, invariant: bool = False) -> Server:
+def build(lm: LoadedModel, name: str, host: str, port: int, workers: int = 1, max_rows: int = 8, queue: int = 16, api_key: str | None = None, page=None, invariant: bool = True) -> Server:
     batcher = Batcher(lm, workers=workers, max_rows=max_rows, queue=queue, invariant=invariant)
     app = create_app(lm, name, batcher, api_key=api_key, page=page)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS, lifespan="off")

@@ -1,0 +1,85 @@
+"""One decode step of 1, 4 and 8 sequences at different positions, as `tfcli serve` runs it.
+
+Two executors, alternating in one process: the batched kernels (`Fast(batch=True)`, OpenBLAS's
+products of several rows, `ops.few_rows`; `tfcli serve --no-batch-invariant`) and the row-by-row
+one (`slots.RowByRow`, `ops.each_row`: every row's own vector-matrix product on each block of
+weights while it is in cache, BLAS on one thread and half of the blocks on a helper thread; the
+default of `tfcli serve`). Prints ms per step (median and range), the ratio of 4 and 8 rows to 1,
+and whether each row's logits equal, bit for bit, those of its sequence decoding alone.
+
+    python benchmarks/batch_step.py smollm2 --repeats 12
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import tfcli  # noqa: E402,F401  # before NumPy: it sets how long OpenBLAS's idle threads spin (tfcli/__init__.py)
+
+import numpy as np  # noqa: E402
+
+from tfcli.engine.executor import FAST, Fast  # noqa: E402
+from tfcli.engine.generate import Session  # noqa: E402
+from tfcli.engine.slots import RowByRow, Slots  # noqa: E402
+from tfcli.engine.threads import set_blas_threads, single_threaded_blas  # noqa: E402
+from tfcli.store import load  # noqa: E402
+
+ROWS = (1, 4, 8)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", nargs="?", default="smollm2")
+    ap.add_argument("--repeats", type=int, default=12)
+    args = ap.parse_args()
+    set_blas_threads(2)
+    lm = load(args.model)
+    model = lm.model
+    sessions = [Session(model, capacity=512, workers=2) for _ in range(max(ROWS))]
+    for i, s in enumerate(sessions):  # prompts of different lengths: each row at its own position
+        s.prefill(lm.tokenizer.encode(f"Story number {i}:" + " once upon a time" * (i + 1)))
+    helper = sessions[0].run.helper
+    runs = {"batched kernels": Fast(2, helper, batch=True), "row by row": RowByRow(2, helper)}
+
+    def step(name: str, rows: int) -> tuple[float, np.ndarray]:
+        caches = [s.cache for s in sessions[:rows]]
+        lengths = [c.length for c in caches]
+        shared = name == "row by row" and rows > 1  # as the server runs it (serve/batcher.py)
+        t0 = time.perf_counter()
+        with single_threaded_blas() if shared else nullcontext():
+            logits = model.forward(np.arange(100, 100 + rows), Slots(caches), all_logits=True, run=runs[name])  # [B, V]
+        seconds = time.perf_counter() - t0
+        for c, n in zip(caches, lengths):
+            c.length = n  # the step is undone: every repeat runs at the same positions
+        return seconds * 1e3, logits
+
+    alone = []  # [B, V]: each sequence decoding its token alone, as tfcli generate does
+    for i, s in enumerate(sessions):
+        n = s.cache.length
+        alone.append(model.forward(np.array([100 + i]), s.cache, run=FAST)[-1])
+        s.cache.length = n
+    times: dict[tuple[str, int], list[float]] = {}
+    for r in range(args.repeats + 2):
+        for name in runs:
+            for rows in ROWS:
+                ms, _ = step(name, rows)
+                if r >= 2:  # two warm-up rounds
+                    times.setdefault((name, rows), []).append(ms)
+    print(f"{args.model}, 2 threads, {args.repeats} steps each, alternating; ms per decode step, median (range)\n")
+    print("| executor | " + " | ".join(f"{r} row{'s' if r > 1 else ''}" for r in ROWS) + " | 4 rows / 1 | 8 rows / 1 | each row = alone |")
+    print("|---|" + "---:|" * (len(ROWS) + 3))
+    for name in runs:
+        med = {r: statistics.median(times[(name, r)]) for r in ROWS}
+        cells = [f"{med[r]:.1f} ({min(times[(name, r)]):.0f}-{max(times[(name, r)]):.0f})" for r in ROWS]
+        same = all(np.array_equal(step(name, r)[1], np.stack(alone[:r])) for r in ROWS)
+        print(f"| {name} | " + " | ".join(cells) + f" | {med[4] / med[1]:.2f}x | {med[8] / med[1]:.2f}x | {'yes' if same else 'no'} |")
+
+
+if __name__ == "__main__":
+    main()
