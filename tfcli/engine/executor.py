@@ -14,6 +14,9 @@ what measurement justified, each in benchmarks/README.md:
 - the MLP of such a pass split by hidden units, a share on each thread, one hand-off per MLP;
 - a long prompt cut into parts, each part on its own thread through all the blocks, waiting at
   each block for the keys and values of the part before it (split_prompt, PartCache).
+
+`slots.RowByRow` is the batch-invariant one a server's decode steps use: each row's products are
+the one-row products, on blocks of weights kept in cache for all rows (ops.each_row).
 """
 
 from __future__ import annotations

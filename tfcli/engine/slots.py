@@ -73,7 +73,7 @@ class RowByRow(Fast):
     (every family but GPT-2, whose matrices are stored [in, out]) are still read from memory about
     once per step: ops.each_row runs every row's product on a block of them while it is in cache,
     half of the blocks on the helper thread with 2 workers. Run a step of several rows with
-    BLAS on one thread (threads.single_threaded_blas): the two halves are the two threads.""" 
+    BLAS on one thread (threads.single_threaded_blas): the two halves are the two threads."""
 
     def __init__(self, workers: int = 1, helper: Executor | None = None):
         super().__init__(workers, helper)
