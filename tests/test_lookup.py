@@ -161,17 +161,13 @@ SMOLLM2_PROMPTS = [
     "Here is a list: apples, pears, plums, cherries. Write the list again in reverse order.",
     "def add(a, b):\n    return a + b\n\nRewrite this function with type hints.",
     "What is the capital of France?",
-    "Name three colours.",
-    "Why is the sky blue? Answer in one sentence.",
     "Write a haiku about winter.",
-    "How many legs does a spider have?",
-    "Translate 'good morning' into Spanish.",
 ]
 
 
 @pytest.mark.slow
 def test_smollm2_greedy_lookup_is_plain_greedy(smollm2_folder):
-    """Ten chat prompts, four that invite repeating the context and six that do not."""
+    """Six chat prompts, four that invite repeating the context and two that do not."""
     lm = load(smollm2_folder)
     accepted = 0
     for text in SMOLLM2_PROMPTS:
