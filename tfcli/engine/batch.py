@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 
 from .config import ModelConfig
 from .errors import UsageError
-from .executor import Fast
 from .generate import Generation, Session, Step
 from .kvcache import BATCH_HINT, BatchCache
 from .memory import check_allocation
 from .sampling import Sampler
+from .slots import RowByRow
+from .threads import single_threaded_blas
 from .tokenizer import Tokenizer
 
 
@@ -100,7 +102,7 @@ class Samples:
         totals.prefill_seconds = time.perf_counter() - t0
         for run in runs:
             run.stats.prompt_tokens, run.stats.prefill_seconds = totals.prompt_tokens, totals.prefill_seconds
-        run = Fast(session.workers, session.run.helper, batch=True)  # the session's helper thread, if any
+        run = RowByRow(session.workers, session.run.helper)  # each sample's numbers those it gets alone; the session's helper thread, if any
         cache = BatchCache(model.config, len(runs), capacity)
         cache.fill(session.cache)
         live = list(range(len(runs)))  # sample index of each row of the batch
@@ -121,7 +123,8 @@ class Samples:
             if len(still) < len(live):
                 cache.keep(still)
                 live = [live[row] for row in still]
-            rows = model.decode_batch(np.asarray(tokens), cache, run, session.hooks)  # [B, V]
+            with single_threaded_blas() if session.workers > 1 and len(live) > 1 else nullcontext():  # ops.each_row's two halves are the two threads
+                rows = model.decode_batch(np.asarray(tokens), cache, run, session.hooks)  # [B, V]
             totals.steps += 1
             totals.decode_seconds = time.perf_counter() - t_decode
             for i in live:
