@@ -16,7 +16,6 @@ import argparse
 import statistics
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -27,7 +26,7 @@ import numpy as np  # noqa: E402
 from tfcli.engine.executor import FAST, Fast  # noqa: E402
 from tfcli.engine.generate import Session  # noqa: E402
 from tfcli.engine.slots import RowByRow, Slots  # noqa: E402
-from tfcli.engine.threads import set_blas_threads, single_threaded_blas  # noqa: E402
+from tfcli.engine.threads import set_blas_threads  # noqa: E402
 from tfcli.store import load  # noqa: E402
 
 ROWS = (1, 4, 8)
@@ -50,9 +49,8 @@ def main() -> None:
     def step(name: str, rows: int) -> tuple[float, np.ndarray]:
         caches = [s.cache for s in sessions[:rows]]
         lengths = [c.length for c in caches]
-        shared = name == "row by row" and rows > 1  # as the server runs it (serve/batcher.py)
         t0 = time.perf_counter()
-        with single_threaded_blas() if shared else nullcontext():
+        with runs[name].around_step(rows):  # as the server runs it (serve/batcher.py)
             logits = model.forward(np.arange(100, 100 + rows), Slots(caches), all_logits=True, run=runs[name])  # [B, V]
         seconds = time.perf_counter() - t0
         for c, n in zip(caches, lengths):

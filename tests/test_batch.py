@@ -44,11 +44,9 @@ def test_each_row_of_a_batched_step_equals_the_sequence_alone(lm, workers):
 def test_a_batch_of_samples_steps_each_row_as_alone_to_the_bit(lm, workers):
     """generate --samples's executor (slots.RowByRow, BLAS on one thread with 2 workers): each
     row of a step equals, bit for bit, its sequence decoding one token at a time alone."""
-    from contextlib import nullcontext
-
     from tfcli.engine.executor import FAST
     from tfcli.engine.slots import RowByRow
-    from tfcli.engine.threads import new_helper, single_threaded_blas
+    from tfcli.engine.threads import new_helper
 
     model, rng = lm.model, np.random.default_rng(2)
     prompt = rng.integers(0, model.config.vocab_size, 6)
@@ -64,7 +62,7 @@ def test_a_batch_of_samples_steps_each_row_as_alone_to_the_bit(lm, workers):
         alone.append([model.forward(np.array([t]), c, run=FAST)[-1] for t in s])  # [V] each
     run = RowByRow(workers, new_helper() if workers > 1 else None)
     for t in range(seqs.shape[1]):
-        with single_threaded_blas() if workers > 1 else nullcontext():
+        with run.around_step(len(seqs)):
             rows = model.decode_batch(seqs[:, t], batch, run)  # [B, V]
         for b in range(len(seqs)):
             np.testing.assert_array_equal(rows[b], alone[b][t])

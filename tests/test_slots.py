@@ -61,11 +61,9 @@ def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm, workers):
     decoding alone (one token per pass through a KVCache, as tfcli generate does). With 2
     workers, as the server runs its steps: half of each product's blocks on the helper thread,
     BLAS on one thread."""
-    from contextlib import nullcontext
-
     from tfcli.engine.executor import FAST
     from tfcli.engine.slots import RowByRow
-    from tfcli.engine.threads import new_helper, single_threaded_blas
+    from tfcli.engine.threads import new_helper
 
     run = RowByRow(workers, new_helper() if workers > 1 else None)
 
@@ -83,7 +81,7 @@ def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm, workers):
         for b in company:
             model.forward(prompts[b], caches[b])
         for t in range(3):
-            with single_threaded_blas() if workers > 1 and len(company) > 1 else nullcontext():
+            with run.around_step(len(company)):
                 rows = model.forward(steps[company, t], Slots([caches[b] for b in company]), all_logits=True, run=run)
             for row, b in enumerate(company):
                 np.testing.assert_array_equal(rows[row], alone[b][t])

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +23,6 @@ from .kvcache import BATCH_HINT, BatchCache
 from .memory import check_allocation
 from .sampling import Sampler
 from .slots import RowByRow
-from .threads import single_threaded_blas
 from .tokenizer import Tokenizer
 
 
@@ -123,7 +121,7 @@ class Samples:
             if len(still) < len(live):
                 cache.keep(still)
                 live = [live[row] for row in still]
-            with single_threaded_blas() if session.workers > 1 and len(live) > 1 else nullcontext():  # ops.each_row's two halves are the two threads
+            with run.around_step(len(live)):
                 rows = model.decode_batch(np.asarray(tokens), cache, run, session.hooks)  # [B, V]
             totals.steps += 1
             totals.decode_seconds = time.perf_counter() - t_decode

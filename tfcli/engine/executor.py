@@ -22,6 +22,7 @@ the one-row products, on blocks of weights kept in cache for all rows (ops.each_
 from __future__ import annotations
 
 from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
@@ -37,6 +38,10 @@ class Plain:
     def sized(self, rows: int) -> Plain:
         """The executor for a pass of `rows` rows (the fast one picks its strategy here)."""
         return self
+
+    def around_step(self, rows: int) -> AbstractContextManager:
+        """What a decode step of `rows` sequences runs inside (slots.RowByRow: BLAS on one thread)."""
+        return nullcontext()
 
     def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
         y = x @ w  # [T, in] @ [in, out] -> [T, out]

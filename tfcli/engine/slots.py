@@ -15,6 +15,7 @@ by not being listed in the next step: nothing is copied when the company changes
 from __future__ import annotations
 
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from . import ops
 from .errors import PromptError
 from .executor import Fast
 from .kvcache import KVCache
+from .threads import single_threaded_blas
 
 
 class Slots:
@@ -72,14 +74,18 @@ class RowByRow(Fast):
     of Thinking Machines, "Defeating Nondeterminism in LLM Inference", 2025). Stored weight rows
     (every family but GPT-2, whose matrices are stored [in, out]) are still read from memory about
     once per step: ops.each_row runs every row's product on a block of them while it is in cache,
-    half of the blocks on the helper thread with 2 workers. Run a step of several rows with
-    BLAS on one thread (threads.single_threaded_blas): the two halves are the two threads."""
+    half of the blocks on the helper thread with 2 workers. Run a step inside around_step(rows):
+    BLAS on one thread, as the two halves are the two threads."""
 
     def __init__(self, workers: int = 1, helper: Executor | None = None):
         super().__init__(workers, helper)
 
     def sized(self, rows: int) -> Fast:
         return self
+
+    def around_step(self, rows: int) -> AbstractContextManager:
+        """BLAS on one thread when each_row's two halves are our two threads."""
+        return single_threaded_blas() if self.workers > 1 and rows > 1 else nullcontext()
 
     def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
         if x.shape[0] > 1 and w.strides[0] == w.itemsize:  # w.T [out, in]: stored rows

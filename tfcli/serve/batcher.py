@@ -20,7 +20,6 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +31,6 @@ from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.engine.score import log_softmax
 from tfcli.engine.slots import RowByRow, Slots, copy_cache
-from tfcli.engine.threads import single_threaded_blas
 
 log = logging.getLogger("tfcli.serve")
 
@@ -129,7 +127,7 @@ class Batcher:
         self.run = Fast(workers)  # prompt passes; its helper thread, if any, is shared with the steps
         # invariant: each row's numbers those of the sequence alone, whatever its company (slots.RowByRow)
         self.step_run = RowByRow(workers, self.run.helper) if invariant else Fast(workers, self.run.helper, batch=True)
-        self.workers, self.invariant = workers, invariant
+        self.workers = workers
         self.waiting: deque[Job] = deque()
         self.calls: deque[Call] = deque()
         self.rows: list[Row] = []
@@ -306,8 +304,7 @@ class Batcher:
         self.rows = going
         if going:
             tokens = np.array([r.gen.history[-1] for r in going])  # [B]
-            shared = self.invariant and self.workers > 1 and len(going) > 1  # ops.each_row's two halves are the two threads
-            with single_threaded_blas() if shared else nullcontext():
+            with self.step_run.around_step(len(going)):
                 logits = self.model.forward(tokens, Slots([r.cache for r in going]), all_logits=True, run=self.step_run)  # [B, V]
             self.steps += 1
             for r, row in zip(going, logits):
