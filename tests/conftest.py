@@ -130,6 +130,16 @@ def assert_greedy_equals_transformers(folder, model, text: str = "To be, or not 
     assert len(set(ours)) > 1
 
 
+def decoded_alone(model, prompt, tokens, capacity: int = 32) -> list[np.ndarray]:
+    """The sequence decoding alone, as tfcli generate does: the prompt in one pass, then one token
+    per pass through its KVCache. Each token's next-token logits [V]."""
+    from tfcli.engine.executor import FAST
+
+    cache = model.new_cache(capacity)
+    model.forward(prompt, cache)
+    return [model.forward(np.array([t]), cache, run=FAST)[-1] for t in tokens]  # [V] each
+
+
 def one_line_error(r, code: int, *needles: str) -> None:
     """Exit code `code` and exactly one line on stderr, `error: ...`, holding every needle; no traceback."""
     assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr, r.exception)

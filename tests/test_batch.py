@@ -9,7 +9,7 @@ import numpy as np
 from tfcli.engine.executor import PLAIN, Fast
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near, interrupt_call, one_line_error
+from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near, decoded_alone, interrupt_call, one_line_error
 from tfcli.engine.batch import Samples
 from tfcli.engine.kvcache import BatchCache
 from tfcli.engine.generate import Generation, Session
@@ -44,7 +44,6 @@ def test_each_row_of_a_batched_step_equals_the_sequence_alone(lm, workers):
 def test_a_batch_of_samples_steps_each_row_as_alone_to_the_bit(lm, workers):
     """generate --samples's executor (slots.RowByRow, BLAS on one thread with 2 workers): each
     row of a step equals, bit for bit, its sequence decoding one token at a time alone."""
-    from tfcli.engine.executor import FAST
     from tfcli.engine.slots import RowByRow
     from tfcli.engine.threads import new_helper
 
@@ -55,11 +54,7 @@ def test_a_batch_of_samples_steps_each_row_as_alone_to_the_bit(lm, workers):
     model.forward(prompt, cache)
     batch = BatchCache(model.config, len(seqs), 20)
     batch.fill(cache)
-    alone = []
-    for s in seqs:
-        c = model.new_cache(20)
-        model.forward(prompt, c)
-        alone.append([model.forward(np.array([t]), c, run=FAST)[-1] for t in s])  # [V] each
+    alone = [decoded_alone(model, prompt, s, 20) for s in seqs]  # [V] per step
     run = RowByRow(workers, new_helper() if workers > 1 else None)
     for t in range(seqs.shape[1]):
         with run.around_step(len(seqs)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near
+from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near, decoded_alone
 from tfcli.engine.executor import Fast
 from tfcli.engine.slots import Slots, copy_cache
 from tfcli.store import load
@@ -61,7 +61,6 @@ def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm, workers):
     decoding alone (one token per pass through a KVCache, as tfcli generate does). With 2
     workers, as the server runs its steps: half of each product's blocks on the helper thread,
     BLAS on one thread."""
-    from tfcli.engine.executor import FAST
     from tfcli.engine.slots import RowByRow
     from tfcli.engine.threads import new_helper
 
@@ -71,11 +70,7 @@ def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm, workers):
     V = model.config.vocab_size
     prompts = [rng.integers(0, V, n) for n in (4, 2, 7)]
     steps = rng.integers(0, V, (3, 3))
-    alone = []
-    for p, s in zip(prompts, steps):
-        c = model.new_cache(16)
-        model.forward(p, c)
-        alone.append([model.forward(np.array([t]), c, run=FAST)[-1] for t in s])  # [V] each
+    alone = [decoded_alone(model, p, s, 16) for p, s in zip(prompts, steps)]  # [V] per step
     for company in ([0], [0, 1], [0, 1, 2], [2, 0]):
         caches = [model.new_cache(16) for _ in prompts]
         for b in company:

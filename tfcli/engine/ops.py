@@ -31,12 +31,31 @@ def linear(x: np.ndarray, w: np.ndarray, pool: Executor | None = None) -> np.nda
     the whole matrix for each small product.
     """
     t_len = x.shape[0]
-    stored_rows = w.strides[0] == w.itemsize  # w.T [out, in] has contiguous rows: a view of stored rows
-    if pool is not None and 1 < t_len <= FEW_ROWS and stored_rows and 0 < t_len * w.shape[0] * 16 <= BLOCK:  # blocks of 16+ rows
+    rows = stored_rows(w)
+    if pool is not None and 1 < t_len <= FEW_ROWS and rows and 0 < t_len * w.shape[0] * 16 <= BLOCK:  # blocks of 16+ rows
         return few_rows(x, w.T, pool)
-    if 1 < t_len <= 256 and stored_rows:
+    if 1 < t_len <= 256 and rows:
         return (w.T @ x.T).T  # [out, in] @ [in, T] -> [out, T] -> [T, out] view
     return x @ w
+
+
+def stored_rows(w: np.ndarray) -> bool:
+    """Whether w [in, out] is a view of stored rows [out, in] (w.T has contiguous rows)."""
+    return w.strides[0] == w.itemsize
+
+
+def in_halves(run: Callable[[int, int], None], n: int, pool: Executor | None, rest: Callable[[], None] | None = None) -> None:
+    """run(0, m) on this thread and run(m, n) on `pool` at the same time (m: the larger half),
+    then `rest` here; returns when both halves are done, raising the pool's error if any."""
+    mine = n if pool is None or pool is ON_THIS_THREAD else n - n // 2  # this thread's blocks
+    later = pool.submit(run, mine, n) if mine < n else None
+    try:
+        run(0, mine)
+        if rest is not None:
+            rest()
+    finally:
+        if later is not None:
+            later.result()  # its error, if any, is raised here
 
 
 def few_rows(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> np.ndarray:
@@ -61,15 +80,10 @@ def few_rows(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> n
         if b > a:
             np.matmul(x, blocks[a:b].transpose(0, 2, 1), out=into[a:b])  # [T, in] @ [b-a, in, size] -> [b-a, T, size]
 
-    mine = n if pool is None or pool is ON_THIS_THREAD else n - n // 2  # this thread's blocks
-    later = pool.submit(run, mine, n) if mine < n else None
-    try:
-        run(0, mine)
-        if n * size < n_out:  # the rows after the last whole block
-            np.matmul(x, rows[n * size :].T, out=y[:, n * size :])  # [T, in] @ [in, rest] -> [T, rest]
-    finally:
-        if later is not None:
-            later.result()  # its error, if any, is raised here
+    def rest() -> None:  # the rows after the last whole block
+        np.matmul(x, rows[n * size :].T, out=y[:, n * size :])  # [T, in] @ [in, rest] -> [T, rest]
+
+    in_halves(run, n, pool, rest if n * size < n_out else None)
     return y
 
 
@@ -97,16 +111,12 @@ def each_row(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> n
         if b > a:
             np.matmul(blocks[a:b], columns, out=parts[a:b])  # [b-a, 1, 32, in] @ [1, T, in, 1] -> [b-a, T, 32, 1]
 
-    mine = n if pool is None or pool is ON_THIS_THREAD else n - n // 2  # this thread's blocks
-    later = pool.submit(run, mine, n) if mine < n else None
     y = np.empty((t_len, n_out), dtype=np.float32)  # [T, out]
-    try:
-        run(0, mine)
-        if n * ROW_BLOCK < n_out:  # the rows after the last whole block
-            y[:, n * ROW_BLOCK :] = np.matmul(rows[n * ROW_BLOCK :][None], x[:, :, None])[..., 0]  # [1, rest, in] @ [T, in, 1] -> [T, rest]
-    finally:
-        if later is not None:
-            later.result()
+
+    def rest() -> None:  # the rows after the last whole block
+        y[:, n * ROW_BLOCK :] = np.matmul(rows[n * ROW_BLOCK :][None], x[:, :, None])[..., 0]  # [1, rest, in] @ [T, in, 1] -> [T, rest]
+
+    in_halves(run, n, pool, rest if n * ROW_BLOCK < n_out else None)
     y[:, : n * ROW_BLOCK] = parts[..., 0].transpose(1, 0, 2).reshape(t_len, n * ROW_BLOCK)  # [T, n*32]
     return y
 

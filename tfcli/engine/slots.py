@@ -88,7 +88,7 @@ class RowByRow(Fast):
         return single_threaded_blas() if self.workers > 1 and rows > 1 else nullcontext()
 
     def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-        if x.shape[0] > 1 and w.strides[0] == w.itemsize:  # w.T [out, in]: stored rows
+        if x.shape[0] > 1 and ops.stored_rows(w):
             y = ops.each_row(x, w.T, self.helper if self.workers > 1 else None)  # [T, out]
         else:
             y = np.matmul(x[:, None, :], w)[:, 0]  # [T, 1, in] @ [in, out] -> [T, out], one vector-matrix product per row
