@@ -82,9 +82,14 @@ def server(smol):
         yield url, srv
 
 
+def openai_client(url: str, key: str = "unused") -> openai.OpenAI:
+    """The official client pointed at a server of these tests (no retries: a failure shows at once)."""
+    return openai.OpenAI(base_url=url + "/v1", api_key=key, timeout=TIMEOUT, max_retries=0)
+
+
 @pytest.fixture(scope="module")
 def client(server):
-    return openai.OpenAI(base_url=server[0] + "/v1", api_key="unused", timeout=TIMEOUT, max_retries=0)
+    return openai_client(server[0])
 
 
 def test_the_model_list_names_the_model(client):
@@ -226,9 +231,10 @@ def test_the_openai_client_sees_the_errors(client):
         client.completions.create(model="smollm2", prompt="a", max_tokens=1, temperature=-3)
 
 
-def six_streams(url: str, client) -> tuple[list[str], list[str]]:
+def six_streams(url: str) -> tuple[list[str], list[str]]:
     """Six greedy requests one after another, then the same six streamed at once, arriving while
     the others decode: -> (answers alone, answers together)."""
+    client = openai_client(url)
     prompts = ["The sun", "Water boils at", "def add(a, b):", "Paris is", "Once upon a time", "1, 2, 3,"]
     lengths = [20, 14, 24, 9, 18, 12]  # different budgets: rows leave the batch at different steps
     alone = [client.completions.create(model="smollm2", prompt=p, max_tokens=n, temperature=0).choices[0].text for p, n in zip(prompts, lengths)]
@@ -247,8 +253,7 @@ def test_six_concurrent_streamed_greedy_requests_each_equal_their_answer_alone(s
     """By default, to the token: each row's products are the one-row products (two threads, as
     `tfcli serve` runs on an idle 2-core machine: half of each product's blocks on the helper)."""
     with serving(smol, "smollm2", workers=2) as (url, srv):
-        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", timeout=TIMEOUT, max_retries=0)
-        alone, together = six_streams(url, client)
+        alone, together = six_streams(url)
         assert together == alone
         assert srv.batcher.steps < sum([20, 14, 24, 9, 18, 12]) * 2 - 6 * 2  # the streams shared steps
 
@@ -258,8 +263,7 @@ def test_concurrent_requests_share_decode_steps_with_the_batched_kernels(smol):
     texts agree with the answers alone up to float32 rounding of OpenBLAS's batched products,
     which can flip a near-tie, so only their beginnings are compared."""
     with serving(smol, "smollm2", invariant=False) as (url, srv):
-        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", timeout=TIMEOUT, max_retries=0)
-        alone, together = six_streams(url, client)
+        alone, together = six_streams(url)
     shared = srv.batcher.steps - (sum([20, 14, 24, 9, 18, 12]) - 6)  # steps of the concurrent half
     assert shared < sum([20, 14, 24, 9, 18, 12]) - 6
     assert sum(a[:8] == t[:8] for a, t in zip(alone, together)) >= 5
@@ -344,7 +348,7 @@ def test_the_api_key_is_required_when_set(smol):
         assert post(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 1}, key="wrong")[0] == 401
         assert post(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 1}, key="sesame")[0] == 200
         assert urllib.request.urlopen(url + "/health", timeout=TIMEOUT).status == 200
-        c = openai.OpenAI(base_url=url + "/v1", api_key="sesame", timeout=TIMEOUT, max_retries=0)
+        c = openai_client(url, key="sesame")
         assert c.models.list().data[0].id == "smollm2"
 
 
