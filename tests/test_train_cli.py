@@ -165,3 +165,17 @@ def test_a_real_ctrl_c_or_sigterm_stops_after_the_step_and_saves(text, tmp_path,
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["step"] >= 4 and f"{said} at step {state['step']:,}" in rest and "--resume" in rest
     assert rest.rstrip().endswith("--resume") and "Traceback" not in rest
+
+
+def test_the_closing_line_names_the_folder_so_generate_reads_it(cli, text, tmp_path, monkeypatch):
+    """-o NAME in the current folder: `-m NAME` would be a model name, so the line says -m ./NAME,
+    and that command runs the model just trained."""
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    r = cli("train", text, "-o", "masked", *TINY, "--steps", "2", "--eval-every", "100")
+    assert r.exit_code == 0, r.stderr
+    shown = re.search(r"\(tfcli generate -m (\S+)\)", r.stderr.replace("\n", " "))
+    assert shown and shown.group(1) == "./masked", r.stderr
+    g = cli("generate", "-m", shown.group(1), "ab", "-n", "3", "--seed", "1")
+    assert g.exit_code == 0, g.stderr

@@ -304,4 +304,6 @@ def _finish(run, png: Path | None, as_json: bool) -> None:
 
         emit(summary, digits=7)  # a loss to 7 digits: the house's 4 would hide the last steps' changes
     else:
-        err.print(shown(f"{run.step:,} steps, {summary['tokens']:,} tokens in {run.seconds:,.0f} s; the model is in {run.out} (tfcli generate -m {run.out})"), soft_wrap=True)
+        from tfcli.store.registry import as_model_arg
+
+        err.print(shown(f"{run.step:,} steps, {summary['tokens']:,} tokens in {run.seconds:,.0f} s; the model is in {run.out} (tfcli generate -m {as_model_arg(run.out)})"), soft_wrap=True)

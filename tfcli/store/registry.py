@@ -72,6 +72,12 @@ def looks_like_path(value: str) -> bool:
     return "/" in value or os.sep in value or value.startswith((".", "~"))
 
 
+def as_model_arg(folder: Path | str) -> str:
+    """How to give a folder to -m so that it is read as that folder: a bare name is a model name."""
+    value = str(folder)
+    return value if looks_like_path(value) else f"./{value}"
+
+
 def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None, gguf: Callable[[Path], Path] | None = None) -> Path:
     """The folder of a model name or path; ModelNotFoundError with the closest name otherwise.
 
@@ -117,7 +123,7 @@ def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None, ggu
     close = difflib.get_close_matches(value, known, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]!r}?" if close else f"known models: {', '.join(known) or 'none'}"
     if Path(value).is_dir() and Path(value) != Path("."):
-        hint += f"; to use the folder {value}, write -m ./{value}"
+        hint += f"; to use the folder {value}, write -m {as_model_arg(value)}"
     raise ModelNotFoundError(f"unknown model {value!r}", hint)
 
 
