@@ -100,3 +100,20 @@ def test_generated_text_for_a_terminal_keeps_lines_and_escapes_controls():
     assert for_terminal("plain text 今天 👍\n\tindented") == "plain text 今天 👍\n\tindented"
     assert for_terminal(f"a{CLEAR}b{CLIPBOARD}\r\u202e") == "a\\x1b[2Jb\\x1b]52;c;aGk=\\x07\\r\\u202e"
     assert "".join(for_terminal(part) for part in ["x\x1b", "[2J"]) == "x\\x1b[2J"  # split across tokens
+
+
+@pytest.mark.parametrize("columns, width", [("50", 50), ("200", 200), ("0", 80), ("-5", 80), (None, 80)])
+def test_the_consoles_follow_the_width_set_after_they_are_made(monkeypatch, columns, width):
+    """Rich reads COLUMNS once, when a console is made; tfcli's consoles (made at import) read it
+    each time, so a run in a process that imported them earlier (a test, a library caller) draws
+    to the width of its own environment."""
+    from tfcli.cli.console import Console, err, out
+
+    monkeypatch.setenv("COLUMNS", "37")
+    made = Console(stderr=True)  # made while COLUMNS is 37, as the import may be
+    assert (out.width, err.width, made.width) == (37, 37, 37)
+    if columns is None:
+        monkeypatch.delenv("COLUMNS")
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert (out.width, err.width, made.width) == (width, width, width)

@@ -19,6 +19,13 @@ from tfcli.engine.errors import printable
 
 
 class Console(RichConsole):
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        # Rich reads COLUMNS and LINES once, when a console is made (at import here); its `size` reads
+        # them each time it is asked when no width was fixed, so a width set later is the one drawn to.
+        self._width = options.get("width")
+        self._height = options.get("height")
+
     def on_broken_pipe(self) -> None:
         # Rich would exit with code 1 here; the error boundary (cli/__init__.py) ends a command whose
         # reader went away (`tfcli params | head`) quietly and with 0, whichever way it noticed.
