@@ -550,7 +550,7 @@ def test_fitted_views_fit_the_terminal(cli, monkeypatch, columns, extra):
 
     from tfcli.cli.console import out
 
-    monkeypatch.setattr(out, "width", columns)
+    monkeypatch.setenv("COLUMNS", str(columns))  # not out.width: restoring that would fix the width for later tests
     monkeypatch.setattr(out, "soft_wrap", True)  # lines too long stay long, instead of wrapping out of shape
     text = "the quick brown fox jumps over the lazy dog " * 4
     for how in ("pool", "last", "first"):
