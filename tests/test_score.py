@@ -15,11 +15,30 @@ import numpy as np
 import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA, one_line_error
-from tfcli.engine.score import score, window_starts
+from tfcli.engine.score import LSE_ROWS, log_sum_exp, score, window_starts
 from tfcli.store import load
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs away into the woods. "
+
+
+@pytest.mark.parametrize("shape", [(LSE_ROWS * 3 + 5, 97), (1, 4), (2, LSE_ROWS + 1, 33), (0, 7)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_log_sum_exp_in_blocks_is_the_whole_array_expression(shape, dtype):
+    """Bit for bit what the one-expression form gives, with a last block shorter than the others,
+    leading axes, and rows holding -inf (a banned token) or only -inf (nothing possible: NaN)."""
+    x = (np.random.default_rng(0).standard_normal(shape) * 8).astype(dtype)
+    if x.size:
+        x.reshape(-1, shape[-1])[::3, ::5] = -np.inf
+        x.reshape(-1, shape[-1])[-1] = -np.inf
+    with np.errstate(invalid="ignore"):
+        top = x.max(axis=-1, keepdims=True) if x.size else np.zeros(shape[:-1] + (1,), dtype)
+        whole = top[..., 0] + np.log(np.exp(x - top).sum(axis=-1, dtype=np.float64))
+        got = log_sum_exp(x)
+    assert got.shape == shape[:-1] and got.dtype == np.float64
+    np.testing.assert_array_equal(got, whole)
+    if x.size:
+        assert np.isnan(got.reshape(-1)[-1]) and np.isfinite(got.reshape(-1)[:-1]).all()
 
 
 @pytest.fixture(scope="module")
