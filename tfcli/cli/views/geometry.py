@@ -43,7 +43,14 @@ def _short(label: str, zh: bool) -> str:
 
 
 def render(report: dict, zh: bool) -> None:
-    colour = uses_colour(out)
+    """The angle table, the histograms, what the theory promises, and what it means."""
+    _table(report, zh)
+    _histograms(report, zh)
+    _promises(report, zh)
+    _meaning(report, zh)
+
+
+def _table(report: dict, zh: bool) -> None:
     rows = report["rows"]
     pairs = f"{rows[0]['pairs']:,}"
     if zh:
@@ -68,6 +75,11 @@ def render(report: dict, zh: bool) -> None:
         "90±1°, 90±5°: the share of pairs in that band.",
         "词元嵌入：模型的词元嵌入向量；中心化：同一组向量减去它们的均值；随机：D 维空间中的随机方向。平均 θ、sd θ：夹角的平均值和标准差（sd）；"
         "90±1°、90±5°：落在这个范围内的向量对的比例。")  # fmt: skip
+
+
+def _histograms(report: dict, zh: bool) -> None:
+    colour = uses_colour(out)
+    rows = report["rows"]
     out.print("\n[bold]夹角的直方图[/]（3° 一格，每行按自己的峰值缩放）" if zh else "\n[bold]Histograms of the angle[/] (3° bins, each line scaled to its peak)")
     labels = [f"{_short(r['label'], zh)} {r['d']:,}" for r in rows]
     width = max(cell_len(x) for x in labels) + 1
@@ -82,6 +94,9 @@ def render(report: dict, zh: bool) -> None:
         for k, ch in enumerate(mark):
             axis[start + k] = ch
     out.print(" " * width + "".join(axis).rstrip(), style="dim", no_wrap=True, overflow="crop")
+
+
+def _promises(report: dict, zh: bool) -> None:
     out.print("\n[bold]这意味着什么[/]" if zh else "\n[bold]What this promises[/]")
     for p in report["promises"]:
         miss = p["random_before_a_miss"]
@@ -102,6 +117,10 @@ def render(report: dict, zh: bool) -> None:
             chinese(out, f"  Johnson–Lindenstrauss：任意 10^{j['log10_points']:.1f} 个点都能映射到 {j['d']:,} 维，且每个距离都保持在 1 ± {j['eps']:g} 倍以内")
         else:
             out.print(f"  Johnson–Lindenstrauss: any 10^{j['log10_points']:.1f} points map into {j['d']:,} dimensions with every distance kept within 1 ± {j['eps']:g}")
+
+
+def _meaning(report: dict, zh: bool) -> None:
+    rows = report["rows"]
     d12 = next((p for p in report["promises"] if p["d"] == 12288 and p["band"] == 1), None)
     d12_5 = next((p for p in report["promises"] if p["d"] == 12288 and p["band"] == 5), None)
     say(out, zh,

@@ -6,6 +6,7 @@ Value↓ / Value↑ are one head's slice of W_V (D down to Dh) and of W_O (Dh ba
 
 from __future__ import annotations
 
+import functools
 
 from rich.markup import escape as esc
 
@@ -31,22 +32,35 @@ def explain_json(s, model: str | None) -> None:
 
 def explain(s, zh: bool, brief: bool = False) -> None:
     """The split of one layer, step by step; brief: only the split and the grouping (for --demo)."""
-    from rich.table import Table
+    say = functools.partial(_say, zh)
+    _split(s, say)
+    if not brief:
+        out.print()
+        _steps(s, zh)
+        out.print()
+        _value_down_and_up(s, say)
+        out.print()
+        _weights(s, say)
+    out.print()
+    _grouping(s, say)
 
-    def say(en: str, cn: str, style: str = "", bold: tuple[str, str] = ("", "")) -> None:
-        """A sentence (and its Chinese when asked); `bold` is a lead-in of each, shown in bold."""
-        for lead, line, chinese in ((bold[0], en, False), (bold[1], cn, True)) if zh else ((bold[0], en, False),):
-            text = (f"[bold]{esc(lead)}[/]" if lead else "") + esc(line)
-            text = f"[{style}]{text}[/]" if style else text
-            if chinese:  # wrapped between characters, never inside a formula
-                from .prose import chinese_markup
 
-                chinese_markup(out, text)
-            else:
-                out.print(text, highlight=False)
+def _say(zh: bool, en: str, cn: str, style: str = "", bold: tuple[str, str] = ("", "")) -> None:
+    """A sentence (and its Chinese when asked); `bold` is a lead-in of each, shown in bold."""
+    for lead, line, chinese in ((bold[0], en, False), (bold[1], cn, True)) if zh else ((bold[0], en, False),):
+        text = (f"[bold]{esc(lead)}[/]" if lead else "") + esc(line)
+        text = f"[{style}]{text}[/]" if style else text
+        if chinese:  # wrapped between characters, never inside a formula
+            from .prose import chinese_markup
 
+            chinese_markup(out, text)
+        else:
+            out.print(text, highlight=False)
+
+
+def _split(s, say) -> None:
+    """D numbers into H heads of Dh, and the path of one token through them."""
     D, H, Hkv, Dh = s.config.d_model, s.config.n_head, s.config.n_kv_head, s.config.head_dim
-    last = H - 1
     say(f": the shape of each of its {s.config.n_layer} blocks", f"：它 {s.config.n_layer} 个块中每一个的形状",
         bold=(f"Multi-head attention in {s.name}", f"{s.name} 的多头注意力"))  # fmt: skip
     equal = "=" if s.config.d_attn == D else "≠"
@@ -64,49 +78,61 @@ def explain(s, zh: bool, brief: bool = False) -> None:
     if s.config.d_attn != D:
         say(f"Here H × Dh is not D: W_Q widens the token to {_n(s.config.d_attn)} numbers and W_O maps the concatenation back to {_n(D)}.",
             f"这里 H × Dh 不等于 D：W_Q 把词元变成 {_n(s.config.d_attn)} 个数，W_O 再把拼接结果映射回 {_n(D)} 个。", "dim")  # fmt: skip
-    if not brief:
-        out.print()
-        table = Table(box=None, pad_edge=False, padding=(0, 1), show_header=True, header_style="bold")
-        table.add_column("")
-        for col, col_zh in (("step", "步骤"), ("shape", "形状"), (s.name, "此模型")):
-            table.add_column(esc(f"{col}\n{col_zh}" if zh else col), no_wrap=True)
-        kv = f"[{Hkv} × {Dh}]" if Hkv != H else f"[{H} × {Dh}]"
-        rows = [
-            ("the token's vector", "词元的向量", "x", "[D]", f"[{_n(D)}]"),
-            ("queries of all heads", "所有头的查询", "q = x W_Q", "[D] → [H × Dh]", f"[{_n(D)}] → [{H} × {Dh}]"),
-            ("keys", "键", "k = x W_K", "[D] → [Hkv × Dh]", f"[{_n(D)}] → {kv}"),
-            ("values (Value↓)", "值（Value↓）", "v = x W_V", "[D] → [Hkv × Dh]", f"[{_n(D)}] → {kv}"),
-            ("head h's weights over i ≤ t", "第 h 个头对 i ≤ t 的权重", "w_h = softmax(q_h·k_h,i / √Dh)", "[T] per head", f"√{Dh} = {Dh ** 0.5:.3g}"),
-            ("head h's context vector", "第 h 个头的上下文向量", "c_h = Σ_i w_h,i v_h,i", "[Dh] per head", f"[{Dh}] × {H} heads"),
-            ("the concatenation", "拼接", f"[c_0 c_1 … c_{last}]", "[H × Dh]", f"[{_n(s.config.d_attn)}]"),
-            ("the output (Value↑)", "输出（Value↑）", "o = concat W_O", "[H × Dh] → [D]", f"[{_n(s.config.d_attn)}] → [{_n(D)}]"),
-            ("added to the residual stream", "加回残差流", "x + o", "[D]", f"[{_n(D)}]"),
-        ]
-        for i, (en, cn, formula, shape, here) in enumerate(rows, 1):
-            what = f"[dim]{esc(en)}[/]" + (f"\n[dim]{esc(cn)}[/]" if zh else "")
-            table.add_row(f"{i}.", f"{esc(formula)}\n{what}", esc(shape), esc(here))
-        out.print(table)
-        out.print()
-        say(
-            f"Value↓ and Value↑ (3Blue1Brown): head h's slice of W_V, [D, Dh] = [{_n(D)}, {Dh}], takes a token down to {Dh} numbers; "
-            f"its slice of W_O, [Dh, D] = [{Dh}, {_n(D)}], brings the head's context vector back up to D. "
-            f"Models store the Value↑ of all heads as one W_O [H × Dh, D]: concat(c_0 … c_{last}) W_O = Σ_h c_h W_O[h·Dh:(h+1)·Dh], "
-            "the sum of what each head adds.",
-            f"Value↓ 和 Value↑（3Blue1Brown）：第 h 个头在 W_V 中的一块 [D, Dh] = [{_n(D)}, {Dh}] 把词元降到 {Dh} 个数；"
-            f"它在 W_O 中的一块 [Dh, D] = [{Dh}, {_n(D)}] 把该头的上下文向量升回 D。"
-            f"模型把所有头的 Value↑ 存成一个 W_O [H × Dh, D]：concat(c_0 … c_{last}) W_O = Σ_h c_h W_O[h·Dh:(h+1)·Dh]，即各头所加之和。",
-        )
-        out.print()
-        w = s.weights_per_layer()
-        total = sum(w.values())
-        shapes = {"W_Q": (D, s.config.d_attn), "W_K": (D, s.config.d_kv), "W_V": (D, s.config.d_kv), "W_O": (s.config.d_attn, D)}
-        parts = ", ".join(f"{k} [{_n(a)}, {_n(b)}] {_n(w[k])}" for k, (a, b) in shapes.items())
-        say(f"Weights of one layer: {parts}; {_n(total)} in all, {_n(total * s.config.n_layer)} over {s.config.n_layer} layers (no biases). "
-            f"One head's Value↓ or Value↑: {_n(D)} × {Dh} = {_n(D * Dh)}.",
-            f"一层的权重：{parts}；共 {_n(total)}，{s.config.n_layer} 层共 {_n(total * s.config.n_layer)}（不计偏置）。"
-            f"一个头的 Value↓ 或 Value↑：{_n(D)} × {Dh} = {_n(D * Dh)}。", "dim")  # fmt: skip
-    out.print()
-    _grouping(s, say)
+
+
+def _steps(s, zh: bool) -> None:
+    """The table of the nine steps, with this model's shapes."""
+    from rich.table import Table
+
+    D, H, Hkv, Dh = s.config.d_model, s.config.n_head, s.config.n_kv_head, s.config.head_dim
+    last = H - 1
+    table = Table(box=None, pad_edge=False, padding=(0, 1), show_header=True, header_style="bold")
+    table.add_column("")
+    for col, col_zh in (("step", "步骤"), ("shape", "形状"), (s.name, "此模型")):
+        table.add_column(esc(f"{col}\n{col_zh}" if zh else col), no_wrap=True)
+    kv = f"[{Hkv} × {Dh}]" if Hkv != H else f"[{H} × {Dh}]"
+    rows = [
+        ("the token's vector", "词元的向量", "x", "[D]", f"[{_n(D)}]"),
+        ("queries of all heads", "所有头的查询", "q = x W_Q", "[D] → [H × Dh]", f"[{_n(D)}] → [{H} × {Dh}]"),
+        ("keys", "键", "k = x W_K", "[D] → [Hkv × Dh]", f"[{_n(D)}] → {kv}"),
+        ("values (Value↓)", "值（Value↓）", "v = x W_V", "[D] → [Hkv × Dh]", f"[{_n(D)}] → {kv}"),
+        ("head h's weights over i ≤ t", "第 h 个头对 i ≤ t 的权重", "w_h = softmax(q_h·k_h,i / √Dh)", "[T] per head", f"√{Dh} = {Dh ** 0.5:.3g}"),
+        ("head h's context vector", "第 h 个头的上下文向量", "c_h = Σ_i w_h,i v_h,i", "[Dh] per head", f"[{Dh}] × {H} heads"),
+        ("the concatenation", "拼接", f"[c_0 c_1 … c_{last}]", "[H × Dh]", f"[{_n(s.config.d_attn)}]"),
+        ("the output (Value↑)", "输出（Value↑）", "o = concat W_O", "[H × Dh] → [D]", f"[{_n(s.config.d_attn)}] → [{_n(D)}]"),
+        ("added to the residual stream", "加回残差流", "x + o", "[D]", f"[{_n(D)}]"),
+    ]
+    for i, (en, cn, formula, shape, here) in enumerate(rows, 1):
+        what = f"[dim]{esc(en)}[/]" + (f"\n[dim]{esc(cn)}[/]" if zh else "")
+        table.add_row(f"{i}.", f"{esc(formula)}\n{what}", esc(shape), esc(here))
+    out.print(table)
+
+
+def _value_down_and_up(s, say) -> None:
+    """3Blue1Brown's Value↓ and Value↑ as slices of W_V and W_O."""
+    D, Dh, last = s.config.d_model, s.config.head_dim, s.config.n_head - 1
+    say(
+        f"Value↓ and Value↑ (3Blue1Brown): head h's slice of W_V, [D, Dh] = [{_n(D)}, {Dh}], takes a token down to {Dh} numbers; "
+        f"its slice of W_O, [Dh, D] = [{Dh}, {_n(D)}], brings the head's context vector back up to D. "
+        f"Models store the Value↑ of all heads as one W_O [H × Dh, D]: concat(c_0 … c_{last}) W_O = Σ_h c_h W_O[h·Dh:(h+1)·Dh], "
+        "the sum of what each head adds.",
+        f"Value↓ 和 Value↑（3Blue1Brown）：第 h 个头在 W_V 中的一块 [D, Dh] = [{_n(D)}, {Dh}] 把词元降到 {Dh} 个数；"
+        f"它在 W_O 中的一块 [Dh, D] = [{Dh}, {_n(D)}] 把该头的上下文向量升回 D。"
+        f"模型把所有头的 Value↑ 存成一个 W_O [H × Dh, D]：concat(c_0 … c_{last}) W_O = Σ_h c_h W_O[h·Dh:(h+1)·Dh]，即各头所加之和。",
+    )
+
+
+def _weights(s, say) -> None:
+    """The weights of one layer's attention, matrix by matrix."""
+    D, Dh = s.config.d_model, s.config.head_dim
+    w = s.weights_per_layer()
+    total = sum(w.values())
+    shapes = {"W_Q": (D, s.config.d_attn), "W_K": (D, s.config.d_kv), "W_V": (D, s.config.d_kv), "W_O": (s.config.d_attn, D)}
+    parts = ", ".join(f"{k} [{_n(a)}, {_n(b)}] {_n(w[k])}" for k, (a, b) in shapes.items())
+    say(f"Weights of one layer: {parts}; {_n(total)} in all, {_n(total * s.config.n_layer)} over {s.config.n_layer} layers (no biases). "
+        f"One head's Value↓ or Value↑: {_n(D)} × {Dh} = {_n(D * Dh)}.",
+        f"一层的权重：{parts}；共 {_n(total)}，{s.config.n_layer} 层共 {_n(total * s.config.n_layer)}（不计偏置）。"
+        f"一个头的 Value↓ 或 Value↑：{_n(D)} × {Dh} = {_n(D * Dh)}。", "dim")  # fmt: skip
 
 
 def _grouping(s, say) -> None:
