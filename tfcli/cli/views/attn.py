@@ -6,6 +6,7 @@ them here. Heatmap cells come from views/heatmap.py, PNG/SVG from views/images.p
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -110,14 +111,16 @@ def demo_json(ex) -> None:
 
 def demo(ex, zh: bool = False) -> None:
     """The worked example (analysis.attention.WorkedExample), step by step (in Chinese with zh)."""
-    from rich.table import Table
+    say = functools.partial(_say, zh=zh)
+    _demo_grids(ex, say)
+    _demo_row(ex, say, zh)
+    _demo_meaning(ex, say)
 
-    def say(en: str, cn: str) -> None:
-        _say(en, cn, zh)
 
-    t, tokens = ex.row, ex.tokens
-    w, masked = ex.weights, ex.masked
-    c = ex.context(t)
+def _demo_grids(ex, say) -> None:
+    """Steps 1-3 on the whole grid: the scores, the mask, the softmax."""
+    tokens = ex.tokens
+    masked = ex.masked
     colour = heatmap.uses_colour(out)
     everything = np.ones_like(ex.allowed)
     say(f"[bold]Attention, worked by hand[/]: [italic]{' '.join(tokens)}[/] ({len(tokens)} tokens)\n",
@@ -130,8 +133,16 @@ def demo(ex, zh: bool = False) -> None:
     out.print(heatmap.numbers(masked, ex.allowed, tokens, tokens, False, masked_as="-inf", fmt="{:.1f}", row_sums=False, masked_style="red"))
     say("\n[bold]3. Softmax[/] of each row: e^s / Σ e^s. e^-inf = 0, so the future gets exactly 0 and each row still sums to 1 (Σ).",
         "\n[bold]3. 对每一行做 softmax[/]：e^s / Σ e^s。e^-inf = 0，所以未来恰好得到 0，每一行之和仍是 1（Σ）。")
-    out.print(heatmap.numbers(w, ex.allowed, tokens, tokens, colour))
+    out.print(heatmap.numbers(ex.weights, ex.allowed, tokens, tokens, colour))
 
+
+def _demo_row(ex, say, zh: bool) -> None:
+    """Step 4: one row, token by token, as a table: score, mask, exponential, weight, value."""
+    from rich.table import Table
+
+    t, tokens = ex.row, ex.tokens
+    w, masked = ex.weights, ex.masked
+    c = ex.context(t)
     say(f"\n[bold]4. One row, step by step[/]: token {t} [bold]{tokens[t]!r}[/] mixes the value vectors x_i of the tokens it may see.",
         f"\n[bold]4. 一行，一步一步[/]：词元 {t} [bold]{tokens[t]!r}[/] 把它能看到的词元的值向量 x_i 混合起来。")
     say(f"[dim]Each x_i is ({', '.join(ex.value_dims)}), set by hand.[/]", f"[dim]每个 x_i 是（{', '.join(ex.value_dims)}），手工设定。[/]")
@@ -153,6 +164,12 @@ def demo(ex, zh: bool = False) -> None:
             style="dim" if future else None,
         )  # fmt: skip
     out.print(table)
+
+
+def _demo_meaning(ex, say) -> None:
+    """What the row's context vector carries, and what the future would have taken without the mask."""
+    t, tokens, w = ex.row, ex.tokens, ex.weights
+    c = ex.context(t)
     leak = ex.unmasked_weights(t)
     top, future = tokens[int(w[t].argmax())], tokens[int(leak[t + 1:].argmax()) + t + 1]
     say(
@@ -244,73 +261,83 @@ def patterns_json(name, cfg, tokenizer, text, ids, labels, layers, heads, weight
 def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, how: str, zh: bool = False) -> None:
     """weights [nL, nH, T, T] of the picked layers and heads: one heatmap (or numbers) per head,
     or thumbnails side by side, then what each head mostly does."""
-    from tfcli.analysis.attention import fit as fit_cells
     from tfcli.analysis.attention import summarize
 
     colour = heatmap.uses_colour(out)
-    t_len = len(labels)
     summaries = [summarize(weights[a, b], l, h) for a, l in enumerate(layers) for b, h in enumerate(heads)]
-
-    def fitted(w, n):
-        """(w, allowed, row labels, column labels, a note) for at most n tokens."""
-        w2, allowed2, groups = fit_cells(w, allowed, n, how)
-        if len(groups) == t_len:
-            return w2, allowed2, labels, labels, None
-        if how == "pool":  # rows name their block; columns its first position, which stacks shorter
-            rows = [labels[g.start] if len(g) == 1 else f"{g.start}-{g.stop - 1}" for g in groups]
-            cols = [labels[g.start] if len(g) == 1 else str(g.start) for g in groups]
-            msg = (f"{t_len} 个词元合并成 {len(groups)} 组（显示位置）：行取平均、列求和，所以每行之和仍为 1" if zh
-                   else f"{t_len} tokens pooled into {len(groups)} blocks (positions shown): rows averaged, columns summed, so rows still sum to 1")
-        else:
-            rows = cols = [labels[g.start] for g in groups]
-            if zh:
-                msg = f"显示 {t_len} 个词元中的{'后' if how == 'last' else '前'} {len(groups)} 个" + ("，所以各行缺少它们给更早词元的权重" if how == "last" else "")
-            else:
-                msg = f"showing the {how} {len(groups)} of {t_len} tokens" + (", so the rows miss their weight on earlier tokens" if how == "last" else "")
-        return w2, allowed2, rows, cols, msg + ("（--fit last|first|pool；--png 会画出全部）" if zh else " (--fit last|first|pool; --png draws them all)")
-
-    def fitted_to(w, cell_width, extra, panels=1, gap=0):
-        """fitted() with as many tokens as `panels` grids side by side can show in the terminal's width
-        (pooled blocks are labelled by positions, "40-47", often wider than the tokens were)."""
-        room = lambda lw: (out.width - lw - 1 - extra - (panels - 1) * gap) // (cell_width * panels)  # noqa: E731
-        n = max(1, room(heatmap.label_width(labels)))
-        while True:
-            got = fitted(w, n)
-            if n == 1 or len(got[2]) <= room(heatmap.label_width(got[2])):
-                return got
-            n -= 1
-
+    fitted_to = functools.partial(_fitted_to, allowed=allowed, labels=labels, how=how, zh=zh)
     single = len(layers) == 1 and len(heads) == 1
     if single or values:
         for a, l in enumerate(layers):
             for b, h in enumerate(heads):
-                width, extra = (5, 6) if values else (2, 0)
-                w, al, rows, cols, msg = fitted_to(weights[a, b], width, extra)
-                _say(f"[bold]{name}[/] · block {l} of {cfg.n_layer} · head {h} of {cfg.n_head} · {t_len} tokens",
-                     f"[bold]{name}[/] · 第 {l} 个块（共 {cfg.n_layer} 个）· 第 {h} 个头（共 {cfg.n_head} 个）· {t_len} 个词元", zh)
-                if msg:
-                    out.print(f"[dim]{msg}{'。' if zh else '.'}[/]")
-                out.print(heatmap.numbers(w, al, rows, cols, colour) if values else heatmap.heatmap(w, al, rows, cols, colour))
-                if not values:
-                    out.print(heatmap.legend(colour, zh))
-                else:
-                    _say("[dim]Each row is one token looking back; it sums to 1 (Σ). 0 = masked (the future).[/]",
-                         "[dim]每一行是一个词元在回看；每行之和为 1（Σ）。0 = 被遮住（未来）。[/]", zh)
-                if single:
-                    s = summaries[0]
-                    _say(
-                        f"Rows are queries, columns the keys they look at. {_rates(s)} The one token that receives the most is "
-                        f"{labels[s.top_key]!r} (#{s.top_key}, {s.top_share:.0%} of all the attention of tokens 1..T-1).",
-                        f"行是查询，列是它们看向的键。{_rates(s, True)}得到最多注意力的单个词元是 "
-                        f"{labels[s.top_key]!r}（#{s.top_key}，占词元 1..T-1 全部注意力的 {s.top_share:.0%}）。",
-                        zh,
-                    )
-                out.print()
+                _one_head(name, cfg, weights[a, b], (l, h), labels, values, colour, fitted_to, summaries[0] if single else None, zh)
         if single:
             return
     else:
         _thumbnails(weights, labels, layers, heads, colour, fitted_to, zh)
     _summary_table(summaries, labels, zh)
+
+
+def _one_head(name, cfg, w, where: tuple[int, int], labels, values: bool, colour: bool, fitted_to, summary, zh: bool) -> None:
+    """One head's weights w [T, T] as a heatmap (or numbers), fitted to the terminal; with `summary`
+    (a single head shown), what it mostly does."""
+    (l, h), t_len = where, len(labels)
+    width, extra = (5, 6) if values else (2, 0)
+    w, al, rows, cols, msg = fitted_to(w, width, extra)
+    _say(f"[bold]{name}[/] · block {l} of {cfg.n_layer} · head {h} of {cfg.n_head} · {t_len} tokens",
+         f"[bold]{name}[/] · 第 {l} 个块（共 {cfg.n_layer} 个）· 第 {h} 个头（共 {cfg.n_head} 个）· {t_len} 个词元", zh)  # fmt: skip
+    if msg:
+        out.print(f"[dim]{msg}{'。' if zh else '.'}[/]")
+    out.print(heatmap.numbers(w, al, rows, cols, colour) if values else heatmap.heatmap(w, al, rows, cols, colour))
+    if not values:
+        out.print(heatmap.legend(colour, zh))
+    else:
+        _say("[dim]Each row is one token looking back; it sums to 1 (Σ). 0 = masked (the future).[/]",
+             "[dim]每一行是一个词元在回看；每行之和为 1（Σ）。0 = 被遮住（未来）。[/]", zh)  # fmt: skip
+    if summary is not None:
+        s = summary
+        _say(
+            f"Rows are queries, columns the keys they look at. {_rates(s)} The one token that receives the most is "
+            f"{labels[s.top_key]!r} (#{s.top_key}, {s.top_share:.0%} of all the attention of tokens 1..T-1).",
+            f"行是查询，列是它们看向的键。{_rates(s, True)}得到最多注意力的单个词元是 "
+            f"{labels[s.top_key]!r}（#{s.top_key}，占词元 1..T-1 全部注意力的 {s.top_share:.0%}）。",
+            zh,
+        )
+    out.print()
+
+
+def _fitted(w, n: int, allowed, labels, how: str, zh: bool):
+    """(w, allowed, row labels, column labels, a note) for at most n tokens."""
+    from tfcli.analysis.attention import fit as fit_cells
+
+    t_len = len(labels)
+    w2, allowed2, groups = fit_cells(w, allowed, n, how)
+    if len(groups) == t_len:
+        return w2, allowed2, labels, labels, None
+    if how == "pool":  # rows name their block; columns its first position, which stacks shorter
+        rows = [labels[g.start] if len(g) == 1 else f"{g.start}-{g.stop - 1}" for g in groups]
+        cols = [labels[g.start] if len(g) == 1 else str(g.start) for g in groups]
+        msg = (f"{t_len} 个词元合并成 {len(groups)} 组（显示位置）：行取平均、列求和，所以每行之和仍为 1" if zh
+               else f"{t_len} tokens pooled into {len(groups)} blocks (positions shown): rows averaged, columns summed, so rows still sum to 1")  # fmt: skip
+    else:
+        rows = cols = [labels[g.start] for g in groups]
+        if zh:
+            msg = f"显示 {t_len} 个词元中的{'后' if how == 'last' else '前'} {len(groups)} 个" + ("，所以各行缺少它们给更早词元的权重" if how == "last" else "")
+        else:
+            msg = f"showing the {how} {len(groups)} of {t_len} tokens" + (", so the rows miss their weight on earlier tokens" if how == "last" else "")
+    return w2, allowed2, rows, cols, msg + ("（--fit last|first|pool；--png 会画出全部）" if zh else " (--fit last|first|pool; --png draws them all)")
+
+
+def _fitted_to(w, cell_width: int, extra: int, panels: int = 1, gap: int = 0, *, allowed, labels, how: str, zh: bool):
+    """_fitted() with as many tokens as `panels` grids side by side can show in the terminal's width
+    (pooled blocks are labelled by positions, "40-47", often wider than the tokens were)."""
+    room = lambda lw: (out.width - lw - 1 - extra - (panels - 1) * gap) // (cell_width * panels)  # noqa: E731
+    n = max(1, room(heatmap.label_width(labels)))
+    while True:
+        got = _fitted(w, n, allowed, labels, how, zh)
+        if n == 1 or len(got[2]) <= room(heatmap.label_width(got[2])):
+            return got
+        n -= 1
 
 
 def _rates(s, zh: bool = False) -> str:
