@@ -103,12 +103,13 @@ def _body_lines(fn: ast.FunctionDef) -> int:
 
 def test_commands_are_thin():
     """Every command, and every function beside it in tfcli/cli/*.py, fits in 50 lines: arguments,
-    then the engine or the analysis, then a view (issue 21). The views (cli/views/) draw, and are not held to it."""
+    then the engine or the analysis, then a view (issue 21); and so does every drawing function of
+    the views (cli/views/*.py), a part of the picture each."""
     long = {}
-    for path in sorted((PACKAGE / "cli").glob("*.py")):
+    for path in sorted([*(PACKAGE / "cli").glob("*.py"), *(PACKAGE / "cli" / "views").glob("*.py")]):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.FunctionDef) and (n := _body_lines(node)) > 50:
-                long[f"{path.name}:{node.name}"] = n
+                long[f"{path.relative_to(PACKAGE / 'cli')}:{node.name}"] = n
     assert not long, long
 
 

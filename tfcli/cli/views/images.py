@@ -139,31 +139,45 @@ def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: 
     for r, row in enumerate(grid):
         for c, p in enumerate(row):
             px, py = PAD + c * (pw + GAP), PAD + heading_h + r * (ph + GAP)
-            x0, y0 = px + left, py + top
-            d.grids.append((x0, y0, cell))
-            d.text(x0, py + title_h / 2, p.title, size)
-            rgb = np.where(p.allowed[..., None], viridis(p.weights), np.array(MASKED_FILL, dtype=np.uint8))  # [R, C, 3]
-            d.bitmaps.append((x0, y0, cell, cell, rgb))
-            if not labels:
-                continue
-            for i, s in enumerate(p.row_labels):
-                if i % every == 0:
-                    d.text(x0 - 5, y0 + i * cell + cell / 2, rows[s], size, "rm")
-            for j, s in enumerate(p.col_labels):
-                if j % every == 0:
-                    x = x0 + j * cell + cell / 2
-                    if across:
-                        d.text(x, y0 - 4 - line / 2, cols[s], size, "mm")
-                    else:  # upwards from just above its column
-                        d.text(x, y0 - 4, cols[s], size, "lm", upright=False)
+            d.text(px + left, py + title_h / 2, p.title, size)
+            _draw_panel(d, p, (px + left, py + top), cell)
+            if labels:
+                _draw_labels(d, p, (px + left, py + top), cell, size, every, (rows, cols, across, line))
+    _draw_colour_bar(d, (bar_x, by), bh, size)
+    return d
 
-    # The colour bar: 1 at the top, 0 at the bottom.
+
+def _draw_panel(d: Drawing, p: Panel, at: tuple[float, float], cell: int) -> None:
+    """One panel's cells, its top-left corner at `at`: the weights in viridis, the masked in grey."""
+    x0, y0 = at
+    d.grids.append((x0, y0, cell))
+    rgb = np.where(p.allowed[..., None], viridis(p.weights), np.array(MASKED_FILL, dtype=np.uint8))  # [R, C, 3]
+    d.bitmaps.append((x0, y0, cell, cell, rgb))
+
+
+def _draw_labels(d: Drawing, p: Panel, at: tuple[float, float], cell: int, size: int, every: int, fitted) -> None:
+    """Every `every`-th row label on the left and column label on top (across, or written upwards)."""
+    (x0, y0), (rows, cols, across, line) = at, fitted
+    for i, s in enumerate(p.row_labels):
+        if i % every == 0:
+            d.text(x0 - 5, y0 + i * cell + cell / 2, rows[s], size, "rm")
+    for j, s in enumerate(p.col_labels):
+        if j % every == 0:
+            x = x0 + j * cell + cell / 2
+            if across:
+                d.text(x, y0 - 4 - line / 2, cols[s], size, "mm")
+            else:  # upwards from just above its column
+                d.text(x, y0 - 4, cols[s], size, "lm", upright=False)
+
+
+def _draw_colour_bar(d: Drawing, at: tuple[float, float], bh: int, size: int) -> None:
+    """The colour bar, 1 at the top and 0 at the bottom, then the swatch of the masked cells."""
+    bar_x, by = at
     d.bitmaps.append((bar_x, by, BAR_WIDTH, 1, viridis(np.linspace(1, 0, bh))[:, None]))  # [bh, 1, 3]
     for v in (1, 0.5, 0):
         d.text(bar_x + BAR_WIDTH + 4, by + (1 - v) * (bh - 1), f"{v:g}", size)
     d.bitmaps.append((bar_x, by + bh + 8, BAR_WIDTH, BAR_WIDTH, np.array([[MASKED_FILL]], dtype=np.uint8)))
     d.text(bar_x + BAR_WIDTH + 4, by + bh + 8 + BAR_WIDTH / 2, MASKED_LABEL, size)
-    return d
 
 
 # --- PNG --------------------------------------------------------------------------------------

@@ -235,6 +235,7 @@ def _render_costs(report: dict, say: _Say) -> None:
 
 
 def _render_from(report: dict, say: _Say) -> None:
+    """--from: the file's tensors against the count from the shape, category by category."""
     f = report["from"]
     dtypes = ", ".join(f"{n} {d}" for d, n in f["dtypes"].items())
     files = f"{len(f['files'])} file" + ("s" if len(f["files"]) != 1 else "")
@@ -245,6 +246,12 @@ def _render_from(report: dict, say: _Say) -> None:
         ),
         "bold",
     )
+    _from_table(f, say)
+    _from_remarks(report, say)
+
+
+def _from_table(f: dict, say: _Say) -> None:
+    """Each category's count from the shape beside the file's, marked where they differ."""
     count = {"justify": "right", "no_wrap": True, "style": "cyan"}
     table = _table("", _NAME, (say.both("from the shape", "按形状计算"), count), (say.both("in the file", "文件中"), count), ("", {"no_wrap": True}))
     for r in f["rows"]:
@@ -258,6 +265,11 @@ def _render_from(report: dict, say: _Say) -> None:
     same = f["analytic_total"] == f["actual_total"]
     table.add_row(f"[bold]{say.label('total')}[/]", f"[bold]{num.count(f['analytic_total'])}[/]", f"[bold]{num.count(f['actual_total'])}[/]", "[green]✓[/]" if same else "[bold red]✗[/]")
     out.print(table)
+
+
+def _from_remarks(report: dict, say: _Say) -> None:
+    """What the table cannot say: tensors left out, mismatches, buffers, a stored copy of a tied matrix."""
+    f = report["from"]
     for u in f["uncategorised"]:
         _say(say.both(f"not categorised: {u['name']} {u['shape']}", f"未归类：{u['name']} {u['shape']}"), "red")
     if f["mismatched"]:
