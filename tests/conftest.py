@@ -63,7 +63,7 @@ def interrupt_call(monkeypatch, owner, name: str, n: int) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config) -> None:
     """The whole suite (no files named) in two processes, each taking whole files, so that a
-    file's browser, server and model fixtures are made once: about 6.5 minutes on 2 cores instead
+    file's browser, server and model fixtures are made once: 6-7.5 minutes on 2 cores instead
     of 11. Files named on the command line, -n given (-n 0: one process), or no pytest-xdist
     (-p no:xdist): pytest runs as asked."""
     whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
