@@ -278,9 +278,9 @@ def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, h
     _summary_table(summaries, labels, zh)
 
 
-def _one_head(name, cfg, w, where: tuple[int, int], labels, values: bool, colour: bool, fitted_to, summary, zh: bool) -> None:
-    """One head's weights w [T, T] as a heatmap (or numbers), fitted to the terminal; with `summary`
-    (a single head shown), what it mostly does."""
+def _one_head(name, cfg, w, where: tuple[int, int], labels, values: bool, colour: bool, fitted_to, s, zh: bool) -> None:
+    """One head's weights w [T, T] as a heatmap (or numbers), fitted to the terminal; with its
+    summary `s` (a single head shown), what it mostly does."""
     (l, h), t_len = where, len(labels)
     width, extra = (5, 6) if values else (2, 0)
     w, al, rows, cols, msg = fitted_to(w, width, extra)
@@ -294,8 +294,7 @@ def _one_head(name, cfg, w, where: tuple[int, int], labels, values: bool, colour
     else:
         _say("[dim]Each row is one token looking back; it sums to 1 (Σ). 0 = masked (the future).[/]",
              "[dim]每一行是一个词元在回看；每行之和为 1（Σ）。0 = 被遮住（未来）。[/]", zh)  # fmt: skip
-    if summary is not None:
-        s = summary
+    if s is not None:
         _say(
             f"Rows are queries, columns the keys they look at. {_rates(s)} The one token that receives the most is "
             f"{labels[s.top_key]!r} (#{s.top_key}, {s.top_share:.0%} of all the attention of tokens 1..T-1).",

@@ -140,9 +140,10 @@ def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: 
         for c, p in enumerate(row):
             px, py = PAD + c * (pw + GAP), PAD + heading_h + r * (ph + GAP)
             d.text(px + left, py + title_h / 2, p.title, size)
-            _draw_panel(d, p, (px + left, py + top), cell)
+            corner = (px + left, py + top)  # of the panel's cells
+            _draw_panel(d, p, corner, cell)
             if labels:
-                _draw_labels(d, p, (px + left, py + top), cell, size, every, (rows, cols, across, line))
+                _draw_labels(d, p, corner, cell, size, every, (rows, cols, across, line))
     _draw_colour_bar(d, (bar_x, by), bh, size)
     return d
 
@@ -155,9 +156,11 @@ def _draw_panel(d: Drawing, p: Panel, at: tuple[float, float], cell: int) -> Non
     d.bitmaps.append((x0, y0, cell, cell, rgb))
 
 
-def _draw_labels(d: Drawing, p: Panel, at: tuple[float, float], cell: int, size: int, every: int, fitted) -> None:
-    """Every `every`-th row label on the left and column label on top (across, or written upwards)."""
-    (x0, y0), (rows, cols, across, line) = at, fitted
+def _draw_labels(d: Drawing, p: Panel, at: tuple[float, float], cell: int, size: int, every: int, placed) -> None:
+    """Every `every`-th row label on the left and column label on top. placed: (rows, cols, across,
+    line) from layout(): each label's clipped text, whether the column labels go across (else
+    upwards), and their line height."""
+    (x0, y0), (rows, cols, across, line) = at, placed
     for i, s in enumerate(p.row_labels):
         if i % every == 0:
             d.text(x0 - 5, y0 + i * cell + cell / 2, rows[s], size, "rm")
