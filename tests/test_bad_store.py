@@ -286,7 +286,7 @@ def test_rm_of_a_link_entry_removes_only_the_link(cli, tmp_path):
     (models / "linked").symlink_to(outside)
     r = cli("rm", "linked", "--yes")
     assert r.exit_code == 0, r.stderr
-    assert "0B freed" in r.stderr, r.stderr  # the link's target was not removed: nothing freed
+    assert "0 bytes freed" in r.stderr, r.stderr  # the link's target was not removed: nothing freed
     assert not os.path.lexists(models / "linked")
     assert sorted(os.listdir(models)) == []  # no .linked.removing-PID left
     assert (outside / "config.json").is_file()

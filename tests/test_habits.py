@@ -83,10 +83,11 @@ def test_json_floats_follow_one_policy(cli, args):
 def test_sizes_are_written_one_way(cli):
     from tfcli import numbers
 
-    r = cli("models")
-    assert r.exit_code == 0, r.stderr
-    sizes = re.findall(r"\d[\d.,]*\s?[kMG]?B\b", r.stdout)
-    assert sizes and all(re.fullmatch(r"\d[\d.]* [kMG]B", s) for s in sizes), sizes  # "6.5 MB", never "6.5MB"
+    for args in (["models"], ["show", "shakespeare"]):
+        r = cli(*args)
+        assert r.exit_code == 0, r.stderr
+        sizes = re.findall(r"\d[\d.,]*\s?[kMG]?B\b", r.stdout)
+        assert sizes and all(re.fullmatch(r"\d[\d.]* [kMG]B", s) for s in sizes), (args, sizes)  # "6.5 MB", never "6.5MB"
     assert numbers.size(539_600_000) == "540 MB" and numbers.size(6_500_000) == "6.5 MB"
 
 

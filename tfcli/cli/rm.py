@@ -28,10 +28,10 @@ def rm(
     from tfcli.engine.errors import UsageError
     from tfcli.store import remove
 
-    from .models import _human
+    from .models import _size
 
     folder = remove.removable(name)
-    size = _human(remove.folder_bytes(folder), "B")
+    size = _size(remove.folder_bytes(folder))
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError(f"tfcli rm asks before it removes {name} ({size}), and stdin is not a terminal", "pass --yes to remove it without asking")

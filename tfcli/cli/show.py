@@ -170,7 +170,7 @@ def _render(r: dict[str, Any], template: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from .models import _human
+    from .models import _human, _size
 
     table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
     table.add_column(style="bold", no_wrap=True)
@@ -189,10 +189,10 @@ def _render(r: dict[str, Any], template: bool) -> None:
     table.add_row("parameters", f"{r['params']:,} ({_human(r['params'])})" + (f" · {', '.join(r['dtype'])}" if r.get("dtype") else ""))
     if r["files"]:
         for i, f in enumerate(r["files"]):
-            table.add_row("files" if i == 0 else "", f"{escape(f['name'])}  [dim]{_human(f['bytes'], 'B')}[/]")
-        table.add_row("size", _human(r["bytes"], "B"))
+            table.add_row("files" if i == 0 else "", f"{escape(f['name'])}  [dim]{_size(f['bytes'])}[/]")
+        table.add_row("size", _size(r["bytes"]))
     else:
-        table.add_row("size", f"{_human(r['download_bytes'], 'B')} download, {_human(r['bytes'], 'B')} on disk: tfcli pull {escape(r['model'])}")
+        table.add_row("size", f"{_size(r['download_bytes'])} download, {_size(r['bytes'])} on disk: tfcli pull {escape(r['model'])}")
     table.add_row("source", escape(r["source"]))
     table.add_row("licence", escape(r["licence"] or "not stated"))
     chat = r["chat_template"]
