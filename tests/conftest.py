@@ -114,6 +114,17 @@ def assert_f32_near(actual, expected, steps: float = 24) -> None:
     assert worst <= bound, f"differ by {worst:.3g}, more than {steps} float32 steps of the largest value ({bound:.3g})"
 
 
+def hf_pretrained(folder: Path):
+    """transformers' model of a folder, float32, in eval mode; a folder holding a GGUF run in place
+    (a pulled model: model.gguf beside its index) is read from that GGUF (gguf_file=, dequantized)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    folder = Path(folder)
+    extra = {"gguf_file": "model.gguf"} if (folder / "model.gguf").exists() else {}
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **extra).eval()
+
+
 def torch_logits(model, ids) -> np.ndarray:
     """A transformers model's logits for one sequence of ids, no cache: [T, V]."""
     import torch

@@ -26,7 +26,7 @@ from tfcli.store.manifest import MANIFEST_NAME  # noqa: E402
 from test_pull import cache_contents, fake_pip, tiny_gguf, tiny_wheel  # noqa: E402, F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = ["chat_template.jinja", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+FILES = ["chat_template.jinja", "config.json", "generation_config.json", "gguf.json", "model.gguf", "tokenizer.json", "tokenizer_config.json"]
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def _flip_a_byte(path: Path, offset: int = -1) -> None:
 
 @pytest.mark.parametrize("command", ["generate", "tokenize", "attn", "chat", "bench", "params"])
 def test_a_flipped_byte_is_found_and_the_model_refused_by_every_command(cli, pulled, command):
-    _flip_a_byte(pulled / "model.safetensors")  # same size, new modification time
+    _flip_a_byte(pulled / "model.gguf")  # same size, new modification time
     args = {
         "generate": ["generate", "-m", "smollm2", "Hello"],
         "tokenize": ["tokenize", "-m", "smollm2", "Hello"],
@@ -109,7 +109,7 @@ def test_a_flipped_byte_is_found_and_the_model_refused_by_every_command(cli, pul
     }[command]
     one_error_line(
         cli(*args), 1,
-        "the cached model smollm2 is damaged: model.safetensors does not match its sha256 checksum; it was not used",
+        "the cached model smollm2 is damaged: model.gguf does not match its sha256 checksum; it was not used",
         "(run: tfcli pull smollm2 --force)",
     )  # fmt: skip
 
@@ -126,7 +126,7 @@ def test_a_damaged_model_is_pulled_again_by_pull_and_then_used(cli, pulled, fake
 @pytest.mark.parametrize(
     "damage, problem",
     [
-        (lambda m: (m / "model.safetensors").write_bytes(b"\0" * 100), "model.safetensors has 100 bytes, not"),
+        (lambda m: (m / "model.gguf").write_bytes(b"\0" * 100), "model.gguf has 100 bytes, not"),
         (lambda m: (m / "tokenizer.json").unlink(), "tokenizer.json is missing"),
         (lambda m: (m / MANIFEST_NAME).unlink(), f"{MANIFEST_NAME} is missing"),
         (lambda m: (m / MANIFEST_NAME).write_text("{"), f"{MANIFEST_NAME} is unreadable"),
@@ -163,13 +163,13 @@ def test_models_lists_a_damaged_copy_with_its_problem(cli, pulled):
 def test_a_same_size_edit_that_restores_the_time_is_found_by_models_verify(cli, pulled):
     """Content changed with size and mtime put back: `tfcli models --verify` hashes it and says so (the
     check before use finds it too, by the ctime the edit changed: test_store_integrity.py)."""
-    st = (pulled / "model.safetensors").stat()
-    _flip_a_byte(pulled / "model.safetensors", -1000)
-    os.utime(pulled / "model.safetensors", ns=(st.st_atime_ns, st.st_mtime_ns))
+    st = (pulled / "model.gguf").stat()
+    _flip_a_byte(pulled / "model.gguf", -1000)
+    os.utime(pulled / "model.gguf", ns=(st.st_atime_ns, st.st_mtime_ns))
     r = cli("models", "--verify", "--json")
     assert r.exit_code == 1
     row = next(m for m in json.loads(r.stdout)["models"] if m["name"] == "smollm2")
-    assert row["verified"] is False and row["problems"] == ["model.safetensors does not match its sha256 checksum"]
+    assert row["verified"] is False and row["problems"] == ["model.gguf does not match its sha256 checksum"]
 
 
 def test_a_converted_folder_given_by_path_is_the_users_to_edit(cli, tiny_gguf, tmp_path):
@@ -210,11 +210,20 @@ real_tensor, calls = gguf.GGUFFile.tensor, []
 
 def tensor(self, name):
     calls.append(name)
-    if hang == "convert" and len(calls) == 5:  # model.safetensors is half written
+    if hang == "convert" and len(calls) == 5:  # the model folder is half written
         stop_here()
     return real_tensor(self, name)
 
 gguf.GGUFFile.tensor = tensor
+real_transform = gguf.writer.transform
+
+def transform(*args):  # a pull writes the tensor index, one entry per tensor, without reading tensors
+    calls.append(args[1])
+    if hang == "convert" and len(calls) == 5:  # the model folder is half written
+        stop_here()
+    return real_transform(*args)
+
+gguf.writer.transform = transform
 from tfcli.cli import app
 app(sys.argv[5:], prog_name="tfcli")
 """

@@ -17,7 +17,13 @@ KEYS = {TINY_GPT2: "transformer.wte.weight", TINY_LLAMA: "model.embed_tokens.wei
 
 
 def brute_units(folder: Path, key: str) -> np.ndarray:
-    e = load_file(str(folder / "model.safetensors"))[key].astype(np.float64)  # [V, D]
+    if (folder / "model.gguf").exists():  # a pulled model runs its GGUF in place: gguf-py reads the embedding
+        import gguf
+
+        t = next(t for t in gguf.GGUFReader(folder / "model.gguf").tensors if t.name == "token_embd.weight")
+        e = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).astype(np.float64)  # [V, D]
+    else:
+        e = load_file(str(folder / "model.safetensors"))[key].astype(np.float64)  # [V, D]
     return e / np.linalg.norm(e, axis=1, keepdims=True)
 
 

@@ -618,10 +618,14 @@ def test_cli_convert_bad_files_are_one_line_errors(cli, tmp_path):
     assert r.exit_code == 1 and "does not exist" in r.stderr
 
 
-def test_a_gguf_given_as_model_is_converted_once_into_the_cache(cli, mixed_gguf):
-    """-m FILE.gguf runs the file (store/gguf/cached.py): converted on first use, saying where."""
+def test_a_gguf_given_as_model_runs_in_place_with_an_index_in_the_cache(cli, mixed_gguf):
+    """-m FILE.gguf runs the file in place (store/gguf/cached.py): its config, tokenizer and
+    tensor index go into the cache on first use, saying where; no weights are copied there."""
     r = cli("generate", "-m", mixed_gguf, "hi", "-n", "3", "-t", "0")
-    assert r.exit_code == 0 and "converted once into the cache as" in r.stderr, r.stderr
+    assert r.exit_code == 0 and "runs in place" in r.stderr and "kept in the cache as" in r.stderr, r.stderr
+    entry = Path(r.stderr.split("kept in the cache as ")[1].split(" (")[1].split(")")[0])
+    held = sum(f.stat().st_size for f in entry.iterdir())
+    assert not (entry / "model.safetensors").exists() and held < 200_000, sorted(f.name for f in entry.iterdir())
 
 
 def test_convert_never_needs_torch_or_transformers(mixed_gguf, tmp_path):

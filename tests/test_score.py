@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import TINY_GPT2, TINY_LLAMA, one_line_error
+from conftest import TINY_GPT2, TINY_LLAMA, hf_pretrained, one_line_error
 from tfcli.engine.score import LSE_ROWS, log_sum_exp, score, window_starts
 from tfcli.store import load
 
@@ -64,10 +64,7 @@ def tiny_qwen2(tmp_path_factory) -> Path:
 
 @functools.lru_cache(maxsize=None)
 def _hf_model(folder: Path):
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    return hf_pretrained(folder)
 
 
 def reference_loss(folder: Path, ids: list[int], window: int, stride: int) -> tuple[float, int]:

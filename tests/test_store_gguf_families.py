@@ -100,14 +100,14 @@ def test_qwen3_gguf_loads_in_transformers_as_the_checkpoint(tmp_path):
     assert np.abs(transformers_gguf_logits(path, ids) - torch_logits(model, ids)).max() <= 1e-4
 
 
-def test_a_gguf_file_runs_directly_converted_once_into_the_cache(cli, tmp_path):
-    """-m FILE.gguf: the first run converts it into the cache (a line says so and where), the next
-    runs load that folder; `tfcli models` lists it and `tfcli rm` removes it."""
+def test_a_gguf_file_runs_directly_indexed_once_into_the_cache(cli, tmp_path):
+    """-m FILE.gguf: the first run indexes it into the cache (a line says so and where) and runs the
+    file in place, the next runs load that index; `tfcli models` lists it and `tfcli rm` removes it."""
     model = qwen3(tmp_path / "hf", tied=True, seed=4)
     path = write_qwen3_gguf(tmp_path / "hf", tmp_path / "Tiny Qwen3.gguf")
     first = cli("generate", "-m", path, "Hello", "-n", "4", "-t", "0")
     assert first.exit_code == 0, first.stderr
-    assert "Tiny Qwen3.gguf converted once into the cache as Tiny-Qwen3-" in first.stderr
+    assert "Tiny Qwen3.gguf runs in place; its config, tokenizer and tensor index are kept in the cache as Tiny-Qwen3-" in first.stderr
     name = next(word for word in first.stderr.split() if word.startswith("Tiny-Qwen3-"))
     import tfcli.store.gguf.cached as cached
 
@@ -116,11 +116,11 @@ def test_a_gguf_file_runs_directly_converted_once_into_the_cache(cli, tmp_path):
     cached.sha256_file = lambda p: hashed.append(p) or real(p)
     try:
         second = cli("generate", "-m", path, "Hello", "-n", "4", "-t", "0")
-        assert second.exit_code == 0 and "converted" not in second.stderr and second.stdout == first.stdout
+        assert second.exit_code == 0 and "runs in place" not in second.stderr and second.stdout == first.stdout
         assert hashed == []  # unchanged since the first run: its hash is remembered, the file not read again
         os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1))  # touched: hashed again, same content
         third = cli("generate", "-m", path, "Hello", "-n", "4", "-t", "0")
-        assert third.exit_code == 0 and "converted" not in third.stderr and len(hashed) == 1
+        assert third.exit_code == 0 and "runs in place" not in third.stderr and len(hashed) == 1
     finally:
         cached.sha256_file = real
     ids = prompt_ids()

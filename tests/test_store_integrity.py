@@ -39,17 +39,17 @@ def hidden(folder: Path) -> list[str]:
 
 
 def test_verify_exits_1_and_shows_a_flipped_byte_as_damaged(cli, pulled):
-    st = (pulled / "model.safetensors").stat()
-    _flip_a_byte(pulled / "model.safetensors", -1000)
-    os.utime(pulled / "model.safetensors", ns=(st.st_atime_ns, st.st_mtime_ns))
+    st = (pulled / "model.gguf").stat()
+    _flip_a_byte(pulled / "model.gguf", -1000)
+    os.utime(pulled / "model.gguf", ns=(st.st_atime_ns, st.st_mtime_ns))
     r = cli("models", "--verify")
-    one_error_line(r, 1, "the model smollm2 is damaged: model.safetensors does not match its sha256 checksum", "(run: tfcli pull smollm2 --force)")
+    one_error_line(r, 1, "the model smollm2 is damaged: model.gguf does not match its sha256 checksum", "(run: tfcli pull smollm2 --force)")
     line = next(x for x in r.stdout.splitlines() if x.startswith("smollm2"))
     assert "damaged" in line and "✓" not in line and "pulled" not in line
     r = cli("models", "--verify", "--json")
     assert r.exit_code == 1
     row = next(m for m in json.loads(r.stdout)["models"] if m["name"] == "smollm2")
-    assert row["verified"] is False and row["problems"] == ["model.safetensors does not match its sha256 checksum"]
+    assert row["verified"] is False and row["problems"] == ["model.gguf does not match its sha256 checksum"]
 
 
 def test_verify_names_every_damaged_model(cli, pulled, tiny_gguf):

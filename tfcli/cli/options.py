@@ -173,12 +173,21 @@ def model_folder(model: str | None):
 
 
 def load_model(model: str | None):
-    """-m MODEL loaded (a tfcli.engine.LoadedModel); a pullable model is pulled on first use."""
+    """-m MODEL loaded (a tfcli.engine.LoadedModel); a pullable model is pulled on first use. A
+    quantized model's compiled kernels are loaded now, saying so the first time they compile."""
     from tfcli.store import load
 
+    from .console import note
     from .pull import auto_pull, gguf_once
 
-    return load(model, pull=auto_pull, gguf=gguf_once)
+    lm = load(model, pull=auto_pull, gguf=gguf_once)
+    if lm.model.quantized():
+        from tfcli.engine.fast.quantized import prepare
+
+        why = prepare(lambda: note("compiling the quantized kernels (once for this machine; later runs load them)"))
+        if why:
+            lm.warnings.append(why)
+    return lm
 
 
 class Lang(str, Enum):

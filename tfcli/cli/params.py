@@ -199,7 +199,7 @@ def _read_shapes(path: Path) -> tuple[dict[str, tuple[int, ...]], list[str], dic
         t = open_tensors(path)
         shapes = {name: t.shape(name) for name in t.names}
         dtypes = [t.dtype(name) for name in t.names]
-        files = [wf.path.name for wf in t.files]
+        files = [f.name for f in t.paths]
     else:
         from tfcli.engine.weightfile import read_header
 

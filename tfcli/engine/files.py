@@ -91,7 +91,34 @@ def read_small(path: Path, limit: int, error: type[TfcliError] = CheckpointError
 def read_small_text(path: Path, limit: int, error: type[TfcliError] = CheckpointError) -> str:
     """Like read_small, decoded as UTF-8 (one line when it is not)."""
     data = read_small(path, limit, error)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise error(f"{printable(str(path))} is not UTF-8 text (byte {e.start:,})", f"save {Path(path).name} as UTF-8") from None
+    check_utf8_file(path, data, error)
+    return data.decode("utf-8")
+
+
+def check_utf8_file(path: Path, data: bytes, error: type[TfcliError] = CheckpointError) -> None:
+    """One line when the bytes of a text file are not UTF-8. Decoded a megabyte at a time: the whole
+    file as one str would take up to 4 bytes a character (a 16 MB tokenizer.json, 64 MB)."""
+    import codecs
+
+    decoder, step = codecs.getincrementaldecoder("utf-8")(), 1 << 20
+    for start in range(0, max(len(data), 1), step):
+        pending = len(decoder.getstate()[0])  # bytes of a character the last chunk cut, decoded with this one
+        try:
+            decoder.decode(data[start : start + step], final=start + step >= len(data))
+        except UnicodeDecodeError as e:
+            at = start - pending + e.start
+            raise error(f"{printable(str(path))} is not UTF-8 text (byte {at:,})", f"save {Path(path).name} as UTF-8") from None
+
+
+def read_at(path: Path, offset: int, out) -> None:
+    """Fill the buffer `out` (a C-contiguous array) with the bytes of `path` from `offset`, read with
+    preadv rather than through a memory map: a copy a model keeps (a fused matrix) then never
+    counts twice in resident memory, once as the copy and once as the mapped pages it came from."""
+    view = memoryview(out.reshape(-1)).cast("B")
+    with open(path, "rb", buffering=0) as f:
+        done = 0
+        while done < len(view):
+            n = os.preadv(f.fileno(), [view[done:]], offset + done)
+            if n <= 0:
+                raise CheckpointError(f"{Path(path).name} ended while reading it", "the file is truncated; fetch or save it again")
+            done += n

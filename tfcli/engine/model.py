@@ -24,6 +24,7 @@ from .config import ModelConfig
 from .executor import FAST, Plain
 from .kvcache import KVCache
 from .memory import check_allocation
+from .quantized import Quantized
 from .sites import Hooks
 
 
@@ -64,25 +65,36 @@ class Transformer:
     layers: list  # per block, the family's dataclass of weights; its MLP as `.mlp` (ops.MLP)
     tables: tuple[str, ...] = ()  # attributes that are precomputed tables, not weights (RoPE cos/sin)
     # Every family exposes these, whatever it calls them in its checkpoint:
-    token_embedding: np.ndarray  # [V, D], the rows a token id selects
-    unembedding: np.ndarray  # [D, V], logits = final_norm(h) @ unembedding (a view of token_embedding when tied)
+    token_embedding: np.ndarray | Quantized  # [V, D], the rows a token id selects
+    unembedding: np.ndarray | Quantized  # [D, V], logits = final_norm(h) @ unembedding (a view of token_embedding when tied)
 
-    def weight_bytes(self) -> int:
-        """Bytes of distinct weight arrays (a tied unembedding counted once): what a decode step reads."""
-        seen: dict[tuple[int, int], int] = {}
+    def weights(self):
+        """Every weight array and Quantized matrix the model holds (tables such as RoPE's left out)."""
 
-        def visit(obj) -> None:
-            if isinstance(obj, np.ndarray):
-                seen[(obj.ctypes.data, obj.nbytes)] = obj.nbytes
+        def visit(obj):
+            if isinstance(obj, (np.ndarray, Quantized)):
+                yield obj
             elif hasattr(obj, "__dataclass_fields__"):
                 for name in obj.__dataclass_fields__:
-                    visit(getattr(obj, name))
+                    yield from visit(getattr(obj, name))
             elif isinstance(obj, (list, tuple)):
                 for item in obj:
-                    visit(item)
+                    yield from visit(item)
 
-        visit([v for k, v in vars(self).items() if k not in self.tables])
+        return visit([v for k, v in vars(self).items() if k not in self.tables])
+
+    def weight_bytes(self) -> int:
+        """Bytes of distinct weight arrays (a tied unembedding counted once; a quantized matrix by
+        its blocks): what a decode step reads."""
+        seen: dict[tuple[int, int], int] = {}
+        for w in self.weights():
+            for a in [p.data for p in w.parts] if isinstance(w, Quantized) else [w]:
+                seen[(a.ctypes.data, a.nbytes)] = a.nbytes
         return sum(seen.values())
+
+    def quantized(self) -> bool:
+        """Whether any matrix is kept quantized (a GGUF run in place)."""
+        return any(isinstance(w, Quantized) for w in self.weights())
 
     def new_cache(self, capacity: int | None = None) -> KVCache:
         """A cache for `capacity` positions (default: the whole context)."""
@@ -183,4 +195,4 @@ class Transformer:
 
     def unembed(self, x: np.ndarray) -> np.ndarray:
         """Normed hidden states [T, D] -> logits [T, V]. A logit lens is unembed(final_norm(h))."""
-        return ops.linear(x, self.unembedding)  # [T, D] @ [D, V] -> [T, V] (a tied [D, V] is a view of [V, D] rows)
+        return FAST.linear(x, self.unembedding)  # [T, D] @ [D, V] -> [T, V] (a tied [D, V] is a view of [V, D] rows)

@@ -22,6 +22,8 @@ import numpy as np
 from . import ops
 from .errors import PromptError
 from .executor import Fast
+from .fast import quantized
+from .quantized import Quantized
 from .kvcache import KVCache
 from .threads import single_threaded_blas
 
@@ -88,7 +90,9 @@ class RowByRow(Fast):
         return single_threaded_blas() if self.workers > 1 and rows > 1 else nullcontext()
 
     def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-        if x.shape[0] > 1 and ops.stored_rows(w):
+        if isinstance(w, Quantized):  # each row of x on its own: the kernels' rows never meet
+            y = quantized.product(x, w, self.workers)
+        elif x.shape[0] > 1 and ops.stored_rows(w):
             y = ops.each_row(x, w.T, self.helper if self.workers > 1 else None)  # [T, out]
         else:
             y = np.matmul(x[:, None, :], w)[:, 0]  # [T, 1, in] @ [in, out] -> [T, out], one vector-matrix product per row

@@ -8,7 +8,8 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from .errors import PromptError, TokenizerError, printable
-from .files import TOKENIZER_BYTES, read_small_text
+from .files import TOKENIZER_BYTES, check_utf8_file, read_small
+from .memory import give_back
 
 
 
@@ -26,10 +27,11 @@ class Tokenizer:
         path = Path(path)
         if not os.path.lexists(path):
             raise TokenizerError(f"{path} is missing", "a model folder needs tokenizer.json next to config.json")
-        text = read_small_text(path, TOKENIZER_BYTES, TokenizerError)  # a regular file, of bounded size
+        text = read_small(path, TOKENIZER_BYTES, TokenizerError)  # a regular file, of bounded size
+        check_utf8_file(path, text, TokenizerError)
         try:
             with _stderr_captured():
-                self._tok = HFTokenizer.from_str(text)
+                self._tok = HFTokenizer.from_buffer(text)  # bytes: a str of a large vocabulary would take 4 bytes a character
         except BaseException as e:  # the tokenizers library raises a bare Exception (or panics) on malformed files
             if not _library_failure(e):
                 raise
@@ -41,6 +43,8 @@ class Tokenizer:
         # model has fewer.
         self.vocab_size = max(vocab.values(), default=-1) + 1
         self.longest_piece = max(map(len, vocab), default=1)  # in characters, for tail_chars
+        del vocab, text
+        give_back()  # what parsing the file took and freed
 
     def encode(self, text: str) -> list[int]:
         """Token ids of text, without the special tokens a post-processor would add (for text that
@@ -140,7 +144,7 @@ def _stderr_captured():
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
+    text = str(e).strip().removeprefix("Cannot instantiate Tokenizer from buffer: ")  # the library's words for "while loading"
     return printable(text.splitlines()[0][:160]) if text else type(e).__name__
 
 

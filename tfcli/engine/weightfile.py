@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import CheckpointError, shown, shown_number
-from .files import open_regular
+from .files import open_regular, read_at
 
 # safetensors dtype name -> (NumPy dtype of the stored bytes, item size). BF16 has no NumPy dtype:
 # it is kept as raw uint16 and widened to float32 by `to_float32`.
@@ -100,14 +100,7 @@ class WeightFile:
             out[...] = self.float32(name).reshape(out.shape)
             self.release(name)
             return
-        view = memoryview(out.reshape(-1)).cast("B")
-        with open(self.path, "rb", buffering=0) as f:
-            done = 0
-            while done < len(view):
-                n = os.preadv(f.fileno(), [view[done:]], info.start + done)
-                if n <= 0:
-                    raise CheckpointError(f"{self.path.name} ended while reading tensor {name!r}", "the file is truncated; fetch or save it again")
-                done += n
+        read_at(self.path, info.start, out)
 
     def float32(self, name: str) -> np.ndarray:
         """The tensor as float32: a view for F32, a converted copy for F16/BF16."""

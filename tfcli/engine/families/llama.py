@@ -332,17 +332,6 @@ class LlamaLayer:
     k_norm: np.ndarray | None = None  # [Dh] each key head's
 
 
-def read_fused(t, names_rows: list[tuple[str, int]], n_in: int) -> np.ndarray:
-    """Stack [out_i, in] weights of the tensors `t` row-wise, read from the file straight into their
-    rows (no transpose, no page of the mapping touched), and view the result as [in, sum(out_i)]."""
-    w = np.empty((sum(rows for _, rows in names_rows), n_in), dtype=np.float32)  # [sum out_i, in]
-    start = 0
-    for name, rows in names_rows:
-        t.read_into(name, (rows, n_in), w[start : start + rows])
-        start += rows
-    return w.T  # [in, sum out_i] view
-
-
 class Rotary:
     """RoPE's cos and sin tables for one set of frequencies [R/2], computed once for the positions
     used so far (a context can be millions of positions long; a generation rarely is) and grown by
@@ -396,16 +385,13 @@ class Llama(Transformer):
         D, F, V = cfg.d_model, cfg.d_ff, cfg.vocab_size
         q_dim, kv_dim = cfg.d_attn, cfg.d_kv
 
-        def fused(names_rows: list[tuple[str, int]], n_in: int) -> np.ndarray:
-            return read_fused(t, names_rows, n_in)  # [in, sum out_i]
-
         def layer(i: int) -> LlamaLayer:
             p = f"model.layers.{i}."
             a = p + "self_attn."
             qkv = [(a + "q_proj.weight", q_dim), (a + "k_proj.weight", kv_dim), (a + "v_proj.weight", kv_dim)]
             return LlamaLayer(
                 attn_norm=t.get(p + "input_layernorm.weight", (D,)),
-                w_qkv=fused(qkv, D),
+                w_qkv=t.fused(qkv, D),
                 b_qkv=np.concatenate([t.get(a + f"{n}_proj.bias", (k,)) for n, k in zip("qkv", (q_dim, kv_dim, kv_dim))])
                 if cfg.qkv_bias
                 else None,
@@ -413,7 +399,7 @@ class Llama(Transformer):
                 bo=t.get(a + "o_proj.bias", (D,)) if cfg.o_bias else None,
                 mlp_norm=t.get(p + "post_attention_layernorm.weight", (D,)),
                 mlp=ops.MLP(
-                    w_in=fused([(p + "mlp.gate_proj.weight", F), (p + "mlp.up_proj.weight", F)], D),
+                    w_in=t.fused([(p + "mlp.gate_proj.weight", F), (p + "mlp.up_proj.weight", F)], D),
                     act=ops.silu,
                     gated=True,
                     w_out=t.get(p + "mlp.down_proj.weight", (D, F)).T,

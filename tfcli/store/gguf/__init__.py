@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from ..manifest import MANIFEST_NAME, sha256_file
 from .family import CONVERTIBLE, config_json, family_of, unpermute_rope_rows
-from .quants import BLOCK_TYPES, SUPPORTED_TYPES, TYPE_NAMES, dequantize
-from .reader import _MAX_DIMS, GGUFFile, GGUFTensor
+from tfcli.engine.formats import BLOCK_TYPES, SUPPORTED_TYPES, TYPE_NAMES, dequantize
+from tfcli.engine.gguffile import _MAX_DIMS, GGUFFile, GGUFTensor
 from .tokenizer import end_of_generation_ids, sentencepiece_merges, tokenizer_config, tokenizer_json, vocabulary
 from .writer import ConvertResult, Plan, Progress, check_convertible, convert
 

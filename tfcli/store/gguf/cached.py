@@ -1,7 +1,9 @@
-"""`-m FILE.gguf`: a GGUF file run directly, as llama.cpp and ollama users expect. It is converted
-once into the model cache, under a name made of the file's name and the start of its sha256, and
-loaded from there like any folder afterwards (listed by `tfcli models`, removed by `tfcli rm`).
-A changed file has another hash, so it is converted again; the old entry stays until removed.
+"""`-m FILE.gguf`: a GGUF file run directly, in place, as llama.cpp and ollama users expect. Its
+config, tokenizer and an index of its tensors (engine/gguf_weights.py) are written once into the
+model cache, under a name made of the file's name and the start of its sha256, and loaded from
+there like any folder afterwards (listed by `tfcli models`, removed by `tfcli rm`); the weights
+stay in the file. A changed file has another hash, so it is indexed again; the old entry stays
+until removed. An entry an older tfcli wrote (the weights widened to float32) is replaced.
 
 Hashing a 4 GB file takes seconds, so the hash of each file is remembered beside the cache
 (`.gguf-hashes.json`: the file's resolved path, size and modification time in nanoseconds) and
@@ -14,6 +16,10 @@ import json
 import os
 import re
 from pathlib import Path
+
+from tfcli.engine.errors import TfcliError
+from tfcli.engine.gguf_weights import INDEX_NAME as GGUF_INDEX
+from tfcli.engine.gguf_weights import read_index
 
 from ..manifest import sha256_file
 from ..registry import cache_dir
@@ -36,13 +42,26 @@ def converted(path: Path, progress: Progress | None = None) -> tuple[Path, bool]
     index, key = _hashes(), str(path.resolve())
     seen = _seen(path, index.get(key))
     entry = cache_dir() / cache_name(path, seen[2])
-    now = not (entry.is_dir() or entry.is_symlink())  # else: checked like every cache entry by whoever resolves it
+    now = not (entry.is_dir() or entry.is_symlink()) or _elsewhere(entry, path)  # else: checked like every cache entry by whoever resolves it
     if now:
-        convert(path, entry, owned=True, progress=progress)
+        convert(path, entry, owned=True, progress=progress, keep="link")
     if index.get(key) != list(seen):
         index[key] = list(seen)
         _save(index)
     return entry, now
+
+
+def _elsewhere(entry: Path, path: Path) -> bool:
+    """An entry that does not run this file in place: a float32 copy an older tfcli made, or an
+    index of the same bytes at another path (the file was moved or copied)."""
+    if entry.is_symlink() or not entry.is_dir():
+        return False
+    if (entry / "model.safetensors").is_file() and not (entry / GGUF_INDEX).exists():
+        return True
+    try:
+        return read_index(entry)["file"] != str(path.resolve())
+    except TfcliError:
+        return False  # a damaged entry: refused as such by whoever resolves it
 
 
 def _seen(path: Path, known) -> tuple[int, int, str]:

@@ -18,8 +18,8 @@ import numpy as np
 from tfcli.engine.errors import GGUFError, shown
 from tfcli.engine.families import FAMILIES
 
-from .quants import BLOCK_TYPES
-from .reader import CORRUPT, GGUFFile
+from tfcli.engine.formats import BLOCK_TYPES
+from tfcli.engine.gguffile import CORRUPT, GGUFFile
 from .tokenizer import end_of_generation_ids, vocabulary
 
 # GGUF's `general.architecture` -> the family module that converts it.
@@ -109,16 +109,25 @@ def unpermute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     return v.swapaxes(1, 2).reshape(w.shape)  # HF order: [heads, 2, Dh/2, D] -> [n_heads*Dh, D]
 
 
-def restore(fam: ModuleType, hf: str, w: np.ndarray, config: dict[str, Any]) -> np.ndarray:
-    """A tensor as Hugging Face stores it: Q and K rows un-permuted when the family's table says so,
-    and the shift llama.cpp's converter added to the norm weights taken off again (Gemma's norms
-    scale by 1 + w and are stored as 1 + w: in float32 the engine's 1 + (stored - 1) is the stored value)."""
+def transform(fam: ModuleType, hf: str, config: dict[str, Any]) -> dict[str, Any]:
+    """What llama.cpp's converter did to a tensor, to undo: {"heads": n} when its rows are in the
+    RoPE order of n heads (Q and K of a permuted_qk family), {"shift": s} when s was added to a
+    norm weight (Gemma's norms scale by 1 + w and are stored as 1 + w), else {}. The index of a GGUF
+    run in place records it (engine/gguf_weights.py); a conversion applies it (restore)."""
     if fam.GGUF.norm_shift and hf.endswith("norm.weight"):
-        return w - np.float32(fam.GGUF.norm_shift)
-    if not fam.GGUF.permuted_qk or not hf.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
-        return w
-    heads = config["num_attention_heads"] if ".q_proj." in hf else config["num_key_value_heads"]
-    return unpermute_rope_rows(w, heads)
+        return {"shift": fam.GGUF.norm_shift}
+    if fam.GGUF.permuted_qk and hf.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
+        return {"heads": config["num_attention_heads"] if ".q_proj." in hf else config["num_key_value_heads"]}
+    return {}
+
+
+def restore(fam: ModuleType, hf: str, w: np.ndarray, config: dict[str, Any]) -> np.ndarray:
+    """A tensor as Hugging Face stores it, `transform` undone (in float32 the engine's 1 + (stored - 1)
+    is the stored value)."""
+    t = transform(fam, hf, config)
+    if "shift" in t:
+        return w - np.float32(t["shift"])
+    return unpermute_rope_rows(w, t["heads"]) if "heads" in t else w
 
 
 def _round32(x: float) -> float:

@@ -13,7 +13,7 @@ from typing import Any
 
 from tfcli.engine.errors import GGUFError, shown
 
-from .reader import CORRUPT, GGUFFile
+from tfcli.engine.gguffile import CORRUPT, GGUFFile
 
 def vocabulary(g: GGUFFile) -> tuple[list[str], list[int], list[str]]:
     """The file's tokens, their types and the BPE merges, checked to be lists of the right types

@@ -26,9 +26,11 @@ from tfcli.engine.families import config_from_hf
 from ..lock import partial_name, remove_dead_partials
 from ..manifest import MANIFEST_NAME, file_entry, sha256_file
 from ..target import check_target, move_into_place, os_error
-from .family import config_json, expected_shape, family_of, hf_name, restore, tensor_names
-from .quants import BLOCK_TYPES, SUPPORTED_TYPES
-from .reader import CORRUPT, GGUFFile
+from tfcli.engine.gguf_weights import INDEX_NAME as GGUF_INDEX
+
+from .family import config_json, expected_shape, family_of, hf_name, restore, tensor_names, transform
+from tfcli.engine.formats import BLOCK_TYPES, SUPPORTED_TYPES
+from tfcli.engine.gguffile import CORRUPT, GGUFFile
 from .tokenizer import tokenizer_config, tokenizer_json, vocabulary
 
 # progress(stage, done, total): called as work advances; total 0 means "unknown".
@@ -78,9 +80,13 @@ def check_convertible(g: GGUFFile) -> Plan:
     return Plan(fam, config, tokenizer, tok_cfg, tensor_names(g, fam, config))
 
 
-def convert(src: Path, out_dir: Path, *, replace: bool = False, owned: bool = False, progress: Progress | None = None) -> ConvertResult:
+def convert(src: Path, out_dir: Path, *, replace: bool = False, owned: bool = False, progress: Progress | None = None, keep: str | None = None) -> ConvertResult:
     """Write a Hugging Face folder (float32 safetensors, config, tokenizer, chat template, manifest of
     checksums) for a GGUF file of a family tfcli converts (CONVERTIBLE: Llama, Qwen2, Qwen3, Gemma 3, Phi-3).
+
+    `keep`: run the GGUF in place instead of widening it to float32: the folder holds an index of
+    its tensors (engine/gguf_weights.py) naming the file where it is ("link", for -m FILE.gguf) or
+    the file itself, moved into the folder ("move", for a pull).
 
     Everything is written into a hidden folder next to out_dir and renamed into place at the end,
     so that an error, Ctrl-C or SIGTERM never leaves a half-written model behind. An existing out_dir
@@ -94,7 +100,8 @@ def convert(src: Path, out_dir: Path, *, replace: bool = False, owned: bool = Fa
         parent = Path(os.path.abspath(out_dir)).parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
-            need, free = sum(4 * g.tensors[n].numel for n, _ in plan.order), shutil.disk_usage(parent).free
+            need = 0 if keep else sum(4 * g.tensors[n].numel for n, _ in plan.order)
+            free = shutil.disk_usage(parent).free
             if free < need + 50_000_000:
                 raise ResourceError(
                     f"converting {src.name} needs about {need / 1e6:,.0f} MB of disk space; {parent} has {free / 1e6:,.0f} MB free",
@@ -106,7 +113,7 @@ def convert(src: Path, out_dir: Path, *, replace: bool = False, owned: bool = Fa
         except OSError as e:  # a read-only or missing parent folder: the user's to fix
             raise os_error(e, out_dir) from None
         try:
-            manifest = _write_folder(g, plan, tmp, progress)
+            manifest = _write_folder(g, plan, tmp, progress, keep)
             move_into_place(tmp, out_dir, replace=replace, owned=owned)
         except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -117,10 +124,23 @@ def convert(src: Path, out_dir: Path, *, replace: bool = False, owned: bool = Fa
     return ConvertResult(out_dir, manifest["n_params"], nbytes, manifest["source"]["tensor_types"])
 
 
-def _write_folder(g: GGUFFile, plan: Plan, folder: Path, progress: Progress | None) -> dict[str, Any]:
+def _write_folder(g: GGUFFile, plan: Plan, folder: Path, progress: Progress | None, keep: str | None = None) -> dict[str, Any]:
     """Every file of the model folder, the manifest of their sizes, times and checksums last (see
     store/manifest.py: a cached model is checked against it before use); returns the manifest."""
-    files = {"model.safetensors": _write_safetensors(g, plan, folder / "model.safetensors", progress)}
+    _check_shapes(g, plan)
+    digest = sha256_file(g.path)
+    if keep is None:
+        files = {"model.safetensors": _write_safetensors(g, plan, folder / "model.safetensors", progress)}
+    else:
+        files = {}
+        if keep == "move":
+            os.replace(g.path, folder / "model.gguf")
+            files["model.gguf"] = file_entry(folder / "model.gguf", digest)
+        ref = "model.gguf" if keep == "move" else str(g.path.resolve())
+        tensors = {hname: {"name": gname, **transform(plan.family, hname, plan.config)} for gname, hname in plan.order}
+        texts_index = json.dumps({"format": 1, "file": ref, "bytes": g.size, "sha256": digest, "tensors": tensors}, indent=1)
+        (folder / GGUF_INDEX).write_text(texts_index, encoding="utf-8")
+        files[GGUF_INDEX] = file_entry(folder / GGUF_INDEX, hashlib.sha256(texts_index.encode("utf-8")).hexdigest())
     texts = {
         "config.json": _json(plan.config),
         "generation_config.json": _json(_generation_config(plan.config)),
@@ -134,7 +154,7 @@ def _write_folder(g: GGUFFile, plan: Plan, folder: Path, progress: Progress | No
         (folder / fname).write_bytes(data)
         files[fname] = file_entry(folder / fname, hashlib.sha256(data).hexdigest())
     source = {
-        "file": g.path.name, "bytes": g.size, "sha256": sha256_file(g.path), "name": g.get("general.name"),
+        "file": g.path.name, "bytes": g.size, "sha256": digest, "name": g.get("general.name"),
         "tensor_types": dict(Counter(t.type_name for t in g.tensors.values())),
     }  # fmt: skip
     manifest = {
@@ -157,10 +177,8 @@ def _write_safetensors(g: GGUFFile, plan: Plan, path: Path, progress: Progress |
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}  # transformers insists on a format
     offset = 0
     for gname, hname in plan.order:
-        shape, want = g.tensors[gname].shape, expected_shape(hname, plan.config)
-        if shape != want:
-            raise GGUFError(f"{g.path.name}: tensor {shown(gname)} has shape {list(shape)} but the metadata implies {list(want)}", CORRUPT)
         size = 4 * g.tensors[gname].numel
+        shape = g.tensors[gname].shape
         header[hname] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + size]}
         offset += size
     head = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -180,6 +198,13 @@ def _write_safetensors(g: GGUFFile, plan: Plan, path: Path, progress: Progress |
             if progress:
                 progress("convert", done, offset)
     return file_entry(path, digest.hexdigest())
+
+
+def _check_shapes(g: GGUFFile, plan: Plan) -> None:
+    for gname, hname in plan.order:
+        shape, want = g.tensors[gname].shape, expected_shape(hname, plan.config)
+        if shape != want:
+            raise GGUFError(f"{g.path.name}: tensor {shown(gname)} has shape {list(shape)} but the metadata implies {list(want)}", CORRUPT)
 
 
 def _generation_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfcli.engine.errors import GGUFError
+from .errors import GGUFError
 
 # ggml type ids (ggml.h `enum ggml_type`), all of them, so that a refusal can name what it refuses.
 TYPE_NAMES = {
@@ -207,3 +207,43 @@ def dequantize(data: np.ndarray, type_id: int, shape: tuple[int, ...]) -> np.nda
         raise GGUFError(f"tensor type {TYPE_NAMES.get(type_id, type_id)} is not supported", f"tfcli dequantizes {SUPPORTED_TYPES}")
     blocks = np.asarray(data, dtype=np.uint8).reshape(-1, bt.nbytes)  # [N, nbytes]
     return bt.dequantize(blocks).reshape(shape)
+
+
+# --- quantizing: float32 rows -> blocks (what `--quantize` and `convert --quantize` write) ---------------
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    """C's roundf (halves away from zero), which llama.cpp's quantizers use; NumPy's rint rounds halves to even."""
+    return np.copysign(np.floor(np.abs(x) + np.float32(0.5)), x)
+
+
+def _quantize_q8_0(w: np.ndarray) -> np.ndarray:
+    # quantize_row_q8_0_ref: d = max|w| / 127, q = roundf(w / d)        [N, 32] -> [N, 34]
+    d = np.abs(w).max(axis=1, keepdims=True) / np.float32(127)  # [N, 1]
+    with np.errstate(divide="ignore"):
+        inv = np.where(d == 0, np.float32(0), np.float32(1) / d)  # [N, 1]
+    q = _round_half_away(w * inv).astype(np.int8)  # [N, 32], -127..127
+    return np.concatenate([d.astype(np.float16).view(np.uint8), q.view(np.uint8)], axis=1)
+
+
+def _quantize_q4_0(w: np.ndarray) -> np.ndarray:
+    # quantize_row_q4_0_ref: the weight of largest magnitude m (its sign kept), d = m / -8,
+    # q = min(15, trunc(w / d + 8.5)): m itself becomes q = 0, the other end of the range 15.   [N, 32] -> [N, 18]
+    m = np.take_along_axis(w, np.abs(w).argmax(axis=1)[:, None], axis=1)  # [N, 1]
+    d = m / np.float32(-8)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d == 0, np.float32(0), np.float32(1) / d)  # [N, 1]
+    q = np.trunc(w * inv + np.float32(8.5)).astype(np.uint8).clip(0, 15)  # [N, 32]
+    return np.concatenate([d.astype(np.float16).view(np.uint8), q[:, :16] | (q[:, 16:] << np.uint8(4))], axis=1)  # low nibbles: weights 0..15
+
+
+QUANTIZERS: dict[str, tuple[int, Callable[[np.ndarray], np.ndarray]]] = {"q8_0": (8, _quantize_q8_0), "q4_0": (2, _quantize_q4_0)}
+
+
+def quantize(w: np.ndarray, kind: str) -> tuple[int, np.ndarray]:
+    """Float32 rows [N, K] (K a multiple of 32) -> (type id, blocks [N, K/32 * bytes per block] uint8),
+    as llama.cpp's reference quantizers write them (tests hold them to gguf-py's, bit for bit)."""
+    type_id, fn = QUANTIZERS[kind]
+    n, k = w.shape
+    blocks = fn(np.ascontiguousarray(w, dtype=np.float32).reshape(-1, 32))  # [N*K/32, bytes]
+    return type_id, blocks.reshape(n, -1)

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from tfcli.engine.errors import GGUFError, shown, shown_number
+from .errors import GGUFError, shown, shown_number
 
-from .quants import BLOCK_TYPES, TYPE_NAMES, dequantize
+from .formats import BLOCK_TYPES, TYPE_NAMES, dequantize
 
 MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
@@ -82,6 +82,23 @@ class _Cursor:
         except UnicodeDecodeError:
             raise GGUFError(f"{self.name}: a string in the header is not UTF-8 (byte {start:,})", "the file is corrupt") from None
 
+    def skip_array(self) -> None:
+        """Move past an array value without building it (a vocabulary of 262,144 strings)."""
+        etype, count = self.scalar("<I"), self.scalar("<Q")
+        if etype in _SCALARS:
+            self.take(count * struct.calcsize(_SCALARS[etype]))
+        elif etype == _STRING:
+            buf, pos, end = self.buf, self.pos, len(self.buf)
+            for _ in range(count):  # each string: a u64 length, then its bytes
+                if pos + 8 > end:
+                    break
+                pos += 8 + int.from_bytes(buf[pos : pos + 8], "little")
+            self.pos = min(pos, end + 1)
+            self.take(0)  # raises if the strings ran past the end of the file
+        else:
+            for _ in range(count):
+                self.value(etype)
+
     def value(self, vtype: int) -> Any:
         if vtype in _SCALARS:
             return self.scalar(_SCALARS[vtype])
@@ -112,7 +129,9 @@ CORRUPT = "the file is corrupt"
 class GGUFFile:
     """A GGUF file's metadata and tensors; tensor data stays in the memory map until asked for."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, arrays: bool = True):
+        """`arrays=False`: metadata arrays (the vocabulary, merges, scores) are skipped, not read:
+        what running the tensors in place needs of the header."""
         self.path = Path(path)
         name = self.path.name
         try:
@@ -155,7 +174,12 @@ class GGUFFile:
                 key = cur.string()
                 if key in self.metadata:
                     raise GGUFError(f"{name}: metadata key {shown(key)} appears twice", CORRUPT)
-                self.metadata[key] = cur.value(cur.scalar("<I"))
+                vtype = cur.scalar("<I")
+                if vtype == _ARRAY and not arrays:
+                    cur.skip_array()
+                    self.metadata[key] = None
+                else:
+                    self.metadata[key] = cur.value(vtype)
         except RecursionError:  # arrays of arrays of ... : only a corrupt file nests that deep
             raise GGUFError(f"{name}: metadata nested too deeply", CORRUPT) from None
 

@@ -1,0 +1,256 @@
+"""The compiled kernels (tfcli/engine/fast/kernels.py) equal their textbook twins.
+
+- product(): within c * eps32 * (|x_q| @ |W|.T) of the exact product of the quantized activations
+  (activations.py, the NumPy twin) with formats' dequantized weights, computed in float64;
+- dequantize_rows(): bit for bit formats.BLOCK_TYPES[t].dequantize;
+- the compiled activation quantizer: bit for bit activations.quantize.
+
+Weights are random bytes with finite float16 scales plus the edge cases (a zero and a subnormal
+scale, nibbles all 0 or all 15, Q6_K's q -32 and 31, 6-bit scales 0 and 63), and real quantized
+data where gguf-py can quantize the type. The kernels compile once per session into a temporary
+tfcli home.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from tfcli.engine import formats
+from tfcli.engine.fast import activations
+
+EPS = np.finfo(np.float32).eps
+C = 16  # the products may differ from the float64 reference by C float32 roundings of |x_q| @ |W|.T
+QUANTIZED = [2, 3, 6, 7, 8, 12, 13, 14]
+FLOATS = [0, 1, 30]
+HALF_FIELDS = {2: [0], 3: [0, 2], 6: [0], 7: [0, 2], 8: [0], 10: [80, 82], 11: [108], 12: [0, 2], 13: [0, 2], 14: [208]}
+PAYLOAD = {2: (2, 18), 3: (4, 20), 6: (2, 22), 7: (4, 24), 8: (2, 34), 10: (16, 80), 11: (0, 96), 12: (16, 144), 13: (16, 176), 14: (0, 192)}
+SIX_BIT_SCALES = {12: (4, 16), 13: (4, 16), 11: (96, 108)}
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TFCLI_HOME", str(tmp_path_factory.mktemp("tfcli-home")))
+        from tfcli.engine.fast import kernels
+
+        try:
+            kernels.load()
+        except kernels.KernelsUnavailable as e:
+            pytest.skip(f"compiled kernels unavailable: {e}")
+        yield kernels
+
+
+def name(t: int) -> str:
+    return formats.BLOCK_TYPES[t].name
+
+
+def random_rows(t: int, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Read-only rows of type t: [n, row bytes] uint8 (F32: [n, k] float32), random with edge cases."""
+    if t == 0:
+        return frozen(rng.standard_normal((n, k)).astype(np.float32))
+    if t in (1, 30):
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        w.flat[::7] = 0.0
+        halves = w.astype(np.float16).view(np.uint8) if t == 1 else (w.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)
+        return frozen(halves.reshape(n, -1))
+    bt = formats.BLOCK_TYPES[t]
+    blocks = rng.integers(0, 256, (n * k // bt.weights, bt.nbytes), dtype=np.uint8)  # [B, nbytes]
+    start, stop = PAYLOAD[t]
+    blocks[1::4, start:stop] = 0x00  # nibbles 0, Q6_K's q -32, Q8_0's 0
+    blocks[2::4, start:stop] = 0xFF  # nibbles 15, Q6_K's q 31, Q8_0's -1
+    if t in SIX_BIT_SCALES:
+        a, b = SIX_BIT_SCALES[t]
+        blocks[3::5, a:b], blocks[4::5, a:b] = 0xFF, 0x00  # 6-bit scales and mins 63, then 0
+    for at in HALF_FIELDS[t]:
+        scales = (rng.standard_normal(len(blocks)) * 0.02).astype(np.float16)  # [B]
+        scales[5::7] = 0.0
+        scales[6::7] = np.array([0x0001], np.uint16).view(np.float16)[0]  # the smallest subnormal
+        scales[3::11] = np.array([0x03FF], np.uint16).view(np.float16)[0]  # the largest subnormal
+        blocks[:, at : at + 2] = scales.view(np.uint8).reshape(-1, 2)
+    return frozen(blocks.reshape(n, -1))
+
+
+def frozen(a: np.ndarray) -> np.ndarray:
+    """A read-only copy over bytes, as rows read from a mapped file are."""
+    return np.frombuffer(a.tobytes(), a.dtype).reshape(a.shape)
+
+
+def weights(rows: np.ndarray, t: int, n: int, k: int) -> np.ndarray:
+    return formats.dequantize(rows.view(np.uint8), t, (n, k))  # [n, k] float32
+
+
+def reference(x: np.ndarray, w: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x as the kernel multiplies it [T, K], the exact product [T, N] float64, its bound scale |x_q| @ |W|.T)."""
+    xq = x if t in FLOATS else activations.dequantize(*activations.quantize(x, t)[:2])  # [T, K]
+    exact = xq.astype(np.float64) @ w.astype(np.float64).T  # [T, N]
+    return xq, exact, np.abs(xq).astype(np.float64) @ np.abs(w).astype(np.float64).T
+
+
+def row_length(t: int, blocks: int) -> int:
+    return formats.BLOCK_TYPES[t].weights * blocks if t not in FLOATS else 32 * blocks + 7
+
+
+@pytest.mark.parametrize("t", QUANTIZED + FLOATS, ids=name)
+def test_product_equals_the_textbook(kernels, t):
+    rng = np.random.default_rng(t)
+    n, k = 37, row_length(t, 3)
+    rows = random_rows(t, n, k, rng)
+    w = weights(rows, t, n, k)
+    for T in (1, 2, 3, 4, 5, 8, 16, 17):
+        x = rng.standard_normal((T, k)).astype(np.float32)
+        x[0, : k // 3] = 0.0  # a block of x that is all zeros (scale 0)
+        _, exact, scale = reference(x, w, t)
+        out = np.full((T, n), np.nan, np.float32)
+        kernels.product(x, rows, t, out, 0, n)
+        err = np.abs(out - exact)
+        assert (err <= C * EPS * scale).all(), (T, (err / np.maximum(scale * EPS, 1e-300)).max())
+
+
+@pytest.mark.parametrize("t", QUANTIZED + FLOATS, ids=name)
+def test_product_writes_only_its_rows_of_a_column_slice(kernels, t):
+    rng = np.random.default_rng(100 + t)
+    n, k, T = 29, row_length(t, 2), 5
+    rows = random_rows(t, n, k, rng)
+    x = rng.standard_normal((T, k)).astype(np.float32)
+    _, exact, scale = reference(x, weights(rows, t, n, k), t)
+    parent = np.full((T, n + 9), 7.0, np.float32)
+    out = parent[:, 4 : 4 + n]  # [T, n], strided
+    kernels.product(x, rows, t, out, 3, 20)
+    assert (np.abs(out[:, 3:20] - exact[:, 3:20]) <= C * EPS * scale[:, 3:20]).all()
+    untouched = np.ones(parent.shape, bool)
+    untouched[:, 4 + 3 : 4 + 20] = False
+    assert (parent[untouched] == 7.0).all()
+
+
+@pytest.mark.parametrize("t", [8, 3, 12, 14, 0, 1], ids=name)
+def test_writable_and_read_only_rows_give_the_same_product(kernels, t):
+    rng = np.random.default_rng(200 + t)
+    n, k, T = 11, row_length(t, 2), 3
+    rows = random_rows(t, n, k, rng)
+    x = rng.standard_normal((T, k)).astype(np.float32)
+    a, b = np.empty((T, n), np.float32), np.empty((T, n), np.float32)
+    kernels.product(x, rows, t, a, 0, n)
+    kernels.product(np.array(x), np.array(rows), t, b, 0, n)  # writable copies
+    assert not rows.flags.writeable and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("t", [2, 3, 6, 7, 8, 1, 30], ids=name)
+def test_real_quantized_weights(kernels, t):
+    """Weights quantized by gguf-py (the types it can quantize); also reports the error against float32 x."""
+    from gguf import GGMLQuantizationType, quants
+
+    rng = np.random.default_rng(300 + t)
+    n, k, T = 64, 576, 4
+    w32 = rng.standard_normal((n, k)).astype(np.float32)
+    rows = frozen(quants.quantize(w32, GGMLQuantizationType(t)).view(np.uint8).reshape(n, -1))
+    w = weights(rows, t, n, k)
+    x = rng.standard_normal((T, k)).astype(np.float32)
+    _, exact, scale = reference(x, w, t)
+    out = np.empty((T, n), np.float32)
+    kernels.product(x, rows, t, out, 0, n)
+    assert (np.abs(out - exact) <= C * EPS * scale).all()
+    vs_float = np.abs(out - x.astype(np.float64) @ w.astype(np.float64).T).max() / np.abs(x @ w.T).max()
+    print(f"{name(t)}: max error against float32 activations, relative to the largest output: {vs_float:.2e}")
+    assert vs_float < 1e-4  # 16-bit activations: about 1/65534 of a block's largest value, per block
+
+
+def test_two_threads_on_two_halves(kernels):
+    rng = np.random.default_rng(7)
+    for t in (3, 12, 0):
+        n, k, T = 2048, row_length(t, 4), 4
+        rows = random_rows(t, n, k, rng)
+        x = rng.standard_normal((T, k)).astype(np.float32)
+        whole, halves = np.empty((T, n), np.float32), np.empty((T, n), np.float32)
+        kernels.product(x, rows, t, whole, 0, n)
+        threads = [threading.Thread(target=kernels.product, args=(x, rows, t, halves, a, b)) for a, b in ((0, 1000), (1000, n))]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert np.array_equal(whole, halves), name(t)
+
+
+@pytest.mark.parametrize("t", QUANTIZED + FLOATS + [10, 11], ids=name)
+def test_dequantize_rows_is_bit_for_bit_the_textbook(kernels, t):
+    rng = np.random.default_rng(400 + t)
+    n, k = 23, row_length(t, 3)
+    rows = random_rows(t, n, k, rng)
+    w = weights(rows, t, n, k)  # [n, k]
+    out = np.full((n, k), 7.0, np.float32)
+    kernels.dequantize_rows(rows, t, out, 2, 19)
+    np.testing.assert_array_equal(out[2:19], w[2:19])
+    assert (out[:2] == 7.0).all() and (out[19:] == 7.0).all()
+
+
+@pytest.mark.parametrize("t", [8, 12], ids=["Q8_0-style", "Q8_K-style"])
+def test_the_compiled_activation_quantizer_is_its_twin(kernels, t):
+    rng = np.random.default_rng(500 + t)
+    x = (rng.standard_normal((9, 512)) * np.logspace(-30, 10, 9)[:, None]).astype(np.float32)
+    x[1] = 0.0
+    x[2, :300] = np.float32(0.5) * np.arange(300) / 32767  # many values halfway between two q
+    x[3, 7] = 1e-45  # a subnormal alone in its block
+    got, want = kernels.quantize_activations(x, t), activations.quantize(x, t)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_importing_the_kernels_does_not_import_numba():
+    code = "import sys, tfcli.engine.fast.kernels as k; k.will_compile(); assert 'numba' not in sys.modules, 'numba'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_will_compile_is_honest(kernels, tmp_path, monkeypatch):
+    assert not kernels.will_compile()  # loaded in this process
+    assert (kernels.cache_dir() / "ready").exists() or not kernels._writable(kernels.cache_dir())
+    monkeypatch.setenv("TFCLI_HOME", str(tmp_path))
+    code = "import tfcli.engine.fast.kernels as k; print(k.will_compile())"
+    fresh = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert fresh.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("t", QUANTIZED + FLOATS, ids=name)
+def test_the_rows_on_two_threads_are_the_rows_on_one(kernels, t):
+    """threads=2 cuts the weight rows in two chunks, one on each of numba's OpenMP threads: each
+    output is computed as on one thread, bit for bit (lo, hi and N not multiples of anything)."""
+    rng = np.random.default_rng(500 + t)
+    n, k = 203, row_length(t, 2)
+    rows = random_rows(t, n, k, rng)
+    for T in (1, 4, 7):
+        x = rng.standard_normal((T, k)).astype(np.float32)
+        one, two = np.full((T, n), np.nan, np.float32), np.full((T, n), np.nan, np.float32)
+        kernels.product(x, rows, t, one, 5, 198)
+        kernels.product(x, rows, t, two, 5, 198, threads=2)
+        assert np.array_equal(one, two, equal_nan=True), (name(t), T)
+
+
+@pytest.mark.parametrize("t", QUANTIZED, ids=name)
+def test_each_row_of_x_is_its_product_alone(kernels, t):
+    """Batch invariance (what a server's decode step needs, engine/slots.py): row t of a product of
+    T rows of x equals, bit for bit, the product of that row alone, whatever T."""
+    rng = np.random.default_rng(600 + t)
+    n, k = 64, row_length(t, 2)
+    rows = random_rows(t, n, k, rng)
+    x = rng.standard_normal((9, k)).astype(np.float32)
+    together = np.empty((9, n), np.float32)
+    kernels.product(x, rows, t, together, 0, n)
+    for i in range(9):
+        alone = np.empty((1, n), np.float32)
+        kernels.product(x[i : i + 1], rows, t, alone, 0, n)
+        assert np.array_equal(together[i], alone[0]), (name(t), i)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["params", "--preset", "gpt3"], ["attn", "--show-mask", "abc"], ["generate", "ROMEO:", "-n", "3", "-s", "1"]],
+    ids=["help", "params", "show-mask", "float32-model"],
+)
+def test_commands_without_a_quantized_product_never_import_numba(args, tmp_path):
+    """Nobody pays who does not use it: the JIT is imported when a quantized product first runs."""
+    code = f"import sys, runpy; sys.argv = ['tfcli', *{args!r}]\ntry:\n    runpy.run_module('tfcli', run_name='__main__')\nexcept SystemExit:\n    pass\nassert 'numba' not in sys.modules and 'tfcli.engine.fast.kernels' not in sys.modules, sorted(m for m in sys.modules if 'numba' in m or 'kernels' in m)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**__import__("os").environ, "TFCLI_HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stderr[-2000:]

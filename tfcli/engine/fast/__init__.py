@@ -1,0 +1,6 @@
+"""The fast room: what the executor door (engine/executor.py) opens onto. A reader may skip it.
+
+Everything here computes what the textbook computes (engine/ops.py, engine/formats.py), faster, and
+each piece has a test that holds it equal to its twin: compiled products on quantized blocks
+(kernels.py, imported only when such a product first runs).
+"""

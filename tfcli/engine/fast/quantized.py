@@ -1,0 +1,109 @@
+"""Products with quantized weights (engine/quantized.py) on the fast path.
+
+The textbook (quantized.textbook_product) dequantizes a tile of rows to float32 and lets NumPy
+multiply. Here, what measurement justified instead (benchmarks/README.md):
+
+- a few rows (a decode step, a batch step, a short prompt): a compiled kernel (kernels.py) reads
+  each weight block once, in place in the mapped file, for all the rows, with the activations
+  quantized to 8-bit blocks as llama.cpp does; the weight rows shared among the pass's threads;
+- a long prompt: tiles of weight rows dequantized by a compiled loop (bit for bit formats.py's),
+  then BLAS, whose product on many rows is faster than any integer kernel we can write here.
+
+The compiled kernels come from numba, imported the first time a quantized product runs (or when
+the CLI prepares a quantized model, to say once that it compiles). Where it is missing or cannot
+compile, or TFCLI_KERNELS=numpy asks for it, the textbook runs: the same numbers, slower.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from ..quantized import Quantized, textbook_product
+
+FEW_ROWS = 32  # up to this many rows of x, the integer kernels; more, dequantized tiles and BLAS
+_lock = threading.Lock()
+_state: dict[str, object] = {}  # "kernels": the module once loaded; "why": why not
+
+
+def wanted() -> bool:
+    """Whether compiled kernels are asked for (TFCLI_KERNELS=numpy runs every product on the textbook)."""
+    return os.environ.get("TFCLI_KERNELS", "").strip().lower() != "numpy"
+
+
+def prepare(on_compile: Callable[[], None] | None = None) -> str | None:
+    """Load (or compile, once per machine) the kernels now. Returns None when they run, else the
+    one-line reason the textbook path will run instead. `on_compile` is called first when they
+    have to be compiled (a first run), so that the caller can say so."""
+    if not wanted():
+        return None
+    with _lock:
+        if "kernels" in _state or "why" in _state:
+            return _state.get("why")  # type: ignore[return-value]
+        try:
+            from . import kernels
+        except ImportError as e:
+            _state["why"] = f"compiled kernels unavailable ({e}): quantized products run in NumPy, several times slower"
+            return _state["why"]  # type: ignore[return-value]
+        try:
+            if on_compile is not None and kernels.will_compile():
+                on_compile()
+            kernels.load()
+            _state["kernels"] = kernels
+        except kernels.KernelsUnavailable as e:
+            _state["why"] = f"compiled kernels unavailable ({e}): quantized products run in NumPy, several times slower"
+        return _state.get("why")  # type: ignore[return-value]
+
+
+def _kernels():
+    """The kernels module when it runs, else None."""
+    if not wanted():
+        return None
+    if "kernels" not in _state and "why" not in _state:
+        prepare()
+    return _state.get("kernels")
+
+
+def product(x: np.ndarray, w: Quantized, threads: int = 1) -> np.ndarray:
+    """x [T, K] @ w [K, N] (w: a family's [in, out] weight, stored as N quantized rows) -> [T, N],
+    the weight rows shared among `threads` threads (kernels.product)."""
+    k = _kernels()
+    if k is None or any(p.type_id not in k.SUPPORTED for p in w.parts):
+        return textbook_product(x, w)
+    x = np.ascontiguousarray(x, dtype=np.float32)  # [T, K]
+    if x.shape[0] > FEW_ROWS:
+        return _tiled(k, x, w)
+    y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
+    first = 0
+    for p in w.parts:
+        out = y[:, first : first + p.rows] if p.order is None else np.empty((x.shape[0], p.rows), dtype=np.float32)  # [T, n]
+        k.product(x, p.data, p.type_id, out, 0, p.rows, threads)
+        if p.order is not None:
+            y[:, first : first + p.rows] = out[:, p.order]  # stored order -> the model's
+        first += p.rows
+    return y
+
+
+TILE_ROWS = 256  # weight rows dequantized at a time for a long prompt
+
+
+def _tiled(k, x: np.ndarray, w: Quantized) -> np.ndarray:
+    """A long prompt: tiles of weight rows dequantized (compiled, bit for bit formats.py's), then
+    NumPy's product on BLAS's threads. [T, K] -> [T, N]"""
+    y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
+    tile = np.empty((TILE_ROWS, w.cols), dtype=np.float32)  # [256, K]
+    first = 0
+    for p in w.parts:
+        stored = np.empty((x.shape[0], p.rows), dtype=np.float32) if p.order is not None else None  # [T, n]
+        for a in range(0, p.rows, TILE_ROWS):
+            b = min(a + TILE_ROWS, p.rows)
+            k.dequantize_rows(p.data[a:b], p.type_id, tile, 0, b - a)  # [b-a, K]
+            into = stored[:, a:b] if stored is not None else y[:, first + a : first + b]
+            np.matmul(x, tile[: b - a].T, out=into)  # [T, K] @ [K, b-a] -> [T, b-a]
+        if stored is not None:
+            y[:, first : first + p.rows] = stored[:, p.order]
+        first += p.rows
+    return y
