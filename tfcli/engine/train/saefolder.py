@@ -1,0 +1,106 @@
+"""A sparse autoencoder's folder, as SAELens writes one: sae.safetensors and cfg.json.
+
+    sae.safetensors   W_enc [D, N], b_enc [N], W_dec [N, D], b_dec [D]   (float32)
+    cfg.json          SAELens's keys (d_in, d_sae, hook_name "blocks.B.hook_resid_post", hook_layer,
+                      architecture, activation_fn_str, apply_b_dec_to_input, model_name, ...) and a
+                      "tfcli" object: the model's identity (engine/identity.py), block, site, kind,
+                      k, the training settings and the quality measured at the end of training.
+
+Reading checks everything before any number is used: the header (engine/weightfile.py), the four
+names, their shapes against each other and against cfg.json, finite values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CheckpointError, TfcliError
+from ..files import CONFIG_BYTES, read_small_text
+from .folder import json_bytes, safetensors_bytes, write_files
+from .model import Params
+
+WEIGHTS, CONFIG = "sae.safetensors", "cfg.json"
+NAMES = ("W_enc", "b_enc", "W_dec", "b_dec")
+# tfcli's site names as TransformerLens (and so SAELens) name its hook points.
+HOOKS = {"resid_pre": "hook_resid_pre", "resid_mid": "hook_resid_mid", "resid_post": "hook_resid_post", "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out"}
+
+
+class SAEError(TfcliError):
+    """An SAE folder that cannot be read, or one that does not fit the model it is used with."""
+
+
+def hook_name(site: str, block: int) -> str:
+    return f"blocks.{block}.{HOOKS[site]}"
+
+
+def sae_config(d: int, n: int, kind: str, k: int, model_name: str, block: int, site: str, context: int, tfcli: dict) -> dict:
+    return {
+        "architecture": "topk" if kind == "topk" else "standard",
+        "d_in": d,
+        "d_sae": n,
+        "dtype": "float32",
+        "device": "cpu",
+        "model_name": model_name,
+        "hook_name": hook_name(site, block),
+        "hook_layer": block,
+        "hook_head_index": None,
+        "activation_fn_str": kind,
+        "activation_fn_kwargs": {"k": k} if kind == "topk" else {},
+        "apply_b_dec_to_input": True,
+        "finetuning_scaling_factor": False,
+        "normalize_activations": "none",  # the scale used in training is folded into the weights
+        "context_size": context,
+        "prepend_bos": False,
+        "tfcli": tfcli,
+    }
+
+
+def write_sae(folder: Path, params: Params, cfg: dict) -> None:
+    write_files(Path(folder), {WEIGHTS: safetensors_bytes({k: params[k] for k in NAMES}), CONFIG: json_bytes(cfg)})
+
+
+def read_sae(folder: Path) -> tuple[dict, Params]:
+    """(cfg.json, the four arrays as float32 copies), each checked; one line for any problem."""
+    from ..weightfile import WeightFile
+
+    folder = Path(folder)
+    what = f"{folder} is not an SAE folder"
+    hint = "give the folder 'tfcli features train -o' wrote"
+    if not folder.is_dir():
+        raise SAEError(f"{what} ({'it does not exist' if not folder.exists() else 'it is a file'})", hint)
+    if not (folder / CONFIG).is_file() or not (folder / WEIGHTS).is_file():
+        raise SAEError(f"{what} (it has no {CONFIG if not (folder / CONFIG).is_file() else WEIGHTS})", hint)
+    try:
+        cfg = json.loads(read_small_text(folder / CONFIG, CONFIG_BYTES, SAEError))
+    except (ValueError, RecursionError) as e:
+        raise SAEError(f"{folder}/{CONFIG} is not valid JSON ({type(e).__name__})", "train the SAE again") from None
+    try:
+        d, n = int(cfg["d_in"]), int(cfg["d_sae"])
+        kind = str(cfg.get("activation_fn_str", "relu"))
+        k = int((cfg.get("activation_fn_kwargs") or {}).get("k", 0))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise SAEError(f"{folder}/{CONFIG} lacks a readable d_in, d_sae or activation ({type(e).__name__})", "train the SAE again") from None
+    if kind not in ("relu", "topk") or (kind == "topk" and not 1 <= k <= n):
+        raise SAEError(f"{folder}/{CONFIG}: activation {kind!r} with k {k} is not one tfcli runs", "tfcli runs relu and topk SAEs")
+    try:
+        wf = WeightFile(folder / WEIGHTS)
+    except CheckpointError as e:
+        raise SAEError(f"{folder}/{WEIGHTS} is corrupt: {e.message}", "train the SAE again") from None
+    want = {"W_enc": (d, n), "b_enc": (n,), "W_dec": (n, d), "b_dec": (d,)}
+    params: Params = {}
+    for name, shape in want.items():
+        info = wf.tensors.get(name)
+        if info is None:
+            raise SAEError(f"{folder}/{WEIGHTS} has no tensor {name}", "train the SAE again")
+        if tuple(info.shape) != shape:
+            raise SAEError(f"{folder}/{WEIGHTS}: {name} is {list(info.shape)}, cfg.json says {list(shape)}", "train the SAE again")
+        try:
+            params[name] = np.array(wf.float32(name), dtype=np.float32)
+        except CheckpointError as e:
+            raise SAEError(f"{folder}/{WEIGHTS}: {e.message}", "train the SAE again") from None
+        if not np.isfinite(params[name]).all():
+            raise SAEError(f"{folder}/{WEIGHTS}: {name} holds NaN or infinite values", "train the SAE again")
+    return cfg, params
