@@ -19,6 +19,7 @@ def serve(
     api_key: Annotated[Optional[str], typer.Option("--api-key", help="Require 'Authorization: Bearer KEY' on every route but /health.", show_default=False)] = None,
     parallel: Annotated[int, typer.Option("--parallel", help="Sequences that share a decode step at most (requests join and leave it as they come and go).")] = 8,
     queue: Annotated[int, typer.Option("--queue", help="Requests that may wait for a place; more are refused with 503 and Retry-After.")] = 16,
+    max_body: Annotated[int, typer.Option("--max-body", help="Largest request body in MiB; a longer one is refused with 413 before it is read.")] = 16,
     batch_invariant: Annotated[bool, typer.Option("--batch-invariant/--no-batch-invariant", help="Each request's numbers exactly those it gets alone, whatever shares its decode steps (a greedy answer never changes with the company). --no-batch-invariant: OpenBLAS's batched kernels, which round by the number of rows.")] = True,
     threads: options.Threads = None,
 ) -> None:
@@ -39,8 +40,12 @@ def serve(
         raise UsageError(f"--port must be between 0 and 65535, not {port}")
     if parallel < 1 or queue < 0:
         raise UsageError(f"--parallel must be at least 1 and --queue 0 or more, not {parallel} and {queue}")
+    if not 1 <= max_body <= 4096:
+        raise UsageError(f"--max-body must be between 1 and 4,096 (MiB), not {max_body:,}")
     from tfcli.serve import server as http
 
+    sock = http.listen(host, port)  # first: a port in use or a host that is no address is said before the model loads
+    port = sock.getsockname()[1]  # --port 0: the port the system chose
     if not http.is_loopback(host):
         warn(f"listening on {host}: other machines can reach this server{'' if api_key else ' and use it without a key (see --api-key)'}")
     n_threads = options.apply_threads(threads)
@@ -58,10 +63,10 @@ def serve(
         lambda toward, away, layer, scale: from_texts(lm.model, lm.tokenizer, toward, away, layer, scale),
         lm.config.n_layer,
     )
-    srv = http.build(lm, name, host, port, workers=n_threads, max_rows=parallel, queue=queue, api_key=api_key, page=page, invariant=batch_invariant)
+    srv = http.build(lm, name, host, port, workers=n_threads, max_rows=parallel, queue=queue, api_key=api_key, page=page, invariant=batch_invariant, max_body=max_body << 20)
     shown_host = f"[{host}]" if ":" in host else host
     note(f"serving {name} at http://{shown_host}:{port}/ (OpenAI API under /v1; Ctrl-C stops)")
-    http.run(srv)
+    http.run(srv, sock)
     if srv.signalled is None and not srv.started:
         raise UsageError(f"could not listen on {host}:{port}", "is another server using the port? try --port")
     note("stopped")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tfcli.engine.errors import TfcliError
+from tfcli.engine.errors import TfcliError, shown
 from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import SamplingParams
 
@@ -20,6 +20,9 @@ MAX_CHOICES = 16  # n x prompts of one request: a bound, so that one request can
 MAX_TOP = 20  # top log-probabilities per token (OpenAI's chat limit)
 MAX_STOPS = 16
 COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions
+QUOTE_CHARS = 2_000  # a message quotes at most this much of a value (the README's bound on echoed text)
+COUNT_FROM = 65_536  # characters: a longer text is counted a part at a time before it is tokenized whole
+COUNT_PART = 65_536  # characters tokenized at a time while counting (about 10 MB of the library's temporaries)
 
 
 class ApiError(Exception):
@@ -34,6 +37,19 @@ class ApiError(Exception):
 
 def bad(message: str, param: str | None = None, code: str | None = None) -> ApiError:
     return ApiError(400, message, param, code)
+
+
+class Huge:
+    """An integer of more than MAX_DIGITS digits in a body (serve/body.py), kept as its text: out of
+    every range the API has, and refused by name wherever it is used."""
+
+    MAX_DIGITS = 40  # seeds, the largest integers the API takes, end at 2^63 (19 digits)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"{self.text[:20]}...({len(self.text):,} digits)"
 
 
 @dataclass
@@ -53,6 +69,11 @@ class Asked:
     logprobs: int | None = None
 
 
+def quoted(value) -> str:
+    """A value for a message: its repr, cut to QUOTE_CHARS (a 100,000-character value is not echoed whole)."""
+    return shown(value, QUOTE_CHARS)
+
+
 def check_model(body: dict, served: str) -> None:
     model = body.get("model")
     if model is None:
@@ -60,7 +81,7 @@ def check_model(body: dict, served: str) -> None:
     if not isinstance(model, str):
         raise bad(f"'model' must be a string, not {_kind(model)}", "model")
     if model != served:
-        raise ApiError(404, f"The model '{model}' does not exist; this server serves '{served}'", "model", "model_not_found")
+        raise ApiError(404, f"The model {quoted(model)} does not exist; this server serves {quoted(served)}", "model", "model_not_found")
 
 
 def completion(body: dict, lm: LoadedModel, served: str) -> Asked:
@@ -93,9 +114,9 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
         plain.append({"role": m["role"], "content": _content(m.get("content"), i)})
     try:
         text = lm.chat.render(plain, add_generation_prompt=True)
-        ids = lm.tokenizer.encode(text)
     except TfcliError as e:
-        raise bad(f"the chat template could not lay out these messages: {e}", "messages") from None
+        raise bad(f"the chat template could not lay out these messages: {shown(str(e), QUOTE_CHARS)}", "messages") from None
+    ids = encode(text, lm, "messages", special=False)
     if _bool(body, "logprobs", False):
         top = _int(body, "top_logprobs", 0, 0, MAX_TOP)
     else:
@@ -114,11 +135,7 @@ def tokenize(body: dict, lm: LoadedModel) -> dict:
     content = body.get("content")
     if not isinstance(content, str):
         raise bad("'content' must be a string", "content")
-    special = _bool(body, "add_special", False)
-    try:
-        ids = lm.tokenizer.prompt(content) if special else lm.tokenizer.encode(content)
-    except TfcliError as e:
-        raise bad(str(e), "content") from None
+    ids = encode(content, lm, "content", special=_bool(body, "add_special", False))
     if _bool(body, "with_pieces", False):
         return {"tokens": [{"id": i, "piece": lm.tokenizer.token_text(i)} for i in ids]}
     return {"tokens": ids}
@@ -134,17 +151,18 @@ def detokenize(body: dict, lm: LoadedModel) -> dict:
 
 def _prompts(value, lm: LoadedModel) -> list[list[int]]:
     """A string, a list of ids, or a list of either (several prompts) -> token ids per prompt."""
-    if isinstance(value, str) or (isinstance(value, list) and value and all(_is_int(t) for t in value)):
+    if isinstance(value, str) or (isinstance(value, list) and value and _is_int(value[0])):
         value = [value]
     if not isinstance(value, list) or not value:
         raise bad("'prompt' must be a string, a list of token ids, or a non-empty list of those", "prompt")
+    if len(value) > MAX_CHOICES:  # before any of them is tokenized
+        raise bad(f"{len(value):,} prompts in one request; at most {MAX_CHOICES}", "prompt")
     out = []
     for p in value:
         if isinstance(p, str):
-            try:
-                ids = lm.tokenizer.prompt(p)
-            except TfcliError as e:
-                raise bad(str(e), "prompt") from None
+            ids = encode(p, lm, "prompt", special=True)
+        elif isinstance(p, list) and len(p) > lm.config.n_ctx:  # refused by its length, before its ids are looked at
+            raise bad(f"This model's maximum context length is {lm.config.n_ctx} tokens; the prompt is {len(p)} tokens", "prompt", "context_length_exceeded")
         elif isinstance(p, list) and all(_is_int(t) for t in p):
             ids = [int(t) for t in p]
             _check_ids(ids, lm, "prompt")
@@ -154,6 +172,36 @@ def _prompts(value, lm: LoadedModel) -> list[list[int]]:
             raise bad("the prompt is empty (it encodes to no tokens)", "prompt")
         out.append(ids)
     return out
+
+
+def encode(text: str, lm: LoadedModel, param: str, special: bool) -> list[int]:
+    """A text's token ids (with the special tokens the tokenizer adds, if `special`), or a 400.
+
+    A text longer than COUNT_FROM characters is first counted a part at a time, and refused as soon
+    as the count passes the context: the memory and time a prompt costs are bounded by the
+    context, not by the body. (Cutting a text into parts changes a token or two at each cut; the
+    margin of MARGIN tokens a part keeps an estimate from refusing a text that fits.)"""
+    tok, n_ctx = lm.tokenizer, lm.config.n_ctx
+    try:
+        if len(text) > COUNT_FROM:
+            counted, at, parts = 0, 0, 0
+            while at < len(text):
+                end = min(at + COUNT_PART, len(text))
+                cut = text.rfind(" ", at + COUNT_PART // 2, end) if end < len(text) else -1  # cut before a space: where words part anyway
+                end = cut if cut > 0 else end
+                counted, at, parts = counted + len(tok.encode(text[at:end])), end, parts + 1
+                if counted > n_ctx + MARGIN * parts:
+                    raise bad(
+                        f"This model's maximum context length is {n_ctx} tokens; the {param} is longer: its first {at:,} of "
+                        f"{len(text):,} characters are already about {counted:,} tokens (counting stopped there)",
+                        param, "context_length_exceeded",
+                    )  # fmt: skip
+        return tok.prompt(text) if special else tok.encode(text)
+    except TfcliError as e:
+        raise bad(shown(str(e), QUOTE_CHARS), param) from None
+
+
+MARGIN = 4  # tokens per part that cutting a text may add to its count
 
 
 def _check_ids(ids: list[int], lm: LoadedModel, param: str) -> None:
@@ -242,7 +290,7 @@ def _bool(body: dict, key: str, default: bool) -> bool:
     if v is None:
         return default
     if not isinstance(v, bool):
-        raise bad(f"'{key}' must be true or false, not {v!r}", key)
+        raise bad(f"'{key}' must be true or false, not {quoted(v)}", key)
     return v
 
 
@@ -250,11 +298,12 @@ def _int(body: dict, key: str, default: int | None, low: int | None, high: int |
     v = body.get(key)
     if v is None:
         return default
-    if not _is_int(v):
-        raise bad(f"'{key}' must be an integer, not {v!r}", key)
-    if (low is not None and v < low) or (high is not None and v > high):
+    huge = isinstance(v, Huge)
+    if not huge and not _is_int(v):
+        raise bad(f"'{key}' must be an integer, not {quoted(v)}", key)
+    if huge or (low is not None and v < low) or (high is not None and v > high):
         span = f"at least {low}" if high is None else f"between {low} and {high}"
-        raise bad(f"'{key}' must be {span}, not {v}", key)
+        raise bad(f"'{key}' must be {span}, not {quoted(v)}", key)
     return v
 
 
@@ -262,9 +311,13 @@ def _number(body: dict, key: str, low: float | None, high: float | None) -> floa
     v = body.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise bad(f"'{key}' must be a number, not {v!r}", key)
-    if (low is not None and v < low) or (high is not None and v > high):
+    if isinstance(v, bool) or not isinstance(v, (int, float, Huge)):
+        raise bad(f"'{key}' must be a number, not {quoted(v)}", key)
+    value = math.inf if isinstance(v, Huge) or (isinstance(v, int) and abs(v) > 1e300) else abs(float(v))  # an int past any float: too large
+    if not math.isfinite(value):
+        raise bad(f"'{key}' must be a number of ordinary size, not {quoted(v)}", key)
+    value = float(v)
+    if (low is not None and value < low) or (high is not None and value > high):
         span = f"at least {low}" if high is None else f"at most {high}" if low is None else f"between {low} and {high}"
-        raise bad(f"'{key}' must be {span}, not {v}", key)
-    return float(v)
+        raise bad(f"'{key}' must be {span}, not {quoted(v)}", key)
+    return value

@@ -14,16 +14,17 @@ import asyncio
 import hmac
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tfcli.engine.loader import LoadedModel
 
-from . import api
+from . import api, body
 from .api import ApiError
 from .batcher import Batcher, Busy, Failed, Finished, Job
 from .shapes import ChatShape, CompletionShape, Shape
@@ -31,8 +32,19 @@ from .shapes import ChatShape, CompletionShape, Shape
 OPEN_PATHS = ("/health",)  # answered without the API key
 
 
-def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None = None, page=None) -> Starlette:
-    """page: the live explorer (serve/live.py), or None."""
+def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None = None, page=None, max_body: int = body.MAX_BODY_MB << 20) -> Starlette:
+    """page: the live explorer (serve/live.py), or None; max_body: the longest body read, in bytes.
+
+    The event loop only moves bytes: a body is parsed, checked and tokenized on the request thread
+    (one thread, so that the tokenizer is never entered twice at once), and the model runs on the
+    engine thread. A request that takes a while to check (a long prompt) never delays another
+    client's /health or stream."""
+    checker = ThreadPoolExecutor(1, thread_name_prefix="tfcli-requests")
+
+    async def checked(request: Request, check, *args):
+        """check(the parsed body, *args), on the request thread, after reading the body to its bound."""
+        raw = await body.read(request, max_body)
+        return await asyncio.get_running_loop().run_in_executor(checker, lambda: check(body.parse(raw), *args))
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok", "model": name, **batcher.load})
@@ -42,18 +54,18 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
         return JSONResponse({"object": "list", "data": [card]})
 
     async def completions(request: Request) -> Response:
-        asked = api.completion(await _body(request), lm, name)
+        asked = await checked(request, api.completion, lm, name)
         return await _answer(request, asked, CompletionShape(asked, lm.tokenizer, name), echo_logprobs=asked.echo and asked.logprobs is not None)
 
     async def chat(request: Request) -> Response:
-        asked = api.chat(await _body(request), lm, name)
+        asked = await checked(request, api.chat, lm, name)
         return await _answer(request, asked, ChatShape(asked, lm.tokenizer, name), echo_logprobs=False)
 
     async def tokenize(request: Request) -> Response:
-        return JSONResponse(api.tokenize(await _body(request), lm))
+        return JSONResponse(await checked(request, api.tokenize, lm))
 
     async def detokenize(request: Request) -> Response:
-        return JSONResponse(api.detokenize(await _body(request), lm))
+        return JSONResponse(await checked(request, api.detokenize, lm))
 
     async def _answer(request: Request, asked: api.Asked, shape: Shape, echo_logprobs: bool) -> Response:
         loop = asyncio.get_running_loop()
@@ -123,28 +135,22 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
     ]
     if page is not None:
         routes += page.routes(batcher)
-    handlers = {ApiError: _api_error, HTTPException: _http_error, Exception: _server_error}
+    handlers = {ApiError: _api_error, HTTPException: _http_error, body.Gone: _gone_client, ClientDisconnect: _gone_client, Exception: _server_error}
     app = Starlette(routes=routes, exception_handlers=handlers)
     return Keyed(app, api_key) if api_key else app
 
 
-def _sse(body: dict) -> str:
-    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
-
-
-async def _body(request: Request) -> dict:
-    raw = await request.body()
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise api.bad(f"the body is not valid JSON ({e})", None, "invalid_json") from None
-    if not isinstance(body, dict):
-        raise api.bad("the body must be a JSON object", None, "invalid_json")
-    return body
+def _sse(doc: dict) -> str:
+    return f"data: {json.dumps(doc, ensure_ascii=False)}\n\n"
 
 
 async def _api_error(request: Request, e: ApiError) -> Response:
     return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
+
+
+async def _gone_client(request: Request, e: Exception) -> Response:
+    """The client left before its body was whole: nobody reads this answer, and nothing is logged."""
+    return Response(status_code=400)
 
 
 async def _http_error(request: Request, e: HTTPException) -> Response:
