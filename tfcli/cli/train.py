@@ -155,7 +155,7 @@ def _positive(value: int | None, flag: str) -> int | None:
 def _check_ranges(f: dict) -> None:
     import math
 
-    from tfcli.engine.errors import UsageError
+    from tfcli.engine.errors import UsageError, shown_number
 
     checks = (
         ("--lr", f["lr"], lambda v: 0 < v < 1e3),
@@ -166,10 +166,11 @@ def _check_ranges(f: dict) -> None:
         ("--val-fraction", f["val_fraction"], lambda v: 0 <= v < 1),
         ("--warmup", f["warmup"], lambda v: 0 <= v <= 1 << 24),
         ("--batch-size", f["batch_size"], lambda v: 1 <= v <= 1 << 16),
+        ("--seed", f["seed"], lambda v: 0 <= v < 1 << 63),
     )
     for flag, value, ok in checks:
-        if not (math.isfinite(value) and ok(value)):
-            raise UsageError(f"{flag} {value} is out of range", f"see 'tfcli train --help' for what {flag} means")
+        if not ((isinstance(value, int) or math.isfinite(value)) and ok(value)):  # an int of any size: compared, never made a float
+            raise UsageError(f"{flag} {shown_number(value) if isinstance(value, int) else value} is out of range", f"see 'tfcli train --help' for what {flag} means")
 
 
 def _betas(text: str) -> tuple[float, float]:
@@ -204,6 +205,10 @@ def _describe(run) -> None:
     note(f"data: {len(run.split.train):,} training tokens, {len(run.split.val):,} validation tokens; batch {s.batch_size} x {s.seq_len}")
     if run.step:
         note(f"resuming at step {run.step:,} of {s.steps:,}")
+    c = run.cost
+    from tfcli import numbers
+
+    note(f"estimate: {numbers.size(c.nbytes)} of memory, about {_duration(c.step_seconds)} a step, {_duration(c.step_seconds * max(s.steps - run.step, 0))} for the {max(s.steps - run.step, 0):,} steps to go")
 
 
 @contextmanager
@@ -268,6 +273,8 @@ def _loop(run, command: str, as_json: bool) -> None:
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds:.2g} s"
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 

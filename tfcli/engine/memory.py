@@ -127,6 +127,29 @@ def check_allocation(nbytes: int, what: str, hint: str = "use a shorter prompt o
         raise ResourceError(f"{what} would need {numbers.size(nbytes)} but only {numbers.size(avail)} of memory is available{under}", hint)
 
 
+def flops_per_second() -> float:
+    """This machine's float32 rate on the matrix products a small model is made of: a 256 x 256 by
+    256 x 256 product, the best of five (a few milliseconds, once per process). What a command says
+    its work will take is its arithmetic divided by this: an estimate, not a promise."""
+    if not _RATE:
+        import time
+
+        import numpy as np
+
+        a = np.ones((256, 256), np.float32)
+        a @ a  # the first product starts BLAS's threads: not counted
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            a @ a
+            best = min(best, time.perf_counter() - t0)
+        _RATE.append(2 * 256**3 / max(best, 1e-6))
+    return _RATE[0]
+
+
+_RATE: list[float] = []
+
+
 def give_back() -> None:
     """Return the heap's free pages to the system (glibc's malloc_trim). Parsing a large tokenizer.json
     frees hundreds of MB that glibc keeps for later (Gemma 3's 262,144-token vocabulary: 290 MB

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ModelConfig
+from ..errors import shown
+from ..files import read_small
 from ..loader import read_checkpoint
 from . import TrainError, shapes
 from .model import Params
@@ -46,18 +48,119 @@ def load_params(folder: Path) -> tuple[ModelConfig, dict, Params]:
 
 
 def read_state(folder: Path) -> tuple[dict, Params]:
-    """trainer_state.json and the optimizer's arrays of a checkpoint, for --resume."""
+    """trainer_state.json and the optimizer's arrays of a checkpoint, for --resume; the state is
+    checked field by field (check_state), the arrays only read here (check_optimizer checks them
+    against the model)."""
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     path = Path(folder) / STATE
     if not path.is_file():
         raise TrainError(f"{folder} holds no {STATE}", "--resume continues a run saved by tfcli train; start one without --resume")
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise TrainError(f"{path} cannot be read ({type(e).__name__})", "start the run again without --resume") from None
+        state = json.loads(read_small(path, STATE_BYTES, TrainError), parse_int=_bounded_int)
+    except (OSError, ValueError, RecursionError) as e:
+        raise TrainError(f"{path} cannot be read ({type(e).__name__}: {shown(str(e), 120)})", "start the run again without --resume") from None
+    check_state(state, path)
     opt = Path(folder) / OPTIMIZER
-    return state, (load_file(str(opt)) if opt.is_file() else {})
+    if not opt.is_file():
+        if state["settings"]["optimizer"] == "adamw" and state["step"] > 0:
+            raise TrainError(
+                f"{folder} holds no {OPTIMIZER}: AdamW's moments (m, v) of step {state['step']:,} are lost, and a resume would not continue the run exactly",
+                "restore the file, or start the run again without --resume",
+            )  # fmt: skip
+        return state, {}
+    try:
+        return state, load_file(str(opt))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise TrainError(f"{opt} cannot be read ({shown(str(e), 120)})", "restore the file, or start the run again without --resume") from None
+
+
+STATE_BYTES = 256 << 20  # trainer_state.json: the losses of 2^24 steps, written with 6 decimals
+
+
+def _bounded_int(text: str):
+    if len(text.lstrip("-")) > 40:
+        raise ValueError(f"an integer of {len(text):,} digits")
+    return int(text)
+
+
+# What trainer_state.json's settings must be (run.Settings), as (type, check) by field.
+_POSITIVE = (int, lambda v: 1 <= v <= 1 << 24)
+SETTINGS = {
+    "text": (str, None), "layers": _POSITIVE, "d_model": _POSITIVE, "heads": _POSITIVE, "context": _POSITIVE,
+    "tokenizer": (str, lambda v: v in ("char", "model") or v.startswith("bpe:")), "from_model": ((str, type(None)), None),
+    "dropout": (float, lambda v: 0 <= v < 1), "optimizer": (str, lambda v: v in ("adamw", "sgd")), "lr": (float, lambda v: 0 < v < 1e3),
+    "betas": (list, lambda v: len(v) == 2 and all(_number(b) and 0 <= b < 1 for b in v)), "eps": (float, lambda v: 0 < v < 1),
+    "weight_decay": (float, lambda v: 0 <= v < 1e3), "warmup": (int, lambda v: 0 <= v <= 1 << 24),
+    "lr_schedule": (str, lambda v: v in ("cosine", "constant")), "clip": (float, lambda v: v >= 0),
+    "batch_size": (int, lambda v: 1 <= v <= 1 << 16), "seq_len": _POSITIVE, "steps": _POSITIVE, "seed": (int, lambda v: 0 <= v < 1 << 63),
+    "val_fraction": (float, lambda v: 0 <= v < 1), "data_order": (str, lambda v: v in ("random", "sequential")), "eval_every": _POSITIVE,
+    "causal": (bool, None),
+}  # fmt: skip
+
+
+def _number(v) -> bool:
+    import math
+
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_state(state, path: Path) -> None:
+    """trainer_state.json as tfcli writes it, or a TrainError naming the first field that is not:
+    the settings (types and ranges), a step from 0 to 2^24 with one loss per step, the losses and
+    evaluations finite numbers, the seconds and the text's hash."""
+
+    def wrong(what: str) -> TrainError:
+        return TrainError(f"{path} is not a run tfcli can resume: {what}", "start the run again without --resume")
+
+    if not isinstance(state, dict):
+        raise wrong(f"it holds {type(state).__name__}, not an object")
+    settings = state.get("settings")
+    if not isinstance(settings, dict):
+        raise wrong("'settings' is missing or not an object")
+    for name, (kind, ok) in SETTINGS.items():
+        if name not in settings and name == "causal":
+            continue  # checkpoints from before --no-mask
+        v = settings.get(name)
+        typed = _number(v) if kind is float else (isinstance(v, kind) and not (kind is int and isinstance(v, bool)))
+        if not typed or (ok is not None and not ok(v)):
+            raise wrong(f"settings.{name} is {shown(v, 60)}")
+    step = state.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= 1 << 24:
+        raise wrong(f"'step' is {shown(step, 60)}, not a step from 0 to {1 << 24:,}")
+    losses, evals = state.get("losses"), state.get("evals")
+    if not isinstance(losses, list) or len(losses) != step or not all(_number(x) for x in losses):
+        raise wrong(f"'losses' is not {step:,} finite numbers (one per step)")
+    if not isinstance(evals, list) or not all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], int) and 0 <= e[0] <= step and _number(e[1]) for e in evals):
+        raise wrong("'evals' is not a list of [step, loss] pairs")
+    if not _number(state.get("seconds")) or not 0 <= state["seconds"] < 1e10:
+        raise wrong(f"'seconds' is {shown(state.get('seconds'), 60)}")
+    commands = state.get("commands", [])
+    if not isinstance(commands, list) or not all(isinstance(c, list) and len(c) == 2 and isinstance(c[0], int) and isinstance(c[1], str) for c in commands):
+        raise wrong("'commands' is not a list of [step, command] pairs")
+    if not isinstance(state.get("text_sha256"), str):
+        raise wrong("'text_sha256' is missing")
+
+
+def check_optimizer(arrays: Params, params: Params, optimizer: str, out: Path, step: int) -> None:
+    """AdamW's m and v for exactly the model's parameters, each of its shape, finite and v >= 0
+    (SGD keeps nothing, nor does a run saved before its first step); else a TrainError naming the
+    first array that is wrong."""
+    if optimizer != "adamw" or (step == 0 and not arrays):
+        return
+    where = Path(out) / OPTIMIZER
+    expected = {f"{k}.{name}": p.shape for name, p in params.items() for k in ("m", "v")}
+    missing, extra = sorted(set(expected) - set(arrays)), sorted(set(arrays) - set(expected))
+    if missing or extra:
+        what = f"no {missing[0]}" if missing else f"an array {shown(extra[0], 80)} the model has no parameter for"
+        raise TrainError(f"{where} does not belong to this model: it has {what}", "restore the file, or start the run again without --resume")
+    for name, shape in expected.items():
+        a = arrays[name]
+        if a.shape != shape or a.dtype != np.float32:
+            raise TrainError(f"{where}: {name} is {a.dtype} {list(a.shape)}, the model needs float32 {list(shape)}", "restore the file, or start the run again without --resume")
+        if not np.isfinite(a).all() or (name.startswith("v.") and (a < 0).any()):
+            raise TrainError(f"{where}: {name} holds values no run writes (not finite, or a negative v)", "restore the file, or start the run again without --resume")
 
 
 def check_output(folder: Path, force: bool, resume: bool) -> None:

@@ -17,7 +17,9 @@ import numpy as np
 
 from ..config import ModelConfig
 from ..families import config_from_hf
-from . import TrainError, data, folder, gpt2, trainable
+from ..memory import check_allocation
+from ..errors import shown_number
+from . import TrainError, cost, data, folder, gpt2, trainable
 from .card import model_card
 from .optim import SGD, AdamW, clip_by_global_norm, lr_at
 
@@ -68,6 +70,7 @@ class Run:
         self.started = time.perf_counter()
         self.saved_step: int | None = None  # the step of the last checkpoint written
         self.extra_files: dict[str, bytes] = {}  # --from: the source's own files that travel with it (sampling defaults, chat template)
+        self.cost = cost.estimate(config, settings.batch_size, settings.seq_len, settings.optimizer)
 
     # ------------------------------------------------------------------ data
 
@@ -201,6 +204,9 @@ def start(settings: Settings, out: Path) -> Run:
     s = settings
     text, sha = data.read_text(Path(s.text))
     if s.from_model:
+        from ..families import load_config
+
+        affordable(load_config(Path(s.from_model) / "config.json"), s)
         cfg, raw, params = folder.load_params(Path(s.from_model))
         if s.seq_len > cfg.n_ctx:
             raise TrainError(f"--seq-len {s.seq_len:,} is beyond {Path(s.from_model).name}'s context of {cfg.n_ctx:,}", f"use --seq-len {cfg.n_ctx} or less")
@@ -208,12 +214,24 @@ def start(settings: Settings, out: Path) -> Run:
     else:
         tok = data.char_tokenizer(text, s.context) if s.tokenizer == "char" else data.bpe_tokenizer(text, int(s.tokenizer[4:]), s.context)
         cfg = new_gpt2_config(s, tok.vocab_size)
+        affordable(cfg, s)
         raw, params = None, gpt2.init_params(cfg, np.random.default_rng(s.seed))
     run = Run(s, out, tok, sha, cfg, raw, params)
     if s.from_model:
         run.extra_files = folder.companions(Path(s.from_model))
     run.load_data(text)
     return run
+
+
+def affordable(cfg: ModelConfig, s: Settings) -> cost.Cost:
+    """The run's cost; a ResourceError with the figures, before anything is allocated, if its steps
+    would need more memory than this process can have."""
+    c = cost.estimate(cfg, s.batch_size, s.seq_len, s.optimizer)
+    check_allocation(
+        c.nbytes, f"training {shown_number(c.parameters)} parameters ({cfg.n_layer:,} layers, d_model {cfg.d_model:,}) on batches of {s.batch_size:,} x {s.seq_len:,}",
+        "use fewer --layers, a smaller --d-model, --batch-size or --seq-len",
+    )  # fmt: skip
+    return c
 
 
 def new_gpt2_config(s: Settings, vocab_size: int) -> ModelConfig:
@@ -234,7 +252,19 @@ def resume(out: Path, text_path: Path, steps: int | None, eval_every: int | None
     text, sha = data.read_text(text_path)
     if sha != state.get("text_sha256"):
         raise TrainError(f"{text_path} is not the text the run in {out} was trained on", "resume with the same TEXT_FILE, or start a new run")
+    from ..families import load_config
+
+    affordable(load_config(Path(out) / "config.json"), s)
     cfg, raw, params = folder.load_params(out)
+    if not s.from_model and (cfg.n_layer, cfg.d_model, cfg.n_head, cfg.n_ctx) != (s.layers, s.d_model, s.heads, s.context):
+        raise TrainError(
+            f"{out}: the weights are {cfg.n_layer} layers, d_model {cfg.d_model}, {cfg.n_head} heads, context {cfg.n_ctx}; "
+            f"{folder.STATE} says {s.layers}, {s.d_model}, {s.heads}, {s.context}",
+            "the files come from different runs: start the run again without --resume",
+        )  # fmt: skip
+    if s.seq_len > cfg.n_ctx:
+        raise TrainError(f"{out}: {folder.STATE} trains on {s.seq_len:,} tokens, beyond the model's context of {cfg.n_ctx:,}", "start the run again without --resume")
+    folder.check_optimizer(opt, params, s.optimizer, out, state["step"])
     run = Run(s, out, data.folder_tokenizer(out), sha, cfg, raw if s.from_model else None, params)
     run.extra_files = folder.companions(out) if s.from_model else {}
     run.optimizer.load_state(opt, state["step"])
