@@ -53,14 +53,24 @@ def top_k(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 CHUNK_ROWS = 256  # rows of (layer, position) per product: [256, V] floats, 50 MB for V = 49,152 (larger: page faults cost more than BLAS gains)
 
 
-def logit_lens(model, hidden: list[np.ndarray], k: int = 5) -> Lens:
+def lens_cost(model, n_rows: int, k: int) -> tuple[int, float]:
+    """What the lens of n_rows (layer, position) rows costs: (bytes it holds at its peak, floating-point
+    operations). Each row is a [D] @ [D, V] product; the rows, their top k and a chunk's [R, V]
+    logits, exponentials and top-k temporaries are held."""
+    d, v = model.unembedding.shape
+    nbytes = n_rows * (4 * d + 16 * k + 8) + CHUNK_ROWS * v * 4 * 4
+    return nbytes, 2.0 * n_rows * d * v
+
+
+def logit_lens(model, hidden: list[np.ndarray], k: int = 5, progress=None) -> Lens:
     """The lens of a recorded residual stream [L+1] x [T, D]: softmax(unembed(final_norm(h))) at
     every layer and position, keeping the top k and the entropy.
 
     The rows of several layers go through the unembedding together (one larger product runs
     BLAS at a few times the speed of one per layer); all of them at once would be (L+1) x T x V
     floats. The softmax is never stored: p = e^(z - max) / s, so the top tokens are those of the
-    logits, and the entropy is log s - sum(e (z - max)) / s, in nats."""
+    logits, and the entropy is log s - sum(e (z - max)) / s, in nats. `progress(done, total)`, if
+    given, is called after each chunk of rows."""
     n_layers, t_len = len(hidden), hidden[0].shape[0]
     rows = np.concatenate(hidden)  # [(L+1) * T, D]
     step = CHUNK_ROWS  # rows are independent: a long text is not one [T, V] block (4,001 x 49,152 floats, and as many int64 in top_k)
@@ -76,6 +86,8 @@ def logit_lens(model, hidden: list[np.ndarray], k: int = 5) -> Lens:
         ids[a : a + step] = top
         probs[a : a + step] = np.exp(zt.astype(np.float64)) / s[:, None]
         ent[a : a + step] = np.log(s) - np.einsum("rv,rv->r", e, z, dtype=np.float64) / s
+        if progress is not None:
+            progress(min(a + step, len(rows)), len(rows))
     shape = (n_layers, t_len)
     return Lens(ids.reshape(*shape, -1), probs.reshape(*shape, -1), (ent / np.log(2)).reshape(shape))
 

@@ -26,6 +26,7 @@ def lens(
     top: Top = 5,
     compare: Annotated[bool, typer.Option("--compare", help="Follow the LAST token of each text through the layers: how alike its hidden states are between the texts, how far each moved from the bare token's embedding, and what the lens reads.")] = False,
     first: Annotated[bool, typer.Option("--first", help="When the positions do not fit the terminal, show the first ones (default: the last ones).")] = False,
+    positions: Annotated[Optional[str], typer.Option("--positions", help="Read only these positions, START:END as in Python (0:100 the first hundred, -50: the last fifty): a long text's lens costs (L+1) unembeddings per position.", show_default=False)] = None,
     png: Png = None,
     svg: Svg = None,
     lang: options.LangOption = None,
@@ -57,15 +58,17 @@ def lens(
     if compare:
         if len(texts) < 2:
             raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare "The Tower" "The Eiffel Tower" "The Miniature Eiffel Tower"')
-        if position is not None or png or svg:
-            raise UsageError("--compare follows each text's last token; --position, --png and --svg belong to the lens of one text")
+        if position is not None or png or svg or positions is not None:
+            raise UsageError("--compare follows each text's last token; --position, --positions, --png and --svg belong to the lens of one text")
         if len(texts) > MAX_COMPARE:
             raise UsageError(f"--compare takes at most {MAX_COMPARE} texts, not {len(texts):,}", "each is named by a letter, A to Z; compare fewer")
         _compare(texts, model, top, zh, as_json, ablate)
         return
     if len(texts) != 1:
         raise UsageError(f"give one TEXT (got {len(texts)}); to compare texts, add --compare", "quote a text that has spaces")
-    _lens(texts[0], model, position, top, first, png, svg, zh, as_json, ablate)
+    if positions is not None and position is not None:
+        raise UsageError("--position shows one position and --positions a range: give one of them")
+    _lens(texts[0], model, position, top, first, png, svg, zh, as_json, ablate, positions)
 
 
 MAX_COMPARE = 26  # texts of --compare: each is named by a letter, A to Z, in its tables
@@ -74,7 +77,27 @@ MAX_COMPARE = 26  # texts of --compare: each is named by a letter, A to Z, in it
 # --- the lens of one text ---------------------------------------------------------------------
 
 
-def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None) -> None:
+def _range(spec: str, t_len: int) -> list[int]:
+    """--positions START:END (Python's slice of the positions; either end may be left out)."""
+    from tfcli.engine.errors import UsageError, shown
+
+    start, sep, end = spec.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        a, b = (int(x) if x.strip() else None for x in (start, end))
+    except ValueError:
+        raise UsageError(f"--positions {shown(spec, 60)} is not START:END", "e.g. --positions 0:100, or -50: for the last fifty") from None
+    picked = list(range(t_len))[slice(a, b)]
+    if not picked:
+        raise UsageError(f"--positions {shown(spec, 60)} holds none of the text's {t_len:,} positions", "positions run from 0 to the number of tokens - 1")
+    return picked
+
+
+LONG_SECONDS = 10  # a lens estimated to take longer says so first, and shows its progress
+
+
+def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None, positions=None) -> None:
     from tfcli.analysis.lens import logit_lens, residual_stream
 
     from .views.attn import token_labels
@@ -87,15 +110,18 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
     p = None if position is None else pick_position(position, t_len)
     # The positions to read: the lens costs (L+1) products with the [D, V] unembedding per
     # position, far more than the forward pass, so the terminal grid reads only the columns it shows.
-    shown = list(range(t_len))
+    asked = _range(positions, t_len) if positions is not None else list(range(t_len))
+    shown = asked
     fit = max(1, (out.width - 5) // view.CELL)
-    if fit < t_len:
+    if fit < len(shown):
         shown = shown[:fit] if first else shown[-fit:]
-    sel = list(range(t_len)) if (png or svg or (as_json and p is None)) else [p] if p is not None else shown
+    sel = asked if (png or svg or (as_json and p is None)) else [p] if p is not None else shown
     col = {t: j for j, t in enumerate(sel)}
-    hidden = residual_stream(lm.model, ids, pass_hooks(lm, ablate))  # one pass: [L+1] x [T, D]
     k = top if (p is not None or as_json) else 1
-    result = logit_lens(lm.model, [h[sel] for h in hidden], k=k)  # [L+1, len(sel), k]
+    progress = _estimate(lm, len(sel), k)  # before the pass: a lens past memory is refused, a long one says so
+    hidden = residual_stream(lm.model, ids, pass_hooks(lm, ablate))  # one pass: [L+1] x [T, D]
+    with progress as step:
+        result = logit_lens(lm.model, [h[sel] for h in hidden], k=k, progress=step)  # [L+1, len(sel), k]
     tok = lm.tokenizer
     labels = token_labels(tok, ids)
     names = [[[token_str(tok, i) for i in row] for row in layer] for layer in result.ids.tolist()]  # [L+1][len(sel)][k]
@@ -111,6 +137,60 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None)
         _position_view(head, result, labels, [names[layer][col[p]] for layer in range(n_layers)], p, col[p], zh)
     else:
         _grid_view(head, result, labels, firsts, shown, col, first, zh)
+
+
+def _estimate(lm, n_positions: int, k: int):
+    """The lens's memory, checked before anything runs, and its time, estimated from its first chunk
+    of rows (the products with the unembedding and the softmax over V that follow them, timed on this
+    machine as it is loaded now): a lens that will take more than LONG_SECONDS says so on stderr,
+    with the figures and how to ask for less, and shows its progress there."""
+    from tfcli.analysis.lens import lens_cost
+    from tfcli.engine.memory import check_allocation
+
+    n_layers = lm.config.n_layer + 1
+    nbytes, flops = lens_cost(lm.model, n_layers * n_positions, k)
+    check_allocation(nbytes, f"the lens of {n_layers} layers x {n_positions:,} positions", "read fewer positions: --positions START:END, or --position N")
+    return Progress(f"the lens reads {n_layers} layers x {n_positions:,} positions ({flops / 1e12:,.2f} TFLOP in its products)")
+
+
+class Progress:
+    """A long computation's estimate and progress bar on stderr, both decided after its first part:
+    `with Progress(what) as step: work(progress=step)`, where step(done, total) follows each part."""
+
+    def __init__(self, what: str):
+        self.what, self.bar, self.task, self.t0 = what, None, None, 0.0
+
+    def __enter__(self):
+        import time
+
+        self.t0 = time.perf_counter()
+        return self.step
+
+    def step(self, done: int, total: int) -> None:
+        import time
+
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+            return
+        if self.task is not None or done >= total:  # decided already, or finished in one part
+            return
+        self.task = 0
+        seconds = (time.perf_counter() - self.t0) * total / done
+        if seconds >= LONG_SECONDS:
+            from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as Bar
+
+            from .console import err
+            from .train import _duration
+
+            note(f"{self.what}: about {_duration(seconds)} here (fewer: --positions START:END, or --position N)")
+            self.bar = Bar(TextColumn("lens"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} rows"), TimeRemainingColumn(), console=err, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("lens", total=total, completed=done)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _lens_json(lm, ids: list[int], result, positions: list[int], col: dict[int, int], k: int) -> None:
