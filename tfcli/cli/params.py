@@ -171,6 +171,10 @@ def _is_path(value: str) -> bool:
     return looks_like_path(value) or value.endswith(".safetensors") or Path(value).is_file()
 
 
+def _is_gguf(path: Path) -> bool:
+    return path.suffix.lower() == ".gguf" and path.is_file()
+
+
 def _weights(value: str) -> Path:
     """--from VALUE: a .safetensors file or a model folder by its path, or a model by its name, as -m
     takes it (shipped, cached, or pulled on first use). A name is never a folder's path (see
@@ -187,7 +191,7 @@ def _weights(value: str) -> Path:
         raise CheckpointError(
             f"{value} does not exist", "no such file or folder; give a .safetensors file, a model folder, or a model name: see 'tfcli models'"
         )
-    return options.model_folder(value) if path.is_dir() else path
+    return options.model_folder(value) if path.is_dir() or _is_gguf(path) else path  # a GGUF: the index of it run in place
 
 
 def _read_shapes(path: Path) -> tuple[dict[str, tuple[int, ...]], list[str], dict[str, int]]:

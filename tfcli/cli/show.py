@@ -42,8 +42,10 @@ def describe(name: str, *, verify: bool = False) -> dict[str, Any]:
     from tfcli.engine.errors import CheckpointError, ModelNotFoundError
     from tfcli.store import registry
 
+    from .pull import gguf_once
+
     try:
-        folder = registry.resolve(name)
+        folder = registry.resolve(name, gguf=gguf_once)  # a GGUF file: shown as it runs, in place
     except ModelNotFoundError:
         if name in registry.PULLABLE:
             return _pullable(name)
@@ -58,7 +60,8 @@ def describe(name: str, *, verify: bool = False) -> dict[str, Any]:
         kind = "pulled"
     else:
         kind = "folder"
-    return _folder(name if kind != "folder" else folder.name, kind, folder, verify)
+    shown_name = folder.name if kind == "folder" or name.lower().endswith(".gguf") else name  # a GGUF: its cache entry's name
+    return _folder(shown_name, kind, folder, verify)
 
 
 def _pullable(name: str) -> dict[str, Any]:
@@ -119,9 +122,40 @@ def _folder(name: str, kind: str, folder: Path, verify: bool) -> dict[str, Any]:
         "params": n_params, "bytes": sum(f["bytes"] for f in files), "files": files,
         "source": source, "licence": licence, "chat_template": chat_json, "checksums": checksums, "generation": generation,
         "dtype": sorted({tensors.dtype(t) for t in tensors.names}) if hasattr(tensors, "dtype") else None,
+        "weights": _weights(tensors),
         "in_cache": kind == "pulled", "manifest": MANIFEST_NAME if manifest is not None else None,
         "removable": kind == "pulled" and not (registry.shipped_dir() / name).is_dir(),
     }  # fmt: skip
+
+
+# What a tensor is, by a word of its name (Hugging Face's names; GPT-2's wte, wpe and ln_ too).
+KINDS = (("embed", "embedding"), ("wte", "embedding"), ("wpe", "positions"), ("lm_head", "unembedding"), ("norm", "norms"), ("ln_", "norms"), ("mlp", "MLP"), ("attn", "attention"))
+
+
+def _weights(tensors) -> dict[str, Any]:
+    """The weights as a run holds them: per format, which kinds of tensor and how many bytes; the
+    GGUF file a model runs in place (its blocks are what memory holds) or the float32 a folder is
+    widened to."""
+    from tfcli.engine.gguf_weights import GGUFTensors
+
+    in_place = isinstance(tensors, GGUFTensors)
+    groups: dict[str, dict[str, Any]] = {}
+    held = 0
+    for t in tensors.names:
+        fmt, n = tensors.dtype(t), 1
+        for d in tensors.shape(t):
+            n *= d
+        nbytes = tensors.nbytes(t) if in_place else n * {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}.get(fmt, 4)
+        held += nbytes if in_place else 4 * n  # a folder's F16/BF16 are widened to float32 at load
+        g = groups.setdefault(fmt, {"format": fmt, "kinds": [], "tensors": 0, "bytes": 0})
+        kind = next((k for key, k in KINDS if key in t), "other")
+        if kind not in g["kinds"]:
+            g["kinds"].append(kind)
+        g["tensors"] += 1
+        g["bytes"] += nbytes
+    file = tensors.paths[0] if in_place else None
+    return {"in_place": str(file) if file else None, "file_bytes": file.stat().st_size if file else None, "held_bytes": held,
+            "formats": sorted(groups.values(), key=lambda g: -g["bytes"])}  # fmt: skip
 
 
 def _provenance(name: str, kind: str, folder: Path, manifest: dict | None) -> tuple[str, str | None]:
@@ -134,7 +168,8 @@ def _provenance(name: str, kind: str, folder: Path, manifest: dict | None) -> tu
         return source, card.get("license") or _licence(source)
     if manifest is not None:
         src = manifest.get("source") if isinstance(manifest.get("source"), dict) else {}
-        source = f"converted from {src.get('file', 'a GGUF file')}" + (f" ({src['name']})" if src.get("name") else "")
+        how = "runs in place" if (folder / "gguf.json").exists() else "converted from"
+        source = f"{how} {src.get('file', 'a GGUF file')}" + (f" ({src['name']})" if src.get("name") else "")
         return source, card.get("license")
     if kind == "shipped":
         corpus = card.get("corpus")
@@ -191,6 +226,11 @@ def _render(r: dict[str, Any], template: bool) -> None:
         for i, f in enumerate(r["files"]):
             table.add_row("files" if i == 0 else "", f"{escape(f['name'])}  [dim]{_size(f['bytes'])}[/]")
         table.add_row("size", _size(r["bytes"]))
+        w = r["weights"]
+        held = f"{_size(w['held_bytes'])} in memory when loaded"
+        table.add_row("weights", f"run in place from {escape(w['in_place'])} ({_size(w['file_bytes'])}): {held}" if w["in_place"] else held + " (float32)")
+        for g in w["formats"]:
+            table.add_row("", f"{g['format']}  {', '.join(g['kinds'])}  [dim]{g['tensors']:,} tensor{'s' if g['tensors'] != 1 else ''}, {_size(g['bytes'])}[/]")
     else:
         table.add_row("size", f"{_size(r['download_bytes'])} download, {_size(r['bytes'])} on disk: tfcli pull {escape(r['model'])}")
     table.add_row("source", escape(r["source"]))
