@@ -167,6 +167,17 @@ def positive_int(value: Any, key: str) -> int:
     return value
 
 
+def settings_object(raw: dict, key: str, where: str = "") -> dict:
+    """The object config.json holds under `key` ({} when it is absent or null), or a ConfigError
+    naming the field when it is anything else: a `"rope_scaling": [1, 2]` is refused, not ignored."""
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"config.json: {where}{key} must be an object, not {shown(value)}", "fix the value in config.json (or remove it)")
+    return value
+
+
 def positive_float(value: Any, key: str) -> float:
     # float() first: an integer too large for a float (10**400) is as wrong as infinity.
     number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e308 else math.nan

@@ -199,6 +199,14 @@ class GGUFFile:
         self.tensors: dict[str, GGUFTensor] = {}
         for tname, dims, type_id, offset in infos:
             self.tensors[tname] = self._tensor(tname, dims, type_id, offset, alignment)
+        # No two tensors' bytes may overlap (a file that points two names at one block is corrupt).
+        placed = sorted((t for t in self.tensors.values() if t.nbytes), key=lambda t: t.start)
+        for before, after in zip(placed, placed[1:]):
+            if after.start < before.start + before.nbytes:
+                raise GGUFError(
+                    f"{self.path.name}: tensors {shown(before.name)} and {shown(after.name)} overlap "
+                    f"(bytes {before.start:,}..{before.start + before.nbytes:,} and {after.start:,}..)", CORRUPT,
+                )  # fmt: skip
 
     def _tensor(self, tname: str, dims: list[int], type_id: int, offset: int, alignment: int) -> GGUFTensor:
         name = self.path.name

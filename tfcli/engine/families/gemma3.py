@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import ops
-from ..config import ConfigReader, ModelConfig, positive_float
+from ..config import ConfigReader, ModelConfig, positive_float, settings_object
 from ..errors import ConfigError, GGUFError, shown
 from ..model import LayerCall, Transformer
 from . import llama
@@ -87,11 +87,10 @@ def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
         if t not in LAYER_TYPES:
             raise ConfigError(f"config.json: layer type {shown(t)} is not supported", f"layer_types holds {' or '.join(LAYER_TYPES)}")
     # transformers 5: rope_parameters by layer type; older files: rope_theta, rope_scaling and rope_local_base_freq.
-    params = raw.get("rope_parameters") if isinstance(raw.get("rope_parameters"), dict) else {}
-    if isinstance(params.get("full_attention"), dict):
-        theta, scaling = rope_settings({}, params["full_attention"], NAME)
-        local = params.get("sliding_attention") if isinstance(params.get("sliding_attention"), dict) else {}
-        local_theta, local_scaling = rope_settings({}, local, NAME)
+    params = settings_object(raw, "rope_parameters")
+    if "full_attention" in params or "sliding_attention" in params:
+        theta, scaling = rope_settings({}, settings_object(params, "full_attention", "rope_parameters."), NAME)
+        local_theta, local_scaling = rope_settings({}, settings_object(params, "sliding_attention", "rope_parameters."), NAME)
     else:
         theta, scaling = rope_settings(raw, params, NAME)
         local_theta, local_scaling = positive_float(raw.get("rope_local_base_freq", 10000.0), "rope_local_base_freq"), None

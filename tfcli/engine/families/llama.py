@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from .. import ops
-from ..config import ConfigReader, ModelConfig, positive_float, positive_int
+from ..config import ConfigReader, ModelConfig, positive_float, positive_int, settings_object
 from ..errors import ConfigError, GGUFError, shown
 from ..memory import check_allocation
 from ..model import LayerCall, Transformer
@@ -57,7 +57,7 @@ def rope_settings(raw: dict[str, Any], params: dict[str, Any], family: str) -> t
     """The RoPE base and scaling of a config.json: transformers 5 keeps both in `params`
     (rope_parameters), older files have rope_theta at the top level and a rope_scaling object."""
     theta = positive_float(params.get("rope_theta", raw.get("rope_theta", 10000.0)), "rope_theta")
-    old = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else {}
+    old = settings_object(raw, "rope_scaling")
     given = params if params.get("rope_type", "default") != "default" else old
     kind = given.get("rope_type", given.get("type", "default"))
     if kind == "default":
@@ -130,7 +130,7 @@ def config_from_hf(
     n_kv_head = r.int("num_key_value_heads", default=n_head)
     if raw.get("hidden_act", "silu") != "silu":
         raise ConfigError(f"config.json: hidden_act {shown(raw.get('hidden_act'))} is not supported", f"{family} models use silu")
-    rope_params = raw.get("rope_parameters") if isinstance(raw.get("rope_parameters"), dict) else {}
+    rope_params = settings_object(raw, "rope_parameters")
     theta, scaling = rope_settings(raw, rope_params, family)
     if raw.get("head_dim") is not None:
         head_dim = r.int("head_dim")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import ops
-from ..config import ModelConfig, positive_float, positive_int
+from ..config import ModelConfig, positive_float, positive_int, settings_object
 from ..errors import ConfigError, GGUFError, shown
 from . import llama
 
@@ -31,7 +31,7 @@ def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
     if raw.get("attention_bias") or raw.get("mlp_bias"):
         raise ConfigError("config.json: Phi-3 with biases is not supported", "the released Phi-3 and Phi-4-mini models have none")
     cfg = llama.config_from_hf(raw, family=NAME)
-    params = raw.get("rope_parameters") if isinstance(raw.get("rope_parameters"), dict) else {}
+    params = settings_object(raw, "rope_parameters")
     value = params.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
     factor = positive_float(value, "partial_rotary_factor")
     rotary_dim = int(cfg.head_dim * factor)
