@@ -376,6 +376,10 @@ app.command("ablate", cls=Command)(ablate.ablate)
 app.command("steer", cls=Command)(steer.steer)
 app.command("heads", cls=Command)(heads.heads)
 
+from . import features, features_look  # noqa: E402, F401  (features_look adds show, top and quality to features)
+
+app.add_typer(features.app, name="features")
+
 
 def _unwrapped(doc: str) -> str:
     """A docstring's paragraphs as single lines, so that the help wraps them to the terminal (they

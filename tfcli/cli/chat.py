@@ -15,7 +15,7 @@ import typer
 
 from . import options
 from .command import interrupted
-from .experiment import SteerOption, pass_hooks
+from .experiment import AnyModelOption, FeatureOption, ScaleOption, SteerOption, pass_hooks
 from .console import err, note, warn
 from .inputs import warned
 
@@ -69,6 +69,9 @@ def chat(
     lookup: Annotated[bool, typer.Option("--lookup", help="Lookup decoding: guess the next tokens from the conversation and check them in one pass; the same replies, faster when a reply repeats its context.")] = False,
     threads: options.Threads = None,
     steer: SteerOption = None,
+    feature: FeatureOption = None,
+    scale: ScaleOption = 4.0,
+    any_model: AnyModelOption = False,
 ) -> None:
     """Chat with a model that has a chat template; by default smollm2, pulled on first use.
 
@@ -94,7 +97,7 @@ def chat(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
         repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=None if seed == -1 else seed,  # -1: random, as generate
     ).params  # fmt: skip
-    state = ChatState(lm=lm, system=system, params=params, max_tokens=max_tokens, lookup=lookup, hooks=pass_hooks(lm, None, steer))
+    state = ChatState(lm=lm, system=system, params=params, max_tokens=max_tokens, lookup=lookup, hooks=pass_hooks(lm, None, steer, feature, scale, any_model))
     _run(state, n_threads)
 
 

@@ -19,21 +19,40 @@ SteerOption = Annotated[
     Optional[Path],
     typer.Option("--steer", help="Add a steering vector saved by 'tfcli steer --save' to every pass.", show_default=False, dir_okay=False),
 ]
+FeatureOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--feature", help="Add a sparse autoencoder's feature at its block, SAE:IDX ('tfcli features train'), as if it fired with activation --scale (repeatable).", show_default=False),
+]
+ScaleOption = Annotated[float, typer.Option("--scale", help="With --feature: the activation the feature is given (the units 'tfcli features show' prints).")]
+AnyModelOption = Annotated[bool, typer.Option("--any-model", help="Use a --steer vector or --feature SAE even if it was made on another model.")]
 Png = options.png_option("the grid")
 Svg = options.svg_option("the grid")
 
 
-def pass_hooks(lm, ablate: list[str] | None, steer: Path | None = None):
-    """The hooks of --ablate and --steer for every pass of a command, or None."""
-    if not ablate and steer is None:
+def pass_hooks(lm, ablate: list[str] | None, steer: Path | None = None, feature: list[str] | None = None, scale: float = 4.0, any_model: bool = False):
+    """The hooks of --ablate, --steer and --feature for every pass of a command, or None. A
+    steering vector or an SAE made on another model is refused unless any_model."""
+    if not ablate and steer is None and not feature:
         return None
     from tfcli.analysis.experiments import steer as steering
     from tfcli.analysis.experiments.ablate import ablation_hooks
+    from tfcli.engine.identity import identity_of
 
     hooks = ablation_hooks(lm.model, list(ablate or ()))
     if steer is not None:
-        steering.load(steer, lm.model).hooks(hooks)
+        steering.load(steer, lm.model, identity_of(lm), any_model).hooks(hooks)
+    for spec in feature or ():
+        feature_hooks(lm, spec, scale, any_model, hooks)
     return hooks
+
+
+def feature_hooks(lm, spec: str, scale: float, any_model: bool, hooks=None):
+    """--feature SAE:IDX: its decoder row times scale added at its site (analysis/features.py)."""
+    from tfcli.analysis.features import load_features, parse_feature, steer_hooks
+    from tfcli.engine.identity import identity_of
+
+    folder, idx = parse_feature(spec)
+    return steer_hooks(load_features(folder, lm.model, identity_of(lm), any_model), idx, scale, hooks)
 
 
 def one_token(lm, text: str, flag: str) -> int:

@@ -10,7 +10,7 @@ import typer
 
 from . import options
 from .command import interrupted
-from .experiment import AblateOption, SteerOption, pass_hooks
+from .experiment import AblateOption, AnyModelOption, FeatureOption, ScaleOption, SteerOption, pass_hooks
 from .options import read_text
 from .console import warn
 from .inputs import warned
@@ -62,6 +62,9 @@ def generate(
     as_json: Json = False,
     ablate: AblateOption = None,
     steer: SteerOption = None,
+    feature: FeatureOption = None,
+    scale: ScaleOption = 4.0,
+    any_model: AnyModelOption = False,
 ) -> None:
     """Continue PROMPT with a model, token by token.
 
@@ -109,7 +112,7 @@ def generate(
     samplers, seed = make_samplers(lm.generation, lists, samples, seed, flags)
     # Without -n the context can be what stops a generation: said so, not "max tokens".
     context_bound = max_tokens is None and not slide and want < DEFAULT_MAX_TOKENS
-    session = Session(lm.model, capacity=capacity, workers=n_threads, hooks=pass_hooks(lm, ablate, steer))
+    session = Session(lm.model, capacity=capacity, workers=n_threads, hooks=pass_hooks(lm, ablate, steer, feature, scale, any_model))
     if n_samples > 1:
         _generate_samples(lm, session, ids, samplers, seed, want, tuple(stop or ()), eos_ids, show_probs, load_seconds, n_threads, quiet, context_bound)
         return

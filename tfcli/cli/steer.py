@@ -12,15 +12,16 @@ from . import options
 
 def steer(
     prompt: Annotated[str, typer.Argument(help="The text to continue ('-' reads stdin).", show_default=False)],
-    toward: Annotated[str, typer.Option("--toward", help="Text A: the direction points toward its mean residual stream.", show_default=False)],
-    away: Annotated[str, typer.Option("--away", help="Text B: ... and away from this one's.", show_default=False)],
-    layer: Annotated[int, typer.Option("--layer", help="Block I (from 0) whose output the vector is taken from and added to.", show_default=False)],
+    toward: Annotated[Optional[str], typer.Option("--toward", help="Text A: the direction points toward its mean residual stream.", show_default=False)] = None,
+    away: Annotated[Optional[str], typer.Option("--away", help="Text B: ... and away from this one's.", show_default=False)] = None,
+    layer: Annotated[Optional[int], typer.Option("--layer", help="Block I (from 0) whose output the vector is taken from and added to.", show_default=False)] = None,
     scale: Annotated[float, typer.Option("--scale", help="C: how many times the vector is added.")] = 4.0,
     model: options.Model = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="New tokens of each continuation.")] = 40,
     temperature: options.Temperature = None,
     seed: options.Seed = None,
     save: Annotated[Optional[Path], typer.Option("--save", help="Also save the vector (for generate/chat --steer).", show_default=False, dir_okay=False)] = None,
+    feature: Annotated[Optional[str], typer.Option("--feature", help="Instead of --toward/--away/--layer: an SAE feature's decoder direction, SAE:IDX, added at its block as if it fired with activation C.", show_default=False)] = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -56,11 +57,9 @@ def steer(
         t = text_ids(lm, text, what)
         return t, max(1, len(t) - prefix)
 
-    s = steering.steering_vector(lm.model, side(toward, "--toward"), side(away, "--away"), layer, scale)
+    s = _vector(lm, feature, toward, away, layer, scale, side)
     if save:
-        from .output import save as save_output
-
-        save_output(save, lambda f: steering.save(f, s))  # the one safe way every output is written (cli/output.py)
+        _save(save, s, lm)
     seed = random.randrange(2**31) if seed is None else seed
     room = lm.config.n_ctx - len(ids) + 1
     want = min(max_tokens, room)
@@ -75,9 +74,45 @@ def steer(
     if as_json:
         js.emit({
             "model": lm.name, "prompt": prompt, "prompt_ids": ids, "layer": s.layer, "scale": s.scale,
-            "toward": toward, "away": away, "vector_norm": s.norm, "seed": seed,
+            "toward": toward, "away": away, "feature": feature, "vector_norm": s.norm, "seed": seed,
             "plain": {"text": runs["plain"][0], "token_ids": runs["plain"][1]},
             "steered": {"text": runs["steered"][0], "token_ids": runs["steered"][1]},
         })  # fmt: skip
         return
+    if feature is not None:
+        from .views.features import feature_steering
+
+        return feature_steering(lm, s, feature, seed, runs)
     view.steering(lm, s, prompt, toward, away, seed, runs, zh)
+
+
+def _vector(lm, feature, toward, away, layer, scale, side):
+    """The steering of --feature SAE:IDX, or of --toward minus --away at --layer."""
+    from tfcli.analysis.experiments import steer as steering
+    from tfcli.engine.errors import UsageError
+
+    if feature is not None:
+        if toward is not None or away is not None or layer is not None:
+            raise UsageError("--feature cannot be given with --toward, --away or --layer", "a feature brings its own direction and block")
+        from tfcli.analysis.features import load_features, parse_feature
+        from tfcli.engine.identity import identity_of
+
+        folder, idx = parse_feature(feature)
+        f = load_features(folder, lm.model, identity_of(lm))
+        if f.site != "resid_post":
+            raise UsageError(f"{folder} reads {f.site}; steer adds to a block's output (resid_post)", "use it with generate --feature")
+        return steering.Steering(f.block, f.sae.params["W_dec"][f.feature(idx)].copy(), float(scale))
+    missing = [n for n, v in (("--toward", toward), ("--away", away), ("--layer", layer)) if v is None]
+    if missing:
+        raise UsageError(f"missing {', '.join(missing)}", "give --toward TEXT --away TEXT --layer I, or --feature SAE:IDX")
+    return steering.steering_vector(lm.model, side(toward, "--toward"), side(away, "--away"), layer, scale)
+
+
+def _save(path: Path, s, lm) -> None:
+    """--save: the vector, its block and scale, and the identity of the model it was made on."""
+    from tfcli.analysis.experiments import steer as steering
+    from tfcli.engine.identity import identity_of
+
+    from .output import save as save_output
+
+    save_output(path, lambda f: steering.save(f, s, identity_of(lm)))  # the one safe way every output is written (cli/output.py)

@@ -64,28 +64,40 @@ def from_texts(model, tokenizer, toward: str, away: str, layer: int, scale: floa
     return steering_vector(model, side(toward, "the text to steer toward"), side(away, "the text to steer away from"), layer, scale)
 
 
-def save(path, s: Steering) -> None:
-    np.savez(path, vector=s.vector, layer=np.int64(s.layer), scale=np.float64(s.scale))
+def save(path, s: Steering, identity: str | None = None) -> None:
+    """vector [D], layer, scale and the identity of the model it was made on (engine/identity.py)."""
+    np.savez(path, vector=s.vector, layer=np.int64(s.layer), scale=np.float64(s.scale), model=np.array(identity or ""))
 
 
-def load(path, model) -> Steering:
-    """A vector saved by `tfcli steer --save`, checked against the model it is used with."""
-    import os
-    from pathlib import Path
+def load(path, model, identity: str | None = None, any_model: bool = False) -> Steering:
+    """A vector saved by `tfcli steer --save`, checked against the model it is used with: its
+    archive and each array's header before any data is read (engine/npyfile.py), its width, its
+    block, and the identity of the model it was made on (unless any_model)."""
+    from tfcli.engine.npyfile import read_npz
 
-    from tfcli.engine.files import open_regular
-
-    # A regular file only, opened without blocking: a named pipe or /dev/zero is refused, not waited on.
+    what = f"{path} is not a steering vector saved by 'tfcli steer --save'"
+    d = model.config.d_model
     try:
-        fd = open_regular(Path(path), UsageError)
+        z = read_npz(path, {"vector": (1, 1 << 24), "layer": (0, 1), "scale": (0, 1)}, UsageError)
     except UsageError as e:
-        raise UsageError(f"{path} is not a steering vector saved by 'tfcli steer --save' ({e.message})", "give the file --save wrote") from None
-    try:
-        with os.fdopen(fd, "rb") as f, np.load(f, allow_pickle=False) as z:
-            vector, layer, scale = z["vector"], int(z["layer"]), float(z["scale"])
-    except (OSError, KeyError, ValueError, EOFError) as e:
-        raise UsageError(f"{path} is not a steering vector saved by 'tfcli steer --save' ({type(e).__name__})") from None
-    if vector.shape != (model.config.d_model,) or not np.isfinite(vector).all() or not np.isfinite(scale):
-        raise UsageError(f"{path} holds a vector of shape {vector.shape}, not this model's width {model.config.d_model}", "save a vector with the same model")
+        raise UsageError(f"{what} ({e.message})", "give the file --save wrote") from None
+    vector, layer, scale = z["vector"], int(z["layer"]), float(z["scale"])
+    if vector.shape != (d,) or not np.isfinite(vector).all() or not np.isfinite(scale):
+        raise UsageError(f"{path} holds a vector of shape {vector.shape}, not this model's width {d}", "save a vector with the same model")
+    if identity is not None and not any_model:
+        made_on = _made_on(path)
+        if made_on != identity:
+            whose = f"another model ({made_on})" if made_on else "a model it does not record (saved by an older tfcli)"
+            raise UsageError(f"{path} was made on {whose}, not on this one ({identity})", "save it again with this model, or pass --any-model to use it anyway")
     check_block(model, layer, "the saved layer")
     return Steering(layer, vector.astype(np.float32), scale)
+
+
+def _made_on(path) -> str | None:
+    from tfcli.engine.npyfile import read_npz
+
+    try:
+        found = read_npz(path, {"model": (0, 1)}, UsageError)["model"]
+    except UsageError:
+        return None
+    return str(found) if found.dtype.kind == "U" and str(found) else None

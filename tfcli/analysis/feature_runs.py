@@ -1,0 +1,138 @@
+"""Where `tfcli features train` gets its vectors: a model reading a text (piece by piece: neither
+the text, its tokens nor its vectors are ever held whole), or an [N, D] array given directly."""
+
+from __future__ import annotations
+
+import codecs
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tfcli.engine.errors import UsageError
+from tfcli.engine.train import TrainError
+
+from .features import activations
+
+PIECE = 1 << 20  # bytes of text tokenized at a time
+HELDOUT_TOKENS = 8_192  # the held-out text measured at the end: three scored passes of it take a few seconds
+
+
+@dataclass
+class Source:
+    """Vectors to train on, as a function that starts a pass over them, and what is held out."""
+
+    start: Callable[[], Iterator[np.ndarray]]  # a pass: blocks of vectors [rows, D]
+    d: int
+    heldout: np.ndarray  # token ids [T] (a text) or vectors [R, D] (an array)
+    describe: str
+
+
+def check_text(path: Path) -> int:
+    """A text file's size, refused in one line unless it is a non-empty UTF-8 file."""
+    from tfcli.engine.files import open_regular
+
+    fd = open_regular(Path(path), TrainError)
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(PIECE)
+    if not head.strip():
+        raise TrainError(f"{path} is empty" if not head else f"{path} holds only white space", "give a file with some text")
+    try:
+        if b"\x00" in head:
+            raise UnicodeDecodeError("utf-8", head, head.index(b"\x00"), head.index(b"\x00") + 1, "NUL")
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < PIECE)  # a character cut at the end is fine
+    except UnicodeDecodeError as e:
+        raise TrainError(f"{path} is not a UTF-8 text file (byte {head[e.start]:#04x} at offset {e.start:,})", "convert it to UTF-8 first") from None
+    return size
+
+
+def text_pieces(path: Path, start: int, end: int) -> Iterator[str]:
+    """The text between byte offsets start and end, in pieces that end at a line's end."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    carry = ""
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
+        while left > 0:
+            data = f.read(min(PIECE, left))
+            if not data:
+                break
+            left -= len(data)
+            text = carry + decoder.decode(data, final=left <= 0)
+            cut = text.rfind("\n") + 1 if left > 0 else len(text)
+            carry = text[cut:] if cut else ""
+            if cut:
+                yield text[:cut]
+            elif len(carry) > PIECE:  # no line end in a whole piece: cut anywhere
+                yield carry
+                carry = ""
+    if carry:
+        yield carry
+
+
+def token_windows(tokenizer, path: Path, start: int, end: int, window: int) -> Iterator[np.ndarray]:
+    """Token ids [window] (the last one shorter), the text tokenized piece by piece."""
+    ids: list[int] = []
+    for piece in text_pieces(path, start, end):
+        ids.extend(tokenizer.encode(piece))
+        while len(ids) >= window:
+            yield np.array(ids[:window])
+            del ids[:window]
+    if len(ids) > 1:
+        yield np.array(ids)
+
+
+def text_source(lm, path: Path, block: int, site: str, val_fraction: float, window: int) -> Source:
+    """The model's vectors at (block, site) over the first 1 - val_fraction of the text; the start
+    of the rest (HELDOUT_TOKENS at most) held out for the quality measures."""
+    size = check_text(path)
+    cut = int(size * (1 - val_fraction))
+    model, tok = lm.model, lm.tokenizer
+
+    def start() -> Iterator[np.ndarray]:
+        for w in token_windows(tok, path, 0, cut, window):
+            if len(w) > 1:
+                yield from activations(model, w, block, site, window)
+
+    held: list[int] = []
+    for w in token_windows(tok, path, cut, size, window):
+        held.extend(int(i) for i in w)
+        if len(held) >= HELDOUT_TOKENS:
+            break
+    what = f"{lm.name}, block {block}, {site}, windows of {window} tokens of {Path(path).name}"
+    return Source(start, model.config.d_model, np.array(held[:HELDOUT_TOKENS], dtype=np.int64), what)
+
+
+def array_source(path: Path, val_fraction: float, limit: int) -> Source:
+    """--activations FILE.npy: [N, D] vectors, memory-mapped; the last val_fraction held out."""
+    from tfcli.engine.npyfile import open_npy
+
+    x = open_npy(Path(path), UsageError, limit)
+    n, d = x.shape
+    cut = max(1, int(n * (1 - val_fraction)))
+    chunk = max(1, (1 << 22) // max(d, 1))  # 16 MB of float32 a block
+
+    def start() -> Iterator[np.ndarray]:
+        for a in range(0, cut, chunk):
+            block = np.asarray(x[a : min(cut, a + chunk)], dtype=np.float32)  # [rows, D]
+            if not np.isfinite(block).all():
+                raise UsageError(f"{path} holds NaN or infinite values (rows {a:,} to {min(cut, a + chunk):,})", "give finite vectors")
+            yield block
+
+    held = np.asarray(x[cut : cut + 65_536], dtype=np.float32)
+    return Source(start, d, held, f"{n:,} vectors of width {d} from {Path(path).name}")
+
+
+def array_quality(sae, x: np.ndarray) -> dict:
+    """mse, explained variance, L0 and dead features of an SAE on vectors x [R, D]."""
+    if not len(x):
+        return {}
+    f = sae.encode(x)  # [R, N]
+    err = sae.decode(f) - x  # [R, D]
+    sq = float(np.vdot(err, err))
+    var = float(((x - x.mean(axis=0)) ** 2).sum())
+    return {"tokens": len(x), "mse": sq / x.size, "explained_variance": 1 - sq / var if var > 0 else float("nan"),
+            "l0": float((f > 0).sum()) / len(x), "dead_features": float(1 - (f > 0).any(axis=0).mean())}  # fmt: skip

@@ -1,0 +1,221 @@
+"""tfcli features: sparse autoencoders trained in NumPy on a model's residual stream, and what
+their features are (train, show, top, quality)."""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import options
+from .command import Command
+from .console import err, note, shown
+
+app = typer.Typer(
+    name="features",
+    help="Sparse autoencoders (SAEs) trained in NumPy: the directions a model's residual stream is made of.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+_SAE, _OPT = "SAE", "Optimisation"
+MAX_FEATURES = 1 << 20
+
+
+class Kind(str, Enum):
+    relu = "relu"
+    topk = "topk"
+
+
+class SiteName(str, Enum):
+    resid_pre = "resid_pre"
+    resid_mid = "resid_mid"
+    resid_post = "resid_post"
+    attn_out = "attn_out"
+    mlp_out = "mlp_out"
+
+
+SaeArg = Annotated[Path, typer.Argument(help="The SAE's folder ('tfcli features train -o').", show_default=False)]
+AnyModel = Annotated[bool, typer.Option("--any-model", help="Use the SAE even on a model other than the one it was trained on.")]
+
+
+@app.command("train", cls=Command)
+def train(
+    text_file: Annotated[Optional[Path], typer.Argument(help="The UTF-8 text whose vectors are learnt (not with --activations).", show_default=False)] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="The SAE's folder (sae.safetensors and cfg.json, as SAELens names them).", show_default=False)] = None,
+    model: options.Model = None,
+    block: Annotated[int, typer.Option("--block", help="The block (from 0) whose vectors are read.", rich_help_panel=_SAE)] = 0,
+    site: Annotated[SiteName, typer.Option("--site", help="Which vectors of the block: the residual stream after it (resid_post), before it, between its two steps, or what its attention or MLP adds.", rich_help_panel=_SAE)] = SiteName.resid_post,
+    features: Annotated[Optional[int], typer.Option("--features", help="N, the number of features. (default: 8 x the model's width)", show_default=False, rich_help_panel=_SAE)] = None,
+    kind: Annotated[Kind, typer.Option("--kind", help="relu: L1 times the decoder norms (Anthropic 2024); topk: keep the K largest (OpenAI).", rich_help_panel=_SAE)] = Kind.relu,
+    k: Annotated[int, typer.Option("--k", help="topk: features on per vector.", rich_help_panel=_SAE)] = 32,
+    l1: Annotated[float, typer.Option("--l1", help="relu: the sparsity coefficient (on vectors scaled to mean norm sqrt(D)).", rich_help_panel=_SAE)] = 5.0,
+    activations: Annotated[Optional[Path], typer.Option("--activations", help="Train on these vectors instead ([N, D] .npy).", show_default=False, dir_okay=False, rich_help_panel=_SAE)] = None,
+    lr: Annotated[float, typer.Option("--lr", help="Peak learning rate (AdamW).", rich_help_panel=_OPT)] = 1e-3,
+    betas: Annotated[str, typer.Option("--betas", help="AdamW's b1,b2.", rich_help_panel=_OPT)] = "0.9,0.999",
+    weight_decay: Annotated[float, typer.Option("--weight-decay", help="Weight decay on the two matrices.", rich_help_panel=_OPT)] = 0.0,
+    warmup: Annotated[int, typer.Option("--warmup", help="Steps of linear warmup of the learning rate.", rich_help_panel=_OPT)] = 20,
+    lr_schedule: Annotated[str, typer.Option("--lr-schedule", help="After warmup: constant, or cosine down to lr/10.", rich_help_panel=_OPT)] = "constant",
+    clip: Annotated[float, typer.Option("--clip", help="Clip the gradients to this global norm (0 = off).", rich_help_panel=_OPT)] = 1.0,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Vectors per step.", rich_help_panel=_OPT)] = 1024,
+    steps: Annotated[int, typer.Option("--steps", help="Optimisation steps (the text is read again when they need more).", rich_help_panel=_OPT)] = 1000,
+    buffer: Annotated[int, typer.Option("--buffer", help="Vectors held at a time, shuffled (memory: buffer x D x 4 bytes).", rich_help_panel=_OPT)] = 65_536,
+    seed: Annotated[int, typer.Option("--seed", "-s", help="Seed of the initial weights and the shuffling.", rich_help_panel=_OPT)] = 0,
+    val_fraction: Annotated[float, typer.Option("--val-fraction", help="The end of the text (or array) held out for the quality measures.", rich_help_panel=_OPT)] = 0.1,
+    force: Annotated[bool, typer.Option("--force", help="Write into an existing folder.")] = False,
+    as_json: options.Json = False,
+    threads: options.Threads = None,
+) -> None:
+    """Train a sparse autoencoder on the vectors a model writes at one site, in NumPy.
+
+    The vectors are read window by window into a bounded, shuffled buffer; each step is a batch,
+    the loss and its hand-written gradients, AdamW. At the end: the quality on held-out text (MSE,
+    explained variance, L0, dead features, loss recovered) and the folder, named as SAELens names it.
+
+    Examples:
+
+      tfcli features train -m shakespeare tinyshakespeare.txt --block 2 -o sae-shakespeare
+
+      tfcli features train -m shakespeare tinyshakespeare.txt --block 2 --kind topk --k 16 -o sae-topk
+
+      tfcli features train --activations vectors.npy --features 512 -o sae-test
+    """
+    from tfcli.engine.train.sae import Settings
+
+    if output is None:
+        raise typer.BadParameter("is required", param_hint="'--output' / '-o'")
+    options.apply_threads(threads)
+    _check_output(output, force)
+    lm, source = _source(text_file, activations, model, block, site.value, val_fraction)
+    s = Settings(kind=kind.value, n=_features(features, source.d), k=k, l1=l1, lr=lr, betas=_betas(betas), weight_decay=weight_decay,
+                 warmup=warmup, lr_schedule=lr_schedule, clip=clip, batch_size=batch_size, steps=steps, seed=seed)  # fmt: skip
+    _check_settings(s, buffer, source.d)
+    trainer, seconds = _loop(s, source, buffer, as_json)
+    _save(output, trainer, lm, block, site.value, source, seconds, as_json, str(text_file or activations))
+
+
+def _source(text_file, activations, model, block, site, val_fraction):
+    from tfcli.analysis.experiments.common import check_block
+    from tfcli.analysis.feature_runs import array_source, text_source
+    from tfcli.analysis.features import WINDOW
+    from tfcli.engine.errors import UsageError
+
+    if not 0 <= val_fraction < 1:
+        raise UsageError(f"--val-fraction {val_fraction} is out of range", "give a fraction from 0 up to (not including) 1")
+    if (text_file is None) == (activations is None):
+        raise UsageError("give a TEXT_FILE or --activations FILE.npy, one of them", "e.g. tfcli features train -m shakespeare text.txt -o my-sae")
+    if activations is not None:
+        return None, array_source(activations, val_fraction, 1 << 40)
+    from .inputs import load
+
+    lm = load(model)
+    block = check_block(lm.model, block, "--block")
+    return lm, text_source(lm, text_file, block, site, val_fraction, min(WINDOW, lm.config.n_ctx))
+
+
+def _features(n: int | None, d: int) -> int:
+    from tfcli.engine.errors import UsageError, shown_number
+
+    n = 8 * d if n is None else n
+    if not 1 <= n <= MAX_FEATURES:
+        raise UsageError(f"--features must be between 1 and {MAX_FEATURES:,}, not {shown_number(n)}", f"e.g. --features {8 * d} (8 x the width {d})")
+    return n
+
+
+def _betas(text: str) -> tuple[float, float]:
+    from .train import _betas as parse
+
+    return parse(text)
+
+
+def _check_settings(s, buffer: int, d: int) -> None:
+    import math
+
+    from tfcli.analysis.features import training_bytes
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.memory import check_allocation
+
+    checks = (("--lr", s.lr, 0 < s.lr < 10), ("--l1", s.l1, 0 <= s.l1 < 1e6), ("--clip", s.clip, s.clip >= 0),
+              ("--weight-decay", s.weight_decay, 0 <= s.weight_decay < 1e3), ("--warmup", s.warmup, 0 <= s.warmup <= 1 << 24),
+              ("--batch-size", s.batch_size, 1 <= s.batch_size <= 1 << 20), ("--steps", s.steps, 1 <= s.steps <= 1 << 30),
+              ("--buffer", buffer, s.batch_size <= buffer <= 1 << 30), ("--k", s.k, s.kind == "relu" or 1 <= s.k <= s.n),
+              ("--lr-schedule", s.lr_schedule, s.lr_schedule in ("constant", "cosine")))  # fmt: skip
+    for flag, value, ok in checks:
+        if not ok or (isinstance(value, float) and not math.isfinite(value)):
+            raise UsageError(f"{flag} {value} is out of range", f"see 'tfcli features train --help' for what {flag} means" + (" (at least --batch-size)" if flag == "--buffer" else ""))
+    check_allocation(training_bytes(d, s.n, s.batch_size, buffer), f"an SAE of {s.n:,} features on width {d} (batch {s.batch_size:,}, buffer {buffer:,})",
+                     "use fewer --features, a smaller --batch-size or --buffer")  # fmt: skip
+
+
+def _check_output(output: Path, force: bool) -> None:
+    from tfcli.engine.errors import UsageError
+
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"{output} is a file, not a folder", "give a folder for the SAE")
+    if output.is_dir() and any(output.iterdir()) and not force:
+        raise UsageError(f"{output} already exists and is not empty", "give a new folder, or --force to write into it")
+
+
+def _loop(s, source, buffer_rows: int, as_json: bool):
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from tfcli.analysis.features import Buffer
+    from tfcli.engine.train.sae import Trainer
+
+    buf = Buffer(source.start, buffer_rows, s.batch_size, s.seed)
+    t0 = time.perf_counter()
+    first = buf.fill()
+    buf.check()  # one batch fits in what the text gives, before the first step
+    trainer = Trainer(s, first)
+    note(f"reading {source.describe}")
+    note(f"an SAE of {s.n:,} {s.kind} features on width {source.d}: {s.steps:,} steps of {s.batch_size:,} vectors")
+    cols = (TextColumn("step {task.completed:,.0f}/{task.total:,.0f}"), BarColumn(), TextColumn("{task.fields[info]}"), TimeRemainingColumn())
+    with Progress(*cols, console=err, transient=True, disable=as_json) as bar:
+        task = bar.add_task("train", total=s.steps, info="")
+        for _ in range(s.steps):
+            parts = trainer.train_step(buf.next_batch())
+            info = f"mse {parts['mse']:.4g} · L0 {parts['l0']:.1f} · {buf.read:,} vectors read"
+            bar.update(task, completed=trainer.step, info=info)
+            if not err.is_terminal and not as_json and trainer.step % max(1, s.steps // 10) == 0:
+                err.print(f"step {trainer.step:,}/{s.steps:,} · {info}", soft_wrap=True)
+    return trainer, time.perf_counter() - t0
+
+
+def _save(output: Path, trainer, lm, block: int, site: str, source, seconds: float, as_json: bool, data: str) -> None:
+    import dataclasses
+
+    from tfcli.analysis.feature_runs import array_quality
+    from tfcli.analysis.features import WINDOW, Features, quality
+    from tfcli.engine.identity import identity_of
+    from tfcli.engine.train.sae import SAE
+    from tfcli.engine.train.saefolder import sae_config, write_sae
+
+    s = trainer.s
+    params = trainer.export()
+    sae = SAE(params, s.kind, s.k)
+    window = min(WINDOW, lm.config.n_ctx) if lm else 0
+    if lm is not None:
+        q = quality(lm.model, Features(output, {}, sae, block, site), source.heldout, window) if len(source.heldout) > 1 else {}
+    else:
+        q = array_quality(sae, source.heldout)
+    t = {"model_hash": identity_of(lm) if lm else None, "block": block, "site": site, "kind": s.kind, "k": s.k if s.kind == "topk" else None,
+         "data": data, "settings": dataclasses.asdict(s), "scale": trainer.scale, "steps": trainer.step, "seconds": round(seconds, 2), "quality": q}  # fmt: skip
+    cfg = sae_config(source.d, s.n, s.kind, s.k, lm.name if lm else "(vectors)", block, site, window, t)
+    write_sae(output, params, cfg)
+    _report(output, q, trainer, seconds, as_json)
+
+
+def _report(output: Path, q: dict, trainer, seconds: float, as_json: bool) -> None:
+    summary = {"folder": str(output), "steps": trainer.step, "seconds": round(seconds, 2), **q}
+    if as_json:
+        from .json import emit
+
+        emit(summary)
+        return
+    from .views.features import quality_lines
+
+    for line in quality_lines(q):
+        err.print(shown(line), soft_wrap=True)
+    err.print(shown(f"{trainer.step:,} steps in {seconds:,.0f} s; the SAE is in {output} (tfcli features top {output} TEXT_FILE)"), soft_wrap=True)
