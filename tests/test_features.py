@@ -148,3 +148,22 @@ def test_bad_input_is_one_line(cli, sae_dir, tmp_path):
     one_line_error(cli("features", "show", wide, "To be", "-m", TINY_GPT2), 1, "65")
     one_line_error(cli("generate", "-m", TINY_GPT2, "Hi", "--feature", "nope"), 2, "SAE:IDX")
     one_line_error(cli("generate", "-m", TINY_GPT2, "Hi", "--feature", f"{sae_dir / 'sae'}:999"), 2, "out of range")
+
+
+def test_the_page_in_a_real_browser(cli, sae_dir, tmp_path):
+    """The cards of `features top --html` in headless Chromium: drawn from the file alone (no
+    request), no console error, each card with its marked tokens."""
+    from test_explore import _assert_clean, _driver_or_skip
+
+    page = tmp_path / "features.html"
+    assert cli("features", "top", sae_dir / "sae", sae_dir / "text.txt", "-m", TINY_GPT2, "-n", "4", "--html", page).exit_code == 0
+    browser = _driver_or_skip()
+    try:
+        browser.get_log("browser")
+        browser.get(page.as_uri())
+        assert browser.execute_script("return document.readyState") == "complete"
+        cards = browser.execute_script("return [...document.querySelectorAll('.card')].map(c => [c.id, c.querySelectorAll('mark').length, c.getBoundingClientRect().height])")
+        assert len(cards) == 4 and all(c[0].startswith("f") and c[1] >= 1 and c[2] > 50 for c in cards), cards
+        _assert_clean(browser)
+    finally:
+        browser.quit()

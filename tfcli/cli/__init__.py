@@ -412,3 +412,4 @@ def _tidy_help() -> None:
 
 
 _tidy_help()  # after every command is registered, the ones above included
+features.tidy_help(_unwrapped, _summary)

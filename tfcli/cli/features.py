@@ -219,3 +219,12 @@ def _report(output: Path, q: dict, trainer, seconds: float, as_json: bool) -> No
     for line in quality_lines(q):
         err.print(shown(line), soft_wrap=True)
     err.print(shown(f"{trainer.step:,} steps in {seconds:,.0f} s; the SAE is in {output} (tfcli features top {output} TEXT_FILE)"), soft_wrap=True)
+
+
+def tidy_help(unwrapped, summary) -> None:
+    """The app's help rules (cli/__init__.py) for the commands of this group too."""
+    import inspect
+
+    for info in app.registered_commands:
+        doc = info.help or inspect.getdoc(info.callback) or ""
+        info.help, info.short_help = unwrapped(doc), info.short_help or summary(doc)

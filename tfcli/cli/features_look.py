@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .command import Command
 from .features import AnyModel, SaeArg, app
 
 
@@ -19,7 +20,7 @@ def features_of(lm, sae: Path, any_model: bool):
     return load_features(sae, lm.model, identity_of(lm), any_model)
 
 
-@app.command("show")
+@app.command("show", cls=Command)
 def show(
     sae: SaeArg,
     text: Annotated[str, typer.Argument(help="The text ('-' reads stdin).", show_default=False)],
@@ -27,6 +28,7 @@ def show(
     top: Annotated[int, typer.Option("--top", help="Features shown per token, strongest first.")] = 5,
     any_model: AnyModel = False,
     as_json: options.Json = False,
+    threads: options.Threads = None,
 ) -> None:
     """Per token, the features that fire and how strongly.
 
@@ -41,7 +43,7 @@ def show(
     from .views.features import show_table
     from .views.inside import token_str
 
-    lm = load(model)
+    lm = load(model, threads)
     f = features_of(lm, sae, any_model)
     ids = text_ids(lm, text)
     rows = fire(lm.model, f, ids, max(1, top))
@@ -52,7 +54,7 @@ def show(
     show_table([token_str(lm.tokenizer, i) for i in ids], rows)
 
 
-@app.command("top")
+@app.command("top", cls=Command)
 def top(
     sae: SaeArg,
     text_file: Annotated[Path, typer.Argument(help="The UTF-8 text to search for each feature's strongest tokens.", show_default=False)],
@@ -64,6 +66,7 @@ def top(
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained page: one card per feature.", show_default=False, dir_okay=False)] = None,
     any_model: AnyModel = False,
     as_json: options.Json = False,
+    threads: options.Threads = None,
 ) -> None:
     """For the most active features, the contexts that fire each most (the token marked) and the
     tokens its decoder direction pushes up and down through the unembedding.
@@ -78,7 +81,7 @@ def top(
     from .inputs import load
     from .views.features import cards as draw
 
-    lm = load(model)
+    lm = load(model, threads)
     f = features_of(lm, sae, any_model)
     size = check_text(text_file)
     ids = []
@@ -101,7 +104,7 @@ def top(
     draw(found["cards"])
 
 
-@app.command("quality")
+@app.command("quality", cls=Command)
 def quality(
     sae: SaeArg,
     text_file: Annotated[Path, typer.Argument(help="Held-out UTF-8 text to measure on.", show_default=False)],
@@ -109,6 +112,7 @@ def quality(
     tokens: Annotated[int, typer.Option("--tokens", help="Measure on at most this many tokens.")] = 8192,
     any_model: AnyModel = False,
     as_json: options.Json = False,
+    threads: options.Threads = None,
 ) -> None:
     """The SAE's quality on a text, as SAELens reports it: MSE, explained variance, L0, dead
     features, and the loss recovered (clean loss, with the SAE's reconstruction, site zeroed)."""
@@ -122,7 +126,7 @@ def quality(
     from .inputs import load
     from .views.features import quality_lines
 
-    lm = load(model)
+    lm = load(model, threads)
     f = features_of(lm, sae, any_model)
     ids: list[int] = []
     for w in token_windows(lm.tokenizer, text_file, 0, check_text(text_file), 4096):
