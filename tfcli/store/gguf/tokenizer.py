@@ -1,19 +1,25 @@
 """A GGUF's vocabulary as Hugging Face tokenizer files: tokenizer.json and tokenizer_config.json.
 
-Two kinds of vocabulary are converted: byte-level BPE (`tokenizer.ggml.model` "gpt2": GPT-2, Llama 3,
-SmolLM2, Qwen2), whose text is first split by the regex llama.cpp picks from `tokenizer.ggml.pre`, and
-SentencePiece BPE ("llama": Llama 2, TinyLlama, Mistral, Gemma), whose merges follow from the pieces' scores.
-The special tokens the file names (BOS, EOS, ...) must be tokens of its vocabulary.
+Three kinds of vocabulary are converted: byte-level BPE (`tokenizer.ggml.model` "gpt2": GPT-2, Llama 3,
+SmolLM2, Qwen2), whose text is first split by the regex llama.cpp picks from `tokenizer.ggml.pre`,
+SentencePiece BPE ("llama": Llama 2, TinyLlama, Mistral, Gemma 3), whose merges follow from the pieces'
+scores, and Gemma 4's BPE on UTF-8 text ("gemma4"). The special tokens the file names (BOS, EOS, ...)
+must be tokens of its vocabulary. Each kind gives the ids of llama.cpp's own test vectors
+(tests/test_vocab_conformance.py).
 """
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from tfcli.engine.errors import GGUFError, shown
 
 from tfcli.engine.gguffile import CORRUPT, GGUFFile
+from tfcli.engine.tokenizer import Tokenizer
 
 def vocabulary(g: GGUFFile) -> tuple[list[str], list[int], list[str]]:
     """The file's tokens, their types and the BPE merges, checked to be lists of the right types
@@ -69,7 +75,9 @@ def check_special_ids(g: GGUFFile) -> None:
 # How llama.cpp splits text before BPE, by `tokenizer.ggml.pre` (llama-vocab.cpp, `regex_exprs`), as a
 # Hugging Face pre-tokenizer. GPT-2's regex is ByteLevel's own (use_regex); "smollm" and its siblings
 # first isolate every digit ("\p{N}"), which is HF's Digits(individual_digits) - the same pipeline as
-# SmolLM2's original tokenizer.json.
+# SmolLM2's original tokenizer.json. llama.cpp runs a list of regexes one after the other, each
+# splitting the pieces the one before left (matches and the text between them both kept): a
+# Sequence of Split(Isolated), as the original tokenizer.json files of those models spell it.
 _BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 _DIGITS_THEN_GPT2 = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _BYTE_LEVEL]}
 _LLAMA3_REGEX = (
@@ -78,34 +86,47 @@ _LLAMA3_REGEX = (
 # Qwen2's: Llama 3's with single digits (\p{N}, not \p{N}{1,3}); llama.cpp spells the (?i:...) out
 # as character classes, the same language. The pipeline of Qwen2's own tokenizer.json.
 _QWEN2_REGEX = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+# Qwen3.5's: Qwen2's with combining marks (\p{M}) kept inside a word.
+_QWEN35_REGEX = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_GPT2_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+_CJK = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"  # llama.cpp's "[一-龥ࠀ-一가-퟿]+"
+# DeepSeek LLM's letters and punctuation, as llama-vocab.cpp lists them.
+_DEEPSEEK_LETTERS = r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+"
+_DEEPSEEK_PUNCTUATION = r"\s?[!-/:-~！-／：-～‘-‟　-。]+"
 
 
-def _split_then_bytes(regex: str) -> dict[str, Any]:
-    return {
-        "type": "Sequence",
-        "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
-            dict(_BYTE_LEVEL, use_regex=False),
-        ],
-    }
+def _split_then_bytes(*regexes: str) -> dict[str, Any]:
+    splits = [{"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False} for r in regexes]
+    return {"type": "Sequence", "pretokenizers": [*splits, dict(_BYTE_LEVEL, use_regex=False)]}
 
 
-_LLAMA3, _QWEN2 = _split_then_bytes(_LLAMA3_REGEX), _split_then_bytes(_QWEN2_REGEX)
+_LLAMA3, _QWEN2, _QWEN35 = _split_then_bytes(_LLAMA3_REGEX), _split_then_bytes(_QWEN2_REGEX), _split_then_bytes(_QWEN35_REGEX)
+# llama-vocab.cpp's names for the same pipelines (its `tokenizer_pre ==` chains).
+_LLAMA3_NAMES = ("llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2")
 PRE_TOKENIZERS: dict[str, dict] = {
-    "default": _BYTE_LEVEL, "gpt2": _BYTE_LEVEL, "mpt": _BYTE_LEVEL, "olmo": _BYTE_LEVEL,
+    "default": _BYTE_LEVEL, "gpt2": _BYTE_LEVEL, "gpt-2": _BYTE_LEVEL, "phi-2": _BYTE_LEVEL, "mpt": _BYTE_LEVEL, "olmo": _BYTE_LEVEL,
     "smollm": _DIGITS_THEN_GPT2, "starcoder": _DIGITS_THEN_GPT2, "refact": _DIGITS_THEN_GPT2, "codeshell": _DIGITS_THEN_GPT2,
-    "llama-bpe": _LLAMA3, "llama3": _LLAMA3, "smaug-bpe": _LLAMA3, "falcon3": _LLAMA3,
-    "qwen2": _QWEN2, "deepseek-r1-qwen": _QWEN2,
+    "command-r": _DIGITS_THEN_GPT2,
+    **dict.fromkeys(_LLAMA3_NAMES, _LLAMA3), "smaug-bpe": _LLAMA3, "dbrx": _LLAMA3,
+    "qwen2": _QWEN2, "deepseek-r1-qwen": _QWEN2, "stablelm2": _QWEN2, "qwen35": _QWEN35,
+    "falcon": _split_then_bytes(r"[\p{P}\$\+<=>\^~\|`]+", _GPT2_REGEX, "[0-9][0-9][0-9]"),
+    "deepseek-llm": _split_then_bytes("[\r\n]", _DEEPSEEK_LETTERS, _DEEPSEEK_PUNCTUATION, r"\s+$", _CJK, r"\p{N}+"),
+    "deepseek-coder": _split_then_bytes("[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", _CJK, r"\p{N}"),
 }  # fmt: skip
+# Pre-tokenizers whose words llama.cpp takes whole when the vocabulary has them, before any merge
+# (llama-vocab.cpp `ignore_merges`; tokenizer.json's "ignore_merges"): Llama 3's " Việt" is one token
+# though no chain of merges builds it. The same files get a BOS unless they say otherwise.
+_WHOLE_WORDS = frozenset(_LLAMA3_NAMES)
 
 
 def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
     """A Hugging Face tokenizer.json for the file's vocabulary: byte-level BPE (`tokenizer.ggml.model`
-    "gpt2": GPT-2, Llama 3, SmolLM2, Qwen2) or SentencePiece BPE ("llama": Llama 2, TinyLlama, Mistral)."""
+    "gpt2": GPT-2, Llama 3, SmolLM2, Qwen2), SentencePiece BPE ("llama": Llama 2, TinyLlama, Mistral,
+    Gemma 3) or Gemma 4's BPE on UTF-8 text ("gemma4")."""
     name = g.path.name
     model = g.get("tokenizer.ggml.model")
-    if model not in ("gpt2", "llama"):
-        hint = "tfcli converts byte-level BPE ('gpt2') and SentencePiece BPE ('llama') vocabularies"
+    if model not in ("gpt2", "llama", "gemma4"):
+        hint = "tfcli converts byte-level BPE ('gpt2') and SentencePiece BPE ('llama') vocabularies, and Gemma 4's ('gemma4')"
         raise GGUFError(f"{name}: tokenizer model {shown(model)} is not supported", hint)
     tokens, types, merges = vocabulary(g)
     if not tokens or len(types) != len(tokens):
@@ -125,15 +146,21 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
         pre = g.get("tokenizer.ggml.pre", "default")
         if not isinstance(pre, str) or pre not in PRE_TOKENIZERS:
             raise GGUFError(f"{name}: pre-tokenizer {shown(pre)} is not supported", f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
-        for m in merges:
-            # A merge is "left right", two tokens of the vocabulary whose concatenation is one too
-            # (the tokenizers library refuses anything else when it loads the file).
-            left, _, right = m.partition(" ")
-            if " " in right or left not in vocab or right not in vocab or left + right not in vocab:
-                raise GGUFError(f"{name}: the merge {shown(m)} does not join two tokens of the vocabulary", CORRUPT)
+        _check_merges(name, merges, vocab)
         normalizer, pre_tokenizer = None, PRE_TOKENIZERS[pre]
         decoder = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
         bpe = {"unk_token": None, "fuse_unk": False, "byte_fallback": False, "merges": merges}  # byte-level pieces never contain a space
+        bpe["ignore_merges"] = pre in _WHOLE_WORDS
+    elif model == "gemma4":
+        # BPE on the UTF-8 text itself (no byte-to-character mapping) with spaces as "\u2581", no
+        # space put in front, lines and runs of newlines split apart first; a character outside the
+        # vocabulary falls back to its <0xNN> bytes (llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_GEMMA4).
+        _check_merges(name, merges, vocab)
+        normalizer = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+        pre_tokenizer = {"type": "Split", "pattern": {"Regex": "[^\\n]+|[\\n]+"}, "behavior": "Isolated", "invert": False}
+        steps = [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
+        decoder = {"type": "Sequence", "decoders": steps}
+        bpe = {"unk_token": None, "fuse_unk": False, "byte_fallback": True, "merges": merges}
     else:
         # SentencePiece: spaces become "▁", and the text gets one in front even when it starts with
         # a space (SentencePiece's add_dummy_prefix, and llama.cpp, which also puts one after each
@@ -165,6 +192,26 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
     }
 
 
+def gguf_tokenizer(g: GGUFFile) -> Tokenizer:
+    """The file's tokenizer alone, as tfcli runs it, from any GGUF with a vocabulary: also a
+    vocabulary-only file (llama.cpp's models/ggml-vocab-*.gguf, no tensors), which the converter
+    refuses as a model."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / g.path.stem / "tokenizer.json"  # errors name the tokenizer after the file
+        path.parent.mkdir()
+        path.write_text(json.dumps(tokenizer_json(g), ensure_ascii=False), encoding="utf-8")
+        return Tokenizer(path)  # read whole here: the folder may go
+
+
+def _check_merges(name: str, merges: list[str], vocab: dict[str, int]) -> None:
+    """A merge is "left right", two tokens of the vocabulary whose concatenation is one too (the
+    tokenizers library refuses anything else when it loads the file)."""
+    for m in merges:
+        left, _, right = m.partition(" ")
+        if " " in right or left not in vocab or right not in vocab or left + right not in vocab:
+            raise GGUFError(f"{name}: the merge {shown(m)} does not join two tokens of the vocabulary", CORRUPT)
+
+
 def _scores(g: GGUFFile, n: int) -> list[float]:
     scores = g.get("tokenizer.ggml.scores")
     if not isinstance(scores, list) or len(scores) != n or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in scores):
@@ -189,8 +236,13 @@ def sentencepiece_merges(tokens: list[str], scores: list[float]) -> list[list[st
 
 def _adds(g: GGUFFile, flag: str) -> bool:
     """Whether llama.cpp puts the BOS ("add_bos_token") or EOS ("add_eos_token") around a prompt: as
-    the file says, and when it does not, a BOS for a SentencePiece vocabulary (older files have no flag)."""
-    default = flag == "add_bos_token" and g.get("tokenizer.ggml.model") == "llama"
+    the file says, and when it does not, a BOS for a SentencePiece vocabulary (older files have no flag)
+    and for Llama 3's pre-tokenizer (llama-vocab.cpp sets add_bos with it)."""
+    model = g.get("tokenizer.ggml.model")
+    if flag == "add_bos_token" and model == "gemma4":
+        return True  # llama.cpp overrides a file that says otherwise (llama-vocab.cpp: "workaround for Gemma 4")
+    bos_by_default = model == "llama" or (model == "gpt2" and g.get("tokenizer.ggml.pre") in _WHOLE_WORDS)
+    default = flag == "add_bos_token" and bos_by_default
     return g.get(f"tokenizer.ggml.{flag}", default) is True
 
 
