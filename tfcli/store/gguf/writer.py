@@ -80,13 +80,16 @@ def check_convertible(g: GGUFFile) -> Plan:
     return Plan(fam, config, tokenizer, tok_cfg, tensor_names(g, fam, config))
 
 
-def convert(src: Path, out_dir: Path, *, replace: bool = False, owned: bool = False, progress: Progress | None = None, keep: str | None = None) -> ConvertResult:
+def convert(
+    src: Path, out_dir: Path, *, replace: bool = False, owned: bool = False, progress: Progress | None = None, keep: str | None = None, extra: list[Path] = ()
+) -> ConvertResult:
     """Write a Hugging Face folder (float32 safetensors, config, tokenizer, chat template, manifest of
     checksums) for a GGUF file of a family tfcli converts (CONVERTIBLE: Llama, Qwen2, Qwen3, Gemma 3, Phi-3).
 
     `keep`: run the GGUF in place instead of widening it to float32: the folder holds an index of
     its tensors (engine/gguf_weights.py) naming the file where it is ("link", for -m FILE.gguf) or
-    the file itself, moved into the folder ("move", for a pull).
+    the file itself, moved into the folder ("move", for a pull). `extra`: files moved into the folder
+    beside it (a pulled model's licence terms).
 
     Everything is written into a hidden folder next to out_dir and renamed into place at the end,
     so that an error, Ctrl-C or SIGTERM never leaves a half-written model behind. An existing out_dir
@@ -113,6 +116,8 @@ def convert(src: Path, out_dir: Path, *, replace: bool = False, owned: bool = Fa
         except OSError as e:  # a read-only or missing parent folder: the user's to fix
             raise os_error(e, out_dir) from None
         try:
+            for path in extra:
+                os.replace(path, tmp / Path(path).name)
             manifest = _write_folder(g, plan, tmp, progress, keep)
             move_into_place(tmp, out_dir, replace=replace, owned=owned)
         except BaseException as e:
@@ -141,6 +146,9 @@ def _write_folder(g: GGUFFile, plan: Plan, folder: Path, progress: Progress | No
         texts_index = json.dumps({"format": 1, "file": ref, "bytes": g.size, "sha256": digest, "tensors": tensors}, indent=1)
         (folder / GGUF_INDEX).write_text(texts_index, encoding="utf-8")
         files[GGUF_INDEX] = file_entry(folder / GGUF_INDEX, hashlib.sha256(texts_index.encode("utf-8")).hexdigest())
+    for path in sorted(folder.iterdir()):  # files moved in beside the model (licence terms)
+        if path.is_file() and path.name not in files:
+            files[path.name] = file_entry(path, sha256_file(path))
     texts = {
         "config.json": _json(plan.config),
         "generation_config.json": _json(_generation_config(plan.config)),
