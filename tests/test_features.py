@@ -141,11 +141,13 @@ def test_bad_input_is_one_line(cli, sae_dir, tmp_path):
     shutil.copytree(sae_dir / "sae", bad)
     (bad / "sae.safetensors").write_bytes(b"\xff" * 40)
     one_line_error(cli("features", "show", bad, "To be", "-m", TINY_GPT2), 1, "corrupt")
-    wide = tmp_path / "wide"
-    shutil.copytree(sae_dir / "sae", wide)
-    cfg = json.loads((wide / "cfg.json").read_text())
-    (wide / "cfg.json").write_text(json.dumps({**cfg, "d_in": 65}))
-    one_line_error(cli("features", "show", wide, "To be", "-m", TINY_GPT2), 1, "65")
+    from tfcli.engine.train.sae import init_params
+    from tfcli.engine.train.saefolder import sae_config, write_sae
+
+    narrow = tmp_path / "narrow"  # an SAE of width 32 (another model's), whole and consistent
+    write_sae(narrow, init_params(32, 16, "relu", np.random.default_rng(0)), sae_config(32, 16, "relu", 0, "other", 1, "resid_post", 128, {"block": 1}))
+    one_line_error(cli("features", "show", narrow, "To be", "-m", TINY_GPT2), 1, "width 32, this model's are 64")
+    one_line_error(cli("generate", "-m", TINY_GPT2, "Hi", "--feature", f"{narrow}:3"), 1, "width 32")
     one_line_error(cli("generate", "-m", TINY_GPT2, "Hi", "--feature", "nope"), 2, "SAE:IDX")
     one_line_error(cli("generate", "-m", TINY_GPT2, "Hi", "--feature", f"{sae_dir / 'sae'}:999"), 2, "out of range")
 

@@ -69,6 +69,7 @@ class Buffer:
         self.rng = np.random.default_rng([seed, 7])
         self.read = 0
         self.passes = 0
+        self.pass_rows: int | None = None  # vectors in one whole pass, once a pass has fitted in one filling
         self._it = iter(())
         self._store: np.ndarray | None = None
         self._order = np.arange(0)
@@ -76,16 +77,18 @@ class Buffer:
 
     def fill(self) -> np.ndarray:
         """Read the next `rows` vectors into the store (fewer when a whole pass holds fewer). [R, D]"""
-        parts, n, restarted = [], 0, False
+        parts, n, restarted, since = [], 0, False, 0
         while n < self.rows:
             block = next(self._it, None)
             if block is None:
-                if restarted:  # the source gave nothing in a whole pass
+                if restarted:  # a whole pass fits in the store: it holds that pass and the end of the one before
+                    self.pass_rows = since
                     break
                 self._it, self.passes, restarted = iter(self.source()), self.passes + 1, True
                 continue
             parts.append(block[: self.rows - n])  # the rest of a window that overflows is skipped
             n += len(parts[-1])
+            since += len(parts[-1]) if restarted else 0
         self.read += n
         if not parts:
             raise UsageError("the text gives no vectors to train on", "give a longer text")
@@ -95,7 +98,8 @@ class Buffer:
 
     def check(self) -> None:
         if self._store is not None and len(self._store) < self.batch:
-            raise UsageError(f"the text gives {len(self._store):,} vectors, fewer than one batch of {self.batch:,}", "give a longer text, or a smaller --batch-size")
+            n = self.pass_rows if self.pass_rows is not None else len(self._store)
+            raise UsageError(f"the text gives {n:,} vectors, fewer than one batch of {self.batch:,}", "give a longer text, or a smaller --batch-size")
 
     def next_batch(self) -> np.ndarray:
         """The next batch [B, D], drawn without replacement from the store (refilled when used up)."""

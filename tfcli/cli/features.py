@@ -55,6 +55,7 @@ def train(
     activations: Annotated[Optional[Path], typer.Option("--activations", help="Train on these vectors instead ([N, D] .npy).", show_default=False, dir_okay=False, rich_help_panel=_SAE)] = None,
     lr: Annotated[float, typer.Option("--lr", help="Peak learning rate (AdamW).", rich_help_panel=_OPT)] = 1e-3,
     betas: Annotated[str, typer.Option("--betas", help="AdamW's b1,b2.", rich_help_panel=_OPT)] = "0.9,0.999",
+    eps: Annotated[float, typer.Option("--eps", help="AdamW's epsilon.", rich_help_panel=_OPT)] = 1e-8,
     weight_decay: Annotated[float, typer.Option("--weight-decay", help="Weight decay on the two matrices.", rich_help_panel=_OPT)] = 0.0,
     warmup: Annotated[int, typer.Option("--warmup", help="Steps of linear warmup of the learning rate.", rich_help_panel=_OPT)] = 20,
     lr_schedule: Annotated[str, typer.Option("--lr-schedule", help="After warmup: constant, or cosine down to lr/10.", rich_help_panel=_OPT)] = "constant",
@@ -89,7 +90,7 @@ def train(
     options.apply_threads(threads)
     _check_output(output, force)
     lm, source = _source(text_file, activations, model, block, site.value, val_fraction)
-    s = Settings(kind=kind.value, n=_features(features, source.d), k=k, l1=l1, lr=lr, betas=_betas(betas), weight_decay=weight_decay,
+    s = Settings(kind=kind.value, n=_features(features, source.d), k=k, l1=l1, lr=lr, betas=_betas(betas), eps=eps, weight_decay=weight_decay,
                  warmup=warmup, lr_schedule=lr_schedule, clip=clip, batch_size=batch_size, steps=steps, seed=seed)  # fmt: skip
     _check_settings(s, buffer, source.d)
     trainer, seconds = _loop(s, source, buffer, as_json)
@@ -137,7 +138,7 @@ def _check_settings(s, buffer: int, d: int) -> None:
     from tfcli.engine.errors import UsageError
     from tfcli.engine.memory import check_allocation
 
-    checks = (("--lr", s.lr, 0 < s.lr < 10), ("--l1", s.l1, 0 <= s.l1 < 1e6), ("--clip", s.clip, s.clip >= 0),
+    checks = (("--lr", s.lr, 0 < s.lr < 10), ("--eps", s.eps, 0 < s.eps < 1), ("--l1", s.l1, 0 <= s.l1 < 1e6), ("--clip", s.clip, s.clip >= 0),
               ("--weight-decay", s.weight_decay, 0 <= s.weight_decay < 1e3), ("--warmup", s.warmup, 0 <= s.warmup <= 1 << 24),
               ("--batch-size", s.batch_size, 1 <= s.batch_size <= 1 << 20), ("--steps", s.steps, 1 <= s.steps <= 1 << 30),
               ("--buffer", buffer, s.batch_size <= buffer <= 1 << 30), ("--k", s.k, s.kind == "relu" or 1 <= s.k <= s.n),
