@@ -17,6 +17,7 @@ from . import options
 from .command import interrupted
 from .experiment import AnyModelOption, FeatureOption, ScaleOption, SteerOption, pass_hooks
 from .console import err, note, warn
+from .generate import TemplateFile, with_template
 from .inputs import warned
 
 DEFAULT_CHAT_MODEL = "smollm2"
@@ -58,6 +59,7 @@ COMMANDS = (
 def chat(
     model: ChatModel = None,
     system: Annotated[Optional[str], typer.Option("--system", help="A system message that opens the conversation.", show_default=False)] = None,
+    template: TemplateFile = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Longest reply, in tokens.")] = 512,
     temperature: options.Temperature = None,
     top_k: options.TopK = None,
@@ -91,7 +93,7 @@ def chat(
 
     check_max_new_tokens(max_tokens)
     n_threads = options.apply_threads(threads)
-    lm = warned(options.load_model(model or DEFAULT_CHAT_MODEL))
+    lm = warned(with_template(options.load_model(model or DEFAULT_CHAT_MODEL), template))
     require_template(lm)
     params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -17,6 +18,34 @@ from .inputs import warned
 from .views import generate as view
 
 DEFAULT_MAX_TOKENS = 256
+
+
+# --template, of generate --chat and chat.
+TemplateFile = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--template",
+        help="A Jinja chat template file (a chat_template.jinja) to lay the conversation out with, in place of the model's own; the model's BOS/EOS tokens still apply.",
+        show_default=False,
+        dir_okay=False,
+    ),
+]
+
+
+def with_template(lm, template: Path | None, chat: bool = True):
+    """The loaded model with the chat template of a file given beside it, if one is (generate: only
+    with --chat)."""
+    if template is None:
+        return lm
+    from dataclasses import replace
+
+    from tfcli.engine.chat import load_chat_template
+    from tfcli.engine.errors import UsageError
+
+    if not chat:
+        raise UsageError("--template goes with --chat")
+
+    return replace(lm, chat=load_chat_template(lm.path, template))
 
 
 Json = options.json_option("Print one JSON document at the end: the text, each new token (id, text, logprob) and the statistics.")
@@ -55,6 +84,7 @@ def generate(
     show_probs: Annotated[int, typer.Option("--show-probs", help="For each new token, show the top N candidates before and after temperature/top-k/top-p.", show_default=False)] = 0,
     chat: Annotated[bool, typer.Option("--chat", help="Treat PROMPT as a user message and lay it out with the model's chat template.")] = False,
     system: Annotated[Optional[str], typer.Option("--system", help="With --chat: a system message before the user's.", show_default=False)] = None,
+    template: TemplateFile = None,
     slide: Annotated[bool, typer.Option("--slide", help="Go on past the context: when it is full, continue from its most recent half (as nanoGPT crops).")] = False,
     truncate: Annotated[bool, typer.Option("--truncate", help="If the prompt is longer than the context, keep its last tokens (with a warning).")] = False,
     threads: options.Threads = None,
@@ -96,7 +126,7 @@ def generate(
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
-    lm = options.load_model(model)
+    lm = with_template(options.load_model(model), template, chat)
     load_seconds = time.perf_counter() - t0
     warned(lm)
 

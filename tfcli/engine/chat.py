@@ -1,9 +1,14 @@
 """Chat templates: how a chat model wants a conversation laid out as text.
 
 Hugging Face models ship the layout as a Jinja template (`chat_template.jinja`, or the
-`chat_template` field of tokenizer_config.json). It is rendered as transformers renders it: a
-sandboxed Jinja environment with trim_blocks/lstrip_blocks, the special tokens as variables and
-`add_generation_prompt` to open the assistant's turn.
+`chat_template` field of tokenizer_config.json). It is rendered as transformers renders it
+(transformers.utils.chat_template_utils): a sandboxed Jinja environment with trim_blocks/lstrip_blocks
+and loop controls (`{% break %}`), its globals `raise_exception`, `strftime_now`, `namespace` and
+`dict`, its `tojson` (no HTML escaping, `indent`/`separators`/`sort_keys`), its `{% generation %}`
+block, the special tokens as variables, `tools` and `documents` (None unless given), switches such
+as Qwen3's `enable_thinking`, and `add_generation_prompt` to open the assistant's turn. Real
+templates (Llama 3.x, Qwen2.5/3, Phi-3.5, Gemma 2, SmolLM3...) render to transformers' string
+exactly (tests/test_real_templates.py).
 
 A template is a program from the model folder (or a converted GGUF): the sandbox keeps it from
 reaching Python, and the bounds here keep it from running forever or filling memory. Its output is
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+from datetime import datetime
 import math
 import os
 import re
@@ -55,7 +61,9 @@ class ChatTemplate:
     bos_token: str = ""
     eos_token: str = ""
 
-    def render(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    def render(self, messages: list[dict[str, str]], add_generation_prompt: bool = True, **variables) -> str:
+        """The conversation as the model's text. `variables`: what else the template reads, as
+        transformers' apply_chat_template(**kwargs) passes it (`enable_thinking=False`, `tools=[...]`)."""
         from jinja2 import TemplateError
 
         def raise_exception(message: str):
@@ -65,16 +73,13 @@ class ChatTemplate:
         limits = _Limits(time.monotonic() + RENDER_SECONDS, OUTPUT_CHARS + 4 * given)
         env = _bounded_environment(limits)
         env.globals["raise_exception"] = raise_exception
+        # transformers defines these whether given or not: `{% if tools is not none %}` must see None
+        context = {"bos_token": self.bos_token, "eos_token": self.eos_token, "tools": None, "documents": None, **variables}
         try:
             with _alarm(limits):
                 template = env.from_string(self.source)
                 pieces, size = [], 0
-                for piece in template.generate(
-                    messages=messages,
-                    add_generation_prompt=add_generation_prompt,
-                    bos_token=self.bos_token,
-                    eos_token=self.eos_token,
-                ):
+                for piece in template.generate(context, messages=messages, add_generation_prompt=add_generation_prompt):
                     size += len(piece)
                     limits.check(size)
                     pieces.append(piece)
@@ -162,7 +167,7 @@ def _bounded_environment(limits: _Limits):
                     raise
                 raise original.with_traceback(None) from None
 
-    env = Bounded(trim_blocks=True, lstrip_blocks=True)
+    env = Bounded(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols", _generation_block()])
 
     def bounded_range(*args):
         try:
@@ -171,8 +176,67 @@ def _bounded_environment(limits: _Limits):
             raise _Stop(TemplateBoundError(f"the model's chat template asks for a range of more than {MAX_RANGE:,} items", f"that is more than any output; {FIX}")) from None
 
     env.globals["range"] = bounded_range
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)  # Llama 3.x dates its system turn
+    env.globals["namespace"] = _Namespace
+    env.globals["dict"] = _TemplateDict()
+    env.filters["tojson"] = _tojson
     env.filters = {name: _checked_filter(limits, name, f) for name, f in env.filters.items()}
     return env
+
+
+def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
+    """transformers' tojson: JSON as json.dumps writes it (Jinja's own escapes <, >, & and ' for HTML
+    and takes only `indent`); tool definitions are written with it."""
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+class _TemplateDict:
+    """dict() and dict.fromkeys() for templates, without the class itself (transformers' TemplateDict)."""
+
+    def __call__(self, *args, **kwargs):
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args, **kwargs):
+        return dict.fromkeys(*args, **kwargs)
+
+
+def _Namespace(*args, **kwargs):  # noqa: N802 - a template calls it as a class
+    """Jinja's namespace(), refusing names that start with an underscore (as transformers does: a
+    namespace's attributes are the one thing a sandboxed template can set)."""
+    from jinja2.exceptions import SecurityError
+    from jinja2.utils import Namespace
+
+    class TemplateNamespace(Namespace):
+        def __setitem__(self, name, value):
+            if isinstance(name, str) and name.startswith("_"):
+                raise SecurityError(f"a chat template cannot set {name!r} on a namespace")
+            super().__setitem__(name, value)
+
+    attrs = dict(*args, **kwargs)
+    for name in attrs:
+        if isinstance(name, str) and name.startswith("_"):
+            raise SecurityError(f"a chat template cannot set {name!r} on a namespace")
+    return TemplateNamespace(attrs)
+
+
+def _generation_block():
+    """`{% generation %}...{% endgeneration %}`: transformers marks the assistant's text with it (to
+    mask training losses); rendered, it is its body unchanged."""
+    from jinja2 import nodes
+    from jinja2.ext import Extension
+
+    class Generation(Extension):
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller):
+            return caller()
+
+    return Generation
 
 
 class _Range:
@@ -295,8 +359,10 @@ class _alarm:
         return False
 
 
-def load_chat_template(folder: Path) -> ChatTemplate | None:
-    """The folder's chat template, or None for a model without one (a plain language model)."""
+def load_chat_template(folder: Path, template_file: Path | None = None) -> ChatTemplate | None:
+    """The folder's chat template, or None for a model without one (a plain language model).
+    `template_file`: a Jinja file given beside the model (`--template`), used in place of the
+    folder's own, with the folder's special tokens."""
     cfg: dict = {}
     cfg_path = folder / "tokenizer_config.json"
     if os.path.lexists(cfg_path):
@@ -308,7 +374,11 @@ def load_chat_template(folder: Path) -> ChatTemplate | None:
             raise TfcliError(f"{cfg_path} is not valid JSON", "fix or re-convert the model folder") from None
     source = None
     jinja_path = folder / "chat_template.jinja"
-    if os.path.lexists(jinja_path):
+    if template_file is not None:
+        source = read_small_text(Path(template_file), TEMPLATE_BYTES, TfcliError)
+        if not source.strip():
+            raise TfcliError(f"{printable(str(template_file))} is empty", "give a Jinja chat template (a model's chat_template.jinja)")
+    elif os.path.lexists(jinja_path):
         source = read_small_text(jinja_path, TEMPLATE_BYTES, TfcliError)
     elif isinstance(cfg.get("chat_template"), str):
         source = cfg["chat_template"]
