@@ -190,3 +190,35 @@ def test_a_missing_empty_or_binary_template_file_is_one_line(cli, tmp_path, cont
     r = cli("chat", "-m", TINY_LLAMA, "--template", path, input="Hello\n/bye\n")
     assert r.exit_code in (1, 2), r.stderr
     assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# What transformers' globals and filters add stays bounded
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ range(1000)|list|tojson(indent=3000000) }}",
+        "{{ range(1000)|list|tojson(separators=('x' * 1000000, ':')) }}",
+        "{{ strftime_now('%c' * 1000000) }}",
+    ],
+)
+def test_a_wide_tojson_or_date_format_is_refused_before_it_is_built(source):
+    from tfcli.engine.chat import TemplateBoundError
+
+    with pytest.raises(TemplateBoundError, match="tojson|strftime_now"):
+        ChatTemplate(source).render(TURNS)
+
+
+def test_namespaces_refuse_underscore_names_as_transformers_does():
+    for source in ("{% set ns = namespace(_x=1) %}", "{% set ns = namespace() %}{% set ns._x = 1 %}"):
+        with pytest.raises(TfcliError, match="_x"):
+            ChatTemplate(source).render(TURNS)
+    source = "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }}"
+    assert ChatTemplate(source).render(TURNS) == "3"
+
+
+def test_tojson_is_json_dumps_with_its_options():
+    source = "{{ {'b': '<&>', 'a': [1, 2]}|tojson(indent=2, sort_keys=true) }}|{{ 'é'|tojson }}|{{ [1]|tojson(separators=(',', ':')) }}"
+    assert ChatTemplate(source).render(TURNS) == json.dumps({"a": [1, 2], "b": "<&>"}, indent=2, sort_keys=True) + '|"é"|[1]'

@@ -176,7 +176,7 @@ def _bounded_environment(limits: _Limits):
             raise _Stop(TemplateBoundError(f"the model's chat template asks for a range of more than {MAX_RANGE:,} items", f"that is more than any output; {FIX}")) from None
 
     env.globals["range"] = bounded_range
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)  # Llama 3.x dates its system turn
+    env.globals["strftime_now"] = _strftime_now  # Llama 3.x dates its system turn
     env.globals["namespace"] = _Namespace
     env.globals["dict"] = _TemplateDict()
     env.filters["tojson"] = _tojson
@@ -184,10 +184,27 @@ def _bounded_environment(limits: _Limits):
     return env
 
 
+# What a template may ask of tojson and strftime_now: an indent or separator is repeated for every
+# item and level, a format for every directive, so a wide one would build a huge string in one call
+# (real templates indent by 2 or 4 and date with "%d %b %Y").
+JSON_SPACING_CHARS = 16
+DATE_FORMAT_CHARS = 256
+
+
 def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
     """transformers' tojson: JSON as json.dumps writes it (Jinja's own escapes <, >, & and ' for HTML
     and takes only `indent`); tool definitions are written with it."""
+    spacing = [indent, *(separators if isinstance(separators, (list, tuple)) else [separators])]
+    if any(len(s) > JSON_SPACING_CHARS if isinstance(s, str) else isinstance(s, int) and s > JSON_SPACING_CHARS for s in spacing):
+        raise _Stop(TemplateBoundError(f"the model's chat template asks tojson for an indent or separator wider than {JSON_SPACING_CHARS}", FIX))
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(fmt: str) -> str:
+    """transformers' strftime_now: the local date and time in a strftime format."""
+    if isinstance(fmt, str) and len(fmt) > DATE_FORMAT_CHARS:
+        raise _Stop(TemplateBoundError(f"the model's chat template gives strftime_now a format of more than {DATE_FORMAT_CHARS} characters", FIX))
+    return datetime.now().strftime(fmt)
 
 
 class _TemplateDict:
