@@ -40,6 +40,15 @@ def test_every_text_tokenizes_as_llama_cpp(name, llama_cpp_models, tokenizers):
     assert not wrong, f"{len(wrong)} of {len(cases)} texts differ from llama.cpp; first: {wrong[0]!r}"
 
 
+@pytest.mark.parametrize("name", CONFORMING)
+def test_llama_cpp_ids_decode_to_the_text(name, llama_cpp_models, tokenizers):
+    """And back: llama.cpp's ids of each text decode to that text (spaces, bytes, the "▁" of
+    SentencePiece, the leading space it adds and takes away)."""
+    tok = tokenizers(name)
+    wrong = [(text, got) for text, ids in vocab_cases(llama_cpp_models, name) if (got := tok.decode(ids)) != text]
+    assert not wrong, f"{len(wrong)} texts decode differently; first: {wrong[0]!r}"
+
+
 # llama.cpp's add_bos for each file (llama-vocab.cpp): the file's flag, else on for SentencePiece and
 # for Llama 3's pre-tokenizer (ggml-vocab-llama-bpe.gguf has no flag), off for the other BPE files.
 ADDS_BOS = {"gpt-2": False, "qwen2": False, "llama-bpe": True, "llama-spm": True, "phi-3": True, "command-r": True}
