@@ -284,8 +284,10 @@ def _one_head(name, cfg, w, where: tuple[int, int], labels, values: bool, colour
     (l, h), t_len = where, len(labels)
     width, extra = (5, 6) if values else (2, 0)
     w, al, rows, cols, msg = fitted_to(w, width, extra)
-    _say(f"[bold]{name}[/] · block {l} of {cfg.n_layer} · head {h} of {cfg.n_head} · {t_len} tokens",
-         f"[bold]{name}[/] · 第 {l} 个块（共 {cfg.n_layer} 个）· 第 {h} 个头（共 {cfg.n_head} 个）· {t_len} 个词元", zh)  # fmt: skip
+    window = cfg.windows[l] if cfg.windows else None
+    kind = ("", "") if not cfg.windows else (f" · sliding: the last {window:,} positions", f"· 滑动窗口（最近 {window:,} 个位置）") if window else (" · global", "· 全局")
+    _say(f"[bold]{name}[/] · block {l} of {cfg.n_layer}{kind[0]} · head {h} of {cfg.n_head} · {t_len} tokens",
+         f"[bold]{name}[/] · 第 {l} 个块（共 {cfg.n_layer} 个）{kind[1]}· 第 {h} 个头（共 {cfg.n_head} 个）· {t_len} 个词元", zh)  # fmt: skip
     if msg:
         out.print(f"[dim]{msg}{'。' if zh else '.'}[/]")
     out.print(heatmap.numbers(w, al, rows, cols, colour) if values else heatmap.heatmap(w, al, rows, cols, colour))
