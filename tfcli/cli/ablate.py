@@ -48,7 +48,10 @@ def ablate(
         options.warn_unknown(lm.tokenizer, answer, [a], lm.name)  # an answer the vocabulary cannot spell is scored as <unk>: said, as for the text
     if feature is not None:
         return _feature(lm, ids, a, feature, any_model, as_json)
-    r = run_ablate(lm.model, ids, a)
+    from .progress import Counted
+
+    with Counted("ablating", "blocks", "消融", "个块", zh) as step:
+        r = run_ablate(lm.model, ids, a, progress=step)
     tok = lm.tokenizer
     if as_json:
         js.emit({

@@ -50,8 +50,12 @@ def heads(
     if prefix + 2 * repeat > lm.config.n_ctx:
         raise UsageError(f"--repeat {repeat} needs {prefix + 2 * repeat} positions; {lm.name}'s context is {lm.config.n_ctx}")
     target = None if token is None else one_token(lm, token, "--token")
-    a = attribute(lm.model, ids, p, target)
-    d = detect(lm.model, ids, lm.tokenizer, repeat, seed)
+    from .progress import Counted
+
+    n = lm.config.n_layer  # three passes: the attribution's, the text's attention, the repeated tokens'
+    with Counted("reading", "blocks (3 passes)", "读取", "个块（3 次前向）", zh) as step:
+        a = attribute(lm.model, ids, p, target, progress=lambda done, _: step(done, 3 * n))
+        d = detect(lm.model, ids, lm.tokenizer, repeat, seed, progress=lambda done, _: step(n + done, 3 * n))
     tok = lm.tokenizer
     if as_json:
         js.emit({

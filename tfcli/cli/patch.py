@@ -57,7 +57,11 @@ def patch(
         )
     a = None if answer is None else one_token(lm, answer, "--answer")
     w = None if wrong is None else one_token(lm, wrong, "--wrong")
-    r = run_patch(lm.model, clean_ids, corrupt_ids, site, a, w)
+    from .progress import Counted
+
+    unit = ("residual indices", "个残差位置") if site == "resid" else ("blocks", "个块")
+    with Counted("patching", unit[0], "修补", unit[1], zh) as step:
+        r = run_patch(lm.model, clean_ids, corrupt_ids, site, a, w, progress=step)
     tok = lm.tokenizer
     if as_json:
         key = "block" if site == "heads" else "layer"

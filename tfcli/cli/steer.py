@@ -41,7 +41,7 @@ def steer(
 
     from tfcli.analysis.experiments import steer as steering
     from tfcli.engine.errors import UsageError
-    from tfcli.engine.generate import Generation, Session, check_max_new_tokens
+    from tfcli.engine.generate import check_max_new_tokens
 
     from . import json as js
     from .inputs import load, text_ids
@@ -65,12 +65,7 @@ def steer(
     want = min(max_tokens, room)
     if want < 1:
         raise UsageError(f"the prompt fills {lm.name}'s context of {lm.config.n_ctx}", "shorten it")
-    runs = {}
-    for name, hooks in (("plain", None), ("steered", s.hooks())):
-        sampler = options.sampler(lm.generation, temperature=temperature, seed=seed)
-        gen = Generation(Session(lm.model, len(ids) + want, hooks=hooks), lm.tokenizer, ids, sampler, max_new_tokens=want, eos_ids=lm.config.eos_token_ids)
-        steps = list(gen)
-        runs[name] = ("".join(st.text for st in steps) + gen.flush(), [st.token for st in steps])
+    runs = _continuations(lm, ids, s, want, temperature, seed, zh)
     if as_json:
         js.emit({
             "model": lm.name, "prompt": prompt, "prompt_ids": ids, "layer": s.layer, "scale": s.scale,
@@ -84,6 +79,26 @@ def steer(
 
         return feature_steering(lm, s, feature, seed, runs)
     view.steering(lm, s, prompt, toward, away, seed, runs, zh)
+
+
+def _continuations(lm, ids, s, want: int, temperature, seed: int, zh: bool) -> dict:
+    """{"plain": (text, ids), "steered": (...)}: the same draw without and with the vector, the
+    tokens counted on stderr when it takes a while."""
+    from tfcli.engine.generate import Generation, Session
+
+    from .progress import Counted
+
+    runs = {}
+    with Counted("generating", "tokens (plain, then steered)", "生成", "个词元（先原样，后转向）", zh) as step:
+        for n, (name, hooks) in enumerate((("plain", None), ("steered", s.hooks()))):
+            sampler = options.sampler(lm.generation, temperature=temperature, seed=seed)
+            gen = Generation(Session(lm.model, len(ids) + want, hooks=hooks), lm.tokenizer, ids, sampler, max_new_tokens=want, eos_ids=lm.config.eos_token_ids)
+            steps = []
+            for st in gen:
+                steps.append(st)
+                step(n * want + len(steps), 2 * want)
+            runs[name] = ("".join(st.text for st in steps) + gen.flush(), [st.token for st in steps])
+    return runs
 
 
 def _vector(lm, feature, toward, away, layer, scale, side):

@@ -29,7 +29,8 @@ class Ablation:
     mlps: np.ndarray  # [L] with block b's MLP output zeroed
 
 
-def ablate(model, ids, answer: int | None = None) -> Ablation:
+def ablate(model, ids, answer: int | None = None, progress=None) -> Ablation:
+    """progress(done, total), if given, is called after each block's H + 1 variants."""
     run = record(model, ids)
     answer = int(np.argmax(run.logits)) if answer is None else answer
     base = float(log_softmax(run.logits)[answer])
@@ -46,6 +47,8 @@ def ablate(model, ids, answer: int | None = None) -> Ablation:
 
         change = log_softmax(logits_of(model, run_variants(model, b, n_head + 1, t_len, make, hooks)))[:, answer] - base  # [H+1]
         heads[b], mlps[b] = change[:n_head], change[n_head]
+        if progress is not None:
+            progress(b + 1, cfg.n_layer)
     return Ablation(run, answer, base, heads, mlps)
 
 

@@ -37,11 +37,13 @@ class Attribution:
     total: float  # the sum of all the parts
 
 
-def attribute(model, ids, position: int = -1, target: int | None = None) -> Attribution:
+def attribute(model, ids, position: int = -1, target: int | None = None, progress=None) -> Attribution:
+    """progress(done, total), if given, is called after each block of the pass."""
     ids = np.asarray(ids)
     t_len, cfg = len(ids), model.config
     p = position + t_len if position < 0 else position
     rec = Recorder(residual=True)
+    counted(rec, progress, 0, cfg.n_layer)
     z, mlp = {}, {}
     rec.add("z", lambda value, s: z.__setitem__(s.block, value[p]))  # [H, Dh]
     rec.add("mlp_out", lambda value, s: mlp.__setitem__(s.block, value[p]))  # [D]
@@ -84,10 +86,18 @@ class Detectors:
     repeat: int  # R
 
 
-def attention(model, ids) -> list[np.ndarray]:
+def counted(hooks, progress, before: int, total: int) -> None:
+    """A hook after every block that calls progress(before + blocks done, total): a pass's progress,
+    read at a site like any other (no flag through the blocks)."""
+    if progress is not None:
+        hooks.add("resid_post", lambda value, site: progress(before + site.block + 1, total))
+
+
+def attention(model, ids, progress=None, before: int = 0, total: int = 0) -> list[np.ndarray]:
     """ids [T] -> every block's attention weights, [L] x [H, T, T]."""
     ids = np.asarray(ids)
     rec = Recorder(attention=True)
+    counted(rec, progress, before, total)
     model.forward(ids, model.new_cache(len(ids)), hooks=rec)
     return [rec.attn[b] for b in range(model.config.n_layer)]
 
@@ -103,13 +113,15 @@ def repeated_tokens(tokenizer, vocab_size: int, repeat: int = 20, seed: int = 0)
     return [*prefix, *r, *r], len(prefix)
 
 
-def detect(model, ids, tokenizer=None, repeat: int = 20, seed: int = 0) -> Detectors:
-    text = attention(model, ids)  # [L] x [H, T, T]
+def detect(model, ids, tokenizer=None, repeat: int = 20, seed: int = 0, progress=None) -> Detectors:
+    """progress(done, total), if given, is called after each block of its two passes."""
+    n = model.config.n_layer
+    text = attention(model, ids, progress, 0, 2 * n)  # [L] x [H, T, T]
     t = np.arange(1, len(ids))
     prev = np.array([a[:, t, t - 1].mean(axis=-1) for a in text]) if len(ids) > 1 else np.zeros((model.config.n_layer, model.config.n_head))
     first = np.array([a[:, t, 0].mean(axis=-1) for a in text]) if len(ids) > 1 else np.zeros_like(prev)
     rep, off = repeated_tokens(tokenizer, model.config.vocab_size, repeat, seed)
-    att = attention(model, rep)
+    att = attention(model, rep, progress, n, 2 * n)
     second = np.arange(off + repeat, off + 2 * repeat)  # positions of the second copy
     induction = np.array([a[:, second, second - repeat + 1].mean(axis=-1) for a in att])  # [L, H]
     duplicate = np.array([a[:, second, second - repeat].mean(axis=-1) for a in att])

@@ -49,7 +49,8 @@ def logit_diff(logits: np.ndarray, answer: int, wrong: int) -> float:
     return float(logits[answer]) - float(logits[wrong])
 
 
-def patch(model, clean_ids, corrupt_ids, site: str = "resid", answer: int | None = None, wrong: int | None = None) -> Patching:
+def patch(model, clean_ids, corrupt_ids, site: str = "resid", answer: int | None = None, wrong: int | None = None, progress=None) -> Patching:
+    """progress(done, total), if given, is called after each residual index (resid) or block (heads, mlp)."""
     if site not in SITES:
         raise UsageError(f"unknown site {site!r}; patching sites are {', '.join(SITES)}")
     if len(clean_ids) != len(corrupt_ids):
@@ -60,7 +61,7 @@ def patch(model, clean_ids, corrupt_ids, site: str = "resid", answer: int | None
     if answer == wrong:
         raise UsageError("the clean and the corrupt text predict the same token, so there is no difference to trace", "give --answer and --wrong")
     ld_clean, ld_corrupt = logit_diff(clean[0].logits, answer, wrong), logit_diff(corrupt[0].logits, answer, wrong)
-    patched = {"resid": _resid, "mlp": _mlp, "heads": _heads}[site](model, clean, corrupt, answer, wrong)
+    patched = {"resid": _resid, "mlp": _mlp, "heads": _heads}[site](model, clean, corrupt, answer, wrong, progress or _silent)
     denom = ld_clean - ld_corrupt
     grid = (patched - ld_corrupt) / denom if denom != 0 else np.full_like(patched, np.nan)
     return Patching(site, clean[0], corrupt[0], answer, wrong, ld_clean, ld_corrupt, grid)
@@ -77,7 +78,11 @@ def _recorded(model, ids, site: str) -> tuple[Run, dict[int, np.ndarray]]:
     return Run(ids, rec.hidden_states(), logits), kept
 
 
-def _resid(model, clean, corrupt, answer, wrong) -> np.ndarray:
+def _silent(done: int, total: int) -> None:
+    pass
+
+
+def _resid(model, clean, corrupt, answer, wrong, progress) -> np.ndarray:
     """[L+1, T]: the logit difference with the clean residual at (index i, position p). For each
     index, the T variants (one per position) run together from block i."""
     run, t_len = corrupt[0], len(corrupt[0].ids)
@@ -91,6 +96,7 @@ def _resid(model, clean, corrupt, answer, wrong) -> np.ndarray:
             return x
 
         out[i] = _diffs(model, run_variants(model, i, t_len, t_len, make), answer, wrong)
+        progress(i + 1, len(run.resid))
     return out
 
 
@@ -99,13 +105,14 @@ def _diffs(model, last: np.ndarray, answer: int, wrong: int) -> np.ndarray:
     return z[:, 0] - z[:, 1]
 
 
-def _mlp(model, clean, corrupt, answer, wrong) -> np.ndarray:
+def _mlp(model, clean, corrupt, answer, wrong, progress) -> np.ndarray:
     """[L, T]: the logit difference with the clean MLP output of block b at position p."""
     run, t_len = corrupt[0], len(corrupt[0].ids)
     out = np.empty((model.config.n_layer, t_len))
     for b in range(model.config.n_layer):
         make = lambda group, b=b: np.repeat(run.resid[b][None], len(group), axis=0)  # noqa: E731  [b, T, D]
         out[b] = _diffs(model, run_variants(model, b, t_len, t_len, make, lambda group, b=b: Hooks().add("mlp_out", _put_rows(clean[1][b], group, t_len), b)), answer, wrong)
+        progress(b + 1, model.config.n_layer)
     return out
 
 
@@ -119,7 +126,7 @@ def _put_rows(clean_out: np.ndarray, group: range, t_len: int):
     return put
 
 
-def _heads(model, clean, corrupt, answer, wrong) -> np.ndarray:
+def _heads(model, clean, corrupt, answer, wrong, progress) -> np.ndarray:
     """[L, H]: the logit difference with the clean context vector of head h of block b, at every position."""
     run, t_len = corrupt[0], len(corrupt[0].ids)
     cfg = model.config
@@ -127,6 +134,7 @@ def _heads(model, clean, corrupt, answer, wrong) -> np.ndarray:
     for b in range(cfg.n_layer):
         make = lambda group, b=b: np.repeat(run.resid[b][None], len(group), axis=0)  # noqa: E731  [b, T, D]
         out[b] = _diffs(model, run_variants(model, b, cfg.n_head, t_len, make, lambda group, b=b: Hooks().add("z", _put_heads(clean[1][b], group, t_len), b)), answer, wrong)
+        progress(b + 1, cfg.n_layer)
     return out
 
 

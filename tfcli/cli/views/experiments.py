@@ -1,9 +1,14 @@
 """The experiments drawn: grids of signed values (patching, ablation, attribution, detectors).
 
 A cell is a number, always: the number is the result, the colour only helps the eye. With colour,
-its background runs from blue (negative) through the terminal's own background (0) to red
-(positive), as far as the largest |value| of the grid; without colour (NO_COLOR, a pipe) the
-number alone. Cells are 7 characters wide, so that 10 columns and their labels fit 80 columns.
+its background runs from blue (negative) through a dark grey (0) to red (positive), as far as the
+largest |value| of the grid; without colour (NO_COLOR, a pipe) the number alone. Cells are 7
+characters wide, so that 10 columns and their labels fit 80 columns.
+
+Ablation and attribution grids hold one or two large values and many small ones that matter
+(block 0's MLP at -11.35, a head at -1.11): on a linear scale every cell but one looked like 0. Their
+colour follows a symmetric log scale (LOG_SPAN: the colour grows by as much from top/100 to
+top/10 as from top/10 to top), and a legend line under the grid says so.
 """
 
 from __future__ import annotations
@@ -19,10 +24,32 @@ from rich.text import Text
 from .heatmap import clip
 
 CELL = 7
+LOG_SPAN = 100.0  # the log scale's colours run from top/LOG_SPAN to top
 
 
-def _style(value: float, top: float) -> Style:
-    x = 0.0 if top <= 0 or not np.isfinite(value) else max(-1.0, min(1.0, value / top))
+def shade(value: float, top: float, log: bool = False) -> float:
+    """value -> [-1, 1], the colour's sign and strength: value/top, or on the symmetric log scale
+    sign(v) * log(1 + |v|/s) / log(1 + top/s) with s = top/LOG_SPAN."""
+    if top <= 0 or not np.isfinite(value):
+        return 0.0
+    if log:
+        s = top / LOG_SPAN
+        return float(np.sign(value) * min(1.0, np.log1p(abs(value) / s) / np.log1p(LOG_SPAN)))
+    return max(-1.0, min(1.0, value / top))
+
+
+def legend(top: float, log: bool, zh: bool = False) -> str:
+    """The line under a coloured grid that says its scale."""
+    lo = top / LOG_SPAN
+    if zh:
+        scale = f"对数刻度，|值| 从 {lo:.2g} 到 {top:.2f}" if log else f"线性刻度，到 ±{top:.2f}"
+        return f"颜色：蓝 = 负，红 = 正；{scale}"
+    scale = f"log scale, |value| {lo:.2g} to {top:.2f}" if log else f"linear scale to ±{top:.2f}"
+    return f"colour: blue negative, red positive; {scale}"
+
+
+def _style(value: float, top: float, log: bool = False) -> Style:
+    x = shade(value, top, log)
     a = abs(x)
     # From a dark grey towards red (positive) or blue (negative); white ink reads on all of them.
     base = np.array([48, 48, 48])
@@ -35,10 +62,11 @@ def number(value: float, fmt: str) -> str:
     return "  nan" if not np.isfinite(value) else fmt.format(value)
 
 
-def grid(row_labels: Sequence[str], col_labels: Sequence[str], values: np.ndarray, colour: bool, fmt: str = "{:+.2f}", top: float | None = None) -> Text:
-    """values [R, C] as a table: one line of column labels, then a row label and C cells per row."""
+def grid(row_labels: Sequence[str], col_labels: Sequence[str], values: np.ndarray, colour: bool, fmt: str = "{:+.2f}", top: float | None = None, log: bool = False) -> Text:
+    """values [R, C] as a table: one line of column labels, then a row label and C cells per row;
+    with colour, coloured on a linear scale, or a symmetric log scale (`log`), to `top`."""
     values = np.asarray(values, dtype=np.float64)
-    top = float(np.nanmax(np.abs(values))) if top is None and values.size and np.isfinite(values).any() else (top or 0.0)
+    top = top_of(values) if top is None else top
     lw = max([cell_len(s) for s in row_labels] + [3])
     t = Text(" " * (lw + 1))
     for c in col_labels:
@@ -50,10 +78,15 @@ def grid(row_labels: Sequence[str], col_labels: Sequence[str], values: np.ndarra
         for v in row:
             s = number(v, fmt)
             s = " " * (CELL - len(s)) + s
-            t.append(s, style=_style(v, top) if colour else None)
+            t.append(s, style=_style(v, top, log) if colour else None)
         t.append("\n")
     t.rstrip()
     return t
+
+
+def top_of(values: np.ndarray) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.nanmax(np.abs(values))) if values.size and np.isfinite(values).any() else 0.0
 
 
 def ranked(items: list[tuple[str, float]], fmt: str = "{:+.3f}") -> str:
@@ -119,7 +152,10 @@ def ablation(lm, r, zh: bool, png, svg) -> None:
     cols = [f"h{h}" for h in range(cfg.n_head)] + ["mlp"]
     values = np.concatenate([r.heads, r.mlps[:, None]], axis=1)  # [L, H+1]
     out.print(f"[bold]{lm.name}[/] · ablation · answer {token_str(tok, r.answer)!r} (log-probability {r.logprob:.2f}, p = {np.exp(r.logprob):.0%})")
-    out.print(grid(rows, cols, values, uses_colour(out)))
+    colour = uses_colour(out)
+    out.print(grid(rows, cols, values, colour, log=True))
+    if colour:
+        out.print(legend(top_of(values), True, zh), style="dim")
     order = np.argsort(r.heads, axis=None)[:3]
     worst = ranked([(f"{b}.{h}", r.heads[b, h]) for b, h in zip(*np.unravel_index(order, r.heads.shape))], "{:+.2f}")
     mlp = int(np.argmin(r.mlps))
@@ -145,7 +181,10 @@ def heads(lm, ids, a, d, repeat: int, zh: bool) -> None:
     cfg, tok, colour = lm.config, lm.tokenizer, uses_colour(out)
     rows, cols = [str(b) for b in range(cfg.n_layer)], [f"h{h}" for h in range(cfg.n_head)]
     out.print(f"[bold]{lm.name}[/] · direct logit attribution of {token_str(tok, a.target)!r} after position {a.position} ({token_str(tok, ids[a.position])!r}): logit {a.logit:.2f}")
-    out.print(grid(rows, [*cols, "mlp"], np.concatenate([a.heads, a.mlps[:, None]], axis=1), colour))
+    parts = np.concatenate([a.heads, a.mlps[:, None]], axis=1)  # [L, H+1]
+    out.print(grid(rows, [*cols, "mlp"], parts, colour, log=True))
+    if colour:
+        out.print(legend(top_of(parts), True, zh), style="dim")
     out.print(f"embeddings {a.embedding:+.2f} · biases {a.bias:+.2f} · heads {a.heads.sum():+.2f} · MLPs {a.mlps.sum():+.2f} · total {a.total:.2f}")
     for name, en, cn in DETECTORS:
         g = getattr(d, name)

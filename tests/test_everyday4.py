@@ -1,0 +1,107 @@
+"""Everyday use, fourth round (issue 35): one test per class of trouble a learner met.
+
+- long experiments say their progress on stderr, counted in their own unit;
+- ablation's colours show small effects (a per-grid symmetric log scale, said in a legend);
+- a line on stderr never shares a line with the text on stdout (`2>&1 | cat`);
+- tokenize shows an unknown character's own bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def always_progress(monkeypatch):
+    from tfcli.cli import progress
+
+    monkeypatch.setattr(progress, "LONG_SECONDS", 0.0)  # every run counts as long: the first unit is said
+
+
+@pytest.mark.parametrize("args, said", [
+    (["patch", "ROMEO:", "JULIE:", "--answer", " ", "--wrong", "e"], "patching 1 of 5 residual indices"),
+    (["patch", "ROMEO:", "JULIE:", "--answer", " ", "--wrong", "e", "--site", "mlp"], "patching 1 of 4 blocks"),
+    (["ablate", "ROMEO:"], "ablating 1 of 4 blocks"),
+    (["heads", "ROMEO:"], "reading 1 of 12 blocks (3 passes)"),
+    (["steer", "ROMEO:", "--toward", "love", "--away", "hate", "--layer", "1", "-n", "3", "-t", "0"], "generating 1 of 6 tokens"),
+    (["ablate", "ROMEO:", "--lang", "zh"], "消融：第 1 / 4 个块"),
+])  # fmt: skip
+def test_long_experiments_count_their_work_on_stderr(cli, always_progress, args, said):
+    r = cli(*args, "-m", "shakespeare")
+    assert r.exit_code == 0, r.stderr
+    assert said in r.stderr
+    assert said not in r.stdout
+
+
+def test_a_short_run_says_nothing_of_progress(cli):
+    r = cli("ablate", "ROMEO:", "-m", "shakespeare")
+    assert r.exit_code == 0 and "of 4 blocks" not in r.stderr
+
+
+def test_the_progress_json_stays_clean(cli, always_progress):
+    r = cli("ablate", "ROMEO:", "-m", "shakespeare", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["answer"]["text"] == "\n"
+
+
+def test_ablation_colours_show_small_effects_and_say_their_scale():
+    from tfcli.cli.views.experiments import legend, shade
+
+    top = 11.35  # block 0's MLP in the issue; head 1.4 at -1.11 and MLP 11 at -4.11 looked like +0.00
+    for small in (-1.11, -4.11, -0.5):
+        assert shade(small, top, log=True) <= -0.3  # a third of the way to full blue, at least
+    assert shade(-0.01, top, log=True) > -0.05  # noise stays near the grey of 0
+    assert shade(-top, top, log=True) == -1.0 and shade(2.0, top, log=True) > 0
+    assert shade(-1.11, top) > -0.1  # what the linear scale did
+    assert "log scale" in legend(top, True) and "11.35" in legend(top, True)
+    assert "对数刻度" in legend(top, True, zh=True)
+
+
+def test_the_ablation_grid_in_colour_has_a_legend(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from tfcli.cli import app
+    from tfcli.cli.views import inside
+
+    monkeypatch.setenv("TFCLI_HOME", str(tmp_path))
+    monkeypatch.setattr(inside, "uses_colour", lambda console: True)
+    r = CliRunner().invoke(app, ["ablate", "ROMEO:", "-m", "shakespeare"])
+    assert r.exit_code == 0, r.stderr
+    assert "colour: blue negative, red positive; log scale" in r.stdout
+
+
+def test_piped_generate_never_glues_its_statistics_to_the_text():
+    """`echo ROMEO: | tfcli generate ... 2>&1 | cat`, 20 times: the statistics start a line of their
+    own every time (once in seven runs they followed the text on its last line)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR")} | {"NO_COLOR": "1"}
+    cmd = [sys.executable, "-m", "tfcli", "generate", "-n", "8", "--seed", "1"]
+    outputs = []
+    for _ in range(10):  # two at a time: 20 runs
+        procs = []
+        for _ in range(2):
+            r, w = os.pipe()  # the prompt waits in the pipe, as `echo ROMEO: |` leaves it
+            os.write(w, b"ROMEO:\n")
+            os.close(w)
+            procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=r, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+            os.close(r)
+        outputs += [p.communicate(timeout=60)[0].decode() for p in procs]
+    for text in outputs:
+        stats = [line for line in text.splitlines() if "prompt tokens" in line]
+        assert len(stats) == 1 and stats[0].startswith("7 prompt tokens"), text
+
+
+def test_tokenize_shows_an_unknown_characters_own_bytes(cli):
+    r = cli("tokenize", "-m", "shakespeare", "今a", "--json")
+    rows = json.loads(r.stdout)["tokens"]
+    assert rows[0]["text"] == "<unk>" and rows[0]["bytes"] == "e4 bb 8a" and rows[0]["unknown"] == "今"
+    assert rows[1] == {"id": rows[1]["id"], "text": "a", "bytes": "61", "piece": "a"}
+    table = cli("tokenize", "-m", "shakespeare", "a今b").stdout
+    assert "e4 bb 8a" in table and "3c 75 6e 6b 3e" not in table and "<unk> for '今'" in table
