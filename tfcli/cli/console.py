@@ -26,6 +26,15 @@ class Console(RichConsole):
         self._width = options.get("width")
         self._height = options.get("height")
 
+    def _check_buffer(self) -> None:
+        # stdout first, then this: when both streams go to one pipe (`2>&1 | cat`), whatever the
+        # text wrote is in the pipe before a line of statistics or a warning, so they never share
+        # a line (`... a good to7 prompt tokens`). Every line on stderr passes here, so no command
+        # needs to remember to flush.
+        if self.stderr and self._buffer_index == 0 and self._buffer:
+            _flush_stdout()
+        super()._check_buffer()
+
     def on_broken_pipe(self) -> None:
         # Rich would exit with code 1 here; the error boundary (cli/__init__.py) ends a command whose
         # reader went away (`tfcli params | head`) quietly and with 0, whichever way it noticed.
@@ -44,6 +53,19 @@ class Console(RichConsole):
 
 
 _TRAILING = re.compile(r"[ \t]+(?=\n)")
+
+
+def _flush_stdout() -> None:
+    import sys
+
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError):  # a closed or full stdout is the error boundary's to say, not a warning's
+        pass
+    except BaseException as e:  # the boundary's ReaderGone: stdout already points at /dev/null
+        if type(e).__name__ != "ReaderGone":
+            raise
 
 
 def _visible(text: str) -> str:

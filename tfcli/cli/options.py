@@ -216,13 +216,18 @@ def chinese(lang: Lang | None) -> bool:
     return False
 
 
+def unknown_id(tokenizer) -> int | None:
+    """The id of the tokenizer's unknown token (<unk>, [UNK], <|unk|>), or None."""
+    return next((tokenizer.token_id(p) for p in ("<unk>", "[UNK]", "<|unk|>") if tokenizer.token_id(p) is not None), None)
+
+
 def warn_unknown(tokenizer, text: str, ids: list[int], name: str) -> None:
     """One warning when the tokenizer turned characters of `text` into its unknown token (a
     character-level vocabulary without them: shakespeare and Chinese), naming them and the
     model that can spell them, instead of a model that silently reads '<unk>'."""
     from .console import warn
 
-    unk = next((tokenizer.token_id(p) for p in ("<unk>", "[UNK]", "<|unk|>") if tokenizer.token_id(p) is not None), None)
+    unk = unknown_id(tokenizer)
     if unk is None or unk not in ids:
         return
     missing = []

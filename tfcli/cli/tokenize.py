@@ -47,6 +47,11 @@ def tokenize(
     rows = []
     for i in listed:
         rows.append(token(tok, i, with_bytes=True) | {"piece": tok.piece(i)})
+    for row, ch in zip((r for r in rows if r["id"] == options.unknown_id(tok)), unknown_characters(tok, text, ids)):
+        # The unknown token stands for a character the vocabulary cannot spell: its own bytes are
+        # what a learner wants to see (e4 bb 8a for 今), not those of the letters '<unk>'.
+        row["bytes"] = " ".join(f"{b:02x}" for b in ch.encode("utf-8"))
+        row["unknown"] = ch
     if as_json:
         from .json import emit
 
@@ -62,9 +67,28 @@ def tokenize(
     table.add_column("bytes", style="dim")
     for n, row in enumerate(rows):
         shown = repr(row["text"]) if "\ufffd" not in row["text"] else "(part of a character)"
+        if "unknown" in row:
+            shown = f"{row['text']} for {row['unknown']!r}"
         table.add_row(str(n), str(row["id"]), shown, row["piece"], row["bytes"])
     out.print(table)
     if len(ids) > len(listed):
         from .console import note
 
         note(f"the first {len(listed):,} of {len(ids):,} tokens (--json lists them all)")
+
+
+def unknown_characters(tok, text: str, ids: list[int]) -> list[str]:
+    """The text each unknown token of `ids` stands for, in order: the characters the vocabulary
+    cannot spell (a character-level vocabulary reads each as one <unk>). Empty when the two do not
+    pair up one to one (a vocabulary whose <unk> swallows several characters)."""
+    unk = options.unknown_id(tok)
+    if unk is None or unk not in ids:
+        return []
+    spelled: dict[str, bool] = {}
+    missing = []
+    for ch in text:
+        if ch not in spelled:
+            spelled[ch] = unk not in tok.encode(ch)
+        if not spelled[ch]:
+            missing.append(ch)
+    return missing if len(missing) == ids.count(unk) else []
