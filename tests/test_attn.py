@@ -420,7 +420,7 @@ def test_explain_without_a_model_is_gpt3(cli):
     assert max(len(line) for line in r.stdout.splitlines()) <= 80
     data = json.loads(cli("attn", "--explain", "--json").stdout)
     assert data["model"] == "gpt3"
-    assert data["shape"] | {} == {"layers": 96, "d_model": 12288, "heads": 96, "head_dim": 128, "kv_heads": 96, "d_attn": 12288, "d_kv": 12288}
+    assert data["shape"] | {} == {"blocks": 96, "layers": 96, "d_model": 12288, "heads": 96, "head_dim": 128, "kv_heads": 96, "d_attn": 12288, "d_kv": 12288}
     assert data["value_down"] == [12288, 128] and data["value_up"] == [128, 12288]
     assert data["weights_per_layer"]["W_O"] == 12288 * 12288
 

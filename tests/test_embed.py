@@ -146,7 +146,7 @@ def test_text_output(cli):
         (["direction", "a", "b"], 2, "at least 3"),
         (["neighbors", ""], 2, "empty"),
         (["neighbors", "天气", "-m", "shakespeare"], 2, "not in"),  # a character-level English vocabulary
-        (["neighbors", "a", "--layer", "9"], 2, "--layer 9"),
+        (["neighbors", "a", "--resid", "9"], 2, "--resid 9"),
         (["neighbors", "a", "-k", "0"], 2, "--top"),
         (["neighbors", "a", "--expect", "b"], 2, "--expect"),
         (["nope", "a"], 2, "nope"),

@@ -1,4 +1,4 @@
-"""One numbering for layers and blocks (README, "Layers and blocks"): blocks 0..L-1; layer i of the
+"""One numbering for layers and blocks (README, "Blocks and residual indices"): blocks 0..L-1; layer i of the
 residual stream is the embeddings for i = 0, the output of block i-1 after; negative numbers count
 from the end. The CLI's table, its JSON and the explore page say the same number for the same row."""
 
@@ -84,5 +84,5 @@ def test_blocks_count_from_zero_and_negative_numbers_from_the_end(cli):
 
 def test_the_readme_states_the_numbering_once():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert readme.count("### Layers and blocks") == 1
+    assert readme.count("### Blocks and residual indices") == 1
     assert "tfcli neurons \"text\" --layer" not in readme and "--layer 0 --head 0" not in readme

@@ -309,7 +309,7 @@ def test_cli_chinese_by_flag_and_by_locale(cli, monkeypatch):
 def test_cli_model_config(cli):
     doc = json.loads(cli("params", "-m", TINY_LLAMA, "--json").stdout)
     assert doc["shape"] | {"d_attn": 0, "d_kv": 0} == {
-        "layers": 3, "d_model": 96, "heads": 6, "head_dim": 16, "kv_heads": 2, "d_ff": 160, "vocab": 300, "context": 128,
+        "blocks": 3, "layers": 3, "d_model": 96, "heads": 6, "head_dim": 16, "kv_heads": 2, "d_ff": 160, "vocab": 300, "context": 128,
         "tied": False, "attn_bias": False, "mlp_bias": False, "mlp": "swiglu", "norm": "rmsnorm", "positions": "rope",
         "qkv_bias": False, "o_bias": False, "norms_per_block": 2, "qk_norm": False, "d_attn": 0, "d_kv": 0,
     }  # fmt: skip

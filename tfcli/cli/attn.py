@@ -26,7 +26,7 @@ class Fit(str, Enum):
     pool = "pool"
 
 
-Block = options.block_option(str, "The block (transformer layer) to draw: 0 to L-1, negative from the end (-1 = the last), or 'all'.")
+Block = options.block_option(str, "The block to draw: 0 to L-1, negative from the end (-1 = the last), or 'all'.")
 Png = options.png_option("the heatmap(s)", " with token labels (Chinese ones too: a CJK font ships with tfcli; TFCLI_FONT picks another)")
 Svg = options.svg_option("the heatmap(s)")
 
@@ -44,7 +44,7 @@ def attn(
     show_mask: Annotated[bool, typer.Option("--show-mask", help="Draw the mask for the tokens of TEXT: the scores with -inf where a token may not look, then the weights after softmax. Without -m, one token per character (or per word if TEXT has spaces); no model is run.")] = False,
     pattern: Annotated[
         Optional[str],
-        typer.Option("--pattern", help="The mask for --show-mask: causal, sliding:W (each token sees the last W) or banded:W (blocks of W, the local layers of GPT-3). Implies --show-mask.", show_default=False),
+        typer.Option("--pattern", help="The mask for --show-mask: causal, sliding:W (each token sees the last W) or banded:W (blocks of W, the local attention of GPT-3). Implies --show-mask.", show_default=False),
     ] = None,
     demo: Annotated[bool, typer.Option("--demo", help="A worked example with hand-set scores: scores, masked scores, softmax weights and the context vector of one token, step by step.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Many heads: how D splits into H heads of Dh, each head's context vector, the concatenation and W_O, with the shapes of -m MODEL (read from its config.json), of --preset, or of GPT-3.")] = False,

@@ -167,7 +167,7 @@ class ChatState:
         p = self.params
         lm = self.lm
         return [
-            ("model", f"{lm.name} ({lm.config.family}, {lm.config.n_layer} layers, {lm.config.n_ctx:,}-token context)"),
+            ("model", f"{lm.name} ({lm.config.family}, {lm.config.n_layer} blocks, {lm.config.n_ctx:,}-token context)"),
             ("system", self.system if self.system else "(none)"),
             ("conversation", f"{len(self.history) // 2} turn{'s' if len(self.history) != 2 else ''}"),
             *((k, _shown(getattr(p, k))) for k in KNOBS if k != "max_tokens"),

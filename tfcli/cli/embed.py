@@ -37,7 +37,7 @@ def embed(
     model: options.Model = None,
     k: Top = 10,
     expect: Annotated[Optional[str], typer.Option("--expect", help="analogy: the answer you expect; its rank among all tokens is shown.", show_default=False)] = None,
-    layer: Annotated[Optional[int], typer.Option("--layer", "-l", help="Use the word's residual stream at layer N instead of its embedding row: 0 = the embeddings, N = after block N-1, negative from the end (-1 = the last); the word alone, after the model's start-of-text token. Neighbours are still looked up among the embedding rows.", show_default=False)] = None,
+    layer: Annotated[Optional[int], typer.Option("--resid", "-r", "--layer", "-l", help="Use the word's residual stream at residual index I instead of its embedding row: 0 = the embeddings, I = before block I (after block I-1), negative from the end (-1 = after the last block); --layer is its older name; the word alone, after the model's start-of-text token. Neighbours are still looked up among the embedding rows.", show_default=False)] = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -54,7 +54,7 @@ def embed(
 
       tfcli embed analogy king man woman --expect queen -m smollm2
 
-      tfcli embed similarity cat dog -m smollm2 --layer 10
+      tfcli embed similarity cat dog -m smollm2 --resid 10
 
       tfcli embed direction he she doctor nurse engineer -m smollm2
 
@@ -74,9 +74,9 @@ def embed(
     from .inputs import load
 
     lm = load(model)
-    n = lm.config.n_layer + 1  # layers of the residual stream: the embeddings, then after each block
+    n = lm.config.n_layer + 1  # residual indices: the embeddings, then after each block
     if layer is not None and not -n <= layer < n:
-        raise UsageError(f"--layer {layer} is not a layer of {lm.name}'s residual stream: 0 (the embeddings) to {n - 1} (-1 = the last)")
+        raise UsageError(f"--resid {layer} is not a residual index of {lm.name}: 0 (the embeddings) to {n - 1} (-1 = the last)")
     space = Space(lm, None if layer is None else layer % n)
     looked = [space.word(w) for w in words]
     for w in looked:
@@ -106,7 +106,7 @@ def embed(
 
 
 def _query(space: "Space", words: list["Word"]) -> dict:
-    return {"words": [w.as_json() for w in words], "layer": space.layer, "space": space.describe()}
+    return {"words": [w.as_json() for w in words], "resid": space.layer, "layer": space.layer, "space": space.describe()}
 
 
 def _neighbor_rows(space: "Space", found) -> list[dict]:
@@ -206,7 +206,7 @@ class Word:
 
 
 class Space:
-    """The vectors a command compares: the embedding rows, or the states at --layer N."""
+    """The vectors a command compares: the embedding rows, or the states at --resid I."""
 
     def __init__(self, lm, layer: int | None):
         from tfcli.analysis.embedding import unit_rows
@@ -238,7 +238,7 @@ class Space:
         return Word(given, form, tuple(ids), tuple(token_str(tok, i) for i in ids))
 
     def vector(self, w: Word):
-        """[D]: the mean of the word's rows, or of its states at --layer N."""
+        """[D]: the mean of the word's rows, or of its states at --resid I."""
         import numpy as np
 
         from tfcli.analysis.embedding import word_vector
@@ -255,7 +255,7 @@ class Space:
         if self.layer is None:
             return "embedding rows"
         after = f"after {self.lm.tokenizer.piece(self.start)!r}" if self.start is not None else "at position 0"
-        return f"residual stream at layer {self.layer}, after block {self.layer - 1} (the word alone, {after})" if self.layer else f"residual stream at layer 0, the embeddings (the word alone, {after})"
+        return f"residual stream at index {self.layer}, after block {self.layer - 1} (the word alone, {after})" if self.layer else f"residual stream at index 0, the embeddings (the word alone, {after})"
 
 
 def _start_token(lm) -> int | None:

@@ -56,7 +56,7 @@ def explore(
 
     size = len(html.encode("utf-8"))
     note(
-        f"wrote {output} ({numbers.size(size)}): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} layers x {cfg.n_head} heads; "
+        f"wrote {output} ({numbers.size(size)}): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} blocks x {cfg.n_head} heads; "
         "open it in a browser"
     )
     if options.chinese(lang) or any("\u3400" <= c <= "\u9fff" for c in text):

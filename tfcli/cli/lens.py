@@ -1,4 +1,4 @@
-"""tfcli lens: what the model would predict after each layer (the logit lens), and one token's
+"""tfcli lens: what the model would predict at each residual index (the logit lens), and one token's
 hidden state in several contexts (--compare)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from .experiment import AblateOption, pass_hooks
 from .json import emit  # the one float policy of every --json
 
 
-Top = options.top_option("How many tokens --position shows per layer (and --json per position).")
+Top = options.top_option("How many tokens --position shows per residual index (and --json per position).")
 Png = options.png_option("the grid", " (needs Pillow)")
 Svg = options.svg_option("the grid")
 
@@ -22,9 +22,9 @@ Svg = options.svg_option("the grid")
 def lens(
     texts: Annotated[list[str], typer.Argument(help="The text to look through ('-' reads stdin); with --compare, two or more texts.", show_default=False)],
     model: options.Model = None,
-    position: Annotated[Optional[int], typer.Option("--position", "-p", help="Show the top tokens of every layer for this position (0 = the first token, -1 = the last).", show_default=False)] = None,
+    position: Annotated[Optional[int], typer.Option("--position", "-p", help="Show the top tokens of every residual index for this position (0 = the first token, -1 = the last).", show_default=False)] = None,
     top: Top = 5,
-    compare: Annotated[bool, typer.Option("--compare", help="Follow the LAST token of each text through the layers: how alike its hidden states are between the texts, how far each moved from the bare token's embedding, and what the lens reads.")] = False,
+    compare: Annotated[bool, typer.Option("--compare", help="Follow the LAST token of each text through the blocks: how alike its hidden states are between the texts, how far each moved from the bare token's embedding, and what the lens reads.")] = False,
     first: Annotated[bool, typer.Option("--first", help="When the positions do not fit the terminal, show the first ones (default: the last ones).")] = False,
     positions: Annotated[Optional[str], typer.Option("--positions", help="Read only these positions, START:END as in Python (0:100 the first hundred, -50: the last fifty): a long text's lens costs (L+1) unembeddings per position.", show_default=False)] = None,
     png: Png = None,
@@ -33,12 +33,12 @@ def lens(
     as_json: options.Json = False,
     ablate: AblateOption = None,
 ) -> None:
-    """The logit lens: after each layer, what would the model predict if it stopped there?
+    """The logit lens: at each residual index, what would the model predict if it stopped there?
 
-    Each layer's residual stream h goes through the model's own final norm and unembedding,
-    softmax(unembed(final_norm(h))), the same step that turns the last layer into the next token.
-    Layer 0 is the embeddings, layer i the stream after block i-1; the last layer is the model's
-    real prediction. One forward pass records every layer.
+    The residual stream h at each index goes through the model's own final norm and unembedding,
+    softmax(unembed(final_norm(h))), the same step that turns the last index into the next token.
+    Residual index 0 is the embeddings, index i the stream before block i (after block i-1); the
+    last, L, is the model's real prediction. One forward pass records every index.
 
     Examples:
 
@@ -132,7 +132,7 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None,
     if as_json:
         _lens_json(lm, ids, result, sel if p is None else [p], col, k)
         return
-    head = f"[bold]{lm.name}[/] · 逻辑透镜 · {n_layers - 1} 个块 · {t_len} 个词元" if zh else f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} layers · {t_len} tokens"
+    head = f"[bold]{lm.name}[/] · 逻辑透镜 · {n_layers - 1} 个块，残差序号 0-{n_layers - 1} · {t_len} 个词元" if zh else f"[bold]{lm.name}[/] · logit lens · {n_layers - 1} blocks, residual indices 0-{n_layers - 1} · {t_len} tokens"
     if p is not None:
         _position_view(head, result, labels, [names[layer][col[p]] for layer in range(n_layers)], p, col[p], zh)
     else:
@@ -149,8 +149,8 @@ def _estimate(lm, n_positions: int, k: int):
 
     n_layers = lm.config.n_layer + 1
     nbytes, flops = lens_cost(lm.model, n_layers * n_positions, k)
-    check_allocation(nbytes, f"the lens of {n_layers} layers x {n_positions:,} positions", "read fewer positions: --positions START:END, or --position N")
-    return Progress(f"the lens reads {n_layers} layers x {n_positions:,} positions ({flops / 1e12:,.2f} TFLOP in its products)")
+    check_allocation(nbytes, f"the lens of {n_layers} residual indices x {n_positions:,} positions", "read fewer positions: --positions START:END, or --position N")
+    return Progress(f"the lens reads {n_layers} residual indices x {n_positions:,} positions ({flops / 1e12:,.2f} TFLOP in its products)")
 
 
 class Progress:
@@ -200,7 +200,7 @@ def _lens_json(lm, ids: list[int], result, positions: list[int], col: dict[int, 
     tok = lm.tokenizer
     n_layers = len(result.ids)
     # about 400 bytes of Python objects per (layer, position, token) entry, and its text
-    check_allocation(n_layers * len(col) * k * 400, f"the --json of {n_layers} layers x {len(col):,} positions x {k} tokens", "use a shorter text, a smaller --top, or --position N")
+    check_allocation(n_layers * len(col) * k * 400, f"the --json of {n_layers} residual indices x {len(col):,} positions x {k} tokens", "use a shorter text, a smaller --top, or --position N")
 
     def entry(layer, t):
         j = col[t]
@@ -212,7 +212,8 @@ def _lens_json(lm, ids: list[int], result, positions: list[int], col: dict[int, 
     emit({
         "model": lm.name,
         "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids],
-        "layers": [{"layer": layer, "positions": [entry(layer, t) for t in positions]} for layer in range(n_layers)],
+        # "resid": the residual index; "layer" is its older name, kept for programs that read it
+        "layers": [{"resid": layer, "layer": layer, "positions": [entry(layer, t) for t in positions]} for layer in range(n_layers)],
     })  # fmt: skip
 
 
@@ -230,11 +231,11 @@ def _position_view(head: str, result, labels: list[str], names: list[list[str]],
         out.print(f"{head} · position {p}, after {labels[p]!r}{nxt}")
     out.print(view.position_table(result, j, names, uses_colour(out), "", out.width, zh))
     say(out, zh,
-        "Each row: what the model would predict after this token if it stopped after that layer "
-        "(softmax of unembed(final_norm(h))); layer i is the residual stream after block i-1 (layer 0: the embeddings). "
+        "Each row: what the model would predict after this token if it stopped at that residual index "
+        "(softmax of unembed(final_norm(h))); residual index i is the stream before block i (0: the embeddings). "
         "bits: the entropy of that guess (0 = certain).",
-        "每一行：如果模型在这一层之后就停下，它在这个位置会预测什么（softmax(unembed(final_norm(h)))）。"
-        "第 i 层是第 i-1 个块之后的残差流（第 0 层：嵌入）。bits：这个猜测的熵（0 表示完全确定）。")  # fmt: skip
+        "每一行：如果模型在这个残差序号处就停下，它在这个位置会预测什么（softmax(unembed(final_norm(h)))）。"
+        "残差序号 i 是第 i 个块之前的残差流（0：嵌入）。bits：这个猜测的熵（0 表示完全确定）。")  # fmt: skip
 
 
 def _grid_view(head: str, result, labels: list[str], firsts: list[list[str]], shown: list[int], col: dict[int, int], first: bool, zh: bool) -> None:
@@ -256,13 +257,13 @@ def _grid_view(head: str, result, labels: list[str], firsts: list[list[str]], sh
     settled = _settled(result.ids[:, cols, 0])
     say(out, zh,
         "Columns are the text's tokens; each cell is what the model would predict NEXT at that position if it stopped "
-        "after that row's layer: softmax(unembed(final_norm(h))), the same step that turns the last layer into its real "
-        f"prediction (the bottom row). Reading down a column shows the guess forming. Layer i is the residual stream "
-        f"after block i-1 (layer 0: the embeddings). The final answer first appears, and stays, at layer {settled} "
+        "at that row's residual index: softmax(unembed(final_norm(h))), the same step that turns the last index into its real "
+        f"prediction (the bottom row). Reading down a column shows the guess forming. Residual index i is the stream "
+        f"before block i (0: the embeddings). The final answer first appears, and stays, at residual index {settled} "
         f"at the median position shown.",
-        "每一列是文本中的一个词元；每个格子表示：如果模型在这一行对应的层之后就停下，它在这个位置会预测的下一个词元，"
-        "即 softmax(unembed(final_norm(h)))，也就是把最后一层变成真实预测（最底一行）的同一步。自上而下读一列，"
-        f"可以看到猜测如何逐层形成。第 i 层是第 i-1 个块之后的残差流（第 0 层：嵌入）。在所显示位置的中位数上，最终答案在第 {settled} 层出现并保持不变。")  # fmt: skip
+        "每一列是文本中的一个词元；每个格子表示：如果模型在这一行的残差序号处就停下，它在这个位置会预测的下一个词元，"
+        "即 softmax(unembed(final_norm(h)))，也就是把最后一个序号变成真实预测（最底一行）的同一步。自上而下读一列，"
+        f"可以看到猜测如何逐块形成。残差序号 i 是第 i 个块之前的残差流（0：嵌入）。在所显示位置的中位数上，最终答案在残差序号 {settled} 出现并保持不变。")  # fmt: skip
 
 
 def _settled(top1) -> int:
@@ -320,7 +321,7 @@ def _compare_json(lm, texts, all_ids, traj, base, reads_ids, reads_p) -> None:
         "model": lm.name,
         "texts": [{"text": t, "tokens": [{"id": int(i), "text": tok.token_text(int(i))} for i in ids]} for t, ids in zip(texts, all_ids)],
         "layers": [{
-            "layer": layer,
+            "resid": layer, "layer": layer,
             "cosine": traj.pairwise[layer].round(6).tolist(),
             "baseline_cosine": None if base[layer] != base[layer] else round(float(base[layer]), 6),
             "from_embedding": [{"cosine": round(float(traj.from_embedding[c, layer]), 6), "moved": round(float(traj.moved[c, layer]), 6), "norm": round(float(traj.norms[c, layer]), 4)} for c in range(len(texts))],
@@ -343,7 +344,7 @@ def _compare_view(lm, texts, all_ids, traj, base, reads_ids, reads_p, zh: bool) 
     if zh:
         out.print(f"[bold]{lm.name}[/] · 每段文本的最后一个词元穿过 {n_blocks} 个块")
     else:
-        out.print(f"[bold]{lm.name}[/] · the last token of each text through {n_blocks} layers")
+        out.print(f"[bold]{lm.name}[/] · the last token of each text through {n_blocks} blocks")
     for c, (t, ids) in enumerate(zip(texts, all_ids)):
         pieces = " ".join(repr(token_str(tok, i)) for i in ids)
         out.print(f"  {letters[c]}: {t!r} → {pieces}")
@@ -366,13 +367,13 @@ def _compare_view(lm, texts, all_ids, traj, base, reads_ids, reads_p, zh: bool) 
     pw = traj.pairwise
     lo = 1 + int(pw[1:, 0, -1].argmin()) if len(pw) > 1 else 0  # past layer 0 (the embeddings themselves)
     say(out, zh,
-        f"A·B etc.: the cosine between the last token's hidden states in two texts at that layer (1 = the same direction). "
-        f"baseline: the mean cosine between any two different positions of these texts at that layer, since hidden states "
+        f"A·B etc.: the cosine between the last token's hidden states in two texts at that residual index (1 = the same direction). "
+        f"baseline: the mean cosine between any two different positions of these texts at that index, since hidden states "
         f"share a common direction a cosine only means something above it. cos: to the token's own embedding row; "
-        f"|h|: the state's length (the embedding's at layer 0). reads: the lens's top token there. A and {letters[-1]} are least alike at layer {lo} "
+        f"|h|: the state's length (the embedding's at index 0). reads: the lens's top token there. A and {letters[-1]} are least alike at residual index {lo} "
         f"(cosine {pw[lo, 0, -1]:.3f}, baseline {base[lo]:.3f}).",
-        f"A·B 等：同一个末尾词元在两段文本中、在这一层的隐藏状态之间的余弦相似度（1 表示方向相同）。baseline：这些文本中任意两个"
-        f"不同位置在这一层的平均余弦；隐藏状态有一个共同的方向，所以余弦只有高于它才有意义。cos：与该词元自身嵌入向量的余弦；"
-        f"|h|：状态向量的长度（第 0 层是嵌入向量的长度）。reads：逻辑透镜在这一层读出的最可能的词元。A 与 {letters[-1]} 在第 {lo} 层最不相似"
+        f"A·B 等：同一个末尾词元在两段文本中、在这个残差序号处的隐藏状态之间的余弦相似度（1 表示方向相同）。baseline：这些文本中任意两个"
+        f"不同位置在这个序号处的平均余弦；隐藏状态有一个共同的方向，所以余弦只有高于它才有意义。cos：与该词元自身嵌入向量的余弦；"
+        f"|h|：状态向量的长度（序号 0 处是嵌入向量的长度）。reads：逻辑透镜在这里读出的最可能的词元。A 与 {letters[-1]} 在残差序号 {lo} 处最不相似"
         f"（余弦 {pw[lo, 0, -1]:.3f}，基线 {base[lo]:.3f}）。",
     )  # fmt: skip

@@ -88,7 +88,7 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
     try:
         cfg = load_config(folder / "config.json")
         row["family"], row["shape"] = cfg.family, model_shape(cfg)
-        row["about"] = f"{cfg.family} · {cfg.n_layer} layers · d {cfg.d_model} · {cfg.n_head}/{cfg.n_kv_head} heads · ctx {cfg.n_ctx:,}"
+        row["about"] = f"{cfg.family} · {cfg.n_layer} blocks · d {cfg.d_model} · {cfg.n_head}/{cfg.n_kv_head} heads · ctx {cfg.n_ctx:,}"
         tensors = open_tensors(folder)
         row["params"] = sum(_numel(tensors.shape(n)) for n in tensors.names)
     except TfcliError as e:

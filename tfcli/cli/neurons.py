@@ -10,7 +10,7 @@ import typer
 from . import options
 
 
-Block = options.block_option(int, "The block (transformer layer) whose MLP to look at: 0 to L-1, negative from the end (-1 = the last).", show_default=False)
+Block = options.block_option(int, "The block whose MLP to look at: 0 to L-1, negative from the end (-1 = the last).", show_default=False)
 Top = options.top_option("How many neurons per token (or tokens per list with --neuron).")
 
 

@@ -64,14 +64,15 @@ def patch(
         r = run_patch(lm.model, clean_ids, corrupt_ids, site, a, w, progress=step)
     tok = lm.tokenizer
     if as_json:
-        key = "block" if site == "heads" else "layer"
+        # a row is a residual index ("resid"; "layer" its older name, kept) or a block
+        keys = ("resid", "layer") if site == "resid" else ("block",) if site == "heads" else ("block", "layer")
         js.emit({
             "model": lm.name, "site": site,
             "clean": {"text": clean, "tokens": tokens_json(lm, clean_ids)},
             "corrupt": {"text": corrupt, "tokens": tokens_json(lm, corrupt_ids)},
             "answer": js.token(tok, r.answer), "wrong": js.token(tok, r.wrong),
             "clean_logit_diff": r.clean_ld, "corrupt_logit_diff": r.corrupt_ld,
-            "grid": [{key: i, "values": row} for i, row in enumerate(r.grid.tolist())],
+            "grid": [{**dict.fromkeys(keys, i), "values": row} for i, row in enumerate(r.grid.tolist())],
         })  # fmt: skip
         return
     view.patching(lm, r, clean_ids, corrupt_ids, zh, png, svg)

@@ -218,7 +218,7 @@ def _render(r: dict[str, Any], template: bool) -> None:
         table.add_row("about", escape(r["about"]))
     if s:
         gqa = f" ({s['heads'] // s['kv_heads']} query heads per key/value head)" if s["kv_heads"] != s["heads"] else ""
-        table.add_row("shape", f"{r['family']} · {s['layers']} layers · d_model {s['d_model']:,} · {s['heads']} heads of {s['head_dim']}, {s['kv_heads']} key/value{gqa}")
+        table.add_row("shape", f"{r['family']} · {s['layers']} blocks · d_model {s['d_model']:,} · {s['heads']} heads of {s['head_dim']}, {s['kv_heads']} key/value{gqa}")
         table.add_row("", f"MLP {s['mlp']} of {s['d_ff']:,} · {s['norm']} · {s['positions']} positions · vocabulary {s['vocab']:,} · context {s['context']:,}"
                       + (" · tied embeddings" if s["tied"] else ""))  # fmt: skip
     table.add_row("parameters", f"{r['params']:,} ({_human(r['params'])})" + (f" · {', '.join(r['dtype'])}" if r.get("dtype") else ""))

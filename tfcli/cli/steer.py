@@ -14,28 +14,28 @@ def steer(
     prompt: Annotated[str, typer.Argument(help="The text to continue ('-' reads stdin).", show_default=False)],
     toward: Annotated[Optional[str], typer.Option("--toward", help="Text A: the direction points toward its mean residual stream.", show_default=False)] = None,
     away: Annotated[Optional[str], typer.Option("--away", help="Text B: ... and away from this one's.", show_default=False)] = None,
-    layer: Annotated[Optional[int], typer.Option("--layer", help="Block I (from 0) whose output the vector is taken from and added to.", show_default=False)] = None,
+    layer: Annotated[Optional[int], typer.Option("--block", "-b", "--layer", help="Block B (from 0) whose output the vector is taken from and added to (--layer: its older name).", show_default=False)] = None,
     scale: Annotated[float, typer.Option("--scale", help="C: how many times the vector is added.")] = 4.0,
     model: options.Model = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="New tokens of each continuation.")] = 40,
     temperature: options.Temperature = None,
     seed: options.Seed = None,
     save: Annotated[Optional[Path], typer.Option("--save", help="Also save the vector (for generate/chat --steer).", show_default=False, dir_okay=False)] = None,
-    feature: Annotated[Optional[str], typer.Option("--feature", help="Instead of --toward/--away/--layer: an SAE feature's decoder direction, SAE:IDX, added at its block as if it fired with activation C.", show_default=False)] = None,
+    feature: Annotated[Optional[str], typer.Option("--feature", help="Instead of --toward/--away/--block: an SAE feature's decoder direction, SAE:IDX, added at its block as if it fired with activation C.", show_default=False)] = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
     """Steering: push the residual stream along a direction and see the text change.
 
-    The direction v is the mean residual stream after block I for text A minus the same for
-    text B. C·v is added to block I's output at every position, of the prompt and of every new
+    The direction v is the mean residual stream after block B for text A minus the same for
+    text B. C·v is added to block B's output at every position, of the prompt and of every new
     token. The plain and the steered continuation are printed side by side, same seed, same knobs.
 
     Examples:
 
-      tfcli steer -m smollm2 "I went to the market and" --toward " wedding" --away " funeral" --layer 6 --scale 8 -t 0
+      tfcli steer -m smollm2 "I went to the market and" --toward " wedding" --away " funeral" --block 6 --scale 8 -t 0
 
-      tfcli steer -m smollm2 "My favourite food is" --toward "Paris France" --away "Tokyo Japan" --layer 8 --save paris.npz
+      tfcli steer -m smollm2 "My favourite food is" --toward "Paris France" --away "Tokyo Japan" --block 8 --save paris.npz
     """
     import random
 
@@ -68,7 +68,7 @@ def steer(
     runs = _continuations(lm, ids, s, want, temperature, seed, zh)
     if as_json:
         js.emit({
-            "model": lm.name, "prompt": prompt, "prompt_ids": ids, "layer": s.layer, "scale": s.scale,
+            "model": lm.name, "prompt": prompt, "prompt_ids": ids, "block": s.layer, "layer": s.layer, "scale": s.scale,
             "toward": toward, "away": away, "feature": feature, "vector_norm": s.norm, "seed": seed,
             "plain": {"text": runs["plain"][0], "token_ids": runs["plain"][1]},
             "steered": {"text": runs["steered"][0], "token_ids": runs["steered"][1]},
@@ -102,13 +102,13 @@ def _continuations(lm, ids, s, want: int, temperature, seed: int, zh: bool) -> d
 
 
 def _vector(lm, feature, toward, away, layer, scale, side):
-    """The steering of --feature SAE:IDX, or of --toward minus --away at --layer."""
+    """The steering of --feature SAE:IDX, or of --toward minus --away at --block."""
     from tfcli.analysis.experiments import steer as steering
     from tfcli.engine.errors import UsageError
 
     if feature is not None:
         if toward is not None or away is not None or layer is not None:
-            raise UsageError("--feature cannot be given with --toward, --away or --layer", "a feature brings its own direction and block")
+            raise UsageError("--feature cannot be given with --toward, --away or --block", "a feature brings its own direction and block")
         from tfcli.analysis.features import load_features, parse_feature
         from tfcli.engine.identity import identity_of
 
@@ -117,9 +117,9 @@ def _vector(lm, feature, toward, away, layer, scale, side):
         if f.site != "resid_post":
             raise UsageError(f"{folder} reads {f.site}; steer adds to a block's output (resid_post)", "use it with generate --feature")
         return steering.Steering(f.block, f.sae.params["W_dec"][f.feature(idx)].copy(), float(scale))
-    missing = [n for n, v in (("--toward", toward), ("--away", away), ("--layer", layer)) if v is None]
+    missing = [n for n, v in (("--toward", toward), ("--away", away), ("--block", layer)) if v is None]
     if missing:
-        raise UsageError(f"missing {', '.join(missing)}", "give --toward TEXT --away TEXT --layer I, or --feature SAE:IDX")
+        raise UsageError(f"missing {', '.join(missing)}", "give --toward TEXT --away TEXT --block B, or --feature SAE:IDX")
     return steering.steering_vector(lm.model, side(toward, "--toward"), side(away, "--away"), layer, scale)
 
 

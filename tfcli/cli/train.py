@@ -201,7 +201,7 @@ def _describe(run) -> None:
     n = sum(a.size for a in run.model.params.values())
     what = f"continuing {Path(s.from_model).name}" if s.from_model else "a GPT-2" if run.step else "a new GPT-2"
     mask = "" if s.causal else ", WITHOUT the causal mask"
-    note(f"{what}: {cfg.n_layer} layers, d_model {cfg.d_model}, {cfg.n_head} heads, context {cfg.n_ctx}, vocabulary {cfg.vocab_size:,}, {n:,} parameters{mask}")
+    note(f"{what}: {cfg.n_layer} blocks, d_model {cfg.d_model}, {cfg.n_head} heads, context {cfg.n_ctx}, vocabulary {cfg.vocab_size:,}, {n:,} parameters{mask}")
     note(f"data: {len(run.split.train):,} training tokens, {len(run.split.val):,} validation tokens; batch {s.batch_size} x {s.seq_len}")
     if run.step:
         note(f"resuming at step {run.step:,} of {s.steps:,}")

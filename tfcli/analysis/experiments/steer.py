@@ -41,7 +41,7 @@ def mean_state(model, ids: list[int], text_ids: int, layer: int) -> np.ndarray:
 
 def steering_vector(model, toward: tuple[list[int], int], away: tuple[list[int], int], layer: int, scale: float) -> Steering:
     """toward, away: (prompt ids, how many of them are the text's own tokens)."""
-    layer = check_block(model, layer, "--layer")
+    layer = check_block(model, layer, "--block")
     if not np.isfinite(scale):
         raise UsageError(f"--scale must be a finite number, not {scale}")
     v = mean_state(model, *toward, layer) - mean_state(model, *away, layer)  # [D]

@@ -81,7 +81,7 @@ def build(subject: Subject) -> dict[str, Any]:
                 "forward": f"2·N + {attention.formula}",
                 "attention": attention.formula,
                 "training": "3 × forward ≈ 6·N",
-                "N": "weights a token is multiplied by: all layer matrices + unembedding",
+                "N": "weights a token is multiplied by: all block matrices + unembedding",
             },
             "numbers": {"attention": attention.numbers},
         },
@@ -92,7 +92,7 @@ def build(subject: Subject) -> dict[str, Any]:
                 "formula": "2 × L × Hkv × Dh × bytes",
                 "rows": {dtype: {"formula": r.formula, "numbers": r.numbers} for dtype, r in kv_rows.items()},
             },
-            "attention_pattern": asdict(pattern) | {"formula": "T² per head per layer"},
+            "attention_pattern": asdict(pattern) | {"formula": "T² per head per block"},
         },
     }
     p = subject.preset

@@ -38,7 +38,7 @@ def norm_params(cfg: ModelConfig) -> int:
 def shape_dict(cfg: ModelConfig) -> dict:
     """The shape under the names of SHAPE_KEYS (attn_bias: any bias in attention, split into
     qkv_bias and o_bias since Qwen2 has the one without the other), with d_attn and d_kv."""
-    d = {key: getattr(cfg, field) for key, field in SIZES.items()}
+    d = {"blocks": cfg.n_layer} | {key: getattr(cfg, field) for key, field in SIZES.items()}  # "layers": the older name of "blocks", kept
     d |= {"tied": cfg.tie_embeddings, "attn_bias": cfg.qkv_bias or cfg.o_bias, "mlp_bias": cfg.mlp_bias}
     d |= {"mlp": cfg.mlp, "norm": cfg.norm, "positions": cfg.positions, "qkv_bias": cfg.qkv_bias, "o_bias": cfg.o_bias}
     d |= {"norms_per_block": cfg.norms_per_block, "qk_norm": cfg.qk_norm}

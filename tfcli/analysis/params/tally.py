@@ -88,8 +88,8 @@ def tally_3b1b(s: ModelConfig) -> Tally:
     layer_attention, layer_mlp = steps[-1], Row("layer_mlp", (const(s.mlp_matrices), D, F))
     steps += [
         layer_mlp,
-        Row("all_attention", (L, axis("one layer", layer_attention.count))),
-        Row("all_mlp", (L, axis("one layer", layer_mlp.count))),
+        Row("all_attention", (L, axis("one block", layer_attention.count))),
+        Row("all_mlp", (L, axis("one block", layer_mlp.count))),
     ]
     return Tally(rows, tuple(steps))
 
@@ -114,7 +114,7 @@ def exact(s: ModelConfig) -> Tally:
         Row("attn_bias", (L, plus(*attn_bias))) if attn_bias else Row("attn_bias", note="no biases"),
         Row("mlp", (L, const(m), D, F), "gate, up, down" if m == 3 else "up, down"),
         Row("mlp_bias", (L, plus(times(const(2), F) if m == 3 else F, D))) if s.mlp_bias else Row("mlp_bias", note="no biases"),
-        Row("norms", (L, const(s.norms_per_block), norm), f"{s.norms_per_block} per layer, {kind.stores}"),
+        Row("norms", (L, const(s.norms_per_block), norm), f"{s.norms_per_block} per block, {kind.stores}"),
         *([Row("qk_norms", (L, const(2), Dh), "queries and keys, one scale of Dh each, shared by the heads")] if s.qk_norm else []),
         Row("final_norm", (norm,)),
         Row("unembedding", note="tied: shares the embedding") if s.tie_embeddings else Row("unembedding", (V, D)),

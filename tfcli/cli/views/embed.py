@@ -22,8 +22,8 @@ def _space_zh(space: str) -> str:
 
     if space == "embedding rows":
         return "嵌入矩阵的行"
-    m = re.match(r"residual stream at layer (\d+)", space)
-    return f"第 {m.group(1)} 层的残差流（单独这个词）" if m else space
+    m = re.match(r"residual stream at index (\d+)", space)
+    return f"残差序号 {m.group(1)} 处的残差流（单独这个词）" if m else space
 
 
 def _header(report: dict, what: str, zh: bool = False, what_zh: str = "") -> None:
@@ -61,12 +61,12 @@ HONEST_EN = (
     "What this shows and does not: these are the vectors the model reads tokens with, not word2vec's. A token is often a "
     "piece of a word, the same word comes in several spellings (' king', 'King', 'king'), and in a tied model (GPT-2, "
     "SmolLM2) the same rows also write the prediction, so neighbours are often spellings and near-synonyms rather than "
-    "meanings; meaning is built up by the layers (try --layer N, or tfcli lens)."
+    "meanings; meaning is built up by the blocks (try --resid I, or tfcli lens)."
 )
 HONEST_ZH = (
     "这能说明什么、不能说明什么：这些是模型读入词元所用的向量，不是 word2vec 的词向量。一个词元常常只是词的一部分，同一个词有多种写法"
     "（' king'、'King'、'king'），而在共享嵌入的模型（GPT-2、SmolLM2）中，同一组行也用来写出预测，所以近邻往往是不同写法和近义词，而不是"
-    "含义；含义是由各层逐步构建的（试试 --layer N，或 tfcli lens）。"
+    "含义；含义是由各个块逐步构建的（试试 --resid I，或 tfcli lens）。"
 )
 
 
@@ -118,8 +118,8 @@ def similarity(report: dict, zh: bool) -> None:
     _baseline_line(base, zh)
     if report["query"]["layer"] is not None:
         say(out, zh,
-            "At a layer there is no random-pair baseline: hidden states share a common direction, so compare with other pairs at the same layer.",
-            "在某一层上没有随机词对的基线：隐藏状态有一个共同方向，请与同一层上的其他词对比较。")  # fmt: skip
+            "At a residual index there is no random-pair baseline: hidden states share a common direction, so compare with other pairs at the same index.",
+            "在残差序号处没有随机词对的基线：隐藏状态有一个共同方向，请与同一序号处的其他词对比较。")  # fmt: skip
 
 
 def direction(report: dict, zh: bool) -> None:

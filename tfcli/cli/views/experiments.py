@@ -215,6 +215,6 @@ def steering(lm, s, prompt: str, toward: str, away: str, seed: int, runs: dict, 
     say(out, zh,
         f"Both continuations draw with the same seed and knobs; the right one has {s.scale:g}·v added to block {s.layer}'s output at "
         "every position. A small model often drifts toward the words of A, or breaks into repetition when the push is too "
-        "strong: try smaller and larger --scale, and other --layer values.",
+        "strong: try smaller and larger --scale, and other --block values.",
         f"两段续写使用同样的种子和参数；右边一段在每个位置都把 {s.scale:g}·v 加到第 {s.layer} 块的输出上。小模型常常会偏向 A 的词语，"
-        "推得太猛时则会陷入重复：试试更小或更大的 --scale，以及别的 --layer。")  # fmt: skip
+        "推得太猛时则会陷入重复：试试更小或更大的 --scale，以及别的 --block。")  # fmt: skip

@@ -86,7 +86,7 @@ def check_size(grid: list[list[Panel]], png: bool, svg: bool) -> None:
     cells = sum(p.weights.size for row in grid for p in row)
     for wanted, limit, flag in ((png, MAX_PNG_CELLS, "--png"), (svg, MAX_SVG_CELLS, "--svg")):
         if wanted and cells > limit:
-            raise PromptError(f"{flag} would draw {cells:,} cells, more than {limit:,}", "use a shorter text, or draw fewer layers and heads")
+            raise PromptError(f"{flag} would draw {cells:,} cells, more than {limit:,}", "use a shorter text, or draw fewer blocks and heads")
 
 
 def no_pillow() -> TfcliError:

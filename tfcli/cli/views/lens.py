@@ -1,4 +1,4 @@
-"""The logit lens drawn: a grid of layers x positions, one position's top tokens per layer, the
+"""The logit lens drawn: a grid of residual indices x positions, one position's top tokens per index, the
 comparison of one token in several contexts, and the grid as a PNG/SVG. Drawing only."""
 
 from __future__ import annotations
@@ -13,13 +13,7 @@ from .inside import cell, clip
 CELL = 10  # a grid cell: 6 cells of token, the probability in percent (3), a space
 
 
-def layer_name(i: int) -> str:
-    """Row i of the residual stream (README, "Layers and blocks"): 0 = the embeddings, i = after block i-1."""
-    return "0 emb" if i == 0 else str(i)
-
-
-LAYERS = "layer i: the residual stream after block i-1 (layer 0 = the embeddings)"
-LAYERS_ZH = "第 i 层：第 i-1 个块之后的残差流（第 0 层 = 嵌入）"
+from ..numbering import RESID_RULE as LAYERS, RESID_RULE_ZH as LAYERS_ZH, resid_name as layer_name  # noqa: E402, F401
 
 
 def grid(labels: list[str], probs: np.ndarray, names: list[list[str]], colour: bool, zh: bool = False) -> Text:
@@ -28,7 +22,7 @@ def grid(labels: list[str], probs: np.ndarray, names: list[list[str]], colour: b
     probability probs [L+1, columns]."""
     text = Text(no_wrap=True, overflow="crop")
     lw = 5
-    corner = "层" if zh else "layer"
+    corner = "残差" if zh else "resid"
     text.append(" " * (lw - cell_len(corner)) + corner + " ", style="dim")
     for label in labels:
         label = clip(label, CELL - 1)
@@ -62,7 +56,7 @@ def position_table(lens, position: int, names: list[list[list[str]]], colour: bo
     """One position: each layer's top tokens with their probabilities, and the entropy in bits.
     Token names are cut to fit `width` (never the layer or the percentage)."""
     table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, title=title, title_justify="left")
-    table.add_column("层" if zh else "layer", justify="right", style="bold", no_wrap=True, min_width=5)
+    table.add_column("残差" if zh else "resid", justify="right", style="bold", no_wrap=True, min_width=5)
     k = lens.ids.shape[2]
     for j in range(k):
         table.add_column(f"#{j + 1}", no_wrap=True)
@@ -98,7 +92,7 @@ def compare_tables(texts: list[str], traj, reads: list[list[tuple[str, float]]],
         if start == 0:
             tables.append(Text("两段文本中状态之间的余弦" if zh else "cosine between the contexts' states", style="italic"))
         one = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False)
-        one.add_column("层" if zh else "layer", justify="right", style="bold", no_wrap=True, min_width=5)
+        one.add_column("残差" if zh else "resid", justify="right", style="bold", no_wrap=True, min_width=5)
         for a, b in chunk:
             one.add_column(f"{letters[a]}·{letters[b]}", justify="right", no_wrap=True, min_width=7)
         if last:
@@ -118,7 +112,7 @@ def compare_tables(texts: list[str], traj, reads: list[list[tuple[str, float]]],
         if start == 0:
             tables.append(Text("每个末尾词元：与其嵌入的余弦、|h|、透镜读出" if zh else "each text's last token: cosine to its bare embedding, |h|, what the lens reads", style="italic"))
         two = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False)
-        two.add_column("层" if zh else "layer", justify="right", style="bold", no_wrap=True, min_width=5)
+        two.add_column("残差" if zh else "resid", justify="right", style="bold", no_wrap=True, min_width=5)
         for i in group:
             two.add_column(f"{letters[i]} cos", justify="right", no_wrap=True, min_width=6)
             two.add_column("|h|", justify="right", style="dim", no_wrap=True, min_width=hw)

@@ -21,11 +21,11 @@ def _n(x: int) -> str:
 def explain_json(s, model: str | None) -> None:
     print(json_text({
         "model": model, "title": s.name,  # model: -m MODEL, or the --preset name
-        "shape": {"layers": s.config.n_layer, "d_model": s.config.d_model, "heads": s.config.n_head, "head_dim": s.config.head_dim, "kv_heads": s.config.n_kv_head,
+        "shape": {"blocks": s.config.n_layer, "layers": s.config.n_layer, "d_model": s.config.d_model, "heads": s.config.n_head, "head_dim": s.config.head_dim, "kv_heads": s.config.n_kv_head,
                   "d_attn": s.config.d_attn, "d_kv": s.config.d_kv},
         "q_per_kv": s.config.q_per_kv,
         "groups": [{"kv_head": k, "query_heads": list(g)} for k, g in enumerate(s.groups())],
-        "weights_per_layer": s.weights_per_layer(),
+        "weights_per_block": s.weights_per_layer(), "weights_per_layer": s.weights_per_layer(),  # "_layer": the older name
         "value_down": [s.config.d_model, s.config.head_dim], "value_up": [s.config.head_dim, s.config.d_model],
     }))  # fmt: skip
 
@@ -129,9 +129,9 @@ def _weights(s, say) -> None:
     total = sum(w.values())
     shapes = {"W_Q": (D, s.config.d_attn), "W_K": (D, s.config.d_kv), "W_V": (D, s.config.d_kv), "W_O": (s.config.d_attn, D)}
     parts = ", ".join(f"{k} [{_n(a)}, {_n(b)}] {_n(w[k])}" for k, (a, b) in shapes.items())
-    say(f"Weights of one layer: {parts}; {_n(total)} in all, {_n(total * s.config.n_layer)} over {s.config.n_layer} layers (no biases). "
+    say(f"Weights of one block: {parts}; {_n(total)} in all, {_n(total * s.config.n_layer)} over {s.config.n_layer} blocks (no biases). "
         f"One head's Value↓ or Value↑: {_n(D)} × {Dh} = {_n(D * Dh)}.",
-        f"一层的权重：{parts}；共 {_n(total)}，{s.config.n_layer} 层共 {_n(total * s.config.n_layer)}（不计偏置）。"
+        f"一个块的权重：{parts}；共 {_n(total)}，{s.config.n_layer} 个块共 {_n(total * s.config.n_layer)}（不计偏置）。"
         f"一个头的 Value↓ 或 Value↑：{_n(D)} × {Dh} = {_n(D * Dh)}。", "dim")  # fmt: skip
 
 

@@ -59,7 +59,7 @@ def _header(report: dict, say: _Say) -> None:
     if s["kv_heads"] != s["heads"]:
         heads = f"{s['heads']} query heads × {s['head_dim']} ({s['kv_heads']} key/value heads)"
     out.print(f"[bold]{escape(report['title'])}[/]  [dim]{escape(report['name'])} · {escape(report['source'])}[/]")
-    _say(f"{num.count(s['layers'])} layers · d_model {num.count(s['d_model'])} · {heads} · d_ff {num.count(s['d_ff'])}")
+    _say(f"{num.count(s['layers'])} blocks · d_model {num.count(s['d_model'])} · {heads} · d_ff {num.count(s['d_ff'])}")
     _say(f"vocabulary {num.count(s['vocab'])} · context {num.count(s['context'])}")
     style = [
         MLPS[s["mlp"]].label,
@@ -202,7 +202,7 @@ def _render_costs(report: dict, say: _Say) -> None:
     def row(en: str, zh: str, formula: str, value: str) -> None:
         table.add_row(escape(f"{en}\n{zh}" if say.zh else en), escape(formula), value)
 
-    row("N: weights a token is multiplied by", "N：词元要乘过的权重", "layer matrices + unembedding", num.count(c["matmul_params"]))
+    row("N: weights a token is multiplied by", "N：词元要乘过的权重", "block matrices + unembedding", num.count(c["matmul_params"]))
     row("attention FLOPs per token", "每词元注意力 FLOPs", f"{c['formula']['attention']}\n= {c['numbers']['attention']}", num.si(c["attention"], "FLOP"))
     row("forward FLOPs per token", "每词元前向 FLOPs", "2·N + attention", num.si(c["forward"], "FLOP"))
     row("training FLOPs per token", "每词元训练 FLOPs", "3 × forward ≈ 6·N", num.si(c["training"], "FLOP"))
@@ -217,9 +217,9 @@ def _render_costs(report: dict, say: _Say) -> None:
         row(f"  … for the full context of {num.count(T)}", f"完整上下文 {num.count(T)}", "× T", num.size(kv["full_context"][dtype]))
     table.add_section()
     a = m["attention_pattern"]
-    row("one attention pattern (a head, a layer)", "一个注意力模式（一头一层）", f"T² = {num.count(T)}²", f"{num.count(a['per_head'])} scores")
-    row("  … all heads of one layer, fp32", "一层全部头（fp32）", "H × T² × 4 bytes", num.size(a["bytes_per_layer_fp32"]))
-    row("  … all heads of all layers", "全部层全部头", "L × H × T²", f"{num.count(a['all_layers'])} scores")
+    row("one attention pattern (a head, a block)", "一个注意力模式（一个头，一个块）", f"T² = {num.count(T)}²", f"{num.count(a['per_head'])} scores")
+    row("  … all heads of one block, fp32", "一个块的全部头（fp32）", "H × T² × 4 bytes", num.size(a["bytes_per_layer_fp32"]))
+    row("  … all heads of all blocks", "全部块的全部头", "L × H × T²", f"{num.count(a['all_layers'])} scores")
     out.print(table)
     _say(
         say.both(
