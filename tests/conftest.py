@@ -82,6 +82,11 @@ def pytest_configure(config) -> None:
 
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The compiled kernels of quantized products, compiled once for the whole suite (every test's
+    # own TFCLI_HOME would compile them again, seconds each) and kept in pytest's cache between runs.
+    cache = getattr(config, "cache", None)
+    if cache is not None and "TFCLI_KERNEL_CACHE" not in os.environ:
+        os.environ["TFCLI_KERNEL_CACHE"] = str(cache.mkdir("tfcli-kernels"))
 
 
 EPS32 = float(np.finfo(np.float32).eps)  # 2^-23: one float32 step at 1.0

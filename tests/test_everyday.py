@@ -236,7 +236,7 @@ def test_completion_completes_commands_and_options(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TFCLI_HOME=str(tmp_path), _TFCLI_COMPLETE="complete_bash")
     words = {"tfcli sh": "1", "tfcli generate --te": "2"}
     got = {w: subprocess.run([sys.executable, "-m", "tfcli"], env=env | {"COMP_WORDS": w, "COMP_CWORD": c}, capture_output=True, text=True).stdout.split() for w, c in words.items()}
-    assert got == {"tfcli sh": ["show"], "tfcli generate --te": ["--temperature", "--temp"]}
+    assert got == {"tfcli sh": ["show"], "tfcli generate --te": ["--temperature", "--temp", "--template"]}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -230,3 +230,45 @@ def test_a_file_over_200_mb_runs_holding_it_once(tmp_path):
     size = big.stat().st_size
     assert size > 200e6
     assert in_place - bare < size + 180e6, f"{(in_place - bare) / 1e6:.0f} MB above a bare run for a file of {size / 1e6:.0f} MB"
+
+
+@pytest.mark.parametrize("kind, ratio", [("q8_0", 34 / 128), ("q4_0", 18 / 128)])
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_quantize_at_load_turns_every_matrix_into_blocks(family, kind, ratio):
+    """--quantize: a float32 folder's matrices become GGUF blocks along their input axis (formats.quantize,
+    gguf-py's bit for bit), a tied unembedding stays the embedding's transpose, and the model computes
+    what the textbook computes from those blocks."""
+    from conftest import TINY_GPT2, TINY_LLAMA
+
+    from tfcli.engine.quantized import quantize_weights
+
+    lm = load_folder({"gpt2": TINY_GPT2, "llama": TINY_LLAMA}[family])
+    m = lm.model
+    w_in = np.array(m.layers[0].mlp.w_in)  # [D, F or 2F], float32
+    ids = list(range(1, 30))
+    ref = forward_logits(lm, ids)
+    quantize_weights(m, kind)
+    matrices = [w for w in m.weights() if isinstance(w, Quantized)]
+    assert matrices and all(p.format == kind.upper() for w in matrices for p in w.parts)
+    assert not [w for w in m.weights() if isinstance(w, np.ndarray) and w.ndim == 2 and w.shape[0] % 32 == 0 and w is not getattr(m, "wpe", None)]
+    if lm.config.tie_embeddings:
+        assert m.unembedding.parts is m.token_embedding.parts
+    q = m.layers[0].mlp.w_in  # [D, F or 2F]
+    assert q.nbytes == pytest.approx(q.shape[0] * q.shape[1] * 4 * ratio)
+    gguf_blocks = np.ascontiguousarray(gguf.quants.quantize(np.ascontiguousarray(w_in.T), Q[kind.upper()])).view(np.uint8)
+    np.testing.assert_array_equal(q.parts[0].data.reshape(-1), gguf_blocks.reshape(-1))  # the rows of [out, in], as a GGUF holds them
+    fast = forward_logits(lm, ids)
+    plain = m.forward(np.array(ids), m.new_cache(len(ids)), all_logits=True, run=executor.PLAIN)
+    assert_f32_near(fast, plain, steps=4096)  # the kernels' 16-bit activations against float32 ones
+    if kind == "q8_0":  # what 8-bit blocks lose on these random weights: a few percent (4-bit ones, far more)
+        assert np.abs(plain - ref).max() / np.abs(ref).max() < 0.05
+
+
+def test_quantize_flag(cli, mixed_gguf):
+    from conftest import TINY_LLAMA
+
+    r = cli("generate", "-m", TINY_LLAMA, "hi", "-n", "3", "-t", "0", "--quantize", "q8_0")
+    assert r.exit_code == 0, r.stderr
+    r = cli("generate", "-m", mixed_gguf, "hi", "-n", "3", "--quantize", "q4_0")
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]  # after the line saying where its index went
+    assert r.exit_code == 2 and len(errors) == 1 and "already quantized" in errors[0], r.stderr

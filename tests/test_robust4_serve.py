@@ -204,6 +204,8 @@ def test_a_body_past_max_body_is_refused_with_413_before_it_is_read(small):
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # the header alone: no byte of the body is sent
         s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2097152\r\n\r\n")
         answer = s.recv(4096)
+        while b"--max-body" not in answer and (more := s.recv(4096)):  # the body may come in a packet of its own
+            answer += more
     assert answer.startswith(b"HTTP/1.1 413") and b"--max-body" in answer, answer
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # chunked: no length to judge by; refused once past the bound
         s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")

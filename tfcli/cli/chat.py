@@ -14,6 +14,8 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .quantize import Quantize
+from .quantize import apply as apply_quantize
 from .command import interrupted
 from .experiment import AnyModelOption, FeatureOption, ScaleOption, SteerOption, pass_hooks
 from .console import err, note, warn
@@ -70,6 +72,7 @@ def chat(
     seed: options.Seed = None,
     lookup: Annotated[bool, typer.Option("--lookup", help="Lookup decoding: guess the next tokens from the conversation and check them in one pass; the same replies, faster when a reply repeats its context.")] = False,
     threads: options.Threads = None,
+    quantize: Quantize = None,
     steer: SteerOption = None,
     feature: FeatureOption = None,
     scale: ScaleOption = 4.0,
@@ -93,7 +96,7 @@ def chat(
 
     check_max_new_tokens(max_tokens)
     n_threads = options.apply_threads(threads)
-    lm = warned(with_template(options.load_model(model or DEFAULT_CHAT_MODEL), template))
+    lm = apply_quantize(warned(with_template(options.load_model(model or DEFAULT_CHAT_MODEL), template)), quantize)
     require_template(lm)
     params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,

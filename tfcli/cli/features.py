@@ -9,12 +9,18 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from . import options
-from .command import Command
+from .command import Command, Tidy
 from .console import err, note, shown
 
+class Group(Tidy, TyperGroup):
+    """The features group: its -h/--help a flag without a type, as every command's."""
+
+
 app = typer.Typer(
+    cls=Group,
     name="features",
     help="Sparse autoencoders (SAEs) trained in NumPy: the directions a model's residual stream is made of.",
     no_args_is_help=True,

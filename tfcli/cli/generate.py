@@ -10,6 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .quantize import Quantize
+from .quantize import apply as apply_quantize
 from .command import interrupted
 from .experiment import AblateOption, AnyModelOption, FeatureOption, ScaleOption, SteerOption, pass_hooks
 from .options import read_text
@@ -88,6 +90,7 @@ def generate(
     slide: Annotated[bool, typer.Option("--slide", help="Go on past the context: when it is full, continue from its most recent half (as nanoGPT crops).")] = False,
     truncate: Annotated[bool, typer.Option("--truncate", help="If the prompt is longer than the context, keep its last tokens (with a warning).")] = False,
     threads: options.Threads = None,
+    quantize: Quantize = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No statistics on stderr.")] = False,
     as_json: Json = False,
     ablate: AblateOption = None,
@@ -126,7 +129,7 @@ def generate(
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
-    lm = with_template(options.load_model(model), template, chat)
+    lm = apply_quantize(with_template(options.load_model(model), template, chat), quantize)
     load_seconds = time.perf_counter() - t0
     warned(lm)
 

@@ -12,6 +12,8 @@ from . import options
 from .experiment import AblateOption, pass_hooks
 from .console import out
 from .inputs import load
+from .quantize import Quantize
+from .quantize import apply as apply_quantize
 
 # How likely the model found each token, as colours from sure to surprised (probability bounds).
 SCALE = ((0.5, "green", "≥ 50%"), (0.2, "bright_green", "20-50%"), (0.05, "yellow", "5-20%"), (0.01, "dark_orange", "1-5%"), (0.0, "red", "< 1%"))
@@ -29,6 +31,7 @@ def score(
     show_text: Annotated[Optional[bool], typer.Option("--text/--no-text", help="Show the text coloured by each token's probability (default: when stdout is a terminal).", show_default=False)] = None,
     as_json: options.Json = False,
     threads: options.Threads = None,
+    quantize: Quantize = None,
     ablate: AblateOption = None,
 ) -> None:
     """The model's loss on a text: mean nats per token, perplexity, and nats per character and per
@@ -51,7 +54,7 @@ def score(
     if (text is None) == (file is None):
         raise UsageError("give a TEXT or --file FILE (one of the two)", "tfcli score 'some text', or tfcli score --file notes.txt")
     body = _read_file(file) if file is not None else options.read_text(text, "the text", "give some text to score")
-    lm = load(model, threads)
+    lm = apply_quantize(load(model, threads), quantize)
     window, stride = check_window(lm.model, window, stride)
     ids = lm.tokenizer.prompt(body)
     options.warn_unknown(lm.tokenizer, body, ids, lm.name)

@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .quantize import Quantize
+from .quantize import apply as apply_quantize
 from .command import interrupted
 from .console import note, warn
 from .inputs import warned
@@ -22,6 +24,7 @@ def serve(
     max_body: Annotated[int, typer.Option("--max-body", help="Largest request body in MiB; a longer one is refused with 413 before it is read.")] = 16,
     batch_invariant: Annotated[bool, typer.Option("--batch-invariant/--no-batch-invariant", help="Each request's numbers exactly those it gets alone, whatever shares its decode steps (a greedy answer never changes with the company). --no-batch-invariant: OpenBLAS's batched kernels, which round by the number of rows.")] = True,
     threads: options.Threads = None,
+    quantize: Quantize = None,
 ) -> None:
     """Serve a model over the OpenAI API: /v1/completions (with echo and logprobs), /v1/chat/completions,
     /v1/models, /tokenize, /detokenize, /health, and the live explorer page at /.
@@ -49,7 +52,7 @@ def serve(
     if not http.is_loopback(host):
         warn(f"listening on {host}: other machines can reach this server{'' if api_key else ' and use it without a key (see --api-key)'}")
     n_threads = options.apply_threads(threads)
-    lm = warned(options.load_model(model))
+    lm = apply_quantize(warned(options.load_model(model)), quantize)
     name = model or lm.name
     from tfcli.serve.live import Page
 

@@ -148,3 +148,42 @@ def textbook_product(x: np.ndarray, w: Quantized) -> np.ndarray:
     for first, tile in w.tiles():
         y[:, first : first + len(tile)] = x @ tile.T  # [T, K] @ [K, n] -> [T, n]
     return y
+
+
+QUANTIZE_ROWS = 4096  # rows quantized at a time: the float32 temporaries stay small
+
+
+def quantized_rows(w: np.ndarray, kind: str) -> Quantized | np.ndarray:
+    """Float32 rows [N, K] as a Quantized of blocks `kind` (formats.quantize: q8_0, q4_0); rows whose
+    length is not a multiple of 32 stay as they are."""
+    from .formats import BLOCK_TYPES, QUANTIZERS, quantize
+
+    n, k = w.shape
+    if k % 32:
+        return w
+    type_id = QUANTIZERS[kind][0]
+    data = np.empty((n, k // 32 * BLOCK_TYPES[type_id].nbytes), dtype=np.uint8)  # [N, row bytes]
+    for a in range(0, n, QUANTIZE_ROWS):
+        data[a : a + QUANTIZE_ROWS] = quantize(w[a : a + QUANTIZE_ROWS], kind)[1]
+    return Quantized((Part(type_id, data),), k)
+
+
+def quantize_weights(model, kind: str) -> None:
+    """Replace every matrix of a loaded model by blocks of `kind`, along each matrix's input axis
+    (as a GGUF stores them: the rows of [out, in]); norms, biases and position tables stay float32.
+    A tied unembedding stays the embedding's transpose. What `--quantize` does to a float32 folder."""
+    import dataclasses
+
+    def matrix(w):  # a family's [in, out] weight -> the same, quantized along `in`
+        if isinstance(w, np.ndarray) and w.ndim == 2 and w.dtype == np.float32:
+            q = quantized_rows(np.ascontiguousarray(w.T), kind)
+            return q.T if isinstance(q, Quantized) else w
+        if dataclasses.is_dataclass(w) and not isinstance(w, type):
+            return dataclasses.replace(w, **{f.name: matrix(getattr(w, f.name)) for f in dataclasses.fields(w) if f.init})
+        return w
+
+    tied = isinstance(model.unembedding, np.ndarray) and np.shares_memory(model.unembedding, model.token_embedding)
+    model.layers = [matrix(layer) for layer in model.layers]
+    embedding = quantized_rows(np.ascontiguousarray(model.token_embedding), kind)
+    model.unembedding = embedding.T if tied and isinstance(embedding, Quantized) else matrix(model.unembedding)
+    model.token_embedding = embedding

@@ -1,0 +1,44 @@
+"""--quantize: a float32 (or float16) folder's matrices turned into GGUF blocks at load, for the
+commands where speed and memory count (generate, chat, score, serve, bench)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+
+class Kind(str, Enum):
+    q8_0 = "q8_0"
+    q4_0 = "q4_0"
+
+
+Quantize = Annotated[
+    Optional[Kind],
+    typer.Option(
+        "--quantize",
+        help="Turn a folder's matrices into GGUF blocks at load and run them quantized, as a GGUF file runs: "
+        "q8_0 (8 bits and a scale per 32 weights, 3.8x smaller than float32) or q4_0 (4 bits, 7.1x).",
+        show_default=False,
+    ),
+]
+
+
+def apply(lm, kind: Kind | None):
+    """The loaded model with its matrices quantized (a model that already is, a GGUF, is refused)."""
+    if kind is None:
+        return lm
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.fast.quantized import prepare
+    from tfcli.engine.quantized import quantize_weights
+
+    from .console import note, warn
+
+    if lm.model.quantized():
+        raise UsageError(f"{lm.name} is already quantized (a GGUF file runs as its blocks)", "drop --quantize")
+    quantize_weights(lm.model, kind.value)
+    why = prepare(lambda: note("compiling the quantized kernels (once for this machine; later runs load them)"))
+    if why:
+        warn(why)
+    return lm
