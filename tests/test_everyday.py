@@ -99,7 +99,7 @@ def cached(tmp_path):
 def test_show_a_shipped_model(cli):
     r = cli("show", "tang")
     assert r.exit_code == 0, r.stderr
-    for fact in ("tang (shipped)", "4 layers", "5,566,720", "model.safetensors", "Tang Poems", "Apache-2.0", "chat template", "no manifest"):
+    for fact in ("tang (shipped)", "4 blocks", "5,566,720", "model.safetensors", "Tang Poems", "Apache-2.0", "chat template", "no manifest"):
         assert fact in r.stdout, fact
     doc = json.loads(cli("show", "tang", "--json").stdout)
     assert doc["model"] == "tang" and doc["params"] == 5_566_720 and doc["shape"]["layers"] == 4

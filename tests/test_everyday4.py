@@ -154,3 +154,18 @@ def test_the_numbering_is_declared_once():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert readme.count("### Blocks and residual indices") == 1
     assert numbering.blocks(4) == "4 blocks" and numbering.blocks(1) == "1 block" and numbering.resid_name(0) == "0 emb"
+
+
+def test_help_lists_every_command_without_importing_it():
+    """`tfcli --help` and one command import only what they need (start-up, issue 35): the list
+    of commands comes from cli.COMMANDS, whose summaries are the docstrings' first sentences."""
+    from tfcli.cli import COMMANDS, command_info
+
+    for name, summary in COMMANDS.items():
+        assert command_info(name).short_help == summary, name
+    code = "import sys; from tfcli.cli import app; print(sorted(m for m in sys.modules if m.startswith('tfcli.cli.') and m.count('.') == 2))"
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert not any(f"tfcli.cli.{name}'" in loaded for name in COMMANDS), loaded
+    r = subprocess.run([sys.executable, "-m", "tfcli", "--help"], cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, COLUMNS="200", NO_COLOR="1"))
+    for name, summary in COMMANDS.items():
+        assert summary[:40] in r.stdout, name

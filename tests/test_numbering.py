@@ -68,7 +68,7 @@ def test_the_page_names_its_lens_rows_as_the_cli_does():
 
 
 def test_blocks_count_from_zero_and_negative_numbers_from_the_end(cli):
-    n_layer = load(TINY_LLAMA).config.n_layer  # 3 blocks; 4 layers of the residual stream
+    n_layer = load(TINY_LLAMA).config.n_layer  # 3 blocks; residual indices 0-3
     attn = json.loads(cli("attn", TEXT, "-m", TINY_LLAMA, "--block", "-1", "--json").stdout)
     assert attn["blocks"] == [n_layer - 1]
     old_name = json.loads(cli("attn", TEXT, "-m", TINY_LLAMA, "--layer", "1", "--json").stdout)

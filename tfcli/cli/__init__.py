@@ -232,7 +232,37 @@ ENVIRONMENT = (
 )
 
 
-class App(Tidy, ErrorBoundary):
+class _Lazy:
+    """App's commands, each made when first asked for: a stand-in (name and summary) while the
+    app's help lists them, the real command (its module imported) otherwise."""
+
+    _listing = False
+
+    def list_commands(self, ctx) -> list[str]:
+        return [*COMMANDS, *(n for n in super().list_commands(ctx) if n not in COMMANDS)]
+
+    def get_command(self, ctx, name: str):
+        if name in COMMANDS and name not in self.commands:
+            if self._listing:
+                from typer.core import TyperCommand
+
+                return TyperCommand(name=name, short_help=COMMANDS[name], help=COMMANDS[name])
+            import typer.main
+
+            self.commands[name] = typer.main.get_command_from_info(
+                command_info(name), pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
+            )
+        return super().get_command(ctx, name)
+
+    def format_help(self, ctx, formatter) -> None:
+        self._listing = True
+        try:
+            return super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+class App(_Lazy, Tidy, ErrorBoundary):
     """The tfcli group: the error boundary, with the options of every help tidied (cli/command.py),
     and shell completion options that take the shell named."""
 
@@ -322,40 +352,50 @@ def _root(
         raise typer.Exit(0)
 
 
-# One file per command; each module keeps its heavy imports inside the command function.
-from . import attn, bench, chat, generate, params, tokenize  # noqa: E402
-from .command import Command  # noqa: E402
+# One file per command, imported only when that command runs (App.get_command), so that `tfcli
+# params` pays for Python, Typer and params.py, not for the other 22 modules (about 30 ms, issue 35).
+# `tfcli --help` lists them from here, without importing them: each summary is the first sentence
+# of the command's docstring (_summary), and tests/test_everyday4.py holds the two equal.
+COMMANDS = {
+    "generate": "Continue PROMPT with a model, token by token.",
+    "score": "The model's loss on a text.",
+    "chat": "Chat with a model that has a chat template; by default smollm2, pulled on first use.",
+    "tokenize": "Show the tokens of TEXT as the model gets them.",
+    "params": "Count a GPT's parameters two ways, and what a token costs in FLOPs and memory.",
+    "attn": "Show how each token looks at the tokens before it: the causal mask, and a model's real attention.",
+    "bench": "Measure load time, prompt (prefill) and decode speed, peak memory, and the roofline.",
+    "models": "List the shipped models (weights/), the pulled ones (the cache) and the ones 'tfcli pull' can fetch.",
+    "show": "Show one model.",
+    "pull": "Fetch a model into the cache ($TFCLI_HOME/models) once; later runs reuse it.",
+    "rm": "Remove a pulled (or converted) model from the cache, freeing its disk space.",
+    "convert": "Dequantize a Llama, Qwen2, Qwen3, Gemma 3 or Phi-3 GGUF file into a Hugging Face-style folder of float32 weights.",
+    "lens": "The logit lens: at each residual index, what would the model predict if it stopped there?",
+    "embed": "The model's own token vectors (the rows of its embedding matrix) as a space of directions.",
+    "neurons": "The MLP as questions: which of a block's neurons each token's vector turns on.",
+    "geometry": "Near-orthogonality: the angles between random directions in D dimensions, and a model's own.",
+    "explore": "Write one web page that shows what the model does with TEXT.",
+    "train": "Train a GPT-2-style model on a text file with tfcli's NumPy engine.",
+    "serve": "Serve a model over the OpenAI API.",
+    "patch": "Activation patching: which spot of the pass carries the answer?",
+    "ablate": "Ablation: how much does the answer need each head and each MLP?",
+    "steer": "Steering: push the residual stream along a direction and see the text change.",
+    "heads": "Direct logit attribution and head detectors.",
+}
 
-app.command("generate", cls=Command)(generate.generate)
-from . import score  # noqa: E402  (listed next to generate: both run a model over a text)
 
-app.command("score", cls=Command)(score.score)
-app.command("chat", cls=Command)(chat.chat)
-app.command("tokenize", cls=Command)(tokenize.tokenize)
-app.command("params", cls=Command)(params.params)
-app.command("attn", cls=Command)(attn.attn)
-app.command("bench", cls=Command)(bench.bench)
+def command_info(name: str):
+    """The Typer CommandInfo of command `name`, its module imported now (tfcli/cli/NAME.py)."""
+    import importlib
+    import inspect
 
-from . import convert, embed, explore, geometry, lens, models, neurons, pull, rm, show  # noqa: E402
+    from typer.models import CommandInfo
 
-app.command("models", cls=Command)(models.models)
-app.command("show", cls=Command)(show.show)
-app.command("pull", cls=Command)(pull.pull)
-app.command("rm", cls=Command)(rm.rm)
-app.command("convert", cls=Command)(convert.convert)
-app.command("lens", cls=Command)(lens.lens)
-app.command("embed", cls=Command)(embed.embed)
-app.command("neurons", cls=Command)(neurons.neurons)
-app.command("geometry", cls=Command)(geometry.geometry)
-app.command("explore", cls=Command)(explore.explore)
+    from .command import Command
 
-from . import train  # noqa: E402
+    callback = getattr(importlib.import_module(f"{__name__}.{name}"), name)
+    doc = inspect.getdoc(callback) or ""
+    return CommandInfo(name=name, cls=Command, callback=callback, help=_unwrapped(doc), short_help=_summary(doc))
 
-app.command("train", cls=Command)(train.train)
-
-from . import serve  # noqa: E402
-
-app.command("serve", cls=Command)(serve.serve)
 
 
 
@@ -368,13 +408,6 @@ def main() -> None:
             stream.reconfigure(errors="replace")
     sys.stdout = Output(sys.stdout, closed=stdout_closed)
     app(prog_name="tfcli")
-
-from . import ablate, heads, patch, steer  # noqa: E402
-
-app.command("patch", cls=Command)(patch.patch)
-app.command("ablate", cls=Command)(ablate.ablate)
-app.command("steer", cls=Command)(steer.steer)
-app.command("heads", cls=Command)(heads.heads)
 
 from . import features, features_look  # noqa: E402, F401  (features_look adds show, top and quality to features)
 
@@ -402,14 +435,4 @@ def _summary(doc: str) -> str:
     return first
 
 
-def _tidy_help() -> None:
-    import inspect
-
-    for info in app.registered_commands:
-        doc = info.help or inspect.getdoc(info.callback) or ""
-        info.help = _unwrapped(doc)
-        info.short_help = info.short_help or _summary(doc)
-
-
-_tidy_help()  # after every command is registered, the ones above included
 features.tidy_help(_unwrapped, _summary)
