@@ -169,3 +169,15 @@ def test_help_lists_every_command_without_importing_it():
     r = subprocess.run([sys.executable, "-m", "tfcli", "--help"], cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, COLUMNS="200", NO_COLOR="1"))
     for name, summary in COMMANDS.items():
         assert summary[:40] in r.stdout, name
+
+
+def test_bench_says_when_other_processes_held_the_cores(cli, monkeypatch):
+    from tfcli.engine import threads
+
+    monkeypatch.setattr(threads, "busy_cpus", lambda: 1)
+    r = cli("bench", "--prompts", "8", "--new-tokens", "4", "--runs", "1")
+    assert r.exit_code == 0, r.stderr
+    assert "other processes held 1 of the" in r.stderr
+    monkeypatch.setattr(threads, "busy_cpus", lambda: 0)
+    r = cli("bench", "--prompts", "8", "--new-tokens", "4", "--runs", "1", "--json")
+    assert json.loads(r.stdout)["busy_cores"] == 0 and "other processes" not in r.stderr

@@ -55,13 +55,18 @@ def bench(
     start = engine_bench.DECODE_PROMPT
     if max(prompts) > n_ctx or start + new_tokens > n_ctx:
         raise UsageError(f"the model's context is {n_ctx} tokens", f"use --prompts and --new-tokens that fit ({start} + new tokens <= {n_ctx})")
+    from tfcli.engine.threads import available_cpus, busy_cpus
+
+    before = busy_cpus()
     r = _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads)
+    after = busy_cpus()
+    busy = max((n for n in (before, after) if n is not None), default=None)  # other processes' running tasks, at the start and the end
     fraction = r.decode_tps / r.ceiling_tps if r.ceiling_tps else 0.0
     name = model or "shakespeare"
     if as_json:
         from .json import emit
 
-        emit({"model": name, **r.__dict__, "prompts": prompts, "new_tokens": new_tokens, "runs": runs, "ceiling_fraction": fraction, "threads": n_threads})
+        emit({"model": name, **r.__dict__, "prompts": prompts, "new_tokens": new_tokens, "runs": runs, "ceiling_fraction": fraction, "threads": n_threads, "busy_cores": busy})
         return
     from rich.table import Table
 
@@ -80,6 +85,9 @@ def bench(
     t.add_row("decode ceiling = weights / bandwidth", f"{r.ceiling_tps:,.1f} tok/s")
     t.add_row("decode as a fraction of the ceiling", f"[bold]{fraction:.0%}[/]")
     out.print(t)
+    if busy:
+        cores = available_cpus()
+        note(f"other processes held {min(busy, cores)} of the {cores} cores during the run: the speeds and the fraction of the ceiling are lower than this machine gives when idle")
 
 
 def _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads):
