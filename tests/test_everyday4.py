@@ -181,3 +181,11 @@ def test_bench_says_when_other_processes_held_the_cores(cli, monkeypatch):
     monkeypatch.setattr(threads, "busy_cpus", lambda: 0)
     r = cli("bench", "--prompts", "8", "--new-tokens", "4", "--runs", "1", "--json")
     assert json.loads(r.stdout)["busy_cores"] == 0 and "other processes" not in r.stderr
+
+
+def test_steer_says_what_it_saved_and_another_model_refuses_it(cli, tmp_path):
+    path = tmp_path / "v.npz"
+    r = cli("steer", "ROMEO:", "--toward", "love", "--away", "hate", "--block", "1", "-n", "2", "-t", "0", "-m", "shakespeare", "--save", path)
+    assert r.exit_code == 0 and f"wrote {path}" in r.stderr and "· seed" not in r.stdout  # greedy: no seed to tell
+    r = cli("generate", "春", "-n", "2", "-m", "tang", "--steer", path)
+    assert r.exit_code != 0 and "made on another model" in r.stderr

@@ -78,7 +78,7 @@ def steer(
         from .views.features import feature_steering
 
         return feature_steering(lm, s, feature, seed, runs)
-    view.steering(lm, s, prompt, toward, away, seed, runs, zh)
+    view.steering(lm, s, prompt, toward, away, None if temperature == 0 else seed, runs, zh)
 
 
 def _continuations(lm, ids, s, want: int, temperature, seed: int, zh: bool) -> dict:
@@ -131,3 +131,6 @@ def _save(path: Path, s, lm) -> None:
     from .output import save as save_output
 
     save_output(path, lambda f: steering.save(f, s, identity_of(lm)))  # the one safe way every output is written (cli/output.py)
+    from .console import note
+
+    note(f"wrote {path}: the vector of block {s.layer} at scale {s.scale:g}, made on {lm.name} (generate --steer {path})")

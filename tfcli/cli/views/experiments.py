@@ -206,7 +206,7 @@ def steering(lm, s, prompt: str, toward: str, away: str, seed: int, runs: dict, 
     from ..console import out
     from .inside import say
 
-    out.print(f"[bold]{lm.name}[/] · steering at block {s.layer}: {s.scale:g} × (mean of {toward!r} − mean of {away!r}), |v| = {s.norm:.2f} · seed {seed}")
+    out.print(f"[bold]{lm.name}[/] · steering at block {s.layer}: {s.scale:g} × (mean of {toward!r} − mean of {away!r}), |v| = {s.norm:.2f}" + ("" if seed is None else f" · seed {seed}"))  # greedy (-t 0): no seed to tell
     table = Table(show_header=True, expand=True, show_lines=False)
     table.add_column("plain", ratio=1, overflow="fold")
     table.add_column(f"steered (×{s.scale:g})", ratio=1, overflow="fold")
