@@ -1,8 +1,8 @@
 """One decode step of 1, 4 and 8 sequences at different positions, as `tfcli serve` runs it.
 
 Two executors, alternating in one process: the batched kernels (`Fast(batch=True)`, OpenBLAS's
-products of several rows, `ops.few_rows`; `tfcli serve --no-batch-invariant`) and the row-by-row
-one (`slots.RowByRow`, `ops.each_row`: every row's own vector-matrix product on each block of
+products of several rows, `fast/ops.py`'s `few_rows`; `tfcli serve --no-batch-invariant`) and the row-by-row
+one (`fast.executor.RowByRow`, `fast/ops.py`'s `each_row`: every row's own vector-matrix product on each block of
 weights while it is in cache, BLAS on one thread and half of the blocks on a helper thread; the
 default of `tfcli serve`). Prints ms per step (median and range), the ratio of 4 and 8 rows to 1,
 and whether each row's logits equal, bit for bit, those of its sequence decoding alone.
@@ -23,9 +23,10 @@ import tfcli  # noqa: E402,F401  # before NumPy: it sets how long OpenBLAS's idl
 
 import numpy as np  # noqa: E402
 
-from tfcli.engine.executor import FAST, Fast  # noqa: E402
+from tfcli.engine.fast.executor import FAST, Fast  # noqa: E402
 from tfcli.engine.generate import Session  # noqa: E402
-from tfcli.engine.slots import RowByRow, Slots  # noqa: E402
+from tfcli.engine.fast.executor import RowByRow
+from tfcli.engine.slots import Slots  # noqa: E402
 from tfcli.engine.threads import set_blas_threads  # noqa: E402
 from tfcli.store import load  # noqa: E402
 

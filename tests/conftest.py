@@ -162,7 +162,7 @@ def assert_greedy_equals_transformers(folder, model, text: str = "To be, or not 
 def decoded_alone(model, prompt, tokens, capacity: int = 32) -> list[np.ndarray]:
     """The sequence decoding alone, as tfcli generate does: the prompt in one pass, then one token
     per pass through its KVCache. Each token's next-token logits [V]."""
-    from tfcli.engine.executor import FAST
+    from tfcli.engine.fast.executor import FAST
 
     cache = model.new_cache(capacity)
     model.forward(prompt, cache)

@@ -6,7 +6,8 @@ import dataclasses
 
 import numpy as np
 
-from tfcli.engine.executor import PLAIN, Fast
+from tfcli.engine.executor import PLAIN
+from tfcli.engine.fast.executor import Fast
 import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near, decoded_alone, interrupt_call, one_line_error
@@ -42,9 +43,9 @@ def test_each_row_of_a_batched_step_equals_the_sequence_alone(lm, workers):
 
 @pytest.mark.parametrize("workers", [1, 2], ids=["1-thread", "2-threads"])
 def test_a_batch_of_samples_steps_each_row_as_alone_to_the_bit(lm, workers):
-    """generate --samples's executor (slots.RowByRow, BLAS on one thread with 2 workers): each
+    """generate --samples's executor (fast.executor.RowByRow, BLAS on one thread with 2 workers): each
     row of a step equals, bit for bit, its sequence decoding one token at a time alone."""
-    from tfcli.engine.slots import RowByRow
+    from tfcli.engine.fast.executor import RowByRow
     from tfcli.engine.threads import new_helper
 
     model, rng = lm.model, np.random.default_rng(2)
@@ -208,7 +209,7 @@ def test_the_product_for_a_few_rows_equals_the_plain_one(t_len):
     the stored rows' columns (half of an MLP's hidden units, as Transformer.block takes them)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tfcli.engine import ops
+    from tfcli.engine.fast import ops as fast_ops
     from tfcli.engine.threads import ON_THIS_THREAD
 
     rng = np.random.default_rng(t_len)
@@ -219,7 +220,7 @@ def test_the_product_for_a_few_rows_equals_the_plain_one(t_len):
                 x = rng.standard_normal((t_len, w.shape[0]), dtype=np.float32)
                 want = x.astype(np.float64) @ w.astype(np.float64)
                 for helper in (None, ON_THIS_THREAD, pool):
-                    got = ops.linear(x, w, helper)
+                    got = fast_ops.linear(x, w, helper)
                     assert got.shape == want.shape and got.dtype == np.float32
                     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
@@ -227,7 +228,7 @@ def test_the_product_for_a_few_rows_equals_the_plain_one(t_len):
 def test_an_error_in_the_second_thread_reaches_the_caller():
     from concurrent.futures import ThreadPoolExecutor
 
-    from tfcli.engine import ops
+    from tfcli.engine.fast import ops as fast_ops
 
     class Failing(ThreadPoolExecutor):
         def submit(self, fn, *args):
@@ -235,7 +236,7 @@ def test_an_error_in_the_second_thread_reaches_the_caller():
 
     x = np.ones((4, 96), dtype=np.float32)
     with Failing(1) as pool, pytest.raises(ZeroDivisionError):
-        ops.linear(x, np.ones((5000, 96), dtype=np.float32).T, pool)
+        fast_ops.linear(x, np.ones((5000, 96), dtype=np.float32).T, pool)
 
 
 @pytest.mark.parametrize("split", [0, 1, 2, 37, 80, 81])

@@ -200,16 +200,16 @@ def test_prompt_pass_in_chunks_equals_one_pass(lm, monkeypatch):
 def test_blocked_attention_equals_one_block(monkeypatch):
     """Long prompt passes score queries in blocks; the result must equal a single block, and the
     assembled weights must keep rows summing to 1 and the future at exactly 0."""
-    from tfcli.engine import ops
+    from tfcli.engine.fast import ops as fast_ops
 
     rng = np.random.default_rng(0)
     q = rng.standard_normal((2, 3, 70, 16)).astype(np.float32)  # [Hkv, G, T, Dh]
     k = rng.standard_normal((2, 75, 16)).astype(np.float32)  # [Hkv, S, Dh], 5 cached positions first
     v = rng.standard_normal((2, 75, 16)).astype(np.float32)
     kt = k.transpose(0, 2, 1)  # [Hkv, Dh, S], as the cache keeps keys
-    whole_out, whole_w = ops.attention(q, kt, v, start=5, return_weights=True)
-    monkeypatch.setattr(ops, "ATTN_BLOCK", 16)
-    out, w = ops.attention(q, kt, v, start=5, return_weights=True)
+    whole_out, whole_w = fast_ops.attention(q, kt, v, start=5, return_weights=True)
+    monkeypatch.setattr(fast_ops, "ATTN_BLOCK", 16)
+    out, w = fast_ops.attention(q, kt, v, start=5, return_weights=True)
     # The blocks sum the same products in another order: equal to a few float32 steps, not to the bit.
     assert_f32_close(out, whole_out, steps=8, floor=1.0)  # sums of values of size ~1
     assert_f32_close(w, whole_w, steps=8)

@@ -13,7 +13,9 @@ import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_close
 from tfcli.engine import executor
-from tfcli.engine.executor import PLAIN, Fast
+from tfcli.engine.executor import PLAIN
+from tfcli.engine.fast.executor import Fast
+from tfcli.engine.fast import executor as fast_executor
 from tfcli.engine.kvcache import BatchCache
 from tfcli.store import load
 
@@ -61,10 +63,10 @@ def test_a_pass_equals_the_textbook(net, t_len, workers):
 
 
 def test_prompt_parts_on_threads_equal_the_textbook(net, monkeypatch):
-    monkeypatch.setattr(executor, "PART_MIN_TOKENS", 8)
+    monkeypatch.setattr(fast_executor, "PART_MIN_TOKENS", 8)
     rng = np.random.default_rng(0)
     prompt, tokens = rng.integers(0, net.config.vocab_size, 5), rng.integers(0, net.config.vocab_size, 40)
-    assert len(executor.split_prompt(net.config, 5, 40, 3)) == 3
+    assert len(fast_executor.split_prompt(net.config, 5, 40, 3)) == 3
     want, want_cache = _pass(net, prompt, tokens, PLAIN)
     got, got_cache = _pass(net, prompt, tokens, Fast(3))
     _same_logits(got, want)

@@ -32,7 +32,7 @@ def ref() -> dict:
 
 
 def logits_of(lm, ids, run=None) -> np.ndarray:
-    from tfcli.engine.executor import FAST
+    from tfcli.engine.fast.executor import FAST
 
     return lm.model.forward(np.array(ids), lm.model.new_cache(len(ids)), all_logits=True, run=run or FAST)  # [T, V]
 

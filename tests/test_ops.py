@@ -7,6 +7,7 @@ import pytest
 
 from conftest import EPS32, assert_f32_near
 from tfcli.engine import ops
+from tfcli.engine.fast import ops as fast_ops
 
 
 @pytest.mark.parametrize("n_kv, group, t_len, start", [(2, 1, 5, 0), (3, 3, 7, 4), (1, 4, 1, 9), (2, 2, 300, 20)])
@@ -17,7 +18,7 @@ def test_fast_attention_equals_reference(n_kv, group, t_len, start):
     q = rng.standard_normal((n_kv, group, t_len, dh), dtype=np.float32)  # [Hkv, G, T, Dh]
     k = rng.standard_normal((n_kv, s_len, dh), dtype=np.float32)  # [Hkv, S, Dh]
     v = rng.standard_normal((n_kv, s_len, dh), dtype=np.float32)  # [Hkv, S, Dh]
-    out, weights = ops.attention(q, k.transpose(0, 2, 1).copy(), v, start, return_weights=True)
+    out, weights = fast_ops.attention(q, k.transpose(0, 2, 1).copy(), v, start, return_weights=True)
     # The reference takes one key/value head per query head: repeat each for its group.
     ref_out, ref_w = ops.reference_attention(
         q.reshape(n_kv * group, t_len, dh), np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
@@ -42,7 +43,7 @@ def test_reference_attention_by_hand():
 
 @pytest.mark.parametrize("out, n_in", [(3072, 576), (45, 64), (1000, 96), (7, 33)])
 def test_each_row_is_each_row_alone_to_the_bit(out, n_in):
-    """ops.each_row: row t of the product is exactly the one-row product x[t] @ rows.T, with and
+    """fast/ops.py each_row: row t of the product is exactly the one-row product x[t] @ rows.T, with and
     without a helper thread, whole blocks or not (what makes a batch step batch-invariant)."""
     from tfcli.engine.threads import new_helper
 
@@ -51,6 +52,6 @@ def test_each_row_is_each_row_alone_to_the_bit(out, n_in):
     x = rng.standard_normal((5, n_in), dtype=np.float32)  # [T, in]
     alone = np.concatenate([x[t : t + 1] @ rows.T for t in range(5)])  # [T, out]: how one sequence's step computes it
     for pool in (None, new_helper()):
-        y = ops.each_row(x, rows, pool)
+        y = fast_ops.each_row(x, rows, pool)
         assert y.shape == (5, out) and y.flags.c_contiguous
         np.testing.assert_array_equal(y, alone)

@@ -1,4 +1,4 @@
-"""A prompt pass split into parts on several threads (executor.Fast.parallel_trunk) must give the
+"""A prompt pass split into parts on several threads (fast.executor.Fast.parallel_trunk) must give the
 logits and the cache of one pass, and must stop every part, without hanging, on an error or Ctrl-C."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from tfcli.engine import threads
 from tfcli.store import load
-from tfcli.engine import executor as model_module
-from tfcli.engine.executor import Fast, split_prompt
+from tfcli.engine.fast import executor as model_module
+from tfcli.engine.fast.executor import Fast, split_prompt
 
 from conftest import DATA, assert_f32_near, reference
 

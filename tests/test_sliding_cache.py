@@ -18,7 +18,7 @@ from conftest import assert_f32_near  # noqa: E402
 from test_new_families import gemma3, phi3  # noqa: E402
 from tfcli.engine import kvcache  # noqa: E402
 from tfcli.engine.batch import BatchCache  # noqa: E402
-from tfcli.engine.executor import Fast  # noqa: E402
+from tfcli.engine.fast.executor import Fast  # noqa: E402
 from tfcli.engine.generate import Session  # noqa: E402
 from tfcli.store import load  # noqa: E402
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near, decoded_alone
-from tfcli.engine.executor import Fast
+from tfcli.engine.fast.executor import Fast
 from tfcli.engine.slots import Slots, copy_cache
 from tfcli.store import load
 
@@ -61,7 +61,7 @@ def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm, workers):
     decoding alone (one token per pass through a KVCache, as tfcli generate does). With 2
     workers, as the server runs its steps: half of each product's blocks on the helper thread,
     BLAS on one thread."""
-    from tfcli.engine.slots import RowByRow
+    from tfcli.engine.fast.executor import RowByRow
     from tfcli.engine.threads import new_helper
 
     run = RowByRow(workers, new_helper() if workers > 1 else None)

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfcli.engine.executor import PLAIN, Fast
+from tfcli.engine.executor import PLAIN
+from tfcli.engine.fast.executor import Fast
 from tfcli.store import load
 from tfcli.engine.tokenizer import Tokenizer
 from tfcli.engine.gguffile import GGUFFile

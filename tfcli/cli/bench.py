@@ -33,12 +33,35 @@ def bench(
       tfcli bench -m smollm2 --runs 3
     """
     from tfcli.engine import bench as engine_bench
-    from tfcli.engine.errors import UsageError
     from tfcli.engine.families import load_config
 
     n_threads = options.apply_threads(threads)
     folder = options.model_folder(model)
     n_ctx = load_config(folder / "config.json").n_ctx  # the shape only: bench.run loads (and times) the model
+    prompts, new_tokens = _sizes(engine_bench, n_ctx, prompt_tokens, new_tokens, runs)
+    from tfcli.engine.threads import available_cpus, busy_cpus
+
+    before = busy_cpus()
+    r = _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads)
+    after = busy_cpus()
+    busy = max((n for n in (before, after) if n is not None), default=None)  # other processes' running tasks, at the start and the end
+    fraction = r.decode_tps / r.ceiling_tps if r.ceiling_tps else 0.0
+    name = model or "shakespeare"
+    if as_json:
+        from .json import emit
+
+        emit({"model": name, **r.__dict__, "prompts": prompts, "new_tokens": new_tokens, "runs": runs, "ceiling_fraction": fraction, "threads": n_threads, "busy_cores": busy})
+        return
+    _render(name, n_threads, r, new_tokens, runs, fraction)
+    if busy:
+        cores = available_cpus()
+        note(f"other processes held {min(busy, cores)} of the {cores} cores during the run: the speeds and the fraction of the ceiling are lower than this machine gives when idle")
+
+
+def _sizes(engine_bench, n_ctx: int, prompt_tokens: str | None, new_tokens: int | None, runs: int) -> tuple[list[int], int]:
+    """--prompts and --new-tokens, checked against each other and the model's context."""
+    from tfcli.engine.errors import UsageError
+
     default_prompts, default_new = engine_bench.default_sizes(n_ctx)
     if prompt_tokens is None:
         prompts = default_prompts
@@ -55,19 +78,10 @@ def bench(
     start = engine_bench.DECODE_PROMPT
     if max(prompts) > n_ctx or start + new_tokens > n_ctx:
         raise UsageError(f"the model's context is {n_ctx} tokens", f"use --prompts and --new-tokens that fit ({start} + new tokens <= {n_ctx})")
-    from tfcli.engine.threads import available_cpus, busy_cpus
+    return prompts, new_tokens
 
-    before = busy_cpus()
-    r = _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads)
-    after = busy_cpus()
-    busy = max((n for n in (before, after) if n is not None), default=None)  # other processes' running tasks, at the start and the end
-    fraction = r.decode_tps / r.ceiling_tps if r.ceiling_tps else 0.0
-    name = model or "shakespeare"
-    if as_json:
-        from .json import emit
 
-        emit({"model": name, **r.__dict__, "prompts": prompts, "new_tokens": new_tokens, "runs": runs, "ceiling_fraction": fraction, "threads": n_threads, "busy_cores": busy})
-        return
+def _render(name: str, n_threads: int, r, new_tokens: int, runs: int, fraction: float) -> None:
     from rich.table import Table
 
     t = Table(title=f"tfcli bench: {name}, {n_threads} thread{'s' if n_threads != 1 else ''}", title_justify="left")
@@ -85,9 +99,6 @@ def bench(
     t.add_row("decode ceiling = weights / bandwidth", f"{r.ceiling_tps:,.1f} tok/s")
     t.add_row("decode as a fraction of the ceiling", f"[bold]{fraction:.0%}[/]")
     out.print(t)
-    if busy:
-        cores = available_cpus()
-        note(f"other processes held {min(busy, cores)} of the {cores} cores during the run: the speeds and the fraction of the ceiling are lower than this machine gives when idle")
 
 
 def _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads):

@@ -22,7 +22,7 @@ from .generate import Generation, Session, Step
 from .kvcache import BATCH_HINT, BatchCache
 from .memory import check_allocation
 from .sampling import Sampler
-from .slots import RowByRow
+from .fast.executor import RowByRow
 from .tokenizer import Tokenizer
 
 

@@ -21,7 +21,7 @@ from .lookup import Drafter
 from .model import Transformer
 from .sampling import Choice, Sampler
 from .sites import Hooks
-from .executor import Fast
+from .fast.executor import Fast
 from .tokenizer import TextStream, Tokenizer
 
 

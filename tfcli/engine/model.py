@@ -21,7 +21,8 @@ import numpy as np
 
 from . import ops
 from .config import ModelConfig
-from .executor import FAST, Plain
+from .executor import Plain
+from .fast.executor import FAST
 from .kvcache import KVCache
 from .memory import check_allocation
 from .quantized import Quantized

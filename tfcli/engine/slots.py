@@ -9,23 +9,17 @@ its own keys, with exactly the call a single sequence makes (KVCache.attend), so
 step computes what the sequence alone computes; only the matrix products see all rows at once.
 
 A row joins the batch by running its prompt through its own cache (Session.prefill) and leaves it
-by not being listed in the next step: nothing is copied when the company changes.
+by not being listed in the next step: nothing is copied when the company changes. The products of
+such a step run row by row (fast/executor.py, RowByRow), so that a row's numbers never depend on
+its company.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
-from contextlib import AbstractContextManager, nullcontext
-
 import numpy as np
 
-from . import ops
 from .errors import PromptError
-from .executor import Fast
-from .fast import quantized
-from .quantized import Quantized
 from .kvcache import KVCache
-from .threads import single_threaded_blas
 
 
 class Slots:
@@ -65,37 +59,3 @@ class Slots:
 def copy_cache(cache: KVCache, capacity: int | None = None) -> KVCache:
     """A new cache holding the same positions (the shared prompt of n choices)."""
     return cache.copy(capacity)
-
-
-class RowByRow(Fast):
-    """A batch-invariant executor for decode steps: each row's products are exactly the one-row
-    products of a sequence decoding alone (OpenBLAS's vector-matrix product, one row at a time),
-    so a row's numbers never depend on its company. The batched kernels (ops.few_rows) pick their
-    blocks and OpenBLAS its kernel by the number of rows, which moves a result by a few float32
-    steps, enough to flip a greedy choice between two near-equal tokens (the "batch invariance"
-    of Thinking Machines, "Defeating Nondeterminism in LLM Inference", 2025). Stored weight rows
-    (every family but GPT-2, whose matrices are stored [in, out]) are still read from memory about
-    once per step: ops.each_row runs every row's product on a block of them while it is in cache,
-    half of the blocks on the helper thread with 2 workers. Run a step inside around_step(rows):
-    BLAS on one thread, as the two halves are the two threads."""
-
-    def __init__(self, workers: int = 1, helper: Executor | None = None):
-        super().__init__(workers, helper)
-
-    def sized(self, rows: int) -> Fast:
-        return self
-
-    def around_step(self, rows: int) -> AbstractContextManager:
-        """BLAS on one thread when each_row's two halves are our two threads."""
-        return single_threaded_blas() if self.workers > 1 and rows > 1 else nullcontext()
-
-    def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-        if isinstance(w, Quantized):  # each row of x on its own: the kernels' rows never meet
-            y = quantized.product(x, w, self.workers)
-        elif x.shape[0] > 1 and ops.stored_rows(w):
-            y = ops.each_row(x, w.T, self.helper if self.workers > 1 else None)  # [T, out]
-        else:
-            y = np.matmul(x[:, None, :], w)[:, 0]  # [T, 1, in] @ [in, out] -> [T, out], one vector-matrix product per row
-        if b is not None:
-            y += b
-        return y

@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfcli.engine.errors import TfcliError
-from tfcli.engine.executor import Fast
+from tfcli.engine.fast.executor import Fast
 from tfcli.engine.generate import Generation, Session
 from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.engine.score import log_softmax
-from tfcli.engine.slots import RowByRow, Slots, copy_cache
+from tfcli.engine.fast.executor import RowByRow
+from tfcli.engine.slots import Slots, copy_cache
 
 log = logging.getLogger("tfcli.serve")
 
@@ -125,7 +126,7 @@ class Batcher:
         self.lm, self.model = lm, lm.model
         self.max_rows, self.queue = max_rows, queue
         self.run = Fast(workers)  # prompt passes; its helper thread, if any, is shared with the steps
-        # invariant: each row's numbers those of the sequence alone, whatever its company (slots.RowByRow)
+        # invariant: each row's numbers those of the sequence alone, whatever its company (fast.executor.RowByRow)
         self.step_run = RowByRow(workers, self.run.helper) if invariant else Fast(workers, self.run.helper, batch=True)
         self.workers = workers
         self.waiting: deque[Job] = deque()
