@@ -111,3 +111,15 @@ def test_command(cli, tmp_path):
 def test_bad_input(cli, args, message):
     r = cli("geometry", "-m", TINY_GPT2, *args)
     assert r.exit_code == 2 and message in r.stderr and r.stderr.strip().count("\n") == 0
+
+
+def test_a_long_run_says_how_long_before_it_starts(cli, monkeypatch):
+    """A run estimated over a few seconds says so on stderr, with the figures, before it starts; a
+    short one says nothing (the estimate's rates are lowered here so that a short run looks long)."""
+    import tfcli.cli.geometry as geometry_cli
+
+    r = cli("geometry", "--dims", "100", "--sample", "100")
+    assert r.exit_code == 0 and "about" not in r.stderr, r.stderr
+    monkeypatch.setattr(geometry_cli, "MACS_PER_S", 1e4)
+    r = cli("geometry", "--dims", "100", "--sample", "100")
+    assert r.exit_code == 0 and "about 50 s: 100 vectors in each of 1 dimension up to 100" in r.stderr, r.stderr

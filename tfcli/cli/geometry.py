@@ -62,6 +62,7 @@ def geometry(
 
     # The largest dimension's sample as float64 (and its normalised copy), and the sample^2 cosines, angles and mask.
     check_allocation(2 * sample * max(wanted) * 8 + 4 * sample * sample * 8, f"--sample {sample:,} vectors in {max(wanted):,} dimensions", "use a smaller --sample or smaller --dims")
+    _say_if_long(wanted, sample)
     rows = g.random_stats(wanted, sample, seed) + g.embedding_stats(lm.model.token_embedding[: lm.config.vocab_size], sample, seed)
     promises = []
     for d in sorted({d_model, 12_288}):
@@ -99,6 +100,19 @@ def _row(s) -> dict:
         "exact_within": None if s.exact_within is None else {f"{b:g}": v for b, v in s.exact_within.items()},
         "histogram": s.histogram.tolist(),
     }  # fmt: skip
+
+
+NORMALS_PER_S, MACS_PER_S = 3e7, 1e10  # drawing normal numbers, and float64 multiply-adds in BLAS (2 cores, measured)
+
+
+def _say_if_long(dims: list[int], sample: int) -> None:
+    """The time a run will take, said before it starts when it is more than a few seconds: each
+    dimension d draws sample x d normal numbers and multiplies them into sample^2 / 2 cosines."""
+    seconds = sum(sample * d / NORMALS_PER_S + sample * sample * d / 2 / MACS_PER_S for d in dims)
+    if seconds > 5:
+        from .console import note
+
+        note(f"about {seconds:,.0f} s: {sample:,} vectors in each of {len(dims)} dimension{'s' if len(dims) != 1 else ''} up to {max(dims):,} (use a smaller --sample or --dims for less)")
 
 
 def _dims(spec: str | None) -> list[int]:
