@@ -82,6 +82,35 @@ print(json.dumps({"load": load_s, "prefill": n_prompt / prefill_s, "decode": n_n
 """
 
 
+TRANSFORMERS = r"""
+import json, sys, time
+from pathlib import Path
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+path, n_prompt, n_new, threads = Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+torch.set_num_threads(threads)
+t0 = time.perf_counter()
+kw = {"gguf_file": path.name} if path.suffix == ".gguf" else {}
+where = path.parent if path.suffix == ".gguf" else path
+model = AutoModelForCausalLM.from_pretrained(where, dtype=torch.float32, **kw).eval()  # a GGUF is dequantized to float32
+tok = AutoTokenizer.from_pretrained(where, **kw)
+load_s = time.perf_counter() - t0
+ids = torch.tensor([tok(sys.argv[6])["input_ids"][:n_prompt]])
+with torch.no_grad():
+    model(ids[:, :8])
+    t0 = time.perf_counter()
+    out = model(ids, use_cache=True)
+    prefill_s = time.perf_counter() - t0
+    past, tok_id = out.past_key_values, out.logits[0, -1].argmax().view(1, 1)
+    t0 = time.perf_counter()
+    for _ in range(n_new):
+        out = model(tok_id, past_key_values=past, use_cache=True)
+        past, tok_id = out.past_key_values, out.logits[0, -1].argmax().view(1, 1)
+    decode_s = time.perf_counter() - t0
+print(json.dumps({"load": load_s, "prefill": ids.shape[1] / prefill_s, "decode": n_new / decode_s}))
+"""
+
+
 def run(python: str, code: str, model: str, args, env: dict | None = None) -> dict:
     cmd = [python, "-c", code, str(ROOT), model, str(args.prompt), str(args.new), str(args.threads), TEXT]
     r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})), timeout=1800)
@@ -110,16 +139,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--numpy", action="store_true", help="also tfcli with TFCLI_KERNELS=numpy (the textbook products)")
+    ap.add_argument("--transformers", action="store_true", help="also transformers reading the same file (a GGUF dequantized to float32)")
     args = ap.parse_args()
     print(f"CPU: {cpu()}, {os.cpu_count()} cores; {args.threads} threads; prompt {args.prompt} tokens, {args.new} new; {args.rounds} rounds")
     for spec in args.files:
         ours, theirs = spec.split("=", 1) if "=" in spec else (spec, spec)
-        results: dict[str, list[dict]] = {"tfcli": [], "llama.cpp": []} | ({"tfcli numpy": []} if args.numpy else {})
+        results: dict[str, list[dict]] = {"tfcli": [], "llama.cpp": []} | ({"tfcli numpy": []} if args.numpy else {}) | ({"transformers": []} if args.transformers else {})
         for _ in range(args.rounds):
             results["tfcli"].append(run(sys.executable, TFCLI, ours, args))
             results["llama.cpp"].append(run(args.llama_python, LLAMA, theirs, args))
             if args.numpy:
                 results["tfcli numpy"].append(run(sys.executable, TFCLI, ours, args, {"TFCLI_KERNELS": "numpy"}))
+            if args.transformers:
+                results["transformers"].append(run(sys.executable, TRANSFORMERS, ours, args))
         print(f"\n{Path(ours).name}" + (f" (llama.cpp: {Path(theirs).name})" if ours != theirs else ""))
         for what in ("decode", "prefill"):
             print(f"  {what} tok/s:")

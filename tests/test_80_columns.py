@@ -51,7 +51,7 @@ def test_lens_compare(cli80):
     r = cli80("lens", "-m", TINY_LLAMA, "--compare", " be", "to be", "not to be", "or not to be")
     assert r.exit_code == 0, r.stderr
     assert fits(r.stdout) == [], r.stdout
-    headers = [line for line in r.stdout.splitlines() if line.startswith("layer")]
+    headers = [line for line in r.stdout.splitlines() if line.startswith("resid")]
     assert len(headers) >= 2 and all("…" not in h for h in headers)
     assert "D reads" in r.stdout and "C·D" in r.stdout  # what does not fit goes on into another table
     assert re.search(r"^0 emb ", r.stdout, re.M)
@@ -61,8 +61,8 @@ def test_lens_position(cli80):
     r = cli80("lens", "-m", TINY_GPT2, "hello there", "--position", "-1")
     assert r.exit_code == 0, r.stderr
     assert fits(r.stdout) == [], r.stdout
-    head = next(line for line in r.stdout.splitlines() if line.startswith("layer"))
-    assert head.split() == ["layer", "#1", "#2", "#3", "#4", "#5", "bits"]
+    head = next(line for line in r.stdout.splitlines() if line.startswith("resid"))
+    assert head.split() == ["resid", "#1", "#2", "#3", "#4", "#5", "bits"]
     rows = [line for line in r.stdout.splitlines() if re.match(r"^(0 emb|\s+\d+) ", line)]
     assert len(rows) == 4 and all(re.search(r"\d+\.\d$", line) for line in rows)  # bits, whole
 

@@ -527,7 +527,7 @@ def test_every_row_is_its_own_formula_filled_in(name, changes):
             assert r.count == 0 and r.formula == r.numbers == "" and r.note, r
             continue
         assert _evaluate(r.numbers, {}) == r.count, r
-        if "one layer" in r.formula:  # "L × one layer": the layer's count is the step before
+        if "one block" in r.formula:  # "L × one block": the block's count is the step before
             continue
         assert _evaluate(r.formula, _axes(s) | named) == r.count, r
 

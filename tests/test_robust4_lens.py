@@ -40,4 +40,4 @@ def test_a_lens_the_memory_cannot_hold_is_refused_before_the_pass(cli, monkeypat
 
     monkeypatch.setattr(memory, "available_bytes", lambda: 1 << 20)
     monkeypatch.setattr(memory, "limits", lambda: [(1 << 20, "")])
-    one_line_error(cli("lens", "-m", SHAKESPEARE, TEXT, "--json"), 1, "the lens of 5 layers x 232 positions would need", "--positions")
+    one_line_error(cli("lens", "-m", SHAKESPEARE, TEXT, "--json"), 1, "the lens of 5 residual indices x 232 positions would need", "--positions")
