@@ -52,7 +52,7 @@ def bench(
 
         emit({"model": name, **r.__dict__, "prompts": prompts, "new_tokens": new_tokens, "runs": runs, "ceiling_fraction": fraction, "threads": n_threads, "busy_cores": busy})
         return
-    _render(name, n_threads, r, new_tokens, runs, fraction)
+    _render(name, n_threads, r, new_tokens, runs, fraction, _formats(folder))
     if busy:
         cores = available_cpus()
         note(f"other processes held {min(busy, cores)} of the {cores} cores during the run: the speeds and the fraction of the ceiling are lower than this machine gives when idle")
@@ -81,7 +81,20 @@ def _sizes(engine_bench, n_ctx: int, prompt_tokens: str | None, new_tokens: int 
     return prompts, new_tokens
 
 
-def _render(name: str, n_threads: int, r, new_tokens: int, runs: int, fraction: float) -> None:
+def _formats(folder) -> str:
+    """The weights' formats and the bytes of each, as a run holds them ('Q4_1 66.4 MB, Q8_0 30.1 MB')."""
+    from tfcli.engine.checkpoint import open_tensors
+    from tfcli.numbers import size
+
+    from .show import _weights
+
+    w = _weights(open_tensors(folder))
+    if w["in_place"]:  # a GGUF: its blocks, as the file has them
+        return ", ".join(f"{g['format']} {size(g['bytes'])}" for g in w["formats"])
+    return f"F32 {size(w['held_bytes'])} (stored as {', '.join(g['format'] for g in w['formats'])})"
+
+
+def _render(name: str, n_threads: int, r, new_tokens: int, runs: int, fraction: float, formats: str) -> None:
     from rich.table import Table
 
     t = Table(title=f"tfcli bench: {name}, {n_threads} thread{'s' if n_threads != 1 else ''}", title_justify="left")
@@ -95,6 +108,7 @@ def _render(name: str, n_threads: int, r, new_tokens: int, runs: int, fraction: 
     from tfcli.numbers import size
 
     t.add_row("peak memory", f"{size(r.peak_rss)}  (weights {size(r.weight_bytes)}, KV cache {size(r.kv_bytes)})")
+    t.add_row("weights as held", formats)
     t.add_row("memory read bandwidth", f"{size(r.bandwidth)}/s")
     t.add_row("decode ceiling = weights / bandwidth", f"{r.ceiling_tps:,.1f} tok/s")
     t.add_row("decode as a fraction of the ceiling", f"[bold]{fraction:.0%}[/]")
