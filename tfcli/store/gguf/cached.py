@@ -44,7 +44,7 @@ def converted(path: Path, progress: Progress | None = None) -> tuple[Path, bool]
     entry = cache_dir() / cache_name(path, seen[2])
     now = not (entry.is_dir() or entry.is_symlink()) or _elsewhere(entry, path)  # else: checked like every cache entry by whoever resolves it
     if now:
-        convert(path, entry, owned=True, progress=progress, keep="link")
+        convert(path, entry, owned=True, progress=progress, keep="link", sha256=seen[2])
     if index.get(key) != list(seen):
         index[key] = list(seen)
         _save(index)

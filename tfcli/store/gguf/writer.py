@@ -81,7 +81,8 @@ def check_convertible(g: GGUFFile) -> Plan:
 
 
 def convert(
-    src: Path, out_dir: Path, *, replace: bool = False, owned: bool = False, progress: Progress | None = None, keep: str | None = None, extra: list[Path] = ()
+    src: Path, out_dir: Path, *, replace: bool = False, owned: bool = False, progress: Progress | None = None, keep: str | None = None, extra: list[Path] = (),
+    sha256: str | None = None,
 ) -> ConvertResult:
     """Write a Hugging Face folder (float32 safetensors, config, tokenizer, chat template, manifest of
     checksums) for a GGUF file of a family tfcli converts (CONVERTIBLE: Llama, Qwen2, Qwen3, Gemma 3, Phi-3).
@@ -89,7 +90,8 @@ def convert(
     `keep`: run the GGUF in place instead of widening it to float32: the folder holds an index of
     its tensors (engine/gguf_weights.py) naming the file where it is ("link", for -m FILE.gguf) or
     the file itself, moved into the folder ("move", for a pull). `extra`: files moved into the folder
-    beside it (a pulled model's licence terms).
+    beside it (a pulled model's licence terms). `sha256`: the file's, when the caller has just
+    computed or checked it (it is not read again).
 
     Everything is written into a hidden folder next to out_dir and renamed into place at the end,
     so that an error, Ctrl-C or SIGTERM never leaves a half-written model behind. An existing out_dir
@@ -118,7 +120,7 @@ def convert(
         try:
             for path in extra:
                 os.replace(path, tmp / Path(path).name)
-            manifest = _write_folder(g, plan, tmp, progress, keep)
+            manifest = _write_folder(g, plan, tmp, progress, keep, sha256)
             move_into_place(tmp, out_dir, replace=replace, owned=owned)
         except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -129,11 +131,11 @@ def convert(
     return ConvertResult(out_dir, manifest["n_params"], nbytes, manifest["source"]["tensor_types"])
 
 
-def _write_folder(g: GGUFFile, plan: Plan, folder: Path, progress: Progress | None, keep: str | None = None) -> dict[str, Any]:
+def _write_folder(g: GGUFFile, plan: Plan, folder: Path, progress: Progress | None, keep: str | None = None, sha256: str | None = None) -> dict[str, Any]:
     """Every file of the model folder, the manifest of their sizes, times and checksums last (see
     store/manifest.py: a cached model is checked against it before use); returns the manifest."""
     _check_shapes(g, plan)
-    digest = sha256_file(g.path)
+    digest = sha256 or sha256_file(g.path)
     if keep is None:
         files = {"model.safetensors": _write_safetensors(g, plan, folder / "model.safetensors", progress)}
     else:
