@@ -50,15 +50,15 @@ def test_greedy_cli_equals_engine_argmax(cli):
         out.append(tok)
         x = np.array([tok])
     r = cli("generate", "-m", TINY_GPT2, "The", "-n", "15", "-t", "0")
-    assert r.stdout == m.tokenizer.decode(out) + "\n"
+    assert r.stdout == "The" + m.tokenizer.decode(out) + "\n"  # the prompt, then its continuation
 
 
 def test_stop_string_ends_generation_and_is_not_printed(cli):
-    full = cli("generate", "-m", TINY_GPT2, "The", "-n", "60", "-t", "0").stdout.rstrip("\n")
+    full = cli("generate", "-m", TINY_GPT2, "The", "-n", "60", "-t", "0").stdout.rstrip("\n").removeprefix("The")
     stop = full[10:13]
     r = cli("generate", "-m", TINY_GPT2, "The", "-n", "60", "-t", "0", "--stop", stop)
     assert r.exit_code == 0
-    assert r.stdout.rstrip("\n") == full[: full.index(stop)]
+    assert r.stdout.rstrip("\n") == "The" + full[: full.index(stop)]
     assert "stopped: stop string" in r.stderr
 
 

@@ -102,7 +102,7 @@ def test_a_greedy_completion_equals_tfcli_generate(client, cli, smollm2_folder):
     r = cli("generate", "-m", smollm2_folder, prompt, "-t", "0", "-n", "24", "-q")
     assert r.exit_code == 0, r.stderr
     out = client.completions.create(model="smollm2", prompt=prompt, max_tokens=24, temperature=0)
-    assert r.stdout in (out.choices[0].text, out.choices[0].text + "\n")  # generate ends its output with a newline
+    assert r.stdout in (prompt + out.choices[0].text, prompt + out.choices[0].text + "\n")  # generate echoes the prompt, ends with a newline
     assert out.choices[0].finish_reason == "length" and out.usage.completion_tokens == 24
 
 

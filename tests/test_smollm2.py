@@ -145,7 +145,7 @@ def test_cached_greedy_decoding_is_the_golden_chat_reply(lm, ref):
 def test_generate_command(cli, folder):
     r = cli("generate", "-m", folder, "The capital of France is", "-t", "0", "-n", "3", "-q")
     assert r.exit_code == 0, r.stderr
-    assert r.stdout.startswith(" Paris.")
+    assert r.stdout.startswith("The capital of France is Paris.")  # the prompt, then its continuation
 
 
 def test_chat_by_name_answers_paris(cli, folder, monkeypatch):

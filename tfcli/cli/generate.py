@@ -69,7 +69,7 @@ def generate(
     ] = None,
     temperature: Annotated[
         Optional[str],
-        typer.Option("--temperature", "-t", "--temp", help="Divide the logits by this before softmax: 0 = greedy, <1 sharper, >1 flatter. A list (0.2,0.8,1.5) runs one sample per value, side by side. (default: model's, else 0.8)", show_default=False, rich_help_panel=options._SAMPLING),
+        typer.Option("--temperature", "-t", "--temp", help="Divide the logits by this before softmax: 0 = greedy, <1 sharper, >1 flatter. A list (0.2,0.8,1.5) runs one sample per value: side by side at a terminal with room, else one after another. (default: model's, else 0.8)", show_default=False, rich_help_panel=options._SAMPLING),
     ] = None,
     top_k: Annotated[Optional[str], typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off); a list runs one sample per value. (default: model's, else 40)", show_default=False, rich_help_panel=options._SAMPLING)] = None,
     top_p: Annotated[
@@ -101,8 +101,10 @@ def generate(
 ) -> None:
     """Continue PROMPT with a model, token by token.
 
-    The text goes to stdout as it is generated; statistics go to stderr, so
-    'tfcli generate "..." > out.txt' keeps only the text. Ctrl-C stops and keeps what was printed.
+    stdout holds the prompt and then its continuation, as it is generated, at a terminal or
+    piped (with --chat only the reply; each sample of --samples or a list is a whole text);
+    statistics go to stderr, so 'tfcli generate "..." > out.txt' keeps only the text. Ctrl-C stops
+    and keeps what was printed.
 
     Examples:
 
@@ -147,7 +149,7 @@ def generate(
     context_bound = max_tokens is None and not slide and want < DEFAULT_MAX_TOKENS
     session = Session(lm.model, capacity=capacity, workers=n_threads, hooks=pass_hooks(lm, ablate, steer, feature, scale, any_model))
     if n_samples > 1:
-        _generate_samples(lm, session, ids, samplers, seed, want, tuple(stop or ()), eos_ids, show_probs, load_seconds, n_threads, quiet, context_bound)
+        _generate_samples(lm, session, ids, samplers, seed, want, tuple(stop or ()), eos_ids, show_probs, load_seconds, n_threads, quiet, context_bound, _echoed(text, chat, prompt))
         return
     sampler = samplers[0]
     gen = Generation(
@@ -165,8 +167,14 @@ def generate(
     if as_json:
         _generate_json(lm, gen, text, show_probs, sampler, load_seconds, n_threads, quiet, lookup, context_bound)
         return
-    echo = not show_probs and not chat and prompt is not None
-    _stream(lm, gen, sampler, text if echo else None, show_probs, context_bound, (load_seconds, n_threads, quiet, lookup))
+    _stream(lm, gen, sampler, _echoed(text, chat, prompt), show_probs, context_bound, (load_seconds, n_threads, quiet, lookup))
+
+
+def _echoed(text: str, chat: bool, prompt: str | None) -> str:
+    """What stdout shows before the continuation: the prompt, at a terminal and piped alike (one
+    rule, so that `... | cat` and `> out.txt` hold what the terminal showed); nothing for --chat (the
+    template's layout is not the user's text) or when no prompt was given (a newline starts it)."""
+    return "" if chat or prompt is None else text
 
 
 def _given_prompt(prompt: str | None, prompt_option: str | None) -> str | None:
@@ -223,14 +231,15 @@ def _prompt_ids(lm, text: str, chat: bool, system: str | None, truncate: bool, m
     return _fit_context(ids, lm.config.n_ctx, max_tokens, truncate, lm.name, lead=bos), eos_ids, text
 
 
-def _stream(lm, gen, sampler, echo: str | None, show_probs: int, context_bound: bool, stats_args: tuple) -> None:
-    """Print the text as it is made (after `echo`, the prompt, at a terminal), then the statistics.
-    With --show-probs the candidate view goes to stderr step by step, and the text to stdout at the
-    end, so that the two never interleave on a terminal. Ctrl-C keeps what was printed: exit 130."""
+def _stream(lm, gen, sampler, echo: str, show_probs: int, context_bound: bool, stats_args: tuple) -> None:
+    """Print `echo` (the prompt) and the text as it is made, then the statistics. With --show-probs
+    the candidate view goes to stderr step by step, and the text to stdout at the end, so that the
+    two never interleave on a terminal. Ctrl-C keeps what was printed: exit 130."""
     stream = sys.stdout
-    pieces: list[str] = []
-    if echo is not None and stream.isatty():
+    pieces: list[str] = [echo] if show_probs and echo else []
+    if echo and not show_probs:
         stream.write(echo)
+        stream.flush()  # seen while the prompt pass runs
     try:
         for step in gen:
             if show_probs:
@@ -249,31 +258,38 @@ def _stream(lm, gen, sampler, echo: str | None, show_probs: int, context_bound: 
 
 
 def _piped_stdin() -> bool:
-    """Whether stdin is a pipe or a file with text waiting (not a terminal, not empty, not a pipe
-    nobody writes to: that would block)."""
+    """Whether text is piped in: stdin a pipe (or socket) that gives some text before its end, or a
+    file with bytes left. Not a terminal, not /dev/null, not an empty pipe (`true | tfcli generate`).
+
+    A pipe is waited on until its writer writes or closes it, however slow it is (`(sleep 2; echo
+    ROMEO:) | tfcli generate` uses the prompt, as `cat` would): a fixed wait would drop a slow
+    writer's prompt without a word. A pipe still silent after a second is said on stderr."""
+    import os
     import select
+    import stat
 
     stdin = sys.stdin
     if stdin is None or stdin.isatty():
         return False
+    buffer = getattr(stdin, "buffer", stdin)
     try:
         fd = stdin.fileno()
     except (AttributeError, OSError, ValueError):  # no descriptor: an in-memory stream (tests) holds its text already
-        buffer = getattr(stdin, "buffer", None)
         if hasattr(buffer, "getbuffer"):  # io.BytesIO
             return buffer.tell() < buffer.getbuffer().nbytes
         return bool(buffer.peek(1)) if hasattr(buffer, "peek") else False
     try:
-        ready, _, _ = select.select([fd], [], [], 0.05)
-        if not ready:
-            return False
-        import os
-        import stat
-
         mode = os.fstat(fd).st_mode
         if stat.S_ISREG(mode):
             return os.fstat(fd).st_size > os.lseek(fd, 0, os.SEEK_CUR)
-        return bool(getattr(stdin, "buffer", stdin).peek(1)) if hasattr(getattr(stdin, "buffer", stdin), "peek") else True
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):  # /dev/null and other devices: nothing piped
+            return False
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if not ready:
+            from .console import note
+
+            note("waiting for the prompt piped to stdin (give PROMPT, or close the pipe to start from a newline)")
+        return bool(buffer.peek(1)) if hasattr(buffer, "peek") else True  # peek waits for a byte or the end
     except (OSError, ValueError):
         return False
 
@@ -366,13 +382,14 @@ def make_samplers(generation: dict, lists: dict[str, list | None], samples: int,
     return out, seed
 
 
-def _generate_samples(lm, session, ids, samplers, seed, want, stop, eos_ids, show_probs, load_seconds, n_threads, quiet, context_bound: bool = False) -> None:
-    """--samples N or a list: every sample in one batch; the texts printed when they are done,
-    one after another with a header each, or side by side when stdout is a terminal wide enough."""
+def _generate_samples(lm, session, ids, samplers, seed, want, stop, eos_ids, show_probs, load_seconds, n_threads, quiet, context_bound: bool = False, echo: str = "") -> None:
+    """--samples N or a list: every sample in one batch; the texts (each after `echo`, the prompt)
+    printed when they are done, one after another with a header each, or side by side when stdout
+    is a terminal wide enough."""
     from tfcli.engine.batch import Samples
 
     batch = Samples(session, lm.tokenizer, ids, samplers, want, stop=stop, eos_ids=eos_ids, show_top=show_probs)
-    texts = [[] for _ in samplers]
+    texts = [[echo] for _ in samplers]
     labels = view.labels(samplers, seed)
     try:
         for steps in batch:

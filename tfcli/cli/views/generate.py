@@ -25,16 +25,24 @@ def labels(samplers, seed: int | None) -> list[str]:
     return labels
 
 
-COLUMN_MIN = 28  # narrower columns than this wrap a text into a strip of a few words per line
+COLUMN_MIN = 22  # narrower columns than this wrap a text into a strip of a few words per line
+
+
+def side_by_side(n: int, width: int) -> bool:
+    """Whether n texts fit side by side in `width` columns: a table's n + 1 rules and a space each
+    side of a column leave COLUMN_MIN or more for each text (three samples in 80 columns, not four)."""
+    return n * (COLUMN_MIN + 3) + 1 <= width
 
 
 def print_samples(texts: list[str], labels: list[str]) -> None:
+    """The texts of a batch: side by side at a terminal with room for them, else (piped, or a narrow
+    terminal) one after another, each under a '── label ──' line."""
     import shutil
 
     from ..console import out
 
     width = shutil.get_terminal_size((80, 24)).columns
-    if sys.stdout.isatty() and len(texts) * (COLUMN_MIN + 3) <= width:
+    if sys.stdout.isatty() and side_by_side(len(texts), width):
         from rich.table import Table
         from rich.text import Text
 

@@ -1,0 +1,78 @@
+"""Everyday use, fourth round (issue 35), the rest:
+
+- generate shows the prompt, then its continuation, at a terminal and piped alike; a slow writer's
+  prompt is waited for; a list's samples are printed as the README says.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(tmp_path) -> dict:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TFCLI_HOME=str(tmp_path))
+
+
+# --- generate: one rule for the prompt --------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra", [[], ["--show-probs", "2"]], ids=["streamed", "show-probs"])
+def test_piped_generate_shows_the_prompt_then_its_continuation(cli, extra):
+    r = cli("generate", "ROMEO:", "-n", "5", "-t", "0", *extra)
+    assert r.exit_code == 0, r.stderr
+    alone = cli("generate", "ROMEO:", "-n", "5", "-t", "0", "--json").stdout
+    import json
+
+    assert r.stdout == "ROMEO:" + json.loads(alone)["text"] + "\n"
+
+
+def test_a_prompt_piped_in_is_shown_too_and_no_prompt_shows_none(cli):
+    piped = cli("generate", "-n", "5", "-t", "0", input="ROMEO:")
+    assert piped.exit_code == 0 and piped.stdout.startswith("ROMEO:")
+    bare = cli("generate", "-n", "5", "-t", "0")  # a newline starts it: nothing to show before the text
+    assert bare.exit_code == 0 and not bare.stdout.startswith("ROMEO:") and "1 prompt token ·" in bare.stderr
+
+
+def test_each_sample_of_a_list_is_a_whole_text(cli):
+    r = cli("generate", "ROMEO:", "-t", "0.2,0.8,1.5", "-n", "5", "--seed", "1")
+    assert r.exit_code == 0, r.stderr
+    blocks = r.stdout.split("── sample ")[1:]
+    assert len(blocks) == 3 and all(b.split("──\n", 1)[1].startswith("ROMEO:") for b in blocks)  # piped: one after another
+
+
+def test_a_list_fits_side_by_side_in_80_columns():
+    from tfcli.cli.views.generate import side_by_side
+
+    assert side_by_side(3, 80) and not side_by_side(4, 80)  # the README's -t 0.2,0.8,1.5 at a terminal of 80
+
+
+def test_the_help_says_the_prompt_is_shown(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    help_text = " ".join(cli("generate", "--help").stdout.split())
+    assert "stdout holds the prompt and then its continuation" in help_text and "piped" in help_text
+
+
+def test_a_slow_writers_prompt_is_waited_for(tmp_path):
+    """`(sleep 1.5; echo ROMEO:) | tfcli generate`: the prompt arrives late and is used, not dropped."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tfcli", "generate", "-n", "3", "-t", "0"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp_path), cwd=ROOT,
+    )  # fmt: skip
+    time.sleep(1.5)
+    out, err = p.communicate(b"ROMEO:", timeout=60)
+    assert p.returncode == 0, err
+    assert b"6 prompt tokens" in err and out.startswith(b"ROMEO:")
+    assert b"waiting for the prompt piped to stdin" in err  # the wait was said
+
+
+def test_an_empty_pipe_starts_from_a_newline(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "tfcli", "generate", "-n", "3", "-t", "0"], input=b"", capture_output=True, env=_env(tmp_path), cwd=ROOT, timeout=60)
+    assert r.returncode == 0 and b"1 prompt token \xc2\xb7" in r.stderr
