@@ -1,7 +1,8 @@
 """Everyday use, fourth round (issue 35), the rest:
 
 - generate shows the prompt, then its continuation, at a terminal and piped alike; a slow writer's
-  prompt is waited for; a list's samples are printed as the README says.
+  prompt is waited for; a list's samples are printed as the README says;
+- patch --png draws signed effects on a signed scale, under a plain title.
 """
 
 from __future__ import annotations
@@ -76,3 +77,38 @@ def test_a_slow_writers_prompt_is_waited_for(tmp_path):
 def test_an_empty_pipe_starts_from_a_newline(tmp_path):
     r = subprocess.run([sys.executable, "-m", "tfcli", "generate", "-n", "3", "-t", "0"], input=b"", capture_output=True, env=_env(tmp_path), cwd=ROOT, timeout=60)
     assert r.returncode == 0 and b"1 prompt token \xc2\xb7" in r.stderr
+
+
+# --- patch --png: a signed scale, a plain title --------------------------------------------------
+
+
+def test_a_signed_picture_draws_negatives_blue_and_has_no_masked_swatch():
+    import numpy as np
+
+    from tfcli.cli.views import images
+
+    values = np.array([[-0.2, 0.0, 1.0]])
+    panel = images.Panel("t", values, np.ones(values.shape, dtype=bool), ["emb"], ["a", "b", "c"])
+    d = images.layout([[panel]], "h", measure=images.estimate, signed=1.0)
+    cells = d.bitmaps[0][4][0]  # [C, 3] of the one row
+    assert tuple(cells[1]) == images.ZERO and cells[0][2] > cells[0][0]  # -0.2: bluish, not the colour of 0
+    assert tuple(cells[2]) == images.POSITIVE
+    texts = [t[2] for t in d.texts]
+    assert images.MASKED_LABEL not in texts and "-1.00" in texts and "+1.00" in texts and "0" in texts
+    masked = images.Panel("t", np.zeros((2, 2)), np.array([[True, False], [True, True]]), ["a", "b"], ["a", "b"])
+    assert images.MASKED_LABEL in [t[2] for t in images.layout([[masked]], "h", measure=images.estimate).texts]  # attention: still said
+    unmasked = images.Panel("t", np.zeros((2, 2)), np.ones((2, 2), dtype=bool), ["a", "b"], ["a", "b"])
+    assert images.MASKED_LABEL not in [t[2] for t in images.layout([[unmasked]], "h", measure=images.estimate).texts]  # lens: nothing masked
+
+
+@pytest.mark.parametrize("args", [
+    ["patch", "ROMEO:", "JULIE:", "--answer", " ", "--wrong", "e"],
+    ["ablate", "ROMEO:"],
+])  # fmt: skip
+def test_experiment_pictures_are_signed_under_a_plain_title(cli, tmp_path, args):
+    r = cli(*args, "-m", "shakespeare", "--svg", tmp_path / "x.svg")
+    assert r.exit_code == 0, r.stderr
+    svg = (tmp_path / "x.svg").read_text()
+    assert "masked" not in svg and "activation patching (" not in svg
+    assert ">0</text>" in svg and ">-" in svg  # a bar from -top through 0 to +top
+    assert "how much of the answer" in svg or "taken out" in svg

@@ -93,17 +93,19 @@ def ranked(items: list[tuple[str, float]], fmt: str = "{:+.3f}") -> str:
     return ", ".join(f"{name} {number(v, fmt).strip()}" for name, v in items)
 
 
-def write_pictures(png, svg, heading: str, title: str, values01: np.ndarray, row_labels: list[str], col_labels: list[str]) -> None:
-    """--png / --svg: the grid as one heatmap panel, values already mapped to [0, 1]."""
+def write_pictures(png, svg, heading: str, title: str, values: np.ndarray, row_labels: list[str], col_labels: list[str], top: float) -> None:
+    """--png / --svg: the grid as one heatmap panel on a signed scale from -top to +top (blue,
+    white, red, as the terminal's colours), the scale's ends written on its colour bar."""
     from ..console import note
     from . import images
 
-    panel = images.Panel(title, np.clip(np.nan_to_num(values01), 0.0, 1.0), np.ones(values01.shape, dtype=bool), row_labels, col_labels)
+    top = top or 1.0
+    panel = images.Panel(title, np.clip(np.nan_to_num(values) / top, -1.0, 1.0), np.ones(values.shape, dtype=bool), row_labels, col_labels)
     images.check_size([[panel]], bool(png), bool(svg))
     fonts = images.fonts_or_none()
     if png and fonts is None:
         raise images.no_pillow()
-    drawing = images.layout([[panel]], heading, measure=fonts.measure if fonts else images.estimate)
+    drawing = images.layout([[panel]], heading, measure=fonts.measure if fonts else images.estimate, signed=top)
     for path, write in ((png, lambda p: images.write_png(p, drawing, fonts)), (svg, lambda p: images.write_svg(p, drawing))):
         if path:
             write(path)
@@ -140,7 +142,14 @@ def patching(lm, r, clean_ids, corrupt_ids, zh: bool, png, svg) -> None:
         + ("行是残差流的序号（emb 是嵌入，i 是第 i-1 个块之后）；" if r.site == "resid" else "行是块；")
         + f"最强的：{best}。")  # fmt: skip
     if png or svg:
-        write_pictures(png, svg, f"{lm.name} · activation patching ({r.site})", f"answer {token_str(tok, r.answer)!r}", r.grid, rows, cols)
+        answer = f"{token_str(tok, r.answer)!r} rather than {token_str(tok, r.wrong)!r}"
+        heading = (f"{lm.name} · 把干净运行的一处放回后，答案 {answer} 恢复了多少" if zh
+                   else f"{lm.name} · how much of the answer {answer} one part of the clean run brings back")
+        title = {"resid": ("rows: residual index, columns: position", "行：残差序号，列：位置"),
+                 "heads": ("rows: block, columns: head", "行：块，列：头"),
+                 "mlp": ("rows: block (its MLP), columns: position", "行：块（其 MLP），列：位置")}[r.site][zh]
+        # 1 = all of it; a cell can pass 1 or fall below 0 (it pushes the other way): the scale holds both.
+        write_pictures(png, svg, heading, title + (" · 1 = 全部，0 = 没有" if zh else " · 1 = all of it, 0 = none"), r.grid, rows, cols, max(1.0, top_of(r.grid)))
 
 
 def ablation(lm, r, zh: bool, png, svg) -> None:
@@ -166,8 +175,10 @@ def ablation(lm, r, zh: bool, png, svg) -> None:
         "行是块（从 0 开始），列是注意力头；每个格子：去掉这个头（最后一列是这个块的 MLP）之后，答案的对数概率变化了多少。"
         f"负数表示答案需要它。最需要的头：{worst}；第 {mlp} 块的 MLP（{r.mlps[mlp]:+.2f}）。")  # fmt: skip
     if png or svg:
-        top = float(np.abs(values).max()) or 1.0
-        write_pictures(png, svg, f"{lm.name} · ablation", f"-Δ log p({token_str(tok, r.answer)!r}) / {top:.2f}", -values / top, rows, cols)
+        answer = repr(token_str(tok, r.answer))
+        heading = f"{lm.name} · 去掉每个头或 MLP 后，答案 {answer} 的对数概率变化" if zh else f"{lm.name} · the answer {answer}'s log-probability with each head or MLP taken out"
+        title = "行：块，列：头与 MLP；蓝 = 答案需要它" if zh else "rows: block, columns: heads and MLP; blue = the answer needed it"
+        write_pictures(png, svg, heading, title, values, rows, cols, top_of(values))
 
 
 DETECTORS = (("previous_token", "previous-token", "前一个词元"), ("first_token", "first-token", "第一个词元"),

@@ -34,6 +34,15 @@ PAD = 14
 GAP = 22  # between panels
 BAR_WIDTH = 14
 MASKED_LABEL = "0 (masked)"
+# A signed scale (patching, ablation): blue below 0, white at 0, red above, as the terminal's grids.
+NEGATIVE, ZERO, POSITIVE = (40, 90, 210), (247, 247, 247), (200, 40, 40)
+
+
+def diverging(v) -> np.ndarray:
+    """Values in [-1, 1], any shape [...] -> colours uint8 [..., 3]: blue (-1), white (0), red (+1)."""
+    x = np.clip(np.asarray(v, dtype=np.float64), -1.0, 1.0)[..., None]  # [..., 1]
+    zero, neg, pos = (np.array(c, dtype=np.float64) for c in (ZERO, NEGATIVE, POSITIVE))
+    return np.where(x < 0, zero + -x * (neg - zero), zero + x * (pos - zero)).round().astype(np.uint8)
 
 SVG_FONTS = "'tfcli CJK Subset', 'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', 'PingFang SC', 'Microsoft YaHei', 'DejaVu Sans', sans-serif"
 ROW_LABEL_EMS = 10  # the longest row label, in font sizes; longer ones end in '…'
@@ -42,7 +51,8 @@ COL_LABEL_EMS = 10  # the same for the column labels, written upwards when they 
 
 @dataclass
 class Panel:
-    """One heatmap: weights [R, C] in [0, 1], allowed [R, C] False where masked, and its labels."""
+    """One heatmap: weights [R, C] in [0, 1] (or in [-1, 1] on a signed scale: layout's `signed`),
+    allowed [R, C] False where masked, and its labels."""
 
     title: str
     weights: np.ndarray
@@ -101,11 +111,15 @@ def fonts_or_none() -> Fonts | None:
         return None
 
 
-def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: Measure | None = None) -> Drawing:
+def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: Measure | None = None, signed: float | None = None) -> Drawing:
     """Panels in rows and columns, each with its title, row labels on the left and column labels
     on top (across when every one fits its column, else written upwards), plus a heading and a
     colour bar. Text is measured with `measure` (default: the PNG's fonts); labels=False leaves the
-    label margins empty (the tests compare the two)."""
+    label margins empty (the tests compare the two).
+
+    The colour bar says the scale the cells are drawn on: weights from 0 to 1 in viridis, or with
+    `signed` (the value at either end) values in [-1, 1] from blue through white to red, labelled
+    -signed, 0, +signed. The masked swatch is drawn only when a cell is masked."""
     if measure is None:
         fonts = fonts_or_none()
         measure = fonts.measure if fonts else estimate
@@ -129,10 +143,13 @@ def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: 
     heading_h = round(heading_size * 2)
     ncols = max(len(row) for row in grid)
     bar_x = PAD + ncols * pw + (ncols - 1) * GAP + GAP
-    width = max(bar_x + BAR_WIDTH + 4 + math.ceil(measure(MASKED_LABEL, size)) + PAD, 2 * PAD + math.ceil(measure(heading, heading_size)))
+    bar = _bar_labels(signed)
+    masked = not all(p.allowed.all() for p in panels)
+    bar_text = [t for _, t in bar] + ([MASKED_LABEL] if masked else [])
+    width = max(bar_x + BAR_WIDTH + 4 + max(math.ceil(measure(t, size)) for t in bar_text) + PAD, 2 * PAD + math.ceil(measure(heading, heading_size)))
     by = PAD + heading_h + top  # the colour bar: beside the first row of cells, then the masked swatch
     bh = max(60, min(ph - top, 240))
-    height = max(PAD + heading_h + len(grid) * ph + (len(grid) - 1) * GAP, by + bh + 8 + BAR_WIDTH) + PAD
+    height = max(PAD + heading_h + len(grid) * ph + (len(grid) - 1) * GAP, by + bh + (8 + BAR_WIDTH if masked else 0)) + PAD
     d = Drawing(int(width), int(height))
     d.text(PAD, PAD + heading_h / 2, heading, heading_size)
 
@@ -141,18 +158,27 @@ def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: 
             px, py = PAD + c * (pw + GAP), PAD + heading_h + r * (ph + GAP)
             d.text(px + left, py + title_h / 2, p.title, size)
             corner = (px + left, py + top)  # of the panel's cells
-            _draw_panel(d, p, corner, cell)
+            _draw_panel(d, p, corner, cell, signed is not None)
             if labels:
                 _draw_labels(d, p, corner, cell, size, every, (rows, cols, across, line))
-    _draw_colour_bar(d, (bar_x, by), bh, size)
+    _draw_colour_bar(d, (bar_x, by), bh, size, signed, masked)
     return d
 
 
-def _draw_panel(d: Drawing, p: Panel, at: tuple[float, float], cell: int) -> None:
-    """One panel's cells, its top-left corner at `at`: the weights in viridis, the masked in grey."""
+def _bar_labels(signed: float | None) -> list[tuple[float, str]]:
+    """The colour bar's labels, each with its place from the top (0) to the bottom (1)."""
+    if signed is None:
+        return [(0.0, "1"), (0.5, "0.5"), (1.0, "0")]
+    return [(0.0, f"+{signed:.2f}"), (0.5, "0"), (1.0, f"-{signed:.2f}")]
+
+
+def _draw_panel(d: Drawing, p: Panel, at: tuple[float, float], cell: int, signed: bool = False) -> None:
+    """One panel's cells, its top-left corner at `at`: the weights in viridis (signed values in
+    blue, white and red), the masked in grey."""
     x0, y0 = at
     d.grids.append((x0, y0, cell))
-    rgb = np.where(p.allowed[..., None], viridis(p.weights), np.array(MASKED_FILL, dtype=np.uint8))  # [R, C, 3]
+    colours = diverging(p.weights) if signed else viridis(p.weights)
+    rgb = np.where(p.allowed[..., None], colours, np.array(MASKED_FILL, dtype=np.uint8))  # [R, C, 3]
     d.bitmaps.append((x0, y0, cell, cell, rgb))
 
 
@@ -173,14 +199,17 @@ def _draw_labels(d: Drawing, p: Panel, at: tuple[float, float], cell: int, size:
                 d.text(x, y0 - 4, cols[s], size, "lm", upright=False)
 
 
-def _draw_colour_bar(d: Drawing, at: tuple[float, float], bh: int, size: int) -> None:
-    """The colour bar, 1 at the top and 0 at the bottom, then the swatch of the masked cells."""
+def _draw_colour_bar(d: Drawing, at: tuple[float, float], bh: int, size: int, signed: float | None, masked: bool) -> None:
+    """The colour bar, its top value at the top, with its labels (_bar_labels); then, if a cell is
+    masked, the swatch of the masked cells."""
     bar_x, by = at
-    d.bitmaps.append((bar_x, by, BAR_WIDTH, 1, viridis(np.linspace(1, 0, bh))[:, None]))  # [bh, 1, 3]
-    for v in (1, 0.5, 0):
-        d.text(bar_x + BAR_WIDTH + 4, by + (1 - v) * (bh - 1), f"{v:g}", size)
-    d.bitmaps.append((bar_x, by + bh + 8, BAR_WIDTH, BAR_WIDTH, np.array([[MASKED_FILL]], dtype=np.uint8)))
-    d.text(bar_x + BAR_WIDTH + 4, by + bh + 8 + BAR_WIDTH / 2, MASKED_LABEL, size)
+    colours = viridis(np.linspace(1, 0, bh)) if signed is None else diverging(np.linspace(1, -1, bh))
+    d.bitmaps.append((bar_x, by, BAR_WIDTH, 1, colours[:, None]))  # [bh, 1, 3]
+    for where, label in _bar_labels(signed):
+        d.text(bar_x + BAR_WIDTH + 4, by + where * (bh - 1), label, size)
+    if masked:
+        d.bitmaps.append((bar_x, by + bh + 8, BAR_WIDTH, BAR_WIDTH, np.array([[MASKED_FILL]], dtype=np.uint8)))
+        d.text(bar_x + BAR_WIDTH + 4, by + bh + 8 + BAR_WIDTH / 2, MASKED_LABEL, size)
 
 
 # --- PNG --------------------------------------------------------------------------------------
