@@ -149,7 +149,7 @@ def test_generate_json_has_the_text_the_tokens_and_the_stats(cli):
     assert all(t["logprob"] is not None and t["logprob"] <= 0 for t in doc["tokens"])  # the chosen token is always reported
     assert doc["stats"]["stop_reason"] in ("max tokens", "eos") and _noisy(doc) == []
     plain = cli("generate", "-m", MODEL, TEXT, "-s", "0", "-n", "8", "-q")
-    assert plain.stdout.rstrip("\n") == doc["text"].rstrip("\n")  # the same generation, only printed otherwise
+    assert plain.stdout.rstrip("\n") == TEXT + doc["text"].rstrip("\n")  # the same generation, printed after its prompt
 
 
 def test_prompt_option_is_the_prompt_argument(cli):
