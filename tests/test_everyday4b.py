@@ -2,7 +2,9 @@
 
 - generate shows the prompt, then its continuation, at a terminal and piped alike; a slow writer's
   prompt is waited for; a list's samples are printed as the README says;
-- patch --png draws signed effects on a signed scale, under a plain title.
+- patch --png draws signed effects on a signed scale, under a plain title;
+- models says what a cache entry made from a GGUF file is; train --png's last label sits at the
+  curve's end.
 """
 
 from __future__ import annotations
@@ -112,3 +114,41 @@ def test_experiment_pictures_are_signed_under_a_plain_title(cli, tmp_path, args)
     assert "masked" not in svg and "activation patching (" not in svg
     assert ">0</text>" in svg and ">-" in svg  # a bar from -top through 0 to +top
     assert "how much of the answer" in svg or "taken out" in svg
+
+
+# --- models: a cache entry made by -m FILE.gguf --------------------------------------------------
+
+
+def test_models_says_a_gguf_entry_is_not_pulled(cli, tmp_path):
+    import json
+
+    from test_gguf import MIXED, write_gguf
+
+    gguf = write_gguf(tmp_path / "tiny-mixed.gguf", types=MIXED, alignment=64)
+    assert cli("generate", "-m", gguf, "hi", "-n", "1", "-t", "0").exit_code == 0
+    r = cli("models")
+    line = next(x for x in r.stdout.splitlines() if x.startswith("tiny-mixed"))
+    assert "gguf" in line and "pulled" not in line
+    assert f"runs {gguf} in place" in r.stdout.replace("\n    ", "")
+    rows = {m["name"]: m for m in json.loads(cli("models", "--json").stdout)["models"]}
+    entry = next(m for n, m in rows.items() if n.startswith("tiny-mixed"))
+    assert entry["kind"] == "pulled" and entry["gguf_file"] == str(gguf.resolve())  # the kind programs read is kept
+    assert rows["shakespeare"]["gguf_file"] is None
+
+
+# --- train --png: the last step's label under the curve's end ------------------------------------
+
+
+def test_the_last_steps_label_ends_where_the_curve_ends(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from tfcli.cli.views.curve import Series, write_png
+
+    write_png(tmp_path / "c.png", [Series("train", list(range(1, 101)), list(np.linspace(3, 1, 100)))], "t")
+    img = np.asarray(Image.open(tmp_path / "c.png").convert("L"))  # [h, w]
+    h, w = img.shape
+    band = img[h - 40 + 4 : h - 40 + 20]  # the labels under the x axis
+    ink = np.nonzero((band < 128).any(axis=0))[0]
+    curve_end = w - 16  # the plot's right edge: step 100
+    assert curve_end - 8 <= ink.max() <= curve_end + 1

@@ -20,8 +20,9 @@ def models(
 ) -> None:
     """List the shipped models (weights/), the pulled ones (the cache) and the ones 'tfcli pull' can fetch.
 
-    Parameter counts are the tensors actually stored in each folder's safetensors files. A cached
-    model is checked as every command checks it before use (sizes and times of its files against its
+    Parameter counts are the tensors actually stored in each folder's model files. A cache entry
+    made by '-m FILE.gguf' is listed as 'gguf', with the file it runs in place (--json: kind
+    "pulled", as every cache entry, and "gguf_file" that file's path). A cached model is checked as every command checks it before use (sizes and times of its files against its
     manifest); --verify also hashes every file, and exits with code 1 when a model is damaged.
 
     Examples:
@@ -45,7 +46,7 @@ def models(
             rows.append(
                 {
                     "name": name, "kind": "pullable", "params": recipe.n_params, "bytes": None, "download_bytes": recipe.download_bytes,
-                    "family": None, "shape": None, "about": description, "path": None, "source": recipe.source, "problems": [],
+                    "family": None, "shape": None, "about": description, "path": None, "gguf_file": None, "source": recipe.source, "problems": [],
                 }
             )  # fmt: skip
     if as_json:
@@ -75,8 +76,9 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
 
     from .json import model_shape
 
-    row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": None, "family": None, "shape": None, "about": "", "path": str(folder), "problems": []}
+    row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": None, "family": None, "shape": None, "about": "", "path": str(folder), "gguf_file": None, "problems": []}
     if kind == "pulled":
+        row["gguf_file"] = _gguf_file(folder)
         row["problems"] = cache_problems(folder, full=verify)
         if verify:
             row["verified"] = not row["problems"] and (folder / MANIFEST_NAME).is_file()
@@ -94,6 +96,23 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
     except TfcliError as e:
         row["problems"].append(e.message)
     return row
+
+
+def _gguf_file(folder: Path) -> str | None:
+    """The GGUF file a cache entry runs in place when `-m FILE.gguf` made it (its index names a
+    file outside the folder); None for a pulled model, whose file is inside, or no index at all."""
+    from tfcli.engine.errors import TfcliError
+    from tfcli.engine.gguf_weights import INDEX_NAME, read_index
+
+    if folder.is_symlink() or not (folder / INDEX_NAME).is_file():
+        return None
+    try:
+        file = Path(read_index(folder)["file"])
+    except TfcliError:  # a malformed index is the check's to report (cache_problems), not this label's
+        return None
+    if not file.is_absolute() or folder.resolve() in file.resolve().parents:
+        return None
+    return str(file)
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -131,7 +150,8 @@ def _status(r: dict[str, Any]) -> tuple[str, str]:
         return "[red]damaged[/]", "damaged"
     if r["kind"] == "shipped":
         return "shipped", "shipped"
-    return ("[green]pulled ✓ verified[/]", "pulled ✓ verified") if r.get("verified") else ("[green]pulled[/]", "pulled")
+    kind = "gguf" if r.get("gguf_file") else "pulled"  # made by -m FILE.gguf: nothing was pulled
+    return (f"[green]{kind} ✓ verified[/]", f"{kind} ✓ verified") if r.get("verified") else (f"[green]{kind}[/]", kind)
 
 
 def _render(rows: list[dict[str, Any]], cache: Path, quiet: bool = False) -> None:
@@ -153,7 +173,8 @@ def _render(rows: list[dict[str, Any]], cache: Path, quiet: bool = False) -> Non
             size, where = _size(r["bytes"]), r["path"]
         pad, pad_status = " " * (width - len(r["name"])), " " * (status_width - len(plain))
         out.print(f"[bold cyan]{escape(r['name'])}[/]{pad}  {status}{pad_status}  {_human(r['params']):>6} params  {size}", soft_wrap=True, emoji=False)
-        for line, style in [(where, ""), (r["about"], "dim")] + [(p, "red") for p in r["problems"]]:
+        runs = [(f"runs {r['gguf_file']} in place", "dim")] if r.get("gguf_file") else []
+        for line, style in [(where, ""), *runs, (r["about"], "dim")] + [(p, "red") for p in r["problems"]]:
             if line:
                 out.print(f"    [{style}]{escape(line)}[/]" if style else f"    {escape(line)}", soft_wrap=True, emoji=False)
     if not quiet:

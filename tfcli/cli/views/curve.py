@@ -73,7 +73,8 @@ def write_png(path: Path, series: list[Series], title: str, size: tuple[int, int
         d.text((6, py - 6), f"{y:.2f}", fill=ink)
         d.line([(left + 1, py), (w - right, py)], fill=(235, 235, 235))
     d.text((left, h - bottom + 8), f"step {x0:,}", fill=ink)
-    d.text((w - right - 90, h - bottom + 8), f"step {x1:,}", fill=ink)
+    end = f"step {x1:,}"  # its right edge under the curve's last point, where the axis ends
+    d.text((at(x1, y0)[0] - d.textlength(end), h - bottom + 8), end, fill=ink)
     d.text((left, 10), title, fill=ink)
     for i, s in enumerate(series):
         pts = [at(x, y) for x, y in zip(s.steps, s.values) if np.isfinite(y)]
