@@ -18,7 +18,7 @@ from .quantize import Quantize
 from .quantize import apply as apply_quantize
 from .command import interrupted
 from .experiment import AnyModelOption, FeatureOption, ScaleOption, SteerOption, pass_hooks
-from .console import err, note, warn
+from .console import err, note, shown, warn
 from .generate import TemplateFile, with_template
 from .inputs import warned
 
@@ -189,7 +189,7 @@ def _run(state: ChatState, n_threads: int) -> None:
     history_file = _line_editing() if interactive and sys.stdout.isatty() else None
     session = Session(state.lm.model, workers=n_threads, hooks=state.hooks)
     if interactive:
-        note(f"chatting with {state.lm.name} ({state.lm.config.n_ctx:,}-token context); /help lists the commands, /bye or Ctrl-D leaves")
+        note(f"chatting with {state.lm.name} ({state.lm.config.n_ctx:,}-token context); /help lists the commands, /bye or Ctrl-D leaves", wrap=True)
     try:
         while True:
             user = _read(interactive)
@@ -246,8 +246,6 @@ def _read(interactive: bool) -> str | None:
 
 def _command(state: ChatState, line: str) -> str | None:
     """Carry out one /command; 'leave' to end the chat. Feedback goes to stderr, beside the stats."""
-    from rich.markup import escape
-
     from tfcli.engine.errors import UsageError
 
     word, _, rest = line.partition(" ")
@@ -255,8 +253,7 @@ def _command(state: ChatState, line: str) -> str | None:
     if word in ("/bye", "/exit", "/quit"):
         return "leave"
     if word in ("/help", "/?"):
-        for usage, what in COMMANDS:
-            err.print(f"  [bold]{escape(usage):<16}[/] {escape(what)}", soft_wrap=True)
+        _listed(COMMANDS, 16)
     elif word in ("/clear", "/reset"):
         state.history.clear()
         note("conversation cleared")
@@ -276,11 +273,24 @@ def _command(state: ChatState, line: str) -> str | None:
             except UsageError as e:
                 warn(e.render({"max_new_tokens": "max_tokens"}) + "; nothing changed")  # /set's knobs are the fields
     elif word == "/show":
-        for key, value in state.settings():
-            err.print(f"  [bold]{key:<19}[/] {escape(value)}", soft_wrap=True)
+        _listed(state.settings(), 19)
     else:
         warn(f"unknown command {word}; not sent to the model. The commands: {', '.join(u.split()[0] for u, _ in COMMANDS)}")
     return None
+
+
+def _listed(rows, name_width: int) -> None:
+    """/help and /show: a name, then what it is, wrapped between words under itself when the
+    terminal is narrow (cli/layout.py), the name column kept whole."""
+    from rich.table import Table
+
+    table = Table.grid(padding=(0, 1), pad_edge=False)
+    table.add_column(width=2)
+    table.add_column(min_width=name_width, no_wrap=True, style="bold")
+    table.add_column(overflow="fold")
+    for name, what in rows:
+        table.add_row("", shown(name), shown(what))
+    err.print(table)
 
 
 def _reply(state: ChatState, session, user: str) -> None:

@@ -68,7 +68,28 @@ class Tidy:
     def format_help(self, ctx, formatter) -> None:
         light_help()
         names_on_lines()
-        return super().format_help(ctx, formatter)
+        given = self.help
+        if given:  # the examples broken between their arguments to the width the help is drawn at (cli/layout.py)
+            from .layout import fit_examples
+
+            self.help = fit_examples(given, help_width() - 2)  # Typer pads the help text by a column each side
+        try:
+            return super().format_help(ctx, formatter)
+        finally:
+            self.help = given
+
+
+def help_width() -> int:
+    """The width Typer's Rich help is drawn at: its console's (TERMINAL_WIDTH, else COLUMNS or the
+    terminal, else 80)."""
+    try:
+        from typer import rich_utils
+
+        return rich_utils._get_rich_console().width
+    except Exception:  # noqa: BLE001 - a Typer laid out otherwise: the terminal's width
+        import shutil
+
+        return shutil.get_terminal_size((80, 24)).columns
 
 
 def names_on_lines() -> None:

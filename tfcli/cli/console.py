@@ -114,8 +114,21 @@ def warn(message: str) -> None:
     line("warning:", "yellow", message)
 
 
-def note(message: str) -> None:
-    err.print(shown(message, "dim"), soft_wrap=True)
+def note(message: str, wrap: bool = False) -> None:
+    """A line on stderr, dim. A statistic or a message a script reads stays one line whatever the
+    width (a terminal wraps it itself); with `wrap`, prose for a reader (a banner, where a page was
+    written) is wrapped between words to the width (cli/layout.py), Chinese between characters."""
+    if not wrap:
+        err.print(shown(message, "dim"), soft_wrap=True)
+        return
+    from .views.prose import _CJK, chinese
+
+    import re
+
+    if re.search(f"[{_CJK}]", message):
+        chinese(err, printable(message), "dim")
+    else:
+        err.print(shown(message, "dim"), overflow="ignore")  # a path longer than a line stays whole
 
 
 def for_terminal(text: str) -> str:

@@ -57,12 +57,13 @@ def explore(
     size = len(html.encode("utf-8"))
     note(
         f"wrote {output} ({numbers.size(size)}): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} blocks x {cfg.n_head} heads; "
-        "open it in a browser"
+        "open it in a browser",
+        wrap=True,
     )
     if options.chinese(lang) or any("\u3400" <= c <= "\u9fff" for c in text):
         # tfcli ships a CJK font for its PNGs, but 4 MB of it in every page is too much, and a
         # subset needs a font library tfcli does not depend on: said, rather than boxes in silence.
-        note("the page draws Chinese with the browser's own fonts (no font is embedded): on a system without a CJK font, install one (e.g. fonts-noto-cjk)")
+        note("the page draws Chinese with the browser's own fonts (no font is embedded): on a system without a CJK font, install one (e.g. fonts-noto-cjk)", wrap=True)
 
 
 def page_tokens(lm, text: str, seen=None) -> list[int]:

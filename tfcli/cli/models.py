@@ -159,7 +159,10 @@ def _render(rows: list[dict[str, Any]], cache: Path, quiet: bool = False) -> Non
     and its shape on lines of their own. A path is never cut by the table: a terminal narrower than
     it wraps it as it wraps any long line, and a copy of it pastes whole. `quiet`: an error follows
     on stderr, which is then the only line there."""
+    import textwrap
+
     from rich.markup import escape
+    from rich.text import Text
 
     if not rows:
         note("no models: weights/ is empty and nothing is pullable")
@@ -175,7 +178,8 @@ def _render(rows: list[dict[str, Any]], cache: Path, quiet: bool = False) -> Non
         out.print(f"[bold cyan]{escape(r['name'])}[/]{pad}  {status}{pad_status}  {_human(r['params']):>6} params  {size}", soft_wrap=True, emoji=False)
         runs = [(f"runs {r['gguf_file']} in place", "dim")] if r.get("gguf_file") else []
         for line, style in [(where, ""), *runs, (r["about"], "dim")] + [(p, "red") for p in r["problems"]]:
-            if line:
-                out.print(f"    [{style}]{escape(line)}[/]" if style else f"    {escape(line)}", soft_wrap=True, emoji=False)
+            # Wrapped between words under its indent; a path longer than a line stays whole (cli/layout.py).
+            for piece in textwrap.wrap(line, max(20, out.width - 4), break_long_words=False, break_on_hyphens=False):
+                out.print(Text("    " + piece, style=style), soft_wrap=True, emoji=False)
     if not quiet:
         note(f"cache: {cache} (set TFCLI_HOME to move it)")

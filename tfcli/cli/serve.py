@@ -35,7 +35,7 @@ def serve(
 
       tfcli serve -m smollm2
 
-      curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' -d '{"prompt": "The sky is", "max_tokens": 8, "temperature": 0}'
+      curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' -d '{"prompt": "The sky is", "temperature": 0}'
     """
     from tfcli.engine.errors import UsageError
 

@@ -21,7 +21,6 @@ from rich.color import Color
 from rich.style import Style
 from rich.text import Text
 
-from .heatmap import clip
 
 CELL = 7
 LOG_SPAN = 100.0  # the log scale's colours run from top/LOG_SPAN to top
@@ -62,24 +61,37 @@ def number(value: float, fmt: str) -> str:
     return "  nan" if not np.isfinite(value) else fmt.format(value)
 
 
-def grid(row_labels: Sequence[str], col_labels: Sequence[str], values: np.ndarray, colour: bool, fmt: str = "{:+.2f}", top: float | None = None, log: bool = False) -> Text:
+def grid(row_labels: Sequence[str], col_labels: Sequence[str], values: np.ndarray, colour: bool, fmt: str = "{:+.2f}", top: float | None = None,
+         log: bool = False, width: int | None = None, key: str = "columns") -> Text:
     """values [R, C] as a table: one line of column labels, then a row label and C cells per row;
-    with colour, coloured on a linear scale, or a symmetric log scale (`log`), to `top`."""
+    with colour, coloured on a linear scale, or a symmetric log scale (`log`), to `top`.
+
+    The layout rule (cli/layout.py): labels are never cut. When one is wider than a cell, the
+    columns are numbered and a line under the grid, headed `key` (what the columns are), gives each
+    number's label. Columns that do not fit `width` go on in a second grid below the first."""
     values = np.asarray(values, dtype=np.float64)
     top = top_of(values) if top is None else top
     lw = max([cell_len(s) for s in row_labels] + [3])
-    t = Text(" " * (lw + 1))
-    for c in col_labels:
-        s = clip(c, CELL - 1)
-        t.append(" " * (CELL - cell_len(s)) + s)
-    t.append("\n")
-    for label, row in zip(row_labels, values):
-        t.append(" " * (lw - cell_len(label)) + label + " ")
-        for v in row:
-            s = number(v, fmt)
-            s = " " * (CELL - len(s)) + s
-            t.append(s, style=_style(v, top, log) if colour else None)
+    numbered = any(cell_len(c) > CELL - 1 for c in col_labels)
+    heads = [str(j) for j in range(len(col_labels))] if numbered else list(col_labels)
+    per = len(col_labels) if width is None else max(1, (width - lw - 1) // CELL)
+    t = Text()
+    for start in range(0, len(col_labels), per):
+        if start:
+            t.append("\n")
+        t.append(" " * (lw + 1))
+        for c in heads[start : start + per]:
+            t.append(" " * (CELL - cell_len(c)) + c)
         t.append("\n")
+        for label, row in zip(row_labels, values):
+            t.append(" " * (lw - cell_len(label)) + label + " ")
+            for v in row[start : start + per]:
+                s = number(v, fmt)
+                s = " " * (CELL - len(s)) + s
+                t.append(s, style=_style(v, top, log) if colour else None)
+            t.append("\n")
+    if numbered:
+        t.append(f"{key}: " + "  ".join(f"{j}:{c}" for j, c in enumerate(col_labels)) + "\n")
     t.rstrip()
     return t
 
@@ -130,7 +142,7 @@ def patching(lm, r, clean_ids, corrupt_ids, zh: bool, png, svg) -> None:
     what = {"resid": "residual index × position", "heads": "block × head (context vector at every position)", "mlp": "block × position (MLP output)"}[r.site]
     out.print(f"[bold]{lm.name}[/] · activation patching · {what}")
     out.print(f"answer {token_str(tok, r.answer)!r} vs {token_str(tok, r.wrong)!r}: logit difference {r.clean_ld:+.2f} clean, {r.corrupt_ld:+.2f} corrupt")
-    out.print(grid(rows, cols, r.grid, uses_colour(out), top=1.0))
+    out.print(grid(rows, cols, r.grid, uses_colour(out), top=1.0, width=out.width, key=("位置" if zh else "positions") if r.site != "heads" else "columns"))
     flat = np.argsort(-np.nan_to_num(r.grid, nan=-np.inf), axis=None)[:3]
     best = ranked([(f"{rows[i]}@{cols[j]}", r.grid[i, j]) for i, j in zip(*np.unravel_index(flat, r.grid.shape))], "{:.2f}")
     say(out, zh,
@@ -162,7 +174,7 @@ def ablation(lm, r, zh: bool, png, svg) -> None:
     values = np.concatenate([r.heads, r.mlps[:, None]], axis=1)  # [L, H+1]
     out.print(f"[bold]{lm.name}[/] · ablation · answer {token_str(tok, r.answer)!r} (log-probability {r.logprob:.2f}, p = {np.exp(r.logprob):.0%})")
     colour = uses_colour(out)
-    out.print(grid(rows, cols, values, colour, log=True))
+    out.print(grid(rows, cols, values, colour, log=True, width=out.width))
     if colour:
         out.print(legend(top_of(values), True, zh), style="dim")
     order = np.argsort(r.heads, axis=None)[:3]
@@ -193,7 +205,7 @@ def heads(lm, ids, a, d, repeat: int, zh: bool) -> None:
     rows, cols = [str(b) for b in range(cfg.n_layer)], [f"h{h}" for h in range(cfg.n_head)]
     out.print(f"[bold]{lm.name}[/] · direct logit attribution of {token_str(tok, a.target)!r} after position {a.position} ({token_str(tok, ids[a.position])!r}): logit {a.logit:.2f}")
     parts = np.concatenate([a.heads, a.mlps[:, None]], axis=1)  # [L, H+1]
-    out.print(grid(rows, [*cols, "mlp"], parts, colour, log=True))
+    out.print(grid(rows, [*cols, "mlp"], parts, colour, log=True, width=out.width))
     if colour:
         out.print(legend(top_of(parts), True, zh), style="dim")
     out.print(f"embeddings {a.embedding:+.2f} · biases {a.bias:+.2f} · heads {a.heads.sum():+.2f} · MLPs {a.mlps.sum():+.2f} · total {a.total:.2f}")
@@ -201,7 +213,7 @@ def heads(lm, ids, a, d, repeat: int, zh: bool) -> None:
         g = getattr(d, name)
         top = [(f"{b}.{h}", g[b, h]) for b, h in zip(*np.unravel_index(np.argsort(-g, axis=None)[:3], g.shape))]
         out.print(f"[bold]{cn + '头' if zh else en + ' heads'}[/] (0-1): {ranked(top, '{:.2f}')}")
-    out.print(grid(rows, cols, d.induction, colour, fmt="{:.2f}", top=1.0))
+    out.print(grid(rows, cols, d.induction, colour, fmt="{:.2f}", top=1.0, width=out.width))
     say(out, zh,
         f"Attribution: each cell is what that head (or the block's MLP) adds directly to the logit of {token_str(tok, a.target)!r}; "
         "they sum, with the embeddings and the biases, to the logit. The grid at the end is the induction score: on "

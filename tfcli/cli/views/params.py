@@ -104,12 +104,7 @@ def _named(r: dict, say: _Say) -> str:
 
 def _render_tally(report: dict, say: _Say) -> None:
     t, s = report["tally_3b1b"], report["shape"]
-    table = _table(say.both("3Blue1Brown's tally: weight matrices only", "3Blue1Brown 的统计：只计权重矩阵"), _NAME, _FORMULA, _NUMBERS, _COUNT)
-    for r in t["rows"]:
-        table.add_row(_named(r, say), escape(r["formula"]), escape(r["numbers"]), num.count(r["count"]))
-    table.add_section()
-    table.add_row(f"[bold]{say.label('total')}[/]", "", "", f"[bold]{num.count(t['total'])}[/]")
-    out.print(table)
+    out.print(_formula_table(say.both("3Blue1Brown's tally: weight matrices only", "3Blue1Brown 的统计：只计权重矩阵"), t["rows"], say, t["total"]))
     notes = [
         say.both(
             "Embedding and unembedding are counted as two matrices. Per head, Value is the value-down map (D → Dh) "
@@ -132,10 +127,26 @@ def _render_tally(report: dict, say: _Say) -> None:
         _say(n, "dim")
     out.print()
 
-    steps = _table(say.both("Step by step", "逐步计算"), _NAME, _FORMULA, _NUMBERS, _COUNT)
-    for r in t["steps"]:
-        steps.add_row(_named(r, say), escape(r["formula"]), escape(r["numbers"]), num.count(r["count"]))
-    out.print(steps)
+    out.print(_formula_table(say.both("Step by step", "逐步计算"), t["steps"], say))
+
+
+def _formula_table(title: str, rows: list[dict], say: _Say, total: int | None = None):
+    """Rows of name, formula, the formula's numbers and the count. The layout rule (cli/layout.py):
+    when the four columns do not fit the width, the numbers go under their formula, so that no
+    name or number is cut."""
+
+    def build(apart: bool):
+        table = _table(title, _NAME, _FORMULA, *([_NUMBERS] if apart else []), _COUNT)
+        for r in rows:
+            formula = escape(r["formula"]) if apart else escape(r["formula"]) + "\n" + escape(r["numbers"])
+            table.add_row(_named(r, say), formula, *([escape(r["numbers"])] if apart else []), num.count(r["count"]))
+        if total is not None:
+            table.add_section()
+            table.add_row(f"[bold]{say.label('total')}[/]", "", *([""] if apart else []), f"[bold]{num.count(total)}[/]")
+        return table
+
+    table = build(True)
+    return table if out.measure(table, options=out.options.update_width(10_000)).maximum <= out.width else build(False)
 
 
 def _render_exact(report: dict, say: _Say) -> None:
@@ -304,23 +315,29 @@ def _from_remarks(report: dict, say: _Say) -> None:
 def render_presets(rows: list[dict], zh: bool) -> None:
     """The --list-presets table (rows from tfcli.analysis.params.report.presets_list)."""
     say = _Say(zh)
-    table = Table(title=say.both("Presets", "预设"), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for name in ("preset", "L", "D", "H×Dh", "Hkv", "V", "T", "exact", "quoted"):
-        table.add_column(name, justify="left" if name == "preset" else "right", no_wrap=True)
-    for r in rows:
-        s = r["shape"]
-        table.add_row(
-            escape(r["name"]),
-            str(s["layers"]),
-            num.count(s["d_model"]),
-            f"{s['heads']}×{s['head_dim']}",
-            str(s["kv_heads"]),
-            num.count(s["vocab"]),
-            num.count(s["context"]),
-            num.count(r["exact"]),
-            r["quoted"],
-        )
-    out.print(table)
+    names = ("preset", "L", "D", "H×Dh", "Hkv", "V", "T", "exact", "quoted")
+    cells = [
+        (escape(r["name"]), str(r["shape"]["layers"]), num.count(r["shape"]["d_model"]), f"{r['shape']['heads']}×{r['shape']['head_dim']}",
+         str(r["shape"]["kv_heads"]), num.count(r["shape"]["vocab"]), num.count(r["shape"]["context"]), num.count(r["exact"]), r["quoted"])
+        for r in rows
+    ]  # fmt: skip
+
+    def table(columns: list[int], title: bool):
+        t = Table(title=say.both("Presets", "预设") if title else None, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for i in columns:
+            t.add_column(names[i], justify="left" if i == 0 else "right", no_wrap=True)
+        for row in cells:
+            t.add_row(*(row[i] for i in columns))
+        return t
+
+    # The layout rule (cli/layout.py): numbers are never cut; the counts go on in a second table
+    # (the preset's name again first) when the shape and the counts do not fit side by side.
+    whole = table(list(range(len(names))), True)
+    if out.measure(whole, options=out.options.update_width(10_000)).maximum <= out.width:  # its natural width
+        out.print(whole)
+    else:
+        out.print(table([0, 1, 2, 3, 4, 5, 6], True))
+        out.print(table([0, 7, 8], False))
     _say(
         say.both(
             "exact: every tensor a checkpoint stores; quoted: the figure the authors printed (GPT-3 paper Table 2.1, GPT-2 paper Table 2).",
