@@ -4,7 +4,9 @@
   prompt is waited for; a list's samples are printed as the README says;
 - patch --png draws signed effects on a signed scale, under a plain title;
 - models says what a cache entry made from a GGUF file is; train --png's last label sits at the
-  curve's end.
+  curve's end;
+- --lang zh leaves no English phrase in the commands that offer it (params, bilingual, says each
+  in Chinese too).
 """
 
 from __future__ import annotations
@@ -152,3 +154,63 @@ def test_the_last_steps_label_ends_where_the_curve_ends(tmp_path):
     ink = np.nonzero((band < 128).any(axis=0))[0]
     curve_end = w - 16  # the plot's right edge: step 100
     assert curve_end - 8 <= ink.max() <= curve_end + 1
+
+
+# --- --lang zh: no English sentence ----------------------------------------------------------------
+
+ZH = "今天天气很好"
+
+
+def english_sentences(text: str) -> list[str]:
+    """Runs of three or more English words in a row (between spaces, commas, colons, brackets, '·'
+    or '-'): a phrase left untranslated. Names, numbers, tokens ('…' and "…"), flags (--scale) and
+    paths are not words here."""
+    import re
+
+    found = []
+    for line in text.splitlines():
+        line = re.sub(r"'[^']*'|\"[^\"]*\"|--?[\w-]+|\S*/\S*|\S+\.(?:html|png|svg|npz)", " ", line)
+        found += [m.group(0) for m in re.finditer(r"\b[A-Za-z]{2,}(?:[ ,:;()·-]+[A-Za-z]{2,}){2,}\b", line)]
+    return found
+
+
+@pytest.mark.parametrize("args", [
+    ["ablate", "ROMEO:", "-m", "shakespeare"],
+    ["heads", "ROMEO:", "-m", "shakespeare"],
+    ["patch", "ROMEO:", "JULIE:", "--answer", " ", "--wrong", "e", "-m", "shakespeare"],
+    ["steer", "ROMEO:", "--toward", "love", "--away", "hate", "--block", "1", "-n", "3", "-t", "0", "-m", "shakespeare"],
+    ["attn", "-m", "tang", ZH],
+    ["attn", "--show-mask", ZH],
+    ["lens", "-m", "tang", ZH],
+    ["neurons", ZH, "-m", "tang", "--block", "1"],
+    ["embed", "neighbors", "天", "-m", "tang"],
+    ["geometry", "-m", "tang"],
+    ["explore", "-m", "tang", ZH, "-o", "{tmp}/page.html"],
+])  # fmt: skip
+def test_lang_zh_leaves_no_english_sentence(cli, tmp_path, args):
+    r = cli(*[a.replace("{tmp}", str(tmp_path)) for a in args], "--lang", "zh")
+    assert r.exit_code == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "tok/s" not in line]
+    assert english_sentences(r.stdout) == [], r.stdout
+    assert english_sentences("\n".join(said)) == [], r.stderr
+
+
+def test_params_in_chinese_says_each_english_sentence_in_chinese_too(cli, monkeypatch):
+    """params --lang zh is bilingual (its help says so): each English sentence has its Chinese
+    beside it or right under it, and the Chinese is wrapped between characters, not at its spaces."""
+    import re
+
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli("params", "--preset", "gpt3", "--lang", "zh")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    cjk = re.compile("[\u4e00-\u9fff]")
+
+    def paragraph(i: int) -> list[str]:  # the line and those after it, up to a blank line
+        end = next((j for j in range(i, len(lines)) if not lines[j].strip()), len(lines))
+        return lines[i:end]
+
+    alone = [line for i, line in enumerate(lines) if english_sentences(line) and not any(cjk.search(x) for x in paragraph(i))]
+    assert alone == [], r.stdout
+    for head in ("个块", "词表", "公式", "参数"):
+        assert head in r.stdout, head

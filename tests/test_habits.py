@@ -240,6 +240,8 @@ def test_the_lens_help_example_does_not_trip_the_sink_warning(cli, smollm2_folde
 
 def test_a_chinese_page_says_how_it_draws_chinese(cli, tmp_path):
     r = cli("explore", "-m", "tang", "今天天气很好", "--lang", "zh", "-o", tmp_path / "p.html")
+    assert r.exit_code == 0 and "没有嵌入字体" in r.stderr  # --lang zh: said in Chinese
+    r = cli("explore", "-m", "tang", "今天天气很好", "--lang", "en", "-o", tmp_path / "p.html")
     assert r.exit_code == 0 and "no font is embedded" in r.stderr
     assert "no font is embedded" not in cli("explore", "To be", "-o", tmp_path / "q.html").stderr
 

@@ -59,7 +59,7 @@ def steer(
 
     s = _vector(lm, feature, toward, away, layer, scale, side)
     if save:
-        _save(save, s, lm)
+        _save(save, s, lm, zh)
     seed = random.randrange(2**31) if seed is None else seed
     room = lm.config.n_ctx - len(ids) + 1
     want = min(max_tokens, room)
@@ -123,7 +123,7 @@ def _vector(lm, feature, toward, away, layer, scale, side):
     return steering.steering_vector(lm.model, side(toward, "--toward"), side(away, "--away"), layer, scale)
 
 
-def _save(path: Path, s, lm) -> None:
+def _save(path: Path, s, lm, zh: bool = False) -> None:
     """--save: the vector, its block and scale, and the identity of the model it was made on."""
     from tfcli.analysis.experiments import steer as steering
     from tfcli.engine.identity import identity_of
@@ -133,4 +133,7 @@ def _save(path: Path, s, lm) -> None:
     save_output(path, lambda f: steering.save(f, s, identity_of(lm)))  # the one safe way every output is written (cli/output.py)
     from .console import note
 
-    note(f"wrote {path}: the vector of block {s.layer} at scale {s.scale:g}, made on {lm.name} (generate --steer {path})")
+    if zh:
+        note(f"已写入 {path}：第 {s.layer} 块的向量，系数 {s.scale:g}，在 {lm.name} 上求得（generate --steer {path}）")
+    else:
+        note(f"wrote {path}: the vector of block {s.layer} at scale {s.scale:g}, made on {lm.name} (generate --steer {path})")

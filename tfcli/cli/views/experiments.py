@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from rich.cells import cell_len
 from rich.color import Color
+from rich.markup import escape
 from rich.style import Style
 from rich.text import Text
 
@@ -128,7 +129,7 @@ def write_pictures(png, svg, heading: str, title: str, values: np.ndarray, row_l
 
 
 def patching(lm, r, clean_ids, corrupt_ids, zh: bool, png, svg) -> None:
-    from ..console import out
+    from ..console import out, shown
     from .attn import token_labels
     from .inside import say, token_str, uses_colour
 
@@ -139,9 +140,12 @@ def patching(lm, r, clean_ids, corrupt_ids, zh: bool, png, svg) -> None:
     else:
         rows = ["emb", *map(str, range(1, r.grid.shape[0]))] if r.site == "resid" else [str(b) for b in range(r.grid.shape[0])]
         cols = labels
-    what = {"resid": "residual index × position", "heads": "block × head (context vector at every position)", "mlp": "block × position (MLP output)"}[r.site]
-    out.print(f"[bold]{lm.name}[/] · activation patching · {what}")
-    out.print(f"answer {token_str(tok, r.answer)!r} vs {token_str(tok, r.wrong)!r}: logit difference {r.clean_ld:+.2f} clean, {r.corrupt_ld:+.2f} corrupt")
+    what = {"resid": ("residual index × position", "残差序号 × 位置"), "heads": ("block × head (context vector at every position)", "块 × 头（每个位置的上下文向量）"),
+            "mlp": ("block × position (MLP output)", "块 × 位置（MLP 的输出）")}[r.site][zh]  # fmt: skip
+    answer, wrong = token_str(tok, r.answer), token_str(tok, r.wrong)
+    out.print(f"[bold]{escape(lm.name)}[/] · " + (f"激活修补 · {what}" if zh else f"activation patching · {what}"))
+    out.print(shown(f"答案 {answer!r} 对 {wrong!r}：logit 差，干净运行 {r.clean_ld:+.2f}，改动后 {r.corrupt_ld:+.2f}" if zh
+                    else f"answer {answer!r} vs {wrong!r}: logit difference {r.clean_ld:+.2f} clean, {r.corrupt_ld:+.2f} corrupt"))
     out.print(grid(rows, cols, r.grid, uses_colour(out), top=1.0, width=out.width, key=("位置" if zh else "positions") if r.site != "heads" else "columns"))
     flat = np.argsort(-np.nan_to_num(r.grid, nan=-np.inf), axis=None)[:3]
     best = ranked([(f"{rows[i]}@{cols[j]}", r.grid[i, j]) for i, j in zip(*np.unravel_index(flat, r.grid.shape))], "{:.2f}")
@@ -165,14 +169,16 @@ def patching(lm, r, clean_ids, corrupt_ids, zh: bool, png, svg) -> None:
 
 
 def ablation(lm, r, zh: bool, png, svg) -> None:
-    from ..console import out
+    from ..console import out, shown
     from .inside import say, token_str, uses_colour
 
     cfg, tok = lm.config, lm.tokenizer
     rows = [str(b) for b in range(cfg.n_layer)]
     cols = [f"h{h}" for h in range(cfg.n_head)] + ["mlp"]
     values = np.concatenate([r.heads, r.mlps[:, None]], axis=1)  # [L, H+1]
-    out.print(f"[bold]{lm.name}[/] · ablation · answer {token_str(tok, r.answer)!r} (log-probability {r.logprob:.2f}, p = {np.exp(r.logprob):.0%})")
+    answer = token_str(tok, r.answer)
+    out.print(f"[bold]{escape(lm.name)}[/] · ", shown(f"消融 · 答案 {answer!r}（对数概率 {r.logprob:.2f}，p = {np.exp(r.logprob):.0%}）" if zh
+                                              else f"ablation · answer {answer!r} (log-probability {r.logprob:.2f}, p = {np.exp(r.logprob):.0%})"), sep="")
     colour = uses_colour(out)
     out.print(grid(rows, cols, values, colour, log=True, width=out.width))
     if colour:
@@ -198,17 +204,20 @@ DETECTORS = (("previous_token", "previous-token", "前一个词元"), ("first_to
 
 
 def heads(lm, ids, a, d, repeat: int, zh: bool) -> None:
-    from ..console import out
+    from ..console import out, shown
     from .inside import say, token_str, uses_colour
 
     cfg, tok, colour = lm.config, lm.tokenizer, uses_colour(out)
     rows, cols = [str(b) for b in range(cfg.n_layer)], [f"h{h}" for h in range(cfg.n_head)]
-    out.print(f"[bold]{lm.name}[/] · direct logit attribution of {token_str(tok, a.target)!r} after position {a.position} ({token_str(tok, ids[a.position])!r}): logit {a.logit:.2f}")
+    target, at = token_str(tok, a.target), token_str(tok, ids[a.position])
+    out.print(f"[bold]{escape(lm.name)}[/] · ", shown(f"{target!r} 的直接 logit 归因，在位置 {a.position}（{at!r}）之后：logit {a.logit:.2f}" if zh
+                                              else f"direct logit attribution of {target!r} after position {a.position} ({at!r}): logit {a.logit:.2f}"), sep="")
     parts = np.concatenate([a.heads, a.mlps[:, None]], axis=1)  # [L, H+1]
     out.print(grid(rows, [*cols, "mlp"], parts, colour, log=True, width=out.width))
     if colour:
         out.print(legend(top_of(parts), True, zh), style="dim")
-    out.print(f"embeddings {a.embedding:+.2f} · biases {a.bias:+.2f} · heads {a.heads.sum():+.2f} · MLPs {a.mlps.sum():+.2f} · total {a.total:.2f}")
+    out.print(f"嵌入 {a.embedding:+.2f} · 偏置 {a.bias:+.2f} · 头 {a.heads.sum():+.2f} · MLP {a.mlps.sum():+.2f} · 合计 {a.total:.2f}" if zh
+              else f"embeddings {a.embedding:+.2f} · biases {a.bias:+.2f} · heads {a.heads.sum():+.2f} · MLPs {a.mlps.sum():+.2f} · total {a.total:.2f}")
     for name, en, cn in DETECTORS:
         g = getattr(d, name)
         top = [(f"{b}.{h}", g[b, h]) for b, h in zip(*np.unravel_index(np.argsort(-g, axis=None)[:3], g.shape))]
@@ -226,13 +235,15 @@ def heads(lm, ids, a, d, repeat: int, zh: bool) -> None:
 def steering(lm, s, prompt: str, toward: str, away: str, seed: int, runs: dict, zh: bool) -> None:
     from rich.table import Table
 
-    from ..console import out
+    from ..console import out, shown
     from .inside import say
 
-    out.print(f"[bold]{lm.name}[/] · steering at block {s.layer}: {s.scale:g} × (mean of {toward!r} − mean of {away!r}), |v| = {s.norm:.2f}" + ("" if seed is None else f" · seed {seed}"))  # greedy (-t 0): no seed to tell
+    seeded = "" if seed is None else (f" · 种子 {seed}" if zh else f" · seed {seed}")  # greedy (-t 0): no seed to tell
+    out.print(f"[bold]{escape(lm.name)}[/] · ", shown((f"在第 {s.layer} 块转向：{s.scale:g} × （{toward!r} 的均值 − {away!r} 的均值），|v| = {s.norm:.2f}" if zh
+                                              else f"steering at block {s.layer}: {s.scale:g} × (mean of {toward!r} − mean of {away!r}), |v| = {s.norm:.2f}") + seeded), sep="")
     table = Table(show_header=True, expand=True, show_lines=False)
-    table.add_column("plain", ratio=1, overflow="fold")
-    table.add_column(f"steered (×{s.scale:g})", ratio=1, overflow="fold")
+    table.add_column("原样" if zh else "plain", ratio=1, overflow="fold")
+    table.add_column(f"转向后（×{s.scale:g}）" if zh else f"steered (×{s.scale:g})", ratio=1, overflow="fold")
     table.add_row(prompt + runs["plain"][0], prompt + runs["steered"][0])
     out.print(table)
     say(out, zh,

@@ -50,6 +50,17 @@ def render(report: dict, zh: bool) -> None:
 
 
 def _say(text: str, style: str = "") -> None:
+    """A sentence, or with --lang zh an English line and its Chinese below it: the Chinese wrapped
+    between characters (prose.chinese), not at the ASCII spaces around its numbers."""
+    import re
+
+    from .prose import _CJK, chinese
+
+    en, sep, zh = text.partition("\n")
+    if sep and re.search(f"[{_CJK}]", zh):
+        out.print(escape(en), style=style or None)
+        chinese(out, zh, style)
+        return
     out.print(escape(text), style=style or None)
 
 
@@ -58,9 +69,13 @@ def _header(report: dict, say: _Say) -> None:
     heads = f"{s['heads']} heads × {s['head_dim']}"
     if s["kv_heads"] != s["heads"]:
         heads = f"{s['heads']} query heads × {s['head_dim']} ({s['kv_heads']} key/value heads)"
+    heads_zh = f"{s['heads']} 个头 × {s['head_dim']}"
+    if s["kv_heads"] != s["heads"]:
+        heads_zh = f"{s['heads']} 个查询头 × {s['head_dim']}（{s['kv_heads']} 个键值头）"
     out.print(f"[bold]{escape(report['title'])}[/]  [dim]{escape(report['name'])} · {escape(report['source'])}[/]")
-    _say(f"{num.count(s['layers'])} blocks · d_model {num.count(s['d_model'])} · {heads} · d_ff {num.count(s['d_ff'])}")
-    _say(f"vocabulary {num.count(s['vocab'])} · context {num.count(s['context'])}")
+    _say(say.both(f"{num.count(s['layers'])} blocks · d_model {num.count(s['d_model'])} · {heads} · d_ff {num.count(s['d_ff'])}",
+                  f"{num.count(s['layers'])} 个块 · d_model {num.count(s['d_model'])} · {heads_zh} · d_ff {num.count(s['d_ff'])}"))
+    _say(say.both(f"vocabulary {num.count(s['vocab'])} · context {num.count(s['context'])}", f"词表 {num.count(s['vocab'])} · 上下文 {num.count(s['context'])}"))
     style = [
         MLPS[s["mlp"]].label,
         NORMS[s["norm"]].label + (f" ×{s['norms_per_block']} per block" if s["norms_per_block"] != 2 else ""),
@@ -69,9 +84,17 @@ def _header(report: dict, say: _Say) -> None:
         _biases(s),
         "tied embeddings" if s["tied"] else "untied embeddings",
     ]
-    _say(" · ".join(style), "dim")
+    style_zh = [
+        MLPS[s["mlp"]].label,
+        NORMS[s["norm"]].label + (f"，每个块 {s['norms_per_block']} 个" if s["norms_per_block"] != 2 else ""),
+        *(["Q/K 归一化"] if s["qk_norm"] else []),
+        {"learned": "学到的位置表", "rope": "RoPE 位置编码"}.get(s["positions"], POSITIONS[s["positions"]].label),
+        _biases_zh(s),
+        "嵌入与反嵌入共享权重" if s["tied"] else "嵌入与反嵌入不共享权重",
+    ]
+    _say(say.both(" · ".join(style), " · ".join(style_zh)), "dim")
     if report["note"]:
-        _say(f"note: {report['note']}", "dim")
+        _say(f"note: {report['note']}", "dim")  # the preset's own note: a source's words, kept as written
     out.print()
 
 
@@ -84,11 +107,24 @@ def _biases(s: dict) -> str:
     return " and ".join(parts) + " biases" if parts else "no biases"
 
 
-def _table(title: str, *columns: tuple[str, dict]):
-    """A borderless table with a bold title; columns are (header, Rich column options)."""
+_HEADERS_ZH = {"formula": "公式", "parameters": "参数"}
+
+
+def _biases_zh(s: dict) -> str:
+    """_biases in Chinese."""
+    if s["qkv_bias"] and s["o_bias"] and s["mlp_bias"]:
+        return "有偏置"
+    parts = ["注意力" if s["o_bias"] else "Q/K/V"] if s["qkv_bias"] else ["注意力输出"] if s["o_bias"] else []
+    parts += ["MLP"] if s["mlp_bias"] else []
+    return "和".join(parts) + "有偏置" if parts else "无偏置"
+
+
+def _table(title: str, *columns: tuple[str, dict], say: _Say | None = None):
+    """A borderless table with a bold title; columns are (header, Rich column options), their
+    headers in Chinese too with `say` in Chinese."""
     table = Table(title=escape(title), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for header, opts in columns:
-        table.add_column(header, **opts)
+        table.add_column(say.both(header, _HEADERS_ZH[header]) if say and header in _HEADERS_ZH else header, **opts)
     return table
 
 
@@ -98,8 +134,12 @@ _NUMBERS = ("", {"style": "dim", "no_wrap": True})
 _COUNT = ("parameters", {"justify": "right", "no_wrap": True, "style": "cyan"})
 
 
+_NOTES_ZH = {"tied: shares the embedding": "共享：与嵌入是同一个矩阵"}  # the notes of tally rows (analysis/params/tally.py)
+
+
 def _named(r: dict, say: _Say) -> str:
-    return escape(say.name(r)) + (f"\n[dim]{escape(r['note'])}[/]" if r["note"] else "")
+    note = say.both(r["note"], _NOTES_ZH[r["note"]]) if r["note"] in _NOTES_ZH else r["note"]
+    return escape(say.name(r)) + (f"\n[dim]{escape(note)}[/]" if note else "")
 
 
 def _render_tally(report: dict, say: _Say) -> None:
@@ -136,7 +176,7 @@ def _formula_table(title: str, rows: list[dict], say: _Say, total: int | None = 
     name or number is cut."""
 
     def build(apart: bool):
-        table = _table(title, _NAME, _FORMULA, *([_NUMBERS] if apart else []), _COUNT)
+        table = _table(title, _NAME, _FORMULA, *([_NUMBERS] if apart else []), _COUNT, say=say)
         for r in rows:
             formula = escape(r["formula"]) if apart else escape(r["formula"]) + "\n" + escape(r["numbers"])
             table.add_row(_named(r, say), formula, *([escape(r["numbers"])] if apart else []), num.count(r["count"]))
@@ -151,7 +191,7 @@ def _formula_table(title: str, rows: list[dict], say: _Say, total: int | None = 
 
 def _render_exact(report: dict, say: _Say) -> None:
     e = report["exact"]
-    table = _table(say.both("Exact count: every tensor a checkpoint stores", "精确计数：检查点中存放的每一个张量"), _NAME, _FORMULA, _COUNT, ("%", {"justify": "right", "no_wrap": True, "style": "dim"}))
+    table = _table(say.both("Exact count: every tensor a checkpoint stores", "精确计数：检查点中存放的每一个张量"), _NAME, _FORMULA, _COUNT, ("%", {"justify": "right", "no_wrap": True, "style": "dim"}), say=say)
     for r in e["rows"]:
         table.add_row(_named(r, say), escape(r["formula"]), num.count(r["count"]), num.share(r["count"], e["total"]))
     table.add_section()
@@ -208,7 +248,7 @@ def _render_difference(report: dict, say: _Say) -> None:
 def _render_costs(report: dict, say: _Say) -> None:
     s, c, m = report["shape"], report["compute"], report["memory"]
     T = s["context"]
-    table = _table(say.both("What a token costs", "一个词元的开销"), _NAME, ("formula", {"style": "dim", "ratio": 1}), ("", {"justify": "right", "no_wrap": True, "style": "cyan"}))
+    table = _table(say.both("What a token costs", "一个词元的开销"), _NAME, ("formula", {"style": "dim", "ratio": 1}), ("", {"justify": "right", "no_wrap": True, "style": "cyan"}), say=say)
 
     def row(en: str, zh: str, formula: str, value: str) -> None:
         table.add_row(escape(f"{en}\n{zh}" if say.zh else en), escape(formula), value)
