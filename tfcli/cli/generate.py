@@ -237,11 +237,14 @@ def _stream(lm, gen, sampler, echo: str, show_probs: int, context_bound: bool, s
     two never interleave on a terminal. Ctrl-C keeps what was printed: exit 130."""
     stream = sys.stdout
     pieces: list[str] = [echo] if show_probs and echo else []
-    if echo and not show_probs:
-        stream.write(echo)
-        stream.flush()  # seen while the prompt pass runs
+    # The prompt goes out once the prompt pass has given a first token: a pass that fails (a model
+    # whose logits are NaN) leaves stdout empty, with its one error line on stderr.
+    pending = "" if show_probs else echo
     try:
         for step in gen:
+            if pending:
+                stream.write(pending)
+                pending = ""
             if show_probs:
                 pieces.append(step.text)
                 view.show_choice(lm.tokenizer, step, gen.stats.new_tokens, sampler, show_probs)
@@ -250,9 +253,10 @@ def _stream(lm, gen, sampler, echo: str, show_probs: int, context_bound: bool, s
                 stream.flush()
     except KeyboardInterrupt:
         gen.stats.stop_reason = "interrupted"
-        (pieces.append if show_probs else stream.write)(gen.flush())
+        (pieces.append if show_probs else stream.write)(pending + gen.flush())
         view.finish(stream, pieces, gen.stats, *stats_args, sampler.params)
         raise interrupted() from None
+    stream.write(pending)  # no token came (a stop string at once): the prompt all the same
     _context_full(gen.stats, context_bound)
     view.finish(stream, pieces, gen.stats, *stats_args, sampler.params)
 
