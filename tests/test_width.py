@@ -231,3 +231,15 @@ def test_the_chat_banner_and_help_wrap_between_words(cli, monkeypatch, tmp_path,
     assert too_wide(r.stderr, width) == [], r.stderr
     words = set(re.findall(r"[a-z_]+", r.stderr))
     assert {"max_tokens", "repetition_penalty", "conversation"} <= words  # no word cut in two by a wrap
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_note_wraps_between_words_and_never_breaks_a_path(cli, monkeypatch, tmp_path, lang):
+    monkeypatch.setenv("COLUMNS", "60")
+    deep = tmp_path / ("a-rather-long-folder-name" * 2) / "page.html"
+    deep.parent.mkdir()
+    r = cli("explore", "-m", "tang", "今天天气很好", "--lang", lang, "-o", deep)
+    assert r.exit_code == 0, r.stderr
+    assert str(deep) in r.stderr  # whole, on one line
+    short = cli("explore", "-m", "tang", "今天天气很好", "--lang", lang, "-o", tmp_path / "p.html")
+    assert too_wide(short.stderr, 60) == [] and str(tmp_path / "p.html") in short.stderr

@@ -121,14 +121,10 @@ def note(message: str, wrap: bool = False) -> None:
     if not wrap:
         err.print(shown(message, "dim"), soft_wrap=True)
         return
-    from .views.prose import _CJK, chinese
+    from .layout import prose_lines
 
-    import re
-
-    if re.search(f"[{_CJK}]", message):
-        chinese(err, printable(message), "dim")
-    else:
-        err.print(shown(message, "dim"), overflow="ignore")  # a path longer than a line stays whole
+    for piece in prose_lines(printable(message), err.width):
+        err.print(Text(piece, style="dim"), soft_wrap=True)
 
 
 def for_terminal(text: str) -> str:

@@ -54,3 +54,34 @@ def fit_examples(text: str, width: int) -> str:
     for line in text.split("\n"):
         out.extend(command_lines(line, width) if is_command(line) else [line])
     return "\n".join(out)
+
+
+_PATH = re.compile(r"([^\s（）：，；。]*/[^\s（）：，；。]*)")  # a path or a URL: a word with a slash (Chinese punctuation ends it)
+
+
+def prose_lines(text: str, width: int) -> list[str]:
+    """A sentence as lines of at most `width` cells: English between words, Chinese between
+    characters (views/prose.py), a path or URL never broken: one too long for a line has a line
+    of its own, however wide."""
+    from .views.prose import wrap_chinese
+
+    lines: list[str] = []
+    line = ""
+    for k, unit in enumerate(_PATH.split(text)):
+        if not unit:
+            continue
+        if k % 2:  # a path: whole, on this line if it fits, else on the next
+            if line.strip() and cell_len(line + unit) > width:
+                lines.append(line.rstrip())
+                line = ""
+            line += unit
+            if cell_len(line) > width:
+                lines.append(line)
+                line = ""
+            continue
+        pieces = wrap_chinese((line + unit).lstrip() if not line else line + unit, width)
+        lines += pieces[:-1]
+        line = (pieces[-1] if pieces else "") + (" " if unit[-1:].isspace() else "")  # the space before a path
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines
