@@ -10,15 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import one_line_error
-
-TINY = ["--layers", "1", "--d-model", "16", "--heads", "2", "--context", "16", "--batch-size", "2", "--eval-every", "2"]
-
-
-@pytest.fixture
-def text(tmp_path):
-    path = tmp_path / "text.txt"
-    path.write_text("To be, or not to be, that is the question.\n" * 20, encoding="utf-8")
-    return path
+from test_train_bad import TINY, text  # noqa: F401  (text: a fixture)
 
 
 @pytest.mark.parametrize(
