@@ -178,7 +178,8 @@ def test_every_readme_command_fits(cli, monkeypatch, tmp_path, cmd, width):
     monkeypatch.chdir(ROOT)  # weights/tang and docs/ as the README gives them
     r = cli(*_runnable(cmd, tmp_path))
     assert r.exit_code == 0, r.stderr
-    assert too_wide(r.stdout, width) == [], r.stdout
+    if _runnable(cmd, tmp_path)[0] != "generate":  # generate's stdout is the model's own text, written as sampled, never wrapped
+        assert too_wide(r.stdout, width) == [], r.stdout
     said = [line for line in r.stderr.splitlines() if "tok/s" not in line]  # the statistics: one line each, for scripts
     assert too_wide("\n".join(said), width) == [], r.stderr
 
