@@ -8,7 +8,8 @@ characters wide, so that 10 columns and their labels fit 80 columns.
 Ablation and attribution grids hold one or two large values and many small ones that matter
 (block 0's MLP at -11.35, a head at -1.11): on a linear scale every cell but one looked like 0. Their
 colour follows a symmetric log scale (LOG_SPAN: the colour grows by as much from top/100 to
-top/10 as from top/10 to top), and a legend line under the grid says so.
+top/10 as from top/10 to top), and a legend line under the grid says so; their --png/--svg pictures
+use the same scale, named under the colour bar.
 """
 
 from __future__ import annotations
@@ -27,15 +28,20 @@ CELL = 7
 LOG_SPAN = 100.0  # the log scale's colours run from top/LOG_SPAN to top
 
 
-def shade(value: float, top: float, log: bool = False) -> float:
-    """value -> [-1, 1], the colour's sign and strength: value/top, or on the symmetric log scale
-    sign(v) * log(1 + |v|/s) / log(1 + top/s) with s = top/LOG_SPAN."""
-    if top <= 0 or not np.isfinite(value):
-        return 0.0
-    if log:
-        s = top / LOG_SPAN
-        return float(np.sign(value) * min(1.0, np.log1p(abs(value) / s) / np.log1p(LOG_SPAN)))
-    return max(-1.0, min(1.0, value / top))
+def shade(value, top: float, log: bool = False):
+    """value (a number or an array [...]) -> [-1, 1], the colour's sign and strength: value/top, or
+    on the symmetric log scale sign(v) * log(1 + |v|/s) / log(1 + top/s) with s = top/LOG_SPAN.
+    NaN and infinities get no colour (0). The terminal's cells and the pictures both use it."""
+    v = np.asarray(value, dtype=np.float64)
+    v = np.where(np.isfinite(v), v, 0.0)
+    if top <= 0:
+        x = np.zeros_like(v)
+    elif log:
+        x = np.sign(v) * np.log1p(np.abs(v) / (top / LOG_SPAN)) / np.log1p(LOG_SPAN)
+    else:
+        x = v / top
+    x = np.clip(x, -1.0, 1.0)
+    return float(x) if x.ndim == 0 else x
 
 
 def legend(top: float, log: bool, zh: bool = False) -> str:
@@ -46,6 +52,19 @@ def legend(top: float, log: bool, zh: bool = False) -> str:
         return f"颜色：蓝 = 负，红 = 正；{scale}"
     scale = f"log scale, |value| {lo:.2g} to {top:.2f}" if log else f"linear scale to ±{top:.2f}"
     return f"colour: blue negative, red positive; {scale}"
+
+
+def picture_scale(top: float, log: bool, zh: bool = False):
+    """The colour bar of a picture drawn on `shade`'s scale: ±top and 0, on the log scale ±top/10
+    too (halfway up each side: the scale gives each tenfold step the same length), and a caption
+    that names the scale."""
+    from .images import Signed
+
+    if not log:
+        return Signed.linear(top, "线性刻度" if zh else "linear scale")
+    tick = lambda v: f"{v:+.2f}" if abs(v) >= 0.1 else f"{v:+.2g}"  # noqa: E731
+    values = (top, top / 10, 0.0, -top / 10, -top)
+    return Signed(tuple((shade(v, top, True), "0" if v == 0 else tick(v)) for v in values), "对数刻度" if zh else "log scale")
 
 
 def _style(value: float, top: float, log: bool = False) -> Style:
@@ -106,19 +125,21 @@ def ranked(items: list[tuple[str, float]], fmt: str = "{:+.3f}") -> str:
     return ", ".join(f"{name} {number(v, fmt).strip()}" for name, v in items)
 
 
-def write_pictures(png, svg, heading: str, title: str, values: np.ndarray, row_labels: list[str], col_labels: list[str], top: float) -> None:
+def write_pictures(png, svg, heading: str, title: str, values: np.ndarray, row_labels: list[str], col_labels: list[str], top: float,
+                   log: bool = False, zh: bool = False) -> None:
     """--png / --svg: the grid as one heatmap panel on a signed scale from -top to +top (blue,
-    white, red, as the terminal's colours), the scale's ends written on its colour bar."""
+    white, red, as the terminal's colours), linear or log (`log`) as the terminal's grid is, the
+    scale written on its colour bar."""
     from ..console import note
     from . import images
 
     top = top or 1.0
-    panel = images.Panel(title, np.clip(np.nan_to_num(values) / top, -1.0, 1.0), np.ones(values.shape, dtype=bool), row_labels, col_labels)
+    panel = images.Panel(title, shade(values, top, log), np.ones(values.shape, dtype=bool), row_labels, col_labels)
     images.check_size([[panel]], bool(png), bool(svg))
     fonts = images.fonts_or_none()
     if png and fonts is None:
         raise images.no_pillow()
-    drawing = images.layout([[panel]], heading, measure=fonts.measure if fonts else images.estimate, signed=top)
+    drawing = images.layout([[panel]], heading, measure=fonts.measure if fonts else images.estimate, signed=picture_scale(top, log, zh))
     for path, write in ((png, lambda p: images.write_png(p, drawing, fonts)), (svg, lambda p: images.write_svg(p, drawing))):
         if path:
             write(path)
@@ -165,7 +186,7 @@ def patching(lm, r, clean_ids, corrupt_ids, zh: bool, png, svg) -> None:
                  "heads": ("rows: block, columns: head", "行：块，列：头"),
                  "mlp": ("rows: block (its MLP), columns: position", "行：块（其 MLP），列：位置")}[r.site][zh]
         # 1 = all of it; a cell can pass 1 or fall below 0 (it pushes the other way): the scale holds both.
-        write_pictures(png, svg, heading, title + (" · 1 = 全部，0 = 没有" if zh else " · 1 = all of it, 0 = none"), r.grid, rows, cols, max(1.0, top_of(r.grid)))
+        write_pictures(png, svg, heading, title + (" · 1 = 全部，0 = 没有" if zh else " · 1 = all of it, 0 = none"), r.grid, rows, cols, max(1.0, top_of(r.grid)), zh=zh)
 
 
 def ablation(lm, r, zh: bool, png, svg) -> None:
@@ -194,9 +215,9 @@ def ablation(lm, r, zh: bool, png, svg) -> None:
         f"负数表示答案需要它。最需要的头：{worst}；第 {mlp} 块的 MLP（{r.mlps[mlp]:+.2f}）。")  # fmt: skip
     if png or svg:
         answer = repr(token_str(tok, r.answer))
-        heading = f"{lm.name} · 去掉每个头或 MLP 后，答案 {answer} 的对数概率变化" if zh else f"{lm.name} · the answer {answer}'s log-probability with each head or MLP taken out"
+        heading = f"{lm.name} · 去掉每个头或 MLP 后，答案 {answer} 的对数概率变化" if zh else f"{lm.name} · the log-probability of the answer {answer} with each head or MLP taken out"
         title = "行：块，列：头与 MLP；蓝 = 答案需要它" if zh else "rows: block, columns: heads and MLP; blue = the answer needed it"
-        write_pictures(png, svg, heading, title, values, rows, cols, top_of(values))
+        write_pictures(png, svg, heading, title, values, rows, cols, top_of(values), log=True, zh=zh)  # the grid's log scale
 
 
 DETECTORS = (("previous_token", "previous-token", "前一个词元"), ("first_token", "first-token", "第一个词元"),

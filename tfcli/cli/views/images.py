@@ -49,6 +49,19 @@ ROW_LABEL_EMS = 10  # the longest row label, in font sizes; longer ones end in '
 COL_LABEL_EMS = 10  # the same for the column labels, written upwards when they do not fit across
 
 
+@dataclass(frozen=True)
+class Signed:
+    """A signed colour bar (patching, ablation): its labels as (place in [-1, 1], text), from the
+    top down, and a caption under the bar naming the scale ('linear scale', 'log scale')."""
+
+    ticks: tuple[tuple[float, str], ...]
+    caption: str = ""
+
+    @classmethod
+    def linear(cls, top: float, caption: str = "") -> Signed:
+        return cls(((1.0, f"+{top:.2f}"), (0.0, "0"), (-1.0, f"-{top:.2f}")), caption)
+
+
 @dataclass
 class Panel:
     """One heatmap: weights [R, C] in [0, 1] (or in [-1, 1] on a signed scale: layout's `signed`),
@@ -111,15 +124,18 @@ def fonts_or_none() -> Fonts | None:
         return None
 
 
-def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: Measure | None = None, signed: float | None = None) -> Drawing:
+def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: Measure | None = None, signed: float | Signed | None = None) -> Drawing:
     """Panels in rows and columns, each with its title, row labels on the left and column labels
     on top (across when every one fits its column, else written upwards), plus a heading and a
     colour bar. Text is measured with `measure` (default: the PNG's fonts); labels=False leaves the
     label margins empty (the tests compare the two).
 
     The colour bar says the scale the cells are drawn on: weights from 0 to 1 in viridis, or with
-    `signed` (the value at either end) values in [-1, 1] from blue through white to red, labelled
-    -signed, 0, +signed. The masked swatch is drawn only when a cell is masked."""
+    `signed` values in [-1, 1] from blue through white to red, labelled as `signed` says (a
+    number: -signed, 0, +signed on a linear scale), its caption under it. The masked swatch is
+    drawn only when a cell is masked."""
+    if isinstance(signed, (int, float)):
+        signed = Signed.linear(float(signed))
     if measure is None:
         fonts = fonts_or_none()
         measure = fonts.measure if fonts else estimate
@@ -145,11 +161,14 @@ def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: 
     bar_x = PAD + ncols * pw + (ncols - 1) * GAP + GAP
     bar = _bar_labels(signed)
     masked = not all(p.allowed.all() for p in panels)
+    caption = signed.caption if signed is not None else ""
     bar_text = [t for _, t in bar] + ([MASKED_LABEL] if masked else [])
-    width = max(bar_x + BAR_WIDTH + 4 + max(math.ceil(measure(t, size)) for t in bar_text) + PAD, 2 * PAD + math.ceil(measure(heading, heading_size)))
-    by = PAD + heading_h + top  # the colour bar: beside the first row of cells, then the masked swatch
+    width = max(bar_x + BAR_WIDTH + 4 + max(math.ceil(measure(t, size)) for t in bar_text) + PAD, 2 * PAD + math.ceil(measure(heading, heading_size)),
+                bar_x + math.ceil(measure(caption, size)) + PAD)  # fmt: skip
+    by = PAD + heading_h + top  # the colour bar: beside the first row of cells, its caption, then the masked swatch
     bh = max(60, min(ph - top, 240))
-    height = max(PAD + heading_h + len(grid) * ph + (len(grid) - 1) * GAP, by + bh + (8 + BAR_WIDTH if masked else 0)) + PAD
+    below = (line + 8 if caption else 0) + (8 + BAR_WIDTH if masked else 0)
+    height = max(PAD + heading_h + len(grid) * ph + (len(grid) - 1) * GAP, by + bh + below) + PAD
     d = Drawing(int(width), int(height))
     d.text(PAD, PAD + heading_h / 2, heading, heading_size)
 
@@ -161,15 +180,15 @@ def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: 
             _draw_panel(d, p, corner, cell, signed is not None)
             if labels:
                 _draw_labels(d, p, corner, cell, size, every, (rows, cols, across, line))
-    _draw_colour_bar(d, (bar_x, by), bh, size, signed, masked)
+    _draw_colour_bar(d, (bar_x, by), bh, (size, line), signed, masked)
     return d
 
 
-def _bar_labels(signed: float | None) -> list[tuple[float, str]]:
+def _bar_labels(signed: Signed | None) -> list[tuple[float, str]]:
     """The colour bar's labels, each with its place from the top (0) to the bottom (1)."""
     if signed is None:
         return [(0.0, "1"), (0.5, "0.5"), (1.0, "0")]
-    return [(0.0, f"+{signed:.2f}"), (0.5, "0"), (1.0, f"-{signed:.2f}")]
+    return [((1.0 - x) / 2, t) for x, t in signed.ticks]
 
 
 def _draw_panel(d: Drawing, p: Panel, at: tuple[float, float], cell: int, signed: bool = False) -> None:
@@ -199,17 +218,21 @@ def _draw_labels(d: Drawing, p: Panel, at: tuple[float, float], cell: int, size:
                 d.text(x, y0 - 4, cols[s], size, "lm", upright=False)
 
 
-def _draw_colour_bar(d: Drawing, at: tuple[float, float], bh: int, size: int, signed: float | None, masked: bool) -> None:
-    """The colour bar, its top value at the top, with its labels (_bar_labels); then, if a cell is
-    masked, the swatch of the masked cells."""
-    bar_x, by = at
+def _draw_colour_bar(d: Drawing, at: tuple[float, float], bh: int, text: tuple[int, int], signed: Signed | None, masked: bool) -> None:
+    """The colour bar, its top value at the top, with its labels (_bar_labels) and, on a signed
+    scale, the caption naming the scale under it; then, if a cell is masked, the masked swatch."""
+    (bar_x, by), (size, line) = at, text
     colours = viridis(np.linspace(1, 0, bh)) if signed is None else diverging(np.linspace(1, -1, bh))
     d.bitmaps.append((bar_x, by, BAR_WIDTH, 1, colours[:, None]))  # [bh, 1, 3]
     for where, label in _bar_labels(signed):
         d.text(bar_x + BAR_WIDTH + 4, by + where * (bh - 1), label, size)
+    y = by + bh
+    if signed is not None and signed.caption:
+        d.text(bar_x, y + 8 + line / 2, signed.caption, size)
+        y += line + 8
     if masked:
-        d.bitmaps.append((bar_x, by + bh + 8, BAR_WIDTH, BAR_WIDTH, np.array([[MASKED_FILL]], dtype=np.uint8)))
-        d.text(bar_x + BAR_WIDTH + 4, by + bh + 8 + BAR_WIDTH / 2, MASKED_LABEL, size)
+        d.bitmaps.append((bar_x, y + 8, BAR_WIDTH, BAR_WIDTH, np.array([[MASKED_FILL]], dtype=np.uint8)))
+        d.text(bar_x + BAR_WIDTH + 4, y + 8 + BAR_WIDTH / 2, MASKED_LABEL, size)
 
 
 # --- PNG --------------------------------------------------------------------------------------
