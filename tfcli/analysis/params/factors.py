@@ -22,11 +22,21 @@ class Factor:
     symbol: str  # in the axes' letters: "L", "H·Dh", "(3·H·Dh + D)"
     value: int
     shown: str  # the value as the numbers line prints it: "96", "12,288", "(9 + 3)"
+    symbol_zh: str = ""  # a symbol in words ("one block") in Chinese ("一个块"); "" for letters and numbers
+
+    @property
+    def zh(self) -> str:
+        return self.symbol_zh or self.symbol
 
 
-def axis(symbol: str, value: int) -> Factor:
-    """A size named by its letter: axis("L", 96)."""
-    return Factor(symbol, value, count(value))
+def axis(symbol: str, value: int, zh: str = "") -> Factor:
+    """A size named by its letter, axis("L", 96), or in words with their Chinese: axis("one block", n, "一个块")."""
+    return Factor(symbol, value, count(value), zh)
+
+
+def _zh(factors, sep: str) -> str:
+    """The Chinese of a factor built from `factors`: "" when none of them has words."""
+    return sep.join(f.zh for f in factors) if any(f.symbol_zh for f in factors) else ""
 
 
 def const(n: int) -> Factor:
@@ -38,7 +48,7 @@ def times(*factors: Factor, sep: str = "·") -> Factor:
     """One factor standing for a product, printed as its value: times(H, Dh) is "H·Dh", 12,288;
     with sep=" × " it reads as the product written out ("D × Dh")."""
     value = math.prod(f.value for f in factors)
-    return Factor(sep.join(f.symbol for f in factors), value, count(value))
+    return Factor(sep.join(f.symbol for f in factors), value, count(value), _zh(factors, sep))
 
 
 def plus(*terms: Factor, parts: bool = False) -> Factor:
@@ -48,7 +58,8 @@ def plus(*terms: Factor, parts: bool = False) -> Factor:
         return terms[0]
     value = sum(t.value for t in terms)
     shown = "(" + " + ".join(t.shown for t in terms) + ")" if parts else count(value)
-    return Factor("(" + " + ".join(t.symbol for t in terms) + ")", value, shown)
+    zh = _zh(terms, " + ")
+    return Factor("(" + " + ".join(t.symbol for t in terms) + ")", value, shown, f"({zh})" if zh else "")
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,7 @@ class Row:
     key: str  # a key of labels.LABELS
     factors: tuple[Factor, ...] = ()
     note: str = ""  # e.g. "tied: shares the embedding"
+    note_zh: str = ""  # the note in Chinese ("共享：与嵌入是同一个矩阵"), as labels.LABELS pairs the names
     sep: str = " × "  # between the factors of the formula ("·" for 2·L·T·H·Dh)
 
     @property
@@ -68,6 +80,11 @@ class Row:
     @property
     def formula(self) -> str:
         return self.sep.join(f.symbol for f in self.factors)
+
+    @property
+    def formula_zh(self) -> str:
+        """The formula with its words in Chinese ("L × 一个块"); the same as `formula` when it has none."""
+        return self.sep.join(f.zh for f in self.factors)
 
     @property
     def numbers(self) -> str:
@@ -83,6 +100,7 @@ class Sum:
     rows: tuple[Row, ...] = ()
     sign: int = 1  # -1: the rows are left out
     note: str = ""
+    note_zh: str = ""
 
     @property
     def count(self) -> int:
@@ -91,6 +109,10 @@ class Sum:
     @property
     def formula(self) -> str:
         return " + ".join(r.formula for r in self.rows if r.count)
+
+    @property
+    def formula_zh(self) -> str:
+        return " + ".join(r.formula_zh for r in self.rows if r.count)
 
     @property
     def numbers(self) -> str:

@@ -29,6 +29,7 @@ class Preset:
     quoted: str  # the figure the authors printed, e.g. "1.3B"
     source: str  # where `quoted` and the shape come from
     note: str = ""  # where the shape departs from what was printed, and why
+    note_zh: str = ""  # the note in Chinese (params --lang zh)
 
 
 def _gpt(layers: int, d_model: int, heads: int, context: int) -> ModelConfig:
@@ -68,7 +69,9 @@ def _modern(family: str, vocab: int, context: int, layers: int, d_model: int, he
 
 _GPT3 = "GPT-3 paper, Table 2.1"
 _GPT2 = "GPT-2 paper, Table 2"
+SOURCES_ZH = {_GPT3: "GPT-3 论文表 2.1", _GPT2: "GPT-2 论文表 2"}  # a repository's name reads the same in both
 _GPT2_NOTE = "the GPT-2 paper printed {}; the released checkpoint holds the count here (OpenAI's download name: {})"
+_GPT2_NOTE_ZH = "GPT-2 论文印的是 {}；发布的检查点存的是这里的计数（OpenAI 的下载名：{}）"
 
 PRESETS: dict[str, Preset] = {
     p.name: p
@@ -84,6 +87,8 @@ PRESETS: dict[str, Preset] = {
             _GPT3,
             "the table prints 24 heads of 128, but 24 × 128 = 3,072 ≠ d_model 2,048 and would give 1.5B; "
             "16 heads of 128 (as GPT-Neo 1.3B) match d_model and the 1.3B figure",
+            "表中印的是 24 个 128 维的头，但 24 × 128 = 3,072 ≠ d_model 2,048，且会得出 1.5B；"
+            "16 个 128 维的头（与 GPT-Neo 1.3B 相同）与 d_model 和 1.3B 的数字都相符",
         ),
         Preset("gpt3-2.7b", "GPT-3 2.7B", _gpt3(32, 2560, 32), "2.7B", _GPT3),
         Preset("gpt3-6.7b", "GPT-3 6.7B", _gpt3(32, 4096, 32), "6.7B", _GPT3),
@@ -94,12 +99,13 @@ PRESETS: dict[str, Preset] = {
             "13B",
             _GPT3,
             "the table prints d_model 5,140, which 40 heads of 128 (= 5,120) cannot fill; 5,120 is used",
+            "表中印的 d_model 是 5,140，40 个 128 维的头（= 5,120）填不满它；这里用 5,120",
         ),
         Preset("gpt3", "GPT-3 175B", _gpt3(96, 12288, 96), "175B", _GPT3),
-        Preset("gpt2", "GPT-2 small", _gpt2(12, 768, 12), "117M", _GPT2, _GPT2_NOTE.format("117M", "124M")),
-        Preset("gpt2-medium", "GPT-2 medium", _gpt2(24, 1024, 16), "345M", _GPT2, _GPT2_NOTE.format("345M", "355M")),
-        Preset("gpt2-large", "GPT-2 large", _gpt2(36, 1280, 20), "762M", _GPT2, _GPT2_NOTE.format("762M", "774M")),
-        Preset("gpt2-xl", "GPT-2 XL", _gpt2(48, 1600, 25), "1542M", _GPT2, _GPT2_NOTE.format("1542M", "1558M")),
+        Preset("gpt2", "GPT-2 small", _gpt2(12, 768, 12), "117M", _GPT2, _GPT2_NOTE.format("117M", "124M"), _GPT2_NOTE_ZH.format("117M", "124M")),
+        Preset("gpt2-medium", "GPT-2 medium", _gpt2(24, 1024, 16), "345M", _GPT2, _GPT2_NOTE.format("345M", "355M"), _GPT2_NOTE_ZH.format("345M", "355M")),
+        Preset("gpt2-large", "GPT-2 large", _gpt2(36, 1280, 20), "762M", _GPT2, _GPT2_NOTE.format("762M", "774M"), _GPT2_NOTE_ZH.format("762M", "774M")),
+        Preset("gpt2-xl", "GPT-2 XL", _gpt2(48, 1600, 25), "1542M", _GPT2, _GPT2_NOTE.format("1542M", "1558M"), _GPT2_NOTE_ZH.format("1542M", "1558M")),
         Preset(
             "smollm2-135m",
             "SmolLM2-135M",
@@ -133,6 +139,7 @@ PRESETS: dict[str, Preset] = {
             "0.6B",
             "Qwen/Qwen3-0.6B",
             "16 heads of 128 in a width of 1,024: the attention is twice as wide as the residual stream",
+            "宽度 1,024 中有 16 个 128 维的头：注意力的宽度是残差流的两倍",
         ),
         Preset(
             "llama-3.2-1b",
@@ -148,6 +155,7 @@ PRESETS: dict[str, Preset] = {
             "270M",
             "google/gemma-3-270m",
             "the 262,144-token embedding holds most of the parameters (Google: 170M embedding, 100M in the blocks)",
+            "262,144 个词元的嵌入占了大部分参数（Google：嵌入 170M，块中 100M）",
         ),
         Preset(
             "phi-4-mini",

@@ -27,11 +27,12 @@ class Subject:
     config: ModelConfig
     preset: presets.Preset | None = None  # when the shape is a preset's (so its quoted figure applies)
     note: str = ""
+    note_zh: str = ""
     changed: tuple[str, ...] = ()  # the SHAPE_KEYS that flags changed in the starting shape
 
 
 def of_preset(p: presets.Preset) -> Subject:
-    return Subject(p.name, p.title, p.source, p.config, p, p.note)
+    return Subject(p.name, p.title, p.source, p.config, p, p.note, p.note_zh)
 
 
 def changed_by(base: Subject, flags: dict[str, Any], *, named: bool = True) -> Subject:
@@ -69,6 +70,7 @@ def build(subject: Subject) -> dict[str, Any]:
         "title": subject.title,
         "source": subject.source,
         "note": subject.note,
+        "note_zh": subject.note_zh,
         "changed": list(subject.changed),
         "shape": shape_dict(s),
         "tally_3b1b": {"rows": [_row(r) for r in tally.rows], "steps": [_row(r) for r in tally.steps], "total": tally.total},
@@ -110,7 +112,8 @@ def build(subject: Subject) -> dict[str, Any]:
 
 def _row(r) -> dict[str, Any]:
     en, zh = LABELS[r.key]
-    return {"key": r.key, "name": en, "name_zh": zh, "count": r.count, "formula": r.formula, "numbers": r.numbers, "note": r.note}
+    return {"key": r.key, "name": en, "name_zh": zh, "count": r.count, "formula": r.formula, "formula_zh": r.formula_zh, "numbers": r.numbers,
+            "note": r.note, "note_zh": r.note_zh}  # fmt: skip
 
 
 def build_from(subject: Subject, path: str, shapes: dict[str, tuple[int, ...]], files: list[str], dtypes: dict[str, int]) -> dict[str, Any]:

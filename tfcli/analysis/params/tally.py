@@ -19,6 +19,10 @@ from .factors import Row, Sum, axis, const, plus, times
 from .shape import gqa
 
 
+# What each kind of norm stores (engine/config.py's NORMS[...].stores), in Chinese.
+STORES_ZH = {"layernorm": "缩放与平移", "rmsnorm": "只有缩放", "rmsnorm1p": "只有缩放，存为 1 + w 中的 w"}
+
+
 @dataclass(frozen=True)
 class Tally:
     rows: tuple[Row, ...]
@@ -58,7 +62,7 @@ def tally_3b1b(s: ModelConfig) -> Tally:
     a = _Axes(s)
     L, D, H, Dh, F, V = a.L, a.D, a.H, a.Dh, a.F, a.V
     # Matrices on the way up: up (GELU), or gate and up (SwiGLU), both D -> F.
-    up = Row("up", (L, const(2), D, F), "gate and up, both D → F") if s.mlp_matrices == 3 else Row("up", (L, D, F))
+    up = Row("up", (L, const(2), D, F), "gate and up, both D → F", "门控和上投影，都是 D → F") if s.mlp_matrices == 3 else Row("up", (L, D, F))
     rows = (
         Row("embedding", (V, D)),
         Row("key", (L, a.kv, Dh, D)),
@@ -78,18 +82,18 @@ def tally_3b1b(s: ModelConfig) -> Tally:
     ]
     if gqa(s):
         steps += [
-            Row("query_head", (const(2), one), "W_Q and value-up"),
-            Row("kv_head", (const(2), one), f"W_K and value-down, shared by {s.q_per_kv} query heads"),
+            Row("query_head", (const(2), one), "W_Q and value-up", "W_Q 与值升维"),
+            Row("kv_head", (const(2), one), f"W_K and value-down, shared by {s.q_per_kv} query heads", f"W_K 与值降维，由 {s.q_per_kv} 个查询头共享"),
             Row("layer_attention", (plus(H, a.Hkv, parts=True), times(const(2), D, Dh))),
         ]
     else:
         head = Row("head", (const(4), one))
-        steps += [head, Row("layer_attention", (H, axis("head", head.count)))]
+        steps += [head, Row("layer_attention", (H, axis("head", head.count, "一个头")))]
     layer_attention, layer_mlp = steps[-1], Row("layer_mlp", (const(s.mlp_matrices), D, F))
     steps += [
         layer_mlp,
-        Row("all_attention", (L, axis("one block", layer_attention.count))),
-        Row("all_mlp", (L, axis("one block", layer_mlp.count))),
+        Row("all_attention", (L, axis("one block", layer_attention.count, "一个块"))),
+        Row("all_mlp", (L, axis("one block", layer_mlp.count, "一个块"))),
     ]
     return Tally(rows, tuple(steps))
 
@@ -106,18 +110,18 @@ def exact(s: ModelConfig) -> Tally:
     norm = times(const(kind.vectors), D, sep=" × ") if kind.vectors > 1 else D  # LayerNorm: scale and shift
     rows = (
         Row("token_embedding", (V, D)),
-        Row("position_embedding", (T, D)) if POSITIONS[s.positions].table else Row("position_embedding", note="RoPE: rotations, no parameters"),
+        Row("position_embedding", (T, D)) if POSITIONS[s.positions].table else Row("position_embedding", note="RoPE: rotations, no parameters", note_zh="RoPE：旋转，没有参数"),
         Row("attn_q", (L, D, times(H, Dh))),
         Row("attn_k", (L, D, times(a.kv, Dh))),
         Row("attn_v", (L, D, times(a.kv, Dh))),
         Row("attn_o", (L, times(H, Dh), D)),
-        Row("attn_bias", (L, plus(*attn_bias))) if attn_bias else Row("attn_bias", note="no biases"),
-        Row("mlp", (L, const(m), D, F), "gate, up, down" if m == 3 else "up, down"),
-        Row("mlp_bias", (L, plus(times(const(2), F) if m == 3 else F, D))) if s.mlp_bias else Row("mlp_bias", note="no biases"),
-        Row("norms", (L, const(s.norms_per_block), norm), f"{s.norms_per_block} per block, {kind.stores}"),
-        *([Row("qk_norms", (L, const(2), Dh), "queries and keys, one scale of Dh each, shared by the heads")] if s.qk_norm else []),
+        Row("attn_bias", (L, plus(*attn_bias))) if attn_bias else Row("attn_bias", note="no biases", note_zh="没有偏置"),
+        Row("mlp", (L, const(m), D, F), *(("gate, up, down", "门控、上投影、下投影") if m == 3 else ("up, down", "上投影、下投影"))),
+        Row("mlp_bias", (L, plus(times(const(2), F) if m == 3 else F, D))) if s.mlp_bias else Row("mlp_bias", note="no biases", note_zh="没有偏置"),
+        Row("norms", (L, const(s.norms_per_block), norm), f"{s.norms_per_block} per block, {kind.stores}", f"每个块 {s.norms_per_block} 个，{STORES_ZH.get(s.norm, kind.stores)}"),
+        *([Row("qk_norms", (L, const(2), Dh), "queries and keys, one scale of Dh each, shared by the heads", "查询和键各一个 Dh 维的缩放，各头共享")] if s.qk_norm else []),
         Row("final_norm", (norm,)),
-        Row("unembedding", note="tied: shares the embedding") if s.tie_embeddings else Row("unembedding", (V, D)),
+        Row("unembedding", note="tied: shares the embedding", note_zh="共享：与嵌入是同一个矩阵") if s.tie_embeddings else Row("unembedding", (V, D)),
     )
     return Tally(rows)
 
@@ -126,9 +130,10 @@ def difference(s: ModelConfig) -> tuple[Sum, ...]:
     """Why the 3Blue1Brown tally and the exact count differ: rows that sum to tally - exact."""
     t, e = tally_3b1b(s), exact(s)
     if s.tie_embeddings:
-        unembedding = Sum("diff_unembedding", (t.row("unembedding"),), note="counted as its own matrix; a tied checkpoint stores it once")
+        unembedding = Sum("diff_unembedding", (t.row("unembedding"),), note="counted as its own matrix; a tied checkpoint stores it once",
+                          note_zh="当作独立的矩阵计入；共享权重的检查点只存一次")
     else:
-        unembedding = Sum("diff_unembedding", note="untied: both count it")
+        unembedding = Sum("diff_unembedding", note="untied: both count it", note_zh="不共享：两边都计入")
     return (
         unembedding,
         Sum("diff_positions", (e.row("position_embedding"),), -1),

@@ -8,6 +8,7 @@ Drawing only: every number comes from the report dict (tfcli/analysis/params/rep
 from __future__ import annotations
 
 from rich import box
+from rich.cells import cell_len
 from rich.markup import escape
 from rich.table import Table
 
@@ -33,6 +34,12 @@ class _Say:
 
     def both(self, en: str, zh: str) -> str:
         return f"{en}\n{zh}" if self.zh else en
+
+    def formula(self, item: dict) -> str:
+        """A row's formula, and under it, when its words have Chinese ("L × one block"), the
+        Chinese ("L × 一个块"); the symbols and numbers stay as they are."""
+        zh = item.get("formula_zh", item["formula"])
+        return self.both(item["formula"], zh) if zh != item["formula"] else item["formula"]
 
 
 def render(report: dict, zh: bool) -> None:
@@ -68,14 +75,14 @@ def _header(report: dict, say: _Say) -> None:
     s = report["shape"]
     heads = f"{s['heads']} heads × {s['head_dim']}"
     if s["kv_heads"] != s["heads"]:
-        heads = f"{s['heads']} query heads × {s['head_dim']} ({s['kv_heads']} key/value heads)"
+        heads = f"{s['heads']} query heads × {s['head_dim']} ({s['kv_heads']} key/value head{'s' if s['kv_heads'] != 1 else ''})"
     heads_zh = f"{s['heads']} 个头 × {s['head_dim']}"
     if s["kv_heads"] != s["heads"]:
         heads_zh = f"{s['heads']} 个查询头 × {s['head_dim']}（{s['kv_heads']} 个键值头）"
     out.print(f"[bold]{escape(report['title'])}[/]  [dim]{escape(report['name'])} · {escape(report['source'])}[/]")
-    _say(say.both(f"{num.count(s['layers'])} blocks · d_model {num.count(s['d_model'])} · {heads} · d_ff {num.count(s['d_ff'])}",
-                  f"{num.count(s['layers'])} 个块 · d_model {num.count(s['d_model'])} · {heads_zh} · d_ff {num.count(s['d_ff'])}"))
-    _say(say.both(f"vocabulary {num.count(s['vocab'])} · context {num.count(s['context'])}", f"词表 {num.count(s['vocab'])} · 上下文 {num.count(s['context'])}"))
+    d, ff = num.count(s["d_model"]), num.count(s["d_ff"])
+    _items(say, [f"{num.count(s['layers'])} blocks", f"d_model {d}", heads, f"d_ff {ff}"], [f"{num.count(s['layers'])} 个块", f"d_model {d}", heads_zh, f"d_ff {ff}"])
+    _items(say, [f"vocabulary {num.count(s['vocab'])}", f"context {num.count(s['context'])}"], [f"词表 {num.count(s['vocab'])}", f"上下文 {num.count(s['context'])}"])
     style = [
         MLPS[s["mlp"]].label,
         NORMS[s["norm"]].label + (f" ×{s['norms_per_block']} per block" if s["norms_per_block"] != 2 else ""),
@@ -92,10 +99,24 @@ def _header(report: dict, say: _Say) -> None:
         _biases_zh(s),
         "嵌入与反嵌入共享权重" if s["tied"] else "嵌入与反嵌入不共享权重",
     ]
-    _say(say.both(" · ".join(style), " · ".join(style_zh)), "dim")
-    if report["note"]:
-        _say(f"note: {report['note']}", "dim")  # the preset's own note: a source's words, kept as written
+    _items(say, style, style_zh, "dim")
+    if report["note"]:  # where the preset departs from what its source printed
+        _say(say.both(f"note: {report['note']}", f"注：{report['note_zh']}") if report.get("note_zh") else f"note: {report['note']}", "dim")
     out.print()
+
+
+def _items(say: _Say, en: list[str], zh: list[str], style: str = "") -> None:
+    """A line of items joined by ' · ', and with --lang zh its Chinese under it; a line too long for
+    the width breaks between items (cli/layout.py), never inside one ('d_ff' / '3,072')."""
+    for parts in (en, zh) if say.zh else (en,):
+        line = ""
+        for item in parts:
+            if line and cell_len(line + " · " + item) > out.width:
+                out.print(escape(line), style=style or None)
+                line = item
+            else:
+                line = f"{line} · {item}" if line else item
+        out.print(escape(line), style=style or None)
 
 
 def _biases(s: dict) -> str:
@@ -128,17 +149,15 @@ def _table(title: str, *columns: tuple[str, dict], say: _Say | None = None):
     return table
 
 
-_NAME = ("", {"ratio": 1})
+_NAME = ("", {"ratio": 1, "overflow": "fold"})  # a Chinese name has no spaces to wrap at: folded, never cut with '…'
 _FORMULA = ("formula", {"style": "dim", "no_wrap": True})
 _NUMBERS = ("", {"style": "dim", "no_wrap": True})
 _COUNT = ("parameters", {"justify": "right", "no_wrap": True, "style": "cyan"})
 
 
-_NOTES_ZH = {"tied: shares the embedding": "共享：与嵌入是同一个矩阵"}  # the notes of tally rows (analysis/params/tally.py)
-
-
 def _named(r: dict, say: _Say) -> str:
-    note = say.both(r["note"], _NOTES_ZH[r["note"]]) if r["note"] in _NOTES_ZH else r["note"]
+    """A row's name, and its note (dim) under it, each in Chinese too with --lang zh."""
+    note = say.both(r["note"], r["note_zh"]) if r["note"] and r.get("note_zh") else r["note"]
     return escape(say.name(r)) + (f"\n[dim]{escape(note)}[/]" if note else "")
 
 
@@ -178,7 +197,7 @@ def _formula_table(title: str, rows: list[dict], say: _Say, total: int | None = 
     def build(apart: bool):
         table = _table(title, _NAME, _FORMULA, *([_NUMBERS] if apart else []), _COUNT, say=say)
         for r in rows:
-            formula = escape(r["formula"]) if apart else escape(r["formula"]) + "\n" + escape(r["numbers"])
+            formula = escape(say.formula(r)) if apart else escape(say.formula(r)) + "\n" + escape(r["numbers"])
             table.add_row(_named(r, say), formula, *([escape(r["numbers"])] if apart else []), num.count(r["count"]))
         if total is not None:
             table.add_section()
@@ -193,7 +212,7 @@ def _render_exact(report: dict, say: _Say) -> None:
     e = report["exact"]
     table = _table(say.both("Exact count: every tensor a checkpoint stores", "精确计数：检查点中存放的每一个张量"), _NAME, _FORMULA, _COUNT, ("%", {"justify": "right", "no_wrap": True, "style": "dim"}), say=say)
     for r in e["rows"]:
-        table.add_row(_named(r, say), escape(r["formula"]), num.count(r["count"]), num.share(r["count"], e["total"]))
+        table.add_row(_named(r, say), escape(say.formula(r)), num.count(r["count"]), num.share(r["count"], e["total"]))
     table.add_section()
     table.add_row(f"[bold]{say.label('total')}[/]", "", f"[bold]{num.count(e['total'])}[/]", "100")
     out.print(table)
@@ -235,12 +254,15 @@ def _render_difference(report: dict, say: _Say) -> None:
         )
     q = report["quoted"]
     if q:
+        from tfcli.analysis.params.presets import SOURCES_ZH
+
+        source_zh = SOURCES_ZH.get(q["source"], q["source"])
         if q["rounds_to"]:
             en = f"{q['source']}: {q['figure']}. The exact {num.count(e['total'])} rounds to it ({num.signed_percent(q['relative'])})."
-            zh = f"{q['source']}：{q['figure']}。精确值 {num.count(e['total'])} 四舍五入后与之相符（{num.signed_percent(q['relative'])}）。"
+            zh = f"{source_zh}：{q['figure']}。精确值 {num.count(e['total'])} 四舍五入后与之相符（{num.signed_percent(q['relative'])}）。"
         else:
             en = f"{q['source']}: {q['figure']}. The exact {num.count(e['total'])} is {num.signed_percent(q['relative'])} from it: the printed figure is not this count rounded."
-            zh = f"{q['source']}：{q['figure']}。精确值 {num.count(e['total'])} 与之相差 {num.signed_percent(q['relative'])}：印出的数字并非此计数的四舍五入。"
+            zh = f"{source_zh}：{q['figure']}。精确值 {num.count(e['total'])} 与之相差 {num.signed_percent(q['relative'])}：印出的数字并非此计数的四舍五入。"
         _say(say.both(en, zh), "bold")
     out.print()
 
@@ -250,27 +272,32 @@ def _render_costs(report: dict, say: _Say) -> None:
     T = s["context"]
     table = _table(say.both("What a token costs", "一个词元的开销"), _NAME, ("formula", {"style": "dim", "ratio": 1}), ("", {"justify": "right", "no_wrap": True, "style": "cyan"}), say=say)
 
-    def row(en: str, zh: str, formula: str, value: str) -> None:
-        table.add_row(escape(f"{en}\n{zh}" if say.zh else en), escape(formula), value)
+    def row(en: str, zh: str, formula: tuple[str, str] | str, value: str, unit: tuple[str, str] | None = None) -> None:
+        """A row: its name, its formula (English and Chinese when it has words), its value (and the
+        value's unit, glossed in Chinese under it)."""
+        f_en, f_zh = (formula, formula) if isinstance(formula, str) else formula
+        text = f"{value} {unit[0]}" if unit else value
+        table.add_row(escape(say.both(en, zh)), escape(say.both(f_en, f_zh) if f_zh != f_en else f_en), say.both(text, unit[1]) if unit else text)
 
-    row("N: weights a token is multiplied by", "N：词元要乘过的权重", "block matrices + unembedding", num.count(c["matmul_params"]))
+    row("N: weights a token is multiplied by", "N：词元要乘过的权重", ("block matrices + unembedding", "块内矩阵 + 反嵌入"), num.count(c["matmul_params"]))
     row("attention FLOPs per token", "每词元注意力 FLOPs", f"{c['formula']['attention']}\n= {c['numbers']['attention']}", num.si(c["attention"], "FLOP"))
-    row("forward FLOPs per token", "每词元前向 FLOPs", "2·N + attention", num.si(c["forward"], "FLOP"))
-    row("training FLOPs per token", "每词元训练 FLOPs", "3 × forward ≈ 6·N", num.si(c["training"], "FLOP"))
+    row("forward FLOPs per token", "每词元前向 FLOPs", ("2·N + attention", "2·N + 注意力"), num.si(c["forward"], "FLOP"))
+    row("training FLOPs per token", "每词元训练 FLOPs", ("3 × forward ≈ 6·N", "3 × 前向 ≈ 6·N"), num.si(c["training"], "FLOP"))
     table.add_section()
     for dtype, n in m["weights"].items():
-        per = {"fp32": "4 bytes", "fp16": "2 bytes", "int8": "1 byte", "int4": "½ byte"}[dtype]
-        row(f"weights in {dtype}", f"{dtype} 权重", f"exact count × {per}", num.size(n))
+        per = {"fp32": "4", "fp16": "2", "int8": "1", "int4": "½"}[dtype]
+        row(f"weights in {dtype}", f"{dtype} 权重", (f"exact count × {per} byte{'' if per in '1½' else 's'}", f"精确计数 × {per} 字节"), num.size(n))
     table.add_section()
     kv = m["kv_cache"]
     for dtype in ("fp32", "fp16"):
         row(f"KV cache per token, {dtype}", f"每词元 KV 缓存（{dtype}）", f"{kv['rows'][dtype]['formula']}\n= {kv['rows'][dtype]['numbers']}", num.size(kv["per_token"][dtype]))
-        row(f"  … for the full context of {num.count(T)}", f"完整上下文 {num.count(T)}", "× T", num.size(kv["full_context"][dtype]))
+        row(f"  … for the full context of {num.count(T)}", f"  … 完整上下文 {num.count(T)}", "× T", num.size(kv["full_context"][dtype]))
     table.add_section()
     a = m["attention_pattern"]
-    row("one attention pattern (a head, a block)", "一个注意力模式（一个头，一个块）", f"T² = {num.count(T)}²", f"{num.count(a['per_head'])} scores")
-    row("  … all heads of one block, fp32", "一个块的全部头（fp32）", "H × T² × 4 bytes", num.size(a["bytes_per_layer_fp32"]))
-    row("  … all heads of all blocks", "全部块的全部头", "L × H × T²", f"{num.count(a['all_layers'])} scores")
+    scores = ("scores", "个分数")
+    row("one attention pattern (a head, a block)", "一个注意力模式（一个头，一个块）", f"T² = {num.count(T)}²", num.count(a["per_head"]), scores)
+    row("  … all heads of one block, fp32", "  … 一个块的全部头（fp32）", ("H × T² × 4 bytes", "H × T² × 4 字节"), num.size(a["bytes_per_layer_fp32"]))
+    row("  … all heads of all blocks", "  … 全部块的全部头", "L × H × T²", num.count(a["all_layers"]), scores)
     out.print(table)
     _say(
         say.both(
