@@ -1,4 +1,4 @@
-"""GGUF, llama.cpp's model file: read it, dequantize it, and turn it into a Hugging Face folder.
+"""GGUF, llama.cpp's model file: read it, dequantize it, turn it into a Hugging Face folder, and write one from a folder.
 
     quants.py     the tensor types and their dequantizers (ggml's block layouts)
     reader.py     GGUFFile: the header, the metadata and the memory-mapped tensors, checked
@@ -6,6 +6,7 @@
     family.py     which family the file holds (its GGUF table in tfcli.engine.families), its
                   metadata -> config.json, its tensor names -> Hugging Face keys
     writer.py     convert(): check everything, write the folder, rename it into place
+    write.py      write_gguf(): the other way, a model folder as a GGUF file (convert --quantize)
 
 Arrows point down the list (writer uses all the others); nothing here imports the CLI.
 """

@@ -109,6 +109,15 @@ def unpermute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     return v.swapaxes(1, 2).reshape(w.shape)  # HF order: [heads, 2, Dh/2, D] -> [n_heads*Dh, D]
 
 
+def permute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama.cpp's row order for attn_q / attn_k of a permuted_qk family, from Hugging Face's: what
+    its converter's `LlamaModel.permute` does (K with the key/value heads), the inverse of
+    unpermute_rope_rows. Used when tfcli writes a GGUF."""
+    rows = w.shape[0]  # [n_heads*Dh, D], or [n_heads*Dh] for a bias
+    v = w.reshape(n_heads, 2, rows // n_heads // 2, -1)  # HF order: [heads, 2, Dh/2, D]
+    return v.swapaxes(1, 2).reshape(w.shape)  # llama.cpp order: [heads, Dh/2, 2, D] -> [n_heads*Dh, D]
+
+
 def transform(fam: ModuleType, hf: str, config: dict[str, Any]) -> dict[str, Any]:
     """What llama.cpp's converter did to a tensor, to undo: {"heads": n} when its rows are in the
     RoPE order of n heads (Q and K of a permuted_qk family), {"shift": s} when s was added to a
