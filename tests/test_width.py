@@ -204,6 +204,30 @@ def test_the_views_the_issue_found_cut_fit_whole(cli, monkeypatch, args, width):
     assert not re.search(r"\w…", r.stdout), r.stdout  # no header, number or label cut short
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+def test_models_gives_a_long_cache_name_a_line_of_its_own(cli, monkeypatch, tmp_path, width):
+    """A cache entry named after a long GGUF file (up to 61 characters) neither pushes every
+    model's columns past the width nor is cut: it has a line of its own, whole, and its columns
+    go on under the other models' columns."""
+    import json
+
+    from test_gguf import MIXED, write_gguf
+
+    gguf = write_gguf(tmp_path / "SmolLM2-135M-Instruct-a-rather-long-file-name-Q4_K_M.gguf", types=MIXED, alignment=64)
+    assert cli("generate", "-m", gguf, "hi", "-n", "1", "-t", "0").exit_code == 0
+    name = next(m["name"] for m in json.loads(cli("models", "--json").stdout)["models"] if m["gguf_file"])
+    assert len(name) > 55
+    monkeypatch.setenv("COLUMNS", str(width))
+    r = cli("models")
+    assert r.exit_code == 0, r.stderr
+    assert [line for line in too_wide(r.stdout, width) if line != name] == [], r.stdout  # a name wider than a line stays whole, as a path does
+    lines = r.stdout.splitlines()
+    assert name in lines, r.stdout  # whole, alone
+    columns = lines[lines.index(name) + 1]
+    shipped = next(line for line in lines if line.startswith("shakespeare "))
+    assert columns.index("gguf") == shipped.index("shipped") and columns.index("params") == shipped.index("params"), r.stdout
+
+
 def test_a_grid_numbers_its_columns_rather_than_cut_a_label_and_goes_on_below():
     import numpy as np
 

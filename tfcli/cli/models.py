@@ -167,15 +167,26 @@ def _render(rows: list[dict[str, Any]], cache: Path, quiet: bool = False) -> Non
     if not rows:
         note("no models: weights/ is empty and nothing is pullable")
         return
+    from rich.cells import cell_len
+
     statuses = [_status(r) for r in rows]
-    width, status_width = max(len(r["name"]) for r in rows), max(len(plain) for _, plain in statuses)
-    for r, (status, plain) in zip(rows, statuses):
-        if r["kind"] == "pullable":
-            size, where = f"{_size(r['download_bytes'])} download", f"tfcli pull {r['name']}"
+    status_width = max(len(plain) for _, plain in statuses)
+    sizes = [f"{_size(r['download_bytes'])} download" if r["kind"] == "pullable" else _size(r["bytes"]) for r in rows]
+    rest = max(status_width + 2 + 6 + len(" params  ") + len(size) for size in sizes)  # the columns after the name
+    # The layout rule (cli/layout.py): the name column is as wide as the names that fit beside the
+    # other columns; a longer name (a cache entry named after a long GGUF file) has a line of its
+    # own, whole, and its columns go on under the others'.
+    fits = [cell_len(r["name"]) for r in rows if cell_len(r["name"]) + 2 + rest <= out.width]
+    width = max(fits, default=2)
+    for r, (status, plain), size in zip(rows, statuses, sizes):
+        where = f"tfcli pull {r['name']}" if r["kind"] == "pullable" else r["path"]
+        name, pad_status = f"[bold cyan]{escape(r['name'])}[/]", " " * (status_width - len(plain))
+        columns = f"{status}{pad_status}  {_human(r['params']):>6} params  {size}"
+        if cell_len(r["name"]) <= width:
+            out.print(f"{name}{' ' * (width - cell_len(r['name']))}  {columns}", soft_wrap=True, emoji=False)
         else:
-            size, where = _size(r["bytes"]), r["path"]
-        pad, pad_status = " " * (width - len(r["name"])), " " * (status_width - len(plain))
-        out.print(f"[bold cyan]{escape(r['name'])}[/]{pad}  {status}{pad_status}  {_human(r['params']):>6} params  {size}", soft_wrap=True, emoji=False)
+            out.print(name, soft_wrap=True, emoji=False)
+            out.print(f"{' ' * width}  {columns}", soft_wrap=True, emoji=False)
         runs = [(f"runs {r['gguf_file']} in place", "dim")] if r.get("gguf_file") else []
         for line, style in [(where, ""), *runs, (r["about"], "dim")] + [(p, "red") for p in r["problems"]]:
             # Wrapped between words under its indent; a path longer than a line stays whole (cli/layout.py).
