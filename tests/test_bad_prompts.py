@@ -65,11 +65,47 @@ def test_bad_input_is_one_line_with_the_fix(cli, tmp_path, monkeypatch, make, co
     run_case(cli, tmp_path, monkeypatch, make, code, needles)
 
 
-def test_truncate_keeps_the_last_tokens_with_a_warning(cli):
-    words = [f"w{i} " for i in range(300)]
-    r = cli(*gen(TINY_GPT2, "--truncate", "-n", "4", "-t", "0", prompt="".join(words)))
+def test_truncate_says_in_one_line_what_it_dropped_and_prints_the_prompt_it_used(cli):
+    """--truncate: one line on stderr says how many tokens went from which end, and stdout shows
+    the prompt as the model read it (its kept end), then the continuation, as --json does."""
+    import json
+
+    from tfcli.engine.tokenizer import Tokenizer
+
+    prompt = "".join(f"w{i} " for i in range(300))
+    ids = Tokenizer(TINY_GPT2 / "tokenizer.json").prompt(prompt)
+    r = cli(*gen(TINY_GPT2, "--truncate", "-n", "4", "-t", "0", prompt=prompt))
     assert r.exit_code == 0, r.stderr
-    assert r.stderr.startswith("warning: the prompt is ") and "keeping its last 125 so that 4 new tokens fit the context of 128" in r.stderr
+    warning = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert warning == [f"warning: --truncate dropped the prompt's first {len(ids) - 125:,} of {len(ids):,} tokens, keeping 125 and room for 4 new "
+                       "in the context of 128; the prompt printed is the part used"], r.stderr  # fmt: skip
+    kept = Tokenizer(TINY_GPT2 / "tokenizer.json").decode(ids[-125:])
+    assert prompt.endswith(kept) and not kept.startswith("w0 ")
+    doc = json.loads(cli(*gen(TINY_GPT2, "--truncate", "-n", "4", "-t", "0", "--json", prompt=prompt)).stdout)
+    assert doc["prompt"] == kept and r.stdout == kept + doc["text"] + "\n"
+
+
+def test_truncate_cuts_only_a_prompt_that_does_not_fit(cli):
+    """As the README and --help say: without -n, a prompt the context holds is kept whole (the
+    context then bounds the new tokens); with -n N, one that leaves no room for N is cut."""
+    from tfcli.engine.tokenizer import Tokenizer
+
+    prompt = "".join(f"w{i} " for i in range(30))
+    n = len(Tokenizer(TINY_GPT2 / "tokenizer.json").prompt(prompt))
+    assert 29 < n <= 128  # a context of 128 holds it
+    r = cli(*gen(TINY_GPT2, "--truncate", "-t", "0", prompt=prompt))
+    assert r.exit_code == 0 and "warning" not in r.stderr and r.stdout.startswith(prompt), r.stderr
+    r = cli(*gen(TINY_GPT2, "--truncate", "-n", "100", "-t", "0", prompt=prompt))
+    assert r.exit_code == 0 and f"dropped the prompt's first {n - 29} of {n} tokens, keeping 29 and room for 100 new" in r.stderr, r.stderr
+
+
+def test_truncate_counts_a_huge_prompts_untokenised_start_in_characters(cli):
+    prompt = "".join(f"w{i} " for i in range(20_000))
+    r = cli(*gen(TINY_GPT2, "--truncate", "-n", "4", "-t", "0", prompt=prompt))
+    assert r.exit_code == 0, r.stderr
+    kept = r.stdout[: r.stdout.index(prompt[-20:]) + 20]  # the prompt printed: its end, as used
+    assert prompt.endswith(kept) and len(kept) < 1000
+    assert f"dropped the prompt's start, its first {len(prompt) - len(kept):,} of {len(prompt):,} characters, keeping its last 125 tokens" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize(

@@ -88,7 +88,7 @@ def generate(
     system: Annotated[Optional[str], typer.Option("--system", help="With --chat: a system message before the user's.", show_default=False)] = None,
     template: TemplateFile = None,
     slide: Annotated[bool, typer.Option("--slide", help="Go on past the context: when it is full, continue from its most recent half (as nanoGPT crops).")] = False,
-    truncate: Annotated[bool, typer.Option("--truncate", help="If the prompt is longer than the context, keep its last tokens (with a warning).")] = False,
+    truncate: Annotated[bool, typer.Option("--truncate", help="A prompt longer than the context (or, with -n, too long to leave room for N new tokens) drops its first tokens: the rest leaves room for -n, or half the context. One line on stderr says how many were dropped; the prompt printed is the part used.")] = False,
     threads: options.Threads = None,
     quantize: Quantize = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No statistics on stderr.")] = False,
@@ -210,25 +210,50 @@ def _check_flags(show_probs: int, max_tokens: int | None, samples: int, lists: d
 
 
 def _prompt_ids(lm, text: str, chat: bool, system: str | None, truncate: bool, max_tokens: int | None) -> tuple[list[int], tuple, str]:
-    """The prompt as token ids that fit the context, the ids that end a reply, and the text (its
-    end only, with --truncate)."""
+    """The prompt as token ids that fit the context, the ids that end a reply, and the text: with
+    --truncate, the part kept, as the model reads it."""
     from tfcli.engine.errors import PromptError, UsageError
 
     if system is not None and not chat:
         raise UsageError("--system goes with --chat")
     eos_ids = lm.config.eos_token_ids
+    n_ctx, cut, chars = lm.config.n_ctx, 0, len(text)
     if chat:  # the template writes the special tokens itself
         ids = lm.tokenizer.encode(chat_prompt(lm, text, system))
         eos_ids = lm.chat_eos_ids()
     else:
-        if truncate:  # only its end is kept: tokenise only an end that surely holds what is kept
-            text = text[-lm.tokenizer.tail_chars(lm.config.n_ctx) :]
+        if truncate:  # only its end can be kept: tokenise only an end that surely holds what is kept
+            cut = max(0, len(text) - lm.tokenizer.tail_chars(n_ctx))
+            text = text[cut:]  # the characters cut here are never tokenised: a huge prompt costs little
         ids = lm.tokenizer.prompt(text)
         options.warn_unknown(lm.tokenizer, text, ids, lm.name)
     if not ids:
         raise PromptError("the prompt encodes to no tokens", "give some text to continue")
     bos = int(not chat and ids[0] in lm.tokenizer.special_ids())  # the tokenizer's BOS, kept by --truncate
-    return _fit_context(ids, lm.config.n_ctx, max_tokens, truncate, lm.name, lead=bos), eos_ids, text
+    kept = _fit_context(ids, n_ctx, max_tokens, truncate, lm.name, lead=bos)
+    if len(kept) < len(ids):
+        lead = min(bos, len(kept) - 1)  # the BOS, still in front of what is kept (unless one token is all that fits)
+        body, kept_body = len(ids) - bos, len(kept) - lead  # the text's tokens, and those kept
+        if not chat:
+            text = _kept_text(lm.tokenizer, ids[bos:], body - kept_body)
+        if not cut:
+            gone = f"the prompt's first {body - kept_body:,} of {body:,} tokens, keeping {kept_body:,}"
+        else:  # its start was never tokenised: counted in characters
+            gone = "the prompt's start" + (f", its first {chars - len(text):,} of {chars:,} characters" if chars >= len(text) else "")
+            gone += f", keeping its last {kept_body:,} tokens"
+        room = f"{' after its BOS' if lead else ''} and room for {n_ctx - len(kept) + 1:,} new in the context of {n_ctx:,}"
+        warn(f"--truncate dropped {gone}{room}" + ("" if chat else "; the prompt printed is the part used"))
+    return kept, eos_ids, text
+
+
+def _kept_text(tok, body: list[int], dropped: int) -> str:
+    """The text of body[dropped:], as the model reads it: all of body decoded, less what the
+    dropped tokens decode to (a SentencePiece decoder strips a first token's leading space, so the
+    kept part alone would lose it); the kept part alone when a character is split between the two."""
+    whole, head = tok.decode(body), tok.decode(body[:dropped])
+    if whole.startswith(head) and not head.endswith("\ufffd"):
+        return whole[len(head) :]
+    return tok.decode(body[dropped:])
 
 
 def _stream(lm, gen, sampler, echo: str, show_probs: int, context_bound: bool, stats_args: tuple) -> None:
@@ -432,13 +457,13 @@ def _fit_context(ids: list[int], n_ctx: int, max_tokens: int | None, truncate: b
     """The prompt's tokens, or with --truncate its last ones, so that it and the new tokens fit.
 
     Without --truncate a prompt that fits is kept whole (Generation says if --max-tokens does not
-    fit after it); with --truncate the prompt is cut to leave room for --max-tokens, or by default
-    for up to half the context. The first `lead` tokens (a BOS) stay in front of what is kept, as
-    llama.cpp keeps them.
+    fit after it). With --truncate a prompt is cut only when it must be: when it is longer than the
+    context, or, with --max-tokens, when it leaves no room for them; what is kept leaves room for
+    --max-tokens, or by default for up to half the context (llama.cpp's server keeps about half
+    too). The first `lead` tokens (a BOS) stay in front of what is kept, as llama.cpp keeps them.
     """
     from tfcli.engine.errors import PromptError
 
-    room_needed = max_tokens if max_tokens is not None else min(DEFAULT_MAX_TOKENS, n_ctx // 2)
     if not truncate:
         if len(ids) > n_ctx:
             raise PromptError(
@@ -446,12 +471,11 @@ def _fit_context(ids: list[int], n_ctx: int, max_tokens: int | None, truncate: b
                 "shorten it, or use --truncate to keep its last tokens",
             )
         return ids
+    room_needed = max_tokens if max_tokens is not None else min(DEFAULT_MAX_TOKENS, n_ctx // 2)
     keep = max(1, n_ctx - room_needed + 1)
-    if len(ids) <= keep:
+    if len(ids) <= (keep if max_tokens is not None else n_ctx):  # it fits: kept whole, as without --truncate
         return ids
     lead = min(lead, keep - 1)
-    kept = f"its last {keep - lead}" + (" after its BOS" if lead else "")
-    warn(f"the prompt is {len(ids)} tokens; keeping {kept} so that {n_ctx - keep + 1} new tokens fit the context of {n_ctx}")
     return ids[:lead] + ids[len(ids) - (keep - lead) :]
 
 
