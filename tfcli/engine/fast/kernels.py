@@ -3,9 +3,9 @@
 The textbook is engine/formats.py: each block type's NumPy `dequantize`, then `x @ W.T`. Here the
 same product runs on the stored bytes, the way llama.cpp's ggml-cpu kernels do it (its
 `ggml_vec_dot_*` in ggml-cpu/quants.c): x is quantized once per call to 16-bit blocks
-(activations.py is the NumPy twin, and says why 16 bits where llama.cpp keeps 8), each weight row
-is unpacked once to its small integers (kept in 16 bits: llvm.py says why) and then dotted with
-every row of x, 4 at a time, in integers block by block, with one float multiply-add per block.
+(activations.py is the NumPy twin, and says why 16 bits where llama.cpp keeps 8), and each block of
+a weight row is unpacked in registers (llvm.py) and dotted with up to 4 rows of x at a time, in
+integers, with one float multiply-add per block:
 
     Q4_0 Q5_0 Q8_0   x in blocks of 32 values, one float32 scale: w.x = dw dx sum(qw qx)
     Q4_1 Q5_1        the same, plus the block's sum of qx for the minimum: + mw dx sum(qx)
@@ -16,8 +16,9 @@ Q2_K and Q3_K have no compiled product (few files use them): they stay on the Nu
 dequantize_rows runs formats' dequantizer for them.
 
 numba is imported by load(), never by importing this module (`tfcli --help` must not pay for it);
-compiled code is cached on disk under tfcli's home (cache_dir()). Every kernel releases the GIL
-and runs on one thread: the caller splits rows across its own threads (one thread policy).
+compiled code is cached on disk under tfcli's home (cache_dir()). Every kernel releases the GIL;
+a product's weight rows are shared among numba's OpenMP threads when the caller asks for more than
+one (product(threads=...), the pass's thread policy), and a row's result is the same either way.
 The LLVM vector operations the kernels are built from are in llvm.py.
 """
 
@@ -185,24 +186,35 @@ def _product_blocks32(x, rows, kind, nbytes, out, lo, hi, chunks):
 def _rows_blocks32(xq, xd, xm, rows, kind, nbytes, out, lo, hi):
     T, nb = xd.shape
     K = 32 * nb
-    wq, wd, wm = np.empty(K, np.int16), np.empty(nb, np.float32), np.zeros(nb, np.float32)
+    rb = rows.shape[1]
     for n in range(lo, hi):
-        _unpack_blocks32(kind, nbytes, rows[n], wq, wd, wm)
-        # sum over blocks of dw dx sum(qw qx), + mw dx sum(qx) for Q4_1/Q5_1 (llama.cpp ggml_vec_dot_q4_0_q8_0,
-        # ggml_vec_dot_q4_1_q8_1); 4 rows of x per pass over the row, so that 4 rows cost little more than 1
+        # sum over blocks of dw dx sum(qw qx) + mw dx sum(qx) (llama.cpp's ggml_vec_dot_q4_1_q8_1; Q4_0,
+        # Q5_0 with their bias as the minimum): 4 rows of x per pass over the weight row, then one at a time
         t = 0
-        if kind == Q4_1 or kind == Q5_1:
-            while t + 4 <= T:
-                out[t, n], out[t + 1, n], out[t + 2, n], out[t + 3, n] = llvm.dot_rows32x4_min(wq, xq, t * K, wd, xd, t * nb, nb, wm, xm)
-                t += 4
-            for t in range(t, T):
-                out[t, n] = llvm.dot_row32_min(wq, xq, t * K, wd, xd, t * nb, nb, wm, xm)
-        else:
-            while t + 4 <= T:
-                out[t, n], out[t + 1, n], out[t + 2, n], out[t + 3, n] = llvm.dot_rows32x4(wq, xq, t * K, wd, xd, t * nb, nb)
-                t += 4
-            for t in range(t, T):
-                out[t, n] = llvm.dot_row32(wq, xq, t * K, wd, xd, t * nb, nb)
+        while t + 4 <= T:
+            if kind == Q4_0:
+                r4 = llvm.dot_q4_0x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q4_1:
+                r4 = llvm.dot_q4_1x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q5_0:
+                r4 = llvm.dot_q5_0x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q5_1:
+                r4 = llvm.dot_q5_1x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            else:
+                r4 = llvm.dot_q8_0x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            out[t, n], out[t + 1, n], out[t + 2, n], out[t + 3, n] = r4
+            t += 4
+        for t in range(t, T):
+            if kind == Q4_0:
+                out[t, n] = llvm.dot_q4_0x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q4_1:
+                out[t, n] = llvm.dot_q4_1x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q5_0:
+                out[t, n] = llvm.dot_q5_0x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q5_1:
+                out[t, n] = llvm.dot_q5_1x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            else:
+                out[t, n] = llvm.dot_q8_0x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
 
 
 def _chunk(lo, hi, chunks):
@@ -218,28 +230,29 @@ def _product_k(x, rows, kind, nbytes, out, lo, hi, chunks):
 
 
 def _rows_k(xq, xd, xs, rows, kind, nbytes, out, lo, hi):
-    T, n_super = xd.shape
-    K = 256 * n_super
-    wq, wd, wdmin = np.empty(K, np.int16), np.empty(n_super, np.float32), np.zeros(n_super, np.float32)
-    sc, mn = np.zeros(K // 16, np.int32), np.zeros(K // 32, np.int32)
+    T, ns = xd.shape
+    K = 256 * ns
+    rb = rows.shape[1]
     for n in range(lo, hi):
-        _unpack_k(kind, nbytes, rows[n], wq, wd, wdmin, sc, mn)
-        # sum over blocks s of dx (d sum_j sc_j sum(qw qx) - dmin sum_j mn_j sum(qx)), the sums over the sub-blocks j
-        # in integers (llama.cpp ggml_vec_dot_q4_K_q8_K, ggml_vec_dot_q6_K_q8_K). Written out here, not in a
-        # helper: a helper taking arrays costs numba reference counting on every call.
-        for t in range(T):
-            acc = np.float32(0)
-            for s in range(n_super):
-                j = 256 * s
-                imin = 0
-                if kind == Q6_K:
-                    isum = llvm.dot_super16(wq, j, xq, t * K + j, sc, 16 * s)
-                else:
-                    isum = llvm.dot_super32(wq, j, xq, t * K + j, sc, 8 * s)
-                    for i in range(8):
-                        imin += mn[8 * s + i] * (xs[t, 16 * s + 2 * i] + xs[t, 16 * s + 2 * i + 1])
-                acc += xd[t, s] * (wd[s] * np.float32(isum) - wdmin[s] * np.float32(imin))
-            out[t, n] = acc
+        # sum over blocks of dx (d sum_j sc_j sum(qw qx) - dmin sum_j mn_j sum(qx)), j the sub-blocks (llama.cpp's
+        # ggml_vec_dot_q4_K_q8_K, ggml_vec_dot_q6_K_q8_K): 4 rows of x per pass over the weight row, then one at a time
+        t = 0
+        while t + 4 <= T:
+            if kind == Q4_K:
+                r4 = llvm.dot_q4_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            elif kind == Q5_K:
+                r4 = llvm.dot_q5_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            else:
+                r4 = llvm.dot_q6_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            out[t, n], out[t + 1, n], out[t + 2, n], out[t + 3, n] = r4
+            t += 4
+        for t in range(t, T):
+            if kind == Q4_K:
+                out[t, n] = llvm.dot_q4_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            elif kind == Q5_K:
+                out[t, n] = llvm.dot_q5_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            else:
+                out[t, n] = llvm.dot_q6_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
 
 
 def _product_f32(x, rows, out, lo, hi, chunks):

@@ -2,15 +2,17 @@
 
 Why LLVM vector IR: numba compiles a plain loop over int8 blocks with every value widened to int64,
 and LLVM then vectorizes the outer block loop with gathers; such a loop ran slower than NumPy's
-float32 product (benchmarks/README.md). Written as vector loads, even/odd shuffles, sign extensions,
-multiplies and adds, a block's dot product compiles to vpmaddwd on AVX2 and AVX-512 alike: the IR is
-generic (no x86 intrinsic) and LLVM picks the host CPU's instructions. numba has no float16 on the
-CPU, so a float16 scale is read with `fpext half`.
+float32 product (benchmarks/README.md). Written as vector loads, masks, shifts and widenings, a
+block is unpacked in registers, and its dot product with a row of x is one vpmaddwd (16-bit pairs
+multiplied and summed into 32 bits), asked for by name on AVX-512 and AVX2 CPUs (_madd) and
+written as the generic pattern elsewhere. numba has no float16 on the CPU, so a float16 scale is
+read with `fpext half`.
 
-Both operands of a dot product are stored in 16 bits: the weights' small integers unpacked by the
-`unpack_*` functions (int8 values: given int8 loads, LLVM proves the products fit in 16 bits and
-narrows the multiply to vpmullw, twice the instructions), the activations' 16-bit integers by
-kernels._quantize_x; the 32-bit products are what vpmaddwd computes.
+The kernels of products (_dot_blocks32, _dot_k) read a weight row's bytes where the file has them
+and unpack each block once for up to 4 rows of x, never storing it; the activations are 16-bit
+integers (kernels._quantize_x). The `unpack_*` functions store unpacked blocks for the dequantizer
+(kernels._dequantize_*). Every rounding is explicit (llvm.fma, ordered reductions), so a row's
+result is the same bits whether a call covers 1 row of x or 9.
 
 Each function here is a numba `@intrinsic`: `(array, offset, ...)` where offset counts elements of
 that array from its start (every array given is contiguous). Imported by kernels.load() only,
@@ -70,110 +72,6 @@ def _reduce(builder, kind: str, v, *start):
     args = [x.type for x in start] + [v.type]
     fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(v.type.element, args), name=name)
     return builder.call(fn, [*start, v])
-
-
-def _pairs_dot(builder, w, x):
-    """[n] int16 w . [n] int16 x -> [8] int32 partial sums: products summed by even/odd pairs (the
-    pattern LLVM turns into vpmaddwd), then halves folded onto each other until 8 lanes remain."""
-    n = w.type.count
-    wide = _vec(I32, n // 2)
-
-    def products(first):
-        mask = ir.Constant(_vec(I32, n // 2), list(range(first, n, 2)))
-        return builder.mul(builder.sext(builder.shuffle_vector(w, w, mask), wide),
-                           builder.sext(builder.shuffle_vector(x, x, mask), wide), flags=["nsw"])
-
-    v = builder.add(products(0), products(1))
-    while v.type.count > 8:
-        m = v.type.count // 2
-        v = builder.add(builder.shuffle_vector(v, v, ir.Constant(_vec(I32, m), list(range(m)))),
-                        builder.shuffle_vector(v, v, ir.Constant(_vec(I32, m), list(range(m, 2 * m)))))
-    return v
-
-
-# --- dot products of an unpacked weight row with a quantized row of x ---------------------------------
-
-
-def _dot_row(with_min: bool, rows: int):
-    """For r < rows: sum over b < nb of wd[b] xd[ixd + r nb + b] (wq[32b:+32] . xq[ix + r K + 32b:+32]) as
-    float32, K = 32 nb: one unpacked weight row (int16 q, scales wd) against `rows` quantized rows of x,
-    each weight block loaded once for all of them. Each block's int32 partial sums are turned to float
-    and scaled in a vector of 8 lanes, reduced once at the end (as llama.cpp's AVX2 kernels do).
-    with_min adds wm[b] xm[ixd + r nb + b] (Q4_1, Q5_1: a minimum times x's scaled block sum)."""
-
-    def codegen(context, builder, sig, args):
-        wq, xq, ix, wd, xd, ixd, nb = args[:7]
-        t = sig.args
-        zeros = ir.Constant(_vec(F32, 8), [ir.Constant(F32, 0.0)] * 8)
-        acc = [cgutils.alloca_once_value(builder, zeros) for _ in range(rows)]
-        low = [cgutils.alloca_once_value(builder, ir.Constant(F32, 0.0)) for _ in range(rows)]
-        K = builder.mul(nb, ir.Constant(nb.type, 32))
-        with cgutils.for_range(builder, nb) as loop:
-            b = loop.index
-            at = builder.mul(b, ir.Constant(b.type, 32))
-            w = _load(context, builder, t[0], wq, at, _vec(I16, 32))
-            dw = _scalar(context, builder, t[3], wd, b)
-            for r in range(rows):
-                xb = builder.add(builder.add(ix, builder.mul(K, ir.Constant(K.type, r))), at)
-                x = _load(context, builder, t[1], xq, xb, _vec(I16, 32))
-                xs = builder.add(builder.add(ixd, builder.mul(nb, ir.Constant(nb.type, r))), b)
-                s = builder.fmul(dw, _scalar(context, builder, t[4], xd, xs))
-                scaled = builder.fmul(builder.sitofp(_pairs_dot(builder, w, x), _vec(F32, 8)), _splat(s, F32, 8, builder), flags=["contract"])
-                builder.store(builder.fadd(builder.load(acc[r]), scaled, flags=["contract"]), acc[r])  # one vfmadd
-                if with_min:
-                    m = builder.fmul(_scalar(context, builder, t[7], args[7], b), _scalar(context, builder, t[8], args[8], xs))
-                    builder.store(builder.fadd(builder.load(low[r]), m), low[r])
-        sums = [_reduce(builder, "fadd", builder.load(acc[r]), builder.load(low[r])) for r in range(rows)]
-        return sums[0] if rows == 1 else context.make_tuple(builder, sig.return_type, sums)
-
-    return codegen
-
-
-def _dot_rows32(with_min: bool, rows: int):
-    result = types.float32 if rows == 1 else types.UniTuple(types.float32, rows)
-
-    if with_min:
-        @intrinsic
-        def dot(typingctx, wq, xq, ix, wd, xd, ixd, nb, wm, xm):
-            return result(wq, xq, intp, wd, xd, intp, intp, wm, xm), _dot_row(True, rows)
-    else:
-        @intrinsic
-        def dot(typingctx, wq, xq, ix, wd, xd, ixd, nb):
-            return result(wq, xq, intp, wd, xd, intp, intp), _dot_row(False, rows)
-
-    return dot
-
-
-# dot_row32(wq, xq, ix, wd, xd, ixd, nb): one row of x; dot_rows32x4: four; the _min ones add (wm, xm)
-dot_row32, dot_rows32x4 = _dot_rows32(False, 1), _dot_rows32(False, 4)
-dot_row32_min, dot_rows32x4_min = _dot_rows32(True, 1), _dot_rows32(True, 4)
-
-
-def _dot_super(sub: int):
-    """sum over the 256 / sub sub-blocks j of a k-quant block of sc[isc+j] (wq . xq over the sub-block),
-    float32. Each sub-block's products are summed in int32 (at most 32 x 63 x 32767, far from
-    overflow) and scaled in float: with 16-bit x, the int32 sum over all sub-blocks could overflow."""
-
-    @intrinsic
-    def dot_super(typingctx, wq, iw, xq, ix, sc, isc):
-        def codegen(context, builder, sig, args):
-            t = sig.args
-            acc = ir.Constant(_vec(F32, 8), [ir.Constant(F32, 0.0)] * 8)
-            for j in range(256 // sub):
-                w = _load(context, builder, t[0], args[0], _plus(builder, args[1], sub * j), _vec(I16, sub))
-                x = _load(context, builder, t[2], args[2], _plus(builder, args[3], sub * j), _vec(I16, sub))
-                scale = builder.sitofp(_scalar(context, builder, t[4], args[4], _plus(builder, args[5], j)), F32)  # int32 -> float
-                part = builder.sitofp(_pairs_dot(builder, w, x), _vec(F32, 8))
-                acc = builder.fadd(acc, builder.fmul(part, _splat(scale, F32, 8, builder), flags=["contract"]), flags=["contract"])
-            return _reduce(builder, "fadd", acc, ir.Constant(F32, 0.0))
-
-        return types.float32(wq, intp, xq, intp, sc, intp), codegen
-
-    return dot_super
-
-
-dot_super32 = _dot_super(32)  # Q4_K, Q5_K: 8 sub-blocks of 32
-dot_super16 = _dot_super(16)  # Q6_K: 16 sub-blocks of 16
 
 
 # --- float16 -------------------------------------------------------------------------------------------
@@ -289,3 +187,227 @@ def unpack_q6k_half(typingctx, src, iql, iqh, dst, j):
             _store_wide(context, builder, sig.args[3], args[3], _plus(builder, args[4], 32 * g), q)
 
     return types.void(src, intp, intp, dst, intp), codegen
+
+
+# --- rows of x against one stored weight row, unpacked in registers ----------------------------------
+
+
+def _fma(builder, a, b, c):
+    """a * b + c rounded once (llvm.fma): explicit, so that every kernel rounds alike whatever LLVM
+    would contract, and a row's result does not depend on how many rows a call covers."""
+    name = f"llvm.fma.{'v%df32' % a.type.count if isinstance(a.type, ir.VectorType) else 'f32'}"
+    fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(a.type, [a.type] * 3), name=name)
+    return builder.call(fn, [a, b, c])
+
+
+def _features() -> frozenset[str]:
+    """The host CPU's features LLVM knows (kernels.cache_dir keys the compiled code to the CPU)."""
+    import llvmlite.binding as binding
+
+    try:
+        return frozenset(name for name, on in binding.get_host_cpu_features().items() if on)
+    except RuntimeError:
+        return frozenset()
+
+
+def _madd(builder, w, x):
+    """[32] int16 w, x -> [16] int32: lane i = w[2i] x[2i] + w[2i+1] x[2i+1] (vpmaddwd). Asked for by
+    name where the CPU has it: LLVM finds it in the generic even/odd pattern (_pairs16) only when
+    nothing else uses the widened values, which sharing one unpacked block among rows of x breaks."""
+    mod, feats = builder.module, _FEATURES
+    if "avx512bw" in feats:
+        name, parts = "llvm.x86.avx512.pmaddw.d.512", 1
+    elif "avx2" in feats:
+        name, parts = "llvm.x86.avx2.pmadd.wd", 2
+    else:
+        return _pairs16(builder, w, x)
+    n = 32 // parts
+    arg, res = _vec(I16, n), _vec(I32, n // 2)
+    fn = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(res, [arg, arg]), name=name)
+    if parts == 1:
+        return builder.call(fn, [w, x])
+    halves = [builder.call(fn, [builder.shuffle_vector(v, v, ir.Constant(_vec(I32, n), list(range(h * n, (h + 1) * n)))) for v in (w, x)]) for h in (0, 1)]
+    return builder.shuffle_vector(halves[0], halves[1], ir.Constant(_vec(I32, 16), list(range(16))))
+
+
+def _pairs16(builder, w, x):
+    """_madd without a named instruction: the even/odd products, widened, summed."""
+    wide = _vec(I32, 16)
+    masks = [ir.Constant(_vec(I32, 16), list(range(first, 32, 2))) for first in (0, 1)]
+    return builder.add(*[builder.mul(builder.sext(builder.shuffle_vector(w, w, m), wide), builder.sext(builder.shuffle_vector(x, x, m), wide), flags=["nsw"]) for m in masks])
+
+
+_FEATURES = _features()
+
+
+def _dot_blocks32(kind: int, rows: int):
+    """For r < rows: sum over the nb blocks of a stored weight row (bytes at src[i:]) of
+    dw dx (qw . qx_r) + mw xm_r, float32. Each block is unpacked in registers to 16-bit lanes once
+    for all the rows and never stored. qw is kept unsigned (a nibble 0..15, with the fifth bit
+    0..31; Q8_0's int8 as is) and a bias moved into the minimum: Q4_0's w = d (q - 8) = d q + (-8 d),
+    Q5_0's the same with 16. Row r of x starts at xq[ix + r K] and its block scales at
+    xd[ixd + r nb], xm = dx sum(qx) (kernels._product_blocks32). A block's 16 int32 pair sums
+    (vpmaddwd) are scaled in 16 float lanes with one fma, summed across lanes once at the end in
+    a fixed order: row r's result is the same bits whatever `rows` is. kind: a block type id."""
+    nbytes = {2: 18, 3: 20, 6: 22, 7: 24, 8: 34}[kind]
+    qs_at = {2: 2, 3: 4, 6: 6, 7: 8, 8: 2}[kind]  # where the quants start in a block
+    bias = {2: -8.0, 6: -16.0}.get(kind)
+    result = types.float32 if rows == 1 else types.UniTuple(types.float32, rows)
+
+    @intrinsic
+    def dot(typingctx, src, i, xq, ix, xd, xm, ixd, nb):
+        def codegen(context, builder, sig, args):
+            t = sig.args
+            src_, i_, xq_, ix_, xd_, xm_, ixd_, nb_ = args
+            zeros = ir.Constant(_vec(F32, 16), [ir.Constant(F32, 0.0)] * 16)
+            acc = [cgutils.alloca_once_value(builder, zeros) for _ in range(rows)]
+            low = [cgutils.alloca_once_value(builder, ir.Constant(F32, 0.0)) for _ in range(rows)]
+            K = builder.mul(nb_, ir.Constant(nb_.type, 32))
+            with cgutils.for_range(builder, nb_) as loop:
+                b = loop.index
+                o = builder.add(i_, builder.mul(b, ir.Constant(b.type, nbytes)))
+                dw = builder.fpext(_load(context, builder, t[0], src_, o, ir.HalfType()), F32)
+                if kind == 8:
+                    w = builder.sext(_load(context, builder, t[0], src_, _plus(builder, o, qs_at), _vec(I8, 32)), _vec(I16, 32))
+                else:
+                    y = builder.zext(_load(context, builder, t[0], src_, _plus(builder, o, qs_at), _vec(I8, 16)), _vec(I16, 16))
+                    w = builder.shuffle_vector(builder.and_(y, _splat(0x0F, I16, 16)), builder.lshr(y, _splat(4, I16, 16)),
+                                               ir.Constant(_vec(I32, 32), list(range(32))))  # low nibbles: weights 0..15
+                    if kind in (6, 7):  # the fifth bits: bit l of the little-endian uint32 before the quants
+                        qh = _splat(builder.load(_at(context, builder, t[0], src_, _plus(builder, o, qs_at - 4), I32), align=1), I32, 32, builder)
+                        bits = builder.and_(builder.lshr(qh, ir.Constant(_vec(I32, 32), list(range(32)))), _splat(1, I32, 32))
+                        w = builder.or_(w, builder.shl(builder.trunc(bits, _vec(I16, 32)), _splat(4, I16, 32)))
+                if kind in (3, 7):
+                    m = builder.fpext(_load(context, builder, t[0], src_, _plus(builder, o, 2), ir.HalfType()), F32)
+                elif bias is not None:
+                    m = builder.fmul(dw, ir.Constant(F32, bias))
+                else:
+                    m = None
+                for r in range(rows):
+                    xo = builder.add(builder.add(ix_, builder.mul(K, ir.Constant(K.type, r))), builder.mul(b, ir.Constant(b.type, 32)))
+                    x = _load(context, builder, t[2], xq_, xo, _vec(I16, 32))
+                    isum = _madd(builder, w, x)  # [16] int32
+                    xb = builder.add(builder.add(ixd_, builder.mul(nb_, ir.Constant(nb_.type, r))), b)
+                    s = builder.fmul(dw, _scalar(context, builder, t[4], xd_, xb))
+                    builder.store(_fma(builder, builder.sitofp(isum, _vec(F32, 16)), _splat(s, F32, 16, builder), builder.load(acc[r])), acc[r])
+                    if m is not None:
+                        builder.store(_fma(builder, m, _scalar(context, builder, t[5], xm_, xb), builder.load(low[r])), low[r])
+            sums = [_reduce(builder, "fadd", builder.load(acc[r]), builder.load(low[r])) for r in range(rows)]
+            return sums[0] if rows == 1 else context.make_tuple(builder, sig.return_type, sums)
+
+        return result(src, intp, xq, intp, xd, xm, intp, intp), codegen
+
+    return dot
+
+
+# dot_q4_1x1(src, i, xq, ix, xd, xm, ixd, nb) -> float32, ..._x4 -> 4 float32: rows of x against the
+# stored weight row at src[i:], for each 32-weight block type
+dot_q4_0x1, dot_q4_1x1, dot_q5_0x1, dot_q5_1x1, dot_q8_0x1 = (_dot_blocks32(k, 1) for k in (2, 3, 6, 7, 8))
+dot_q4_0x4, dot_q4_1x4, dot_q5_0x4, dot_q5_1x4, dot_q8_0x4 = (_dot_blocks32(k, 4) for k in (2, 3, 6, 7, 8))
+
+
+def _k_scales_vec(builder, packed):
+    """[16] bytes whose first 12 are a Q4_K/Q5_K block's packed scales -> ([8] int16 scales, [8] int16
+    mins): formats._k_scales on vectors (bytes 0-3 and 4-7 hold 6 bits each of scales and mins 0-3;
+    bytes 8-11 the low 4 bits of scales and mins 4-7, whose top 2 bits are the top 2 of bytes 0-7)."""
+    a = builder.shuffle_vector(packed, packed, ir.Constant(_vec(I32, 8), list(range(8))))  # bytes 0-7
+    c = builder.shuffle_vector(packed, packed, ir.Constant(_vec(I32, 8), [8, 9, 10, 11] * 2))  # bytes 8-11 twice
+    low6 = builder.and_(a, _splat(63, I8, 8))  # [scales 0-3, mins 0-3]
+    nibble = builder.lshr(builder.and_(c, ir.Constant(_vec(I8, 8), [0x0F] * 4 + [0xF0] * 4)), ir.Constant(_vec(I8, 8), [0] * 4 + [4] * 4))
+    high = builder.or_(nibble, builder.shl(builder.lshr(a, _splat(6, I8, 8)), _splat(4, I8, 8)))  # [scales 4-7, mins 4-7]
+    pick = lambda first: builder.zext(builder.shuffle_vector(low6, high, ir.Constant(_vec(I32, 8), [first + k for k in range(4)] + [8 + first + k for k in range(4)])), _vec(I16, 8))  # noqa: E731
+    return pick(0), pick(4)
+
+
+def _dot_k(kind: int, rows: int):
+    """For r < rows: one stored row of k-quant blocks (bytes at src[i:], ns blocks of 256 weights)
+    dotted with row r of x, float32: sum over blocks of dx (d sum_j sc_j (qw . qx)_j - dmin sum_j
+    mn_j sum(qx)_j), as llama.cpp's ggml_vec_dot_q4_K_q8_K and _q6_K_q8_K do it. Each block is
+    unpacked in registers once for all the rows; its sub-block scales multiply the small q in 16 bits
+    (at most 31 x 63, or 32 x 128 for Q6_K) so that a whole block's pair sums add up in int32 lanes
+    (at most 8 x 2 x 1,953 x 32,767 for Q5_K; Q6_K's two halves apart), turned to float once.
+    Row r of x: xq[ix + r K], its block scales xd[ixd + r ns], its sums by 16 xs[ixs + r K/16]."""
+    nbytes = {12: 144, 13: 176, 14: 210}[kind]
+    result = types.float32 if rows == 1 else types.UniTuple(types.float32, rows)
+
+    @intrinsic
+    def dot(typingctx, src, i, xq, ix, xd, xs, ixd, ixs, ns):
+        def codegen(context, builder, sig, args):
+            t = sig.args
+            src_, i_, xq_, ix_, xd_, xs_, ixd_, ixs_, ns_ = args
+            zeros = ir.Constant(_vec(F32, 16), [ir.Constant(F32, 0.0)] * 16)
+            acc = [cgutils.alloca_once_value(builder, zeros) for _ in range(rows)]
+            low = [cgutils.alloca_once_value(builder, ir.Constant(F32, 0.0)) for _ in range(rows)]
+            K = builder.mul(ns_, ir.Constant(ns_.type, 256))
+            K16 = builder.mul(ns_, ir.Constant(ns_.type, 16))
+
+            def load8(at, n):
+                return _load(context, builder, t[0], src_, at, _vec(I8, n))
+
+            def wide(v):  # [32] bytes -> [32] int16, zero-extended
+                return builder.zext(v, _vec(I16, 32))
+
+            with cgutils.for_range(builder, ns_) as loop:
+                s = loop.index
+                o = builder.add(i_, builder.mul(s, ir.Constant(s.type, nbytes)))
+                groups = []  # lists of ([32] int16 scaled weights, offset of their first weight in the block)
+                if kind == 14:  # Q6_K: ql[128] qh[64] scales i8[16] d
+                    d = builder.fpext(_load(context, builder, t[0], src_, _plus(builder, o, 208), ir.HalfType()), F32)
+                    sc = builder.sext(load8(_plus(builder, o, 192), 16), _vec(I16, 16))
+                    for h in (0, 1):
+                        ql = [wide(load8(_plus(builder, o, 64 * h + 32 * k), 32)) for k in (0, 1)]
+                        qh = wide(load8(_plus(builder, o, 128 + 32 * h), 32))
+                        group = []
+                        for g in range(4):
+                            low4 = builder.and_(ql[g % 2], _splat(0x0F, I16, 32)) if g < 2 else builder.lshr(ql[g % 2], _splat(4, I16, 32))
+                            top2 = builder.and_(builder.lshr(qh, _splat(2 * g, I16, 32)), _splat(3, I16, 32))
+                            q = builder.sub(builder.or_(low4, builder.shl(top2, _splat(4, I16, 32))), _splat(32, I16, 32))
+                            scales = builder.shuffle_vector(sc, sc, ir.Constant(_vec(I32, 32), [8 * h + 2 * g] * 16 + [8 * h + 2 * g + 1] * 16))
+                            group.append((builder.mul(q, scales), 128 * h + 32 * g))
+                        groups.append(group)
+                    mins = None
+                else:  # Q4_K: d dmin scales[12] qs[128]; Q5_K: d dmin scales[12] qh[32] qs[128]
+                    d = builder.fpext(_load(context, builder, t[0], src_, o, ir.HalfType()), F32)
+                    dmin = builder.fpext(_load(context, builder, t[0], src_, _plus(builder, o, 2), ir.HalfType()), F32)
+                    sc, mn = _k_scales_vec(builder, load8(_plus(builder, o, 4), 16))
+                    qh = wide(load8(_plus(builder, o, 16), 32)) if kind == 13 else None
+                    group = []
+                    for r in range(4):  # a run of 32 bytes: sub-block 2r in the low nibbles, 2r+1 in the high
+                        y = wide(load8(_plus(builder, o, (48 if kind == 13 else 16) + 32 * r), 32))
+                        for half, q in enumerate((builder.and_(y, _splat(0x0F, I16, 32)), builder.lshr(y, _splat(4, I16, 32)))):
+                            j = 2 * r + half
+                            if qh is not None:
+                                q = builder.or_(q, builder.shl(builder.and_(builder.lshr(qh, _splat(j, I16, 32)), _splat(1, I16, 32)), _splat(4, I16, 32)))
+                            scale = _splat(builder.extract_element(sc, ir.Constant(I32, j)), I16, 32, builder)
+                            group.append((builder.mul(q, scale), 32 * j))
+                    groups.append(group)
+                    mins = builder.zext(mn, _vec(I32, 8))
+                for r in range(rows):
+                    xo = builder.add(builder.add(ix_, builder.mul(K, ir.Constant(K.type, r))), builder.mul(s, ir.Constant(s.type, 256)))
+                    xb = builder.add(builder.add(ixd_, builder.mul(ns_, ir.Constant(ns_.type, r))), s)
+                    dx = _scalar(context, builder, t[4], xd_, xb)
+                    scale = _splat(builder.fmul(d, dx), F32, 16, builder)
+                    for group in groups:
+                        isum = None
+                        for w, at in group:
+                            p = _madd(builder, w, _load(context, builder, t[2], xq_, _plus(builder, xo, at), _vec(I16, 32)))
+                            isum = p if isum is None else builder.add(isum, p)
+                        builder.store(_fma(builder, builder.sitofp(isum, _vec(F32, 16)), scale, builder.load(acc[r])), acc[r])
+                    if mins is not None:  # - dmin dx sum_j mn_j sum(qx over sub-block j)
+                        at = builder.add(builder.add(ixs_, builder.mul(K16, ir.Constant(K16.type, r))), builder.mul(s, ir.Constant(s.type, 16)))
+                        sums = _load(context, builder, t[5], xs_, at, _vec(I32, 16))
+                        pairs = builder.add(*[builder.shuffle_vector(sums, sums, ir.Constant(_vec(I32, 8), list(range(first, 16, 2)))) for first in (0, 1)])
+                        imin = _reduce(builder, "add", builder.mul(pairs, mins))
+                        m = builder.fneg(builder.fmul(dmin, dx))
+                        builder.store(_fma(builder, m, builder.sitofp(imin, F32), builder.load(low[r])), low[r])
+            totals = [_reduce(builder, "fadd", builder.load(acc[r]), builder.load(low[r])) for r in range(rows)]
+            return totals[0] if rows == 1 else context.make_tuple(builder, sig.return_type, totals)
+
+        return result(src, intp, xq, intp, xd, xs, intp, intp, intp), codegen
+
+    return dot
+
+
+# dot_q4_kx1(src, i, xq, ix, xd, xs, ixd, ixs, ns) -> float32, ..._x4 -> 4 float32, for Q4_K, Q5_K, Q6_K
+dot_q4_kx1, dot_q5_kx1, dot_q6_kx1 = (_dot_k(k, 1) for k in (12, 13, 14))
+dot_q4_kx4, dot_q5_kx4, dot_q6_kx4 = (_dot_k(k, 4) for k in (12, 13, 14))
