@@ -7,7 +7,7 @@ import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near, decoded_alone
 from tfcli.engine.fast.executor import Fast
-from tfcli.engine.slots import Slots, copy_cache
+from tfcli.engine.slots import Slots
 from tfcli.store import load
 
 
@@ -49,7 +49,7 @@ def test_a_copied_cache_continues_as_the_original(lm):
     prompt = rng.integers(0, model.config.vocab_size, 6)
     cache = model.new_cache(16)
     model.forward(prompt, cache)
-    twin = copy_cache(cache)
+    twin = cache.copy()
     a = model.forward(np.array([1]), cache)
     b = model.forward(np.array([1]), twin)
     np.testing.assert_array_equal(a, b)

@@ -16,6 +16,8 @@ strided copy either way.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from .config import ModelConfig
@@ -25,6 +27,55 @@ from .memory import check_allocation
 
 FIRST_ROOM = 256  # positions allocated before the first write asks for more
 SLACK = 256  # positions a sliding layer keeps beyond its window: a rollback within them (lookup, a shorter prompt reuse) needs no recomputation
+
+
+class Cache(Protocol):
+    """What a forward pass (engine/model.py) asks of the cache it runs through. The rows of a pass
+    are its new tokens [T]; where they stand and what each one attends to is the cache's business:
+
+    - KVCache (below): one sequence, T new tokens at its next positions (a prompt pass, a decode step);
+    - BatchCache (below): B sequences at one position, a new token each (generate --samples);
+    - Slots (engine/slots.py): B sequences each at its own position, a new token each (serve);
+    - Sequences (below): B whole sequences of T tokens in one pass, nothing kept (experiments, score);
+    - PartCache (fast/parts.py): one part of a prompt pass split between threads.
+    """
+
+    @property
+    def length(self) -> int:
+        """Positions held before the pass (the longest row's): the pass sizes its temporaries by it."""
+        ...
+
+    def positions(self, rows: int) -> np.ndarray:
+        """The position of each of a pass's `rows` new tokens [T]; PromptError if they do not fit."""
+        ...
+
+    def attend(
+        self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Keep block `layer`'s new keys and values k, v [T, Hkv, Dh] and let the queries q [T, H, Dh]
+        attend over what each row may see -> (context vectors z [T, H, Dh], attention weights
+        [H, T, S] if `weights` and the cache keeps them, else None). `start`: the first row's position;
+        `attention`: the executor's (engine/executor.py); `mask`: a window and a softcap, if any."""
+        ...
+
+    def advance(self, positions: np.ndarray) -> None:
+        """The pass over `positions` [T] is complete: they count as held."""
+        ...
+
+
+def grouped_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, n_seq: int, start: int, attention, weights: bool, **mask):
+    """The queries q [B*T, H, Dh] of B sequences of T rows each (sequence 0's first) over their keys
+    [B*Hkv, Dh, S] (transposed, as the caches keep them) and values [B*Hkv, S, Dh], each sequence's
+    heads over its own: query head h reads key/value head h // G (the grouping of transformers'
+    repeat_kv), so B sequences are one `attention` call over B*Hkv heads of G queries.
+    -> (z [B*T, H, Dh], weights [B*Hkv, G, T, S] or None)."""
+    rows, n_head, head_dim = q.shape
+    t_len, n_kv = rows // n_seq, keys.shape[0] // n_seq
+    g = n_head // n_kv
+    qg = q.reshape(n_seq, t_len, n_kv, g, head_dim).transpose(0, 2, 3, 1, 4).reshape(n_seq * n_kv, g, t_len, head_dim)  # [B*Hkv, G, T, Dh]
+    out, w = attention(qg, keys, values, start, weights, **mask)  # [B*Hkv, G, T, Dh], [B*Hkv, G, T, S]
+    z = out.reshape(n_seq, n_kv, g, t_len, head_dim).transpose(0, 3, 1, 2, 4).reshape(rows, n_head, head_dim)  # [B*T, H, Dh]
+    return z, w
 
 
 class KVCache:
@@ -139,18 +190,13 @@ class KVCache:
         return self.held(layer, end)
 
     def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
-        """Store the new k, v [T, Hkv, Dh] and let queries q [T, H, Dh] attend over every cached
-        position: -> (context vectors z [T, H, Dh], attention weights [H, T, S] or None).
-        `attention` is the executor's (engine/executor.py); `mask`: its window and softcap, if any.
-        A sliding layer's keys start at first(layer): positions are counted from there."""
-        t_len, n_head, head_dim = q.shape
-        n_kv = k.shape[1]
+        """Cache.attend over every cached position: q [T, H, Dh], k, v [T, Hkv, Dh] -> (z [T, H, Dh],
+        weights [H, T, S] or None). A sliding layer's keys start at first(layer): positions are
+        counted from there, and the positions it dropped get weight 0."""
+        t_len, n_head, _ = q.shape
         k_all, v_all = self.store(layer, start, k, v)  # [Hkv, Dh, S'] (keys transposed), [Hkv, S', Dh]
         first = self.first(layer)
-        # Query head h reads key/value head h // G (the grouping of transformers' repeat_kv).
-        qg = q.reshape(t_len, n_kv, n_head // n_kv, head_dim).transpose(1, 2, 0, 3)  # [Hkv, G, T, Dh]
-        out, w = attention(qg, k_all, v_all, start - first, weights, **mask)  # [Hkv, G, T, Dh], [Hkv, G, T, S']
-        z = out.transpose(2, 0, 1, 3).reshape(t_len, n_head, head_dim)  # [T, H, Dh]
+        z, w = grouped_attention(q, k_all, v_all, 1, start - first, attention, weights, **mask)  # [T, H, Dh], [Hkv, G, T, S']
         if w is not None and first:  # the dropped positions get no weight: they are beyond the window
             w = np.concatenate([np.zeros((*w.shape[:-1], first), dtype=w.dtype), w], axis=-1)  # [Hkv, G, T, S]
         return z, (None if w is None else w.reshape(n_head, t_len, -1))
@@ -228,12 +274,9 @@ class BatchCache:
         """q [B, H, Dh], k, v [B, Hkv, Dh]: one new position for each of B sequences -> z [B, H, Dh].
         B sequences of Hkv heads are one attention call over B*Hkv heads, each over its own keys.
         (No attention weights: nothing records inside a batch step.)"""
-        b_len, n_head, head_dim = q.shape
-        n_kv = k.shape[1]
         k_all, v_all = self.store(layer, start, k, v)  # [B*Hkv, Dh, S], [B*Hkv, S, Dh]
-        qg = q.reshape(b_len * n_kv, n_head // n_kv, 1, head_dim)  # [B*Hkv, G, 1, Dh]
-        out, _ = attention(qg, k_all, v_all, start, False, **mask)  # [B*Hkv, G, 1, Dh]
-        return out.reshape(b_len, n_head, head_dim), None
+        z, _ = grouped_attention(q, k_all, v_all, len(q), start, attention, False, **mask)  # [B, H, Dh]
+        return z, None
 
     def keep(self, rows: list[int]) -> None:
         """Keep only these rows (ascending), moved to the front in that order."""
@@ -284,11 +327,8 @@ class Sequences:
         """q [B*T, H, Dh], k, v [B*T, Hkv, Dh] -> z [B*T, H, Dh]: causal attention in each sequence,
         all B sequences' heads in one call (B*Hkv heads)."""
         b, t = self.n_seq, self.t_len
-        _, n_head, head_dim = q.shape
-        n_kv = k.shape[1]
-        qg = q.reshape(b, t, n_kv, n_head // n_kv, head_dim).transpose(0, 2, 3, 1, 4).reshape(b * n_kv, n_head // n_kv, t, head_dim)  # [B*Hkv, G, T, Dh]
+        _, n_kv, head_dim = k.shape
         kt = k.reshape(b, t, n_kv, head_dim).transpose(0, 2, 3, 1).reshape(b * n_kv, head_dim, t)  # [B*Hkv, Dh, T]
         vs = v.reshape(b, t, n_kv, head_dim).transpose(0, 2, 1, 3).reshape(b * n_kv, t, head_dim)  # [B*Hkv, T, Dh]
-        out, _ = attention(qg, kt, vs, 0, False, **mask)  # [B*Hkv, G, T, Dh]
-        z = out.reshape(b, n_kv, n_head // n_kv, t, head_dim).transpose(0, 3, 1, 2, 4).reshape(b * t, n_head, head_dim)  # [B*T, H, Dh]
+        z, _ = grouped_attention(q, kt, vs, b, 0, attention, False, **mask)  # [B*T, H, Dh]
         return z, None

@@ -23,7 +23,7 @@ from . import ops
 from .config import ModelConfig
 from .executor import Plain
 from .fast.executor import FAST
-from .kvcache import KVCache
+from .kvcache import Cache, KVCache
 from .memory import check_allocation
 from .quantized import Quantized
 from .sites import Hooks
@@ -35,7 +35,7 @@ class LayerCall:
     the executor and the hooks of the pass."""
 
     index: int
-    cache: KVCache  # or a BatchCache: one row per sequence (engine/batch.py)
+    cache: Cache  # a KVCache, or a batch's (kvcache.Cache says which there are)
     positions: np.ndarray  # [T] the position of each row
     run: Plain
     hooks: Hooks | None = None
@@ -101,7 +101,7 @@ class Transformer:
         """A cache for `capacity` positions (default: the whole context)."""
         return KVCache(self.config, capacity or self.config.n_ctx)
 
-    def forward(self, tokens: np.ndarray, cache: KVCache, *, all_logits: bool = False, hooks: Hooks | None = None, run: Plain = FAST) -> np.ndarray:
+    def forward(self, tokens: np.ndarray, cache: Cache, *, all_logits: bool = False, hooks: Hooks | None = None, run: Plain = FAST) -> np.ndarray:
         """Run tokens [T] through the model at the cache's next positions (a BatchCache: one new
         token for each of its B sequences). Returns logits [T, V] with all_logits, else [1, V] for
         the last position only (all that sampling needs; the unembedding is the largest product of
@@ -121,20 +121,20 @@ class Transformer:
             x = x[-1:]  # [1, D]
         return self.logits(self.final_norm(x), run)  # [T or 1, D] -> [T or 1, V]
 
-    def decode_batch(self, tokens: np.ndarray, cache, run: Plain = FAST, hooks: Hooks | None = None) -> np.ndarray:
+    def decode_batch(self, tokens: np.ndarray, cache: Cache, run: Plain = FAST, hooks: Hooks | None = None) -> np.ndarray:
         """One decode step for B sequences at the same position: tokens [B] -> next-token logits
         [B, V]. The forward pass over a BatchCache (engine/kvcache.py): each row attends over its
         own sequence. Row b equals forward() of sequence b alone (tests/test_batch.py)."""
         return self.forward(tokens, cache, all_logits=True, hooks=hooks, run=run)  # [B, V]
 
-    def trunk(self, tokens: np.ndarray, cache: KVCache, positions: np.ndarray, hooks: Hooks | None, run: Plain) -> np.ndarray:
+    def trunk(self, tokens: np.ndarray, cache: Cache, positions: np.ndarray, hooks: Hooks | None, run: Plain) -> np.ndarray:
         """tokens [T] at `positions` [T] -> the residual stream after the last block [T, D]."""
         x = self.embed(tokens, positions)  # [T, D]
         if hooks is not None:
             x = hooks.call("embed", -1, int(positions[0]), x)
         return self.blocks_from(0, x, cache, positions, hooks, run)  # [T, D]
 
-    def blocks_from(self, first: int, x: np.ndarray, cache: KVCache, positions: np.ndarray, hooks: Hooks | None = None, run: Plain = FAST) -> np.ndarray:
+    def blocks_from(self, first: int, x: np.ndarray, cache: Cache, positions: np.ndarray, hooks: Hooks | None = None, run: Plain = FAST) -> np.ndarray:
         """The residual stream x [T, D] entering block `first` at `positions`, through that block and
         the ones after it -> [T, D]. An experiment that changes block b starts here, at b: the
         blocks before it would compute what it has already recorded."""

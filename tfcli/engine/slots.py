@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import PromptError
 from .kvcache import KVCache
 
 
 class Slots:
-    """The caches of B sequences, row b at position caches[b].length, for one decode step."""
+    """The caches of B sequences, row b at position caches[b].length, for one decode step: a
+    kvcache.Cache whose rows each attend through their own KVCache."""
 
     def __init__(self, caches: list[KVCache]):
         self.caches = caches
@@ -34,13 +34,10 @@ class Slots:
         return max(c.length for c in self.caches)
 
     def positions(self, rows: int) -> np.ndarray:
-        """The position of each row's next token [B]."""
+        """The position of each row's next token [B]; PromptError if a row's does not fit."""
         if rows != len(self.caches):
             raise ValueError(f"{rows} new rows for {len(self.caches)} sequences")
-        for c in self.caches:
-            if c.length + 1 > min(c.capacity, c.config.n_ctx):
-                raise PromptError(f"{c.length + 1} tokens do not fit in a sequence's cache of {c.capacity}", "ask for fewer new tokens")
-        return np.array([c.length for c in self.caches])  # [B]
+        return np.array([c.positions(1)[0] for c in self.caches])  # [B]
 
     def advance(self, positions: np.ndarray) -> None:
         for c, p in zip(self.caches, positions):
@@ -54,8 +51,3 @@ class Slots:
         for b, c in enumerate(self.caches):
             z[b : b + 1], _ = c.attend(layer, c.length, q[b : b + 1], k[b : b + 1], v[b : b + 1], attention, False, **mask)  # [1, H, Dh]
         return z, None
-
-
-def copy_cache(cache: KVCache, capacity: int | None = None) -> KVCache:
-    """A new cache holding the same positions (the shared prompt of n choices)."""
-    return cache.copy(capacity)

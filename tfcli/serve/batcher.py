@@ -31,7 +31,7 @@ from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.engine.score import log_softmax
 from tfcli.engine.fast.executor import RowByRow
-from tfcli.engine.slots import Slots, copy_cache
+from tfcli.engine.slots import Slots
 
 log = logging.getLogger("tfcli.serve")
 
@@ -260,7 +260,7 @@ class Batcher:
                 continue
             for j in range(job.n):
                 i = p * job.n + j
-                cache = session.cache if j == 0 else copy_cache(session.cache)
+                cache = session.cache if j == 0 else session.cache.copy()
                 gen = Generation(session, tok, ids, Sampler(job.params[i]), job.max_tokens, stop=job.stop, eos_ids=job.eos_ids)
                 gen.begin()
                 new.append(Row(job, i, gen, cache, logits))
