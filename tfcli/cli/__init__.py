@@ -368,7 +368,7 @@ COMMANDS = {
     "show": "Show one model.",
     "pull": "Fetch a model into the cache ($TFCLI_HOME/models) once; later runs reuse it.",
     "rm": "Remove a pulled (or converted) model from the cache, freeing its disk space.",
-    "convert": "Dequantize a Llama, Qwen2, Qwen3, Gemma 3 or Phi-3 GGUF file into a Hugging Face-style folder of float32 weights.",
+    "convert": "Dequantize a GGUF file into a Hugging Face-style folder of float32 weights, or (--quantize) write a folder as a GGUF file.",
     "lens": "The logit lens: at each residual index, what would the model predict if it stopped there?",
     "embed": "The model's own token vectors (the rows of its embedding matrix) as a space of directions.",
     "neurons": "The MLP as questions: which of a block's neurons each token's vector turns on.",

@@ -47,7 +47,7 @@ def convert(
     ] = None,
     force: Annotated[bool, typer.Option("--force", "-f", help="Replace TARGET if it exists (only once the new one is complete).")] = False,
 ) -> None:
-    """Dequantize a Llama, Qwen2, Qwen3, Gemma 3 or Phi-3 GGUF file into a Hugging Face-style folder of float32 weights. With --quantize, the other way: a Llama or Qwen2 model folder (float32, float16 or bf16) into a GGUF file.
+    """Dequantize a GGUF file into a Hugging Face-style folder of float32 weights, or (--quantize) write a folder as a GGUF file. Llama, Qwen2, Qwen3, Gemma 3 and Phi-3 files become folders; Llama and Qwen2 folders (float32, float16 or bf16) become GGUF files.
 
     The folder holds model.safetensors, config.json, generation_config.json, tokenizer.json,
     tokenizer_config.json (with the chat template, also in chat_template.jinja) and
