@@ -274,3 +274,18 @@ def test_quantize_flag(cli, mixed_gguf):
     r = cli("generate", "-m", mixed_gguf, "hi", "-n", "3", "--quantize", "q4_0")
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]  # after the line saying where its index went
     assert r.exit_code == 2 and len(errors) == 1 and "already quantized" in errors[0], r.stderr
+
+
+def test_the_first_run_lines_fit_the_width(cli, mixed_gguf, monkeypatch):
+    """-m FILE.gguf's first run says where the index went and that the kernels compile: prose,
+    wrapped to the terminal's width like every view (a path whole on a line of its own)."""
+    import tfcli.engine.fast.quantized as fast_quantized
+    from test_width import too_wide
+
+    monkeypatch.setattr(fast_quantized, "prepare", lambda on_compile=None: on_compile() if on_compile else None)  # as if nothing were compiled yet
+    monkeypatch.setenv("COLUMNS", "60")
+    r = cli("generate", "-m", mixed_gguf, "hi", "-n", "2", "-t", "0")
+    assert r.exit_code == 0, r.stderr
+    said = " ".join(r.stderr.split())
+    assert "runs in place" in said and "compiling the quantized kernels (once for this machine" in said, r.stderr
+    assert too_wide("\n".join(line for line in r.stderr.splitlines() if "tok/s" not in line), 60) == [], r.stderr

@@ -177,14 +177,13 @@ def load_model(model: str | None):
     quantized model's compiled kernels are loaded now, saying so the first time they compile."""
     from tfcli.store import load
 
-    from .console import note
     from .pull import auto_pull, gguf_once
 
     lm = load(model, pull=auto_pull, gguf=gguf_once)
     if lm.model.quantized():
-        from tfcli.engine.fast.quantized import prepare
+        from .quantize import kernels_ready
 
-        why = prepare(lambda: note("compiling the quantized kernels (once for this machine; later runs load them)"))
+        why = kernels_ready()
         if why:
             lm.warnings.append(why)
     return lm

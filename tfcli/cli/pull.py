@@ -57,7 +57,8 @@ def auto_pull(name: str) -> Path:
         recipe = engine_pull.RECIPES[name]
         note(
             f"{name} is not in the cache yet: pulling it once ({size(recipe.download_bytes)} download, "
-            f"{size(recipe.folder_bytes)} on disk in {engine_pull.model_dir(name)})"
+            f"{size(recipe.folder_bytes)} on disk in {engine_pull.model_dir(name)})",
+            wrap=True,
         )
         _pull(name)
     return engine_pull.model_dir(name)
@@ -70,7 +71,7 @@ def gguf_once(path: Path) -> Path:
     with sigterm_unwinds(), progress_bars() as progress:
         folder, fresh = converted(path, progress)
     if fresh:
-        note(f"{path.name} runs in place; its config, tokenizer and tensor index are kept in the cache as {folder.name} ({folder}); 'tfcli rm {folder.name}' removes them")
+        note(f"{path.name} runs in place; its config, tokenizer and tensor index are kept in the cache as {folder.name} ({folder}); 'tfcli rm {folder.name}' removes them", wrap=True)
     return folder
 
 

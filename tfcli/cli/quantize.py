@@ -30,15 +30,24 @@ def apply(lm, kind: Kind | None):
     if kind is None:
         return lm
     from tfcli.engine.errors import UsageError
-    from tfcli.engine.fast.quantized import prepare
     from tfcli.engine.quantized import quantize_weights
 
-    from .console import note, warn
+    from .console import warn
 
     if lm.model.quantized():
         raise UsageError(f"{lm.name} is already quantized (a GGUF file runs as its blocks)", "drop --quantize")
     quantize_weights(lm.model, kind.value)
-    why = prepare(lambda: note("compiling the quantized kernels (once for this machine; later runs load them)"))
+    why = kernels_ready()
     if why:
         warn(why)
     return lm
+
+
+def kernels_ready() -> str | None:
+    """Load the compiled kernels of quantized products now, saying once on stderr when they have to
+    be compiled (a first run); the one-line reason they cannot run (the NumPy path runs), or None."""
+    from tfcli.engine.fast.quantized import prepare
+
+    from .console import note
+
+    return prepare(lambda: note("compiling the quantized kernels (once for this machine; later runs load them)", wrap=True))
