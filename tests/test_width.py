@@ -156,10 +156,17 @@ def _runnable(cmd: str, tmp: Path) -> list[str] | None:
     for i, w in enumerate(words):
         if i and words[i - 1] in OUTPUTS:
             w = str(tmp / Path(w).name)
-        elif (w.endswith((".txt", ".gguf", ".jinja", ".npz")) or w.startswith(("./", "/", "sae-")) or ":" in w and w.split(":")[0].startswith("sae")) and not (ROOT / w).exists():
+        elif (w.endswith((".txt", ".gguf", ".jinja", ".npz")) or w.startswith(("./", "/", "sae-")) or ":" in w and w.split(":")[0].startswith("sae")) and not _held(w):
             return None
         args.append(w)
     return args
+
+
+def _held(path: str) -> bool:
+    """Whether the repository holds this file: a README example's /tmp/my-model is the reader's
+    (another process may make one while the tests are collected and remove it before they run)."""
+    p = (ROOT / path).resolve()
+    return p.exists() and p.is_relative_to(ROOT)
 
 
 README_COMMANDS = _readme_commands()
