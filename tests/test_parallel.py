@@ -1,4 +1,4 @@
-"""A prompt pass split into parts on several threads (fast.executor.Fast.parallel_trunk) must give the
+"""A prompt pass split into parts on several threads (fast.executor.Parts) must give the
 logits and the cache of one pass, and must stop every part, without hanging, on an error or Ctrl-C."""
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The door to the fast paths: how a forward pass runs its matrix products, MLPs and attention.
 
-A forward pass (engine/model.py) calls `linear`, `mlp`, `attention` and `trunk` on an executor and
-never sees a thread. `PLAIN` is the textbook: `x @ w + b`, the MLP as one product, activation and
-another, attention as the formula reads (ops.reference_attention). A reader can stop here.
+A forward pass (engine/model.py) asks the executor once how it runs (`plan`: one part, or a long
+prompt's parts on threads), then calls `linear`, `mlp` and `attention` on it, and never sees a
+thread. `PLAIN` is the textbook: `x @ w + b`, the MLP as one product, activation and another,
+attention as the formula reads (ops.reference_attention). A reader can stop here.
 
 The other side of the door is engine/fast/ (executor.py: `Fast`, `FAST`, `RowByRow`), which
 computes the same numbers (tests/test_executor.py runs both on GPT-2, Llama and Qwen2) with what
@@ -11,6 +12,7 @@ measurement justified: blocks, threads, prompt parts, compiled kernels. A reader
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
@@ -22,9 +24,10 @@ from .quantized import Quantized, textbook_product
 class Plain:
     """The textbook, one step after another on the calling thread."""
 
-    def sized(self, rows: int) -> Plain:
-        """The executor for a pass of `rows` rows (the fast one picks its strategy here)."""
-        return self
+    def plan(self, config, cache, rows: int, hooks) -> Plan:
+        """How a pass of `rows` rows through `cache` runs (the fast executor picks its strategy here;
+        `config`, the model's, and `hooks`, the pass's, tell it whether a long prompt may be cut)."""
+        return Plan(self, cache, rows)
 
     def around_step(self, rows: int) -> AbstractContextManager:
         """What a decode step of `rows` sequences runs inside (fast.executor.RowByRow: BLAS on one thread)."""
@@ -50,9 +53,18 @@ class Plain:
         out, w = ops.reference_attention(q.reshape(n * g, t_len, dh), keys, values, window, softcap)  # [N*G, T, Dh], [N*G, T, S]
         return out.reshape(n, g, t_len, dh), (w.reshape(n, g, t_len, -1) if weights else None)
 
-    def trunk(self, model, tokens: np.ndarray, cache, positions: np.ndarray, hooks) -> np.ndarray:
-        """Embeddings and blocks: tokens [T] at positions [T] -> the residual stream after the last block [T, D]."""
-        return model.trunk(tokens, cache, positions, hooks, self)
+
+class Plan:
+    """One pass as the executor runs it: `run`, the executor for its rows, and `each_part`, which
+    runs the model's trunk over them: here as one part, on the calling thread, through the cache
+    itself (fast/executor.py's Parts cuts a long prompt into parts on threads)."""
+
+    def __init__(self, run: Plain, cache, rows: int):
+        self.run, self.cache, self.rows = run, cache, rows
+
+    def each_part(self, trunk: Callable[[object, slice], np.ndarray]) -> np.ndarray:
+        """trunk(cache, rows) -> the residual stream [t, D] of the pass's `rows` (a slice); -> [T, D]."""
+        return trunk(self.cache, slice(0, self.rows))
 
 
 PLAIN = Plain()

@@ -9,8 +9,10 @@
 A family (engine/families/) supplies what differs: `embed`, the norms, its `attention` (the
 projections and positions around the shared `attend`), its MLP's weights and activation (ops.MLP)
 and `final_norm`. Every matrix product goes through the executor `at.run` (engine/executor.py):
-the textbook one, or the fast one with its threads and blocks, which this file never sees. Every
-named site can be read or changed by a hook (engine/sites.py); without hooks nothing is called.
+the textbook one, or the fast one with its threads and blocks, which this file never sees. A pass
+asks it once how it runs (`plan`): as one part, or a long prompt's parts on threads, each through
+the trunk (embed and blocks) below. Every named site can be read or changed by a hook
+(engine/sites.py); without hooks nothing is called.
 """
 
 from __future__ import annotations
@@ -114,12 +116,13 @@ class Transformer:
         if temporaries > 1 << 26:  # reading /proc/meminfo on every decode step would cost more than it saves
             check_allocation(temporaries, f"a forward pass over {t_len:,} tokens")
         positions = cache.positions(t_len)  # [T]; PromptError if they do not fit
-        run = run.sized(t_len)
-        x = run.trunk(self, tokens, cache, positions, hooks or None)  # [T, D]
+        hooks = hooks or None
+        plan = run.plan(cfg, cache, t_len, hooks)  # the executor for T rows; one part, or a long prompt's parts on threads
+        x = plan.each_part(lambda part, rows: self.trunk(tokens[rows], part, positions[rows], hooks, plan.run))  # [T, D]
         cache.advance(positions)
         if not all_logits:
             x = x[-1:]  # [1, D]
-        return self.logits(self.final_norm(x), run)  # [T or 1, D] -> [T or 1, V]
+        return self.logits(self.final_norm(x), plan.run)  # [T or 1, D] -> [T or 1, V]
 
     def decode_batch(self, tokens: np.ndarray, cache: Cache, run: Plain = FAST, hooks: Hooks | None = None) -> np.ndarray:
         """One decode step for B sequences at the same position: tokens [B] -> next-token logits

@@ -8,7 +8,7 @@ What measurement justified, each in benchmarks/README.md:
   OpenBLAS's small-matrix kernel, half of them on a helper thread (few_rows);
 - the MLP of such a pass split by hidden units, a share on each thread, one hand-off per MLP;
 - a long prompt cut into parts, each part on its own thread through all the blocks, waiting at
-  each block for the keys and values of the part before it (split_prompt, fast/parts.py);
+  each block for the keys and values of the part before it (split_prompt, Parts, fast/parts.py);
 - quantized weights multiplied by compiled kernels on their blocks (fast/quantized.py);
 - RowByRow, the batch-invariant executor a server's decode steps use: each row's products are the
   one-row products, on blocks of weights kept in cache for all rows (each_row).
@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import ops as textbook
 from ..config import ModelConfig
-from ..executor import Plain
+from ..executor import Plain, Plan
 from ..kvcache import KVCache
 from ..quantized import Quantized
 from ..threads import ON_THIS_THREAD, new_helper, single_threaded_blas
@@ -45,10 +45,6 @@ class Fast(Plain):
         self.batch = batch
         self.helper = helper if helper is not None or workers < 2 else new_helper()
 
-    def sized(self, rows: int) -> Plain:
-        few = rows > 1 and (self.batch or (self.workers > 1 and rows <= ops.FEW_ROWS))
-        return _FewRows(self, self.helper if self.workers > 1 else ON_THIS_THREAD) if few else self
-
     def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
         y = quantized.product(x, w, self.workers) if isinstance(w, Quantized) else ops.linear(x, w)  # [T, out]
         if b is not None:
@@ -58,39 +54,18 @@ class Fast(Plain):
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
         return ops.attention(q, k, v, start, weights, window, softcap)  # grouped heads, masked square only, blocks of queries
 
-    def trunk(self, model, tokens: np.ndarray, cache, positions: np.ndarray, hooks) -> np.ndarray:
-        parts = [len(tokens)]
+    def sized(self, rows: int) -> Plain:
+        """The executor for a pass of `rows` rows in one part."""
+        few = rows > 1 and (self.batch or (self.workers > 1 and rows <= ops.FEW_ROWS))
+        return _FewRows(self, self.helper if self.workers > 1 else ON_THIS_THREAD) if few else self
+
+    def plan(self, config: ModelConfig, cache, rows: int, hooks) -> Plan:
+        """A long prompt pass (no hooks) in parts on threads, when split_prompt cuts it; else one part."""
         if hooks is None and not self.batch and isinstance(cache, KVCache):
-            parts = split_prompt(model.config, cache.length, len(tokens), self.workers)
-        if len(parts) == 1:
-            return super().trunk(model, tokens, cache, positions, hooks)
-        return self.parallel_trunk(model, tokens, cache, parts)
-
-    def parallel_trunk(self, model, tokens: np.ndarray, cache: KVCache, parts: list[int]) -> np.ndarray:
-        """A prompt pass cut into consecutive parts of `parts` tokens, each on its own thread.
-
-        Every part goes through all the blocks; at each block a part waits for the keys and values
-        of the part before it (causal attention needs nothing later). The element-wise work
-        (softmax, SiLU, norms), which NumPy does on one core, then runs on all of them, and each
-        part's matrix products on its own core. [T] -> [T, D]
-        """
-        start = cache.length
-        bounds = np.cumsum([0, *parts])  # token offsets of the parts
-        cache.reserve(start + len(tokens))  # no part ever moves the arrays another part writes into
-        relay = Relay(model.config.n_layer, start)
-        part = PartCache(cache, relay)
-
-        def run(a: int, b: int) -> np.ndarray:
-            return model.trunk(tokens[a:b], part, np.arange(start + a, start + b), None, self)  # [b-a, D]
-
-        with single_threaded_blas(), ThreadPoolExecutor(len(parts) - 1, thread_name_prefix="tfcli-part") as pool:
-            try:
-                later = [pool.submit(run, a, b) for a, b in zip(bounds[1:-1], bounds[2:])]
-                first = run(0, bounds[1])  # the first part on this thread
-                return np.concatenate([first] + [f.result() for f in later])  # [T, D]
-            except BaseException:  # an error, or Ctrl-C: the other parts stop at their next block,
-                relay.cancel()  # and leaving the pool waits for them, so no thread writes the cache after
-                raise
+            parts = split_prompt(config, cache.length, rows, self.workers)
+            if len(parts) > 1:
+                return Parts(self, cache, config.n_layer, parts)
+        return Plan(self.sized(rows), cache, rows)
 
 
 class _FewRows(Fast):
@@ -128,6 +103,35 @@ class _FewRows(Fast):
 FAST = Fast()  # one worker: the forward pass's default
 
 
+class Parts(Plan):
+    """A prompt pass cut into consecutive parts of `parts` tokens, each on its own thread.
+
+    Every part goes through all the blocks; at each block a part waits for the keys and values of
+    the part before it (causal attention needs nothing later). The element-wise work (softmax,
+    SiLU, norms), which NumPy does on one core, then runs on all of them, and each part's matrix
+    products on its own core.
+    """
+
+    def __init__(self, run: Fast, cache: KVCache, n_layer: int, parts: list[int]):
+        super().__init__(run, cache, sum(parts))
+        self.n_layer, self.parts = n_layer, parts
+
+    def each_part(self, trunk) -> np.ndarray:
+        cache = self.cache
+        bounds = np.cumsum([0, *self.parts])  # token offsets of the parts
+        cache.reserve(cache.length + self.rows)  # no part ever moves the arrays another part writes into
+        relay = Relay(self.n_layer, cache.length)
+        part = PartCache(cache, relay)
+        with single_threaded_blas(), ThreadPoolExecutor(len(self.parts) - 1, thread_name_prefix="tfcli-part") as pool:
+            try:
+                later = [pool.submit(trunk, part, slice(a, b)) for a, b in zip(bounds[1:-1], bounds[2:])]
+                first = trunk(part, slice(0, bounds[1]))  # [t, D]: the first part on this thread
+                return np.concatenate([first] + [f.result() for f in later])  # [T, D]
+            except BaseException:  # an error, or Ctrl-C: the other parts stop at their next block,
+                relay.cancel()  # and leaving the pool waits for them, so no thread writes the cache after
+                raise
+
+
 def split_prompt(cfg: ModelConfig, start: int, t_len: int, workers: int) -> list[int]:
     """How many tokens of a prompt pass each thread takes: [T] in one part, or consecutive parts
     of about equal work. A token's work is its matrix products (the same for every token) plus
@@ -159,7 +163,7 @@ class RowByRow(Fast):
         super().__init__(workers, helper)
 
     def sized(self, rows: int) -> Fast:
-        return self
+        return self  # every row on its own, whatever the rows
 
     def around_step(self, rows: int) -> AbstractContextManager:
         """BLAS on one thread when each_row's two halves are our two threads."""
