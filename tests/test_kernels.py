@@ -206,7 +206,7 @@ def test_importing_the_kernels_does_not_import_numba():
 
 def test_will_compile_is_honest(kernels, tmp_path, monkeypatch):
     assert not kernels.will_compile()  # loaded in this process
-    assert (kernels.cache_dir() / "ready").exists() or not kernels._writable(kernels.cache_dir())
+    assert (kernels.cache_dir() / "ready").exists() or not kernels.writable(kernels.cache_dir())
     monkeypatch.setenv("TFCLI_HOME", str(tmp_path))
     monkeypatch.delenv("TFCLI_KERNEL_CACHE", raising=False)  # the suite's shared cache (conftest.py): a fresh home has none
     code = "import tfcli.engine.fast.kernels as k; print(k.will_compile())"

@@ -24,14 +24,12 @@ The LLVM vector operations the kernels are built from are in llvm.py.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
-from pathlib import Path
 
 import numpy as np
 
 from ..formats import BLOCK_TYPES
+from .compiled import cache_dir, cpu_name, parallel_layer, renamed, writable
 
 prange = range  # numba's parallel loop; a plain range in Python and in the serial kernels (load() sets numba's)
 
@@ -328,81 +326,9 @@ def _signatures(types) -> dict[str, tuple]:
     }  # fmt: skip
 
 
-def home_dir() -> Path:
-    """$TFCLI_HOME, else $XDG_CACHE_HOME/tfcli, else ~/.cache/tfcli (store/registry.py's rule; the engine
-    may not import the store)."""
-    if os.environ.get("TFCLI_HOME"):
-        return Path(os.path.expanduser(os.environ["TFCLI_HOME"]))
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfcli"
-
-
-def _cpu() -> str:
-    """The CPU's name and feature flags: compiled code is for the machine that compiled it."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            lines = [ln for ln in f.read(65536).splitlines() if ln.startswith(("model name", "flags", "Features"))]
-        return "\n".join(dict.fromkeys(lines))
-    except OSError:
-        import platform
-
-        return platform.machine() + " " + platform.processor()
-
-
-def cache_dir() -> Path:
-    """<home>/kernels/<key>: one folder per version of these sources, of numba and llvmlite, and CPU, so
-    that a folder holding the `ready` marker is one whose kernels numba will load without compiling
-    (numba itself would only notice a change of kernels.py, not of llvm.py)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    key = hashlib.sha256()
-    for source in (Path(__file__), Path(__file__).with_name("llvm.py")):
-        key.update(source.read_bytes() + str(source.stat().st_mtime_ns).encode())
-    for package in ("numba", "llvmlite"):
-        try:
-            key.update(version(package).encode())
-        except PackageNotFoundError:
-            pass
-    key.update(_cpu().encode())
-    base = os.environ.get("TFCLI_KERNEL_CACHE") or home_dir() / "kernels"  # the test suite shares one across its homes
-    return Path(base) / key.hexdigest()[:16]
-
-
-def _renamed(f, name: str):
-    """The same Python function under another name (its code, globals and defaults)."""
-    import types
-
-    g = types.FunctionType(f.__code__.replace(co_name=name, co_qualname=name), f.__globals__, name, f.__defaults__)
-    g.__qualname__ = name
-    return g
-
-
-def parallel_layer(numba) -> bool:
-    """Whether numba's OpenMP threading layer loads here (libgomp). Its threads wait for the next
-    parallel loop spinning a short while before they sleep, as llama.cpp's do, so that the 200-odd
-    products of a decode step hand over in microseconds; numba's own thread pool (workqueue) sleeps
-    at once and measured slower on two threads than one. Without OpenMP, products run on one thread."""
-    try:
-        numba.config.THREADING_LAYER = "omp"
-        from numba.np.ufunc import omppool  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def will_compile() -> bool:
     """True when load() would compile: not loaded yet in this process, and no kernels cached on disk."""
     return not _compiled and not (cache_dir() / "ready").exists()
-
-
-def _writable(folder: Path) -> bool:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-        return True
-    except OSError:
-        return False
 
 
 def load() -> None:
@@ -426,7 +352,7 @@ def _compile() -> dict[str, object]:
         raise KernelsUnavailable(f"numba is not importable ({e})") from e
     llvm = intrinsics
     folder = cache_dir()
-    cached = _writable(folder)
+    cached = writable(folder)
     before = numba.config.CACHE_DIR
     numba.config.CACHE_DIR = str(folder)  # read when a function is decorated: only ours go there
     try:
@@ -441,7 +367,7 @@ def _compile() -> dict[str, object]:
                    for name in _KERNELS}  # fmt: skip
         if parallel_layer(numba):  # the same products over chunks of rows on numba's OpenMP threads
             for name in _PRODUCTS:  # under names of their own: numba's cache keys a function by its name, not its flags
-                kernels[name + "_parallel"] = numba.njit([types.void(*signatures[name])], nogil=True, cache=cached, parallel=True)(_renamed(globals()[name], name + "_parallel"))
+                kernels[name + "_parallel"] = numba.njit([types.void(*signatures[name])], nogil=True, cache=cached, parallel=True)(renamed(globals()[name], name + "_parallel"))
         kernels["_quantize_x"] = helpers["_quantize_x"]
     except Exception as e:  # a numba or LLVM failure: say it in one line, keep the NumPy path
         raise KernelsUnavailable(f"the kernels did not compile ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
@@ -449,7 +375,7 @@ def _compile() -> dict[str, object]:
         numba.config.CACHE_DIR = before
     if cached:
         try:
-            (folder / "ready").write_text(f"numba {numba.__version__}\n{_cpu()}\n", encoding="utf-8")
+            (folder / "ready").write_text(f"numba {numba.__version__}\n{cpu_name()}\n", encoding="utf-8")
         except OSError:
             pass
     return kernels
