@@ -115,6 +115,46 @@ def test_each_sample_stops_on_its_own(lm):
         assert reasons[i] == alone.stats.stop_reason
 
 
+def test_the_servers_stepping_is_the_samples_one_over_slots(lm):
+    """engine/batch.py's Batch over Slots, as tfcli serve steps it: prompts of different lengths,
+    budgets and seeds, one joining after two steps; each row's tokens are its generation's alone."""
+    from tfcli.engine.batch import Batch, Row
+    from tfcli.engine.fast.executor import RowByRow
+    from tfcli.engine.slots import Slots
+
+    prompts = [lm.tokenizer.prompt(t) for t in ("The", "Once upon a time there", "A")]
+    params = [SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=s) for s in range(3)]
+    budgets = [12, 5, 9]
+
+    def generation(i):
+        return Generation(Session(lm.model, capacity=40), lm.tokenizer, prompts[i], Sampler(params[i]), budgets[i])
+
+    batch, got, step = Batch(lm.model, Slots([]), RowByRow()), [[], [], []], 0
+    rows: dict[int, int] = {}  # id(row) -> its prompt
+
+    def join(i):
+        gen = generation(i)
+        gen.begin()
+        logits, _ = gen.session.prefill(prompts[i])  # [V]
+        row = Row(gen, logits)
+        rows[id(row)] = i
+        batch.join(row, gen.session.cache)
+
+    join(0)
+    join(1)
+    while batch.rows or step < 2:
+        if step == 2:
+            join(2)
+        for row, s in batch.draw():
+            got[rows[id(row)]].append(s.token)
+        if batch.rows:
+            batch.step()
+        step += 1
+    for i in range(3):
+        assert got[i] == [s.token for s in generation(i)], i
+    assert [len(g) for g in got] == budgets
+
+
 def _greedy(cli, *args):
     r = cli("generate", "-m", TINY_LLAMA, "The", "-n", "20", *args)
     assert r.exit_code == 0, r.stderr

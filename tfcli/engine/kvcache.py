@@ -63,6 +63,15 @@ class Cache(Protocol):
         ...
 
 
+class BatchRows(Cache, Protocol):
+    """The cache of a batch of sequences that decode together, one row each (BatchCache, Slots):
+    a row leaves it when its sequence ends (engine/batch.py, Batch)."""
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only these rows (ascending), which become rows 0..len(rows)-1."""
+        ...
+
+
 def grouped_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, n_seq: int, start: int, attention, weights: bool, **mask):
     """The queries q [B*T, H, Dh] of B sequences of T rows each (sequence 0's first) over their keys
     [B*Hkv, Dh, S] (transposed, as the caches keep them) and values [B*Hkv, S, Dh], each sequence's

@@ -9,7 +9,7 @@ its own keys, with exactly the call a single sequence makes (KVCache.attend), so
 step computes what the sequence alone computes; only the matrix products see all rows at once.
 
 A row joins the batch by running its prompt through its own cache (Session.prefill) and leaves it
-by not being listed in the next step: nothing is copied when the company changes. The products of
+by no longer being listed (`keep`): nothing is copied when the company changes. The products of
 such a step run row by row (fast/executor.py, RowByRow), so that a row's numbers never depend on
 its company.
 """
@@ -38,6 +38,15 @@ class Slots:
         if rows != len(self.caches):
             raise ValueError(f"{rows} new rows for {len(self.caches)} sequences")
         return np.array([c.positions(1)[0] for c in self.caches])  # [B]
+
+    def add(self, cache: KVCache) -> None:
+        """A sequence joins as the last row (its prompt pass filled its cache)."""
+        self.caches.append(cache)
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only these rows (ascending), which become rows 0..len(rows)-1: the others' caches
+        are simply no longer listed."""
+        self.caches = [self.caches[i] for i in rows]
 
     def advance(self, positions: np.ndarray) -> None:
         for c, p in zip(self.caches, positions):

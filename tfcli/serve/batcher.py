@@ -2,11 +2,12 @@
 
 Every request becomes a `Job` of rows (one per prompt and choice). The one thread that runs the
 model loops: it admits waiting jobs while the batch has room (each row's prompt pass fills its own
-KVCache), lets every row draw its next token from its logits with its own sampler, seed, stop
-strings and budget, and runs the rows still going as one decode step over `Slots`
-(engine/slots.py), each at its own position. A finished or cancelled row is simply not listed in
-the next step. HTTP handlers never touch the model: they submit jobs and receive `Event`s through
-the job's `emit`, which is called on this thread.
+KVCache), and steps its rows as `generate --samples` does (engine/batch.py, Batch): every row draws
+its next token from its logits with its own sampler, seed, stop strings and budget, and the rows
+still going run as one decode step over `Slots` (engine/slots.py), each at its own position. A
+finished or cancelled row leaves the batch: it is not listed in the next step. HTTP handlers never
+touch the model: they submit jobs and receive `Event`s through the job's `emit`, which is called on
+this thread.
 
 The waiting line is bounded: a job that finds it full is refused at once (`Busy`, a 503), so that
 a burst is answered, never left to hang.
@@ -24,13 +25,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tfcli.engine import batch
 from tfcli.engine.errors import TfcliError
-from tfcli.engine.fast.executor import Fast
+from tfcli.engine.fast.executor import Fast, RowByRow
 from tfcli.engine.generate import Generation, Session
+from tfcli.engine.kvcache import KVCache
 from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.engine.score import log_softmax
-from tfcli.engine.fast.executor import RowByRow
 from tfcli.engine.slots import Slots
 
 log = logging.getLogger("tfcli.serve")
@@ -106,13 +108,12 @@ class Job:
         return len(self.prompts) * self.n if self.max_tokens > 0 else 0
 
 
-@dataclass
-class Row:
+@dataclass(eq=False)
+class Row(batch.Row):
+    """A row of the batch (its generation and logits) and the job and choice it answers."""
+
     job: Job
     choice: int
-    gen: Generation
-    cache: object  # its KVCache
-    logits: np.ndarray  # [V] what the next token is drawn from
 
 
 @dataclass
@@ -127,16 +128,20 @@ class Batcher:
         self.max_rows, self.queue = max_rows, queue
         self.run = Fast(workers)  # prompt passes; its helper thread, if any, is shared with the steps
         # invariant: each row's numbers those of the sequence alone, whatever its company (fast.executor.RowByRow)
-        self.step_run = RowByRow(workers, self.run.helper) if invariant else Fast(workers, self.run.helper, batch=True)
+        step_run = RowByRow(workers, self.run.helper) if invariant else Fast(workers, self.run.helper, batch=True)
+        self.batch = batch.Batch(self.model, Slots([]), step_run)  # the rows decoding, each through its own KVCache
         self.workers = workers
         self.waiting: deque[Job] = deque()
         self.calls: deque[Call] = deque()
-        self.rows: list[Row] = []
         self.filling: deque[tuple[Job, Iterator[None]]] = deque()  # admitted jobs whose prompts are being run, a part per turn
         self.changed = threading.Condition()
         self.stopping = False
         self.steps = 0  # decode steps run (for tests and the benchmark)
         self.thread = threading.Thread(target=self._loop, name="tfcli-engine", daemon=True)
+
+    @property
+    def rows(self) -> list[Row]:
+        return self.batch.rows
 
     def start(self) -> None:
         self.thread.start()
@@ -208,7 +213,7 @@ class Batcher:
             self.filling = deque(f for f in self.filling if not f[0].cancelled)
             if self.filling:  # one part of one prompt, then a decode step: a long prompt does not stall the others
                 self._guarded([self.filling[0][0]], self._fill)
-            self.rows = [r for r in self.rows if not r.job.cancelled]  # a client that left frees its rows now
+            self.batch.keep(lambda r: not r.job.cancelled)  # a client that left frees its rows now
             if self.rows:
                 self._guarded({id(r.job): r.job for r in self.rows}.values(), self._step)
 
@@ -224,7 +229,7 @@ class Batcher:
 
     def _fail(self, jobs, event: Failed) -> None:
         failed = {id(j) for j in jobs}
-        self.rows = [r for r in self.rows if id(r.job) not in failed]
+        self.batch.keep(lambda r: id(r.job) not in failed)
         self.filling = deque(f for f in self.filling if id(f[0]) not in failed)
         for j in jobs:
             j.cancelled = True
@@ -241,7 +246,7 @@ class Batcher:
         """The prompt passes of a job's rows, a part of at most PROMPT_CHUNK tokens per turn (it
         yields between two parts): each prompt once, its cache copied for each choice."""
         model, tok = self.model, self.lm.tokenizer
-        new: list[Row] = []
+        new: list[tuple[Row, KVCache]] = []  # each row and its own cache
         for p, ids in enumerate(job.prompts):
             if p:
                 yield
@@ -263,9 +268,10 @@ class Batcher:
                 cache = session.cache if j == 0 else session.cache.copy()
                 gen = Generation(session, tok, ids, Sampler(job.params[i]), job.max_tokens, stop=job.stop, eos_ids=job.eos_ids)
                 gen.begin()
-                new.append(Row(job, i, gen, cache, logits))
+                new.append((Row(gen=gen, logits=logits, job=job, choice=i), cache))
         job.open_rows = len(new)
-        self.rows.extend(new)
+        for row, cache in new:
+            self.batch.join(row, cache)
         if not new:
             job.emit(Finished())
 
@@ -291,25 +297,16 @@ class Batcher:
         return last, out
 
     def _step(self) -> None:
-        """Each row draws a token; the rows still going run one decode step together."""
-        going: list[Row] = []
-        for r in self.rows:
-            step = r.gen.take(r.logits)
+        """Each row draws a token (a finished row leaves); the rows still going run one decode step together."""
+        for r, step in self.batch.draw():
             lp = _token_logprob(log_softmax(r.logits[None])[0], step.token, r.job.logprobs) if r.job.logprobs is not None else None
             r.job.emit(Token(r.choice, step.token, step.text, lp))
             reason = r.gen.stats.stop_reason
             if reason:
                 self._close(r, "length" if reason == "max tokens" else "stop")
-            else:
-                going.append(r)
-        self.rows = going
-        if going:
-            tokens = np.array([r.gen.history[-1] for r in going])  # [B]
-            with self.step_run.around_step(len(going)):
-                logits = self.model.forward(tokens, Slots([r.cache for r in going]), all_logits=True, run=self.step_run)  # [B, V]
+        if self.batch.rows:
+            self.batch.step()
             self.steps += 1
-            for r, row in zip(going, logits):
-                r.logits = row
 
     def _close(self, r: Row, reason: str) -> None:
         r.job.emit(Done(r.choice, reason, r.gen.stats.new_tokens))
@@ -324,7 +321,7 @@ class Batcher:
                 if tail:
                     r.job.emit(Token(r.choice, -1, tail, None))
                 self._close(r, "abort")
-        self.rows = []
+        self.batch.keep(lambda r: False)
         for job in [job for job, _ in self.filling] + list(self.waiting):
             job.emit(Failed("the server is stopping", 503))
             job.emit(Finished())
