@@ -7,7 +7,8 @@ weights while it is in cache, BLAS on one thread and half of the blocks on a hel
 default of `tfcli serve`). Prints ms per step (median and range), the ratio of 4 and 8 rows to 1,
 and whether each row's logits equal, bit for bit, those of its sequence decoding alone.
 
-    python benchmarks/batch_step.py smollm2 --repeats 12
+    python benchmarks/batch_step.py -m smollm2 --repeats 12
+    python benchmarks/batch_step.py -m /work/files/SmolLM2-135M-Instruct.Q4_1.gguf
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ ROWS = (1, 4, 8)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", nargs="?", default="smollm2")
+    ap.add_argument("name", nargs="?", default="smollm2", help="a model name, folder or GGUF file (or -m)")
+    ap.add_argument("-m", "--model", default=None, help="a model name, folder or GGUF file, e.g. -m FILE.gguf")
     ap.add_argument("--repeats", type=int, default=12)
     args = ap.parse_args()
+    args.model = args.model or args.name
     set_blas_threads(2)
     lm = load(args.model)
     model = lm.model

@@ -7,7 +7,8 @@ answer. The clients share the server's decode steps, so C requests cost far less
 one: the ratio time(C) / time(1) is what this prints (issue 25's target: 4 clients in at most
 about 1.6x the time of one), with the aggregate new tokens per second.
 
-    python benchmarks/serve.py smollm2 --rounds 3 --new-tokens 64
+    python benchmarks/serve.py -m smollm2 --rounds 3 --new-tokens 64
+    python benchmarks/serve.py -m /work/files/SmolLM2-135M-Instruct.Q4_1.gguf --clients 1,4
 """
 
 from __future__ import annotations
@@ -50,13 +51,15 @@ def round_of(url: str, clients: int, new: int) -> tuple[float, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", nargs="?", default="smollm2")
+    ap.add_argument("name", nargs="?", default="smollm2", help="a model name, folder or GGUF file (or -m)")
+    ap.add_argument("-m", "--model", default=None, help="a model name, folder or GGUF file, e.g. -m FILE.gguf")
     ap.add_argument("--clients", default="1,4,8")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--serve-option", action="append", default=[], help="passed on to tfcli serve (repeatable), e.g. --serve-option=--no-batch-invariant")
     args = ap.parse_args()
+    args.model = args.model or args.name
     counts = [int(c) for c in args.clients.split(",")]
     port = free_port()
     cmd = [sys.executable, "-m", "tfcli", "serve", "-m", args.model, "--port", str(port), "--parallel", str(max(counts))]
