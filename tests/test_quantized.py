@@ -289,3 +289,40 @@ def test_the_first_run_lines_fit_the_width(cli, mixed_gguf, monkeypatch):
     said = " ".join(r.stderr.split())
     assert "runs in place" in said and "compiling the quantized kernels (once for this machine" in said, r.stderr
     assert too_wide("\n".join(line for line in r.stderr.splitlines() if "tok/s" not in line), 60) == [], r.stderr
+
+
+def test_a_kernel_pass_on_two_workers_runs_blas_on_one_thread(monkeypatch, in_place, mixed_folder):
+    """The compiled kernels' threads and BLAS's follow one policy: in a few-row pass of a quantized
+    model on two workers, the kernels have the cores and BLAS (attention's products) runs on one
+    thread, back to its setting afterwards; a float32 model's pass keeps BLAS's threads."""
+    from threadpoolctl import threadpool_limits
+
+    from tfcli.engine import threads
+    from tfcli.engine.fast.executor import Fast
+
+    def blas_threads() -> int:  # of the BLAS libraries NumPy had loaded when tfcli first looked (numba may load SciPy's later)
+        return max(c.num_threads for c in threads._blas_controller().lib_controllers if c.user_api == "blas")
+
+    seen: list[int] = []
+    real = Fast.attention
+    monkeypatch.setattr(Fast, "attention", lambda self, *a, **k: seen.append(blas_threads()) or real(self, *a, **k))
+    for model, quantized in ((load_folder(mixed_folder).model, False), (in_place.model, True)):
+        assert model.holds_blocks == quantized
+        seen.clear()
+        with threadpool_limits(2, user_api="blas"):
+            outside = blas_threads()
+            model.forward(np.array([1, 2, 3]), model.new_cache(8), run=Fast(2))
+            model.forward(np.array([4]), model.new_cache(8), run=Fast(2))
+            assert blas_threads() == outside
+        assert seen and set(seen) == ({1} if quantized else {outside}), (quantized, seen)
+
+
+def test_quantizing_a_loaded_model_makes_it_hold_blocks():
+    from conftest import TINY_LLAMA
+
+    from tfcli.engine.quantized import quantize_weights
+
+    lm = load_folder(TINY_LLAMA)
+    assert not lm.model.holds_blocks  # asked before quantizing: quantize_weights makes it ask again
+    quantize_weights(lm.model, "q8_0")
+    assert lm.model.holds_blocks == lm.model.quantized()

@@ -99,6 +99,14 @@ class Transformer:
         """Whether any matrix is kept quantized (a GGUF run in place)."""
         return any(isinstance(w, Quantized) for w in self.weights())
 
+    _blocks: bool | None = None  # quantized(), remembered for the passes (quantize_weights forgets it)
+
+    @property
+    def holds_blocks(self) -> bool:
+        if self._blocks is None:
+            self._blocks = self.quantized()
+        return self._blocks
+
     def new_cache(self, capacity: int | None = None) -> KVCache:
         """A cache for `capacity` positions (default: the whole context)."""
         return KVCache(self.config, capacity or self.config.n_ctx)
@@ -117,7 +125,7 @@ class Transformer:
             check_allocation(temporaries, f"a forward pass over {t_len:,} tokens")
         positions = cache.positions(t_len)  # [T]; PromptError if they do not fit
         hooks = hooks or None
-        plan = run.plan(cfg, cache, t_len, hooks)  # the executor for T rows; one part, or a long prompt's parts on threads
+        plan = run.plan(cfg, cache, t_len, hooks, self.holds_blocks)  # the executor for T rows; one part, or a long prompt's parts on threads
         x = plan.each_part(lambda part, rows: self.trunk(tokens[rows], part, positions[rows], hooks, plan.run))  # [T, D]
         cache.advance(positions)
         if not all_logits:
