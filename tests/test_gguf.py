@@ -622,8 +622,9 @@ def test_a_gguf_given_as_model_runs_in_place_with_an_index_in_the_cache(cli, mix
     """-m FILE.gguf runs the file in place (store/gguf/cached.py): its config, tokenizer and
     tensor index go into the cache on first use, saying where; no weights are copied there."""
     r = cli("generate", "-m", mixed_gguf, "hi", "-n", "3", "-t", "0")
-    assert r.exit_code == 0 and "runs in place" in r.stderr and "kept in the cache as" in r.stderr, r.stderr
-    entry = Path(r.stderr.split("kept in the cache as ")[1].split(" (")[1].split(")")[0])
+    said = " ".join(r.stderr.split())  # prose, wrapped to the width: a path on a line of its own when it does not fit
+    assert r.exit_code == 0 and "runs in place" in said and "kept in the cache as" in said, r.stderr
+    entry = Path(said.split("kept in the cache as ")[1].split(" (")[1].split(")")[0])
     held = sum(f.stat().st_size for f in entry.iterdir())
     assert not (entry / "model.safetensors").exists() and held < 200_000, sorted(f.name for f in entry.iterdir())
 

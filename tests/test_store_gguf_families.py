@@ -107,7 +107,7 @@ def test_a_gguf_file_runs_directly_indexed_once_into_the_cache(cli, tmp_path):
     path = write_qwen3_gguf(tmp_path / "hf", tmp_path / "Tiny Qwen3.gguf")
     first = cli("generate", "-m", path, "Hello", "-n", "4", "-t", "0")
     assert first.exit_code == 0, first.stderr
-    assert "Tiny Qwen3.gguf runs in place; its config, tokenizer and tensor index are kept in the cache as Tiny-Qwen3-" in first.stderr
+    assert "Tiny Qwen3.gguf runs in place; its config, tokenizer and tensor index are kept in the cache as Tiny-Qwen3-" in " ".join(first.stderr.split())
     name = next(word for word in first.stderr.split() if word.startswith("Tiny-Qwen3-"))
     import tfcli.store.gguf.cached as cached
 
