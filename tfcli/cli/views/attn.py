@@ -179,8 +179,8 @@ def _demo_meaning(ex, say) -> None:
         f"\nc_{t} = Σ_i w_{t}i x_i = {_vec(c)}：{tokens[t]!r} 现在主要携带 {top!r} 的信息（占它权重的 {w[t].max():.0%}）。"
         f"如果没有遮罩，来自未来的 {future!r} 会拿走 {leak[t + 1:].max():.0%}：训练时模型就会读到它要预测的答案。",
     )
-    say("[dim]In a model, q, k and the values come from learned matrices (x W_Q, x W_K, x W_V); see 'tfcli attn TEXT' for real weights.[/]",
-        "[dim]在模型中，q、k 和值来自学到的矩阵（x W_Q、x W_K、x W_V）；真实的权重见 'tfcli attn TEXT'。[/]")
+    say("[dim]In a model, q, k and the values come from learned matrices (x·W_Q, x·W_K, x·W_V); see 'tfcli attn TEXT' for real weights.[/]",
+        "[dim]在模型中，q、k 和值来自学到的矩阵（x·W_Q、x·W_K、x·W_V）；真实的权重见 'tfcli attn TEXT'。[/]")
 
 
 # --- masks ------------------------------------------------------------------------------------

@@ -122,7 +122,7 @@ def top_of(values: np.ndarray) -> float:
 
 
 def ranked(items: list[tuple[str, float]], fmt: str = "{:+.3f}") -> str:
-    return ", ".join(f"{name} {number(v, fmt).strip()}" for name, v in items)
+    return ", ".join(f"{name} ({number(v, fmt).strip()})" for name, v in items)  # the value in brackets: a line that breaks between them still pairs them
 
 
 def write_pictures(png, svg, heading: str, title: str, values: np.ndarray, row_labels: list[str], col_labels: list[str], top: float,
