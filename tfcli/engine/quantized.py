@@ -65,6 +65,7 @@ class Quantized:
     def __init__(self, parts: tuple[Part, ...], cols: int, transposed: bool = False):
         self.parts, self.cols, self.transposed = parts, cols, transposed
         self.n_rows = sum(p.rows for p in parts)
+        self.types = frozenset(p.type_id for p in parts)  # the block types of its parts
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -72,12 +72,17 @@ def product(x: np.ndarray, w: Quantized, threads: int = 1) -> np.ndarray:
     """x [T, K] @ w [K, N] (w: a family's [in, out] weight, stored as N quantized rows) -> [T, N],
     the weight rows shared among `threads` threads (kernels.product)."""
     k = _kernels()
-    if k is None or any(p.type_id not in k.SUPPORTED for p in w.parts):
+    if k is None or not k.SUPPORTED.issuperset(w.types):
         return textbook_product(x, w)
-    x = np.ascontiguousarray(x, dtype=np.float32)  # [T, K]
+    if x.dtype != np.float32 or not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x, dtype=np.float32)  # [T, K]
     if x.shape[0] > FEW_ROWS:
         return _tiled(k, x, w)
     y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
+    if len(w.parts) == 1 and w.parts[0].order is None:  # most matrices: one type, stored in the model's order
+        p = w.parts[0]
+        k.product(x, p.data, p.type_id, y, 0, w.n_rows, threads)
+        return y
     first = 0
     for p in w.parts:
         out = y[:, first : first + p.rows] if p.order is None else np.empty((x.shape[0], p.rows), dtype=np.float32)  # [T, n]
