@@ -105,6 +105,17 @@ def assert_f32_close(actual, expected, steps: float = 8, floor: float | None = N
     np.testing.assert_allclose(actual, expected, rtol=steps * EPS32, atol=steps * EPS32 * floor)
 
 
+def run_without_references(code: str) -> None:
+    """Run Python `code` in a fresh interpreter where torch, transformers and gguf-py cannot be
+    imported (the test-only references tfcli must never need at run time); fail with its stderr."""
+    import subprocess
+    import sys
+
+    blocked = "import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; sys.modules['gguf'] = None\n"
+    r = subprocess.run([sys.executable, "-c", blocked + code], capture_output=True, text=True, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+
+
 def assert_f32_near(actual, expected, steps: float = 24) -> None:
     """Equal within `steps` float32 steps of the largest |expected| (|a - e| <= steps * eps32 * max|e|).
 

@@ -360,13 +360,6 @@ def test_existing_direction_unchanged(cli, ggufs, tmp_path):
 
 
 def test_writing_never_needs_torch_transformers_or_gguf(llama, tmp_path):
-    import os
-    import subprocess
-    import sys
+    from conftest import run_without_references
 
-    code = (
-        "import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; sys.modules['gguf'] = None\n"
-        f"from tfcli.store.gguf.write import write_gguf; write_gguf({str(llama[0])!r}, {str(tmp_path / 'x.gguf')!r}, 'q4_0')"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
-    assert r.returncode == 0, r.stderr
+    run_without_references(f"from tfcli.store.gguf.write import write_gguf; write_gguf({str(llama[0])!r}, {str(tmp_path / 'x.gguf')!r}, 'q4_0')")

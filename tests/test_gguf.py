@@ -5,7 +5,6 @@ llama.cpp's convert_hf_to_gguf.py permutes them), checked against transformers."
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -630,15 +629,9 @@ def test_a_gguf_given_as_model_runs_in_place_with_an_index_in_the_cache(cli, mix
 
 
 def test_convert_never_needs_torch_or_transformers(mixed_gguf, tmp_path):
-    import subprocess
-    import sys
+    from conftest import run_without_references
 
-    code = (
-        "import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; sys.modules['gguf'] = None\n"
-        f"from tfcli.store.gguf import convert; convert({str(mixed_gguf)!r}, {str(tmp_path / 'o')!r})"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
-    assert r.returncode == 0, r.stderr
+    run_without_references(f"from tfcli.store.gguf import convert; convert({str(mixed_gguf)!r}, {str(tmp_path / 'o')!r})")
 
 
 # --- the test GGUFs themselves, read by transformers -------------------------------------------------
