@@ -255,3 +255,42 @@ def test_commands_without_a_quantized_product_never_import_numba(args, tmp_path)
     code = f"import sys, runpy; sys.argv = ['tfcli', *{args!r}]\ntry:\n    runpy.run_module('tfcli', run_name='__main__')\nexcept SystemExit:\n    pass\nassert 'numba' not in sys.modules and 'tfcli.engine.fast.kernels' not in sys.modules, sorted(m for m in sys.modules if 'numba' in m or 'kernels' in m)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**__import__("os").environ, "TFCLI_HOME": str(tmp_path)})
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("features", [["avx2"], []], ids=["avx2", "generic"])
+def test_other_cpus_compute_the_same_bits(kernels, features, tmp_path):
+    """vpmaddwd is asked for by name on AVX-512 (llvm._madd), as two halves on AVX2, and written as
+    the generic even/odd pattern elsewhere: kernels compiled as for those CPUs (in a process of
+    their own, cached apart) give this machine's products bit for bit, 1 and 5 rows of x."""
+    import json
+    import os
+
+    rng = np.random.default_rng(700)
+    cases = {}
+    for t in QUANTIZED:
+        n, k = 40, row_length(t, 2)
+        rows, x = random_rows(t, n, k, rng), rng.standard_normal((5, k)).astype(np.float32)
+        np.save(tmp_path / f"rows{t}.npy", rows), np.save(tmp_path / f"x{t}.npy", x)
+        cases[t] = [np.empty((T, n), np.float32) for T in (1, 5)]
+        for out in cases[t]:
+            kernels.product(x[: len(out)], rows, t, out, 0, n)
+    code = (
+        "import json, sys, numpy as np\n"
+        "from tfcli.engine.fast import llvm, kernels\n"
+        f"llvm._FEATURES = frozenset({features!r})\n"
+        "kernels.load()\n"
+        f"folder = {str(tmp_path)!r}\n"
+        f"for t in {QUANTIZED!r}:\n"
+        "    rows, x = np.load(f'{folder}/rows{t}.npy'), np.load(f'{folder}/x{t}.npy')\n"
+        "    for T in (1, 5):\n"
+        "        out = np.empty((T, len(rows)), np.float32)\n"
+        "        kernels.product(np.ascontiguousarray(x[:T]), rows, t, out, 0, len(rows))\n"
+        "        np.save(f'{folder}/out{t}-{T}.npy', out)\n"
+    )
+    env = dict(os.environ, TFCLI_KERNEL_CACHE=str(tmp_path / "kernels"))  # not this CPU's cached machine code
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for t, outs in cases.items():
+        for out in outs:
+            other = np.load(tmp_path / f"out{t}-{len(out)}.npy")
+            assert np.array_equal(other, out, equal_nan=True), (name(t), len(out), json.dumps(features))
