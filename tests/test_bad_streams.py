@@ -200,11 +200,11 @@ def test_ctrl_c_exits_130_keeping_the_text_and_the_statistics(tmp_path, long_con
 def test_ctrl_c_during_a_two_thread_batch_exits_130_at_once(tmp_path, long_context_gpt2):
     """--samples on two threads: the helper thread finishes its half and the process exits 130."""
     p = subprocess.Popen(
-        tfcli_command("generate", "-m", long_context_gpt2, "Once upon a time", "-n", "4000", "--samples", "3", "--threads", "2", "--seed", "1"),
+        tfcli_command("generate", "-m", long_context_gpt2, "Once upon a time", "-n", "4000", "--samples", "8", "--threads", "2", "--seed", "1"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env(tmp_path), cwd=ROOT,
     )  # fmt: skip
     try:
-        time.sleep(4)  # loaded, and decoding the batch
+        time.sleep(2)  # loaded (0.05 s), and decoding the batch: 8 x 4,000 tokens take about 8 s on 2 cores (3 took 3.7 s, finishing before the signal)
         assert p.poll() is None, "the batch ended before the signal"
         p.send_signal(signal.SIGINT)
         sent = time.monotonic()
