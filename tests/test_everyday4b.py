@@ -136,6 +136,11 @@ def test_models_says_a_gguf_entry_is_not_pulled(cli, tmp_path):
     entry = next(m for n, m in rows.items() if n.startswith("tiny-mixed"))
     assert entry["kind"] == "pulled" and entry["gguf_file"] == str(gguf.resolve())  # the kind programs read is kept
     assert rows["shakespeare"]["gguf_file"] is None
+    r = cli("show", gguf)  # show labels it as models does
+    assert r.exit_code == 0 and "(gguf)" in r.stdout and "(pulled)" not in r.stdout, r.stdout
+    shown = json.loads(cli("show", gguf, "--json").stdout)
+    assert shown["kind"] == "pulled" and shown["gguf_file"] == str(gguf.resolve())
+    assert json.loads(cli("show", "shakespeare", "--json").stdout)["gguf_file"] is None
 
 
 # --- train --png: the last step's label under the curve's end ------------------------------------

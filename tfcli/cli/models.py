@@ -78,7 +78,7 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
 
     row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": None, "family": None, "shape": None, "about": "", "path": str(folder), "gguf_file": None, "problems": []}
     if kind == "pulled":
-        row["gguf_file"] = _gguf_file(folder)
+        row["gguf_file"] = gguf_file(folder)
         row["problems"] = cache_problems(folder, full=verify)
         if verify:
             row["verified"] = not row["problems"] and (folder / MANIFEST_NAME).is_file()
@@ -98,7 +98,7 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
     return row
 
 
-def _gguf_file(folder: Path) -> str | None:
+def gguf_file(folder: Path) -> str | None:
     """The GGUF file a cache entry runs in place when `-m FILE.gguf` made it (its index names a
     file outside the folder); None for a pulled model, whose file is inside, or no index at all."""
     from tfcli.engine.errors import TfcliError

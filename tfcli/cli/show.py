@@ -85,6 +85,7 @@ def _folder(name: str, kind: str, folder: Path, verify: bool) -> dict[str, Any]:
     from tfcli.store.manifest import MANIFEST_NAME, _read, quick_check, verify_manifest
 
     from .json import model_shape
+    from .models import gguf_file
 
     cfg = load_config(folder / "config.json")
     tensors = open_tensors(folder)
@@ -125,6 +126,7 @@ def _folder(name: str, kind: str, folder: Path, verify: bool) -> dict[str, Any]:
         "weights": _weights(tensors),
         "in_cache": kind == "pulled", "manifest": MANIFEST_NAME if manifest is not None else None,
         "removable": kind == "pulled" and not (registry.shipped_dir() / name).is_dir(),
+        "gguf_file": gguf_file(folder) if kind == "pulled" else None,  # made by -m FILE.gguf: the file it runs in place (as models --json)
     }  # fmt: skip
 
 
@@ -211,7 +213,7 @@ def _render(r: dict[str, Any], template: bool) -> None:
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     s = r["shape"]
-    table.add_row("model", f"[bold cyan]{escape(r['model'])}[/] ({r['kind']})")
+    table.add_row("model", f"[bold cyan]{escape(r['model'])}[/] ({'gguf' if r.get('gguf_file') else r['kind']})")  # as models labels it
     if r["path"]:
         table.add_row("path", escape(r["path"]))
     else:
