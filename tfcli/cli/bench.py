@@ -82,7 +82,7 @@ def _sizes(engine_bench, n_ctx: int, prompt_tokens: str | None, new_tokens: int 
 
 
 def _formats(folder) -> str:
-    """The weights' formats and the bytes of each, as a run holds them ('Q4_1 66.4 MB, Q8_0 30.1 MB')."""
+    """The weights' formats and the bytes of each, as a run holds them ('Q4_1 66.4 MB', 'Q8_0 30.1 MB', a line each)."""
     from tfcli.engine.checkpoint import open_tensors
     from tfcli.numbers import size
 
@@ -90,7 +90,7 @@ def _formats(folder) -> str:
 
     w = _weights(open_tensors(folder))
     if w["in_place"]:  # a GGUF: its blocks, as the file has them
-        return ", ".join(f"{g['format']} {size(g['bytes'])}" for g in w["formats"])
+        return "\n".join(f"{g['format']} {size(g['bytes'])}" for g in w["formats"])  # a format a line: never a number apart from its unit
     return f"F32 {size(w['held_bytes'])} (stored as {', '.join(g['format'] for g in w['formats'])})"
 
 
@@ -107,7 +107,7 @@ def _render(name: str, n_threads: int, r, new_tokens: int, runs: int, fraction: 
     t.add_row(f"decode, {new_tokens} tokens (median of {runs})", f"{r.decode_tps:,.1f} tok/s")
     from tfcli.numbers import size
 
-    t.add_row("peak memory", f"{size(r.peak_rss)}  (weights {size(r.weight_bytes)}, KV cache {size(r.kv_bytes)})")
+    t.add_row("peak memory", f"{size(r.peak_rss)}\n(weights {size(r.weight_bytes)}, KV cache {size(r.kv_bytes)})")
     t.add_row("weights as held", formats)
     t.add_row("memory read bandwidth", f"{size(r.bandwidth)}/s")
     t.add_row("decode ceiling = weights / bandwidth", f"{r.ceiling_tps:,.1f} tok/s")
