@@ -96,7 +96,7 @@ def _header(report: dict, say: _Say) -> None:
         NORMS[s["norm"]].label + (f"，每个块 {s['norms_per_block']} 个" if s["norms_per_block"] != 2 else ""),
         *(["Q/K 归一化"] if s["qk_norm"] else []),
         {"learned": "学到的位置表", "rope": "RoPE 位置编码"}.get(s["positions"], POSITIONS[s["positions"]].label),
-        _biases_zh(s),
+        _biases(s, zh=True),
         "嵌入与反嵌入共享权重" if s["tied"] else "嵌入与反嵌入不共享权重",
     ]
     _items(say, style, style_zh, "dim")
@@ -119,25 +119,22 @@ def _items(say: _Say, en: list[str], zh: list[str], style: str = "") -> None:
         out.print(escape(line), style=style or None)
 
 
-def _biases(s: dict) -> str:
-    """Which projections have biases: all, none, or which (Qwen2: Q, K and V only)."""
+# The words of _biases, English and Chinese: all biases, attention (Q/K/V and output), Q/K/V only, output only, MLP, the joiner, "... biases", none
+_BIAS_WORDS = {False: ("biases", "attention", "Q/K/V", "attention output", "MLP", " and ", "{} biases", "no biases"),
+               True: ("有偏置", "注意力", "Q/K/V", "注意力输出", "MLP", "和", "{}有偏置", "无偏置")}  # fmt: skip
+
+
+def _biases(s: dict, zh: bool = False) -> str:
+    """Which projections have biases: all, none, or which (Qwen2: Q, K and V only); in Chinese with `zh`."""
+    every, attention, qkv, output, mlp, joiner, some, none = _BIAS_WORDS[zh]
     if s["qkv_bias"] and s["o_bias"] and s["mlp_bias"]:
-        return "biases"
-    parts = ["attention" if s["o_bias"] else "Q/K/V"] if s["qkv_bias"] else ["attention output"] if s["o_bias"] else []
-    parts += ["MLP"] if s["mlp_bias"] else []
-    return " and ".join(parts) + " biases" if parts else "no biases"
+        return every
+    parts = [attention if s["o_bias"] else qkv] if s["qkv_bias"] else [output] if s["o_bias"] else []
+    parts += [mlp] if s["mlp_bias"] else []
+    return some.format(joiner.join(parts)) if parts else none
 
 
 _HEADERS_ZH = {"formula": "公式", "parameters": "参数"}
-
-
-def _biases_zh(s: dict) -> str:
-    """_biases in Chinese."""
-    if s["qkv_bias"] and s["o_bias"] and s["mlp_bias"]:
-        return "有偏置"
-    parts = ["注意力" if s["o_bias"] else "Q/K/V"] if s["qkv_bias"] else ["注意力输出"] if s["o_bias"] else []
-    parts += ["MLP"] if s["mlp_bias"] else []
-    return "和".join(parts) + "有偏置" if parts else "无偏置"
 
 
 def _table(title: str, *columns: tuple[str, dict], say: _Say | None = None):
