@@ -172,16 +172,16 @@ def _dot_rows(x, w, out, n):
 # --- the kernels: product (x @ W[lo:hi].T into out[:, lo:hi]) and dequantize (W[lo:hi] into out[lo:hi]) ---
 
 
-def _product_blocks32(x, rows, kind, nbytes, out, lo, hi, chunks):
+def _product_blocks32(x, rows, kind, out, lo, hi, chunks):
     T, K = x.shape
     xq, xd, xs = _quantize_x(x, 32, 32)  # [T*K] int16, [T, K/32] float32, [T, K/32] int32: once for all rows
     xm = xd * xs.astype(np.float32)  # [T, K/32]: x's block sums, scaled, for the minimum term
     size = _chunk(lo, hi, chunks)
     for c in prange(chunks):  # parallel: one chunk of weight rows a thread (serial: one after another)
-        _rows_blocks32(xq, xd, xm, rows, kind, nbytes, out, lo + c * size, min(hi, lo + (c + 1) * size))
+        _rows_blocks32(xq, xd, xm, rows, kind, out, lo + c * size, min(hi, lo + (c + 1) * size))
 
 
-def _rows_blocks32(xq, xd, xm, rows, kind, nbytes, out, lo, hi):
+def _rows_blocks32(xq, xd, xm, rows, kind, out, lo, hi):
     T, nb = xd.shape
     K = 32 * nb
     rb = rows.shape[1]
@@ -220,14 +220,14 @@ def _chunk(lo, hi, chunks):
     return ((hi - lo + chunks - 1) // chunks + 15) // 16 * 16
 
 
-def _product_k(x, rows, kind, nbytes, out, lo, hi, chunks):
+def _product_k(x, rows, kind, out, lo, hi, chunks):
     xq, xd, xs = _quantize_x(x, 256, 16)  # [T*K] int16, [T, K/256] float32, [T, K/16] int32: once for all rows
     size = _chunk(lo, hi, chunks)
     for c in prange(chunks):
-        _rows_k(xq, xd, xs, rows, kind, nbytes, out, lo + c * size, min(hi, lo + (c + 1) * size))
+        _rows_k(xq, xd, xs, rows, kind, out, lo + c * size, min(hi, lo + (c + 1) * size))
 
 
-def _rows_k(xq, xd, xs, rows, kind, nbytes, out, lo, hi):
+def _rows_k(xq, xd, xs, rows, kind, out, lo, hi):
     T, ns = xd.shape
     K = 256 * ns
     rb = rows.shape[1]
@@ -319,7 +319,7 @@ def _signatures(types) -> dict[str, tuple]:
 
     x, rows, rows_f32, out, i = read_only(types.float32), read_only(types.uint8), read_only(types.float32), types.float32[:, :], types.intp
     return {
-        "_product_blocks32": (x, rows, i, i, out, i, i, i), "_product_k": (x, rows, i, i, out, i, i, i),
+        "_product_blocks32": (x, rows, i, out, i, i, i), "_product_k": (x, rows, i, out, i, i, i),
         "_product_f32": (x, rows_f32, out, i, i, i), "_product_f16": (x, rows, i, out, i, i, i),
         "_dequantize_blocks32": (rows, i, i, out, i, i), "_dequantize_k": (rows, i, i, out, i, i),
         "_dequantize_f16": (rows, i, out, i, i),
@@ -391,9 +391,9 @@ def product(x: np.ndarray, rows: np.ndarray, type_id: int, out: np.ndarray, lo: 
     chunks = threads if threads > 1 and hi - lo >= 32 * threads and "_product_f32_parallel" in k else 1
     suffix = "_parallel" if chunks > 1 else ""
     if type_id in BLOCKS32:
-        k["_product_blocks32" + suffix](x, rows, type_id, BLOCK_TYPES[type_id].nbytes, out, lo, hi, chunks)
+        k["_product_blocks32" + suffix](x, rows, type_id, out, lo, hi, chunks)  # the kernels know each type's block size
     elif type_id in K_QUANTS:
-        k["_product_k" + suffix](x, rows, type_id, BLOCK_TYPES[type_id].nbytes, out, lo, hi, chunks)
+        k["_product_k" + suffix](x, rows, type_id, out, lo, hi, chunks)
     elif type_id == F32:
         k["_product_f32" + suffix](x, rows.view(np.float32) if rows.dtype == np.uint8 else rows, out, lo, hi, chunks)
     elif type_id in FLOATS:

@@ -26,6 +26,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ..formats import BLOCK_TYPES
+
 I8, I16, I32, F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
 intp = types.intp
 
@@ -249,8 +251,8 @@ def _dot_blocks32(kind: int, rows: int):
     xd[ixd + r nb], xm = dx sum(qx) (kernels._product_blocks32). A block's 16 int32 pair sums
     (vpmaddwd) are scaled in 16 float lanes with one fma, summed across lanes once at the end in
     a fixed order: row r's result is the same bits whatever `rows` is. kind: a block type id."""
-    nbytes = {2: 18, 3: 20, 6: 22, 7: 24, 8: 34}[kind]
-    qs_at = {2: 2, 3: 4, 6: 6, 7: 8, 8: 2}[kind]  # where the quants start in a block
+    nbytes = BLOCK_TYPES[kind].nbytes
+    qs_at = nbytes - (32 if kind == 8 else 16)  # the quants end each block: 32 int8, or 16 bytes of nibbles
     bias = {2: -8.0, 6: -16.0}.get(kind)
     result = types.float32 if rows == 1 else types.UniTuple(types.float32, rows)
 
@@ -327,7 +329,7 @@ def _dot_k(kind: int, rows: int):
     (at most 31 x 63, or 32 x 128 for Q6_K) so that a whole block's pair sums add up in int32 lanes
     (at most 8 x 2 x 1,953 x 32,767 for Q5_K; Q6_K's two halves apart), turned to float once.
     Row r of x: xq[ix + r K], its block scales xd[ixd + r ns], its sums by 16 xs[ixs + r K/16]."""
-    nbytes = {12: 144, 13: 176, 14: 210}[kind]
+    nbytes = BLOCK_TYPES[kind].nbytes
     result = types.float32 if rows == 1 else types.UniTuple(types.float32, rows)
 
     @intrinsic
