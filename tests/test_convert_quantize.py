@@ -285,6 +285,20 @@ def test_cli_writes_the_file_and_tfcli_runs_it(cli, llama, tmp_path):
     assert r.stdout.startswith("Hello") and len(r.stdout) > len("Hello")
 
 
+def test_a_killed_writes_hidden_file_is_removed_a_live_ones_kept(cli, llama, tmp_path):
+    """A write killed by SIGKILL leaves its hidden file; the next write of the same name removes it
+    (its process is gone), never one whose process still runs."""
+    import os
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead, live = tmp_path / f".x.gguf.partial-{gone}-abcdef", tmp_path / f".x.gguf.partial-{os.getpid()}-fedcba"
+    dead.write_bytes(b"GGUF"), live.write_bytes(b"GGUF")
+    assert cli("convert", llama[0], tmp_path / "x.gguf", "--quantize", "q8_0").exit_code == 0
+    assert _leftovers(tmp_path) == [live.name]
+
+
 def test_cli_never_overwrites_without_force(cli, llama, tmp_path):
     out = tmp_path / "x.gguf"
     out.write_bytes(b"mine")

@@ -85,19 +85,23 @@ def locked(path: Path, waiting: Callable[[], None] | None = None) -> Iterator[No
             unlock(f)
 
 
-def partial_name(out_dir: Path) -> str:
-    """The prefix of the hidden folders a conversion into out_dir writes (then renames to out_dir)."""
-    return f".{out_dir.name}.partial-"
+def partial_name(out: Path) -> str:
+    """The prefix of the hidden folder (a conversion into a folder) or file (a GGUF written by
+    convert --quantize) a write of `out` makes, then renames to `out`."""
+    return f".{out.name}.partial-"
 
 
-def remove_dead_partials(out_dir: Path) -> None:
-    """Hidden folders that killed conversions into out_dir left behind (.NAME.partial-PID-xxxxxx),
-    once their process is gone: a live conversion's folder is left alone."""
-    prefix = partial_name(out_dir)
-    for path in out_dir.parent.glob(glob.escape(prefix) + "*"):
+def remove_dead_partials(out: Path) -> None:
+    """Hidden folders or files that killed writes of `out` left behind (.NAME.partial-PID-xxxxxx),
+    once their process is gone: a live write's is left alone."""
+    prefix = partial_name(out)
+    for path in out.parent.glob(glob.escape(prefix) + "*"):
         pid = path.name[len(prefix) :].split("-")[0]
         if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
 
 
 def remove_leftovers(root: Path, name: str) -> None:

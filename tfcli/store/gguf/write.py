@@ -16,7 +16,6 @@ F16. Q and K rows of a family whose GGUF permutes them (Llama) get llama.cpp's R
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import secrets
@@ -41,7 +40,7 @@ from tfcli.engine.formats import BLOCK_TYPES, quantize
 from tfcli.engine.gguf_weights import INDEX_NAME as GGUF_INDEX
 from tfcli.engine.loader import read_checkpoint
 
-from ..lock import partial_name
+from ..lock import partial_name, remove_dead_partials
 from ..target import os_error
 from .family import EMBEDDING, LM_HEAD, expected_shape, permute_rope_rows, transform
 from .tokenizer import PRE_TOKENIZERS
@@ -418,7 +417,7 @@ def write_gguf(folder: Path, out: Path, kind: str, *, replace: bool = False, pro
         raise os_error(e, out) from None
     if free < total + 50_000_000:
         raise ResourceError(f"writing {out.name} needs about {total / 1e6:,.0f} MB of disk space; {parent} has {free / 1e6:,.0f} MB free", "free some space or choose another place")
-    _remove_dead_partials(out)
+    remove_dead_partials(out)
     tmp = parent / f"{partial_name(out)}{os.getpid()}-{secrets.token_hex(3)}"
     try:
         with open(tmp, "xb") as f:
@@ -456,25 +455,3 @@ def _check_out(folder: Path, out: Path, replace: bool) -> None:
         raise CheckpointError(f"{out} is inside the model folder {folder}", "write the GGUF file elsewhere")
     if out.exists() and not replace:
         raise CheckpointError(f"{out} already exists", "choose another name, or pass --force to replace it")
-
-
-def _remove_dead_partials(out: Path) -> None:
-    """Hidden files of earlier writes of `out` whose process was killed (SIGKILL, a power cut); a
-    live write's file is left alone (lock.remove_dead_partials does the same for folders)."""
-    prefix = partial_name(out)
-    for path in out.parent.glob(glob.escape(prefix) + "*"):
-        pid = path.name[len(prefix) :].split("-")[0]
-        if pid.isdigit() and path.is_file() and not _alive(int(pid)):
-            path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    if os.name == "nt":
-        return True  # os.kill(pid, 0) ends a process there: keep the file
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
