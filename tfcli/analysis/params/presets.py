@@ -70,8 +70,13 @@ def _modern(family: str, vocab: int, context: int, layers: int, d_model: int, he
 _GPT3 = "GPT-3 paper, Table 2.1"
 _GPT2 = "GPT-2 paper, Table 2"
 SOURCES_ZH = {_GPT3: "GPT-3 论文表 2.1", _GPT2: "GPT-2 论文表 2"}  # a repository's name reads the same in both
-_GPT2_NOTE = "the GPT-2 paper printed {}; the released checkpoint holds the count here (OpenAI's download name: {})"
-_GPT2_NOTE_ZH = "GPT-2 论文印的是 {}；发布的检查点存的是这里的计数（OpenAI 的下载名：{}）"
+
+
+def _gpt2_notes(printed: str, released: str) -> tuple[str, str]:
+    """A GPT-2 preset's note, in English and Chinese: the paper's figure against the checkpoint's."""
+    return (f"the GPT-2 paper printed {printed}; the released checkpoint holds the count here (OpenAI's download name: {released})",
+            f"GPT-2 论文印的是 {printed}；发布的检查点存的是这里的计数（OpenAI 的下载名：{released}）")  # fmt: skip
+
 
 PRESETS: dict[str, Preset] = {
     p.name: p
@@ -102,10 +107,10 @@ PRESETS: dict[str, Preset] = {
             "表中印的 d_model 是 5,140，40 个 128 维的头（= 5,120）填不满它；这里用 5,120",
         ),
         Preset("gpt3", "GPT-3 175B", _gpt3(96, 12288, 96), "175B", _GPT3),
-        Preset("gpt2", "GPT-2 small", _gpt2(12, 768, 12), "117M", _GPT2, _GPT2_NOTE.format("117M", "124M"), _GPT2_NOTE_ZH.format("117M", "124M")),
-        Preset("gpt2-medium", "GPT-2 medium", _gpt2(24, 1024, 16), "345M", _GPT2, _GPT2_NOTE.format("345M", "355M"), _GPT2_NOTE_ZH.format("345M", "355M")),
-        Preset("gpt2-large", "GPT-2 large", _gpt2(36, 1280, 20), "762M", _GPT2, _GPT2_NOTE.format("762M", "774M"), _GPT2_NOTE_ZH.format("762M", "774M")),
-        Preset("gpt2-xl", "GPT-2 XL", _gpt2(48, 1600, 25), "1542M", _GPT2, _GPT2_NOTE.format("1542M", "1558M"), _GPT2_NOTE_ZH.format("1542M", "1558M")),
+        Preset("gpt2", "GPT-2 small", _gpt2(12, 768, 12), "117M", _GPT2, *_gpt2_notes("117M", "124M")),
+        Preset("gpt2-medium", "GPT-2 medium", _gpt2(24, 1024, 16), "345M", _GPT2, *_gpt2_notes("345M", "355M")),
+        Preset("gpt2-large", "GPT-2 large", _gpt2(36, 1280, 20), "762M", _GPT2, *_gpt2_notes("762M", "774M")),
+        Preset("gpt2-xl", "GPT-2 XL", _gpt2(48, 1600, 25), "1542M", _GPT2, *_gpt2_notes("1542M", "1558M")),
         Preset(
             "smollm2-135m",
             "SmolLM2-135M",
