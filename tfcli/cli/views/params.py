@@ -73,11 +73,10 @@ def _say(text: str, style: str = "") -> None:
 
 def _header(report: dict, say: _Say) -> None:
     s = report["shape"]
-    heads = f"{s['heads']} heads × {s['head_dim']}"
-    if s["kv_heads"] != s["heads"]:
+    if s["kv_heads"] == s["heads"]:
+        heads, heads_zh = f"{s['heads']} heads × {s['head_dim']}", f"{s['heads']} 个头 × {s['head_dim']}"
+    else:
         heads = f"{s['heads']} query heads × {s['head_dim']} ({s['kv_heads']} key/value head{'s' if s['kv_heads'] != 1 else ''})"
-    heads_zh = f"{s['heads']} 个头 × {s['head_dim']}"
-    if s["kv_heads"] != s["heads"]:
         heads_zh = f"{s['heads']} 个查询头 × {s['head_dim']}（{s['kv_heads']} 个键值头）"
     out.print(f"[bold]{escape(report['title'])}[/]  [dim]{escape(report['name'])} · {escape(report['source'])}[/]")
     d, ff = num.count(s["d_model"]), num.count(s["d_ff"])
