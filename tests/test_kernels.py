@@ -204,6 +204,28 @@ def test_importing_the_kernels_does_not_import_numba():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_a_process_that_multiplies_holds_no_compiler(kernels):
+    """The kernels run as machine code loaded from the cache: numba and LLVM (130 MB once they have
+    compiled anything) are imported only by the process that compiles them, once per machine."""
+    code = (
+        "import sys, numpy as np\n"
+        "from tfcli.engine.fast import kernels\n"
+        "x, rows, out = np.ones((3, 64), np.float32), np.zeros((5, 40), np.uint8), np.empty((3, 5), np.float32)\n"
+        "kernels.product(x, rows, 3, out, 0, 5, threads=2)\n"
+        "assert (out == 0).all(), out\n"
+        "held = sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite'))\n"
+        "assert not held, held\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=_env(kernels))
+
+
+def _env(kernels) -> dict:
+    """This process's environment, with the kernel cache the fixture loaded from."""
+    import os
+
+    return dict(os.environ, TFCLI_KERNEL_CACHE=str(kernels.cache_dir().parent))
+
+
 def test_will_compile_is_honest(kernels, tmp_path, monkeypatch):
     assert not kernels.will_compile()  # loaded in this process
     assert (kernels.cache_dir() / "ready").exists() or not kernels.writable(kernels.cache_dir())
@@ -276,8 +298,7 @@ def test_other_cpus_compute_the_same_bits(kernels, features, tmp_path):
             kernels.product(x[: len(out)], rows, t, out, 0, n)
     code = (
         "import json, sys, numpy as np\n"
-        "from tfcli.engine.fast import llvm, kernels\n"
-        f"llvm._FEATURES = frozenset({features!r})\n"
+        "from tfcli.engine.fast import kernels\n"
         "kernels.load()\n"
         f"folder = {str(tmp_path)!r}\n"
         f"for t in {QUANTIZED!r}:\n"
@@ -287,10 +308,37 @@ def test_other_cpus_compute_the_same_bits(kernels, features, tmp_path):
         "        kernels.product(np.ascontiguousarray(x[:T]), rows, t, out, 0, len(rows))\n"
         "        np.save(f'{folder}/out{t}-{T}.npy', out)\n"
     )
-    env = dict(os.environ, TFCLI_KERNEL_CACHE=str(tmp_path / "kernels"))  # not this CPU's cached machine code
+    env = dict(os.environ, TFCLI_KERNEL_CACHE=str(tmp_path / "kernels"), TFCLI_KERNEL_FEATURES=",".join(features))  # compiled as for that CPU
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     for t, outs in cases.items():
         for out in outs:
             other = np.load(tmp_path / f"out{t}-{len(out)}.npy")
             assert np.array_equal(other, out, equal_nan=True), (name(t), len(out), json.dumps(features))
+
+
+@pytest.mark.parametrize("types", [[12, 14, 12], [3, 2, 8], [0, 1, 30]], ids=["Q4_K+Q6_K", "Q4_1+Q4_0+Q8_0", "floats"])
+def test_parts_in_one_call_are_each_part_alone(kernels, types):
+    """A fused matrix (Q, K and V; gate and up) is read in place as parts, maybe of different types:
+    product_parts gives each part's columns bit for bit what product() gives that part alone, on
+    one thread and on two, x quantized once for all."""
+    rng = np.random.default_rng(800 + types[0])
+    k = row_length(types[0], 2)
+    parts, first = [], 0
+    for i, t in enumerate(types):
+        rows = random_rows(t, 37 + 20 * i, k, rng)
+        parts.append((rows, t, first))
+        first += len(rows)
+    for T in (1, 5):
+        x = rng.standard_normal((T, k)).astype(np.float32)
+        alone = np.concatenate([_product(kernels, x, rows, t) for rows, t, _ in parts], axis=1)
+        for threads in (1, 2):
+            together = np.full((T, first), np.nan, np.float32)
+            kernels.product_parts(x, parts, together, threads)
+            assert np.array_equal(together, alone), (T, threads)
+
+
+def _product(kernels, x, rows, t):
+    out = np.empty((len(x), len(rows)), np.float32)
+    kernels.product(x, rows, t, out, 0, len(rows))
+    return out

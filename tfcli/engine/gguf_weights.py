@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import CheckpointError, shown
-from .files import CONFIG_BYTES, read_at, read_small_text
+from .files import CONFIG_BYTES, read_small_text
 from .gguffile import GGUFFile
 from .quantized import Part, Quantized, stack
 
@@ -109,31 +109,10 @@ class GGUFTensors:
         return w
 
     def fused(self, names_rows: list[tuple[str, int]], n_in: int):
-        """The matrices `names_rows` ([out_i, in] each) stacked row-wise, as [in, sum out_i]. Runs
-        of the same block type are copied into one array (read from the file, not the map), their
-        rows in the model's order: one product instead of several, each reading x once."""
-        runs: list[list[tuple[str, Quantized]]] = []
-        for name, rows in names_rows:
-            q = self.get(name, (rows, n_in))
-            if runs and runs[-1][0][1].parts[0].type_id == q.parts[0].type_id:
-                runs[-1].append((name, q))
-            else:
-                runs.append([(name, q)])
-        return stack([self._copied(run) if len(run) > 1 else run[0][1] for run in runs]).T
-
-    def _copied(self, run: list[tuple[str, Quantized]]) -> Quantized:
-        """Matrices of one block type as one array of their rows [sum N_i, row bytes], in the model's order."""
-        first = run[0][1].parts[0]
-        data = np.empty((sum(q.n_rows for _, q in run), first.data.shape[1]), dtype=first.data.dtype)  # [sum N_i, row bytes]
-        start = 0
-        for name, q in run:
-            p = q.parts[0]
-            rows = data[start : start + p.rows]
-            read_at(self.file, self._info(name).start, rows)
-            if p.order is not None:
-                rows[...] = rows[p.order]
-            start += p.rows
-        return Quantized((Part(first.type_id, data),), run[0][1].cols)
+        """The matrices `names_rows` ([out_i, in] each) stacked row-wise, as [in, sum out_i]: one
+        product instead of several, each part read in place in the mapped file (the fast path
+        multiplies parts of one block layout in one call, x quantized once)."""
+        return stack([self.get(name, (rows, n_in)) for name, rows in names_rows]).T
 
     def _check(self, name: str, shape: tuple[int, ...]) -> None:
         if name not in self.entries:

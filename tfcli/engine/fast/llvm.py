@@ -1,4 +1,4 @@
-"""The few LLVM vector operations the compiled kernels (kernels.py) are built from.
+"""The few LLVM vector operations the compiled kernels (jobs.py) are built from.
 
 Why LLVM vector IR: numba compiles a plain loop over int8 blocks with every value widened to int64,
 and LLVM then vectorizes the outer block loop with gathers; such a loop ran slower than NumPy's
@@ -10,13 +10,13 @@ read with `fpext half`.
 
 The kernels of products (_dot_blocks32, _dot_k) read a weight row's bytes where the file has them
 and unpack each block once for up to 4 rows of x, never storing it; the activations are 16-bit
-integers (kernels._quantize_x). The `unpack_*` functions store unpacked blocks for the dequantizer
-(kernels._dequantize_*). Every rounding is explicit (llvm.fma, ordered reductions), so a row's
+integers (jobs._quantize_x). The `unpack_*` functions store unpacked blocks for the dequantizer
+(jobs._dequantize_*). Every rounding is explicit (llvm.fma, ordered reductions), so a row's
 result is the same bits whether a call covers 1 row of x or 9.
 
 Each function here is a numba `@intrinsic`: `(array, offset, ...)` where offset counts elements of
-that array from its start (every array given is contiguous). Imported by kernels.load() only,
-since importing it imports numba.
+that array from its start (every array given is contiguous). Imported by jobs.py only, in
+build.py's process: importing it imports numba.
 """
 
 from __future__ import annotations
@@ -203,9 +203,14 @@ def _fma(builder, a, b, c):
 
 
 def _features() -> frozenset[str]:
-    """The host CPU's features LLVM knows (kernels.cache_dir keys the compiled code to the CPU)."""
+    """The host CPU's features LLVM knows (compiled.cache_dir keys the compiled code to the CPU);
+    TFCLI_KERNEL_FEATURES (comma-separated) compiles as for another CPU's, a test's way to check them."""
+    import os
+
     import llvmlite.binding as binding
 
+    if os.environ.get("TFCLI_KERNEL_FEATURES") is not None:
+        return frozenset(f for f in os.environ["TFCLI_KERNEL_FEATURES"].split(",") if f)
     try:
         return frozenset(name for name, on in binding.get_host_cpu_features().items() if on)
     except RuntimeError:
@@ -248,7 +253,7 @@ def _dot_blocks32(kind: int, rows: int):
     for all the rows and never stored. qw is kept unsigned (a nibble 0..15, with the fifth bit
     0..31; Q8_0's int8 as is) and a bias moved into the minimum: Q4_0's w = d (q - 8) = d q + (-8 d),
     Q5_0's the same with 16. Row r of x starts at xq[ix + r K] and its block scales at
-    xd[ixd + r nb], xm = dx sum(qx) (kernels._product_blocks32). A block's 16 int32 pair sums
+    xd[ixd + r nb], xm = dx sum(qx) (jobs.quantize). A block's 16 int32 pair sums
     (vpmaddwd) are scaled in 16 float lanes with one fma, summed across lanes once at the end in
     a fixed order: row r's result is the same bits whatever `rows` is. kind: a block type id."""
     nbytes = BLOCK_TYPES[kind].nbytes

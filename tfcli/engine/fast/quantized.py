@@ -5,13 +5,15 @@ multiply. Here, what measurement justified instead (benchmarks/README.md):
 
 - a few rows (a decode step, a batch step, a short prompt): a compiled kernel (kernels.py) reads
   each weight block once, in place in the mapped file, for all the rows, with the activations
-  quantized to 8-bit blocks as llama.cpp does; the weight rows shared among the pass's threads;
+  quantized to 16-bit blocks (activations.py says why not llama.cpp's 8); the weight rows shared
+  among the pass's threads, and the parts of a fused matrix (Q, K, V) multiplied in one call;
 - a long prompt: tiles of weight rows dequantized by a compiled loop (bit for bit formats.py's),
   then BLAS, whose product on many rows is faster than any integer kernel we can write here.
 
-The compiled kernels come from numba, imported the first time a quantized product runs (or when
-the CLI prepares a quantized model, to say once that it compiles). Where it is missing or cannot
-compile, or TFCLI_KERNELS=numpy asks for it, the textbook runs: the same numbers, slower.
+The compiled kernels are compiled once per machine (numba, in a process of its own: build.py) and
+loaded the first time a quantized product runs (or when the CLI prepares a quantized model, to say
+once that it compiles). Where they cannot be compiled or loaded, or TFCLI_KERNELS=numpy asks for
+it, the textbook runs: the same numbers, slower.
 """
 
 from __future__ import annotations
@@ -79,16 +81,17 @@ def product(x: np.ndarray, w: Quantized, threads: int = 1) -> np.ndarray:
     if x.shape[0] > FEW_ROWS:
         return _tiled(k, x, w)
     y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
-    if len(w.parts) == 1 and w.parts[0].order is None:  # most matrices: one type, stored in the model's order
-        p = w.parts[0]
-        k.product(x, p.data, p.type_id, y, 0, w.n_rows, threads)
-        return y
+    calls: dict[str, list] = {}  # parts of one layout share a call: x quantized once, their rows in one pool of chunks
     first = 0
     for p in w.parts:
-        out = y[:, first : first + p.rows] if p.order is None else np.empty((x.shape[0], p.rows), dtype=np.float32)  # [T, n]
-        k.product(x, p.data, p.type_id, out, 0, p.rows, threads)
-        if p.order is not None:
-            y[:, first : first + p.rows] = out[:, p.order]  # stored order -> the model's
+        calls.setdefault(k.layout(p.type_id), []).append((p.data, p.type_id, first))
+        first += p.rows
+    for parts in calls.values():
+        k.product_parts(x, parts, y, threads)
+    first = 0
+    for p in w.parts:
+        if p.order is not None:  # computed in the stored order; the model's is a permutation of it
+            y[:, first : first + p.rows] = y[:, first + p.order]
         first += p.rows
     return y
 

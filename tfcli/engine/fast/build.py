@@ -1,0 +1,54 @@
+"""Compile the kernels (jobs.py) and the pool (pool.py) to machine code for this CPU, once per
+machine, into object files that kernels.py loads without numba or LLVM (elf.py).
+
+    python -c "from pathlib import Path; from tfcli.engine.fast.build import build; build(Path(FOLDER))"
+
+Runs in a process of its own (kernels._build starts it; a failure's last line of stderr is the
+reason), so that the process that multiplies never imports numba: numba and LLVM cost about 130 MB
+of memory once they have compiled anything, more than SmolLM2's whole file.
+Writes FOLDER/<job>.o, FOLDER/pool.o and FOLDER/index.json ({job: its symbol}), then FOLDER/ready.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _target_machine():
+    import llvmlite.binding as binding
+
+    binding.initialize_native_target()
+    binding.initialize_native_asmprinter()
+    target = binding.Target.from_default_triple()
+    cpu, features = binding.get_host_cpu_name(), binding.get_host_cpu_features().flatten()
+    return binding, target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic", codemodel="small")
+
+
+def build(folder: Path) -> None:
+    import platform
+
+    import numba
+    from numba import types
+
+    from . import jobs, pool
+
+    binding, machine = _target_machine()
+    helpers = {name: numba.njit(nogil=True, inline="always", error_model="numpy")(getattr(jobs, name)) for name in jobs.HELPERS}
+    helpers["_dot_rows"] = numba.njit(nogil=True, error_model="numpy", fastmath={"reassoc", "contract"})(jobs._dot_rows)
+    vars(jobs).update(helpers)
+    vars(jobs).update({name: numba.njit(nogil=True, error_model="numpy")(getattr(jobs, name)) for name in jobs.ROWS_OF_X})
+    signature = types.void(types.CPointer(types.int64), types.int64)
+    index = {}
+    for name in jobs.JOBS:
+        compiled = numba.njit([signature], nogil=True, error_model="numpy")(getattr(jobs, name)).overloads[signature.args]
+        module = binding.parse_assembly(compiled.library.get_llvm_str())
+        (folder / f"{name}.o").write_bytes(machine.emit_object(module))
+        index[name] = compiled.fndesc.mangled_name
+    futex = pool.futex_number()
+    ir = pool.source(x86=platform.machine().lower() in ("x86_64", "amd64"), futex=futex or 0)
+    (folder / "pool.o").write_bytes(machine.emit_object(binding.parse_assembly(ir)))
+    index["pool"] = {"run": "tfcli_run", "work": "tfcli_work", "threads": futex is not None}
+    (folder / "index.json").write_text(json.dumps(index, indent=1), encoding="utf-8")
+    (folder / "ready").write_text(f"numba {numba.__version__}\n", encoding="utf-8")
+

@@ -1,0 +1,360 @@
+"""The compiled kernels' sources: numba functions over the stored blocks, compiled once per
+machine by build.py (in a process of its own) into machine code that kernels.py loads. Imported
+only there: importing it imports numba.
+
+Each kernel is a job `(a, c)`: `a` an int64 array of addresses and sizes laid out as slots.py says,
+`c` which chunk of the weight rows lo..hi-1 to compute (chunks are cut as _chunk says, so that a
+row's result never depends on how many chunks there are). The pool (pool.py) runs a job's chunks
+on its threads; `first`, when given, runs once before them on the caller's thread (quantizing x).
+Nothing here allocates: every buffer comes from the caller, in `a`.
+
+The textbook is engine/formats.py: each block type's NumPy `dequantize`, then `x @ W.T`. Here the
+same product runs on the stored bytes, the way llama.cpp's ggml-cpu kernels do it (its
+`ggml_vec_dot_*` in ggml-cpu/quants.c): x is quantized once per call to 16-bit blocks
+(activations.py is the NumPy twin, and says why 16 bits where llama.cpp keeps 8), and each block of
+a weight row is unpacked in registers (llvm.py) and dotted with up to 4 rows of x at a time, in
+integers, with one float multiply-add per block:
+
+    Q4_0 Q5_0 Q8_0   x in blocks of 32 values, one float32 scale: w.x = dw dx sum(qw qx)
+    Q4_1 Q5_1        the same, plus the block's sum of qx for the minimum: + mw dx sum(qx)
+    Q4_K Q5_K Q6_K   x in blocks of 256 values, one scale, sums by 16 for the minimums
+    F32 F16 BF16     float32 x as is, each weight row (converted to float32 once) dotted with 4 rows of x at a time
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray, types
+from numba.extending import intrinsic
+
+from . import llvm
+from .slots import (BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC,
+                    W32, WD, WM, WQ, X, XD, XM, XQ, XS, K, T)  # fmt: skip
+
+
+def _pointer(numba_type):
+    @intrinsic
+    def at(typingctx, address):
+        """The int64 address as a pointer to numba_type (to build an array over it with carray)."""
+
+        def codegen(context, builder, sig, args):
+            return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
+
+        return types.CPointer(numba_type)(address), codegen
+
+    return at
+
+
+_f32, _i16, _i32, _i64, _u8 = (_pointer(t) for t in (types.float32, types.int16, types.int32, types.int64, types.uint8))
+
+
+# --- the activations (NumPy twin: activations.py) ----------------------------------------------------
+
+
+def _quantize_x(x, block, group, q, d, sums):
+    """x [T, K] float32 -> q [T*K] int16, d [T, K/block] float32, sums [T, K/group] int32: per block
+    d = max|x| / 32767 and q = rint(x / d) (activations.quantize computes the same numbers)."""
+    T, K = x.shape
+    for t in range(T):
+        for b in range(K // block):
+            amax = np.float32(0)
+            for k in range(b * block, (b + 1) * block):
+                amax = max(amax, abs(x[t, k]))
+            scale = amax / np.float32(32767)
+            inv = np.float32(1) / scale if scale > 0 else np.float32(0)
+            d[t, b] = scale
+            for k in range(b * block, (b + 1) * block):
+                q[t * K + k] = np.int16(min(max(np.rint(x[t, k] * inv), np.float32(-32767)), np.float32(32767)))
+        for g in range(K // group):
+            s = 0
+            for k in range(g * group, (g + 1) * group):
+                s += q[t * K + k]
+            sums[t, g] = s
+
+
+def quantize(a, c):
+    """first: quantize x for the product (xq, xd, xs; and xm = xd * xs, blocks of 32)."""
+    n, k, block, group = a[T], a[K], a[BLOCK], a[GROUP]
+    x = carray(_f32(a[X]), (n, k))
+    d, sums = carray(_f32(a[XD]), (n, k // block)), carray(_i32(a[XS]), (n, k // group))
+    _quantize_x(x, block, group, carray(_i16(a[XQ]), (n * k,)), d, sums)
+    if block == 32:
+        xm = carray(_f32(a[XM]), (n, k // 32))  # x's block sums, scaled, for the minimum term
+        for t in range(n):
+            for b in range(k // 32):
+                xm[t, b] = d[t, b] * np.float32(sums[t, b])
+
+
+# --- unpacking one weight row: int8 q, float scales (the layouts are formats.py's) ------------------
+
+
+def _unpack_blocks32(kind, nbytes, row, wq, wd, wm):
+    """A row of 32-weight blocks -> wq [K] int16 (the q the block's formula multiplies by d: Q4_0's
+    nibble - 8, Q5_0's 5 bits - 16, Q4_1's nibble), wd [K/32] its scales d, wm [K/32] its minimums m."""
+    for b in range(wd.size):
+        o, j = b * nbytes, 32 * b
+        wd[b] = llvm.half(row, o)
+        if kind == Q4_0:  # d · qs[16]
+            llvm.unpack_q4(row, o + 2, wq, j, 8)
+        elif kind == Q4_1:  # d · m · qs[16]
+            wm[b] = llvm.half(row, o + 2)
+            llvm.unpack_q4(row, o + 4, wq, j, 0)
+        elif kind == Q5_0:  # d · qh u32 · qs[16]
+            llvm.unpack_q5(row, o + 6, o + 2, wq, j, 16)
+        elif kind == Q5_1:  # d · m · qh u32 · qs[16]
+            wm[b] = llvm.half(row, o + 2)
+            llvm.unpack_q5(row, o + 8, o + 4, wq, j, 0)
+        else:  # Q8_0: d · qs i8[32]
+            llvm.unpack_q8(row, o + 2, wq, j)
+
+
+def _k_scales(row, o, sc, mn, j):
+    """The 12 bytes at row[o:] -> the 6-bit scales sc[j:j+8] and mins mn[j:j+8] of a Q4_K/Q5_K block (formats._k_scales)."""
+    for i in range(4):
+        sc[j + i] = row[o + i] & 63
+        mn[j + i] = row[o + 4 + i] & 63
+        sc[j + 4 + i] = (row[o + 8 + i] & 15) | ((row[o + i] >> 6) << 4)
+        mn[j + 4 + i] = (row[o + 8 + i] >> 4) | ((row[o + 4 + i] >> 6) << 4)
+
+
+def _unpack_k(kind, nbytes, row, wq, wd, wdmin, sc, mn):
+    """A row of 256-weight k-quant blocks -> wq [K] int16 (Q4_K, Q5_K: q; Q6_K: q - 32), wd, wdmin
+    [K/256] the float16 d and dmin, sc and mn the sub-block scales and mins ([K/32] each; Q6_K: sc [K/16])."""
+    for s in range(wd.size):
+        o, j = s * nbytes, 256 * s
+        if kind == Q6_K:  # ql[128] · qh[64] · scales i8[16] · d
+            llvm.unpack_q6k_half(row, o, o + 128, wq, j)
+            llvm.unpack_q6k_half(row, o + 64, o + 160, wq, j + 128)
+            for i in range(16):
+                sc[16 * s + i] = np.int8(row[o + 192 + i])
+            wd[s] = llvm.half(row, o + 208)
+            continue
+        wd[s], wdmin[s] = llvm.half(row, o), llvm.half(row, o + 2)
+        _k_scales(row, o + 4, sc, mn, 8 * s)
+        for r in range(4):  # a run of 32 bytes: sub-blocks 2r (low nibbles), 2r+1 (high)
+            if kind == Q4_K:  # d · dmin · scales[12] · qs[128]
+                llvm.unpack_q4k_run(row, o + 16 + 32 * r, wq, j + 64 * r)
+            else:  # Q5_K: d · dmin · scales[12] · qh[32] · qs[128]
+                llvm.unpack_q5k_run(row, o + 48 + 32 * r, o + 16, r, wq, j + 64 * r)
+
+
+def _float_row(kind, row, w):
+    """A row of F16 or BF16 weights (bytes) -> w [K] float32."""
+    K = w.size
+    if kind == F16:
+        for k in range(0, K - K % 16, 16):
+            llvm.halves16(row, 2 * k, w, k)
+        for k in range(K - K % 16, K):
+            w[k] = llvm.half(row, 2 * k)
+    else:  # BF16: the top half of a float32
+        bits = w.view(np.uint32)
+        for k in range(K):
+            bits[k] = np.uint32(row[2 * k] | (np.uint32(row[2 * k + 1]) << 8)) << 16
+
+
+
+# --- float rows: F32, F16, BF16 ---------------------------------------------------------------------
+
+
+def _dot_rows(x, w, out, n):
+    """out[:, n] = x @ w for a float32 row w [K]: 4 rows of x per pass over w, so w is read once for 4."""
+    T, K = x.shape
+    t = 0
+    while t + 4 <= T:
+        a0 = a1 = a2 = a3 = np.float32(0)
+        for k in range(K):
+            wk = w[k]
+            a0 += x[t, k] * wk
+            a1 += x[t + 1, k] * wk
+            a2 += x[t + 2, k] * wk
+            a3 += x[t + 3, k] * wk
+        out[t, n], out[t + 1, n], out[t + 2, n], out[t + 3, n] = a0, a1, a2, a3
+        t += 4
+    while t < T:
+        a = np.float32(0)
+        for k in range(K):
+            a += x[t, k] * w[k]
+        out[t, n] = a
+        t += 1
+
+
+# --- rows of x against weight rows lo..hi-1 ----------------------------------------------------------
+
+
+def _rows_blocks32(xq, xd, xm, rows, kind, out, lo, hi):
+    T, nb = xd.shape
+    K = 32 * nb
+    rb = rows.shape[1]
+    for n in range(lo, hi):
+        # sum over blocks of dw dx sum(qw qx) + mw dx sum(qx) (llama.cpp's ggml_vec_dot_q4_1_q8_1; Q4_0,
+        # Q5_0 with their bias as the minimum): 4 rows of x per pass over the weight row, then one at a time
+        t = 0
+        while t + 4 <= T:
+            if kind == Q4_0:
+                r4 = llvm.dot_q4_0x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q4_1:
+                r4 = llvm.dot_q4_1x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q5_0:
+                r4 = llvm.dot_q5_0x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q5_1:
+                r4 = llvm.dot_q5_1x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            else:
+                r4 = llvm.dot_q8_0x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            out[t, n], out[t + 1, n], out[t + 2, n], out[t + 3, n] = r4
+            t += 4
+        for t in range(t, T):
+            if kind == Q4_0:
+                out[t, n] = llvm.dot_q4_0x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q4_1:
+                out[t, n] = llvm.dot_q4_1x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q5_0:
+                out[t, n] = llvm.dot_q5_0x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            elif kind == Q5_1:
+                out[t, n] = llvm.dot_q5_1x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+            else:
+                out[t, n] = llvm.dot_q8_0x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+
+
+
+def _rows_k(xq, xd, xs, rows, kind, out, lo, hi):
+    T, ns = xd.shape
+    K = 256 * ns
+    rb = rows.shape[1]
+    for n in range(lo, hi):
+        # sum over blocks of dx (d sum_j sc_j sum(qw qx) - dmin sum_j mn_j sum(qx)), j the sub-blocks (llama.cpp's
+        # ggml_vec_dot_q4_K_q8_K, ggml_vec_dot_q6_K_q8_K): 4 rows of x per pass over the weight row, then one at a time
+        t = 0
+        while t + 4 <= T:
+            if kind == Q4_K:
+                r4 = llvm.dot_q4_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            elif kind == Q5_K:
+                r4 = llvm.dot_q5_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            else:
+                r4 = llvm.dot_q6_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            out[t, n], out[t + 1, n], out[t + 2, n], out[t + 3, n] = r4
+            t += 4
+        for t in range(t, T):
+            if kind == Q4_K:
+                out[t, n] = llvm.dot_q4_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            elif kind == Q5_K:
+                out[t, n] = llvm.dot_q5_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            else:
+                out[t, n] = llvm.dot_q6_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+
+
+
+
+# --- the jobs: chunk c of a product (x @ W[lo:hi].T into out[:, lo:hi]) or of a dequantization ------
+
+
+def _chunk(lo, hi, chunks):
+    """Weight rows per chunk when lo..hi-1 is cut into `chunks` (a multiple of 16, the last chunk shorter)."""
+    return ((hi - lo + chunks - 1) // chunks + 15) // 16 * 16
+
+
+def _span(a, c):
+    """Rows (first, end) of chunk c."""
+    size = _chunk(a[LO], a[HI], a[CHUNKS])
+    return a[LO] + c * size, min(a[HI], a[LO] + (c + 1) * size)
+
+
+def _part(a, p, first, end):
+    """Part p's rows in chunk [first, end) of all the rows: (its rows, out from its first column, lo, hi), lo >= hi when none."""
+    parts = carray(_i64(a[PARTS]), (a[NPARTS], 5))
+    start = 0
+    for q in range(p):
+        start += parts[q, P_N]
+    n = parts[p, P_N]
+    rows = carray(_u8(parts[p, P_ROWS]), (n, parts[p, P_RB]))
+    out = carray(_f32(a[OUT] + 4 * parts[p, P_COL]), (a[T], a[LD]))
+    return rows, out, parts[p, P_KIND], max(first - start, 0), min(end - start, n)
+
+
+def product_blocks32(a, c):
+    n, k = a[T], a[K]
+    first, end = _span(a, c)
+    xq, xd, xm = carray(_i16(a[XQ]), (n * k,)), carray(_f32(a[XD]), (n, k // 32)), carray(_f32(a[XM]), (n, k // 32))
+    for p in range(a[NPARTS]):
+        rows, out, kind, lo, hi = _part(a, p, first, end)
+        if lo < hi:
+            _rows_blocks32(xq, xd, xm, rows, kind, out, lo, hi)
+
+
+def product_k(a, c):
+    n, k = a[T], a[K]
+    first, end = _span(a, c)
+    xq, xd, xs = carray(_i16(a[XQ]), (n * k,)), carray(_f32(a[XD]), (n, k // 256)), carray(_i32(a[XS]), (n, k // 16))
+    for p in range(a[NPARTS]):
+        rows, out, kind, lo, hi = _part(a, p, first, end)
+        if lo < hi:
+            _rows_k(xq, xd, xs, rows, kind, out, lo, hi)
+
+
+def product_floats(a, c):
+    """F32, F16, BF16: an F16 or BF16 weight row is converted to float32 once (into chunk c's row of the scratch W32 [chunks, K])."""
+    first, end = _span(a, c)
+    x = carray(_f32(a[X]), (a[T], a[K]))
+    w = carray(_f32(a[W32]), (a[CHUNKS], a[K]))[c]
+    for p in range(a[NPARTS]):
+        rows, out, kind, lo, hi = _part(a, p, first, end)
+        for n in range(lo, hi):
+            if kind == F32:
+                _dot_rows(x, carray(_f32(_row_address(a, p, n)), (a[K],)), out, n)
+            else:
+                _float_row(kind, rows[n], w)
+                _dot_rows(x, w, out, n)
+
+
+def _row_address(a, p, n):
+    parts = carray(_i64(a[PARTS]), (a[NPARTS], 5))
+    return parts[p, P_ROWS] + n * parts[p, P_RB]
+
+
+def dequantize(a, c):
+    """W[first:end] into out[first:end] ([*, K] float32, row stride LD), bit for bit formats' dequantizers.
+    Scratch, a row per chunk: WQ [chunks, K] int16, WD WM [chunks, K/32] float32, SC [chunks, K/16], MN [chunks, K/32]
+    int32; F16, BF16: W32 [chunks, K] float32."""
+    first, end = _span(a, c)
+    kind, k, chunks = a[KIND], a[K], a[CHUNKS]
+    rows, out = carray(_u8(a[ROWS]), (a[HI], a[RB])), carray(_f32(a[OUT]), (a[HI], a[LD]))
+    wq, wd, wm = carray(_i16(a[WQ]), (chunks, k))[c], carray(_f32(a[WD]), (chunks, k // 32))[c], carray(_f32(a[WM]), (chunks, k // 32))[c]
+    sc, mn = carray(_i32(a[SC]), (chunks, k // 16))[c], carray(_i32(a[MN]), (chunks, k // 32))[c]
+    if kind == F16 or kind == BF16:
+        w = carray(_f32(a[W32]), (chunks, k))[c]
+        for n in range(first, end):
+            _float_row(kind, rows[n], w)
+            out[n, :k] = w
+    elif kind == Q4_K or kind == Q5_K or kind == Q6_K:
+        _dequantize_k(rows, kind, a[RB] // (k // 256), out, first, end, wq, wd[: k // 256], wm[: k // 256], sc, mn)
+    else:
+        _dequantize_blocks32(rows, kind, a[RB] // (k // 32), out, first, end, wq, wd, wm)
+
+
+def _dequantize_blocks32(rows, kind, nbytes, out, lo, hi, wq, wd, wm):
+    """formats._q4_0 .. _q8_0, operation for operation: w = q * d (+ m)."""
+    with_min = kind == Q4_1 or kind == Q5_1
+    wm[:] = 0
+    for n in range(lo, hi):
+        _unpack_blocks32(kind, nbytes, rows[n], wq, wd, wm)
+        for k in range(wq.size):
+            w = np.float32(wq[k]) * wd[k // 32]
+            out[n, k] = w + wm[k // 32] if with_min else w
+
+
+def _dequantize_k(rows, kind, nbytes, out, lo, hi, wq, wd, wdmin, sc, mn):
+    """formats._k_weights, operation for operation: w = (d * sc_j) * q - (dmin * mn_j)."""
+    wdmin[:] = 0
+    for n in range(lo, hi):
+        _unpack_k(kind, nbytes, rows[n], wq, wd, wdmin, sc, mn)
+        for k in range(wq.size):
+            if kind == Q6_K:  # no minimum: formats subtracts dmin * 0 = +0.0, which changes no bit
+                out[n, k] = (wd[k // 256] * np.float32(sc[k // 16])) * np.float32(wq[k])
+            else:
+                low = wdmin[k // 256] * np.float32(mn[k // 32])
+                out[n, k] = (wd[k // 256] * np.float32(sc[k // 32])) * np.float32(wq[k]) - low
+
+
+HELPERS = ("_quantize_x", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
+           "_dequantize_blocks32", "_dequantize_k", "_part", "_row_address")  # compiled into the jobs that call them  # fmt: skip
+ROWS_OF_X = ("_rows_blocks32", "_rows_k")  # compiled on their own, called by the jobs
+JOBS = ("quantize", "product_blocks32", "product_k", "product_floats", "dequantize")
