@@ -219,9 +219,10 @@ def peak_bytes(*args: str, env: dict) -> int:
 
 def test_a_file_over_200_mb_runs_holding_it_once(tmp_path):
     """`tfcli generate -m FILE.gguf` on 215 MB of Q4_K/Q6_K blocks holds the file once: its peak above
-    a bare `tfcli generate` on the shipped model stays under the file's size plus 180 MB, the fixed
-    cost of the compiled kernels' runtime (numba and LLVM: 120 MB measured on this machine). Widened
-    to float32, as tfcli did before, the same file took four times its size."""
+    a bare `tfcli generate` on the shipped model stays under 1.3x the file's size. The file's pages
+    are mapped, never copied (fused matrices are multiplied as parts), and the kernels are machine
+    code loaded without numba or LLVM. Widened to float32, as tfcli did before, the same file took
+    four times its size."""
     import os
 
     big = write_big_q4_k_m(tmp_path / "big.gguf")
@@ -231,7 +232,7 @@ def test_a_file_over_200_mb_runs_holding_it_once(tmp_path):
     bare, in_place = peak_bytes(*run, env=env), peak_bytes(*run, "-m", str(big), env=env)
     size = big.stat().st_size
     assert size > 200e6
-    assert in_place - bare < size + 180e6, f"{(in_place - bare) / 1e6:.0f} MB above a bare run for a file of {size / 1e6:.0f} MB"
+    assert in_place - bare < 1.3 * size, f"{(in_place - bare) / 1e6:.0f} MB above a bare run for a file of {size / 1e6:.0f} MB"
 
 
 @pytest.mark.parametrize("kind, ratio", [("q8_0", 34 / 128), ("q4_0", 18 / 128)])
