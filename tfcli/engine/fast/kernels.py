@@ -32,7 +32,7 @@ from ..formats import BLOCK_TYPES
 from . import slots as S
 from .compiled import cache_dir, writable
 
-__all__ = ["KernelsUnavailable", "SUPPORTED", "cache_dir", "dequantize_rows", "layout", "load", "product", "product_parts", "quantize_activations", "will_compile", "writable"]
+__all__ = ["KernelsUnavailable", "SUPPORTED", "cache_dir", "dequantize_rows", "layout", "load", "Parts", "product", "product_parts", "quantize_activations", "will_compile", "writable"]
 
 
 class KernelsUnavailable(Exception):
@@ -246,68 +246,92 @@ def _rows_ok(rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rows)
 
 
+class _Args(threading.local):
+    """Each thread's argument array for the jobs (slots.py), reused from call to call."""
+
+    def __init__(self) -> None:
+        self.a = (ctypes.c_int64 * S.SLOTS)()
+        self.address = ctypes.addressof(self.a)
+
+
+_args = _Args()
+
+
 def _call(first: str | None, job: str, slots: list[int], chunks: int, threads: int) -> None:
-    a = (ctypes.c_int64 * S.SLOTS)()
-    _PACK.pack_into(a, 0, *slots)
+    args = _args
+    _PACK.pack_into(args.a, 0, *slots)
     jobs = _k["jobs"]
     first_at = jobs[first] if first else None
-    pool = _the_pool() if threads > 1 and _k["work"] is not None else None
+    pool = (_pool[0] if _pool else _the_pool()) if threads > 1 and _k["work"] is not None else None
     if pool is not None and pool.lock.acquire(blocking=False):
         try:
-            pool.grow(threads - 1)
-            status = _k["run"](pool.address, first_at, jobs[job], ctypes.addressof(a), chunks)
+            if pool.workers < threads - 1:
+                pool.grow(threads - 1)
+            status = _k["run"](pool.address, first_at, jobs[job], args.address, chunks)
         finally:
             pool.lock.release()
     else:
-        status = _k["run"](None, first_at, jobs[job], ctypes.addressof(a), chunks)
+        status = _k["run"](None, first_at, jobs[job], args.address, chunks)
     if status != 0:
         raise RuntimeError(f"compiled kernel {job} failed (status {status})")
+
+
+def layout(type_id: int) -> str:
+    """Which job multiplies weights of this type: parts of one layout share a call (Parts)."""
+    return "k" if type_id in K_QUANTS else "floats" if type_id in FLOATS else "blocks32"
+
+
+class Parts:
+    """Weight rows that one call multiplies: a list of (rows, type_id, col), each the n rows of a
+    matrix as product() takes them and the column of out its first row fills, all of one layout().
+    Their table of addresses (slots.P_*) is made once: a matrix keeps its Parts (fast/quantized.py)."""
+
+    def __init__(self, parts: list[tuple[np.ndarray, int, int]]) -> None:
+        types = {t for _, t, _ in parts}
+        if not types <= SUPPORTED or len({layout(t) for t in types}) != 1:
+            raise ValueError(f"no compiled product for tensor types {sorted(types)} in one call (see SUPPORTED, layout)")
+        self.parts = [(_rows_ok(rows), t, col) for rows, t, col in parts]  # held: the table points into them
+        self.table = np.array([(_data_address(rows), rows.strides[0], t, col, len(rows)) for rows, t, col in self.parts], np.int64)  # [P, 5]
+        self.address, self.count = self.table.ctypes.data, len(self.table)
+        self.rows = sum(len(rows) for rows, _, _ in self.parts)
+        self.kind = layout(parts[0][1])
+        self.job = {"k": "product_k", "blocks32": "product_blocks32", "floats": "product_floats"}[self.kind]
+        self.block, self.group = (256, 16) if self.kind == "k" else (32, 32)
 
 
 def product(x: np.ndarray, rows: np.ndarray, type_id: int, out: np.ndarray, lo: int, hi: int, threads: int = 1) -> None:
     """out[:, lo:hi] = x @ W[lo:hi].T, W the [N, K] matrix whose rows are `rows` (uint8 [N, row bytes];
     F32: float32 [N, K]). x [T, K] float32 C-contiguous; out [T, N] float32, any strides. Releases the
     GIL. `threads` > 1: the rows in that many chunks on the pool's threads."""
-    product_parts(x, [(rows[lo:hi], type_id, lo)], out, threads)
+    product_parts(x, Parts([(rows[lo:hi], type_id, lo)]), out, threads)
 
 
-def layout(type_id: int) -> str:
-    """Which job multiplies weights of this type: parts of one layout share a call (product_parts)."""
-    return "k" if type_id in K_QUANTS else "floats" if type_id in FLOATS else "blocks32"
-
-
-def product_parts(x: np.ndarray, parts: list[tuple[np.ndarray, int, int]], out: np.ndarray, threads: int = 1) -> None:
-    """For each (rows, type_id, col) of `parts`: out[:, col:col+n] = x @ rows.T, the n weight rows as
-    product() takes them. The parts share one call, x quantized once for all, and their rows are
-    cut into chunks together; all of one layout()."""
+def product_parts(x: np.ndarray, parts: Parts, out: np.ndarray, threads: int = 1) -> None:
+    """For each (rows, type_id, col) of `parts`: out[:, col:col+n] = x @ rows.T. The parts share one
+    call, x quantized once for all, and their rows are cut into chunks together."""
     if not _k:
         load()
-    types = {t for _, t, _ in parts}
-    if not types <= SUPPORTED or len({layout(t) for t in types}) != 1:
-        raise ValueError(f"no compiled product for tensor types {sorted(types)} in one call (see SUPPORTED, layout)")
     if out.strides[1] != 4 or out.strides[0] % 4:
         into = np.empty(out.shape, np.float32)
         product_parts(x, parts, into, threads)
-        for rows, _, col in parts:
+        for rows, _, col in parts.parts:
             out[:, col : col + len(rows)] = into[:, col : col + len(rows)]
         return
     if not x.flags.c_contiguous or x.dtype != np.float32:
         x = np.ascontiguousarray(x, np.float32)
-    parts = [(_rows_ok(rows), t, col) for rows, t, col in parts]
-    table = np.array([(_data_address(rows), rows.strides[0], t, col, len(rows)) for rows, t, col in parts], np.int64)  # [P, 5]
     T, K = x.shape
-    total = sum(len(rows) for rows, _, _ in parts)
-    chunks = threads if threads > 1 and total >= 32 * threads else 1
-    kind = layout(parts[0][1])
-    slots = [_data_address(x), T, K, 0, 0, 0, 0, 0, 0, 0, 0, 0, _data_address(out), out.strides[0] // 4, 0, total, chunks, 0, 0, 0, 0, 0, 0, table.ctypes.data, len(table)]
-    if kind == "floats":
+    chunks = threads if threads > 1 and parts.rows >= 32 * threads else 1
+    if parts.kind == "floats":
         scratch = np.empty((chunks, K), np.float32)  # [chunks, K]: each chunk's F16/BF16 weight row as float32
-        slots[S.W32] = scratch.ctypes.data
-        _call(None, "product_floats", slots, chunks, threads)
+        slots = [_data_address(x), T, K, 0, 0, 0, 0, 0, 0, 0, 0, 0, _data_address(out), out.strides[0] // 4, 0, parts.rows, chunks,
+                 0, 0, 0, 0, 0, scratch.ctypes.data, parts.address, parts.count]  # fmt: skip
+        _call(None, parts.job, slots, chunks, threads)
         return
-    block, group = (256, 16) if kind == "k" else (32, 32)
-    slots[S.BLOCK : S.XM + 1] = [block, group, *_activations(T, K, block, group)[4:]]
-    _call("quantize", "product_k" if kind == "k" else "product_blocks32", slots, chunks, threads)
+    block, group = parts.block, parts.group
+    *_, qa, da, sa, ma = _activations(T, K, block, group)
+    slots = [_data_address(x), T, K, block, group, qa, da, sa, ma, 0, 0, 0, _data_address(out), out.strides[0] // 4, 0, parts.rows, chunks,
+             0, 0, 0, 0, 0, 0, parts.address, parts.count]  # fmt: skip
+    _call("quantize", parts.job, slots, chunks, threads)
 
 
 def dequantize_rows(rows: np.ndarray, type_id: int, out: np.ndarray, lo: int, hi: int) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -81,19 +82,31 @@ def product(x: np.ndarray, w: Quantized, threads: int = 1) -> np.ndarray:
     if x.shape[0] > FEW_ROWS:
         return _tiled(k, x, w)
     y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
-    calls: dict[str, list] = {}  # parts of one layout share a call: x quantized once, their rows in one pool of chunks
-    first = 0
-    for p in w.parts:
-        calls.setdefault(k.layout(p.type_id), []).append((p.data, p.type_id, first))
-        first += p.rows
-    for parts in calls.values():
+    calls, orders = _plan(k, w)
+    for parts in calls:
         k.product_parts(x, parts, y, threads)
-    first = 0
-    for p in w.parts:
-        if p.order is not None:  # computed in the stored order; the model's is a permutation of it
-            y[:, first : first + p.rows] = y[:, first + p.order]
-        first += p.rows
+    for first, rows, order in orders:  # computed in the stored order; the model's is a permutation of it
+        y[:, first : first + rows] = y[:, first + order]
     return y
+
+
+_plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # w -> (kernels.Parts of each layout, row orders), made once
+
+
+def _plan(k, w: Quantized) -> tuple[list, list]:
+    """The calls that multiply w (its parts of one layout share one: x quantized once, their rows in
+    one pool of chunks) and the row orders to apply after, made the first time w is multiplied."""
+    got = _plans.get(w)
+    if got is None:
+        groups: dict[str, list] = {}
+        orders, first = [], 0
+        for p in w.parts:
+            groups.setdefault(k.layout(p.type_id), []).append((p.data, p.type_id, first))
+            if p.order is not None:
+                orders.append((first, p.rows, p.order))
+            first += p.rows
+        got = _plans[w] = ([k.Parts(g) for g in groups.values()], orders)
+    return got
 
 
 TILE_ROWS = 256  # weight rows dequantized at a time for a long prompt
