@@ -342,3 +342,25 @@ def _product(kernels, x, rows, t):
     out = np.empty((len(x), len(rows)), np.float32)
     kernels.product(x, rows, t, out, 0, len(rows))
     return out
+
+
+@pytest.mark.parametrize("shape", [(3, 3, 64, 540), (1, 4, 256, 100), (2, 5, 96, 37), (4, 7, 40, 3)], ids=str)
+def test_decode_attention_is_the_numpy_attention(kernels, shape):
+    """kernels.attention (a decode step of a quantized model: jobs.attention) against the NumPy
+    attention it stands in for, on the caches' own layout (views of a larger room), with key and
+    column counts that are not multiples of 16: within a few float32 steps of the largest output,
+    the same bits on one thread and on two, and each key/value head the same whatever the others."""
+    from tfcli.engine.fast import ops
+
+    n_kv, group, head_dim, s_len = shape
+    rng = np.random.default_rng(sum(shape))
+    keys = rng.standard_normal((n_kv, head_dim, s_len + 19)).astype(np.float32)  # [Hkv, Dh, room]
+    values = rng.standard_normal((n_kv, s_len + 19, head_dim)).astype(np.float32)  # [Hkv, room, Dh]
+    q = (rng.standard_normal((n_kv, group, 1, head_dim)) * 3).astype(np.float32)
+    k, v = keys[:, :, :s_len], values[:, :s_len]
+    want, _ = ops._attention_block(q, k, v, False)
+    one, two = kernels.attention(q, k, v, 1), kernels.attention(q, k, v, 2)
+    assert np.array_equal(one, two)
+    assert np.abs(one - want).max() <= 16 * EPS * np.abs(want).max(), np.abs(one - want).max()
+    alone = kernels.attention(q[:1], k[:1], v[:1], 1)
+    assert np.array_equal(alone, one[:1])

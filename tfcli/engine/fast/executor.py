@@ -52,6 +52,12 @@ class Fast(Plain):
         return y
 
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
+        t_len, s_len = q.shape[2], k.shape[2]
+        if window and s_len > window and t_len == 1 and not weights:  # a decode step sees the last `window` keys
+            k, v, window = k[:, :, s_len - window :], v[:, s_len - window :], None
+        compiled = quantized.loaded() if not weights and not softcap and not window and t_len == 1 else None
+        if compiled is not None:  # a decode step of a quantized model: the kernels' attention, one call for every head
+            return compiled.attention(q, k, v, self.workers), None
         return ops.attention(q, k, v, start, weights, window, softcap)  # grouped heads, masked square only, blocks of queries
 
     def sized(self, rows: int) -> Plain:

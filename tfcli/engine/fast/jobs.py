@@ -28,7 +28,7 @@ from numba import carray, types
 from numba.extending import intrinsic
 
 from . import llvm
-from .slots import (BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC,
+from .slots import (A_CHUNKS, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_T, A_V, A_VH, A_VS, BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC,
                     W32, WD, WM, WQ, X, XD, XM, XQ, XS, K, T)  # fmt: skip
 
 
@@ -354,7 +354,141 @@ def _dequantize_k(rows, kind, nbytes, out, lo, hi, wq, wd, wdmin, sc, mn):
                 out[n, k] = (wd[k // 256] * np.float32(sc[k // 32])) * np.float32(wq[k]) - low
 
 
+# --- attention for a few rows over the cache (fast/ops.attention is the NumPy twin) -------------------
+
+
+@intrinsic
+def _float_bits(typingctx, bits):
+    """The float32 whose bits are the int32 `bits`."""
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float32))
+
+    return types.float32(types.int32), codegen
+
+
+def _exp(x):
+    """exp(x) for float32 x <= 0, within 2 float32 steps of np.exp (Cephes' expf: x = n ln2 + r,
+    |r| <= ln2 / 2, exp(r) by a polynomial of degree 6, times 2^n built from its bits). Plain
+    arithmetic, so that LLVM runs a loop of them in vector registers; np.exp would be a call each."""
+    x = max(x, np.float32(-87.0))
+    n = np.floor(x * np.float32(1.44269504) + np.float32(0.5))
+    r = x - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    p = p * r * r + r + np.float32(1.0)
+    return p * _float_bits(np.int32((np.int32(n) + 127) << 23))
+
+
+def attention(a, c):
+    """softmax(q k^T / sqrt(Dh)) v for a decode step (T = 1), chunk c of the Hkv key/value heads: the
+    scores of a head's G queries over its S keys, their exponentials, and the values they weight,
+    summed before dividing by the exponentials' sum, as fast/ops._attention_block does. Keys and
+    values are read once for the G queries, 64 (then 16) keys or columns at a time (llvm.py)."""
+    rows, dh, n_kv, s_len, chunks = a[A_ROWS], a[A_DH], a[A_HKV], a[A_S], a[A_CHUNKS]
+    q = carray(_f32(a[A_Q]), (n_kv * rows * dh,))
+    out = carray(_f32(a[A_OUT]), (n_kv * rows * dh,))
+    e = carray(_f32(a[A_SCRATCH]), (chunks * rows * s_len,))
+    kd, vs = a[A_KD], a[A_VS]
+    scale = np.float32(1.0 / np.sqrt(np.float64(dh)))
+    size = (n_kv + chunks - 1) // chunks
+    for h in range(c * size, min(n_kv, (c + 1) * size)):
+        k = carray(_f32(a[A_K] + 4 * h * a[A_KH]), (dh * kd,))
+        v = carray(_f32(a[A_V] + 4 * h * a[A_VH]), (s_len * vs,))
+        for r0 in range(0, rows, 4):
+            n = min(4, rows - r0)
+            qo = (h * rows + r0) * dh
+            eo = c * rows * s_len + r0 * s_len
+            s = 0
+            while s + 64 <= s_len:
+                _scores64(n, k, s, kd, q, qo, dh, scale, e, eo + s, s_len)
+                s += 64
+            while s + 16 <= s_len:
+                _scores16(n, k, s, kd, q, qo, dh, scale, e, eo + s, s_len)
+                s += 16
+            for r in range(n):
+                for j in range(s, s_len):
+                    acc = np.float32(0)
+                    for d in range(dh):
+                        acc += (q[qo + r * dh + d] * scale) * k[d * kd + j]
+                    e[eo + r * s_len + j] = acc
+            for r in range(n):
+                at = eo + r * s_len
+                top = e[at]
+                for j in range(1, s_len):
+                    top = max(top, e[at + j])
+                for j in range(s_len):
+                    e[at + j] = _exp(e[at + j] - top)
+            d = 0
+            while d + 64 <= dh:
+                _weigh64(n, v, d, vs, e, eo, s_len, s_len, out, qo + d, dh)
+                d += 64
+            while d + 16 <= dh:
+                _weigh16(n, v, d, vs, e, eo, s_len, s_len, out, qo + d, dh)
+                d += 16
+            for r in range(n):
+                for dd in range(d, dh):
+                    acc = np.float32(0)
+                    for j in range(s_len):
+                        acc += e[eo + r * s_len + j] * v[j * vs + dd]
+                    out[qo + r * dh + dd] = acc
+            for r in range(n):
+                total = np.float32(0)
+                for j in range(s_len):
+                    total += e[eo + r * s_len + j]
+                for dd in range(dh):
+                    out[qo + r * dh + dd] /= total
+
+
+def _scores64(n, k, ko, kd, q, qo, dh, scale, e, eo, es):
+    if n == 1:
+        llvm.scores_4x1(k, ko, kd, q, qo, dh, scale, e, eo, es)
+    elif n == 2:
+        llvm.scores_4x2(k, ko, kd, q, qo, dh, scale, e, eo, es)
+    elif n == 3:
+        llvm.scores_4x3(k, ko, kd, q, qo, dh, scale, e, eo, es)
+    else:
+        llvm.scores_4x4(k, ko, kd, q, qo, dh, scale, e, eo, es)
+
+
+def _scores16(n, k, ko, kd, q, qo, dh, scale, e, eo, es):
+    if n == 1:
+        llvm.scores_1x1(k, ko, kd, q, qo, dh, scale, e, eo, es)
+    elif n == 2:
+        llvm.scores_1x2(k, ko, kd, q, qo, dh, scale, e, eo, es)
+    elif n == 3:
+        llvm.scores_1x3(k, ko, kd, q, qo, dh, scale, e, eo, es)
+    else:
+        llvm.scores_1x4(k, ko, kd, q, qo, dh, scale, e, eo, es)
+
+
+def _weigh64(n, v, vo, vs, e, eo, es, s_len, out, oo, os):
+    if n == 1:
+        llvm.weigh_4x1(v, vo, vs, e, eo, es, s_len, out, oo, os)
+    elif n == 2:
+        llvm.weigh_4x2(v, vo, vs, e, eo, es, s_len, out, oo, os)
+    elif n == 3:
+        llvm.weigh_4x3(v, vo, vs, e, eo, es, s_len, out, oo, os)
+    else:
+        llvm.weigh_4x4(v, vo, vs, e, eo, es, s_len, out, oo, os)
+
+
+def _weigh16(n, v, vo, vs, e, eo, es, s_len, out, oo, os):
+    if n == 1:
+        llvm.weigh_1x1(v, vo, vs, e, eo, es, s_len, out, oo, os)
+    elif n == 2:
+        llvm.weigh_1x2(v, vo, vs, e, eo, es, s_len, out, oo, os)
+    elif n == 3:
+        llvm.weigh_1x3(v, vo, vs, e, eo, es, s_len, out, oo, os)
+    else:
+        llvm.weigh_1x4(v, vo, vs, e, eo, es, s_len, out, oo, os)
+
+
 HELPERS = ("_quantize_x", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
-           "_dequantize_blocks32", "_dequantize_k", "_part", "_row_address")  # compiled into the jobs that call them  # fmt: skip
+           "_dequantize_blocks32", "_dequantize_k", "_part", "_row_address", "_exp", "_scores64", "_scores16", "_weigh64", "_weigh16")  # compiled into the jobs that call them  # fmt: skip
 ROWS_OF_X = ("_rows_blocks32", "_rows_k")  # compiled on their own, called by the jobs
-JOBS = ("quantize", "product_blocks32", "product_k", "product_floats", "dequantize")
+JOBS = ("quantize", "product_blocks32", "product_k", "product_floats", "dequantize", "attention")

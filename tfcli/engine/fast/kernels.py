@@ -32,7 +32,7 @@ from ..formats import BLOCK_TYPES
 from . import slots as S
 from .compiled import cache_dir, writable
 
-__all__ = ["KernelsUnavailable", "SUPPORTED", "cache_dir", "dequantize_rows", "layout", "load", "Parts", "product", "product_parts", "quantize_activations", "will_compile", "writable"]
+__all__ = ["KernelsUnavailable", "SUPPORTED", "attention", "cache_dir", "dequantize_rows", "layout", "load", "Parts", "product", "product_parts", "quantize_activations", "will_compile", "writable"]
 
 
 class KernelsUnavailable(Exception):
@@ -332,6 +332,29 @@ def product_parts(x: np.ndarray, parts: Parts, out: np.ndarray, threads: int = 1
     slots = [_data_address(x), T, K, block, group, qa, da, sa, ma, 0, 0, 0, _data_address(out), out.strides[0] // 4, 0, parts.rows, chunks,
              0, 0, 0, 0, 0, 0, parts.address, parts.count]  # fmt: skip
     _call("quantize", parts.job, slots, chunks, threads)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> np.ndarray:
+    """fast/ops._attention_block for a decode step, without weights, softcap or window, compiled
+    (jobs.attention): q [Hkv, G, 1, Dh] for the last of S positions, k [Hkv, Dh, S] and v [Hkv, S,
+    Dh] as the caches keep them (views whose last axis is contiguous) -> out [Hkv, G, 1, Dh]."""
+    if not _k:
+        load()
+    q = np.ascontiguousarray(q, np.float32)
+    n_kv, group, t_len, head_dim = q.shape
+    s_len = k.shape[2]
+    if k.dtype != np.float32 or v.dtype != np.float32 or k.strides[2] != 4 or v.strides[2] != 4 or any(x % 4 for x in (*k.strides, *v.strides)):
+        k, v = np.ascontiguousarray(k, np.float32), np.ascontiguousarray(v, np.float32)
+    if t_len != 1:
+        raise ValueError("the compiled attention takes one query position (a decode step)")
+    out = np.empty(q.shape, np.float32)  # [Hkv, G, T, Dh]
+    rows = group * t_len
+    chunks = min(threads, n_kv) if threads > 1 and s_len * n_kv * rows >= 4096 else 1
+    scratch = np.empty((chunks, rows, s_len), np.float32)  # [chunks, G, S]: a head's scores, then their exponentials
+    slots = [_data_address(q), rows, t_len, head_dim, n_kv, _data_address(k), k.strides[0] // 4, k.strides[1] // 4,
+             _data_address(v), v.strides[0] // 4, v.strides[1] // 4, s_len, _data_address(out), chunks, scratch.ctypes.data]  # fmt: skip
+    _call(None, "attention", slots + [0] * (S.SLOTS - len(slots)), chunks, threads)
+    return out
 
 
 def dequantize_rows(rows: np.ndarray, type_id: int, out: np.ndarray, lo: int, hi: int) -> None:

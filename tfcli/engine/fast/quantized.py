@@ -71,6 +71,11 @@ def _kernels():
     return _state.get("kernels")
 
 
+def loaded():
+    """The kernels module when a quantized model has loaded it (never loads it), else None."""
+    return _state.get("kernels") if wanted() else None
+
+
 def product(x: np.ndarray, w: Quantized, threads: int = 1) -> np.ndarray:
     """x [T, K] @ w [K, N] (w: a family's [in, out] weight, stored as N quantized rows) -> [T, N],
     the weight rows shared among `threads` threads (kernels.product)."""

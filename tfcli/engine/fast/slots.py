@@ -17,3 +17,9 @@ P_ROWS, P_RB, P_KIND, P_COL, P_N = 0, 1, 2, 3, 4
 
 # GGUF tensor type ids (formats.BLOCK_TYPES)
 F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30
+
+# the attention job's slots (jobs.attention): a decode step's (or a few rows') queries over the KV cache
+A_Q, A_ROWS, A_T, A_DH, A_HKV = 0, 1, 2, 3, 4  # q [Hkv, ROWS, Dh] float32 (ROWS = G*T, query t of a head's group g at row g*T + t)
+A_K, A_KH, A_KD = 5, 6, 7  # keys [Hkv, Dh, S]: head and d strides in elements (the s stride is 1)
+A_V, A_VH, A_VS = 8, 9, 10  # values [Hkv, S, Dh]: head and s strides (the d stride is 1)
+A_S, A_OUT, A_CHUNKS, A_SCRATCH = 11, 12, 13, 14  # S keys; out [Hkv, ROWS, Dh]; chunks of the Hkv*ROWS rows; [CHUNKS, S] float32
