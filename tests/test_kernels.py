@@ -364,3 +364,28 @@ def test_decode_attention_is_the_numpy_attention(kernels, shape):
     assert np.abs(one - want).max() <= 16 * EPS * np.abs(want).max(), np.abs(one - want).max()
     alone = kernels.attention(q[:1], k[:1], v[:1], 1)
     assert np.array_equal(alone, one[:1])
+
+
+def test_a_new_compile_removes_stale_folders(tmp_path):
+    """Each version of the kernels' sources compiles into a folder of its own; a new one removes the
+    folders older versions compiled for this CPU beyond the newest 3, and those of the numba cache
+    tfcli once kept, but never another CPU's (a home shared among machines)."""
+    import os
+
+    from tfcli.engine.fast import kernels
+    from tfcli.engine.fast.compiled import cpu_name
+
+    def folder(name: str, cpu: str, index: bool, age: int):
+        f = tmp_path / name
+        f.mkdir()
+        if index:
+            (f / "index.json").write_text("{}")
+        (f / "ready").write_text(f"numba 0.68\n{cpu}\n")
+        os.utime(f / "ready", (1e9 + age, 1e9 + age))
+        return f
+
+    mine = [folder(f"mine{i}", cpu_name(), True, i) for i in range(5)]
+    numba_era, other_cpu = folder("numba", cpu_name(), False, 9), folder("other", "another CPU", True, 0)
+    kernels._remove_stale(mine[-1])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine2", "mine3", "mine4", "other"]
+    assert other_cpu.exists() and not numba_era.exists()

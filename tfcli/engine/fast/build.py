@@ -32,6 +32,7 @@ def build(folder: Path) -> None:
     from numba import types
 
     from . import jobs, pool
+    from .compiled import cpu_name
 
     binding, machine = _target_machine()
     helpers = {name: numba.njit(nogil=True, inline="always", error_model="numpy")(getattr(jobs, name)) for name in jobs.HELPERS}
@@ -51,5 +52,5 @@ def build(folder: Path) -> None:
     (folder / "pool.o").write_bytes(machine.emit_object(binding.parse_assembly(ir)))
     index["pool"] = {"run": "tfcli_run", "work": "tfcli_work", "threads": futex is not None}
     (folder / "index.json").write_text(json.dumps(index, indent=1), encoding="utf-8")
-    (folder / "ready").write_text(f"numba {numba.__version__}\n", encoding="utf-8")
+    (folder / "ready").write_text(f"numba {numba.__version__}\n{cpu_name()}\n", encoding="utf-8")
 

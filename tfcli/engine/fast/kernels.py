@@ -148,6 +148,32 @@ def _build_into(folder: Path) -> None:
                 raise
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+    _remove_stale(folder)
+
+
+KEEP = 3  # compiled folders kept for this CPU: the newest (a few versions of tfcli may share a home)
+
+
+def _remove_stale(folder: Path) -> None:
+    """Remove the folders older sources compiled for this CPU beyond the newest KEEP, and those of
+    tfcli versions that cached numba's own files (no index.json). Folders for other CPUs (a home
+    shared among machines) are left alone."""
+    from .compiled import cpu_name
+
+    mine = []
+    for other in folder.parent.iterdir():
+        try:
+            if other.name.startswith(".") or not other.is_dir() or not (other / "ready").exists():
+                continue
+            if not (other / "index.json").exists():
+                shutil.rmtree(other, ignore_errors=True)
+            elif cpu_name() in (other / "ready").read_text(encoding="utf-8", errors="replace"):
+                mine.append(((other / "ready").stat().st_mtime, other))
+        except OSError:
+            continue
+    for _, other in sorted(mine, reverse=True)[KEEP:]:
+        if other != folder:
+            shutil.rmtree(other, ignore_errors=True)
 
 
 def _build(folder: Path) -> None:
