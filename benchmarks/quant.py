@@ -39,7 +39,7 @@ path, n_prompt, n_new, threads = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 set_blas_threads(threads)
 t0 = time.perf_counter()
 lm = load(path)
-if lm.model.quantized():
+if lm.model.on_kernels:  # as the CLI does
     from tfcli.engine.fast.quantized import prepare
     prepare()
 load_s = time.perf_counter() - t0

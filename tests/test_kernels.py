@@ -251,7 +251,7 @@ def test_the_rows_on_two_threads_are_the_rows_on_one(kernels, t):
         assert np.array_equal(one, two, equal_nan=True), (name(t), T)
 
 
-@pytest.mark.parametrize("t", QUANTIZED, ids=name)
+@pytest.mark.parametrize("t", QUANTIZED + FLOATS, ids=name)
 def test_each_row_of_x_is_its_product_alone(kernels, t):
     """Batch invariance (what a server's decode step needs, engine/slots.py): row t of a product of
     T rows of x equals, bit for bit, the product of that row alone, whatever T."""

@@ -308,7 +308,7 @@ def test_a_kernel_pass_on_two_workers_runs_blas_on_one_thread(monkeypatch, in_pl
     real = Fast.attention
     monkeypatch.setattr(Fast, "attention", lambda self, *a, **k: seen.append(blas_threads()) or real(self, *a, **k))
     for model, quantized in ((load_folder(mixed_folder).model, False), (in_place.model, True)):
-        assert model.holds_blocks == quantized
+        assert model.on_kernels == quantized
         seen.clear()
         with threadpool_limits(2, user_api="blas"):
             outside = blas_threads()
@@ -324,6 +324,6 @@ def test_quantizing_a_loaded_model_makes_it_hold_blocks():
     from tfcli.engine.quantized import quantize_weights
 
     lm = load_folder(TINY_LLAMA)
-    assert not lm.model.holds_blocks  # asked before quantizing: quantize_weights makes it ask again
+    assert not lm.model.on_kernels  # asked before quantizing: quantize_weights makes it ask again
     quantize_weights(lm.model, "q8_0")
-    assert lm.model.holds_blocks == lm.model.quantized()
+    assert lm.model.on_kernels == lm.model.quantized()

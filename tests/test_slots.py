@@ -80,3 +80,39 @@ def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm, workers):
                 rows = model.forward(steps[company, t], Slots([caches[b] for b in company]), all_logits=True, run=run)
             for row, b in enumerate(company):
                 np.testing.assert_array_equal(rows[row], alone[b][t])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_model_on_the_kernels_is_the_sequence_alone_to_the_bit(workers):
+    """A float32 model of KERNELS_FROM bytes or more runs its few-row products and decode attention
+    on the compiled kernels (Transformer.on_kernels; the tiny Llama is made to ask for them): the
+    server's row-by-row steps still give each row exactly its sequence's logits alone, and those
+    stay within float32 steps of the same model on NumPy's products and attention."""
+    from tfcli.engine.fast import quantized
+    from tfcli.engine.fast.executor import RowByRow
+    from tfcli.engine.threads import new_helper
+
+    if quantized.prepare() is not None or quantized.loaded() is None:
+        pytest.skip("compiled kernels unavailable")
+    lm = load(TINY_LLAMA)
+    model, rng = lm.model, np.random.default_rng(5)
+    V = model.config.vocab_size
+    prompts = [rng.integers(0, V, n) for n in (4, 2, 7)]
+    steps = rng.integers(0, V, (3, 3))
+    on_numpy = [decoded_alone(model, p, s, 16) for p, s in zip(prompts, steps)]
+    model._kernels = True
+    try:
+        alone = [decoded_alone(model, p, s, 16) for p, s in zip(prompts, steps)]
+        assert any(not np.array_equal(a, n) for a, n in zip(alone, on_numpy)), "the kernels did not run"
+        run = RowByRow(workers, new_helper() if workers > 1 else None)
+        caches = [model.new_cache(16) for _ in prompts]
+        for b in range(3):
+            model.forward(prompts[b], caches[b])
+        for t in range(3):
+            with run.around_step(3):
+                rows = model.forward(steps[:, t], Slots(caches), all_logits=True, run=run)
+            for b in range(3):
+                np.testing.assert_array_equal(rows[b], alone[b][t])
+                assert_f32_near(alone[b][t], on_numpy[b][t])
+    finally:
+        model._kernels = None

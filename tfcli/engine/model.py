@@ -31,6 +31,9 @@ from .quantized import Quantized
 from .sites import Hooks
 
 
+KERNELS_FROM = 64 << 20  # bytes of float32 weights from which a model's passes run on the compiled kernels (on_kernels)
+
+
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~7 us, once per block per step
 class LayerCall:
     """Where one block of a forward pass runs: its index, the cache, the positions of its rows,
@@ -99,13 +102,16 @@ class Transformer:
         """Whether any matrix is kept quantized (a GGUF run in place)."""
         return any(isinstance(w, Quantized) for w in self.weights())
 
-    _blocks: bool | None = None  # quantized(), remembered for the passes (quantize_weights forgets it)
+    _kernels: bool | None = None  # on_kernels, remembered for the passes (quantize_weights forgets it)
 
     @property
-    def holds_blocks(self) -> bool:
-        if self._blocks is None:
-            self._blocks = self.quantized()
-        return self._blocks
+    def on_kernels(self) -> bool:
+        """Whether its passes run on the compiled kernels (engine/fast/): a quantized model, whose
+        products need them, or one with KERNELS_FROM bytes of float32 weights or more, whose few-row
+        products they run faster than BLAS. Smaller models (the shipped one) never load them."""
+        if self._kernels is None:
+            self._kernels = self.quantized() or self.weight_bytes() >= KERNELS_FROM
+        return self._kernels
 
     def new_cache(self, capacity: int | None = None) -> KVCache:
         """A cache for `capacity` positions (default: the whole context)."""
@@ -125,7 +131,7 @@ class Transformer:
             check_allocation(temporaries, f"a forward pass over {t_len:,} tokens")
         positions = cache.positions(t_len)  # [T]; PromptError if they do not fit
         hooks = hooks or None
-        plan = run.plan(cfg, cache, t_len, hooks, self.holds_blocks)  # the executor for T rows; one part, or a long prompt's parts on threads
+        plan = run.plan(cfg, cache, t_len, hooks, self.on_kernels)  # the executor for T rows; one part, or a long prompt's parts on threads
         x = plan.each_part(lambda part, rows: self.trunk(tokens[rows], part, positions[rows], hooks, plan.run))  # [T, D]
         cache.advance(positions)
         if not all_logits:

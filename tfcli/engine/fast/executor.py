@@ -16,6 +16,7 @@ What measurement justified, each in benchmarks/README.md:
 
 from __future__ import annotations
 
+import copy
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 
@@ -45,20 +46,38 @@ class Fast(Plain):
         self.batch = batch
         self.helper = helper if helper is not None or workers < 2 else new_helper()
 
+    compiled = False  # a pass of a model on the kernels (Transformer.on_kernels): its float32 products and decode attention too
+
     def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
-        y = quantized.product(x, w, self.workers) if isinstance(w, Quantized) else ops.linear(x, w)  # [T, out]
+        y = quantized.product(x, w, self.workers) if isinstance(w, Quantized) else self.dense(x, w)  # [T, out]
+        if y is None:
+            y = ops.linear(x, w)  # [T, out]
         if b is not None:
             y += b
         return y
 
+    def dense(self, x: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+        """x @ w on the kernels' float32 product in a pass on the kernels (quantized.dense_product),
+        else None: the caller's NumPy product runs."""
+        return quantized.dense_product(x, w, self.workers) if self.compiled else None
+
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
         t_len, s_len = q.shape[2], k.shape[2]
-        if window and s_len > window and t_len == 1 and not weights:  # a decode step sees the last `window` keys
-            k, v, window = k[:, :, s_len - window :], v[:, s_len - window :], None
-        compiled = quantized.loaded() if not weights and not softcap and not window and t_len == 1 else None
-        if compiled is not None:  # a decode step of a quantized model: the kernels' attention, one call for every head
+        compiled = quantized.loaded() if self.compiled and not weights and not softcap and t_len == 1 else None
+        if compiled is not None:  # a decode step on the kernels: their attention, one call for every head
+            if window and s_len > window:  # it sees the last `window` keys
+                k, v = k[:, :, s_len - window :], v[:, s_len - window :]
             return compiled.attention(q, k, v, self.workers), None
         return ops.attention(q, k, v, start, weights, window, softcap)  # grouped heads, masked square only, blocks of queries
+
+    def on_kernels(self) -> Fast:
+        """This executor for the passes of a model on the kernels (made once)."""
+        if self.compiled:
+            return self
+        if getattr(self, "_on_kernels", None) is None:
+            self._on_kernels = copy.copy(self)
+            self._on_kernels.compiled = True
+        return self._on_kernels
 
     def sized(self, rows: int) -> Plain:
         """The executor for a pass of `rows` rows in one part."""
@@ -66,6 +85,8 @@ class Fast(Plain):
         return _FewRows(self, self.helper if self.workers > 1 else ON_THIS_THREAD) if few else self
 
     def plan(self, config: ModelConfig, cache, rows: int, hooks, blocks: bool = False) -> Plan:
+        if blocks and not self.compiled and quantized.loaded() is not None:
+            return self.on_kernels().plan(config, cache, rows, hooks, blocks)
         """A long prompt pass (no hooks) in parts on threads, when split_prompt cuts it; else one
         part. A pass whose quantized products run on the compiled kernels' threads (`blocks`, a
         few rows, more than one worker) runs BLAS on one thread: the two libraries' threads each
@@ -92,13 +113,15 @@ class _FewRows(Fast):
     """A pass of 2-16 rows: products in small-matrix blocks, half on `pool`; the MLP split."""
 
     def __init__(self, fast: Fast, pool: Executor):
-        self.workers, self.batch, self.helper, self.pool = fast.workers, fast.batch, fast.helper, pool
+        self.workers, self.batch, self.helper, self.pool, self.compiled = fast.workers, fast.batch, fast.helper, pool, fast.compiled
 
     def sized(self, rows: int) -> Plain:
         return self
 
     def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
-        y = quantized.product(x, w, self.workers) if isinstance(w, Quantized) else ops.linear(x, w, self.pool)  # [T, out]
+        y = quantized.product(x, w, self.workers) if isinstance(w, Quantized) else self.dense(x, w)  # [T, out]
+        if y is None:
+            y = ops.linear(x, w, self.pool)  # [T, out]
         if b is not None:
             y += b
         return y
@@ -192,6 +215,8 @@ class RowByRow(Fast):
     def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
         if isinstance(w, Quantized):  # each row of x on its own: the kernels' rows never meet
             y = quantized.product(x, w, self.workers)
+        elif (y := self.dense(x, w)) is not None:  # the same, float32
+            pass
         elif x.shape[0] > 1 and ops.stored_rows(w):
             y = ops.each_row(x, w.T, self.helper if self.workers > 1 else None)  # [T, out]
         else:
