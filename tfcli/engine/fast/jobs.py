@@ -28,7 +28,7 @@ from numba import carray, types
 from numba.extending import intrinsic
 
 from . import llvm
-from .slots import (A_CHUNKS, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_T, A_V, A_VH, A_VS, BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC,
+from .slots import (A_CHUNKS, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_V, A_VH, A_VS, BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC,
                     W32, WD, WM, WQ, X, XD, XM, XQ, XS, K, T)  # fmt: skip
 
 
@@ -152,7 +152,6 @@ def _float_row(kind, row, w):
             bits[k] = np.uint32(row[2 * k] | (np.uint32(row[2 * k + 1]) << 8)) << 16
 
 
-
 # --- float rows: F32, F16, BF16 ---------------------------------------------------------------------
 
 
@@ -215,7 +214,6 @@ def _rows_blocks32(xq, xd, xm, rows, kind, out, lo, hi):
                 out[t, n] = llvm.dot_q8_0x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
 
 
-
 def _rows_k(xq, xd, xs, rows, kind, out, lo, hi):
     T, ns = xd.shape
     K = 256 * ns
@@ -240,8 +238,6 @@ def _rows_k(xq, xd, xs, rows, kind, out, lo, hi):
                 out[t, n] = llvm.dot_q5_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
             else:
                 out[t, n] = llvm.dot_q6_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
-
-
 
 
 # --- the jobs: chunk c of a product (x @ W[lo:hi].T into out[:, lo:hi]) or of a dequantization ------
@@ -270,24 +266,20 @@ def _part(a, p, first, end):
     return rows, out, parts[p, P_KIND], max(first - start, 0), min(end - start, n)
 
 
-def product_blocks32(a, c):
-    n, k = a[T], a[K]
+def product_quantized(a, c):
+    """Blocks of 32 weights (Q4_0 .. Q8_0, x in blocks of 32) or k-quants (Q4_K .. Q6_K, x in blocks
+    of 256), as a[BLOCK] says: quantized x against chunk c of the parts' rows."""
+    n, k, block = a[T], a[K], a[BLOCK]
     first, end = _span(a, c)
-    xq, xd, xm = carray(_i16(a[XQ]), (n * k,)), carray(_f32(a[XD]), (n, k // 32)), carray(_f32(a[XM]), (n, k // 32))
+    xq, xd = carray(_i16(a[XQ]), (n * k,)), carray(_f32(a[XD]), (n, k // block))
     for p in range(a[NPARTS]):
         rows, out, kind, lo, hi = _part(a, p, first, end)
-        if lo < hi:
-            _rows_blocks32(xq, xd, xm, rows, kind, out, lo, hi)
-
-
-def product_k(a, c):
-    n, k = a[T], a[K]
-    first, end = _span(a, c)
-    xq, xd, xs = carray(_i16(a[XQ]), (n * k,)), carray(_f32(a[XD]), (n, k // 256)), carray(_i32(a[XS]), (n, k // 16))
-    for p in range(a[NPARTS]):
-        rows, out, kind, lo, hi = _part(a, p, first, end)
-        if lo < hi:
-            _rows_k(xq, xd, xs, rows, kind, out, lo, hi)
+        if lo >= hi:
+            continue
+        if block == 32:
+            _rows_blocks32(xq, xd, carray(_f32(a[XM]), (n, k // 32)), rows, kind, out, lo, hi)
+        else:
+            _rows_k(xq, xd, carray(_i32(a[XS]), (n, k // 16)), rows, kind, out, lo, hi)
 
 
 def product_floats(a, c):
@@ -404,12 +396,10 @@ def attention(a, c):
             qo = (h * rows + r0) * dh
             eo = c * rows * s_len + r0 * s_len
             s = 0
-            while s + 64 <= s_len:
-                _scores64(n, k, s, kd, q, qo, dh, scale, e, eo + s, s_len)
-                s += 64
-            while s + 16 <= s_len:
-                _scores16(n, k, s, kd, q, qo, dh, scale, e, eo + s, s_len)
-                s += 16
+            while s + 16 <= s_len:  # the scores of 64 (then 16) keys: e[r, s:] = (q_r * scale) . k[:, s:]
+                wide = s + 64 <= s_len
+                _tile(wide, n, k, s, kd, q, qo, dh, dh, scale, e, eo + s, s_len)
+                s += 64 if wide else 16
             for r in range(n):
                 for j in range(s, s_len):
                     acc = np.float32(0)
@@ -424,12 +414,10 @@ def attention(a, c):
                 for j in range(s_len):
                     e[at + j] = _exp(e[at + j] - top)
             d = 0
-            while d + 64 <= dh:
-                _weigh64(n, v, d, vs, e, eo, s_len, s_len, out, qo + d, dh)
-                d += 64
-            while d + 16 <= dh:
-                _weigh16(n, v, d, vs, e, eo, s_len, s_len, out, qo + d, dh)
-                d += 16
+            while d + 16 <= dh:  # 64 (then 16) columns of the weighted values: out[r, d:] = e_r . v[:, d:]
+                wide = d + 64 <= dh
+                _tile(wide, n, v, d, vs, e, eo, s_len, s_len, np.float32(1), out, qo + d, dh)
+                d += 64 if wide else 16
             for r in range(n):
                 for dd in range(d, dh):
                     acc = np.float32(0)
@@ -444,51 +432,28 @@ def attention(a, c):
                     out[qo + r * dh + dd] /= total
 
 
-def _scores64(n, k, ko, kd, q, qo, dh, scale, e, eo, es):
-    if n == 1:
-        llvm.scores_4x1(k, ko, kd, q, qo, dh, scale, e, eo, es)
+def _tile(wide, n, m, mo, ms, x, xo, xs, count, scale, out, oo, os):
+    """llvm.tile_4xN (64 columns, wide) or tile_1xN (16) for n = 1..4 rows."""
+    if wide:
+        if n == 1:
+            llvm.tile_4x1(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+        elif n == 2:
+            llvm.tile_4x2(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+        elif n == 3:
+            llvm.tile_4x3(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+        else:
+            llvm.tile_4x4(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+    elif n == 1:
+        llvm.tile_1x1(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
     elif n == 2:
-        llvm.scores_4x2(k, ko, kd, q, qo, dh, scale, e, eo, es)
+        llvm.tile_1x2(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
     elif n == 3:
-        llvm.scores_4x3(k, ko, kd, q, qo, dh, scale, e, eo, es)
+        llvm.tile_1x3(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
     else:
-        llvm.scores_4x4(k, ko, kd, q, qo, dh, scale, e, eo, es)
-
-
-def _scores16(n, k, ko, kd, q, qo, dh, scale, e, eo, es):
-    if n == 1:
-        llvm.scores_1x1(k, ko, kd, q, qo, dh, scale, e, eo, es)
-    elif n == 2:
-        llvm.scores_1x2(k, ko, kd, q, qo, dh, scale, e, eo, es)
-    elif n == 3:
-        llvm.scores_1x3(k, ko, kd, q, qo, dh, scale, e, eo, es)
-    else:
-        llvm.scores_1x4(k, ko, kd, q, qo, dh, scale, e, eo, es)
-
-
-def _weigh64(n, v, vo, vs, e, eo, es, s_len, out, oo, os):
-    if n == 1:
-        llvm.weigh_4x1(v, vo, vs, e, eo, es, s_len, out, oo, os)
-    elif n == 2:
-        llvm.weigh_4x2(v, vo, vs, e, eo, es, s_len, out, oo, os)
-    elif n == 3:
-        llvm.weigh_4x3(v, vo, vs, e, eo, es, s_len, out, oo, os)
-    else:
-        llvm.weigh_4x4(v, vo, vs, e, eo, es, s_len, out, oo, os)
-
-
-def _weigh16(n, v, vo, vs, e, eo, es, s_len, out, oo, os):
-    if n == 1:
-        llvm.weigh_1x1(v, vo, vs, e, eo, es, s_len, out, oo, os)
-    elif n == 2:
-        llvm.weigh_1x2(v, vo, vs, e, eo, es, s_len, out, oo, os)
-    elif n == 3:
-        llvm.weigh_1x3(v, vo, vs, e, eo, es, s_len, out, oo, os)
-    else:
-        llvm.weigh_1x4(v, vo, vs, e, eo, es, s_len, out, oo, os)
+        llvm.tile_1x4(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
 
 
 HELPERS = ("_quantize_x", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
-           "_dequantize_blocks32", "_dequantize_k", "_part", "_row_address", "_exp", "_scores64", "_scores16", "_weigh64", "_weigh16")  # compiled into the jobs that call them  # fmt: skip
+           "_dequantize_blocks32", "_dequantize_k", "_part", "_row_address", "_exp", "_tile")  # compiled into the jobs that call them  # fmt: skip
 ROWS_OF_X = ("_rows_blocks32", "_rows_k")  # compiled on their own, called by the jobs
-JOBS = ("quantize", "product_blocks32", "product_k", "product_floats", "dequantize", "attention")
+JOBS = ("quantize", "product_quantized", "product_floats", "dequantize", "attention")

@@ -321,7 +321,7 @@ class Parts:
         self.address, self.count = self.table.ctypes.data, len(self.table)
         self.rows = sum(len(rows) for rows, _, _ in self.parts)
         self.kind = layout(parts[0][1])
-        self.job = {"k": "product_k", "blocks32": "product_blocks32", "floats": "product_floats"}[self.kind]
+        self.job = "product_floats" if self.kind == "floats" else "product_quantized"
         self.block, self.group = (256, 16) if self.kind == "k" else (32, 32)
 
 

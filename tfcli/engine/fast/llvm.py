@@ -420,73 +420,42 @@ dot_q4_kx1, dot_q5_kx1, dot_q6_kx1 = (_dot_k(k, 1) for k in (12, 13, 14))
 dot_q4_kx4, dot_q5_kx4, dot_q6_kx4 = (_dot_k(k, 4) for k in (12, 13, 14))
 
 
-# --- attention: the scores of 16*width keys, or 16*width columns of weighted values, for `rows` queries ---
+# --- attention: 16*width columns of a matrix weighted by the rows of another, for `rows` of them -------
 
 
-def _scores(width: int, rows: int):
-    """For r < rows, j < 16 * width: e[eo + r * es + j] = sum over d < n of (q[qo + r * n + d] * scale)
-    * k[ko + d * kstride + j]. The scores of 16 * width keys (k: keys [Dh, S], d stride kstride) for
-    `rows` queries of one key/value head at once: each vector of keys is loaded once for all of them,
-    into rows * width independent accumulators."""
+def _tile(width: int, rows: int):
+    """For r < rows, j < 16 * width: out[oo + r * os + j] = sum over i < n of (a[ao + r * as + i] * scale)
+    * m[mo + i * ms + j]. Attention's two products on the caches' layout (jobs.attention): the
+    scores of 16 * width keys (m the keys [Dh, S], a the queries, n = Dh) and 16 * width columns of
+    the weighted values (m the values [S, Dh], a the exponentials, scale 1: exact). Each vector of m
+    is loaded once for all the rows, into rows * width independent accumulators."""
 
     @intrinsic
-    def scores(typingctx, k, ko, kstride, q, qo, n, scale, e, eo, es):
+    def tile(typingctx, m, mo, ms, a, ao, as_, n, scale, out, oo, os):
         def codegen(context, builder, sig, args):
             t = sig.args
-            k_, ko_, ks_, q_, qo_, n_, scale_, e_, eo_, es_ = args
+            m_, mo_, ms_, a_, ao_, as__, n_, scale_, out_, oo_, os_ = args
             zeros = ir.Constant(_vec(F32, 16), [ir.Constant(F32, 0.0)] * 16)
             acc = [[cgutils.alloca_once_value(builder, zeros) for _ in range(width)] for _ in range(rows)]
             with cgutils.for_range(builder, n_) as loop:
-                d = loop.index
-                at = builder.add(ko_, builder.mul(d, ks_))
-                keys = [_load(context, builder, t[0], k_, _plus(builder, at, 16 * w), _vec(F32, 16)) for w in range(width)]
+                i = loop.index
+                at = builder.add(mo_, builder.mul(i, ms_))
+                vectors = [_load(context, builder, t[0], m_, _plus(builder, at, 16 * w), _vec(F32, 16)) for w in range(width)]
                 for r in range(rows):
-                    qd = builder.fmul(_scalar(context, builder, t[3], q_, builder.add(builder.add(qo_, builder.mul(n_, ir.Constant(n_.type, r))), d)), scale_)
-                    qv = _splat(qd, F32, 16, builder)
+                    weight = _scalar(context, builder, t[3], a_, builder.add(builder.add(ao_, builder.mul(as__, ir.Constant(as__.type, r))), i))
+                    splat = _splat(builder.fmul(weight, scale_), F32, 16, builder)
                     for w in range(width):
-                        builder.store(_fma(builder, keys[w], qv, builder.load(acc[r][w])), acc[r][w])
-            for r in range(rows):
-                base = builder.add(eo_, builder.mul(es_, ir.Constant(es_.type, r)))
-                for w in range(width):
-                    builder.store(builder.load(acc[r][w]), _at(context, builder, t[7], e_, _plus(builder, base, 16 * w), _vec(F32, 16)), align=1)
-
-        return types.void(k, intp, intp, q, intp, intp, types.float32, e, intp, intp), codegen
-
-    return scores
-
-
-def _weigh(width: int, rows: int):
-    """For r < rows, j < 16 * width: out[oo + r * os + j] = sum over s < n of e[eo + r * es + s] *
-    v[vo + s * vstride + j]: 16 * width columns of the values [S, Dh] (s stride vstride) weighted by
-    each query's exponentials, each vector of values loaded once for all the queries."""
-
-    @intrinsic
-    def weigh(typingctx, v, vo, vstride, e, eo, es, n, out, oo, os):
-        def codegen(context, builder, sig, args):
-            t = sig.args
-            v_, vo_, vs_, e_, eo_, es_, n_, out_, oo_, os_ = args
-            zeros = ir.Constant(_vec(F32, 16), [ir.Constant(F32, 0.0)] * 16)
-            acc = [[cgutils.alloca_once_value(builder, zeros) for _ in range(width)] for _ in range(rows)]
-            with cgutils.for_range(builder, n_) as loop:
-                s = loop.index
-                at = builder.add(vo_, builder.mul(s, vs_))
-                values = [_load(context, builder, t[0], v_, _plus(builder, at, 16 * w), _vec(F32, 16)) for w in range(width)]
-                for r in range(rows):
-                    er = _splat(_scalar(context, builder, t[3], e_, builder.add(builder.add(eo_, builder.mul(es_, ir.Constant(es_.type, r))), s)), F32, 16, builder)
-                    for w in range(width):
-                        builder.store(_fma(builder, values[w], er, builder.load(acc[r][w])), acc[r][w])
+                        builder.store(_fma(builder, vectors[w], splat, builder.load(acc[r][w])), acc[r][w])
             for r in range(rows):
                 base = builder.add(oo_, builder.mul(os_, ir.Constant(os_.type, r)))
                 for w in range(width):
-                    builder.store(builder.load(acc[r][w]), _at(context, builder, t[7], out_, _plus(builder, base, 16 * w), _vec(F32, 16)), align=1)
+                    builder.store(builder.load(acc[r][w]), _at(context, builder, t[8], out_, _plus(builder, base, 16 * w), _vec(F32, 16)), align=1)
 
-        return types.void(v, intp, intp, e, intp, intp, intp, out, intp, intp), codegen
+        return types.void(m, intp, intp, a, intp, intp, intp, types.float32, out, intp, intp), codegen
 
-    return weigh
+    return tile
 
 
-# scores_4x2(...): 64 keys for 2 queries; weigh_1x3(...): 16 columns for 3 queries; up to 4 queries a call
-scores_4x1, scores_4x2, scores_4x3, scores_4x4 = (_scores(4, r) for r in (1, 2, 3, 4))
-scores_1x1, scores_1x2, scores_1x3, scores_1x4 = (_scores(1, r) for r in (1, 2, 3, 4))
-weigh_4x1, weigh_4x2, weigh_4x3, weigh_4x4 = (_weigh(4, r) for r in (1, 2, 3, 4))
-weigh_1x1, weigh_1x2, weigh_1x3, weigh_1x4 = (_weigh(1, r) for r in (1, 2, 3, 4))
+# tile_4x2(...): 64 columns for 2 rows; tile_1x3(...): 16 columns for 3 rows; up to 4 rows a call
+tile_4x1, tile_4x2, tile_4x3, tile_4x4 = (_tile(4, r) for r in (1, 2, 3, 4))
+tile_1x1, tile_1x2, tile_1x3, tile_1x4 = (_tile(1, r) for r in (1, 2, 3, 4))

@@ -86,21 +86,15 @@ has_pool:
   %workers = load i64, ptr %workers_at, align 8
   %alone = icmp eq i64 %workers, 0
   br i1 %alone, label %serial, label %parallel
-serial:
-  %c = phi i64 [0, %dispatch], [0, %has_pool], [%c1, %serial_next]
-  %more = icmp slt i64 %c, %n
-  br i1 %more, label %serial_body, label %serial_done
-serial_body:
-  %s = call i32 @call_job(ptr %job, ptr %a, i64 %c)
-  %bad = icmp ne i32 %s, 0
-  br i1 %bad, label %serial_failed, label %serial_next
-serial_failed:
-  ret i32 %s
-serial_next:
-  %c1 = add i64 %c, 1
-  br label %serial
-serial_done:
-  ret i32 0
+serial:  ; every chunk here, through a pool of this call's own with no workers
+  %own = alloca [{SIZE} x i8], align 64
+  %own_next = getelementptr i8, ptr %own, i64 {NEXT}
+  store i64 0, ptr %own_next, align 8
+  %own_status = getelementptr i8, ptr %own, i64 {STATUS}
+  store i32 0, ptr %own_status, align 4
+  call void @take_chunks(ptr %own, ptr %job, ptr %a, i64 %n)
+  %serial_status = load i32, ptr %own_status, align 4
+  ret i32 %serial_status
 parallel:
   %job_at = getelementptr i8, ptr %p, i64 {JOB}
   store ptr %job, ptr %job_at, align 8
