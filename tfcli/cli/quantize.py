@@ -50,4 +50,4 @@ def kernels_ready() -> str | None:
 
     from .console import note
 
-    return prepare(lambda: note("compiling the quantized kernels (once for this machine; later runs load them)", wrap=True))
+    return prepare(lambda: note("compiling the kernels for this CPU (once; later runs load them)", wrap=True))
