@@ -389,3 +389,26 @@ def test_a_new_compile_removes_stale_folders(tmp_path):
     kernels._remove_stale(mine[-1])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine2", "mine3", "mine4", "other"]
     assert other_cpu.exists() and not numba_era.exists()
+
+
+def test_a_damaged_cache_is_compiled_again(kernels, tmp_path):
+    """A cached object file cut short (a full disk, a killed copy) fails its sha256: the folder is
+    removed and the kernels compiled again, once, and the product runs, in a process of its own."""
+    import shutil
+
+    cached = kernels.cache_dir()
+    copy = tmp_path / cached.name
+    shutil.copytree(cached, copy)
+    damaged = copy / "product_quantized.o"
+    damaged.write_bytes(damaged.read_bytes()[:1000])
+    code = (
+        "import numpy as np\n"
+        "from tfcli.engine.fast import kernels\n"
+        "x, rows, out = np.ones((2, 64), np.float32), np.zeros((5, 40), np.uint8), np.empty((2, 5), np.float32)\n"
+        "kernels.product(x, rows, 3, out, 0, 5)\n"
+        "assert (out == 0).all(), out\n"
+    )
+    env = dict(_env(kernels), TFCLI_KERNEL_CACHE=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert len(damaged.read_bytes()) > 1000  # compiled again in place

@@ -6,11 +6,13 @@ machine, into object files that kernels.py loads without numba or LLVM (elf.py).
 Runs in a process of its own (kernels._build starts it; a failure's last line of stderr is the
 reason), so that the process that multiplies never imports numba: numba and LLVM cost about 130 MB
 of memory once they have compiled anything, more than SmolLM2's whole file.
-Writes FOLDER/<job>.o, FOLDER/pool.o and FOLDER/index.json ({job: its symbol}), then FOLDER/ready.
+Writes FOLDER/<job>.o, FOLDER/pool.o and FOLDER/index.json (each job's symbol, the pool's, each file's
+sha256), then FOLDER/ready.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -40,17 +42,19 @@ def build(folder: Path) -> None:
     vars(jobs).update(helpers)
     vars(jobs).update({name: numba.njit(nogil=True, error_model="numpy")(getattr(jobs, name)) for name in jobs.ROWS_OF_X})
     signature = types.void(types.CPointer(types.int64), types.int64)
-    index = {}
+    symbols, digests = {}, {}
     for name in jobs.JOBS:
         fast = {"fastmath": {"reassoc", "contract"}} if name == "attention" else {}  # sums in vector lanes, multiply-adds fused
         compiled = numba.njit([signature], nogil=True, error_model="numpy", **fast)(getattr(jobs, name)).overloads[signature.args]
-        module = binding.parse_assembly(compiled.library.get_llvm_str())
-        (folder / f"{name}.o").write_bytes(machine.emit_object(module))
-        index[name] = compiled.fndesc.mangled_name
+        code = machine.emit_object(binding.parse_assembly(compiled.library.get_llvm_str()))
+        (folder / f"{name}.o").write_bytes(code)
+        symbols[name], digests[name] = compiled.fndesc.mangled_name, hashlib.sha256(code).hexdigest()
     futex = pool.futex_number()
     ir = pool.source(x86=platform.machine().lower() in ("x86_64", "amd64"), futex=futex or 0)
-    (folder / "pool.o").write_bytes(machine.emit_object(binding.parse_assembly(ir)))
-    index["pool"] = {"run": "tfcli_run", "work": "tfcli_work", "threads": futex is not None}
+    code = machine.emit_object(binding.parse_assembly(ir))
+    (folder / "pool.o").write_bytes(code)
+    digests["pool"] = hashlib.sha256(code).hexdigest()
+    index = {"jobs": symbols, "pool": {"run": "tfcli_run", "work": "tfcli_work", "threads": futex is not None}, "sha256": digests}
     (folder / "index.json").write_text(json.dumps(index, indent=1), encoding="utf-8")
     (folder / "ready").write_text(f"numba {numba.__version__}\n{cpu_name()}\n", encoding="utf-8")
 

@@ -16,6 +16,7 @@ on the NumPy path, and dequantize_rows runs formats' dequantizer for them.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import shutil
@@ -70,7 +71,10 @@ def load() -> None:
             _k.update(_load())
 
 
-def _load() -> dict[str, object]:
+def _load(again: bool = True) -> dict[str, object]:
+    """The kernels from the cache folder, compiled first if it has none. A folder that cannot be
+    loaded (a file damaged or cut short: each object's sha256 is checked) is removed and compiled
+    again, once; then the reason is a KernelsUnavailable."""
     folder = cache_dir()
     temporary = None
     if not (folder / "ready").exists():
@@ -82,37 +86,40 @@ def _load() -> dict[str, object]:
             folder = temporary
     try:
         index = json.loads((folder / "index.json").read_text(encoding="utf-8"))
-        names = [*index.keys()]
-        objects = {name: (folder / f"{name}.o").read_bytes() for name in names}
-    except (OSError, ValueError) as e:
-        raise KernelsUnavailable(f"the compiled kernels in {folder} cannot be read ({e})") from e
+        objects = {name: (folder / f"{name}.o").read_bytes() for name in [*index["jobs"], "pool"]}
+        if any(hashlib.sha256(data).hexdigest() != index["sha256"][name] for name, data in objects.items()):
+            raise ValueError("a compiled file does not match its sha256")
+        symbols, keep = _place(objects, index)
+        pool = index["pool"]
+        return {"jobs": {name: symbols[name] for name in index["jobs"]}, "run": _JOB(symbols["pool"]),
+                "work": _WORK(symbols["pool.work"]) if pool["threads"] else None, "keep": keep}  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, RuntimeError) as e:
+        if again and temporary is None and writable(folder.parent):
+            shutil.rmtree(folder, ignore_errors=True)
+            return _load(again=False)
+        raise KernelsUnavailable(f"the compiled kernels in {folder} do not load ({type(e).__name__}: {e})") from e
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
-    symbols, keep = _place(objects, index)
-    pool = index["pool"]
-    return {"jobs": {name: symbols[name] for name in names if name != "pool"}, "run": _JOB(symbols["pool"]),
-            "work": _WORK(pool_work) if (pool_work := symbols.get("pool.work")) and pool["threads"] else None, "keep": keep}
 
 
 def _place(objects: dict[str, bytes], index: dict) -> tuple[dict[str, int], list]:
     """Each object placed in memory -> ({job: address, "pool": run's, "pool.work": work's}, what keeps them alive)."""
     from . import elf
 
-    wanted = {name: ([index[name]] if name != "pool" else [index[name]["run"], index[name]["work"]]) for name in objects}
+    wanted = {name: ([index["jobs"][name]] if name != "pool" else [index["pool"]["run"], index["pool"]["work"]]) for name in objects}
     addresses, keep = {}, []
-    try:
-        if elf.supported() and os.environ.get("TFCLI_KERNEL_LOADER", "") != "llvm":
-            for name, data in objects.items():
+    if elf.supported() and os.environ.get("TFCLI_KERNEL_LOADER", "") != "llvm":
+        for name, data in objects.items():
+            try:
                 placed = elf.Loaded(data)
-                keep.append(placed)
-                found = [placed.symbols[s] for s in wanted[name]]
-                addresses.update({name: found[0]} if name != "pool" else {"pool": found[0], "pool.work": found[1]})
-        else:
-            addresses, keep = _place_with_llvm(objects, wanted)
-    except (elf.ObjectError, KeyError, OSError, RuntimeError) as e:
-        raise KernelsUnavailable(f"the compiled kernels did not load ({type(e).__name__}: {e})") from e
-    return addresses, keep
+            except elf.ObjectError as e:
+                raise ValueError(str(e)) from e
+            keep.append(placed)
+            found = [placed.symbols[s] for s in wanted[name]]
+            addresses.update({name: found[0]} if name != "pool" else {"pool": found[0], "pool.work": found[1]})
+        return addresses, keep
+    return _place_with_llvm(objects, wanted)
 
 
 def _place_with_llvm(objects: dict[str, bytes], wanted: dict[str, list[str]]):
