@@ -24,10 +24,10 @@ from .quantized import Quantized, textbook_product
 class Plain:
     """The textbook, one step after another on the calling thread."""
 
-    def plan(self, config, cache, rows: int, hooks, blocks: bool = False) -> Plan:
+    def plan(self, config, cache, rows: int, hooks, kernels: bool = False) -> Plan:
         """How a pass of `rows` rows through `cache` runs (the fast executor picks its strategy here;
         `config`, the model's, and `hooks`, the pass's, tell it whether a long prompt may be cut;
-        `blocks`: the model holds quantized matrices, whose products have threads of their own)."""
+        `kernels`: the model runs on the compiled kernels, whose products have threads of their own)."""
         return Plan(self, cache, rows)
 
     def around_step(self, rows: int) -> AbstractContextManager:

@@ -9,7 +9,9 @@ What measurement justified, each in benchmarks/README.md:
 - the MLP of such a pass split by hidden units, a share on each thread, one hand-off per MLP;
 - a long prompt cut into parts, each part on its own thread through all the blocks, waiting at
   each block for the keys and values of the part before it (split_prompt, Parts, fast/parts.py);
-- quantized weights multiplied by compiled kernels on their blocks (fast/quantized.py);
+- quantized weights multiplied by compiled kernels on their blocks (fast/quantized.py); in the
+  passes of a model on the kernels (quantized, or 64 MB of float32 weights or more: on_kernels()),
+  its float32 few-row products and its decode-step attention compiled as well;
 - RowByRow, the batch-invariant executor a server's decode steps use: each row's products are the
   one-row products, on blocks of weights kept in cache for all rows (each_row).
 """
@@ -84,19 +86,21 @@ class Fast(Plain):
         few = rows > 1 and (self.batch or (self.workers > 1 and rows <= ops.FEW_ROWS))
         return _FewRows(self, self.helper if self.workers > 1 else ON_THIS_THREAD) if few else self
 
-    def plan(self, config: ModelConfig, cache, rows: int, hooks, blocks: bool = False) -> Plan:
-        if blocks and not self.compiled and quantized.loaded() is not None:
-            return self.on_kernels().plan(config, cache, rows, hooks, blocks)
+    def plan(self, config: ModelConfig, cache, rows: int, hooks, kernels: bool = False) -> Plan:
         """A long prompt pass (no hooks) in parts on threads, when split_prompt cuts it; else one
-        part. A pass whose quantized products run on the compiled kernels' threads (`blocks`, a
-        few rows, more than one worker) runs BLAS on one thread: the two libraries' threads each
-        spin a moment after their work, and on the same cores each waits for the other (a Gemma 3
-        step past 512 positions, where OpenBLAS starts threading attention: 11 ms -> 260 ms)."""
+        part. A model on the kernels (`kernels`: Transformer.on_kernels) runs its passes on this
+        executor's on_kernels() twin once they are loaded. A pass whose products run on the
+        kernels' threads (a few rows, more than one worker) runs BLAS on one thread: the two
+        libraries' threads each spin a moment after their work, and on the same cores each waits
+        for the other (a Gemma 3 step past 512 positions, where OpenBLAS starts threading
+        attention: 11 ms -> 260 ms)."""
+        if kernels and not self.compiled and quantized.loaded() is not None:
+            return self.on_kernels().plan(config, cache, rows, hooks, kernels)
         if hooks is None and not self.batch and isinstance(cache, KVCache):
             parts = split_prompt(config, cache.length, rows, self.workers)
             if len(parts) > 1:
                 return Parts(self, cache, config.n_layer, parts)
-        if blocks and self.workers > 1 and rows <= quantized.FEW_ROWS:
+        if kernels and self.workers > 1 and rows <= quantized.FEW_ROWS:
             return _BlasAlone(self.sized(rows), cache, rows)
         return Plan(self.sized(rows), cache, rows)
 
