@@ -36,8 +36,7 @@ def cache_dir() -> Path:
 
     key = hashlib.sha256()
     for name in ("jobs.py", "llvm.py", "pool.py", "build.py", "slots.py"):
-        source = Path(__file__).with_name(name)
-        key.update(source.read_bytes() + str(source.stat().st_mtime_ns).encode())
+        key.update(Path(__file__).with_name(name).read_bytes())  # their bytes: a fresh checkout of the same sources finds its kernels
     for package in ("numba", "llvmlite"):
         try:
             key.update(version(package).encode())
