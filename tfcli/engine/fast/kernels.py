@@ -3,7 +3,7 @@
 What they compute and how is jobs.py's (the numba sources) and llvm.py's (the vector operations).
 This module runs them: the first time on a machine, build.py compiles them in a process of its own
 into object files under tfcli's home (compiled.cache_dir()); every process then loads those with
-elf.py, a loader of a few dozen lines, and calls them through ctypes. So the process that
+elf.py, a loader of about 130 lines, and calls them through ctypes. So the process that
 multiplies holds the machine code and nothing else: no numba, no LLVM (measured: numba and LLVM
 cost about 130 MB once they have compiled anything; SmolLM2's whole file is 98 MB).
 
@@ -31,6 +31,7 @@ import numpy as np
 
 from ..formats import BLOCK_TYPES
 from . import slots as S
+from .activations import layout as x_layout
 from .compiled import cache_dir, writable
 
 __all__ = ["KernelsUnavailable", "SUPPORTED", "attention", "cache_dir", "dequantize_rows", "layout", "load", "Parts", "product", "product_parts", "quantize_activations", "will_compile", "writable"]
@@ -290,12 +291,23 @@ class _Args(threading.local):
 _args = _Args()
 
 
+def _slots(**named: int) -> list[int]:
+    """The jobs' argument `a` (slots.py), each slot given by its name there; the rest 0."""
+    a = [0] * S.SLOTS
+    for name, value in named.items():
+        a[_SLOT[name]] = value
+    return a
+
+
+_SLOT = {name: value for name, value in vars(S).items() if name.isupper() and isinstance(value, int)}  # name -> index
+
+
 def _call(first: str | None, job: str, slots: list[int], chunks: int, threads: int) -> None:
     args = _args
     _PACK.pack_into(args.a, 0, *slots)
     jobs = _k["jobs"]
     first_at = jobs[first] if first else None
-    pool = (_pool[0] if _pool else _the_pool()) if threads > 1 and _k["work"] is not None else None
+    pool = _the_pool() if threads > 1 and _k["work"] is not None else None
     if pool is not None and pool.lock.acquire(blocking=False):
         try:
             if pool.workers < threads - 1:
@@ -329,7 +341,8 @@ class Parts:
         self.rows = sum(len(rows) for rows, _, _ in self.parts)
         self.kind = layout(parts[0][1])
         self.job = "product_floats" if self.kind == "floats" else "product_quantized"
-        self.block, self.group = (256, 16) if self.kind == "k" else (32, 32)
+        self.block, self.group = x_layout(parts[0][1])
+        self.slots = _slots(BLOCK=self.block, GROUP=self.group, HI=self.rows, PARTS=self.address, NPARTS=self.count)  # what every call shares
 
 
 def product(x: np.ndarray, rows: np.ndarray, type_id: int, out: np.ndarray, lo: int, hi: int, threads: int = 1) -> None:
@@ -354,16 +367,14 @@ def product_parts(x: np.ndarray, parts: Parts, out: np.ndarray, threads: int = 1
         x = np.ascontiguousarray(x, np.float32)
     T, K = x.shape
     chunks = threads if threads > 1 and parts.rows >= 32 * threads else 1
+    slots = parts.slots.copy()
+    slots[S.X], slots[S.T], slots[S.K], slots[S.OUT], slots[S.LD], slots[S.CHUNKS] = _data_address(x), T, K, _data_address(out), out.strides[0] // 4, chunks
     if parts.kind == "floats":
         scratch = np.empty((chunks, K), np.float32)  # [chunks, K]: each chunk's F16/BF16 weight row as float32
-        slots = [_data_address(x), T, K, 0, 0, 0, 0, 0, 0, 0, 0, 0, _data_address(out), out.strides[0] // 4, 0, parts.rows, chunks,
-                 0, 0, 0, 0, 0, scratch.ctypes.data, parts.address, parts.count]  # fmt: skip
+        slots[S.W32] = scratch.ctypes.data
         _call(None, parts.job, slots, chunks, threads)
         return
-    block, group = parts.block, parts.group
-    *_, qa, da, sa, ma = _activations(T, K, block, group)
-    slots = [_data_address(x), T, K, block, group, qa, da, sa, ma, 0, 0, 0, _data_address(out), out.strides[0] // 4, 0, parts.rows, chunks,
-             0, 0, 0, 0, 0, 0, parts.address, parts.count]  # fmt: skip
+    *_, slots[S.XQ], slots[S.XD], slots[S.XS], slots[S.XM] = _activations(T, K, parts.block, parts.group)
     _call("quantize", parts.job, slots, chunks, threads)
 
 
@@ -371,22 +382,22 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> 
     """fast/ops._attention_block for a decode step, without weights, softcap or window, compiled
     (jobs.attention): q [Hkv, G, 1, Dh] for the last of S positions, k [Hkv, Dh, S] and v [Hkv, S,
     Dh] as the caches keep them (views whose last axis is contiguous) -> out [Hkv, G, 1, Dh]."""
+    if q.shape[2] != 1:
+        raise ValueError("the compiled attention takes one query position (a decode step)")
     if not _k:
         load()
     q = np.ascontiguousarray(q, np.float32)
-    n_kv, group, t_len, head_dim = q.shape
+    n_kv, group, _, head_dim = q.shape
     s_len = k.shape[2]
     if k.dtype != np.float32 or v.dtype != np.float32 or k.strides[2] != 4 or v.strides[2] != 4 or any(x % 4 for x in (*k.strides, *v.strides)):
         k, v = np.ascontiguousarray(k, np.float32), np.ascontiguousarray(v, np.float32)
-    if t_len != 1:
-        raise ValueError("the compiled attention takes one query position (a decode step)")
-    out = np.empty(q.shape, np.float32)  # [Hkv, G, T, Dh]
-    rows = group * t_len
-    chunks = min(threads, n_kv) if threads > 1 and s_len * n_kv * rows >= 4096 else 1
-    scratch = np.empty((chunks, rows, s_len), np.float32)  # [chunks, G, S]: a head's scores, then their exponentials
-    slots = [_data_address(q), rows, t_len, head_dim, n_kv, _data_address(k), k.strides[0] // 4, k.strides[1] // 4,
-             _data_address(v), v.strides[0] // 4, v.strides[1] // 4, s_len, _data_address(out), chunks, scratch.ctypes.data]  # fmt: skip
-    _call(None, "attention", slots + [0] * (S.SLOTS - len(slots)), chunks, threads)
+    out = np.empty(q.shape, np.float32)  # [Hkv, G, 1, Dh]
+    chunks = min(threads, n_kv) if threads > 1 and s_len * n_kv * group >= 4096 else 1
+    scratch = np.empty((chunks, group, s_len), np.float32)  # [chunks, G, S]: a head's scores, then their exponentials
+    slots = _slots(A_Q=_data_address(q), A_ROWS=group, A_DH=head_dim, A_HKV=n_kv, A_K=_data_address(k), A_KH=k.strides[0] // 4,
+                   A_KD=k.strides[1] // 4, A_V=_data_address(v), A_VH=v.strides[0] // 4, A_VS=v.strides[1] // 4, A_S=s_len,
+                   A_OUT=_data_address(out), A_CHUNKS=chunks, A_SCRATCH=scratch.ctypes.data)  # fmt: skip
+    _call(None, "attention", slots, chunks, threads)
     return out
 
 
@@ -406,8 +417,9 @@ def dequantize_rows(rows: np.ndarray, type_id: int, out: np.ndarray, lo: int, hi
     K = out.shape[1]
     scratch = [np.empty(K, np.int16), np.empty(K // 32, np.float32), np.empty(K // 32, np.float32),
                np.empty(K // 16, np.int32), np.empty(K // 32, np.int32), np.empty(K, np.float32)]  # fmt: skip
-    slots = [0, 0, K, 0, 0, 0, 0, 0, 0, _data_address(rows), rows.shape[1], type_id, _data_address(out), out.strides[0] // 4, lo, hi, 1]
-    _call(None, "dequantize", slots + [s.ctypes.data for s in scratch] + [0, 0], 1, 1)
+    slots = _slots(K=K, ROWS=_data_address(rows), RB=rows.shape[1], KIND=type_id, OUT=_data_address(out), LD=out.strides[0] // 4, LO=lo, HI=hi,
+                   CHUNKS=1, **{name: a.ctypes.data for name, a in zip(("WQ", "WD", "WM", "SC", "MN", "W32"), scratch)})  # fmt: skip
+    _call(None, "dequantize", slots, 1, 1)
 
 
 def quantize_activations(x: np.ndarray, type_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -416,8 +428,8 @@ def quantize_activations(x: np.ndarray, type_id: int) -> tuple[np.ndarray, np.nd
     load()
     x = np.ascontiguousarray(x, np.float32)
     T, K = x.shape
-    block, group = (256, 16) if type_id in K_QUANTS else (32, 32)
+    block, group = x_layout(type_id)
     q, d, sums, xm = np.empty(T * K, np.int16), np.empty((T, K // block), np.float32), np.empty((T, K // group), np.int32), np.empty((T, K // 32), np.float32)
-    slots = [x.ctypes.data, T, K, block, group, q.ctypes.data, d.ctypes.data, sums.ctypes.data, xm.ctypes.data] + [0] * (S.SLOTS - 9)  # no rows
+    slots = _slots(X=x.ctypes.data, T=T, K=K, BLOCK=block, GROUP=group, XQ=q.ctypes.data, XD=d.ctypes.data, XS=sums.ctypes.data, XM=xm.ctypes.data)
     _call("quantize", "quantize", slots, 0, 1)  # `first` alone: no chunk of rows
     return q.reshape(T, K), d, sums

@@ -8,7 +8,7 @@ millisecond, so that the 120-odd products of a decode step hand over in well und
 each; then it sleeps on a futex, and the caller wakes it when it finds a sleeper. OpenMP's threads
 wait the same way (GOMP_SPINCOUNT), as do llama.cpp's.
 
-The pool is an int64 array (kernels.Pool) whose fields sit a cache line apart, at these byte
+The pool is an int64 array (kernels._Pool) whose fields sit a cache line apart, at these byte
 offsets; GEN is the int32 the futex waits on. A job is called with numba's native calling
 convention: status = job(return slot, exception slot, a, c), 0 when it went well.
 """
