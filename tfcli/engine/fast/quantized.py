@@ -11,8 +11,8 @@ multiply. Here, what measurement justified instead (benchmarks/README.md):
   then BLAS, whose product on many rows is faster than any integer kernel we can write here.
 
 The compiled kernels are compiled once per machine (numba, in a process of its own: build.py) and
-loaded the first time a quantized product runs (or when the CLI prepares a quantized model, to say
-once that it compiles). Where they cannot be compiled or loaded, or TFCLI_KERNELS=numpy asks for
+loaded the first time a quantized product runs (or when the CLI prepares a model on the kernels,
+to say once that it compiles). Where they cannot be compiled or loaded, or TFCLI_KERNELS=numpy asks for
 it, the textbook runs: the same numbers, slower.
 """
 
@@ -72,7 +72,7 @@ def _kernels():
 
 
 def loaded():
-    """The kernels module when a quantized model has loaded it (never loads it), else None."""
+    """The kernels module once a model on them has loaded it (never loads it), else None."""
     return _state.get("kernels") if wanted() else None
 
 
@@ -87,7 +87,7 @@ def product(x: np.ndarray, w: Quantized, threads: int = 1) -> np.ndarray:
     if x.shape[0] > FEW_ROWS:
         return _tiled(k, x, w)
     y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
-    calls, orders = _plan(k, w)
+    calls, orders = _kept(w, lambda: _plan(k, w))
     for parts in calls:
         k.product_parts(x, parts, y, threads)
     for first, rows, order in orders:  # computed in the stored order; the model's is a permutation of it
@@ -95,23 +95,29 @@ def product(x: np.ndarray, w: Quantized, threads: int = 1) -> np.ndarray:
     return y
 
 
-_plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # w -> (kernels.Parts of each layout, row orders), made once
+_made: dict[int, tuple] = {}  # id(w) -> (a weak reference to w, what _kept made for it): forgotten with w
+
+
+def _kept(w, make: Callable[[], object]):
+    """make(), made the first time w (a matrix a model keeps) is multiplied and kept as long as w."""
+    got = _made.get(id(w))
+    if got is None or got[0]() is not w:
+        got = _made[id(w)] = (weakref.ref(w), make())
+        weakref.finalize(w, _made.pop, id(w), None)
+    return got[1]
 
 
 def _plan(k, w: Quantized) -> tuple[list, list]:
     """The calls that multiply w (its parts of one layout share one: x quantized once, their rows in
-    one pool of chunks) and the row orders to apply after, made the first time w is multiplied."""
-    got = _plans.get(w)
-    if got is None:
-        groups: dict[str, list] = {}
-        orders, first = [], 0
-        for p in w.parts:
-            groups.setdefault(k.layout(p.type_id), []).append((p.data, p.type_id, first))
-            if p.order is not None:
-                orders.append((first, p.rows, p.order))
-            first += p.rows
-        got = _plans[w] = ([k.Parts(g) for g in groups.values()], orders)
-    return got
+    one pool of chunks) and the row orders to apply after."""
+    groups: dict[str, list] = {}
+    orders, first = [], 0
+    for p in w.parts:
+        groups.setdefault(k.layout(p.type_id), []).append((p.data, p.type_id, first))
+        if p.order is not None:
+            orders.append((first, p.rows, p.order))
+        first += p.rows
+    return [k.Parts(g) for g in groups.values()], orders
 
 
 def dense_product(x: np.ndarray, w: np.ndarray, threads: int = 1) -> np.ndarray | None:
@@ -123,18 +129,9 @@ def dense_product(x: np.ndarray, w: np.ndarray, threads: int = 1) -> np.ndarray 
     rows = w.T  # [N, K]
     if k is None or w.dtype != np.float32 or not rows.flags.c_contiguous or x.shape[0] > FEW_ROWS:
         return None
-    got = _dense.get(id(w))
-    if got is None or got[0]() is not w:
-        got = _dense[id(w)] = (weakref.ref(w), k.Parts([(rows, 0, 0)]))
-        weakref.finalize(w, _dense.pop, id(w), None)
-    if x.dtype != np.float32 or not x.flags.c_contiguous:
-        x = np.ascontiguousarray(x, dtype=np.float32)  # [T, K]
     y = np.empty((x.shape[0], rows.shape[0]), dtype=np.float32)  # [T, N]
-    k.product_parts(x, got[1], y, threads)
+    k.product_parts(x, _kept(w, lambda: k.Parts([(rows, 0, 0)])), y, threads)
     return y
-
-
-_dense: dict[int, tuple] = {}  # id(w) -> (a weak reference to w, its kernels.Parts): forgotten with w
 
 
 TILE_ROWS = 256  # weight rows dequantized at a time for a long prompt
