@@ -289,17 +289,14 @@ def product_floats(a, c):
     w = carray(_f32(a[W32]), (a[CHUNKS], a[K]))[c]
     for p in range(a[NPARTS]):
         rows, out, kind, lo, hi = _part(a, p, first, end)
-        for n in range(lo, hi):
-            if kind == F32:
-                _dot_rows(x, carray(_f32(_row_address(a, p, n)), (a[K],)), out, n)
-            else:
+        if kind == F32:
+            floats = rows.view(np.float32)  # [n, K]
+            for n in range(lo, hi):
+                _dot_rows(x, floats[n], out, n)
+        else:
+            for n in range(lo, hi):
                 _float_row(kind, rows[n], w)
                 _dot_rows(x, w, out, n)
-
-
-def _row_address(a, p, n):
-    parts = carray(_i64(a[PARTS]), (a[NPARTS], 5))
-    return parts[p, P_ROWS] + n * parts[p, P_RB]
 
 
 def dequantize(a, c):
@@ -454,6 +451,6 @@ def _tile(wide, n, m, mo, ms, x, xo, xs, count, scale, out, oo, os):
 
 
 HELPERS = ("_quantize_x", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
-           "_dequantize_blocks32", "_dequantize_k", "_part", "_row_address", "_exp", "_tile")  # compiled into the jobs that call them  # fmt: skip
+           "_dequantize_blocks32", "_dequantize_k", "_part", "_exp", "_tile")  # compiled into the jobs that call them  # fmt: skip
 ROWS_OF_X = ("_rows_blocks32", "_rows_k")  # compiled on their own, called by the jobs
 JOBS = ("quantize", "product_quantized", "product_floats", "dequantize", "attention")
