@@ -65,12 +65,18 @@ class Fast(Plain):
 
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
         t_len, s_len = q.shape[2], k.shape[2]
-        compiled = quantized.loaded() if self.compiled and not weights and not softcap and t_len == 1 else None
-        if compiled is not None:  # a decode step on the kernels: their attention, one call for every head
-            if window and s_len > window:  # it sees the last `window` keys
-                k, v = k[:, :, s_len - window :], v[:, s_len - window :]
-            return compiled.attention(q, k, v, self.workers), None
-        return ops.attention(q, k, v, start, weights, window, softcap)  # grouped heads, masked square only, blocks of queries
+        compiled = quantized.loaded() if self.compiled and not weights and not softcap and t_len <= ops.FEW_ROWS else None
+        if compiled is None:
+            return ops.attention(q, k, v, start, weights, window, softcap)  # grouped heads, masked square only, blocks of queries
+        # A decode step on the kernels: their attention, one call for every head. A few rows (a lookup
+        # check, a short prompt): the same call for each row over the keys it sees, so that each row's
+        # numbers are a decode step's, bit for bit: a lookup check then accepts what greedy decoding chose.
+        out = np.empty(q.shape, np.float32)  # [Hkv, G, T, Dh]
+        for t in range(t_len):
+            end = s_len - t_len + t + 1  # the keys up to this row's position
+            first = end - window if window and end > window else 0  # a sliding layer sees the last `window`
+            out[:, :, t : t + 1] = compiled.attention(q[:, :, t : t + 1], k[:, :, first:end], v[:, first:end], self.workers)
+        return out, None
 
     def on_kernels(self) -> Fast:
         """This executor for the passes of a model on the kernels (made once)."""
