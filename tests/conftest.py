@@ -170,6 +170,31 @@ def assert_greedy_equals_transformers(folder, model, text: str = "To be, or not 
     assert len(set(ours)) > 1
 
 
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64) - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def kl_divergence(textbook: np.ndarray, fast: np.ndarray) -> np.ndarray:
+    """KL(textbook || fast) of the next-token distributions at each position, nats: [T, V] logits -> [T]."""
+    p, q = log_softmax(textbook), log_softmax(fast)
+    return (np.exp(p) * (p - q)).sum(-1)
+
+
+def near_tie_at_first_difference(model, prompt, want: list[int], got: list[int]) -> float:
+    """Greedy tokens `got` against `want` after the prompt: 0 when equal, else the textbook's
+    probability gap, at the first difference, between the token wanted and the one chosen (a
+    near-tie when small: float32 steps in another order could choose either)."""
+    from tfcli.engine.executor import PLAIN
+
+    i = next((j for j, (a, b) in enumerate(zip(want, got)) if a != b), None)
+    if i is None:
+        return 0.0
+    seq = np.concatenate([np.asarray(prompt), np.asarray(want[:i], dtype=np.asarray(prompt).dtype)])  # [T + i]
+    p = np.exp(log_softmax(model.forward(seq, model.new_cache(len(seq)), run=PLAIN)[-1]))  # [V]
+    return abs(float(p[want[i]] - p[got[i]]))
+
+
 def decoded_alone(model, prompt, tokens, capacity: int = 32) -> list[np.ndarray]:
     """The sequence decoding alone, as tfcli generate does: the prompt in one pass, then one token
     per pass through its KVCache. Each token's next-token logits [V]."""

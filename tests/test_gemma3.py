@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import DATA
+from conftest import DATA, kl_divergence, near_tie_at_first_difference
 
 pytestmark = pytest.mark.slow
 
@@ -52,16 +52,20 @@ def test_the_textbook_equals_transformers_on_the_real_file(lm, ref, key):
 
 @pytest.mark.parametrize("key", KEYS)
 def test_the_fast_path_decodes_transformers_greedy_text(lm, ref, key):
-    """The compiled kernels (16-bit activations) on the prompt and each cached decode step: the
-    same 24 greedy tokens as transformers' generate, and logits within 0.02 of its."""
+    """The compiled kernels (8-bit activations, as llama.cpp's) on the prompt and each cached decode
+    step: transformers' 24 greedy tokens, or tokens that first differ at a near-tie of the textbook's
+    (measured: 'largest' 15.7% against 'capital' 15.5%, after 11 tokens of "plain"); the prompt's
+    next-token distributions within a KL divergence of 0.05 nats of the textbook's (measured: 0.035)."""
+    from tfcli.engine.executor import PLAIN
+
     ids = ref[f"ids_{key}"]
-    assert np.abs(np.take_along_axis(logits_of(lm, ids), ref[f"top_ids_{key}"], axis=1) - ref[f"top_logits_{key}"]).max() <= 0.02
+    assert kl_divergence(logits_of(lm, ids, PLAIN), logits_of(lm, ids)).max() <= 0.05
     cache = lm.model.new_cache(len(ids) + 25)
     logits, new = lm.model.forward(ids, cache), []
     for _ in range(len(ref[f"greedy_{key}"])):
         new.append(int(logits[-1].argmax()))
         logits = lm.model.forward(np.array(new[-1:]), cache)
-    assert new == ref[f"greedy_{key}"].tolist(), lm.tokenizer.decode(new)
+    assert near_tie_at_first_difference(lm.model, ids, ref[f"greedy_{key}"].tolist(), new) <= 0.02, lm.tokenizer.decode(new)
 
 
 def test_the_logit_lens_equals_transformers(lm, ref, monkeypatch):
@@ -85,5 +89,6 @@ def test_five_sliding_layers_to_one_global_and_decoding_past_the_window(lm):
     steps = [lm.model.forward(ids[i : i + 1], cache)[-1] for i in range(len(ids) - 8, len(ids))]  # 8 x [V]
     for i in (0, 7):  # the step that first drops a position from the window, and the last
         whole = lm.model.forward(ids[: len(ids) - 7 + i], lm.model.new_cache(len(ids)))[-1]  # [V], one pass
-        assert np.abs(steps[i] - whole).max() <= 0.02  # 16-bit activations: quantized per step and per prompt alike
-        assert steps[i].argmax() == whole.argmax()
+        assert kl_divergence(whole[None], steps[i][None])[0] <= 0.03  # the pass's products in float32 (tiles), the steps' on 8-bit x: 0.011 measured
+        p = np.exp(whole - whole.max()) / np.exp(whole - whole.max()).sum()  # [V]
+        assert p.max() - p[steps[i].argmax()] <= 0.02  # the same choice, or a near-tie (random tokens: 0.005 measured)

@@ -156,7 +156,7 @@ def test_real_quantized_weights(kernels, t):
     assert (np.abs(out - exact) <= C * EPS * scale).all()
     vs_float = np.abs(out - x.astype(np.float64) @ w.astype(np.float64).T).max() / np.abs(x @ w.T).max()
     print(f"{name(t)}: max error against float32 activations, relative to the largest output: {vs_float:.2e}")
-    assert vs_float < 1e-4  # 16-bit activations: about 1/65534 of a block's largest value, per block
+    assert vs_float < 1e-2  # 8-bit activations: each value within 1/254 of its block's largest (5.5e-3 measured for Q4_0)
 
 
 def test_two_threads_on_two_halves(kernels):

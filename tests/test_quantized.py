@@ -105,7 +105,7 @@ def in_place(mixed_gguf, tmp_path_factory):
 def test_a_gguf_run_in_place_equals_the_same_file_converted_to_float32(in_place, mixed_folder):
     """The same blocks, dequantized at load (convert) or when used (in place): the same logits, to
     float32 reordering, on the textbook and on the fast path with a prompt of more than
-    fast.quantized.FEW_ROWS tokens (dequantized tiles; fewer rows run on the kernels, whose 16-bit
+    fast.quantized.FEW_ROWS tokens (dequantized tiles; fewer rows run on the kernels, whose 8-bit
     activations test_kernels and test_smollm2 hold to their own bounds)."""
     ids = list(range(1, 61))
     ref = forward_logits(load_folder(mixed_folder), ids)  # [T, V]
@@ -262,7 +262,7 @@ def test_quantize_at_load_turns_every_matrix_into_blocks(family, kind, ratio):
     np.testing.assert_array_equal(q.parts[0].data.reshape(-1), gguf_blocks.reshape(-1))  # the rows of [out, in], as a GGUF holds them
     fast = forward_logits(lm, ids)
     plain = m.forward(np.array(ids), m.new_cache(len(ids)), all_logits=True, run=executor.PLAIN)
-    assert_f32_near(fast, plain, steps=4096)  # the kernels' 16-bit activations against float32 ones
+    assert np.abs(fast - plain).max() <= 0.06 * np.abs(plain).max()  # the kernels' 8-bit activations against float32 ones: 0.023-0.037 measured on these tiny random models
     if kind == "q8_0":  # what 8-bit blocks lose on these random weights: a few percent (4-bit ones, far more)
         assert np.abs(plain - ref).max() / np.abs(ref).max() < 0.05
 

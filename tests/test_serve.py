@@ -111,7 +111,7 @@ def test_echo_and_logprobs_equal_tfcli_score(client, cli, smollm2_folder, smol):
     figures, so against that to its printed precision. The server's prompt pass feeds all 14
     tokens, score's the 13 that predict something: the attention products (BLAS) then sum in
     another order, and on SmolLM2's Q4_1 file an activation a float32 step away from a rounding
-    edge of the kernels' 16-bit blocks lands on the other side: measured up to 5.1e-4 apart (AMD
+    edge of the kernels' 8-bit blocks lands on the other side: measured up to 5.1e-4 apart (AMD
     EPYC; 2.5e-5 with TFCLI_KERNELS=numpy), hence 1e-3."""
     from tfcli.engine.score import score
 

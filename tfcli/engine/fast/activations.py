@@ -1,21 +1,21 @@
-"""The 16-bit activations the compiled kernels multiply weights by, in NumPy: the textbook twin of
-kernels._quantize_x, which tests hold equal to it bit for bit.
+"""The 8-bit activations the compiled kernels multiply weights by, in NumPy: the textbook twin of
+jobs._quantize_x, which tests hold equal to it bit for bit.
 
 As llama.cpp does (ggml-quants.c quantize_row_q8_0 / q8_1 / q8_K), each row of x is cut into
 blocks, and a block is stored as integers q and one float32 scale d, x ~ d * q; the dot product of
 a block of weights with a block of x is then a sum of integer products and one float multiply:
 
-    d = max|x| / 32767,   q = rint(x / d)      (q = 0 where the block is all zeros)
+    d = max|x| / 127,   q = rint(x / d)      (q = 0 where the block is all zeros)
 
     blocks of 32  (weights Q4_0 Q5_0 Q8_0; with Q4_1 Q5_1 the block's sum of q too, for the minimum term)
-    blocks of 256 (weights Q4_K Q5_K Q6_K), with the sum of q of every 16 values (Q4_K's minimums)
+    blocks of 256 (weights Q4_K Q5_K Q6_K), with the sum of q of every 16 values (the minimums)
 
-Where llama.cpp keeps 8 bits (q up to 127), we keep 16: the products cost the same (the kernels
-multiply 16-bit pairs either way: llvm.py), and the error of x falls from 1/254 of a block's largest
-value to 1/65534. On SmolLM2's Q4_1 file the 8 bits changed the greedy answer to a chat question
-("The capital of France is Paris." became "L'Étoile, la Marsebeau, ..."; llama.cpp answers alike);
-with 16 bits it is the textbook's (benchmarks/README.md). The scale stays in float32 and halves
-round to even (np.rint): NumPy and numba round the same way.
+Each value of x is then within 1/254 of its block's largest. Bytes, not 16-bit integers, because
+the CPU multiplies twice as many of them per instruction (vpdpbusd, vpmaddubsw: llvm.py): a decode
+step's products took 0.55-0.8x the time. What it costs, measured against the textbook (float32 x,
+benchmarks/README.md): the next-token distributions move by a KL divergence of about 0.005 nats,
+as llama.cpp's own do on the same files, and a text's perplexity does not move in its fourth digit.
+The scale stays in float32 and halves round to even (np.rint): NumPy and numba round the same way.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 KQUANT_TYPES = frozenset({12, 13, 14})  # Q4_K, Q5_K, Q6_K take Q8_K-style activations
-QMAX = 32767  # the largest |q|
+QMAX = 127  # the largest |q|
 
 
 def layout(type_id: int) -> tuple[int, int]:
@@ -32,19 +32,19 @@ def layout(type_id: int) -> tuple[int, int]:
 
 
 def quantize(x: np.ndarray, type_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x [T, K] float32 -> (q [T, K] int16, d [T, K/block] float32, sums [T, K/group] int32)."""
+    """x [T, K] float32 -> (q [T, K] int8, d [T, K/block] float32, sums [T, K/group] int32)."""
     block, group = layout(type_id)
     T, K = x.shape
     blocks = np.asarray(x, np.float32).reshape(T, K // block, block)  # [T, K/block, block]
     d = np.abs(blocks).max(axis=2) / np.float32(QMAX)  # [T, K/block]
     inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, np.float32(1)), np.float32(0))  # [T, K/block]
-    q = np.clip(np.rint(blocks * inv[:, :, None]), -QMAX, QMAX).astype(np.int16).reshape(T, K)  # [T, K]
+    q = np.clip(np.rint(blocks * inv[:, :, None]), -QMAX, QMAX).astype(np.int8).reshape(T, K)  # [T, K]
     sums = q.reshape(T, K // group, group).sum(axis=2, dtype=np.int32)  # [T, K/group]
     return q, d, sums
 
 
 def dequantize(q: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """(q [T, K] int16, d [T, K/block] float32) -> d * q [T, K] float32: the x the kernels multiply by."""
+    """(q [T, K] int8, d [T, K/block] float32) -> d * q [T, K] float32: the x the kernels multiply by."""
     T, K = q.shape
     block = K // d.shape[1]
     return (q.reshape(T, -1, block).astype(np.float32) * d[:, :, None]).reshape(T, K)  # [T, K/block, block] -> [T, K]

@@ -10,8 +10,8 @@ Nothing here allocates: every buffer comes from the caller, in `a`.
 
 The textbook is engine/formats.py: each block type's NumPy `dequantize`, then `x @ W.T`. Here the
 same product runs on the stored bytes, the way llama.cpp's ggml-cpu kernels do it (its
-`ggml_vec_dot_*` in ggml-cpu/quants.c): x is quantized once per call to 16-bit blocks
-(activations.py is the NumPy twin, and says why 16 bits where llama.cpp keeps 8), and each block of
+`ggml_vec_dot_*` in ggml-cpu/quants.c): x is quantized once per call to 8-bit blocks
+(activations.py is the NumPy twin, and says what that costs), and each block of
 a weight row is unpacked in registers (llvm.py) and dotted with up to 4 rows of x at a time, in
 integers, with one float multiply-add per block:
 
@@ -45,26 +45,26 @@ def _pointer(numba_type):
     return at
 
 
-_f32, _i16, _i32, _i64, _u8 = (_pointer(t) for t in (types.float32, types.int16, types.int32, types.int64, types.uint8))
+_f32, _i8, _i16, _i32, _i64, _u8 = (_pointer(t) for t in (types.float32, types.int8, types.int16, types.int32, types.int64, types.uint8))
 
 
 # --- the activations (NumPy twin: activations.py) ----------------------------------------------------
 
 
 def _quantize_x(x, block, group, q, d, sums):
-    """x [T, K] float32 -> q [T*K] int16, d [T, K/block] float32, sums [T, K/group] int32: per block
-    d = max|x| / 32767 and q = rint(x / d) (activations.quantize computes the same numbers)."""
+    """x [T, K] float32 -> q [T*K] int8, d [T, K/block] float32, sums [T, K/group] int32: per block
+    d = max|x| / 127 and q = rint(x / d) (activations.quantize computes the same numbers)."""
     T, K = x.shape
     for t in range(T):
         for b in range(K // block):
             amax = np.float32(0)
             for k in range(b * block, (b + 1) * block):
                 amax = max(amax, abs(x[t, k]))
-            scale = amax / np.float32(32767)
+            scale = amax / np.float32(127)
             inv = np.float32(1) / scale if scale > 0 else np.float32(0)
             d[t, b] = scale
             for k in range(b * block, (b + 1) * block):
-                q[t * K + k] = np.int16(min(max(np.rint(x[t, k] * inv), np.float32(-32767)), np.float32(32767)))
+                q[t * K + k] = np.int8(min(max(np.rint(x[t, k] * inv), np.float32(-127)), np.float32(127)))
         for g in range(K // group):
             s = 0
             for k in range(g * group, (g + 1) * group):
@@ -77,7 +77,7 @@ def quantize(a, c):
     n, k, block, group = a[T], a[K], a[BLOCK], a[GROUP]
     x = carray(_f32(a[X]), (n, k))
     d, sums = carray(_f32(a[XD]), (n, k // block)), carray(_i32(a[XS]), (n, k // group))
-    _quantize_x(x, block, group, carray(_i16(a[XQ]), (n * k,)), d, sums)
+    _quantize_x(x, block, group, carray(_i8(a[XQ]), (n * k,)), d, sums)
     if block == 32:
         xm = carray(_f32(a[XM]), (n, k // 32))  # x's block sums, scaled, for the minimum term
         for t in range(n):
@@ -271,7 +271,7 @@ def product_quantized(a, c):
     of 256), as a[BLOCK] says: quantized x against chunk c of the parts' rows."""
     n, k, block = a[T], a[K], a[BLOCK]
     first, end = _span(a, c)
-    xq, xd = carray(_i16(a[XQ]), (n * k,)), carray(_f32(a[XD]), (n, k // block))
+    xq, xd = carray(_i8(a[XQ]), (n * k,)), carray(_f32(a[XD]), (n, k // block))
     for p in range(a[NPARTS]):
         rows, out, kind, lo, hi = _part(a, p, first, end)
         if lo >= hi:

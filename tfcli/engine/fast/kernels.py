@@ -263,13 +263,13 @@ _buffers = _Buffers()
 
 
 def _activations(T: int, K: int, block: int, group: int):
-    """(q, d, sums, xm, their addresses) for x [T, K]: q [T*K] int16, d [T, K/block] float32, sums [T, K/group] int32, xm [T, K/32]."""
+    """(q, d, sums, xm, their addresses) for x [T, K]: q [T*K] int8, d [T, K/block] float32, sums [T, K/group] int32, xm [T, K/32]."""
     key = (T, K, block)
     got = _buffers.by_shape.get(key)
     if got is None:
         if len(_buffers.by_shape) > 64:
             _buffers.by_shape.clear()
-        arrays = (np.empty(T * K, np.int16), np.empty((T, K // block), np.float32), np.empty((T, K // group), np.int32), np.empty((T, K // 32), np.float32))
+        arrays = (np.empty(T * K, np.int8), np.empty((T, K // block), np.float32), np.empty((T, K // group), np.int32), np.empty((T, K // 32), np.float32))
         got = _buffers.by_shape[key] = (*arrays, *(a.ctypes.data for a in arrays))
     return got
 
@@ -423,13 +423,13 @@ def dequantize_rows(rows: np.ndarray, type_id: int, out: np.ndarray, lo: int, hi
 
 
 def quantize_activations(x: np.ndarray, type_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The compiled quantization of x [T, K] that product() uses for weights of type_id: (q [T, K] int16,
+    """The compiled quantization of x [T, K] that product() uses for weights of type_id: (q [T, K] int8,
     d [T, K/block] float32, sums [T, K/group] int32). A test hook: activations.quantize is its twin."""
     load()
     x = np.ascontiguousarray(x, np.float32)
     T, K = x.shape
     block, group = x_layout(type_id)
-    q, d, sums, xm = np.empty(T * K, np.int16), np.empty((T, K // block), np.float32), np.empty((T, K // group), np.int32), np.empty((T, K // 32), np.float32)
+    q, d, sums, xm = np.empty(T * K, np.int8), np.empty((T, K // block), np.float32), np.empty((T, K // group), np.int32), np.empty((T, K // 32), np.float32)
     slots = _slots(X=x.ctypes.data, T=T, K=K, BLOCK=block, GROUP=group, XQ=q.ctypes.data, XD=d.ctypes.data, XS=sums.ctypes.data, XM=xm.ctypes.data)
     _call("quantize", "quantize", slots, 0, 1)  # `first` alone: no chunk of rows
     return q.reshape(T, K), d, sums

@@ -2,15 +2,16 @@
 
 Why LLVM vector IR: numba compiles a plain loop over int8 blocks with every value widened to int64,
 and LLVM then vectorizes the outer block loop with gathers; such a loop ran slower than NumPy's
-float32 product (benchmarks/README.md). Written as vector loads, masks, shifts and widenings, a
-block is unpacked in registers, and its dot product with a row of x is one vpmaddwd (16-bit pairs
-multiplied and summed into 32 bits), asked for by name on AVX-512 and AVX2 CPUs (_madd) and
-written as the generic pattern elsewhere. numba has no float16 on the CPU, so a float16 scale is
-read with `fpext half`.
+float32 product (benchmarks/README.md). Written as vector loads, masks and shifts, a block is
+unpacked in registers to 32 bytes, and its dot product with 32 bytes of x is one vpdpbusd (4 byte
+products summed into each of 8 int32 lanes) on CPUs with VNNI, or vpmaddubsw then vpmaddwd (pairs
+into 16 bits, pairs of those into 32) on AVX2 ones, as llama.cpp does: asked for by name (_dot4),
+and written as the generic pattern elsewhere. The integer sums are exact, so every CPU gives the
+same bits. numba has no float16 on the CPU, so a float16 scale is read with `fpext half`.
 
 The kernels of products (_dot_blocks32, _dot_k) read a weight row's bytes where the file has them
-and unpack each block once for up to 4 rows of x, never storing it; the activations are 16-bit
-integers (jobs._quantize_x). The `unpack_*` functions store unpacked blocks for the dequantizer
+and unpack each block once for up to 4 rows of x, never storing it; the activations are 8-bit
+integers (jobs._quantize_x, activations.py). The `unpack_*` functions store unpacked blocks for the dequantizer
 (jobs._dequantize_*). Every rounding is explicit (llvm.fma, ordered reductions), so a row's
 result is the same bits whether a call covers 1 row of x or 9.
 
@@ -191,7 +192,7 @@ def unpack_q6k_half(typingctx, src, iql, iqh, dst, j):
     return types.void(src, intp, intp, dst, intp), codegen
 
 
-# --- rows of x against one stored weight row, unpacked in registers ----------------------------------
+# --- the instructions the products are made of -----------------------------------------------------
 
 
 def _fma(builder, a, b, c):
@@ -217,45 +218,95 @@ def _features() -> frozenset[str]:
         return frozenset()
 
 
-def _madd(builder, w, x):
-    """[32] int16 w, x -> [16] int32: lane i = w[2i] x[2i] + w[2i+1] x[2i+1] (vpmaddwd). Asked for by
-    name where the CPU has it: LLVM finds it in the generic even/odd pattern (_pairs16) only when
-    nothing else uses the widened values, which sharing one unpacked block among rows of x breaks."""
-    mod, feats = builder.module, _FEATURES
-    if "avx512bw" in feats:
-        name, parts = "llvm.x86.avx512.pmaddw.d.512", 1
-    elif "avx2" in feats:
-        name, parts = "llvm.x86.avx2.pmadd.wd", 2
-    else:
-        return _pairs16(builder, w, x)
-    n = 32 // parts
-    arg, res = _vec(I16, n), _vec(I32, n // 2)
-    fn = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(res, [arg, arg]), name=name)
-    if parts == 1:
-        return builder.call(fn, [w, x])
-    halves = [builder.call(fn, [builder.shuffle_vector(v, v, ir.Constant(_vec(I32, n), list(range(h * n, (h + 1) * n)))) for v in (w, x)]) for h in (0, 1)]
-    return builder.shuffle_vector(halves[0], halves[1], ir.Constant(_vec(I32, 16), list(range(16))))
+def _intrinsic(builder, name: str, result: ir.Type, *args):
+    """A call of the LLVM intrinsic `name` (declared once per module)."""
+    mod = builder.module
+    fn = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(result, [a.type for a in args]), name=name)
+    return builder.call(fn, list(args))
 
 
-def _pairs16(builder, w, x):
-    """_madd without a named instruction: the even/odd products, widened, summed."""
-    wide = _vec(I32, 16)
-    masks = [ir.Constant(_vec(I32, 16), list(range(first, 32, 2))) for first in (0, 1)]
-    return builder.add(*[builder.mul(builder.sext(builder.shuffle_vector(w, w, m), wide), builder.sext(builder.shuffle_vector(x, x, m), wide), flags=["nsw"]) for m in masks])
+def _pairs(builder, a, b):
+    """[2n] a, b (integers, widened by the caller) -> [n]: lane i = a[2i] b[2i] + a[2i+1] b[2i+1]. The
+    generic pattern of vpmaddubsw and vpmaddwd, for CPUs without them."""
+    n = a.type.count // 2
+    masks = [ir.Constant(_vec(I32, n), list(range(first, 2 * n, 2))) for first in (0, 1)]
+    return builder.add(*[builder.mul(builder.shuffle_vector(a, a, m), builder.shuffle_vector(b, b, m), flags=["nsw"]) for m in masks])
+
+
+def _ubytes_sbytes(builder, w, x):
+    """[32] unsigned bytes w, signed bytes x -> [16] int16: lane i = w[2i] x[2i] + w[2i+1] x[2i+1] (vpmaddubsw;
+    it saturates, which no caller reaches: w <= 128 or w <= 63, |x| <= 127)."""
+    if "avx2" in _FEATURES:
+        return _intrinsic(builder, "llvm.x86.avx2.pmadd.ub.sw", _vec(I16, 16), w, x)
+    return _pairs(builder, builder.zext(w, _vec(I16, 32)), builder.sext(x, _vec(I16, 32)))
+
+
+def _words(builder, a, b):
+    """[16] int16 a, b -> [8] int32: lane i = a[2i] b[2i] + a[2i+1] b[2i+1] (vpmaddwd)."""
+    if "avx2" in _FEATURES:
+        return _intrinsic(builder, "llvm.x86.avx2.pmadd.wd", _vec(I32, 8), a, b)
+    return _pairs(builder, builder.sext(a, _vec(I32, 16)), builder.sext(b, _vec(I32, 16)))
 
 
 _FEATURES = _features()
+_VNNI = ("avx512vnni" in _FEATURES and "avx512vl" in _FEATURES) or "avxvnni" in _FEATURES
+
+
+def _dot4(builder, w, x):
+    """[32] unsigned bytes w, signed bytes x -> [8] int32: lane i = the sum of w[j] x[j] for j = 4i..4i+3, exact.
+    One vpdpbusd where the CPU has VNNI; else vpmaddubsw, then vpmaddwd with ones (llama.cpp's x86 route)."""
+    if _VNNI:
+        i32x8 = _vec(I32, 8)
+        zero = ir.Constant(i32x8, [ir.Constant(I32, 0)] * 8)
+        return _intrinsic(builder, "llvm.x86.avx512.vpdpbusd.256", i32x8, zero, builder.bitcast(w, i32x8), builder.bitcast(x, i32x8))
+    return _words(builder, _ubytes_sbytes(builder, w, x), _splat(1, I16, 16))
+
+
+def _signed_dot4(builder, w, x):
+    """_dot4 for signed bytes w (Q8_0's): |w| times x with w's sign (vpsignb), as llama.cpp does; widened elsewhere."""
+    if "avx2" in _FEATURES:
+        absw = _intrinsic(builder, "llvm.abs.v32i8", _vec(I8, 32), w, ir.Constant(ir.IntType(1), 0))  # -128 stays 0x80: 128 unsigned
+        return _dot4(builder, absw, _intrinsic(builder, "llvm.x86.avx2.psign.b", _vec(I8, 32), x, w))
+    wide = _vec(I32, 32)
+    p = builder.mul(builder.sext(w, wide), builder.sext(x, wide), flags=["nsw"])
+    return builder.add(builder.add(*[builder.shuffle_vector(p, p, ir.Constant(_vec(I32, 8), list(range(j, 32, 4)))) for j in (0, 1)]),
+                       builder.add(*[builder.shuffle_vector(p, p, ir.Constant(_vec(I32, 8), list(range(j, 32, 4)))) for j in (2, 3)]))
+
+
+# --- rows of x against one stored weight row, unpacked in registers ----------------------------------
+
+
+def _row_of_x(context, builder, t, args, rows: int, per_block, blocks, tail=None):
+    """The shared frame of the product kernels: for r < rows, acc_r [8] float32 and low_r float32 summed
+    over `blocks` blocks; per_block(b, acc, low) adds block b's share to each row's. Returns row r's
+    sum(acc_r) + low_r (fixed order: the same bits whatever `rows` is)."""
+    zeros = ir.Constant(_vec(F32, 8), [ir.Constant(F32, 0.0)] * 8)
+    acc = [cgutils.alloca_once_value(builder, zeros) for _ in range(rows)]
+    low = [cgutils.alloca_once_value(builder, ir.Constant(F32, 0.0)) for _ in range(rows)]
+    with cgutils.for_range(builder, blocks) as loop:
+        per_block(loop.index, acc, low)
+    return [_reduce(builder, "fadd", builder.load(acc[r]), builder.load(low[r])) for r in range(rows)]
+
+
+def _add_scaled(builder, acc, isum, scale):
+    """acc [8] float32 += float(isum [8] int32) * scale, one rounding (llvm.fma)."""
+    builder.store(_fma(builder, builder.sitofp(isum, _vec(F32, 8)), _splat(scale, F32, 8, builder), builder.load(acc)), acc)
+
+
+def _add_low(builder, low, m, v):
+    """low float32 += m * v, one rounding."""
+    builder.store(_fma(builder, m, v, builder.load(low)), low)
 
 
 def _dot_blocks32(kind: int, rows: int):
     """For r < rows: sum over the nb blocks of a stored weight row (bytes at src[i:]) of
-    dw dx (qw . qx_r) + mw xm_r, float32. Each block is unpacked in registers to 16-bit lanes once
-    for all the rows and never stored. qw is kept unsigned (a nibble 0..15, with the fifth bit
-    0..31; Q8_0's int8 as is) and a bias moved into the minimum: Q4_0's w = d (q - 8) = d q + (-8 d),
-    Q5_0's the same with 16. Row r of x starts at xq[ix + r K] and its block scales at
-    xd[ixd + r nb], xm = dx sum(qx) (jobs.quantize). A block's 16 int32 pair sums
-    (vpmaddwd) are scaled in 16 float lanes with one fma, summed across lanes once at the end in
-    a fixed order: row r's result is the same bits whatever `rows` is. kind: a block type id."""
+    dw dx (qw . qx_r) + mw xm_r, float32, with x in 8-bit blocks (jobs.quantize). Each block is unpacked
+    in registers to 32 bytes once for all the rows and never stored. qw is kept unsigned (a nibble
+    0..15, with the fifth bit 0..31) and a bias moved into the minimum: Q4_0's w = d (q - 8) = d q +
+    (-8 d), Q5_0's the same with 16; Q8_0's q is signed (_signed_dot4). Row r of x starts at xq[ix + r K]
+    and its block scales at xd[ixd + r nb], xm = dx sum(qx). A block's 8 int32 sums of 4 products
+    (vpdpbusd) are scaled in 8 float lanes with one fma, summed across lanes once at the end in a
+    fixed order: row r's result is the same bits whatever `rows` is. kind: a block type id."""
     nbytes = BLOCK_TYPES[kind].nbytes
     qs_at = nbytes - (32 if kind == 8 else 16)  # the quants end each block: 32 int8, or 16 bytes of nibbles
     bias = {2: -8.0, 6: -16.0}.get(kind)
@@ -266,40 +317,33 @@ def _dot_blocks32(kind: int, rows: int):
         def codegen(context, builder, sig, args):
             t = sig.args
             src_, i_, xq_, ix_, xd_, xm_, ixd_, nb_ = args
-            zeros = ir.Constant(_vec(F32, 16), [ir.Constant(F32, 0.0)] * 16)
-            acc = [cgutils.alloca_once_value(builder, zeros) for _ in range(rows)]
-            low = [cgutils.alloca_once_value(builder, ir.Constant(F32, 0.0)) for _ in range(rows)]
             K = builder.mul(nb_, ir.Constant(nb_.type, 32))
-            with cgutils.for_range(builder, nb_) as loop:
-                b = loop.index
+
+            def per_block(b, acc, low):
                 o = builder.add(i_, builder.mul(b, ir.Constant(b.type, nbytes)))
                 dw = builder.fpext(_load(context, builder, t[0], src_, o, ir.HalfType()), F32)
                 if kind == 8:
-                    w = builder.sext(_load(context, builder, t[0], src_, _plus(builder, o, qs_at), _vec(I8, 32)), _vec(I16, 32))
+                    w = _load(context, builder, t[0], src_, _plus(builder, o, qs_at), _vec(I8, 32))
                 else:
-                    y = builder.zext(_load(context, builder, t[0], src_, _plus(builder, o, qs_at), _vec(I8, 16)), _vec(I16, 16))
-                    w = builder.shuffle_vector(builder.and_(y, _splat(0x0F, I16, 16)), builder.lshr(y, _splat(4, I16, 16)),
-                                               ir.Constant(_vec(I32, 32), list(range(32))))  # low nibbles: weights 0..15
+                    w = _nibbles(builder, _load(context, builder, t[0], src_, _plus(builder, o, qs_at), _vec(I8, 16)))  # weights 0..15 low
                     if kind in (6, 7):  # the fifth bits: bit l of the little-endian uint32 before the quants
                         qh = _splat(builder.load(_at(context, builder, t[0], src_, _plus(builder, o, qs_at - 4), I32), align=1), I32, 32, builder)
                         bits = builder.and_(builder.lshr(qh, ir.Constant(_vec(I32, 32), list(range(32)))), _splat(1, I32, 32))
-                        w = builder.or_(w, builder.shl(builder.trunc(bits, _vec(I16, 32)), _splat(4, I16, 32)))
+                        w = builder.or_(w, builder.shl(builder.trunc(bits, _vec(I8, 32)), _splat(4, I8, 32)))
                 if kind in (3, 7):
                     m = builder.fpext(_load(context, builder, t[0], src_, _plus(builder, o, 2), ir.HalfType()), F32)
-                elif bias is not None:
-                    m = builder.fmul(dw, ir.Constant(F32, bias))
                 else:
-                    m = None
+                    m = builder.fmul(dw, ir.Constant(F32, bias)) if bias is not None else None
                 for r in range(rows):
                     xo = builder.add(builder.add(ix_, builder.mul(K, ir.Constant(K.type, r))), builder.mul(b, ir.Constant(b.type, 32)))
-                    x = _load(context, builder, t[2], xq_, xo, _vec(I16, 32))
-                    isum = _madd(builder, w, x)  # [16] int32
+                    x = _load(context, builder, t[2], xq_, xo, _vec(I8, 32))
+                    isum = _signed_dot4(builder, w, x) if kind == 8 else _dot4(builder, w, x)  # [8] int32
                     xb = builder.add(builder.add(ixd_, builder.mul(nb_, ir.Constant(nb_.type, r))), b)
-                    s = builder.fmul(dw, _scalar(context, builder, t[4], xd_, xb))
-                    builder.store(_fma(builder, builder.sitofp(isum, _vec(F32, 16)), _splat(s, F32, 16, builder), builder.load(acc[r])), acc[r])
+                    _add_scaled(builder, acc[r], isum, builder.fmul(dw, _scalar(context, builder, t[4], xd_, xb)))
                     if m is not None:
-                        builder.store(_fma(builder, m, _scalar(context, builder, t[5], xm_, xb), builder.load(low[r])), low[r])
-            sums = [_reduce(builder, "fadd", builder.load(acc[r]), builder.load(low[r])) for r in range(rows)]
+                        _add_low(builder, low[r], m, _scalar(context, builder, t[5], xm_, xb))
+
+            sums = _row_of_x(context, builder, t, args, rows, per_block, nb_)
             return sums[0] if rows == 1 else context.make_tuple(builder, sig.return_type, sums)
 
         return result(src, intp, xq, intp, xd, xm, intp, intp), codegen
@@ -328,12 +372,14 @@ def _k_scales_vec(builder, packed):
 
 def _dot_k(kind: int, rows: int):
     """For r < rows: one stored row of k-quant blocks (bytes at src[i:], ns blocks of 256 weights)
-    dotted with row r of x, float32: sum over blocks of dx (d sum_j sc_j (qw . qx)_j - dmin sum_j
-    mn_j sum(qx)_j), as llama.cpp's ggml_vec_dot_q4_K_q8_K and _q6_K_q8_K do it. Each block is
-    unpacked in registers once for all the rows; its sub-block scales multiply the small q in 16 bits
-    (at most 31 x 63, or 32 x 128 for Q6_K) so that a whole block's pair sums add up in int32 lanes
-    (at most 8 x 2 x 1,953 x 32,767 for Q5_K; Q6_K's two halves apart), turned to float once.
-    Row r of x: xq[ix + r K], its block scales xd[ixd + r ns], its sums by 16 xs[ixs + r K/16]."""
+    dotted with row r of x (8-bit, blocks of 256 with sums by 16), float32: sum over blocks of
+    dx (d sum_j sc_j (qw . qx)_j - dmin sum_j mn_j sum(qx)_j), as llama.cpp's ggml_vec_dot_q4_K_q8_K
+    and _q6_K_q8_K do it. Each block is unpacked in registers to unsigned bytes once for all the rows
+    (Q6_K's q - 32 as q with -32 moved into the minimum term). For each 32 weights, vpmaddubsw
+    sums pairs of products in 16 bits (at most 2 x 63 x 127) and vpmaddwd multiplies those by the
+    sub-block scales into int32 lanes, where the whole block adds up (at most 8 x 2 x 16,002 x 128),
+    turned to float once. Row r of x: xq[ix + r K], its block scales xd[ixd + r ns], its sums by 16
+    xs[ixs + r K/16]."""
     nbytes = BLOCK_TYPES[kind].nbytes
     result = types.float32 if rows == 1 else types.UniTuple(types.float32, rows)
 
@@ -342,72 +388,57 @@ def _dot_k(kind: int, rows: int):
         def codegen(context, builder, sig, args):
             t = sig.args
             src_, i_, xq_, ix_, xd_, xs_, ixd_, ixs_, ns_ = args
-            zeros = ir.Constant(_vec(F32, 16), [ir.Constant(F32, 0.0)] * 16)
-            acc = [cgutils.alloca_once_value(builder, zeros) for _ in range(rows)]
-            low = [cgutils.alloca_once_value(builder, ir.Constant(F32, 0.0)) for _ in range(rows)]
             K = builder.mul(ns_, ir.Constant(ns_.type, 256))
             K16 = builder.mul(ns_, ir.Constant(ns_.type, 16))
 
             def load8(at, n):
                 return _load(context, builder, t[0], src_, at, _vec(I8, n))
 
-            def wide(v):  # [32] bytes -> [32] int16, zero-extended
-                return builder.zext(v, _vec(I16, 32))
-
-            with cgutils.for_range(builder, ns_) as loop:
-                s = loop.index
+            def per_block(s, acc, low):
                 o = builder.add(i_, builder.mul(s, ir.Constant(s.type, nbytes)))
-                groups = []  # lists of ([32] int16 scaled weights, offset of their first weight in the block)
+                groups = []  # ([32] unsigned bytes q, [16] int16 scales of its pairs, offset of its first weight in the block)
                 if kind == 14:  # Q6_K: ql[128] qh[64] scales i8[16] d
                     d = builder.fpext(_load(context, builder, t[0], src_, _plus(builder, o, 208), ir.HalfType()), F32)
                     sc = builder.sext(load8(_plus(builder, o, 192), 16), _vec(I16, 16))
                     for h in (0, 1):
-                        ql = [wide(load8(_plus(builder, o, 64 * h + 32 * k), 32)) for k in (0, 1)]
-                        qh = wide(load8(_plus(builder, o, 128 + 32 * h), 32))
-                        group = []
+                        ql = [load8(_plus(builder, o, 64 * h + 32 * k), 32) for k in (0, 1)]
+                        qh = load8(_plus(builder, o, 128 + 32 * h), 32)
                         for g in range(4):
-                            low4 = builder.and_(ql[g % 2], _splat(0x0F, I16, 32)) if g < 2 else builder.lshr(ql[g % 2], _splat(4, I16, 32))
-                            top2 = builder.and_(builder.lshr(qh, _splat(2 * g, I16, 32)), _splat(3, I16, 32))
-                            q = builder.sub(builder.or_(low4, builder.shl(top2, _splat(4, I16, 32))), _splat(32, I16, 32))
-                            scales = builder.shuffle_vector(sc, sc, ir.Constant(_vec(I32, 32), [8 * h + 2 * g] * 16 + [8 * h + 2 * g + 1] * 16))
-                            group.append((builder.mul(q, scales), 128 * h + 32 * g))
-                        groups.append(group)
-                    mins = None
+                            low4 = builder.and_(ql[g % 2], _splat(0x0F, I8, 32)) if g < 2 else builder.lshr(ql[g % 2], _splat(4, I8, 32))
+                            top2 = builder.and_(builder.lshr(qh, _splat(2 * g, I8, 32)), _splat(3, I8, 32))
+                            scales = builder.shuffle_vector(sc, sc, ir.Constant(_vec(I32, 16), [8 * h + 2 * g] * 8 + [8 * h + 2 * g + 1] * 8))
+                            groups.append((builder.or_(low4, builder.shl(top2, _splat(4, I8, 32))), scales, 128 * h + 32 * g))
+                    minimum = builder.fmul(d, ir.Constant(F32, -32.0))  # w = d sc (q - 32): -32 d sum_g sc_g sum(qx)_g
+                    mins = builder.sext(sc, _vec(I32, 16))  # per 16 weights
                 else:  # Q4_K: d dmin scales[12] qs[128]; Q5_K: d dmin scales[12] qh[32] qs[128]
                     d = builder.fpext(_load(context, builder, t[0], src_, o, ir.HalfType()), F32)
                     dmin = builder.fpext(_load(context, builder, t[0], src_, _plus(builder, o, 2), ir.HalfType()), F32)
                     sc, mn = _k_scales_vec(builder, load8(_plus(builder, o, 4), 16))
-                    qh = wide(load8(_plus(builder, o, 16), 32)) if kind == 13 else None
-                    group = []
+                    qh = load8(_plus(builder, o, 16), 32) if kind == 13 else None
                     for r in range(4):  # a run of 32 bytes: sub-block 2r in the low nibbles, 2r+1 in the high
-                        y = wide(load8(_plus(builder, o, (48 if kind == 13 else 16) + 32 * r), 32))
-                        for half, q in enumerate((builder.and_(y, _splat(0x0F, I16, 32)), builder.lshr(y, _splat(4, I16, 32)))):
+                        y = load8(_plus(builder, o, (48 if kind == 13 else 16) + 32 * r), 32)
+                        for half, q in enumerate((builder.and_(y, _splat(0x0F, I8, 32)), builder.lshr(y, _splat(4, I8, 32)))):
                             j = 2 * r + half
                             if qh is not None:
-                                q = builder.or_(q, builder.shl(builder.and_(builder.lshr(qh, _splat(j, I16, 32)), _splat(1, I16, 32)), _splat(4, I16, 32)))
-                            scale = _splat(builder.extract_element(sc, ir.Constant(I32, j)), I16, 32, builder)
-                            group.append((builder.mul(q, scale), 32 * j))
-                    groups.append(group)
-                    mins = builder.zext(mn, _vec(I32, 8))
+                                q = builder.or_(q, builder.shl(builder.and_(builder.lshr(qh, _splat(j, I8, 32)), _splat(1, I8, 32)), _splat(4, I8, 32)))
+                            groups.append((q, _splat(builder.extract_element(sc, ir.Constant(I32, j)), I16, 16, builder), 32 * j))
+                    minimum = builder.fneg(dmin)  # - dmin sum_j mn_j sum(qx)_j
+                    mins = builder.zext(builder.shuffle_vector(mn, mn, ir.Constant(_vec(I32, 16), [j // 2 for j in range(16)])), _vec(I32, 16))  # per 16 weights
                 for r in range(rows):
                     xo = builder.add(builder.add(ix_, builder.mul(K, ir.Constant(K.type, r))), builder.mul(s, ir.Constant(s.type, 256)))
                     xb = builder.add(builder.add(ixd_, builder.mul(ns_, ir.Constant(ns_.type, r))), s)
                     dx = _scalar(context, builder, t[4], xd_, xb)
-                    scale = _splat(builder.fmul(d, dx), F32, 16, builder)
-                    for group in groups:
-                        isum = None
-                        for w, at in group:
-                            p = _madd(builder, w, _load(context, builder, t[2], xq_, _plus(builder, xo, at), _vec(I16, 32)))
-                            isum = p if isum is None else builder.add(isum, p)
-                        builder.store(_fma(builder, builder.sitofp(isum, _vec(F32, 16)), scale, builder.load(acc[r])), acc[r])
-                    if mins is not None:  # - dmin dx sum_j mn_j sum(qx over sub-block j)
-                        at = builder.add(builder.add(ixs_, builder.mul(K16, ir.Constant(K16.type, r))), builder.mul(s, ir.Constant(s.type, 16)))
-                        sums = _load(context, builder, t[5], xs_, at, _vec(I32, 16))
-                        pairs = builder.add(*[builder.shuffle_vector(sums, sums, ir.Constant(_vec(I32, 8), list(range(first, 16, 2)))) for first in (0, 1)])
-                        imin = _reduce(builder, "add", builder.mul(pairs, mins))
-                        m = builder.fneg(builder.fmul(dmin, dx))
-                        builder.store(_fma(builder, m, builder.sitofp(imin, F32), builder.load(low[r])), low[r])
-            totals = [_reduce(builder, "fadd", builder.load(acc[r]), builder.load(low[r])) for r in range(rows)]
+                    isum = None
+                    for q, scales, at in groups:
+                        x = _load(context, builder, t[2], xq_, _plus(builder, xo, at), _vec(I8, 32))
+                        p = _words(builder, _ubytes_sbytes(builder, q, x), scales)  # [8] int32
+                        isum = p if isum is None else builder.add(isum, p)
+                    _add_scaled(builder, acc[r], isum, builder.fmul(d, dx))
+                    at = builder.add(builder.add(ixs_, builder.mul(K16, ir.Constant(K16.type, r))), builder.mul(s, ir.Constant(s.type, 16)))
+                    imin = _reduce(builder, "add", builder.mul(_load(context, builder, t[5], xs_, at, _vec(I32, 16)), mins))
+                    _add_low(builder, low[r], builder.fmul(minimum, dx), builder.sitofp(imin, F32))
+
+            totals = _row_of_x(context, builder, t, args, rows, per_block, ns_)
             return totals[0] if rows == 1 else context.make_tuple(builder, sig.return_type, totals)
 
         return result(src, intp, xq, intp, xd, xs, intp, intp, intp), codegen

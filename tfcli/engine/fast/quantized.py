@@ -5,7 +5,7 @@ multiply. Here, what measurement justified instead (benchmarks/README.md):
 
 - a few rows (a decode step, a batch step, a short prompt): a compiled kernel (kernels.py) reads
   each weight block once, in place in the mapped file, for all the rows, with the activations
-  quantized to 16-bit blocks (activations.py says why not llama.cpp's 8); the weight rows shared
+  quantized to 8-bit blocks as llama.cpp's are (activations.py); the weight rows shared
   among the pass's threads, and the parts of a fused matrix (Q, K, V) multiplied in one call;
 - a long prompt: tiles of weight rows dequantized by a compiled loop (bit for bit formats.py's),
   then BLAS, whose product on many rows is faster than any integer kernel we can write here.

@@ -3,7 +3,7 @@ addresses of the arrays and the sizes below. kernels.py fills it; the jobs read 
 
 X, T, K = 0, 1, 2  # x [T, K] float32, C order
 BLOCK, GROUP = 3, 4  # x's values per scale, per sum (activations.layout)
-XQ, XD, XS, XM = 5, 6, 7, 8  # quantized x: q [T*K] int16, d [T, K/BLOCK] float32, sums [T, K/GROUP] int32, xm [T, K/32] float32
+XQ, XD, XS, XM = 5, 6, 7, 8  # quantized x: q [T*K] int8, d [T, K/BLOCK] float32, sums [T, K/GROUP] int32, xm [T, K/32] float32
 ROWS, RB, KIND = 9, 10, 11  # a dequantization's stored weight rows (RB bytes each), their GGUF type id
 OUT, LD = 12, 13  # out [T, LD] float32 (or [HI, LD] for a dequantization): row stride LD elements
 LO, HI, CHUNKS = 14, 15, 16  # weight rows lo..hi-1, cut into CHUNKS chunks (jobs._chunk)
