@@ -28,7 +28,7 @@ from numba import carray, types
 from numba.extending import intrinsic
 
 from . import llvm
-from .slots import (A_CHUNKS, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_V, A_VH, A_VS, BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC,
+from .slots import (A_CHUNKS, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_SPLIT, A_V, A_VH, A_VS, BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC,
                     W32, WD, WM, WQ, X, XD, XM, XQ, XS, K, T)  # fmt: skip
 
 
@@ -377,19 +377,24 @@ def attention(a, c):
     """softmax(q k^T / sqrt(Dh)) v for a decode step (T = 1), chunk c of the Hkv key/value heads: the
     scores of a head's G queries over its S keys, their exponentials, and the values they weight,
     summed before dividing by the exponentials' sum, as fast/ops._attention_block does. Keys and
-    values are read once for the G queries, 64 (then 16) keys or columns at a time (llvm.py)."""
+    values are read once for the G queries (or for each of A_SPLIT parts of them, so that more
+    threads than heads share the work), 64 (then 16) keys or columns at a time (llvm.py). Each
+    query's numbers are the same bits however the queries are cut."""
     rows, dh, n_kv, s_len, chunks = a[A_ROWS], a[A_DH], a[A_HKV], a[A_S], a[A_CHUNKS]
     q = carray(_f32(a[A_Q]), (n_kv * rows * dh,))
     out = carray(_f32(a[A_OUT]), (n_kv * rows * dh,))
     e = carray(_f32(a[A_SCRATCH]), (chunks * rows * s_len,))
     kd, vs = a[A_KD], a[A_VS]
     scale = np.float32(1.0 / np.sqrt(np.float64(dh)))
-    size = (n_kv + chunks - 1) // chunks
-    for h in range(c * size, min(n_kv, (c + 1) * size)):
+    split = a[A_SPLIT]  # a head's queries in this many parts (jobs run the parts: Gemma 3's one head on two threads)
+    per = (rows + split - 1) // split
+    size = (n_kv * split + chunks - 1) // chunks
+    for u in range(c * size, min(n_kv * split, (c + 1) * size)):
+        h, part = u // split, u % split
         k = carray(_f32(a[A_K] + 4 * h * a[A_KH]), (dh * kd,))
         v = carray(_f32(a[A_V] + 4 * h * a[A_VH]), (s_len * vs,))
-        for r0 in range(0, rows, 4):
-            n = min(4, rows - r0)
+        for r0 in range(part * per, min(rows, (part + 1) * per), 4):
+            n = min(4, min(rows, (part + 1) * per) - r0)
             qo = (h * rows + r0) * dh
             eo = c * rows * s_len + r0 * s_len
             s = 0

@@ -392,11 +392,13 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> 
     if k.dtype != np.float32 or v.dtype != np.float32 or k.strides[2] != 4 or v.strides[2] != 4 or any(x % 4 for x in (*k.strides, *v.strides)):
         k, v = np.ascontiguousarray(k, np.float32), np.ascontiguousarray(v, np.float32)
     out = np.empty(q.shape, np.float32)  # [Hkv, G, 1, Dh]
-    chunks = min(threads, n_kv) if threads > 1 and s_len * n_kv * group >= 4096 else 1
+    chunks = threads if threads > 1 and s_len * n_kv * group * head_dim >= 1 << 18 else 1  # shorter: not worth a hand-off
+    split = 1 if n_kv % chunks == 0 else min(group, chunks)  # fewer heads than threads (Gemma 3's one), or not a multiple: their queries in parts
+    chunks = min(chunks, n_kv * split)
     scratch = np.empty((chunks, group, s_len), np.float32)  # [chunks, G, S]: a head's scores, then their exponentials
     slots = _slots(A_Q=_data_address(q), A_ROWS=group, A_DH=head_dim, A_HKV=n_kv, A_K=_data_address(k), A_KH=k.strides[0] // 4,
                    A_KD=k.strides[1] // 4, A_V=_data_address(v), A_VH=v.strides[0] // 4, A_VS=v.strides[1] // 4, A_S=s_len,
-                   A_OUT=_data_address(out), A_CHUNKS=chunks, A_SCRATCH=scratch.ctypes.data)  # fmt: skip
+                   A_OUT=_data_address(out), A_CHUNKS=chunks, A_SCRATCH=scratch.ctypes.data, A_SPLIT=split)  # fmt: skip
     _call(None, "attention", slots, chunks, threads)
     return out
 

@@ -23,3 +23,4 @@ A_Q, A_ROWS, A_DH, A_HKV = 0, 1, 2, 3  # q [Hkv, ROWS, Dh] float32 (ROWS = G, a 
 A_K, A_KH, A_KD = 4, 5, 6  # keys [Hkv, Dh, S]: head and d strides in elements (the s stride is 1)
 A_V, A_VH, A_VS = 7, 8, 9  # values [Hkv, S, Dh]: head and s strides (the d stride is 1)
 A_S, A_OUT, A_CHUNKS, A_SCRATCH = 10, 11, 12, 13  # S keys; out [Hkv, ROWS, Dh]; chunks of the Hkv heads; [CHUNKS, ROWS, S] float32
+A_SPLIT = 14  # each head's ROWS queries in this many parts, which the chunks share out with the heads
