@@ -48,10 +48,10 @@ class Fast(Plain):
         self.batch = batch
         self.helper = helper if helper is not None or workers < 2 else new_helper()
 
-    compiled = False  # a pass of a model on the kernels (Transformer.on_kernels): its float32 products and decode attention too
+    kernels = None  # the kernels module, in a pass of a model on them (Transformer.on_kernels): its float32 products and decode attention too
 
     def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
-        y = quantized.product(x, w, self.workers) if isinstance(w, Quantized) else self.dense(x, w)  # [T, out]
+        y = quantized.product(x, w, self.workers, self.kernels) if isinstance(w, Quantized) else self.dense(x, w)  # [T, out]
         if y is None:
             y = ops.linear(x, w)  # [T, out]
         if b is not None:
@@ -61,11 +61,11 @@ class Fast(Plain):
     def dense(self, x: np.ndarray, w: np.ndarray) -> np.ndarray | None:
         """x @ w on the kernels' float32 product in a pass on the kernels (quantized.dense_product),
         else None: the caller's NumPy product runs."""
-        return quantized.dense_product(x, w, self.workers) if self.compiled else None
+        return quantized.dense_product(self.kernels, x, w, self.workers) if self.kernels is not None else None
 
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
         t_len, s_len = q.shape[2], k.shape[2]
-        compiled = quantized.loaded() if self.compiled and not weights and not softcap and t_len <= ops.FEW_ROWS else None
+        compiled = self.kernels if not weights and not softcap and t_len <= ops.FEW_ROWS else None
         if compiled is None:
             return ops.attention(q, k, v, start, weights, window, softcap)  # grouped heads, masked square only, blocks of queries
         # A decode step on the kernels: their attention, one call for every head. A few rows (a lookup
@@ -80,11 +80,11 @@ class Fast(Plain):
 
     def on_kernels(self) -> Fast:
         """This executor for the passes of a model on the kernels (made once)."""
-        if self.compiled:
+        if self.kernels is not None:
             return self
         if getattr(self, "_on_kernels", None) is None:
             self._on_kernels = copy.copy(self)
-            self._on_kernels.compiled = True
+            self._on_kernels.kernels = quantized.loaded()
         return self._on_kernels
 
     def sized(self, rows: int) -> Plain:
@@ -100,7 +100,7 @@ class Fast(Plain):
         libraries' threads each spin a moment after their work, and on the same cores each waits
         for the other (a Gemma 3 step past 512 positions, where OpenBLAS starts threading
         attention: 11 ms -> 260 ms)."""
-        if kernels and not self.compiled and quantized.loaded() is not None:
+        if kernels and self.kernels is None and quantized.loaded() is not None:
             return self.on_kernels().plan(config, cache, rows, hooks, kernels)
         if hooks is None and not self.batch and isinstance(cache, KVCache):
             parts = split_prompt(config, cache.length, rows, self.workers)
@@ -123,13 +123,13 @@ class _FewRows(Fast):
     """A pass of 2-16 rows: products in small-matrix blocks, half on `pool`; the MLP split."""
 
     def __init__(self, fast: Fast, pool: Executor):
-        self.workers, self.batch, self.helper, self.pool, self.compiled = fast.workers, fast.batch, fast.helper, pool, fast.compiled
+        self.workers, self.batch, self.helper, self.pool, self.kernels = fast.workers, fast.batch, fast.helper, pool, fast.kernels
 
     def sized(self, rows: int) -> Plain:
         return self
 
     def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
-        y = quantized.product(x, w, self.workers) if isinstance(w, Quantized) else self.dense(x, w)  # [T, out]
+        y = quantized.product(x, w, self.workers, self.kernels) if isinstance(w, Quantized) else self.dense(x, w)  # [T, out]
         if y is None:
             y = ops.linear(x, w, self.pool)  # [T, out]
         if b is not None:
@@ -224,7 +224,7 @@ class RowByRow(Fast):
 
     def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
         if isinstance(w, Quantized):  # each row of x on its own: the kernels' rows never meet
-            y = quantized.product(x, w, self.workers)
+            y = quantized.product(x, w, self.workers, self.kernels)
         elif (y := self.dense(x, w)) is not None:  # the same, float32
             pass
         elif x.shape[0] > 1 and ops.stored_rows(w):

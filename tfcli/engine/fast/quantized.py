@@ -76,10 +76,11 @@ def loaded():
     return _state.get("kernels") if wanted() else None
 
 
-def product(x: np.ndarray, w: Quantized, threads: int = 1) -> np.ndarray:
+def product(x: np.ndarray, w: Quantized, threads: int = 1, k=None) -> np.ndarray:
     """x [T, K] @ w [K, N] (w: a family's [in, out] weight, stored as N quantized rows) -> [T, N],
-    the weight rows shared among `threads` threads (kernels.product)."""
-    k = _kernels()
+    the weight rows shared among `threads` threads (kernels.product). `k`: the kernels module, from
+    a pass on them (its executor asked once), else looked up here."""
+    k = k or _kernels()
     if k is None or not k.SUPPORTED.issuperset(w.types):
         return textbook_product(x, w)
     if x.dtype != np.float32 or not x.flags.c_contiguous:
@@ -87,12 +88,10 @@ def product(x: np.ndarray, w: Quantized, threads: int = 1) -> np.ndarray:
     if x.shape[0] > FEW_ROWS:
         return _tiled(k, x, w)
     y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
-    calls, orders = _kept(w, lambda: _plan(k, w))
+    calls, order = _kept(w, lambda: _plan(k, w))
     for parts in calls:
         k.product_parts(x, parts, y, threads)
-    for first, rows, order in orders:  # computed in the stored order; the model's is a permutation of it
-        y[:, first : first + rows] = y[:, first + order]
-    return y
+    return y if order is None else y.take(order, axis=1)  # computed in the stored order; the model's is a permutation of it
 
 
 _made: dict[int, tuple] = {}  # id(w) -> (a weak reference to w, what _kept made for it): forgotten with w
@@ -107,27 +106,27 @@ def _kept(w, make: Callable[[], object]):
     return got[1]
 
 
-def _plan(k, w: Quantized) -> tuple[list, list]:
+def _plan(k, w: Quantized) -> tuple[list, np.ndarray | None]:
     """The calls that multiply w (its parts of one layout share one: x quantized once, their rows in
-    one pool of chunks) and the row orders to apply after."""
+    one pool of chunks) and the order of the model's columns among the stored ones [N] (None: the
+    same), gathered once after the calls (the parts' own orders: Q and K rows a GGUF permutes)."""
     groups: dict[str, list] = {}
-    orders, first = [], 0
+    order, first = np.arange(w.n_rows), 0  # [N]
     for p in w.parts:
         groups.setdefault(k.layout(p.type_id), []).append((p.data, p.type_id, first))
         if p.order is not None:
-            orders.append((first, p.rows, p.order))
+            order[first : first + p.rows] = first + p.order
         first += p.rows
-    return [k.Parts(g) for g in groups.values()], orders
+    return [k.Parts(g) for g in groups.values()], None if all(p.order is None for p in w.parts) else order
 
 
-def dense_product(x: np.ndarray, w: np.ndarray, threads: int = 1) -> np.ndarray | None:
+def dense_product(k, x: np.ndarray, w: np.ndarray, threads: int = 1) -> np.ndarray | None:
     """x [T, K] @ w [K, N], w a float32 [in, out] view of stored rows [N, K], on the kernels' float32
     product (4 rows of x per pass over a weight row, the rows shared among the threads; each row of
     x the same bits whatever the others): measured 1.6-2.2x OpenBLAS's on a decode step's matrices
-    (benchmarks/README.md). None when w is not such a view or the kernels are not loaded."""
-    k = loaded()
+    (benchmarks/README.md). None when w is not such a view. k: the kernels module."""
     rows = w.T  # [N, K]
-    if k is None or w.dtype != np.float32 or not rows.flags.c_contiguous or x.shape[0] > FEW_ROWS:
+    if w.dtype != np.float32 or not rows.flags.c_contiguous or x.shape[0] > FEW_ROWS:
         return None
     y = np.empty((x.shape[0], rows.shape[0]), dtype=np.float32)  # [T, N]
     k.product_parts(x, _kept(w, lambda: k.Parts([(rows, 0, 0)])), y, threads)
