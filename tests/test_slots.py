@@ -92,7 +92,7 @@ def test_a_model_on_the_kernels_is_the_sequence_alone_to_the_bit(workers):
     from tfcli.engine.fast.executor import RowByRow
     from tfcli.engine.threads import new_helper
 
-    if quantized.prepare() is not None or quantized.loaded() is None:
+    if quantized.prepare() is not None or quantized.running() is None:
         pytest.skip("compiled kernels unavailable")
     lm = load(TINY_LLAMA)
     model, rng = lm.model, np.random.default_rng(5)

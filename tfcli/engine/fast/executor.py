@@ -84,7 +84,7 @@ class Fast(Plain):
             return self
         if getattr(self, "_on_kernels", None) is None:
             self._on_kernels = copy.copy(self)
-            self._on_kernels.kernels = quantized.loaded()
+            self._on_kernels.kernels = quantized.running()
         return self._on_kernels
 
     def sized(self, rows: int) -> Plain:
@@ -95,12 +95,13 @@ class Fast(Plain):
     def plan(self, config: ModelConfig, cache, rows: int, hooks, kernels: bool = False) -> Plan:
         """A long prompt pass (no hooks) in parts on threads, when split_prompt cuts it; else one
         part. A model on the kernels (`kernels`: Transformer.on_kernels) runs its passes on this
-        executor's on_kernels() twin once they are loaded. A pass whose products run on the
+        executor's on_kernels() twin (loading them the first time), so that every
+        pass of the model computes alike. A pass whose products run on the
         kernels' threads (a few rows, more than one worker) runs BLAS on one thread: the two
         libraries' threads each spin a moment after their work, and on the same cores each waits
         for the other (a Gemma 3 step past 512 positions, where OpenBLAS starts threading
         attention: 11 ms -> 260 ms)."""
-        if kernels and self.kernels is None and quantized.loaded() is not None:
+        if kernels and self.kernels is None and quantized.running() is not None:
             return self.on_kernels().plan(config, cache, rows, hooks, kernels)
         if hooks is None and not self.batch and isinstance(cache, KVCache):
             parts = split_prompt(config, cache.length, rows, self.workers)

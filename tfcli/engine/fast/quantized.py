@@ -62,8 +62,8 @@ def prepare(on_compile: Callable[[], None] | None = None) -> str | None:
         return _state.get("why")  # type: ignore[return-value]
 
 
-def _kernels():
-    """The kernels module when it runs, else None."""
+def running():
+    """The kernels module when it runs (loaded, or compiled once per machine, the first time), else None."""
     if not wanted():
         return None
     if "kernels" not in _state and "why" not in _state:
@@ -71,16 +71,11 @@ def _kernels():
     return _state.get("kernels")
 
 
-def loaded():
-    """The kernels module once a model on them has loaded it (never loads it), else None."""
-    return _state.get("kernels") if wanted() else None
-
-
 def product(x: np.ndarray, w: Quantized, threads: int = 1, k=None) -> np.ndarray:
     """x [T, K] @ w [K, N] (w: a family's [in, out] weight, stored as N quantized rows) -> [T, N],
     the weight rows shared among `threads` threads (kernels.product). `k`: the kernels module, from
     a pass on them (its executor asked once), else looked up here."""
-    k = k or _kernels()
+    k = k or running()
     if k is None or not k.SUPPORTED.issuperset(w.types):
         return textbook_product(x, w)
     if x.dtype != np.float32 or not x.flags.c_contiguous:
