@@ -129,6 +129,21 @@ def test_patched_residual_equals_transformers(pair):
             assert abs(got.grid[i, p] - want) < TOL, (i, p, got.grid[i, p], want)
 
 
+def test_patching_a_quantized_model_compares_like_with_like():
+    """On a quantized model the kernels' 8-bit activations run passes of up to 48 rows, float32 ones
+    longer passes: the variants run as the recorded passes did (rows_per_pass, the executor forward
+    takes), so a patch that changes nothing (position 0, the same token in both texts, and the last
+    index everywhere but the last position) moves the logit difference by exactly 0."""
+    from tfcli.engine.quantized import quantize_weights
+
+    lm = load(TINY_LLAMA)
+    quantize_weights(lm.model, "q8_0")
+    clean, corrupt = _texts(lm)
+    got = patching.patch(lm.model, clean, corrupt, "resid")
+    assert (got.grid[:, 0] == 0).all() and (got.grid[:, 1] == 0).all()  # before the changed token: the same streams
+    assert (got.grid[-1, :-1] == 0).all() and got.grid[-1, -1] == 1
+
+
 def _inputs(ref, ids, layers, final_norm) -> list:
     seen = []
     handles = [m.register_forward_pre_hook(lambda module, args: seen.append(args[0][0].clone())) for m in [*layers, final_norm]]

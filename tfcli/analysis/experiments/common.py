@@ -31,6 +31,16 @@ def record(model, ids) -> Run:
 ROWS = 512  # rows of one pass of variants: [512, F] activations, and products that BLAS runs at full speed
 
 
+def rows_per_pass(model) -> int:
+    """ROWS, or for a quantized model the most rows its products take on the kernels, whose 8-bit
+    activations differ from the float32 ones of longer passes (engine/fast/quantized.py): the
+    variants then compute as the recorded runs they are compared with, and a variant that changes
+    nothing changes no bit (as fast at these sizes: benchmarks/README.md)."""
+    from tfcli.engine.fast.quantized import FEW_ROWS
+
+    return FEW_ROWS if model.quantized() else ROWS
+
+
 def run_variants(model, first: int, n: int, t_len: int, make, hooks=None) -> np.ndarray:
     """n variants of one text's pass, from block `first` on, several at once: `make(group)` gives
     the residual streams entering block `first` for the variants in `group` (a range) [b, T, D];
@@ -39,16 +49,19 @@ def run_variants(model, first: int, n: int, t_len: int, make, hooks=None) -> np.
 
     Variants of one text would each read every weight of every block; run together as one
     [b*T, D] matrix (engine/kvcache.py Sequences), they read each weight once."""
+    from tfcli.engine.fast.executor import FAST
     from tfcli.engine.kvcache import Sequences
 
-    per = max(1, ROWS // t_len)
+    per = max(1, rows_per_pass(model) // t_len)
     out = []
     for a in range(0, n, per):
         group = range(a, min(a + per, n))
         x = make(group)  # [b, T, D]
         d = x.shape[-1]
         seqs = Sequences(len(group), t_len)
-        y = model.blocks_from(first, x.reshape(-1, d), seqs, seqs.positions(len(group) * t_len), None if hooks is None else hooks(group))  # [b*T, D]
+        rows, their_hooks = len(group) * t_len, None if hooks is None else hooks(group)
+        run = FAST.plan(model.config, seqs, rows, their_hooks, model.on_kernels).run  # the executor forward() would take: the same numbers
+        y = model.blocks_from(first, x.reshape(-1, d), seqs, seqs.positions(rows), their_hooks, run)  # [b*T, D]
         out.append(y.reshape(len(group), t_len, d)[:, -1])  # [b, D]
     return np.concatenate(out)  # [n, D]
 
@@ -56,8 +69,9 @@ def run_variants(model, first: int, n: int, t_len: int, make, hooks=None) -> np.
 def logits_of(model, last: np.ndarray, ids: list[int] | None = None) -> np.ndarray:
     """Residual streams after the last block [n, D] -> their logits [n, V], or only the columns `ids` [n, k]."""
     normed = model.final_norm(last)  # [n, D]
-    if ids is None:
-        return model.unembed(normed)  # [n, V]
+    if ids is None or model.quantized():  # a quantized one's as its passes compute them (rows_per_pass)
+        logits = model.unembed(normed)  # [n, V]
+        return logits if ids is None else logits[:, ids]
     return normed @ model.unembedding[:, ids]  # [n, D] @ [D, k] -> [n, k]
 
 
