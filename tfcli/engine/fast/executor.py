@@ -71,10 +71,13 @@ class Fast(Plain):
         # A decode step on the kernels: their attention, one call for every head. A few rows (a lookup
         # check, a short prompt): the same call for each row over the keys it sees, so that each row's
         # numbers are a decode step's, bit for bit: a lookup check then accepts what greedy decoding chose.
+        if t_len == 1:
+            first = s_len - window if window and s_len > window else 0  # a sliding layer sees the last `window`
+            return compiled.attention(q, k[:, :, first:], v[:, first:], self.workers), None
         out = np.empty(q.shape, np.float32)  # [Hkv, G, T, Dh]
         for t in range(t_len):
             end = s_len - t_len + t + 1  # the keys up to this row's position
-            first = end - window if window and end > window else 0  # a sliding layer sees the last `window`
+            first = end - window if window and end > window else 0
             out[:, :, t : t + 1] = compiled.attention(q[:, :, t : t + 1], k[:, :, first:end], v[:, first:end], self.workers)
         return out, None
 
