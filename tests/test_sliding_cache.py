@@ -136,3 +136,27 @@ def test_a_long_cache_of_a_sliding_model_is_counted_as_what_it_holds(model):
     global_layers = sum(1 for w in cfg.windows if not w)
     n = 100_000
     assert cfg.kv_cache_bytes(n) == per_position * (global_layers * n + (cfg.n_layer - global_layers) * (cfg.windows[0 if cfg.windows[0] else 1] + 1024))
+
+
+@pytest.mark.parametrize("family", ["gemma3", "phi3"])
+def test_a_few_row_pass_on_the_kernels_is_its_decode_steps_bit_for_bit(family, tmp_path):
+    """On the kernels (a quantized model), a pass of a few rows (a lookup check) runs the compiled
+    decode attention once per row, over the keys that row's window sees: each row's logits are
+    those of the decode step at its position, bit for bit, here across the sliding window."""
+    from tfcli.engine.fast.quantized import running
+    from tfcli.engine.quantized import quantize_weights
+
+    if running() is None:
+        pytest.skip("compiled kernels unavailable")
+    (gemma3(tmp_path, tied=True) if family == "gemma3" else phi3(tmp_path, tied=False))
+    m = load(tmp_path).model
+    quantize_weights(m, "q8_0")
+    assert m.on_kernels
+    ids = _ids(3, 30)
+    steps = m.new_cache(40)
+    m.forward(ids[:20], steps)
+    alone = np.concatenate([m.forward(ids[t : t + 1], steps) for t in range(20, 30)])  # [10, V]
+    few = m.new_cache(40)
+    m.forward(ids[:20], few)
+    together = m.forward(ids[20:30], few, all_logits=True)  # [10, V]: 10 rows crossing windows of 7 and 9
+    assert np.array_equal(together, alone)
