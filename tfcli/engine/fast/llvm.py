@@ -70,11 +70,15 @@ def _store_wide(context, builder, arrty, arr, offset, q8) -> None:
     builder.store(q16, _at(context, builder, arrty, arr, offset, q16.type), align=1)
 
 
+def _intrinsic(builder, name: str, result: ir.Type, *args):
+    """A call of the LLVM intrinsic `name` (declared once per module)."""
+    mod = builder.module
+    fn = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(result, [a.type for a in args]), name=name)
+    return builder.call(fn, list(args))
+
+
 def _reduce(builder, kind: str, v, *start):
-    name = f"llvm.vector.reduce.{kind}.v{v.type.count}{'i32' if kind == 'add' else 'f32'}"
-    args = [x.type for x in start] + [v.type]
-    fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(v.type.element, args), name=name)
-    return builder.call(fn, [*start, v])
+    return _intrinsic(builder, f"llvm.vector.reduce.{kind}.v{v.type.count}{'i32' if kind == 'add' else 'f32'}", v.type.element, *start, v)
 
 
 # --- float16 -------------------------------------------------------------------------------------------
@@ -198,9 +202,7 @@ def unpack_q6k_half(typingctx, src, iql, iqh, dst, j):
 def _fma(builder, a, b, c):
     """a * b + c rounded once (llvm.fma): explicit, so that every kernel rounds alike whatever LLVM
     would contract, and a row's result does not depend on how many rows a call covers."""
-    name = f"llvm.fma.{'v%df32' % a.type.count if isinstance(a.type, ir.VectorType) else 'f32'}"
-    fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(a.type, [a.type] * 3), name=name)
-    return builder.call(fn, [a, b, c])
+    return _intrinsic(builder, f"llvm.fma.{'v%df32' % a.type.count if isinstance(a.type, ir.VectorType) else 'f32'}", a.type, a, b, c)
 
 
 def _features() -> frozenset[str]:
@@ -216,13 +218,6 @@ def _features() -> frozenset[str]:
         return frozenset(name for name, on in binding.get_host_cpu_features().items() if on)
     except RuntimeError:
         return frozenset()
-
-
-def _intrinsic(builder, name: str, result: ir.Type, *args):
-    """A call of the LLVM intrinsic `name` (declared once per module)."""
-    mod = builder.module
-    fn = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(result, [a.type for a in args]), name=name)
-    return builder.call(fn, list(args))
 
 
 def _pairs(builder, a, b):
@@ -263,20 +258,18 @@ def _dot4(builder, w, x):
 
 
 def _signed_dot4(builder, w, x):
-    """_dot4 for signed bytes w (Q8_0's): |w| times x with w's sign (vpsignb), as llama.cpp does; widened elsewhere."""
+    """_dot4 for signed bytes w (Q8_0's): |w| times x with w's sign (vpsignb), as llama.cpp does; elsewhere
+    _dot4's generic route on both widened as signed (a pair's sum, at most 2 x 128 x 127, fits 16 bits)."""
     if "avx2" in _FEATURES:
         absw = _intrinsic(builder, "llvm.abs.v32i8", _vec(I8, 32), w, ir.Constant(ir.IntType(1), 0))  # -128 stays 0x80: 128 unsigned
         return _dot4(builder, absw, _intrinsic(builder, "llvm.x86.avx2.psign.b", _vec(I8, 32), x, w))
-    wide = _vec(I32, 32)
-    p = builder.mul(builder.sext(w, wide), builder.sext(x, wide), flags=["nsw"])
-    return builder.add(builder.add(*[builder.shuffle_vector(p, p, ir.Constant(_vec(I32, 8), list(range(j, 32, 4)))) for j in (0, 1)]),
-                       builder.add(*[builder.shuffle_vector(p, p, ir.Constant(_vec(I32, 8), list(range(j, 32, 4)))) for j in (2, 3)]))
+    return _words(builder, _pairs(builder, builder.sext(w, _vec(I16, 32)), builder.sext(x, _vec(I16, 32))), _splat(1, I16, 16))
 
 
 # --- rows of x against one stored weight row, unpacked in registers ----------------------------------
 
 
-def _row_of_x(context, builder, t, args, rows: int, per_block, blocks, tail=None):
+def _row_of_x(builder, rows: int, per_block, blocks):
     """The shared frame of the product kernels: for r < rows, acc_r [8] float32 and low_r float32 summed
     over `blocks` blocks; per_block(b, acc, low) adds block b's share to each row's. Returns row r's
     sum(acc_r) + low_r (fixed order: the same bits whatever `rows` is)."""
@@ -343,7 +336,7 @@ def _dot_blocks32(kind: int, rows: int):
                     if m is not None:
                         _add_low(builder, low[r], m, _scalar(context, builder, t[5], xm_, xb))
 
-            sums = _row_of_x(context, builder, t, args, rows, per_block, nb_)
+            sums = _row_of_x(builder, rows, per_block, nb_)
             return sums[0] if rows == 1 else context.make_tuple(builder, sig.return_type, sums)
 
         return result(src, intp, xq, intp, xd, xm, intp, intp), codegen
@@ -438,7 +431,7 @@ def _dot_k(kind: int, rows: int):
                     imin = _reduce(builder, "add", builder.mul(_load(context, builder, t[5], xs_, at, _vec(I32, 16)), mins))
                     _add_low(builder, low[r], builder.fmul(minimum, dx), builder.sitofp(imin, F32))
 
-            totals = _row_of_x(context, builder, t, args, rows, per_block, ns_)
+            totals = _row_of_x(builder, rows, per_block, ns_)
             return totals[0] if rows == 1 else context.make_tuple(builder, sig.return_type, totals)
 
         return result(src, intp, xq, intp, xd, xs, intp, intp, intp), codegen
