@@ -170,13 +170,10 @@ def assert_greedy_equals_transformers(folder, model, text: str = "To be, or not 
     assert len(set(ours)) > 1
 
 
-def log_softmax(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64) - x.max(-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(-1, keepdims=True))
-
-
 def kl_divergence(textbook: np.ndarray, fast: np.ndarray) -> np.ndarray:
     """KL(textbook || fast) of the next-token distributions at each position, nats: [T, V] logits -> [T]."""
+    from tfcli.engine.score import log_softmax
+
     p, q = log_softmax(textbook), log_softmax(fast)
     return (np.exp(p) * (p - q)).sum(-1)
 
@@ -186,6 +183,7 @@ def near_tie_at_first_difference(model, prompt, want: list[int], got: list[int])
     probability gap, at the first difference, between the token wanted and the one chosen (a
     near-tie when small: float32 steps in another order could choose either)."""
     from tfcli.engine.executor import PLAIN
+    from tfcli.engine.score import log_softmax
 
     i = next((j for j, (a, b) in enumerate(zip(want, got)) if a != b), None)
     if i is None:

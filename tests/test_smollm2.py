@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 from tfcli.engine.executor import PLAIN
+from tfcli.engine.score import log_softmax
 from tfcli.engine.fast.executor import Fast
 from tfcli.store import load
 from tfcli.engine.tokenizer import Tokenizer
 from tfcli.engine.gguffile import GGUFFile
 
-from conftest import DATA, kl_divergence, log_softmax, near_tie_at_first_difference
+from conftest import DATA, kl_divergence, near_tie_at_first_difference
 
 pytestmark = pytest.mark.slow
 
