@@ -305,8 +305,9 @@ def test_a_kernel_pass_on_two_workers_runs_blas_on_one_thread(monkeypatch, in_pl
         return max(c.num_threads for c in threads._blas_controller().lib_controllers if c.user_api == "blas")
 
     seen: list[int] = []
-    real = Fast.attention
-    monkeypatch.setattr(Fast, "attention", lambda self, *a, **k: seen.append(blas_threads()) or real(self, *a, **k))
+    for name in ("attention", "blocks"):  # the pass's attention, or its blocks compiled whole (fast/blocks.py)
+        real = getattr(Fast, name)
+        monkeypatch.setattr(Fast, name, lambda self, *a, real=real, **k: seen.append(blas_threads()) or real(self, *a, **k))
     for model, quantized in ((load_folder(mixed_folder).model, False), (in_place.model, True)):
         assert model.on_kernels == quantized
         seen.clear()

@@ -122,13 +122,19 @@ def test_the_compiled_products_are_the_textbook_within_8_bit_activations(lm, ref
 
 @pytest.mark.parametrize("key", ["plain", "chat"])
 def test_greedy_continuation_equals_transformers(lm, ref, key):
-    """Prompt and reference continuation in one pass: the argmax after every prefix must be the next
-    reference token, which is exactly the condition for greedy decoding to reproduce all 32."""
+    """Prompt and reference continuation in one pass: on the textbook, the argmax after every prefix
+    must be the next reference token, which is exactly the condition for greedy decoding to
+    reproduce all 32. On the fast path (8-bit activations), wherever its argmax differs, the
+    textbook's two tokens are a near-tie (measured: "plain" differs at 3 of 32 prefixes, where the
+    textbook's top probability is 4-22% and the gap 0.008-0.019)."""
     ids, expected = ref[f"ids_{key}"], ref[f"greedy_{key}"]
     seq = np.concatenate([ids, expected[:-1]])  # [T + 31]
-    logits = lm.model.forward(seq, lm.model.new_cache(len(seq)), all_logits=True)  # [T + 31, V]
-    chosen = logits[len(ids) - 1 :].argmax(-1)  # [32]
-    assert chosen.tolist() == expected.tolist(), lm.tokenizer.decode(chosen.tolist())
+    textbook = lm.model.forward(seq, lm.model.new_cache(len(seq)), all_logits=True, run=PLAIN)[len(ids) - 1 :]  # [32, V]
+    assert textbook.argmax(-1).tolist() == expected.tolist(), lm.tokenizer.decode(textbook.argmax(-1).tolist())
+    chosen = lm.model.forward(seq, lm.model.new_cache(len(seq)), all_logits=True, run=Fast(2))[len(ids) - 1 :].argmax(-1)  # [32]
+    p = np.exp(log_softmax(textbook))  # [32, V]
+    gap = p[np.arange(32), expected] - p[np.arange(32), chosen]  # [32]
+    assert gap.max() <= 0.05, (gap.max(), lm.tokenizer.decode(chosen.tolist()))
 
 
 def test_cached_greedy_decoding_is_the_golden_chat_reply(lm, ref):

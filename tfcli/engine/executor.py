@@ -44,6 +44,11 @@ class Plain:
     def mlp(self, h: np.ndarray, m: ops.MLP) -> np.ndarray:
         return m.down(m.hidden(h, self.linear), self.linear)  # [T, D] -> [T, F] -> [T, D]
 
+    def blocks(self, model, first: int, x: np.ndarray, cache, positions: np.ndarray) -> np.ndarray | None:
+        """Blocks first..L-1 of a pass without hooks run another way ([T, D] -> [T, D]), or None: the
+        textbook's blocks run (Transformer.blocks_from). The fast executor's compiled blocks go here."""
+        return None
+
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
         """q [N, G, T, Dh] (G query heads per key/value head), k [N, Dh, S] (as the cache keeps
         keys), v [N, S, Dh] -> (out [N, G, T, Dh], weights [N, G, T, S] or None). `window`,

@@ -155,6 +155,8 @@ class Transformer:
         """The residual stream x [T, D] entering block `first` at `positions`, through that block and
         the ones after it -> [T, D]. An experiment that changes block b starts here, at b: the
         blocks before it would compute what it has already recorded."""
+        if hooks is None and (y := run.blocks(self, first, x, cache, positions)) is not None:
+            return y  # [T, D]: the same blocks, compiled (fast/blocks.py)
         for i in range(first, len(self.layers)):
             x = self.block(x, self.layers[i], LayerCall(i, cache, positions, run, hooks))  # [T, D]
         return x
@@ -184,6 +186,11 @@ class Transformer:
     def logits(self, h: np.ndarray, run: Plain) -> np.ndarray:
         """Normed hidden states [T, D] -> logits [T, V] (Gemma 2-style models soft-cap them)."""
         return run.linear(h, self.unembedding)  # [T, D] @ [D, V] -> [T, V]
+
+    def recipe(self):
+        """What the compiled blocks of the fast room need of this model's blocks (fast/blocks.Recipe),
+        or None: its passes run the blocks above. A family whose block they compute gives one."""
+        return None
 
     # Supplied by each family.
     def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:  # [T], [T] -> [T, D]

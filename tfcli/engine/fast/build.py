@@ -33,19 +33,19 @@ def build(folder: Path) -> None:
     import numba
     from numba import types
 
-    from . import jobs, pool
+    from . import block_job, jobs, pool
     from .compiled import cpu_name
 
     binding, machine = _target_machine()
-    helpers = {name: numba.njit(nogil=True, inline="always", error_model="numpy")(getattr(jobs, name)) for name in jobs.HELPERS}
-    helpers["_dot_rows"] = numba.njit(nogil=True, error_model="numpy", fastmath={"reassoc", "contract"})(jobs._dot_rows)
-    vars(jobs).update(helpers)
+    for module in (jobs, block_job):  # each module's helpers compiled in its own namespace, where its jobs find them
+        vars(module).update({name: numba.njit(nogil=True, inline="always", error_model="numpy")(getattr(module, name)) for name in module.HELPERS})
+    jobs._dot_rows = numba.njit(nogil=True, error_model="numpy", fastmath={"reassoc", "contract"})(jobs._dot_rows)
     vars(jobs).update({name: numba.njit(nogil=True, error_model="numpy")(getattr(jobs, name)) for name in jobs.ROWS_OF_X})
     signature = types.void(types.CPointer(types.int64), types.int64)
     symbols, digests = {}, {}
-    for name in jobs.JOBS:
+    for module, name in [(jobs, name) for name in jobs.JOBS] + [(block_job, name) for name in block_job.JOBS]:
         fast = {"fastmath": {"reassoc", "contract"}} if name == "attention" else {}  # sums in vector lanes, multiply-adds fused
-        compiled = numba.njit([signature], nogil=True, error_model="numpy", **fast)(getattr(jobs, name)).overloads[signature.args]
+        compiled = numba.njit([signature], nogil=True, error_model="numpy", **fast)(getattr(module, name)).overloads[signature.args]
         code = machine.emit_object(binding.parse_assembly(compiled.library.get_llvm_str()))
         (folder / f"{name}.o").write_bytes(code)
         symbols[name], digests[name] = compiled.fndesc.mangled_name, hashlib.sha256(code).hexdigest()

@@ -29,13 +29,13 @@ def cpu_name() -> str:
 
 
 def cache_dir() -> Path:
-    """<home>/kernels/<key>: one folder per version of the kernels' sources (jobs.py, llvm.py, pool.py,
-    build.py, slots.py), of numba and llvmlite, and CPU, so that a folder holding the `ready` marker
+    """<home>/kernels/<key>: one folder per version of the kernels' sources (jobs.py, block_job.py, llvm.py,
+    pool.py, build.py, slots.py), of numba and llvmlite, and CPU, so that a folder holding the `ready` marker
     holds machine code for these sources on this machine."""
     from importlib.metadata import PackageNotFoundError, version
 
     key = hashlib.sha256()
-    for name in ("jobs.py", "llvm.py", "pool.py", "build.py", "slots.py"):
+    for name in ("jobs.py", "block_job.py", "llvm.py", "pool.py", "build.py", "slots.py"):
         key.update(Path(__file__).with_name(name).read_bytes())  # their bytes: a fresh checkout of the same sources finds its kernels
     for package in ("numba", "llvmlite"):
         try:

@@ -81,6 +81,14 @@ class Fast(Plain):
             out[:, :, t : t + 1] = compiled.attention(q[:, :, t : t + 1], k[:, :, first:end], v[:, first:end], self.workers)
         return out, None
 
+    def blocks(self, model, first: int, x: np.ndarray, cache, positions: np.ndarray) -> np.ndarray | None:
+        """A few rows of a model on the kernels through its blocks in one compiled call (fast/blocks.py), or None."""
+        if self.kernels is None:
+            return None
+        from . import blocks
+
+        return blocks.run(self.kernels, model, first, x, cache, positions, self.workers)
+
     def on_kernels(self) -> Fast:
         """This executor for the passes of a model on the kernels (made once)."""
         if self.kernels is not None:

@@ -92,7 +92,7 @@ def _load(again: bool = True) -> dict[str, object]:
             raise ValueError("a compiled file does not match its sha256")
         symbols, keep = _place(objects, index)
         pool = index["pool"]
-        return {"jobs": {name: symbols[name] for name in index["jobs"]}, "run": _JOB(symbols["pool"]),
+        return {"jobs": {name: symbols[name] for name in index["jobs"]}, "run": _JOB(symbols["pool"]), "run_at": symbols["pool"],
                 "work": _WORK(symbols["pool.work"]) if pool["threads"] else None, "keep": keep}  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, RuntimeError) as e:
         if again and temporary is None and writable(folder.parent):
@@ -319,6 +319,36 @@ def _call(first: str | None, job: str, slots: list[int], chunks: int, threads: i
         status = _k["run"](None, first_at, jobs[job], args.address, chunks)
     if status != 0:
         raise RuntimeError(f"compiled kernel {job} failed (status {status})")
+
+
+def addresses() -> dict[str, int]:
+    """Where the jobs are ({name: address}, and "run": tfcli_run's), for a job that calls jobs (decode_blocks)."""
+    if not _k:
+        load()
+    return {**_k["jobs"], "run": _k["run_at"]}
+
+
+def decode_blocks(slots: np.ndarray, threads: int = 1) -> None:
+    """jobs.decode_blocks with its slots (slots.B_*, an int64 array it keeps for the call): on the
+    caller's thread, its products and attention on the pool's when `threads` > 1 and the pool is
+    free (else every chunk here: the same bits). Releases the GIL."""
+    if not _k:
+        load()
+    address, job = slots.ctypes.data, _k["jobs"]["decode_blocks"]
+    pool = _the_pool() if threads > 1 and _k["work"] is not None else None
+    if pool is not None and pool.lock.acquire(blocking=False):
+        try:
+            if pool.workers < threads - 1:
+                pool.grow(threads - 1)
+            slots[S.B_POOL] = pool.address
+            status = _k["run"](None, None, job, address, 1)
+        finally:
+            pool.lock.release()
+    else:
+        slots[S.B_POOL] = 0
+        status = _k["run"](None, None, job, address, 1)
+    if status != 0:
+        raise RuntimeError(f"compiled kernel decode_blocks failed (status {status})")
 
 
 def layout(type_id: int) -> str:

@@ -483,3 +483,17 @@ def _tile(width: int, rows: int):
 # tile_4x2(...): 64 columns for 2 rows; tile_1x3(...): 16 columns for 3 rows; up to 4 rows a call
 tile_4x1, tile_4x2, tile_4x3, tile_4x4 = (_tile(4, r) for r in (1, 2, 3, 4))
 tile_1x1, tile_1x2, tile_1x3, tile_1x4 = (_tile(1, r) for r in (1, 2, 3, 4))
+
+
+@intrinsic
+def run(typingctx, fn, pool, first, job, a, chunks):
+    """status = fn(pool, first, job, a, chunks): pool.py's tfcli_run called at its address, from a job
+    that runs other jobs (jobs.decode_blocks): each argument an int64 address (0: null), or chunks."""
+    sig = types.int32(types.int64, types.int64, types.int64, types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, sig, args):
+        ptr = I8.as_pointer()
+        callee = builder.inttoptr(args[0], ir.FunctionType(I32, [ptr, ptr, ptr, ptr, ir.IntType(64)]).as_pointer())
+        return builder.call(callee, [*(builder.inttoptr(v, ptr) for v in args[1:5]), args[5]])
+
+    return sig, codegen

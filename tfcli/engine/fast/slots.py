@@ -24,3 +24,28 @@ A_K, A_KH, A_KD = 4, 5, 6  # keys [Hkv, Dh, S]: head and d strides in elements (
 A_V, A_VH, A_VS = 7, 8, 9  # values [Hkv, S, Dh]: head and s strides (the d stride is 1)
 A_S, A_OUT, A_CHUNKS, A_SCRATCH = 10, 11, 12, 13  # S keys; out [Hkv, ROWS, Dh]; chunks of the Hkv heads; [CHUNKS, ROWS, S] float32
 A_SPLIT = 14  # each head's ROWS queries in this many parts, which the chunks share out with the heads
+
+# the decode blocks' slots (jobs.decode_blocks): T rows (a decode step, a few rows, a batch step) through blocks FROM..L-1
+B_RUN, B_POOL, B_QUANTIZE, B_ATTENTION, B_THREADS = 0, 1, 2, 3, 4  # tfcli_run's address, the pool's (0: none), two jobs', threads
+B_T, B_D, B_H, B_HKV, B_DH, B_F, B_R2 = 5, 6, 7, 8, 9, 10, 11  # rows, sizes; R2: rotated pairs per head (R/2)
+B_FROM, B_L, B_LAYERS, B_EPS = 12, 13, 14, 15  # blocks FROM..L-1; the layer table [L, LS] int64 (L_* below); eps as float32 bits
+B_X, B_HB, B_QKV, B_QM, B_Z, B_O, B_GU, B_ACT, B_MO = 16, 17, 18, 19, 20, 21, 22, 23, 24  # float32 buffers (jobs.decode_blocks)
+B_COS, B_SIN, B_ROWS = 25, 26, 27  # RoPE's cos and sin [T, R2] at the rows' positions; the row table [T, RS] int64 (R_* below)
+B_SCRATCH, B_ASLOTS = 28, 29  # attention's scratch [THREADS, G, S] float32; an int64 [SLOTS] for its calls
+B_COS2, B_SIN2, B_QSCALE = 30, 31, 32  # the second RoPE's tables (Gemma 3's local layers); queries' factor as float32 bits
+B_SLOTS = 33
+
+# the layer table's columns: weights' addresses (0: none), where the layer's cache is, and its products' calls
+L_NORM1, L_NORM2, L_QNORM, L_KNORM, L_BQKV, L_BO = 0, 1, 2, 3, 4, 5  # [D], [D], [Dh], [Dh], [(H+2Hkv)*Dh], [D]
+L_ORDER, L_SLIDING, L_CACHE, L_WINDOW = 6, 7, 8, 9  # Q/K/V's columns among the stored ones [(H+2Hkv)*Dh] int64; sliding?, index; window
+L_POST1, L_POST2, L_ROPE, L_ACT = 10, 11, 12, 13  # norms of the attention's and the MLP's outputs [D] (Gemma 3); RoPE 0 or 1; 0 SiLU, 1 tanh GELU
+L_CALLS = 14  # matrix m (0 Q/K/V, 1 O, 2 gate/up, 3 down), call j (0, 1): first job, job, its slots' address, chunks
+LS = L_CALLS + 4 * 2 * 4
+
+# the row table's columns: where a row's keys and values are (addresses, strides in elements) and its position
+R_KG, R_KG_L, R_KG_H, R_KG_D = 0, 1, 2, 3  # keys of the layers that keep every position [L', Hkv, Dh, room]
+R_VG, R_VG_L, R_VG_H, R_VG_S = 4, 5, 6, 7  # their values [L', Hkv, room, Dh]
+R_KW, R_KW_L, R_KW_H, R_KW_D = 8, 9, 10, 11  # the sliding layers' keys [Ls, Hkv, Dh, room'], column c holding position OFF + c
+R_VW, R_VW_L, R_VW_H, R_VW_S = 12, 13, 14, 15  # their values
+R_OFF, R_POS, R_SLIDES = 16, 17, 18  # OFF; the row's position; whether its cache keeps sliding layers apart (L_SLIDING, L_CACHE), else layer l is l in R_KG
+RS = 19

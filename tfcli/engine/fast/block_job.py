@@ -1,0 +1,173 @@
+"""The compiled decode blocks' source (fast/blocks.py runs it): a numba job, compiled by build.py with
+jobs.py's, that takes T rows through a model's blocks on the caller's thread and hands each
+product and attention to the pool as the jobs of jobs.py. Imported only in build.py's process:
+importing it imports numba."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray
+
+from . import llvm
+from .jobs import _exp, _f32, _float_bits, _i64
+from .slots import (A_CHUNKS, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_SPLIT, A_V, A_VH, A_VS, B_ACT, B_ASLOTS,
+                    B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYERS, B_MO, B_O, B_POOL, B_QKV, B_QM,
+                    B_QSCALE, B_R2, B_ROWS, B_RUN, B_SCRATCH, B_SIN, B_SIN2, B_T, B_THREADS, B_X, B_Z, LS, L_ACT, L_BO, L_BQKV, L_CACHE, L_CALLS,
+                    L_KNORM, L_NORM1, L_NORM2, L_ORDER, L_POST1, L_POST2, L_QNORM, L_ROPE, L_SLIDING, L_WINDOW, RS, R_KG, R_KW, R_OFF, R_POS,
+                    R_SLIDES, R_VG, R_VW, SLOTS)  # fmt: skip
+
+
+def _rms_row(x, g, out, eps):
+    """out = x / sqrt(mean(x^2) + eps) * g for one vector x [n] (ops.rms_norm); the sum of squares in float64."""
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += np.float64(x[i]) * np.float64(x[i])
+    r = np.sqrt(np.float32(s / x.shape[0]) + eps)
+    for i in range(x.shape[0]):
+        out[i] = x[i] / r * g[i]
+
+
+def _products(a, layer, m):
+    """Matrix m of the layer (L_CALLS): its calls of the product jobs, on the pool's threads (tfcli_run)."""
+    for j in range(2):
+        at = L_CALLS + (m * 2 + j) * 4
+        if layer[at + 2] != 0 and llvm.run(a[B_RUN], a[B_POOL], layer[at], layer[at + 1], layer[at + 2], layer[at + 3]) != 0:
+            raise RuntimeError("a product failed")
+
+
+def _cache_row(row, layer, li):
+    """Row `row`'s keys and values at layer li (`layer`, its row of the layer table): (keys' address,
+    head and d strides; values' address, head and s strides; the column of position 0)."""
+    sliding, index = layer[L_SLIDING], layer[L_CACHE]
+    if row[R_SLIDES] == 0:  # a batch's cache: every layer keeps every position, layer l at l
+        sliding, index = 0, li
+    kv, vv = (R_KW, R_VW) if sliding else (R_KG, R_VG)
+    off = row[R_OFF] if sliding else 0
+    return row[kv] + 4 * index * row[kv + 1], row[kv + 2], row[kv + 3], row[vv] + 4 * index * row[vv + 1], row[vv + 2], row[vv + 3], off
+
+
+def decode_blocks(a, c):
+    """T rows (a decode step, a lookup check, a short prompt, a batch step) through blocks FROM..L-1 of a Llama-style
+    (or Gemma 3) model, each step of Transformer.block in turn on the caller's thread, the products and the
+    attention handed to the pool as jobs of their own (the same calls kernels.py makes), so that a
+    step costs one call instead of a hundred Python ones a block:
+
+        h = rms_norm(x) * norm1;  q, k, v = h W_qkv (+ b);  q, k normed per head (Qwen3);  RoPE
+        k, v into the cache;  z = attention of each row over the positions it sees;  x += z W_o (+ b_o)
+        h = rms_norm(x) * norm2;  x += (silu(h W_gate) * (h W_up)) W_down
+
+    Gemma 3's block adds a factor on the queries, a RoPE table per kind of layer, norms of the
+    attention's and the MLP's outputs and a tanh GELU (the layer table's L_QSCALE .. L_ACT).
+
+    Each row has its cache and position in the row table (R_*): the rows of one sequence (they see
+    each other's keys) or of several. x [T, D] is changed in place. Each row's numbers are the same
+    bits whatever T is and whatever the other rows are."""
+    n, d_model, n_head, n_kv, dh, ff, half = a[B_T], a[B_D], a[B_H], a[B_HKV], a[B_DH], a[B_F], a[B_R2]
+    nq, group, threads = (n_head + 2 * n_kv) * dh, n_head // n_kv, a[B_THREADS]
+    eps = _float_bits(np.int32(a[B_EPS]))
+    x, hb = carray(_f32(a[B_X]), (n, d_model)), carray(_f32(a[B_HB]), (n, d_model))
+    qkv, qm = carray(_f32(a[B_QKV]), (n, nq)), carray(_f32(a[B_QM]), (n, nq))
+    o, mo = carray(_f32(a[B_O]), (n, d_model)), carray(_f32(a[B_MO]), (n, d_model))
+    gu, act = carray(_f32(a[B_GU]), (n, 2 * ff)), carray(_f32(a[B_ACT]), (n, ff))
+    qscale = _float_bits(np.int32(a[B_QSCALE]))
+    table, rows = carray(_i64(a[B_LAYERS]), (a[B_L], LS)), carray(_i64(a[B_ROWS]), (n, RS))
+    s = carray(_i64(a[B_ASLOTS]), (SLOTS,))
+    for li in range(a[B_FROM], a[B_L]):
+        layer = table[li]
+        norm1, norm2 = carray(_f32(layer[L_NORM1]), (d_model,)), carray(_f32(layer[L_NORM2]), (d_model,))
+        for t in range(n):
+            _rms_row(x[t], norm1, hb[t], eps)
+        _products(a, layer, 0)  # qkv = hb W_qkv, in the stored order of its columns
+        if layer[L_ORDER] != 0:
+            order = carray(_i64(layer[L_ORDER]), (nq,))
+            for t in range(n):
+                for j in range(nq):
+                    qm[t, j] = qkv[t, order[j]]
+        else:
+            for t in range(n):
+                for j in range(nq):
+                    qm[t, j] = qkv[t, j]
+        if layer[L_BQKV] != 0:
+            bias = carray(_f32(layer[L_BQKV]), (nq,))
+            for t in range(n):
+                for j in range(nq):
+                    qm[t, j] += bias[j]
+        if layer[L_QNORM] != 0:
+            qn, kn = carray(_f32(layer[L_QNORM]), (dh,)), carray(_f32(layer[L_KNORM]), (dh,))
+            for t in range(n):
+                for hd in range(n_head + n_kv):
+                    head = qm[t, hd * dh : (hd + 1) * dh]
+                    _rms_row(head, qn if hd < n_head else kn, head, eps)
+        if qscale != 1:  # Gemma 3: scores scaled by query_pre_attn_scalar^-1/2, not Dh^-1/2
+            for t in range(n):
+                for j in range(n_head * dh):
+                    qm[t, j] *= qscale
+        tables = (B_COS, B_SIN) if layer[L_ROPE] == 0 else (B_COS2, B_SIN2)
+        cos, sin = carray(_f32(a[tables[0]]), (n, half)), carray(_f32(a[tables[1]]), (n, half))
+        for t in range(n):  # RoPE: pair i with i + R/2 of each query and key head (ops.apply_rope)
+            for hd in range(n_head + n_kv):
+                at = hd * dh
+                for i in range(half):
+                    x1, x2 = qm[t, at + i], qm[t, at + half + i]
+                    qm[t, at + i] = x1 * cos[t, i] - x2 * sin[t, i]
+                    qm[t, at + half + i] = x2 * cos[t, i] + x1 * sin[t, i]
+        window = layer[L_WINDOW]
+        for t in range(n):  # each row's k, v into its cache; its attention over the positions it sees (as Fast.attention calls the job)
+            k_at, k_h, k_d, v_at, v_h, v_s, off = _cache_row(rows[t], layer, li)
+            column = rows[t, R_POS] - off
+            keys, values = carray(_f32(k_at), (n_kv * k_h,)), carray(_f32(v_at), (n_kv * v_h,))
+            for g in range(n_kv):
+                for e in range(dh):
+                    keys[g * k_h + e * k_d + column] = qm[t, (n_head + g) * dh + e]
+                    values[g * v_h + column * v_s + e] = qm[t, (n_head + n_kv + g) * dh + e]
+        for t in range(n):  # after every write: the rows of one sequence see each other's keys
+            k_at, k_h, k_d, v_at, v_h, v_s, off = _cache_row(rows[t], layer, li)
+            end = rows[t, R_POS] - off + 1
+            first = end - window if window > 0 and end > window else 0
+            s_len = end - first
+            chunks = threads if threads > 1 and s_len * n_kv * group * dh >= 1 << 18 else 1
+            split = 1 if n_kv % chunks == 0 else min(group, chunks)
+            chunks = min(chunks, n_kv * split)
+            s[A_Q], s[A_ROWS], s[A_DH], s[A_HKV] = a[B_QM] + 4 * t * nq, group, dh, n_kv
+            s[A_K], s[A_KH], s[A_KD] = k_at + 4 * first, k_h, k_d
+            s[A_V], s[A_VH], s[A_VS] = v_at + 4 * first * v_s, v_h, v_s
+            s[A_S], s[A_OUT], s[A_CHUNKS], s[A_SCRATCH], s[A_SPLIT] = s_len, a[B_Z] + 4 * t * n_head * dh, chunks, a[B_SCRATCH], split
+            if llvm.run(a[B_RUN], a[B_POOL], 0, a[B_ATTENTION], a[B_ASLOTS], chunks) != 0:
+                raise RuntimeError("attention failed")
+        _products(a, layer, 1)  # o = z W_o
+        if layer[L_BO] != 0:
+            bias = carray(_f32(layer[L_BO]), (d_model,))
+            for t in range(n):
+                for j in range(d_model):
+                    o[t, j] += bias[j]
+        for t in range(n):
+            if layer[L_POST1] != 0:
+                _rms_row(o[t], carray(_f32(layer[L_POST1]), (d_model,)), o[t], eps)
+            for j in range(d_model):
+                x[t, j] += o[t, j]
+            _rms_row(x[t], norm2, hb[t], eps)
+        _products(a, layer, 2)  # gu = hb [W_gate | W_up]
+        if layer[L_ACT] == 0:
+            for t in range(n):  # SiLU(gate) * up, sigmoid from exp(-|g|) <= 1
+                for j in range(ff):
+                    g = gu[t, j]
+                    e = _exp(-abs(g))
+                    act[t, j] = (g / (np.float32(1) + e) if g >= 0 else g * e / (np.float32(1) + e)) * gu[t, ff + j]
+        else:
+            for t in range(n):  # tanh GELU(gate) * up (ops.gelu), tanh(y) = sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1
+                for j in range(ff):
+                    g = gu[t, j]
+                    y = (g * g * np.float32(0.044715 * np.sqrt(2.0 / np.pi)) + np.float32(np.sqrt(2.0 / np.pi))) * g
+                    e = _exp(np.float32(-2) * abs(y))
+                    th = (np.float32(1) - e) / (np.float32(1) + e)
+                    act[t, j] = (np.float32(0.5) * g * (np.float32(1) + (th if y >= 0 else -th))) * gu[t, ff + j]
+        _products(a, layer, 3)  # mo = act W_down
+        for t in range(n):
+            if layer[L_POST2] != 0:
+                _rms_row(mo[t], carray(_f32(layer[L_POST2]), (d_model,)), mo[t], eps)
+            for j in range(d_model):
+                x[t, j] += mo[t, j]
+
+
+HELPERS = ("_exp", "_rms_row", "_products", "_cache_row")  # compiled into the job
+JOBS = ("decode_blocks",)

@@ -1,0 +1,226 @@
+"""A few rows (a decode step, a lookup check, a short prompt) through a Llama-style model's blocks in
+one compiled call: jobs.decode_blocks, whose textbook is model.Transformer.block with the family's
+attention (families/llama.py).
+
+Why: a decode step of SmolLM2 makes about a hundred NumPy and Python calls a block around its four
+products and its attention (norms, RoPE, the cache write, SiLU, residual adds, wrapping), a few
+milliseconds a step that llama.cpp does not pay (benchmarks/README.md). Here the caller's thread
+runs those steps compiled, and hands the products and the attention to the pool's threads as the
+same jobs, with the same slots, that kernels.py calls one by one: each row's products and
+attention are the same bits as on the per-step path; the norms, RoPE and SiLU are computed in
+compiled code (within a few float32 roundings of NumPy's).
+
+A family describes its blocks with a Recipe (Transformer.recipe); a pass with hooks, more rows than
+the kernels' products take (quantized.FEW_ROWS) or a family without a recipe runs the textbook block.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from collections.abc import Callable
+
+import numpy as np
+
+from ..kvcache import BatchCache, KVCache
+from ..slots import Slots
+from ..quantized import Quantized
+from . import slots as S
+from .quantized import FEW_ROWS, _plan
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One pre-norm block with grouped-query attention, RoPE and a SwiGLU MLP (Llama's), its weights as
+    the family keeps them: matrices [in, out] (Quantized, or float32 views of stored rows)."""
+
+    attn_norm: np.ndarray  # [D]
+    w_qkv: np.ndarray | Quantized  # [D, (H+2Hkv)*Dh]
+    b_qkv: np.ndarray | None  # [(H+2Hkv)*Dh]
+    wo: np.ndarray | Quantized  # [H*Dh, D]
+    bo: np.ndarray | None  # [D]
+    mlp_norm: np.ndarray  # [D]
+    w_in: np.ndarray | Quantized  # [D, 2F]: gate and up side by side
+    w_out: np.ndarray | Quantized  # [F, D]
+    q_norm: np.ndarray | None = None  # [Dh] (Qwen3, Gemma 3)
+    k_norm: np.ndarray | None = None  # [Dh]
+    post_attn_norm: np.ndarray | None = None  # [D]: the attention's output normed before it joins the residual stream (Gemma 3)
+    post_mlp_norm: np.ndarray | None = None  # [D]: the MLP's (Gemma 3)
+    rope: int = 0  # which of the Recipe's RoPE tables its positions rotate by
+    window: int | None = None  # its sliding window
+    gelu: bool = False  # the gate's activation: SiLU, or the tanh GELU (ops.gelu)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What the compiled blocks need of a model (Transformer.recipe): its layers, the RMSNorm's eps,
+    RoPE's tables at given positions (one or two: positions [T] -> cos, sin [T, R/2]) and the factor
+    the queries are multiplied by after their norm (Gemma 3)."""
+
+    layers: tuple[Layer, ...]
+    eps: float
+    ropes: tuple[Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], ...]
+    q_scale: float = 1.0
+
+
+class _Program:
+    """The slots of decode_blocks for one model, T rows and a number of threads: the buffers, the
+    layer table and every product's slots, made once (their addresses do not move)."""
+
+    def __init__(self, k, model, recipe: Recipe, rows: int, threads: int):
+        cfg = model.config
+        D, H, Hkv, Dh, F = cfg.d_model, cfg.n_head, cfg.n_kv_head, cfg.head_dim, cfg.d_ff
+        nq = (H + 2 * Hkv) * Dh
+        self.keep: list = [recipe]  # every array the slots point into
+        jobs = k.addresses()
+
+        def buffer(*shape):
+            a = np.zeros(shape, np.float32)
+            self.keep.append(a)
+            return a.ctypes.data
+
+        a = np.zeros(S.B_SLOTS, np.int64)
+        a[S.B_RUN], a[S.B_QUANTIZE], a[S.B_ATTENTION], a[S.B_THREADS] = jobs["run"], jobs["quantize"], jobs["attention"], threads
+        a[S.B_T], a[S.B_D], a[S.B_H], a[S.B_HKV], a[S.B_DH], a[S.B_F] = rows, D, H, Hkv, Dh, F
+        a[S.B_L], a[S.B_EPS], a[S.B_QSCALE] = cfg.n_layer, int(np.float32(recipe.eps).view(np.int32)), int(np.float32(recipe.q_scale).view(np.int32))
+        a[S.B_HB], a[S.B_QKV], a[S.B_QM], a[S.B_Z] = buffer(rows, D), buffer(rows, nq), buffer(rows, nq), buffer(rows, H * Dh)
+        a[S.B_O], a[S.B_GU], a[S.B_ACT], a[S.B_MO] = buffer(rows, D), buffer(rows, 2 * F), buffer(rows, F), buffer(rows, D)
+        aslots = np.zeros(S.SLOTS, np.int64)
+        self.keep.append(aslots)
+        a[S.B_ASLOTS] = aslots.ctypes.data
+        windows = cfg.windows or (None,) * cfg.n_layer  # which layers the cache keeps as sliding (KVCache)
+        counts = [0, 0]
+        table = np.zeros((cfg.n_layer, S.LS), np.int64)
+        for i, layer in enumerate(recipe.layers):
+            row = table[i]
+            for col, w in ((S.L_NORM1, layer.attn_norm), (S.L_NORM2, layer.mlp_norm), (S.L_QNORM, layer.q_norm), (S.L_KNORM, layer.k_norm),
+                           (S.L_BQKV, layer.b_qkv), (S.L_BO, layer.bo), (S.L_POST1, layer.post_attn_norm), (S.L_POST2, layer.post_mlp_norm)):  # fmt: skip
+                if w is not None:
+                    w = np.ascontiguousarray(w, np.float32)
+                    self.keep.append(w)
+                    row[col] = w.ctypes.data
+            sliding = bool(windows[i])
+            row[S.L_SLIDING], row[S.L_CACHE], row[S.L_WINDOW] = sliding, counts[sliding], layer.window or 0
+            row[S.L_ROPE], row[S.L_ACT] = layer.rope, layer.gelu
+            counts[sliding] += 1
+            sources = ((layer.w_qkv, S.B_HB, S.B_QKV, nq), (layer.wo, S.B_Z, S.B_O, D), (layer.w_in, S.B_HB, S.B_GU, 2 * F), (layer.w_out, S.B_ACT, S.B_MO, D))
+            for m, (w, x_at, out_at, width) in enumerate(sources):
+                calls, order = self._calls(k, w, a[x_at], a[out_at], rows, width, threads)
+                if order is not None:
+                    order = np.ascontiguousarray(order, np.int64)
+                    self.keep.append(order)
+                    row[S.L_ORDER] = order.ctypes.data
+                for j, call in enumerate(calls):
+                    row[S.L_CALLS + (m * 2 + j) * 4 : S.L_CALLS + (m * 2 + j) * 4 + 4] = call
+        self.keep.append(table)
+        a[S.B_LAYERS] = table.ctypes.data
+        self.slots = a
+        self.scratch = np.zeros(0, np.float32)
+        self.group = H // Hkv
+
+    def _calls(self, k, w, x_at: int, out_at: int, rows: int, width: int, threads: int):
+        """The calls (first job, job, slots' address, chunks) that multiply x [rows, K] at x_at by w into out [rows, width] at out_at."""
+        if isinstance(w, Quantized):
+            groups, order = _plan(k, w)
+        else:
+            groups, order = [k.Parts([(w.T, 0, 0)])], None
+        jobs, calls = k.addresses(), []
+        for parts in groups:
+            K = w.shape[0]
+            chunks = threads if threads > 1 and parts.rows >= 32 * threads else 1
+            slots = np.array(parts.slots, np.int64)
+            slots[S.X], slots[S.T], slots[S.K], slots[S.OUT], slots[S.LD], slots[S.CHUNKS] = x_at, rows, K, out_at, width, chunks
+            self.keep += [parts, slots]
+            if parts.kind == "floats":
+                scratch = np.zeros((chunks, K), np.float32)
+                self.keep.append(scratch)
+                slots[S.W32] = scratch.ctypes.data
+                first = 0
+            else:
+                buffers = (np.zeros(rows * K, np.int8), np.zeros((rows, K // parts.block), np.float32), np.zeros((rows, K // parts.group), np.int32), np.zeros((rows, K // 32), np.float32))
+                self.keep += buffers
+                slots[S.XQ], slots[S.XD], slots[S.XS], slots[S.XM] = (b.ctypes.data for b in buffers)
+                first = jobs["quantize"]
+            calls.append((first, jobs[parts.job], slots.ctypes.data, chunks))
+        return calls, order
+
+    def run(self, k, x: np.ndarray, cache, positions: np.ndarray, first: int, ropes, threads: int) -> np.ndarray:
+        a = self.slots
+        rows, room = _rows(cache, positions)  # [T, RS], the most positions a row's layer holds
+        tables = [np.ascontiguousarray(t, np.float32) for rope in ropes for t in rope(positions)]  # cos, sin [T, R/2] of each RoPE
+        if len(tables) == 2:
+            tables *= 2
+        cos, sin, cos2, sin2 = tables
+        a[S.B_COS2], a[S.B_SIN2] = cos2.ctypes.data, sin2.ctypes.data
+        x = np.array(x, np.float32, order="C")  # [T, D]: changed in place
+        if self.scratch.size < threads * self.group * room:
+            self.scratch = np.zeros(threads * self.group * room, np.float32)  # [threads, G, room]
+        a[S.B_X], a[S.B_COS], a[S.B_SIN], a[S.B_R2], a[S.B_ROWS], a[S.B_FROM] = x.ctypes.data, cos.ctypes.data, sin.ctypes.data, cos.shape[1], rows.ctypes.data, first
+        a[S.B_SCRATCH] = self.scratch.ctypes.data
+        k.decode_blocks(a, threads)
+        return x
+
+
+def _rows(cache, positions: np.ndarray) -> tuple[np.ndarray, int]:
+    """The row table (slots.R_*) of a pass's rows through `cache`, its room made first, and the most
+    positions any of its layers holds (the attention's scratch)."""
+    table = np.zeros((len(positions), S.RS), np.int64)  # [T, RS]
+    if isinstance(cache, BatchCache):  # row b: sequence b, every layer keeping every position
+        for at, array in ((S.R_KG, cache.k), (S.R_VG, cache.v)):  # [L, B, Hkv, ...]
+            table[:, at] = array.ctypes.data + np.arange(len(positions)) * array.strides[1]
+            table[:, at + 1], table[:, at + 2], table[:, at + 3] = (s // 4 for s in (array.strides[0], *array.strides[2:4]))
+        table[:, S.R_POS] = positions
+        return table, cache.capacity
+    caches = cache.caches if isinstance(cache, Slots) else [cache] * len(positions)
+    start = int(positions[0])
+    if isinstance(cache, KVCache):
+        cache.reserve(start + len(positions), start)  # room for all the rows (the sliding layers may move)
+    room = 0
+    for t, (c, p) in enumerate(zip(caches, positions)):
+        if c is not cache:
+            c.reserve(int(p) + 1, int(p))
+        for at, array in ((S.R_KG, c.k), (S.R_VG, c.v), (S.R_KW, c.ks), (S.R_VW, c.vs)):
+            table[t, at], table[t, at + 1 : at + 4] = array.ctypes.data, [s // 4 for s in array.strides[:3]]
+        table[t, S.R_OFF], table[t, S.R_POS], table[t, S.R_SLIDES] = c.off, p, 1
+        room = max(room, c.room, c.ks.shape[3])
+    return table, room
+
+
+def recipe_supported(k, recipe: Recipe) -> bool:
+    """Whether every matrix of the recipe has a compiled product (and only Q/K/V a column order)."""
+    for layer in recipe.layers:
+        for m, w in enumerate((layer.w_qkv, layer.wo, layer.w_in, layer.w_out)):
+            if isinstance(w, Quantized):
+                if not k.SUPPORTED.issuperset(w.types):
+                    return False
+                groups, order = _plan(k, w)
+                if len(groups) > 2 or (order is not None and m != 0):
+                    return False
+            elif w.dtype != np.float32 or not w.T.flags.c_contiguous:
+                return False
+    return True
+
+
+_programs: dict[int, tuple] = {}  # id(model) -> (a weak reference to it, its layers, its recipe or None, {(rows, threads): _Program})
+
+
+def run(k, model, first: int, x: np.ndarray, cache, positions: np.ndarray, threads: int) -> np.ndarray | None:
+    """Blocks first..L-1 of `model` on x [T, D] at `positions` through a KVCache (a sequence's rows),
+    a BatchCache or Slots (a row per sequence) -> [T, D], or None where the compiled blocks do not
+    run it (no recipe, another cache, too many rows)."""
+    if type(cache) not in (KVCache, BatchCache, Slots) or len(positions) > FEW_ROWS:
+        return None
+    got = _programs.get(id(model))
+    if got is None or got[0]() is not model or any(a is not b for a, b in zip(got[1], model.layers)):  # new, or its weights changed (quantize_weights)
+        recipe = model.recipe()
+        if recipe is not None and not recipe_supported(k, recipe):
+            recipe = None
+        got = _programs[id(model)] = (weakref.ref(model), list(model.layers), recipe, {})
+        weakref.finalize(model, _programs.pop, id(model), None)
+    recipe, programs = got[2], got[3]
+    if recipe is None:
+        return None
+    program = programs.get((len(positions), threads))
+    if program is None:
+        program = programs[(len(positions), threads)] = _Program(k, model, recipe, len(positions), threads)
+    return program.run(k, x, cache, positions, first, recipe.ropes, threads)
