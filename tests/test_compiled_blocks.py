@@ -136,3 +136,17 @@ def test_a_batch_step_and_a_servers_step_are_each_sequence_alone_bit_for_bit(qua
     rows = m.decode_batch(nexts, batch, Fast(2, batch=True))  # [3, V], every row at position 11
     for b in range(3):
         assert np.array_equal(rows[b], alone(prompts[1], nexts[b]))
+
+
+def test_two_threads_decoding_at_once_each_get_their_own_numbers(quantized):
+    """A server's batch step and a new request's prompt may run on two threads at once: each
+    thread's calls have buffers of their own, so each sequence decodes as it does alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    m = quantized
+    texts = [np.random.default_rng(s).integers(1, 300, 100) for s in range(4)]
+    alone = [_decode(m, ids, 4, 2) for ids in texts]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda ids: _decode(m, ids, 4, 2), texts))
+    for a, b in zip(alone, together):
+        assert np.array_equal(a, b)

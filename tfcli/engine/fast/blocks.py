@@ -16,6 +16,7 @@ the kernels' products take (quantized.FEW_ROWS) or a family without a recipe run
 
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import dataclass
 from collections.abc import Callable
@@ -201,7 +202,15 @@ def recipe_supported(k, recipe: Recipe) -> bool:
     return True
 
 
-_programs: dict[int, tuple] = {}  # id(model) -> (a weak reference to it, its layers, its recipe or None, {(rows, threads): _Program})
+class _Made(threading.local):
+    """Each thread's programs (a program's buffers are written by the call that runs it): id(model)
+    -> (a weak reference to it, its layers, its recipe or None, {(rows, threads): _Program})."""
+
+    def __init__(self) -> None:
+        self.by_model: dict[int, tuple] = {}
+
+
+_made = _Made()
 
 
 def run(k, model, first: int, x: np.ndarray, cache, positions: np.ndarray, threads: int) -> np.ndarray | None:
@@ -210,13 +219,14 @@ def run(k, model, first: int, x: np.ndarray, cache, positions: np.ndarray, threa
     run it (no recipe, another cache, too many rows)."""
     if type(cache) not in (KVCache, BatchCache, Slots) or len(positions) > FEW_ROWS:
         return None
-    got = _programs.get(id(model))
+    made = _made.by_model
+    got = made.get(id(model))
     if got is None or got[0]() is not model or any(a is not b for a, b in zip(got[1], model.layers)):  # new, or its weights changed (quantize_weights)
         recipe = model.recipe()
         if recipe is not None and not recipe_supported(k, recipe):
             recipe = None
-        got = _programs[id(model)] = (weakref.ref(model), list(model.layers), recipe, {})
-        weakref.finalize(model, _programs.pop, id(model), None)
+        got = made[id(model)] = (weakref.ref(model), list(model.layers), recipe, {})
+        weakref.finalize(model, made.pop, id(model), None)
     recipe, programs = got[2], got[3]
     if recipe is None:
         return None
