@@ -28,6 +28,20 @@ def cpu_name() -> str:
         return platform.machine() + " " + platform.processor()
 
 
+def cpu_features() -> frozenset[str]:
+    """The host CPU's features LLVM knows, for the kernels' choice of instructions (llvm.py; cache_dir
+    keys the compiled code to the CPU). TFCLI_KERNEL_FEATURES (comma-separated) compiles as for
+    another CPU's, a test's way to check them. Imports llvmlite: called in build.py's process."""
+    import llvmlite.binding as binding
+
+    if os.environ.get("TFCLI_KERNEL_FEATURES") is not None:
+        return frozenset(f for f in os.environ["TFCLI_KERNEL_FEATURES"].split(",") if f)
+    try:
+        return frozenset(name for name, on in binding.get_host_cpu_features().items() if on)
+    except RuntimeError:
+        return frozenset()
+
+
 def cache_dir() -> Path:
     """<home>/kernels/<key>: one folder per version of the kernels' sources (jobs.py, block_job.py, llvm.py,
     pool.py, build.py, slots.py), of numba and llvmlite, and CPU, so that a folder holding the `ready` marker

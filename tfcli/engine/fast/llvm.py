@@ -28,6 +28,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..formats import BLOCK_TYPES
+from .compiled import cpu_features
 
 I8, I16, I32, F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
 intp = types.intp
@@ -218,21 +219,6 @@ def _fma(builder, a, b, c):
     return _intrinsic(builder, f"llvm.fma.{'v%df32' % a.type.count if isinstance(a.type, ir.VectorType) else 'f32'}", a.type, a, b, c)
 
 
-def _features() -> frozenset[str]:
-    """The host CPU's features LLVM knows (compiled.cache_dir keys the compiled code to the CPU);
-    TFCLI_KERNEL_FEATURES (comma-separated) compiles as for another CPU's, a test's way to check them."""
-    import os
-
-    import llvmlite.binding as binding
-
-    if os.environ.get("TFCLI_KERNEL_FEATURES") is not None:
-        return frozenset(f for f in os.environ["TFCLI_KERNEL_FEATURES"].split(",") if f)
-    try:
-        return frozenset(name for name, on in binding.get_host_cpu_features().items() if on)
-    except RuntimeError:
-        return frozenset()
-
-
 def _pairs(builder, a, b):
     """[2n] a, b (integers, widened by the caller) -> [n]: lane i = a[2i] b[2i] + a[2i+1] b[2i+1]. The
     generic pattern of vpmaddubsw and vpmaddwd, for CPUs without them."""
@@ -256,7 +242,7 @@ def _words(builder, a, b):
     return _pairs(builder, builder.sext(a, _vec(I32, 16)), builder.sext(b, _vec(I32, 16)))
 
 
-_FEATURES = _features()
+_FEATURES = cpu_features()
 _VNNI = ("avx512vnni" in _FEATURES and "avx512vl" in _FEATURES) or "avxvnni" in _FEATURES
 
 
@@ -502,13 +488,12 @@ tile_1x1, tile_1x2, tile_1x3, tile_1x4 = (_tile(1, r) for r in (1, 2, 3, 4))
 
 @intrinsic
 def run(typingctx, fn, pool, first, job, a, chunks):
-    """status = fn(pool, first, job, a, chunks): pool.py's tfcli_run called at its address, from a job
-    that runs other jobs (jobs.decode_blocks): each argument an int64 address (0: null), or chunks."""
-    sig = types.int32(types.int64, types.int64, types.int64, types.int64, types.int64, types.int64)
+    """status = fn(pool, first, job, a, chunks), each an int64: pool.py's tfcli_run, called by a job
+    that runs jobs (block_job.py)."""
 
     def codegen(context, builder, sig, args):
         ptr = I8.as_pointer()
-        callee = builder.inttoptr(args[0], ir.FunctionType(I32, [ptr, ptr, ptr, ptr, ir.IntType(64)]).as_pointer())
+        callee = builder.inttoptr(args[0], ir.FunctionType(I32, [ptr] * 4 + [ir.IntType(64)]).as_pointer())
         return builder.call(callee, [*(builder.inttoptr(v, ptr) for v in args[1:5]), args[5]])
 
-    return sig, codegen
+    return types.int32(*[types.int64] * 6), codegen
