@@ -12,7 +12,6 @@ step (median and range) and the ratio, and whether the two chose the same tokens
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
@@ -28,6 +27,8 @@ from tfcli.engine.fast.quantized import prepare  # noqa: E402
 from tfcli.engine.threads import set_blas_threads  # noqa: E402
 from tfcli.store import load  # noqa: E402
 
+from quant import cpu  # noqa: E402  # benchmarks/quant.py, beside this script
+
 TEXT = "The history of the river is the history of the city that grew along its banks. " * 200
 
 
@@ -36,16 +37,6 @@ class StepByStep(Fast):
 
     def blocks(self, model, first, x, cache, positions):
         return None
-
-
-def cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:
