@@ -83,9 +83,12 @@ class _Program:
         a = np.zeros(S.B_SLOTS, np.int64)
         a[S.B_RUN], a[S.B_QUANTIZE], a[S.B_ATTENTION], a[S.B_THREADS] = jobs["run"], jobs["quantize"], jobs["attention"], threads
         a[S.B_T], a[S.B_D], a[S.B_H], a[S.B_HKV], a[S.B_DH], a[S.B_F] = rows, D, H, Hkv, Dh, F
-        a[S.B_L], a[S.B_EPS], a[S.B_QSCALE] = cfg.n_layer, int(np.float32(recipe.eps).view(np.int32)), int(np.float32(recipe.q_scale).view(np.int32))
-        a[S.B_HB], a[S.B_QKV], a[S.B_QM], a[S.B_Z] = buffer(rows, D), buffer(rows, nq), buffer(rows, nq), buffer(rows, H * Dh)
-        a[S.B_O], a[S.B_GU], a[S.B_ACT], a[S.B_MO] = buffer(rows, D), buffer(rows, 2 * F), buffer(rows, F), buffer(rows, D)
+        a[S.B_L] = cfg.n_layer
+        a[S.B_EPS], a[S.B_QSCALE] = (int(np.float32(v).view(np.int32)) for v in (recipe.eps, recipe.q_scale))  # float32 bits
+        a[S.B_HB] = buffer(rows, D)  # [T, D] the normed residual, the products' x
+        a[S.B_QKV], a[S.B_QM] = buffer(rows, nq), buffer(rows, nq)  # [T, (H+2Hkv)*Dh] as the product leaves it; in the model's order, rotated
+        a[S.B_Z], a[S.B_O] = buffer(rows, H * Dh), buffer(rows, D)  # [T, H*Dh] each head's context vector; [T, D] after W_o
+        a[S.B_GU], a[S.B_ACT], a[S.B_MO] = buffer(rows, 2 * F), buffer(rows, F), buffer(rows, D)  # [T, 2F] gate | up; [T, F]; [T, D]
         aslots = np.zeros(S.SLOTS, np.int64)
         self.keep.append(aslots)
         a[S.B_ASLOTS] = aslots.ctypes.data
@@ -94,8 +97,9 @@ class _Program:
         table = np.zeros((cfg.n_layer, S.LS), np.int64)
         for i, layer in enumerate(recipe.layers):
             row = table[i]
-            for col, w in ((S.L_NORM1, layer.attn_norm), (S.L_NORM2, layer.mlp_norm), (S.L_QNORM, layer.q_norm), (S.L_KNORM, layer.k_norm),
-                           (S.L_BQKV, layer.b_qkv), (S.L_BO, layer.bo), (S.L_POST1, layer.post_attn_norm), (S.L_POST2, layer.post_mlp_norm)):  # fmt: skip
+            vectors = ((S.L_NORM1, layer.attn_norm), (S.L_NORM2, layer.mlp_norm), (S.L_QNORM, layer.q_norm), (S.L_KNORM, layer.k_norm),
+                       (S.L_BQKV, layer.b_qkv), (S.L_BO, layer.bo), (S.L_POST1, layer.post_attn_norm), (S.L_POST2, layer.post_mlp_norm))
+            for col, w in vectors:
                 if w is not None:
                     w = np.ascontiguousarray(w, np.float32)
                     self.keep.append(w)
@@ -104,15 +108,17 @@ class _Program:
             row[S.L_SLIDING], row[S.L_CACHE], row[S.L_WINDOW] = sliding, counts[sliding], layer.window or 0
             row[S.L_ROPE], row[S.L_ACT] = layer.rope, layer.gelu
             counts[sliding] += 1
-            sources = ((layer.w_qkv, S.B_HB, S.B_QKV, nq), (layer.wo, S.B_Z, S.B_O, D), (layer.w_in, S.B_HB, S.B_GU, 2 * F), (layer.w_out, S.B_ACT, S.B_MO, D))
-            for m, (w, x_at, out_at, width) in enumerate(sources):
+            products = ((layer.w_qkv, S.B_HB, S.B_QKV, nq), (layer.wo, S.B_Z, S.B_O, D),  # (w, its x, its out, out's width)
+                        (layer.w_in, S.B_HB, S.B_GU, 2 * F), (layer.w_out, S.B_ACT, S.B_MO, D))
+            for m, (w, x_at, out_at, width) in enumerate(products):
                 calls, order = self._calls(k, w, a[x_at], a[out_at], rows, width, threads)
                 if order is not None:
                     order = np.ascontiguousarray(order, np.int64)
                     self.keep.append(order)
                     row[S.L_ORDER] = order.ctypes.data
                 for j, call in enumerate(calls):
-                    row[S.L_CALLS + (m * 2 + j) * 4 : S.L_CALLS + (m * 2 + j) * 4 + 4] = call
+                    at = S.L_CALLS + (m * 2 + j) * 4
+                    row[at : at + 4] = call
         self.keep.append(table)
         a[S.B_LAYERS] = table.ctypes.data
         self.slots = a
@@ -120,7 +126,8 @@ class _Program:
         self.group = H // Hkv
 
     def _calls(self, k, w, x_at: int, out_at: int, rows: int, width: int, threads: int):
-        """The calls (first job, job, slots' address, chunks) that multiply x [rows, K] at x_at by w into out [rows, width] at out_at."""
+        """The calls (first job, job, slots' address, chunks) that multiply x [rows, K] at x_at by w
+        into out [rows, width] at out_at, and the order of out's columns among the stored ones (or None)."""
         if isinstance(w, Quantized):
             groups, order = _plan(k, w)
         else:
@@ -131,14 +138,15 @@ class _Program:
             chunks = threads if threads > 1 and parts.rows >= 32 * threads else 1
             slots = np.array(parts.slots, np.int64)
             slots[S.X], slots[S.T], slots[S.K], slots[S.OUT], slots[S.LD], slots[S.CHUNKS] = x_at, rows, K, out_at, width, chunks
-            self.keep += [parts, slots]
+            self.keep += [parts, slots]  # as kernels.product_parts fills them
             if parts.kind == "floats":
                 scratch = np.zeros((chunks, K), np.float32)
                 self.keep.append(scratch)
                 slots[S.W32] = scratch.ctypes.data
                 first = 0
             else:
-                buffers = (np.zeros(rows * K, np.int8), np.zeros((rows, K // parts.block), np.float32), np.zeros((rows, K // parts.group), np.int32), np.zeros((rows, K // 32), np.float32))
+                buffers = (np.zeros(rows * K, np.int8), np.zeros((rows, K // parts.block), np.float32),  # x quantized: q, d,
+                           np.zeros((rows, K // parts.group), np.int32), np.zeros((rows, K // 32), np.float32))  # sums, xm (slots.py)
                 self.keep += buffers
                 slots[S.XQ], slots[S.XD], slots[S.XS], slots[S.XM] = (b.ctypes.data for b in buffers)
                 first = jobs["quantize"]
@@ -156,8 +164,8 @@ class _Program:
         x = np.array(x, np.float32, order="C")  # [T, D]: changed in place
         if self.scratch.size < threads * self.group * room:
             self.scratch = np.zeros(threads * self.group * room, np.float32)  # [threads, G, room]
-        a[S.B_X], a[S.B_COS], a[S.B_SIN], a[S.B_R2], a[S.B_ROWS], a[S.B_FROM] = x.ctypes.data, cos.ctypes.data, sin.ctypes.data, cos.shape[1], rows.ctypes.data, first
-        a[S.B_SCRATCH] = self.scratch.ctypes.data
+        a[S.B_X], a[S.B_ROWS], a[S.B_FROM], a[S.B_SCRATCH] = x.ctypes.data, rows.ctypes.data, first, self.scratch.ctypes.data
+        a[S.B_COS], a[S.B_SIN], a[S.B_R2] = cos.ctypes.data, sin.ctypes.data, cos.shape[1]
         k.decode_blocks(a, threads)
         return x
 
