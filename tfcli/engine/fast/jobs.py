@@ -409,12 +409,15 @@ def attention(a, c):
                         acc += (q[qo + r * dh + d] * scale) * k[d * kd + j]
                     e[eo + r * s_len + j] = acc
             for r in range(n):
-                at = eo + r * s_len
-                top = e[at]
-                for j in range(1, s_len):
-                    top = max(top, e[at + j])
+                row = e[eo + r * s_len : eo + (r + 1) * s_len]  # [S] a view: indices from 0 up, which LLVM runs in vector lanes
+                t0 = t1 = t2 = t3 = row[0]  # the largest score, in four chains (a maximum is exact in any order)
+                for j in range(0, s_len - 3, 4):
+                    t0, t1, t2, t3 = max(t0, row[j]), max(t1, row[j + 1]), max(t2, row[j + 2]), max(t3, row[j + 3])
+                for j in range(s_len - s_len % 4, s_len):
+                    t0 = max(t0, row[j])
+                top = max(max(t0, t1), max(t2, t3))
                 for j in range(s_len):
-                    e[at + j] = _exp(e[at + j] - top)
+                    row[j] = _exp(row[j] - top)
             d = 0
             while d + 16 <= dh:  # 64 (then 16) columns of the weighted values: out[r, d:] = e_r . v[:, d:]
                 wide = d + 64 <= dh
