@@ -1,8 +1,8 @@
 """The compiled blocks (engine/fast/blocks.py): a few rows of a model on the kernels through all its
 blocks in one compiled call, against the same blocks step by step (model.Transformer.block).
 
-Every family with a recipe is checked on a random tiny model: Llama 3 (RoPE scaling), Qwen3 (q/k
-norms, H x Dh not D), Gemma 3 (the queries' factor, two RoPE tables, sliding and global layers,
+Every family with a recipe is checked on a random tiny model: Llama 3 (RoPE scaling; and with
+attention biases), Qwen2 (Q, K, V biases), Qwen3 (q/k norms, H x Dh not D), Gemma 3 (the queries' factor, two RoPE tables, sliding and global layers,
 post-norms, tanh GELU) and Phi-3 (a partial rotation, a window on every layer, longrope). Float32
 weights on the kernels: both paths run the same products, so the logits agree to float32 roundings
 (the norms, RoPE and activations computed in another order). Quantized weights: a batch step's rows
@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from conftest import assert_f32_near  # noqa: E402
+from test_convert_quantize import tiny_checkpoint  # noqa: E402
 from test_new_families import gemma3, llama3, phi3, qwen3  # noqa: E402
 from tfcli.engine import kvcache  # noqa: E402
 from tfcli.engine.fast import kernels  # noqa: E402
@@ -27,7 +28,9 @@ from tfcli.engine.slots import Slots  # noqa: E402
 from tfcli.store import load  # noqa: E402
 
 BUILDERS = {"llama3": lambda f: llama3(f, tied=False), "qwen3": lambda f: qwen3(f, tied=True), "gemma3": lambda f: gemma3(f, tied=True),
-            "phi3": lambda f: phi3(f, tied=False), "phi3-longrope": lambda f: phi3(f, tied=True)}  # fmt: skip
+            "phi3": lambda f: phi3(f, tied=False), "phi3-longrope": lambda f: phi3(f, tied=True),
+            "qwen2": lambda f: tiny_checkpoint(f, "qwen2"),  # Q, K and V biases
+            "llama-biases": lambda f: llama3(f, tied=False, attention_bias=True)}  # Q, K, V and the output's biases  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
