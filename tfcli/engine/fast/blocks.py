@@ -27,7 +27,7 @@ from ..kvcache import BatchCache, KVCache
 from ..slots import Slots
 from ..quantized import Quantized
 from . import slots as S
-from .quantized import FEW_ROWS, _plan
+from .quantized import FEW_ROWS, plan_of
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ class _Program:
             products = ((layer.w_qkv, S.B_HB, S.B_QKV, nq), (layer.wo, S.B_Z, S.B_O, D),  # (w, its x, its out, out's width)
                         (layer.w_in, S.B_HB, S.B_GU, 2 * F), (layer.w_out, S.B_ACT, S.B_MO, D))
             for m, (w, x_at, out_at, width) in enumerate(products):
-                calls, order = self._calls(k, w, a[x_at], a[out_at], rows, width, threads)
+                calls, order = self._calls(k, jobs, w, a[x_at], a[out_at], rows, width, threads)
                 if order is not None:
                     order = np.ascontiguousarray(order, np.int64)
                     self.keep.append(order)
@@ -125,32 +125,18 @@ class _Program:
         self.scratch = np.zeros(0, np.float32)
         self.group = H // Hkv
 
-    def _calls(self, k, w, x_at: int, out_at: int, rows: int, width: int, threads: int):
+    def _calls(self, k, jobs: dict, w, x_at: int, out_at: int, rows: int, width: int, threads: int):
         """The calls (first job, job, slots' address, chunks) that multiply x [rows, K] at x_at by w
-        into out [rows, width] at out_at, and the order of out's columns among the stored ones (or None)."""
-        if isinstance(w, Quantized):
-            groups, order = _plan(k, w)
-        else:
-            groups, order = [k.Parts([(w.T, 0, 0)])], None
-        jobs, calls = k.addresses(), []
+        into out [rows, width] at out_at, as kernels.product_parts makes them, and the order of out's
+        columns among the stored ones (or None)."""
+        groups, order = plan_of(k, w)
+        calls, K = [], w.shape[0]
         for parts in groups:
-            K = w.shape[0]
-            chunks = threads if threads > 1 and parts.rows >= 32 * threads else 1
-            slots = np.array(parts.slots, np.int64)
-            slots[S.X], slots[S.T], slots[S.K], slots[S.OUT], slots[S.LD], slots[S.CHUNKS] = x_at, rows, K, out_at, width, chunks
-            self.keep += [parts, slots]  # as kernels.product_parts fills them
-            if parts.kind == "floats":
-                scratch = np.zeros((chunks, K), np.float32)
-                self.keep.append(scratch)
-                slots[S.W32] = scratch.ctypes.data
-                first = 0
-            else:
-                buffers = (np.zeros(rows * K, np.int8), np.zeros((rows, K // parts.block), np.float32),  # x quantized: q, d,
-                           np.zeros((rows, K // parts.group), np.int32), np.zeros((rows, K // 32), np.float32))  # sums, xm (slots.py)
-                self.keep += buffers
-                slots[S.XQ], slots[S.XD], slots[S.XS], slots[S.XM] = (b.ctypes.data for b in buffers)
-                first = jobs["quantize"]
-            calls.append((first, jobs[parts.job], slots.ctypes.data, chunks))
+            chunks = parts.chunks(threads)
+            buffers = parts.buffers(rows, K, chunks)
+            slots = np.array(parts.call(x_at, rows, K, out_at, width, chunks, [b.ctypes.data for b in buffers]), np.int64)
+            self.keep += [parts, slots, *buffers]
+            calls.append((jobs[parts.first] if parts.first else 0, jobs[parts.job], slots.ctypes.data, chunks))
         return calls, order
 
     def run(self, k, x: np.ndarray, cache, positions: np.ndarray, first: int, ropes, threads: int) -> np.ndarray:
@@ -202,7 +188,7 @@ def recipe_supported(k, recipe: Recipe) -> bool:
             if isinstance(w, Quantized):
                 if not k.SUPPORTED.issuperset(w.types):
                     return False
-                groups, order = _plan(k, w)
+                groups, order = plan_of(k, w)
                 if len(groups) > 2 or (order is not None and m != 0):
                     return False
             elif w.dtype != np.float32 or not w.T.flags.c_contiguous:

@@ -262,16 +262,16 @@ class _Buffers(threading.local):
 _buffers = _Buffers()
 
 
-def _activations(T: int, K: int, block: int, group: int):
-    """(q, d, sums, xm, their addresses) for x [T, K]: q [T*K] int8, d [T, K/block] float32, sums [T, K/group] int32, xm [T, K/32]."""
-    key = (T, K, block)
+def _activations(parts: Parts, T: int, K: int) -> list[int]:
+    """The addresses of this thread's buffers for x [T, K] quantized for `parts` (Parts.buffers), kept between calls."""
+    key = (T, K, parts.block)
     got = _buffers.by_shape.get(key)
     if got is None:
         if len(_buffers.by_shape) > 64:
             _buffers.by_shape.clear()
-        arrays = (np.empty(T * K, np.int8), np.empty((T, K // block), np.float32), np.empty((T, K // group), np.int32), np.empty((T, K // 32), np.float32))
-        got = _buffers.by_shape[key] = (*arrays, *(a.ctypes.data for a in arrays))
-    return got
+        arrays = parts.buffers(T, K, 1)
+        got = _buffers.by_shape[key] = (arrays, [a.ctypes.data for a in arrays])
+    return got[1]
 
 
 def _rows_ok(rows: np.ndarray) -> np.ndarray:
@@ -302,21 +302,32 @@ def _slots(**named: int) -> list[int]:
 _SLOT = {name: value for name, value in vars(S).items() if name.isupper() and isinstance(value, int)}  # name -> index
 
 
+def _acquire(threads: int) -> _Pool | None:
+    """The pool for a call on `threads` threads, its lock taken (the caller releases it) and its
+    workers started; None when one thread is asked for, the pool cannot have workers, or another
+    call holds it (then the call runs every chunk on its own thread: the same bits)."""
+    pool = _the_pool() if threads > 1 and _k["work"] is not None else None
+    if pool is None or not pool.lock.acquire(blocking=False):
+        return None
+    try:
+        if pool.workers < threads - 1:
+            pool.grow(threads - 1)
+    except BaseException:
+        pool.lock.release()
+        raise
+    return pool
+
+
 def _call(first: str | None, job: str, slots: list[int], chunks: int, threads: int) -> None:
     args = _args
     _PACK.pack_into(args.a, 0, *slots)
     jobs = _k["jobs"]
-    first_at = jobs[first] if first else None
-    pool = _the_pool() if threads > 1 and _k["work"] is not None else None
-    if pool is not None and pool.lock.acquire(blocking=False):
-        try:
-            if pool.workers < threads - 1:
-                pool.grow(threads - 1)
-            status = _k["run"](pool.address, first_at, jobs[job], args.address, chunks)
-        finally:
+    pool = _acquire(threads)
+    try:
+        status = _k["run"](pool.address if pool is not None else None, jobs[first] if first else None, jobs[job], args.address, chunks)
+    finally:
+        if pool is not None:
             pool.lock.release()
-    else:
-        status = _k["run"](None, first_at, jobs[job], args.address, chunks)
     if status != 0:
         raise RuntimeError(f"compiled kernel {job} failed (status {status})")
 
@@ -334,19 +345,13 @@ def decode_blocks(slots: np.ndarray, threads: int = 1) -> None:
     free (else every chunk here: the same bits). Releases the GIL."""
     if not _k:
         load()
-    address, job = slots.ctypes.data, _k["jobs"]["decode_blocks"]
-    pool = _the_pool() if threads > 1 and _k["work"] is not None else None
-    if pool is not None and pool.lock.acquire(blocking=False):
-        try:
-            if pool.workers < threads - 1:
-                pool.grow(threads - 1)
-            slots[S.B_POOL] = pool.address
-            status = _k["run"](None, None, job, address, 1)
-        finally:
+    pool = _acquire(threads)
+    try:
+        slots[S.B_POOL] = pool.address if pool is not None else 0  # the calls inside hand their chunks to it
+        status = _k["run"](None, None, _k["jobs"]["decode_blocks"], slots.ctypes.data, 1)
+    finally:
+        if pool is not None:
             pool.lock.release()
-    else:
-        slots[S.B_POOL] = 0
-        status = _k["run"](None, None, job, address, 1)
     if status != 0:
         raise RuntimeError(f"compiled kernel decode_blocks failed (status {status})")
 
@@ -371,8 +376,32 @@ class Parts:
         self.rows = sum(len(rows) for rows, _, _ in self.parts)
         self.kind = layout(parts[0][1])
         self.job = "product_floats" if self.kind == "floats" else "product_quantized"
+        self.first = None if self.kind == "floats" else "quantize"  # the job run once before the chunks: x quantized
         self.block, self.group = x_layout(parts[0][1])
         self.slots = _slots(BLOCK=self.block, GROUP=self.group, HI=self.rows, PARTS=self.address, NPARTS=self.count)  # what every call shares
+
+    def chunks(self, threads: int) -> int:
+        """How many chunks a call on `threads` threads cuts the rows into (under 32 rows a thread: one)."""
+        return threads if threads > 1 and self.rows >= 32 * threads else 1
+
+    def buffers(self, T: int, K: int, chunks: int) -> tuple[np.ndarray, ...]:
+        """What a call on x [T, K] writes besides out: W32 [chunks, K] float32 (each chunk's F16 or BF16
+        weight row as float32), or x quantized: q [T*K] int8, d [T, K/block] float32, sums [T, K/group]
+        int32, xm [T, K/32] float32 (slots.py)."""
+        if self.kind == "floats":
+            return (np.empty((chunks, K), np.float32),)
+        return np.empty(T * K, np.int8), np.empty((T, K // self.block), np.float32), np.empty((T, K // self.group), np.int32), np.empty((T, K // 32), np.float32)
+
+    def call(self, x_at: int, T: int, K: int, out_at: int, ld: int, chunks: int, buffers: list[int]) -> list[int]:
+        """The slots of a call: x [T, K] at address x_at into out at out_at (rows ld elements apart), in
+        `chunks` chunks, writing the buffers (the addresses of buffers()' arrays)."""
+        slots = self.slots.copy()
+        slots[S.X], slots[S.T], slots[S.K], slots[S.OUT], slots[S.LD], slots[S.CHUNKS] = x_at, T, K, out_at, ld, chunks
+        if self.kind == "floats":
+            slots[S.W32] = buffers[0]
+        else:
+            slots[S.XQ], slots[S.XD], slots[S.XS], slots[S.XM] = buffers
+        return slots
 
 
 def product(x: np.ndarray, rows: np.ndarray, type_id: int, out: np.ndarray, lo: int, hi: int, threads: int = 1) -> None:
@@ -396,16 +425,10 @@ def product_parts(x: np.ndarray, parts: Parts, out: np.ndarray, threads: int = 1
     if not x.flags.c_contiguous or x.dtype != np.float32:
         x = np.ascontiguousarray(x, np.float32)
     T, K = x.shape
-    chunks = threads if threads > 1 and parts.rows >= 32 * threads else 1
-    slots = parts.slots.copy()
-    slots[S.X], slots[S.T], slots[S.K], slots[S.OUT], slots[S.LD], slots[S.CHUNKS] = _data_address(x), T, K, _data_address(out), out.strides[0] // 4, chunks
-    if parts.kind == "floats":
-        scratch = np.empty((chunks, K), np.float32)  # [chunks, K]: each chunk's F16/BF16 weight row as float32
-        slots[S.W32] = scratch.ctypes.data
-        _call(None, parts.job, slots, chunks, threads)
-        return
-    *_, slots[S.XQ], slots[S.XD], slots[S.XS], slots[S.XM] = _activations(T, K, parts.block, parts.group)
-    _call("quantize", parts.job, slots, chunks, threads)
+    chunks = parts.chunks(threads)
+    scratch = parts.buffers(T, K, chunks) if parts.kind == "floats" else None  # held until the call returns
+    buffers = [scratch[0].ctypes.data] if scratch is not None else _activations(parts, T, K)
+    _call(parts.first, parts.job, parts.call(_data_address(x), T, K, _data_address(out), out.strides[0] // 4, chunks, buffers), chunks, threads)
 
 
 _ATTENTION = (S.A_Q, S.A_ROWS, S.A_DH, S.A_HKV, S.A_K, S.A_KH, S.A_KD, S.A_V, S.A_VH, S.A_VS, S.A_S, S.A_OUT, S.A_CHUNKS, S.A_SCRATCH, S.A_SPLIT)
@@ -427,7 +450,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> 
     if k.dtype != np.float32 or v.dtype != np.float32 or ks != 4 or vd != 4 or (kh | kd | vh | vs) % 4:
         k, v = np.ascontiguousarray(k, np.float32), np.ascontiguousarray(v, np.float32)
     out = np.empty(q.shape, np.float32)  # [Hkv, G, 1, Dh]
-    chunks = threads if threads > 1 and s_len * n_kv * group * head_dim >= 1 << 18 else 1  # shorter: not worth a hand-off
+    chunks = threads if threads > 1 and s_len * n_kv * group * head_dim >= S.A_THREADS_FROM else 1  # shorter: not worth a hand-off
     split = 1 if n_kv % chunks == 0 else min(group, chunks)  # fewer heads than threads (Gemma 3's one), or not a multiple: their queries in parts
     chunks = min(chunks, n_kv * split)
     scratch = np.empty((chunks, group, s_len), np.float32)  # [chunks, G, S]: a head's scores, then their exponentials

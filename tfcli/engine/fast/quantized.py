@@ -83,7 +83,7 @@ def product(x: np.ndarray, w: Quantized, threads: int = 1, k=None) -> np.ndarray
     if x.shape[0] > FEW_ROWS:
         return _tiled(k, x, w)
     y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
-    calls, order = _kept(w, lambda: _plan(k, w))
+    calls, order = plan_of(k, w)
     for parts in calls:
         k.product_parts(x, parts, y, threads)
     return y if order is None else y.take(order, axis=1)  # computed in the stored order; the model's is a permutation of it
@@ -99,6 +99,15 @@ def _kept(w, make: Callable[[], object]):
         got = _made[id(w)] = (weakref.ref(w), make())
         weakref.finalize(w, _made.pop, id(w), None)
     return got[1]
+
+
+def plan_of(k, w) -> tuple[list, np.ndarray | None]:
+    """The calls that multiply w and the order of its columns (_plan), made once and kept as long as
+    w: a Quantized matrix's, or a float32 [in, out] view's stored rows [N, K] as one call. The
+    per-product path (product, dense_product) and the compiled blocks (fast/blocks.py) share them."""
+    if isinstance(w, Quantized):
+        return _kept(w, lambda: _plan(k, w))
+    return _kept(w, lambda: ([k.Parts([(w.T, 0, 0)])], None))
 
 
 def _plan(k, w: Quantized) -> tuple[list, np.ndarray | None]:
@@ -124,7 +133,7 @@ def dense_product(k, x: np.ndarray, w: np.ndarray, threads: int = 1) -> np.ndarr
     if w.dtype != np.float32 or not rows.flags.c_contiguous or x.shape[0] > FEW_ROWS:
         return None
     y = np.empty((x.shape[0], rows.shape[0]), dtype=np.float32)  # [T, N]
-    k.product_parts(x, _kept(w, lambda: k.Parts([(rows, 0, 0)])), y, threads)
+    k.product_parts(x, plan_of(k, w)[0][0], y, threads)
     return y
 
 
