@@ -10,7 +10,7 @@ from numba import carray
 
 from . import llvm
 from .jobs import _exp, _f32, _float_bits, _i64
-from .slots import (A_CHUNKS, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_SPLIT, A_V, A_VH, A_VS, B_ACT, B_ASLOTS,
+from .slots import (A_THREADS_FROM, A_CHUNKS, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_SPLIT, A_V, A_VH, A_VS, B_ACT, B_ASLOTS,
                     B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYERS, B_MO, B_O, B_POOL, B_QKV, B_QM,
                     B_QSCALE, B_R2, B_ROWS, B_RUN, B_SCRATCH, B_SIN, B_SIN2, B_T, B_THREADS, B_X, B_Z, LS, L_ACT, L_BO, L_BQKV, L_CACHE, L_CALLS,
                     L_KNORM, L_NORM1, L_NORM2, L_ORDER, L_POST1, L_POST2, L_QNORM, L_ROPE, L_SLIDING, L_WINDOW, RS, R_KG, R_KW, R_OFF, R_POS,
@@ -125,7 +125,7 @@ def decode_blocks(a, c):
             end = rows[t, R_POS] - off + 1
             first = end - window if window > 0 and end > window else 0
             s_len = end - first
-            chunks = threads if threads > 1 and s_len * n_kv * group * dh >= 1 << 18 else 1
+            chunks = threads if threads > 1 and s_len * n_kv * group * dh >= A_THREADS_FROM else 1  # kernels.attention's rule
             split = 1 if n_kv % chunks == 0 else min(group, chunks)
             chunks = min(chunks, n_kv * split)
             s[A_Q], s[A_ROWS], s[A_DH], s[A_HKV] = a[B_QM] + 4 * t * nq, group, dh, n_kv

@@ -24,6 +24,7 @@ A_K, A_KH, A_KD = 4, 5, 6  # keys [Hkv, Dh, S]: head and d strides in elements (
 A_V, A_VH, A_VS = 7, 8, 9  # values [Hkv, S, Dh]: head and s strides (the d stride is 1)
 A_S, A_OUT, A_CHUNKS, A_SCRATCH = 10, 11, 12, 13  # S keys; out [Hkv, ROWS, Dh]; chunks of the Hkv heads; [CHUNKS, ROWS, S] float32
 A_SPLIT = 14  # each head's ROWS queries in this many parts, which the chunks share out with the heads
+A_THREADS_FROM = 1 << 18  # S x Hkv x G x Dh multiply-adds from which a call is shared among threads (kernels.attention, block_job)
 
 # the decode blocks' slots (jobs.decode_blocks): T rows (a decode step, a few rows, a batch step) through blocks FROM..L-1
 B_RUN, B_POOL, B_QUANTIZE, B_ATTENTION, B_THREADS = 0, 1, 2, 3, 4  # tfcli_run's address, the pool's (0: none), two jobs', threads
