@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from conftest import assert_f32_near  # noqa: E402
+from conftest import assert_f32_near, decoded_alone  # noqa: E402
 from test_convert_quantize import tiny_checkpoint  # noqa: E402
 from test_new_families import gemma3, llama3, phi3, qwen3  # noqa: E402
 from tfcli.engine import kvcache  # noqa: E402
@@ -119,9 +119,7 @@ def test_a_batch_step_and_a_servers_step_are_each_sequence_alone_bit_for_bit(qua
     nexts = np.array([17, 42, 99])
 
     def alone(prompt, token):
-        cache = m.new_cache(32)
-        m.forward(prompt, cache, run=Fast(2))
-        return m.forward(np.array([token]), cache, run=Fast(2))[-1]  # [V]
+        return decoded_alone(m, prompt, [token])[0]  # [V]
 
     caches = []
     for p in prompts:

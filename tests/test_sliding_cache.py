@@ -140,9 +140,10 @@ def test_a_long_cache_of_a_sliding_model_is_counted_as_what_it_holds(model):
 
 @pytest.mark.parametrize("family", ["gemma3", "phi3"])
 def test_a_few_row_pass_on_the_kernels_is_its_decode_steps_bit_for_bit(family, tmp_path):
-    """On the kernels (a quantized model), a pass of a few rows (a lookup check) runs the compiled
-    decode attention once per row, over the keys that row's window sees: each row's logits are
-    those of the decode step at its position, bit for bit, here across the sliding window."""
+    """On the kernels (a quantized model), a pass of a few rows (a lookup check) runs each row's
+    attention as a decode step's call over the keys that row's window sees (in the compiled blocks,
+    fast/blocks.py, or Fast.attention): each row's logits are those of the decode step at its
+    position, bit for bit, here across the sliding window."""
     from tfcli.engine.fast.quantized import running
     from tfcli.engine.quantized import quantize_weights
 
