@@ -22,6 +22,7 @@ import math
 import mmap
 import os
 import struct
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,27 @@ _MIN_KV_BYTES, _MIN_TENSOR_BYTES = 8 + 4 + 1, 8 + 4 + 4 + 8
 CORRUPT = "the file is corrupt"
 
 
+_MAPS: weakref.WeakSet = weakref.WeakSet()  # the read-only file mappings GGUFFile made: release() drops their pages alone
+
+
+def release(view: np.ndarray) -> None:
+    """Drop the pages under `view` (raw()'s bytes, or a view of them) from this process's resident
+    memory, once the kernels hold a copy of them (fast/interleave.py). The file's pages stay in the
+    OS page cache; a later read of the view faults them back in, so this is always safe. Anything
+    but a view of a GGUFFile's mapping is left alone (its memory would be lost, not dropped)."""
+    root = view
+    while isinstance(root, np.ndarray):
+        root = root.base
+    root = root.obj if isinstance(root, memoryview) else root
+    if not isinstance(root, mmap.mmap) or root not in _MAPS or root.closed or view.nbytes == 0:
+        return
+    with memoryview(root) as whole:
+        base = np.frombuffer(whole, np.uint8).ctypes.data
+    start = view.ctypes.data - base
+    first = start // mmap.PAGESIZE * mmap.PAGESIZE
+    root.madvise(mmap.MADV_DONTNEED, first, start + view.nbytes - first)
+
+
 class GGUFFile:
     """A GGUF file's metadata and tensors; tensor data stays in the memory map until asked for."""
 
@@ -140,6 +162,7 @@ class GGUFFile:
                 if size < 4:
                     raise GGUFError(f"{name} is not a GGUF file (it is {size} bytes long)", "the download did not finish; fetch the file again")
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                _MAPS.add(self._map)
         except FileNotFoundError:
             raise GGUFError(f"{self.path} does not exist", "check the path of the .gguf file") from None
         except IsADirectoryError:

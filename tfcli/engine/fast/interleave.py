@@ -1,0 +1,124 @@
+"""Weight rows of 32-weight blocks interleaved 8 at a time, the layout the fast products read.
+
+A GGUF file stores each weight row's blocks one after another (formats.py draws them). A product
+of a few rows of x then spends most of its time on each block's own scale: for every block and
+every row of x, a dot product of 32 bytes summed across 8 lanes, converted, scaled. llama.cpp's
+CPU backend repacks Q4_0 and a few other types so that one instruction serves 8 weight rows at
+once (its ggml-cpu/repack.cpp); this module does the same for Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0.
+
+Rows 8g..8g+7 become group g. For each block b of those rows, one record holds, in order:
+
+    d    [8] float16    the 8 rows' scales (as in the file)
+    m    [8] float16    Q4_1, Q5_1: their minimums
+    hb   [8] uint32     Q5_0, Q5_1: the fifth bits, dword j holding those of weights 4j..4j+3:
+                        bit 4r + t is row r's bit for weight 4j + t
+    qs   Q4_*, Q5_*: [4][8][4] bytes: for k < 4, row r's bytes 4k..4k+3 of its 16 (their low
+                    nibbles are weights 4k..4k+3, the high ones weights 16+4k..16+4k+3)
+         Q8_0: [8][8][4] int8: for j < 8, row r's weights 4j..4j+3
+
+So a record is exactly the bytes of the 8 blocks, moved: the file's size, nothing added. A 32-byte
+load of qs (then a mask or a shift for nibbles) gives "4 weights of each of 8 rows", which one
+vpdpbusd multiplies by 4 bytes of x broadcast to the 8 lanes (llvm_x8.py). A matrix whose row count
+is not a multiple of 8 has its last group padded with zero rows (scale 0, never written out).
+
+`interleave` makes the layout from the file's rows, `restore` gives the file's rows back (bit for
+bit: the tiles of a long prompt are dequantized from them by formats.py's rules).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..formats import BLOCK_TYPES
+
+TYPES = (2, 3, 6, 7, 8)  # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+GROUP = 8  # weight rows per group
+_TILE = 4096  # rows interleaved at a time: bounds the temporary arrays, and the file's pages held at once
+
+
+def _fields(type_id: int) -> tuple[int, int | None, int | None, int]:
+    """Where a GGUF block of this type holds (d, m, qh, qs), in bytes from its start (None: absent)."""
+    return {2: (0, None, None, 2), 3: (0, 2, None, 4), 6: (0, None, 2, 6), 7: (0, 2, 4, 8), 8: (0, None, None, 2)}[type_id]
+
+
+@dataclass(frozen=True)
+class Interleaved:
+    """A part's rows (`rows` of them, of `type_id`) interleaved: `groups` [ceil(rows/8), nb * 8 * nbytes] uint8."""
+
+    groups: np.ndarray
+    rows: int
+    type_id: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.groups.nbytes
+
+
+def _tile(blocks: np.ndarray, type_id: int) -> np.ndarray:
+    """[8G, nb, nbytes] uint8 blocks -> [G, nb, 8 * nbytes] records (the module's layout)."""
+    n, nb, nbytes = blocks.shape
+    G = n // GROUP
+    by_group = blocks.reshape(G, GROUP, nb, nbytes).transpose(0, 2, 1, 3)  # [G, nb, 8, nbytes] (a view)
+    out = np.empty((G, nb, GROUP * nbytes), np.uint8)
+    d_at, m_at, qh_at, qs_at = _fields(type_id)
+    at = 0
+    for field in (d_at, m_at):
+        if field is not None:
+            out[:, :, at : at + 16].reshape(G, nb, GROUP, 2)[...] = by_group[:, :, :, field : field + 2]
+            at += 16
+    if qh_at is not None:
+        bits = np.unpackbits(np.ascontiguousarray(by_group[:, :, :, qh_at : qh_at + 4]), axis=3, bitorder="little")  # [G, nb, 8r, 32]: bit l = weight l
+        bits = bits.reshape(G, nb, GROUP, 8, 4).transpose(0, 1, 3, 2, 4)  # [G, nb, 8j, 8r, 4t]: weight 4j + t
+        out[:, :, at : at + 32] = np.packbits(bits.reshape(G, nb, 8, 32), axis=3, bitorder="little").reshape(G, nb, 32)
+        at += 32
+    chunks = 8 if type_id == 8 else 4  # runs of 4 bytes in a row's qs
+    qs = by_group[:, :, :, qs_at : qs_at + 4 * chunks].reshape(G, nb, GROUP, chunks, 4).transpose(0, 1, 3, 2, 4)  # [G, nb, chunks, 8r, 4]
+    out[:, :, at:].reshape(G, nb, chunks, GROUP, 4)[...] = qs
+    return out
+
+
+def interleave(data: np.ndarray, type_id: int, release=None) -> Interleaved:
+    """The file's rows `data` [n, nb * nbytes] uint8 of a 32-weight block type, interleaved.
+    `release(view)`, when given, is called with each tile of `data` once it is copied (to drop a
+    file mapping's pages: the copy then costs its size once, not twice)."""
+    nbytes = BLOCK_TYPES[type_id].nbytes
+    n, row_bytes = data.shape
+    nb = row_bytes // nbytes
+    G = -(-n // GROUP)
+    groups = np.empty((G, nb * GROUP * nbytes), np.uint8)  # [G, nb * record]
+    for a in range(0, n, _TILE):
+        b = min(a + _TILE, n)
+        tile = data[a:b].reshape(b - a, nb, nbytes)  # [n', nb, nbytes]
+        if (b - a) % GROUP:  # the last group: zero rows after the matrix's own
+            tile = np.concatenate([tile, np.zeros((GROUP - (b - a) % GROUP, nb, nbytes), np.uint8)])
+        groups[a // GROUP : -(-b // GROUP)] = _tile(tile, type_id).reshape(-1, nb * GROUP * nbytes)
+        if release is not None:
+            release(data[a:b])
+    return Interleaved(groups, n, type_id)
+
+
+def restore(packed: Interleaved, first: int, end: int) -> np.ndarray:
+    """The file's rows first..end-1 ([end - first, nb * nbytes] uint8) from their interleaved groups."""
+    nbytes = BLOCK_TYPES[packed.type_id].nbytes
+    g0, g1 = first // GROUP, -(-end // GROUP)
+    G, nb = g1 - g0, packed.groups.shape[1] // (GROUP * nbytes)
+    records = packed.groups[g0:g1].reshape(G, nb, GROUP * nbytes)
+    blocks = np.empty((G, nb, GROUP, nbytes), np.uint8)  # [G, nb, 8r, nbytes]
+    d_at, m_at, qh_at, qs_at = _fields(packed.type_id)
+    at = 0
+    for field in (d_at, m_at):
+        if field is not None:
+            blocks[:, :, :, field : field + 2] = records[:, :, at : at + 16].reshape(G, nb, GROUP, 2)
+            at += 16
+    if qh_at is not None:
+        bits = np.unpackbits(records[:, :, at : at + 32].reshape(G, nb, 8, 4), axis=3, bitorder="little")  # [G, nb, 8j, 32 = 8r x 4t]
+        bits = bits.reshape(G, nb, 8, GROUP, 4).transpose(0, 1, 3, 2, 4).reshape(G, nb, GROUP, 32)  # [G, nb, 8r, 32 weights]
+        blocks[:, :, :, qh_at : qh_at + 4] = np.packbits(bits, axis=3, bitorder="little")
+        at += 32
+    chunks = 8 if packed.type_id == 8 else 4
+    qs = records[:, :, at:].reshape(G, nb, chunks, GROUP, 4).transpose(0, 1, 3, 2, 4)  # [G, nb, 8r, chunks, 4]
+    blocks[:, :, :, qs_at:] = qs.reshape(G, nb, GROUP, 4 * chunks)
+    rows = blocks.transpose(0, 2, 1, 3).reshape(G * GROUP, nb * nbytes)  # [8G, row bytes]
+    return rows[first - GROUP * g0 : end - GROUP * g0]
