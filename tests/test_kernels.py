@@ -389,7 +389,7 @@ def test_a_new_compile_removes_stale_folders(tmp_path):
 
     mine = [folder(f"mine{i}", cpu_name(), True, i) for i in range(5)]
     numba_era, other_cpu = folder("numba", cpu_name(), False, 9), folder("other", "another CPU", True, 0)
-    kernels._remove_stale(mine[-1])
+    kernels.remove_stale(mine[-1])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine2", "mine3", "mine4", "other"]
     assert other_cpu.exists() and not numba_era.exists()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 
@@ -44,12 +45,12 @@ def cpu_features() -> frozenset[str]:
 
 def cache_dir() -> Path:
     """<home>/kernels/<key>: one folder per version of the kernels' sources (jobs.py, block_job.py, llvm.py,
-    pool.py, build.py, slots.py), of numba and llvmlite, and CPU, so that a folder holding the `ready` marker
+    llvm_x8.py, pool.py, build.py, slots.py), of numba and llvmlite, and CPU, so that a folder holding the `ready` marker
     holds machine code for these sources on this machine."""
     from importlib.metadata import PackageNotFoundError, version
 
     key = hashlib.sha256()
-    for name in ("jobs.py", "block_job.py", "llvm.py", "pool.py", "build.py", "slots.py"):
+    for name in ("jobs.py", "block_job.py", "llvm.py", "llvm_x8.py", "pool.py", "build.py", "slots.py"):
         key.update(Path(__file__).with_name(name).read_bytes())  # their bytes: a fresh checkout of the same sources finds its kernels
     for package in ("numba", "llvmlite"):
         try:
@@ -71,3 +72,26 @@ def writable(folder: Path) -> bool:
         return True
     except OSError:
         return False
+
+
+KEEP = 3  # compiled folders kept for this CPU: the newest (a few versions of tfcli may share a home)
+
+
+def remove_stale(folder: Path) -> None:
+    """Remove the folders older sources compiled for this CPU beyond the newest KEEP, and those of
+    tfcli versions that cached numba's own files (no index.json). Folders for other CPUs (a home
+    shared among machines) are left alone."""
+    mine = []
+    for other in folder.parent.iterdir():
+        try:
+            if other.name.startswith(".") or not other.is_dir() or not (other / "ready").exists():
+                continue
+            if not (other / "index.json").exists():
+                shutil.rmtree(other, ignore_errors=True)
+            elif cpu_name() in (other / "ready").read_text(encoding="utf-8", errors="replace"):
+                mine.append(((other / "ready").stat().st_mtime, other))
+        except OSError:
+            continue
+    for _, other in sorted(mine, reverse=True)[KEEP:]:
+        if other != folder:
+            shutil.rmtree(other, ignore_errors=True)

@@ -11,9 +11,10 @@ Nothing here allocates: every buffer comes from the caller, in `a`.
 The textbook is engine/formats.py: each block type's NumPy `dequantize`, then `x @ W.T`. Here the
 same product runs on the stored bytes, the way llama.cpp's ggml-cpu kernels do it (its
 `ggml_vec_dot_*` in ggml-cpu/quants.c): x is quantized once per call to 8-bit blocks
-(activations.py is the NumPy twin, and says what that costs), and each block of
-a weight row is unpacked in registers (llvm.py) and dotted with up to 4 rows of x at a time, in
-integers, with one float multiply-add per block:
+(activations.py is the NumPy twin, and says what that costs), and each block of weights is
+unpacked in registers and dotted with up to 4 rows of x at a time, in integers, with one float
+multiply-add per block: the 32-weight types on rows interleaved 8 at a time (interleave.py,
+llvm_x8.py: one instruction serves 8 weight rows), the k-quants row by row (llvm.py):
 
     Q4_0 Q5_0 Q8_0   x in blocks of 32 values, one float32 scale: w.x = dw dx sum(qw qx)
     Q4_1 Q5_1        the same, plus the block's sum of qx for the minimum: + mw dx sum(qx)
@@ -27,9 +28,9 @@ import numpy as np
 from numba import carray, types
 from numba.extending import intrinsic
 
-from . import llvm
+from . import llvm, llvm_x8
 from .slots import (A_CHUNKS, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_SPLIT, A_V, A_VH, A_VS, BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC,
-                    W32, WD, WM, WQ, X, XD, XM, XQ, XS, K, T)  # fmt: skip
+                    W32, WD, WM, WQ, X, X8, XD, XM, XQ, XS, K, T)  # fmt: skip
 
 
 def _pointer(numba_type):
@@ -180,38 +181,39 @@ def _dot_rows(x, w, out, n):
 # --- rows of x against weight rows lo..hi-1 ----------------------------------------------------------
 
 
-def _rows_blocks32(xq, xd, xm, rows, kind, out, lo, hi):
+def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
+    """Weight rows lo..hi-1 of a part interleaved 8 at a time (interleave.py; `groups` [G, record bytes
+    x nb]): for each group of 8, 4 rows of x at a time, then one at a time (llvm_x8.py), each
+    writing the lanes of rows lo..hi-1 alone."""
     T, nb = xd.shape
     K = 32 * nb
-    rb = rows.shape[1]
-    for n in range(lo, hi):
-        # sum over blocks of dw dx sum(qw qx) + mw dx sum(qx) (llama.cpp's ggml_vec_dot_q4_1_q8_1; Q4_0,
-        # Q5_0 with their bias as the minimum): 4 rows of x per pass over the weight row, then one at a time
+    gb, ld = groups.shape[1], out.shape[1]
+    for g in range(lo // 8, (hi + 7) // 8):
+        a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 8)
         t = 0
         while t + 4 <= T:
             if kind == Q4_0:
-                r4 = llvm.dot_q4_0x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+                llvm_x8.dot_q4_0_x8x4(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             elif kind == Q4_1:
-                r4 = llvm.dot_q4_1x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+                llvm_x8.dot_q4_1_x8x4(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             elif kind == Q5_0:
-                r4 = llvm.dot_q5_0x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+                llvm_x8.dot_q5_0_x8x4(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             elif kind == Q5_1:
-                r4 = llvm.dot_q5_1x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+                llvm_x8.dot_q5_1_x8x4(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             else:
-                r4 = llvm.dot_q8_0x4(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
-            out[t, n], out[t + 1, n], out[t + 2, n], out[t + 3, n] = r4
+                llvm_x8.dot_q8_0_x8x4(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             t += 4
         for t in range(t, T):
             if kind == Q4_0:
-                out[t, n] = llvm.dot_q4_0x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+                llvm_x8.dot_q4_0_x8x1(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             elif kind == Q4_1:
-                out[t, n] = llvm.dot_q4_1x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+                llvm_x8.dot_q4_1_x8x1(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             elif kind == Q5_0:
-                out[t, n] = llvm.dot_q5_0x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+                llvm_x8.dot_q5_0_x8x1(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             elif kind == Q5_1:
-                out[t, n] = llvm.dot_q5_1x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+                llvm_x8.dot_q5_1_x8x1(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             else:
-                out[t, n] = llvm.dot_q8_0x1(rows, n * rb, xq, t * K, xd, xm, t * nb, nb)
+                llvm_x8.dot_q8_0_x8x1(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
 
 
 def _rows_k(xq, xd, xs, rows, kind, out, lo, hi):
@@ -261,7 +263,8 @@ def _part(a, p, first, end):
     for q in range(p):
         start += parts[q, P_N]
     n = parts[p, P_N]
-    rows = carray(_u8(parts[p, P_ROWS]), (n, parts[p, P_RB]))
+    stored = (n + 7) // 8 if parts[p, P_KIND] & X8 else n  # interleaved: groups of 8 rows (interleave.py)
+    rows = carray(_u8(parts[p, P_ROWS]), (stored, parts[p, P_RB]))
     out = carray(_f32(a[OUT] + 4 * parts[p, P_COL]), (a[T], a[LD]))
     return rows, out, parts[p, P_KIND], max(first - start, 0), min(end - start, n)
 
@@ -276,8 +279,8 @@ def product_quantized(a, c):
         rows, out, kind, lo, hi = _part(a, p, first, end)
         if lo >= hi:
             continue
-        if block == 32:
-            _rows_blocks32(xq, xd, carray(_f32(a[XM]), (n, k // 32)), rows, kind, out, lo, hi)
+        if kind & X8:
+            _rows_x8(xq, xd, carray(_i32(a[XS]), (n, k // 32)), carray(_f32(a[XM]), (n, k // 32)), rows, kind - X8, out, lo, hi)
         else:
             _rows_k(xq, xd, carray(_i32(a[XS]), (n, k // 16)), rows, kind, out, lo, hi)
 
@@ -460,5 +463,5 @@ def _tile(wide, n, m, mo, ms, x, xo, xs, count, scale, out, oo, os):
 
 HELPERS = ("_quantize_x", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
            "_dequantize_blocks32", "_dequantize_k", "_part", "_exp", "_tile")  # compiled into the jobs that call them  # fmt: skip
-ROWS_OF_X = ("_rows_blocks32", "_rows_k")  # compiled on their own, called by the jobs
+ROWS_OF_X = ("_rows_x8", "_rows_k")  # compiled on their own, called by the jobs
 JOBS = ("quantize", "product_quantized", "product_floats", "dequantize", "attention")

@@ -32,7 +32,8 @@ import numpy as np
 from ..formats import BLOCK_TYPES
 from . import slots as S
 from .activations import layout as x_layout
-from .compiled import cache_dir, writable
+from .compiled import cache_dir, remove_stale, writable
+from .interleave import Interleaved, interleave
 
 __all__ = ["KernelsUnavailable", "SUPPORTED", "attention", "cache_dir", "dequantize_rows", "layout", "load", "Parts", "product", "product_parts", "quantize_activations", "will_compile", "writable"]
 
@@ -46,6 +47,7 @@ BLOCKS32 = frozenset({S.Q4_0, S.Q4_1, S.Q5_0, S.Q5_1, S.Q8_0})  # blocks of 32 w
 K_QUANTS = frozenset({S.Q4_K, S.Q5_K, S.Q6_K})  # blocks of 256, x quantized Q8_K-style
 FLOATS = frozenset({F32, F16, BF16})  # x stays float32
 SUPPORTED: frozenset[int] = BLOCKS32 | K_QUANTS | FLOATS
+INTERLEAVED = frozenset(t + S.X8 for t in BLOCKS32)  # the same blocks, rows interleaved 8 at a time (interleave.py): a Parts entry's kind
 
 _lock = threading.Lock()
 _k: dict[str, object] = {}  # filled once by load(): the jobs' addresses, `run`, the loaded objects, the pool
@@ -156,32 +158,7 @@ def _build_into(folder: Path) -> None:
                 raise
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    _remove_stale(folder)
-
-
-KEEP = 3  # compiled folders kept for this CPU: the newest (a few versions of tfcli may share a home)
-
-
-def _remove_stale(folder: Path) -> None:
-    """Remove the folders older sources compiled for this CPU beyond the newest KEEP, and those of
-    tfcli versions that cached numba's own files (no index.json). Folders for other CPUs (a home
-    shared among machines) are left alone."""
-    from .compiled import cpu_name
-
-    mine = []
-    for other in folder.parent.iterdir():
-        try:
-            if other.name.startswith(".") or not other.is_dir() or not (other / "ready").exists():
-                continue
-            if not (other / "index.json").exists():
-                shutil.rmtree(other, ignore_errors=True)
-            elif cpu_name() in (other / "ready").read_text(encoding="utf-8", errors="replace"):
-                mine.append(((other / "ready").stat().st_mtime, other))
-        except OSError:
-            continue
-    for _, other in sorted(mine, reverse=True)[KEEP:]:
-        if other != folder:
-            shutil.rmtree(other, ignore_errors=True)
+    remove_stale(folder)
 
 
 def _build(folder: Path) -> None:
@@ -361,19 +338,34 @@ def layout(type_id: int) -> str:
     return "k" if type_id in K_QUANTS else "floats" if type_id in FLOATS else "blocks32"
 
 
+def _held(rows, type_id: int):
+    """What a call reads for these rows: the 32-weight block types interleaved (interleave.py)."""
+    if isinstance(rows, Interleaved):
+        return rows
+    return interleave(_rows_ok(rows), type_id) if type_id in BLOCKS32 else _rows_ok(rows)
+
+
+def _entry(rows, type_id: int, col: int) -> tuple:
+    """A parts table row (slots.P_*): an Interleaved part's groups, else its stored rows."""
+    if isinstance(rows, Interleaved):
+        return (_data_address(rows.groups), rows.groups.strides[0], rows.type_id + S.X8, col, rows.rows)
+    return (_data_address(rows), rows.strides[0], type_id, col, len(rows))
+
+
 class Parts:
     """Weight rows that one call multiplies: a list of (rows, type_id, col), each the n rows of a
-    matrix as product() takes them and the column of out its first row fills, all of one layout().
-    Their table of addresses (slots.P_*) is made once: a matrix keeps its Parts (fast/quantized.py)."""
+    matrix as product() takes them (the 32-weight types interleaved here, unless given as an
+    interleave.Interleaved) and the column of out its first row fills, all of one layout(). Their
+    table of addresses (slots.P_*) is made once: a matrix keeps its Parts (fast/quantized.py)."""
 
-    def __init__(self, parts: list[tuple[np.ndarray, int, int]]) -> None:
+    def __init__(self, parts: list[tuple[np.ndarray | Interleaved, int, int]]) -> None:
         types = {t for _, t, _ in parts}
-        if not types <= SUPPORTED or len({layout(t) for t in types}) != 1:
+        if not types <= SUPPORTED or len({layout(t) for t in types}) != 1 or any(isinstance(r, Interleaved) and t != r.type_id for r, t, _ in parts):
             raise ValueError(f"no compiled product for tensor types {sorted(types)} in one call (see SUPPORTED, layout)")
-        self.parts = [(_rows_ok(rows), t, col) for rows, t, col in parts]  # held: the table points into them
-        self.table = np.array([(_data_address(rows), rows.strides[0], t, col, len(rows)) for rows, t, col in self.parts], np.int64)  # [P, 5]
+        self.parts = [(_held(rows, t), t, col) for rows, t, col in parts]  # held: the table points into them
+        self.table = np.array([_entry(*p) for p in self.parts], np.int64)  # [P, 5]
         self.address, self.count = self.table.ctypes.data, len(self.table)
-        self.rows = sum(len(rows) for rows, _, _ in self.parts)
+        self.rows = int(self.table[:, S.P_N].sum())
         self.kind = layout(parts[0][1])
         self.job = "product_floats" if self.kind == "floats" else "product_quantized"
         self.first = None if self.kind == "floats" else "quantize"  # the job run once before the chunks: x quantized
@@ -419,8 +411,8 @@ def product_parts(x: np.ndarray, parts: Parts, out: np.ndarray, threads: int = 1
     if out.strides[1] != 4 or out.strides[0] % 4:
         into = np.empty(out.shape, np.float32)
         product_parts(x, parts, into, threads)
-        for rows, _, col in parts.parts:
-            out[:, col : col + len(rows)] = into[:, col : col + len(rows)]
+        for col, n in parts.table[:, [S.P_COL, S.P_N]]:
+            out[:, col : col + n] = into[:, col : col + n]
         return
     if not x.flags.c_contiguous or x.dtype != np.float32:
         x = np.ascontiguousarray(x, np.float32)

@@ -9,8 +9,9 @@ into 16 bits, pairs of those into 32) on AVX2 ones, as llama.cpp does: asked for
 and written as the generic pattern elsewhere. The integer sums are exact, so every CPU gives the
 same bits. numba has no float16 on the CPU, so a float16 scale is read with `fpext half`.
 
-The kernels of products (_dot_blocks32, _dot_k) read a weight row's bytes where the file has them
-and unpack each block once for up to 4 rows of x, never storing it; the activations are 8-bit
+The k-quants' product (_dot_k) reads a weight row's bytes where the file has them and unpacks each
+block once for up to 4 rows of x, never storing it (the 32-weight types' products, on rows
+interleaved 8 at a time, are llvm_x8.py's, built from the operations here); the activations are 8-bit
 integers (jobs._quantize_x, activations.py). The `unpack_*` functions store unpacked blocks for the dequantizer
 (jobs._dequantize_*). Every rounding is explicit (llvm.fma, ordered reductions), so a row's
 result is the same bits whether a call covers 1 row of x or 9.
@@ -288,66 +289,6 @@ def _add_scaled(builder, acc, isum, scale):
 def _add_low(builder, low, m, v):
     """low float32 += m * v, one rounding."""
     builder.store(_fma(builder, m, v, builder.load(low)), low)
-
-
-def _dot_blocks32(kind: int, rows: int):
-    """For r < rows: sum over the nb blocks of a stored weight row (bytes at src[i:]) of
-    dw dx (qw . qx_r) + mw xm_r, float32, with x in 8-bit blocks (jobs.quantize). Each block is unpacked
-    in registers to 32 bytes once for all the rows and never stored. qw is kept unsigned (a nibble
-    0..15, with the fifth bit 0..31) and a bias moved into the minimum: Q4_0's w = d (q - 8) = d q +
-    (-8 d), Q5_0's the same with 16; Q8_0's q is signed (_signed_dot4). Row r of x starts at xq[ix + r K]
-    and its block scales at xd[ixd + r nb], xm = dx sum(qx). A block's 8 int32 sums of 4 products
-    (vpdpbusd) are scaled in 8 float lanes with one fma, summed across lanes once at the end in a
-    fixed order: row r's result is the same bits whatever `rows` is. kind: a block type id."""
-    nbytes = BLOCK_TYPES[kind].nbytes
-    qs_at = nbytes - (32 if kind == 8 else 16)  # the quants end each block: 32 int8, or 16 bytes of nibbles
-    bias = {2: -8.0, 6: -16.0}.get(kind)
-    result = types.float32 if rows == 1 else types.UniTuple(types.float32, rows)
-
-    @intrinsic
-    def dot(typingctx, src, i, xq, ix, xd, xm, ixd, nb):
-        def codegen(context, builder, sig, args):
-            t = sig.args
-            src_, i_, xq_, ix_, xd_, xm_, ixd_, nb_ = args
-            K = builder.mul(nb_, ir.Constant(nb_.type, 32))
-
-            def per_block(b, acc, low):
-                o = builder.add(i_, builder.mul(b, ir.Constant(b.type, nbytes)))
-                _prefetch(context, builder, t[0], src_, o)
-                dw = builder.fpext(_load(context, builder, t[0], src_, o, ir.HalfType()), F32)
-                if kind == 8:
-                    w = _load(context, builder, t[0], src_, _plus(builder, o, qs_at), _vec(I8, 32))
-                else:
-                    w = _nibbles(builder, _load(context, builder, t[0], src_, _plus(builder, o, qs_at), _vec(I8, 16)))  # weights 0..15 low
-                    if kind in (6, 7):  # the fifth bits: bit l of the little-endian uint32 before the quants
-                        qh = _splat(builder.load(_at(context, builder, t[0], src_, _plus(builder, o, qs_at - 4), I32), align=1), I32, 32, builder)
-                        bits = builder.and_(builder.lshr(qh, ir.Constant(_vec(I32, 32), list(range(32)))), _splat(1, I32, 32))
-                        w = builder.or_(w, builder.shl(builder.trunc(bits, _vec(I8, 32)), _splat(4, I8, 32)))
-                if kind in (3, 7):
-                    m = builder.fpext(_load(context, builder, t[0], src_, _plus(builder, o, 2), ir.HalfType()), F32)
-                else:
-                    m = builder.fmul(dw, ir.Constant(F32, bias)) if bias is not None else None
-                for r in range(rows):
-                    xo = builder.add(builder.add(ix_, builder.mul(K, ir.Constant(K.type, r))), builder.mul(b, ir.Constant(b.type, 32)))
-                    x = _load(context, builder, t[2], xq_, xo, _vec(I8, 32))
-                    isum = _signed_dot4(builder, w, x) if kind == 8 else _dot4(builder, w, x)  # [8] int32
-                    xb = builder.add(builder.add(ixd_, builder.mul(nb_, ir.Constant(nb_.type, r))), b)
-                    _add_scaled(builder, acc[r], isum, builder.fmul(dw, _scalar(context, builder, t[4], xd_, xb)))
-                    if m is not None:
-                        _add_low(builder, low[r], m, _scalar(context, builder, t[5], xm_, xb))
-
-            sums = _row_of_x(builder, rows, per_block, nb_)
-            return sums[0] if rows == 1 else context.make_tuple(builder, sig.return_type, sums)
-
-        return result(src, intp, xq, intp, xd, xm, intp, intp), codegen
-
-    return dot
-
-
-# dot_q4_1x1(src, i, xq, ix, xd, xm, ixd, nb) -> float32, ..._x4 -> 4 float32: rows of x against the
-# stored weight row at src[i:], for each 32-weight block type
-dot_q4_0x1, dot_q4_1x1, dot_q5_0x1, dot_q5_1x1, dot_q8_0x1 = (_dot_blocks32(k, 1) for k in (2, 3, 6, 7, 8))
-dot_q4_0x4, dot_q4_1x4, dot_q5_0x4, dot_q5_1x4, dot_q8_0x4 = (_dot_blocks32(k, 4) for k in (2, 3, 6, 7, 8))
 
 
 def _k_scales_vec(builder, packed):

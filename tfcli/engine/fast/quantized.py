@@ -25,7 +25,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..quantized import Quantized, textbook_product
+from ..gguffile import release
+from ..quantized import Part, Quantized, textbook_product
+from . import interleave
 
 FEW_ROWS = 48  # up to this many rows of x, the integer kernels; more, dequantized tiles and BLAS (one thread, AMD EPYC:
 # kernels / tiles 0.88 at 32 rows, 0.81-0.90 at 48, 1.00-1.14 at 64 on SmolLM2's and Gemma 3's MLP matrices)
@@ -110,6 +112,15 @@ def plan_of(k, w) -> tuple[list, np.ndarray | None]:
     return _kept(w, lambda: ([k.Parts([(w.T, 0, 0)])], None))
 
 
+def rows_of(p: Part):
+    """What the kernels read for part p: for the 32-weight block types, its rows interleaved 8 at a
+    time (interleave.py), made the first time and kept as long as p, the file's pages dropped as
+    they are copied (so the copy replaces them in memory); for the others, the file's rows."""
+    if p.type_id not in interleave.TYPES:
+        return p.data
+    return _kept(p, lambda: interleave.interleave(p.data, p.type_id, release=release))
+
+
 def _plan(k, w: Quantized) -> tuple[list, np.ndarray | None]:
     """The calls that multiply w (its parts of one layout share one: x quantized once, their rows in
     one pool of chunks) and the order of the model's columns among the stored ones [N] (None: the
@@ -117,7 +128,7 @@ def _plan(k, w: Quantized) -> tuple[list, np.ndarray | None]:
     groups: dict[str, list] = {}
     order, first = np.arange(w.n_rows), 0  # [N]
     for p in w.parts:
-        groups.setdefault(k.layout(p.type_id), []).append((p.data, p.type_id, first))
+        groups.setdefault(k.layout(p.type_id), []).append((rows_of(p), p.type_id, first))
         if p.order is not None:
             order[first : first + p.rows] = first + p.order
         first += p.rows
@@ -148,9 +159,11 @@ def _tiled(k, x: np.ndarray, w: Quantized) -> np.ndarray:
     first = 0
     for p in w.parts:
         stored = np.empty((x.shape[0], p.rows), dtype=np.float32) if p.order is not None else None  # [T, n]
+        rows = rows_of(p)
         for a in range(0, p.rows, TILE_ROWS):
             b = min(a + TILE_ROWS, p.rows)
-            k.dequantize_rows(p.data[a:b], p.type_id, tile, 0, b - a)  # [b-a, K]
+            data = interleave.restore(rows, a, b) if isinstance(rows, interleave.Interleaved) else rows[a:b]  # the file's bytes
+            k.dequantize_rows(data, p.type_id, tile, 0, b - a)  # [b-a, K]
             into = stored[:, a:b] if stored is not None else y[:, first + a : first + b]
             np.matmul(x, tile[: b - a].T, out=into)  # [T, K] @ [K, b-a] -> [T, b-a]
         if stored is not None:
