@@ -56,6 +56,14 @@ class Interleaved:
         return self.groups.nbytes
 
 
+def _nibbles_swapped(words: np.ndarray) -> np.ndarray:
+    """[..., 8] uint32 -> [..., 8]: nibble r of word j is nibble j of word r (its own inverse). The
+    fifth bits: row r's 32 bits, in nibbles j = weights 4j..4j+3, become dword j's nibble r."""
+    shifts = 4 * np.arange(8, dtype=np.uint32)  # [8]
+    nibbles = (words[..., None, :] >> shifts[:, None]) & np.uint32(15)  # [..., 8j, 8r]: nibble j of word r
+    return np.bitwise_or.reduce(nibbles << shifts, axis=-1)  # [..., 8j]
+
+
 def _tile(blocks: np.ndarray, type_id: int) -> np.ndarray:
     """[8G, nb, nbytes] uint8 blocks -> [G, nb, 8 * nbytes] records (the module's layout)."""
     n, nb, nbytes = blocks.shape
@@ -64,18 +72,16 @@ def _tile(blocks: np.ndarray, type_id: int) -> np.ndarray:
     out = np.empty((G, nb, GROUP * nbytes), np.uint8)
     d_at, m_at, qh_at, qs_at = _fields(type_id)
     at = 0
-    for field in (d_at, m_at):
+    for field in (d_at, m_at):  # float16s moved as uint16, the runs of 4 bytes below as uint32: fewer, wider moves
         if field is not None:
-            out[:, :, at : at + 16].reshape(G, nb, GROUP, 2)[...] = by_group[:, :, :, field : field + 2]
+            out[:, :, at : at + 16].view("<u2")[...] = by_group[:, :, :, field : field + 2].view("<u2")[..., 0]  # [G, nb, 8r]
             at += 16
-    if qh_at is not None:
-        bits = np.unpackbits(np.ascontiguousarray(by_group[:, :, :, qh_at : qh_at + 4]), axis=3, bitorder="little")  # [G, nb, 8r, 32]: bit l = weight l
-        bits = bits.reshape(G, nb, GROUP, 8, 4).transpose(0, 1, 3, 2, 4)  # [G, nb, 8j, 8r, 4t]: weight 4j + t
-        out[:, :, at : at + 32] = np.packbits(bits.reshape(G, nb, 8, 32), axis=3, bitorder="little").reshape(G, nb, 32)
+    if qh_at is not None:  # row r's bit 4j + t -> bit 4r + t of dword j
+        out[:, :, at : at + 32].view("<u4")[...] = _nibbles_swapped(by_group[:, :, :, qh_at : qh_at + 4].view("<u4")[..., 0])
         at += 32
     chunks = 8 if type_id == 8 else 4  # runs of 4 bytes in a row's qs
-    qs = by_group[:, :, :, qs_at : qs_at + 4 * chunks].reshape(G, nb, GROUP, chunks, 4).transpose(0, 1, 3, 2, 4)  # [G, nb, chunks, 8r, 4]
-    out[:, :, at:].reshape(G, nb, chunks, GROUP, 4)[...] = qs
+    qs = by_group[:, :, :, qs_at : qs_at + 4 * chunks].view("<u4")  # [G, nb, 8r, chunks]
+    out[:, :, at:].view("<u4").reshape(G, nb, chunks, GROUP)[...] = qs.transpose(0, 1, 3, 2)
     return out
 
 
@@ -110,15 +116,13 @@ def restore(packed: Interleaved, first: int, end: int) -> np.ndarray:
     at = 0
     for field in (d_at, m_at):
         if field is not None:
-            blocks[:, :, :, field : field + 2] = records[:, :, at : at + 16].reshape(G, nb, GROUP, 2)
+            blocks[:, :, :, field : field + 2].view("<u2")[..., 0] = records[:, :, at : at + 16].view("<u2")  # [G, nb, 8r]
             at += 16
     if qh_at is not None:
-        bits = np.unpackbits(records[:, :, at : at + 32].reshape(G, nb, 8, 4), axis=3, bitorder="little")  # [G, nb, 8j, 32 = 8r x 4t]
-        bits = bits.reshape(G, nb, 8, GROUP, 4).transpose(0, 1, 3, 2, 4).reshape(G, nb, GROUP, 32)  # [G, nb, 8r, 32 weights]
-        blocks[:, :, :, qh_at : qh_at + 4] = np.packbits(bits, axis=3, bitorder="little")
+        blocks[:, :, :, qh_at : qh_at + 4].view("<u4")[..., 0] = _nibbles_swapped(records[:, :, at : at + 32].view("<u4"))
         at += 32
     chunks = 8 if packed.type_id == 8 else 4
-    qs = records[:, :, at:].reshape(G, nb, chunks, GROUP, 4).transpose(0, 1, 3, 2, 4)  # [G, nb, 8r, chunks, 4]
-    blocks[:, :, :, qs_at:] = qs.reshape(G, nb, GROUP, 4 * chunks)
+    qs = records[:, :, at:].view("<u4").reshape(G, nb, chunks, GROUP)  # [G, nb, chunks, 8r]
+    blocks[:, :, :, qs_at:].view("<u4")[...] = qs.transpose(0, 1, 3, 2)
     rows = blocks.transpose(0, 2, 1, 3).reshape(G * GROUP, nb * nbytes)  # [8G, row bytes]
     return rows[first - GROUP * g0 : end - GROUP * g0]
