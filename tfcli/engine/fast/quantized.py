@@ -4,9 +4,11 @@ The textbook (quantized.textbook_product) dequantizes a tile of rows to float32 
 multiply. Here, what measurement justified instead (benchmarks/README.md):
 
 - a few rows (a decode step, a batch step, a short prompt): a compiled kernel (kernels.py) reads
-  each weight block once, in place in the mapped file, for all the rows, with the activations
-  quantized to 8-bit blocks as llama.cpp's are (activations.py); the weight rows shared
-  among the pass's threads, and the parts of a fused matrix (Q, K, V) multiplied in one call;
+  each weight block once for all the rows, with the activations quantized to 8-bit blocks as
+  llama.cpp's are (activations.py); the weight rows shared among the pass's threads, and the parts
+  of a fused matrix (Q, K, V) multiplied in one call. The k-quants are read in place in the mapped
+  file; the 32-weight types from a copy with their rows interleaved 8 at a time (rows_of,
+  interleave.py), made at the first product, which replaces the file's pages in memory;
 - a long prompt: tiles of weight rows dequantized by a compiled loop (bit for bit formats.py's),
   then BLAS, whose product on many rows is faster than any integer kernel we can write here.
 
