@@ -247,14 +247,16 @@ _FEATURES = cpu_features()
 _VNNI = ("avx512vnni" in _FEATURES and "avx512vl" in _FEATURES) or "avxvnni" in _FEATURES
 
 
-def _dot4(builder, w, x):
-    """[32] unsigned bytes w, signed bytes x -> [8] int32: lane i = the sum of w[j] x[j] for j = 4i..4i+3, exact.
-    One vpdpbusd where the CPU has VNNI; else vpmaddubsw, then vpmaddwd with ones (llama.cpp's x86 route)."""
+def _dot4(builder, w, x, acc=None):
+    """[32] unsigned bytes w, signed bytes x -> [8] int32: lane i = the sum of w[j] x[j] for j = 4i..4i+3, exact,
+    added to acc ([8] int32) when given. One vpdpbusd where the CPU has VNNI (it adds into acc); else
+    vpmaddubsw, then vpmaddwd with ones (llama.cpp's x86 route), then the add."""
+    i32x8 = _vec(I32, 8)
     if _VNNI:
-        i32x8 = _vec(I32, 8)
-        zero = ir.Constant(i32x8, [ir.Constant(I32, 0)] * 8)
-        return _intrinsic(builder, "llvm.x86.avx512.vpdpbusd.256", i32x8, zero, builder.bitcast(w, i32x8), builder.bitcast(x, i32x8))
-    return _words(builder, _ubytes_sbytes(builder, w, x), _splat(1, I16, 16))
+        start = acc if acc is not None else ir.Constant(i32x8, [ir.Constant(I32, 0)] * 8)
+        return _intrinsic(builder, "llvm.x86.avx512.vpdpbusd.256", i32x8, start, builder.bitcast(w, i32x8), builder.bitcast(x, i32x8))
+    sums = _words(builder, _ubytes_sbytes(builder, w, x), _splat(1, I16, 16))
+    return sums if acc is None else builder.add(acc, sums)
 
 
 def _signed_dot4(builder, w, x):

@@ -27,14 +27,6 @@ from ..formats import BLOCK_TYPES
 from .llvm import _VNNI, F32, I8, I32, _at, _dot4, _fma, _intrinsic, _load, _plus, _prefetch, _scalar, _signed_dot4, _splat, _vec, intp
 
 
-def _add_dot4(builder, acc, w, x):
-    """acc [8] int32 + _dot4(w, x): one vpdpbusd with VNNI (it adds into acc)."""
-    if _VNNI:
-        i32x8 = _vec(I32, 8)
-        return _intrinsic(builder, "llvm.x86.avx512.vpdpbusd.256", i32x8, acc, builder.bitcast(w, i32x8), builder.bitcast(x, i32x8))
-    return builder.add(acc, _dot4(builder, w, x))
-
-
 def _dot_x8(kind: int, rows: int):
     """For r < rows and the 8 weight rows of a group (records at src[i:], nb of them): out[oo + r os + l]
     = row l's dot product with row r of x, for lanes lo <= l < hi (a masked store: a part's rows need
@@ -85,7 +77,7 @@ def _dot_x8(kind: int, rows: int):
                         if kind == 8 and not _VNNI:  # signed bytes as llama.cpp multiplies them (vpmaddubsw would saturate on q + 128)
                             sums[j % 2] = builder.add(sums[j % 2], _signed_dot4(builder, w[j], x))
                         else:
-                            sums[j % 2] = _add_dot4(builder, sums[j % 2], w[j], x)
+                            sums[j % 2] = _dot4(builder, w[j], x, sums[j % 2])
                     isum = builder.add(sums[0], sums[1])  # [8] int32, exact
                     xb = builder.add(builder.add(ixb_, builder.mul(nb_, ir.Constant(nb_.type, r))), b)
                     if bias is not None and (kind != 8 or _VNNI):
