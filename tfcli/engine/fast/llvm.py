@@ -211,6 +211,45 @@ def unpack_q6k_half(typingctx, src, iql, iqh, dst, j):
     return types.void(src, intp, intp, dst, intp), codegen
 
 
+# --- x in 8-bit blocks (jobs._quantize_x; activations.quantize is the textbook) -------------------------
+
+
+@intrinsic
+def amax32(typingctx, x, i):
+    """max |x[i:i+32]| of float32 x: exact in any order."""
+
+    def codegen(context, builder, sig, args):
+        v = _load(context, builder, sig.args[0], args[0], args[1], _vec(F32, 32))
+        return _intrinsic(builder, "llvm.vector.reduce.fmax.v32f32", F32, _intrinsic(builder, "llvm.fabs.v32f32", v.type, v))
+
+    return types.float32(x, intp), codegen
+
+
+@intrinsic
+def round32(typingctx, x, i, inv, q, j):
+    """q[j:j+32] = rint(x[i:i+32] * inv), held to -127..127, as int8 (activations.quantize's q)."""
+
+    def codegen(context, builder, sig, args):
+        f32x = _vec(F32, 32)
+        v = builder.fmul(_load(context, builder, sig.args[0], args[0], args[1], f32x), _splat(args[2], F32, 32, builder))
+        v = _intrinsic(builder, "llvm.rint.v32f32", f32x, v)
+        v = _intrinsic(builder, "llvm.maxnum.v32f32", f32x, v, ir.Constant(f32x, [ir.Constant(F32, -127.0)] * 32))
+        v = _intrinsic(builder, "llvm.minnum.v32f32", f32x, v, ir.Constant(f32x, [ir.Constant(F32, 127.0)] * 32))
+        builder.store(builder.fptosi(v, _vec(I8, 32)), _at(context, builder, sig.args[3], args[3], args[4], _vec(I8, 32)), align=1)
+
+    return types.void(x, intp, inv, q, intp), codegen
+
+
+@intrinsic
+def sum16(typingctx, q, j):
+    """The sum of the int8 q[j:j+16], as int32."""
+
+    def codegen(context, builder, sig, args):
+        return _reduce(builder, "add", builder.sext(_load(context, builder, sig.args[0], args[0], args[1], _vec(I8, 16)), _vec(I32, 16)))
+
+    return types.int32(q, intp), codegen
+
+
 # --- the instructions the products are made of -----------------------------------------------------
 
 
