@@ -10,7 +10,7 @@ from numba import carray
 
 from . import llvm
 from .jobs import _exp, _f32, _float_bits, _i64
-from .slots import (A_THREADS_FROM, A_CHUNKS, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_SPLIT, A_V, A_VH, A_VS, B_ACT, B_ASLOTS,
+from .slots import (A_THREADS_FROM, A_CHUNKS, A_COUNT, A_SHARE, A_TABLE, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_SPLIT, A_V, A_VH, A_VS, B_ACT, B_ASLOTS,
                     B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYERS, B_MO, B_O, B_POOL, B_QKV, B_QM,
                     B_QSCALE, B_R2, B_ROWS, B_RUN, B_SCRATCH, B_SIN, B_SIN2, B_T, B_THREADS, B_X, B_Z, LS, L_ACT, L_BO, L_BQKV, L_CACHE, L_CALLS,
                     L_KNORM, L_NORM1, L_NORM2, L_ORDER, L_POST1, L_POST2, L_QNORM, L_ROPE, L_SLIDING, L_WINDOW, RS, R_KG, R_KW, R_OFF, R_POS,
@@ -120,20 +120,25 @@ def decode_blocks(a, c):
                 for e in range(dh):
                     keys[g * k_h + e * k_d + column] = qm[t, (n_head + g) * dh + e]
                     values[g * v_h + column * v_s + e] = qm[t, (n_head + n_kv + g) * dh + e]
+        used = 0  # floats of the scratch the rows before took (a batch step's rows each have their own)
         for t in range(n):  # after every write: the rows of one sequence see each other's keys
             k_at, k_h, k_d, v_at, v_h, v_s, off = _cache_row(rows[t], layer, li)
             end = rows[t, R_POS] - off + 1
             first = end - window if window > 0 and end > window else 0
             s_len = end - first
-            chunks = threads if threads > 1 and s_len * n_kv * group * dh >= A_THREADS_FROM else 1  # kernels.attention's rule
+            chunks = threads if n == 1 and threads > 1 and s_len * n_kv * group * dh >= A_THREADS_FROM else 1  # kernels.attention's rule
             split = 1 if n_kv % chunks == 0 else min(group, chunks)
             chunks = min(chunks, n_kv * split)
-            s[A_Q], s[A_ROWS], s[A_DH], s[A_HKV] = a[B_QM] + 4 * t * nq, group, dh, n_kv
-            s[A_K], s[A_KH], s[A_KD] = k_at + 4 * first, k_h, k_d
-            s[A_V], s[A_VH], s[A_VS] = v_at + 4 * first * v_s, v_h, v_s
-            s[A_S], s[A_OUT], s[A_CHUNKS], s[A_SCRATCH], s[A_SPLIT] = s_len, a[B_Z] + 4 * t * n_head * dh, chunks, a[B_SCRATCH], split
-            if llvm.run(a[B_RUN], a[B_POOL], 0, a[B_ATTENTION], a[B_ASLOTS], chunks) != 0:
-                raise RuntimeError("attention failed")
+            r = carray(_i64(a[B_ASLOTS] + 8 * SLOTS * t), (SLOTS,))  # row t's slots
+            r[A_Q], r[A_ROWS], r[A_DH], r[A_HKV] = a[B_QM] + 4 * t * nq, group, dh, n_kv
+            r[A_K], r[A_KH], r[A_KD] = k_at + 4 * first, k_h, k_d
+            r[A_V], r[A_VH], r[A_VS] = v_at + 4 * first * v_s, v_h, v_s
+            r[A_S], r[A_OUT], r[A_CHUNKS], r[A_SCRATCH], r[A_SPLIT] = s_len, a[B_Z] + 4 * t * n_head * dh, chunks, a[B_SCRATCH] + 4 * used, split
+            used += group * s_len
+        share = min(threads, n) if n > 1 else chunks  # several rows: a row per chunk, all in one call
+        s[A_COUNT], s[A_SHARE], s[A_TABLE] = n, share, a[B_ASLOTS]
+        if llvm.run(a[B_RUN], a[B_POOL], 0, a[B_ATTENTION], a[B_ASLOTS], share) != 0:
+            raise RuntimeError("attention failed")
         _products(a, layer, 1)  # o = z W_o
         if layer[L_BO] != 0:
             bias = carray(_f32(layer[L_BO]), (d_model,))

@@ -89,7 +89,7 @@ class _Program:
         a[S.B_QKV], a[S.B_QM] = buffer(rows, nq), buffer(rows, nq)  # [T, (H+2Hkv)*Dh] as the product leaves it; in the model's order, rotated
         a[S.B_Z], a[S.B_O] = buffer(rows, H * Dh), buffer(rows, D)  # [T, H*Dh] each head's context vector; [T, D] after W_o
         a[S.B_GU], a[S.B_ACT], a[S.B_MO] = buffer(rows, 2 * F), buffer(rows, F), buffer(rows, D)  # [T, 2F] gate | up; [T, F]; [T, D]
-        aslots = np.zeros(S.SLOTS, np.int64)
+        aslots = np.zeros(rows * S.SLOTS, np.int64)  # [T, SLOTS]: each row's attention slots
         self.keep.append(aslots)
         a[S.B_ASLOTS] = aslots.ctypes.data
         windows = cfg.windows or (None,) * cfg.n_layer  # which layers the cache keeps as sliding (KVCache)
@@ -148,8 +148,8 @@ class _Program:
         cos, sin, cos2, sin2 = tables
         a[S.B_COS2], a[S.B_SIN2] = cos2.ctypes.data, sin2.ctypes.data
         x = np.array(x, np.float32, order="C")  # [T, D]: changed in place
-        if self.scratch.size < threads * self.group * room:
-            self.scratch = np.zeros(threads * self.group * room, np.float32)  # [threads, G, room]
+        if self.scratch.size < max(threads, len(positions)) * self.group * room:
+            self.scratch = np.zeros(max(threads, len(positions)) * self.group * room, np.float32)  # [threads or T, G, room]
         a[S.B_X], a[S.B_ROWS], a[S.B_FROM], a[S.B_SCRATCH] = x.ctypes.data, rows.ctypes.data, first, self.scratch.ctypes.data
         a[S.B_COS], a[S.B_SIN], a[S.B_R2] = cos.ctypes.data, sin.ctypes.data, cos.shape[1]
         k.decode_blocks(a, threads)

@@ -29,8 +29,8 @@ from numba import carray, types
 from numba.extending import intrinsic
 
 from . import llvm, llvm_x8
-from .slots import (A_CHUNKS, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_SPLIT, A_V, A_VH, A_VS, BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC,
-                    W32, WD, WM, WQ, X, X8, XD, XM, XQ, XS, K, T)  # fmt: skip
+from .slots import (A_CHUNKS, A_COUNT, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SPLIT, A_TABLE, A_V, A_VH, A_VS, BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC,
+                    SLOTS, W32, WD, WM, WQ, X, X8, XD, XM, XQ, XS, K, T)  # fmt: skip
 
 
 def _pointer(numba_type):
@@ -381,7 +381,20 @@ def attention(a, c):
     summed before dividing by the exponentials' sum, as fast/ops._attention_block does. Keys and
     values are read once for the G queries (or for each of A_SPLIT parts of them, so that more
     threads than heads share the work), 64 (then 16) keys or columns at a time (llvm.py). Each
-    query's numbers are the same bits however the queries are cut."""
+    query's numbers are the same bits however the queries are cut.
+
+    Several rows of a batch step in one call (A_COUNT > 1): `a` is the first of A_COUNT rows of
+    slots (at A_TABLE, SLOTS apart), each row's heads in one chunk (its A_CHUNKS 1), and chunk c
+    takes rows c, c + A_SHARE, ... : the same code, so the same bits, as a row alone."""
+    count = a[A_COUNT]
+    first, step = (c, a[A_SHARE]) if count > 1 else (0, 1)
+    for row in range(first, max(count, 1), step):
+        s = carray(_i64(a[A_TABLE] + 8 * SLOTS * row), (SLOTS,)) if count > 1 else carray(a, (SLOTS,))
+        _attend(s, c if count <= 1 else 0)
+
+
+def _attend(a, c):
+    """attention() of one row: its slots `a`, chunk c of its heads."""
     rows, dh, n_kv, s_len, chunks = a[A_ROWS], a[A_DH], a[A_HKV], a[A_S], a[A_CHUNKS]
     q = carray(_f32(a[A_Q]), (n_kv * rows * dh,))
     out = carray(_f32(a[A_OUT]), (n_kv * rows * dh,))
@@ -460,7 +473,7 @@ def _tile(wide, n, m, mo, ms, x, xo, xs, count, scale, out, oo, os):
         llvm.tile_1x4(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
 
 
-HELPERS = ("_quantize_x", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
+HELPERS = ("_attend", "_quantize_x", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
            "_dequantize_blocks32", "_dequantize_k", "_part", "_exp", "_tile")  # compiled into the jobs that call them  # fmt: skip
 ROWS_OF_X = ("_rows_x8", "_rows_k")  # compiled on their own, called by the jobs
 JOBS = ("quantize", "product_quantized", "product_floats", "dequantize", "attention")

@@ -25,6 +25,7 @@ A_K, A_KH, A_KD = 4, 5, 6  # keys [Hkv, Dh, S]: head and d strides in elements (
 A_V, A_VH, A_VS = 7, 8, 9  # values [Hkv, S, Dh]: head and s strides (the d stride is 1)
 A_S, A_OUT, A_CHUNKS, A_SCRATCH = 10, 11, 12, 13  # S keys; out [Hkv, ROWS, Dh]; chunks of the Hkv heads; [CHUNKS, ROWS, S] float32
 A_SPLIT = 14  # each head's ROWS queries in this many parts, which the chunks share out with the heads
+A_COUNT, A_SHARE, A_TABLE = 15, 16, 17  # more than one row (a batch step): how many, the chunks sharing them, the address of their slots [COUNT, SLOTS]
 A_THREADS_FROM = 1 << 18  # S x Hkv x G x Dh multiply-adds from which a call is shared among threads (kernels.attention, block_job)
 
 # the decode blocks' slots (jobs.decode_blocks): T rows (a decode step, a few rows, a batch step) through blocks FROM..L-1
@@ -33,7 +34,7 @@ B_T, B_D, B_H, B_HKV, B_DH, B_F, B_R2 = 5, 6, 7, 8, 9, 10, 11  # rows, sizes; R2
 B_FROM, B_L, B_LAYERS, B_EPS = 12, 13, 14, 15  # blocks FROM..L-1; the layer table [L, LS] int64 (L_* below); eps as float32 bits
 B_X, B_HB, B_QKV, B_QM, B_Z, B_O, B_GU, B_ACT, B_MO = 16, 17, 18, 19, 20, 21, 22, 23, 24  # float32 buffers (jobs.decode_blocks)
 B_COS, B_SIN, B_ROWS = 25, 26, 27  # RoPE's cos and sin [T, R2] at the rows' positions; the row table [T, RS] int64 (R_* below)
-B_SCRATCH, B_ASLOTS = 28, 29  # attention's scratch [THREADS, G, S] float32; an int64 [SLOTS] for its calls
+B_SCRATCH, B_ASLOTS = 28, 29  # attention's scratch [THREADS or T, G, S] float32; an int64 [T, SLOTS] for its calls
 B_COS2, B_SIN2, B_QSCALE = 30, 31, 32  # the second RoPE's tables (Gemma 3's local layers); queries' factor as float32 bits
 B_SLOTS = 33
 
