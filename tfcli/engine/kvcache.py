@@ -87,6 +87,9 @@ def grouped_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, n_seq
     return z, w
 
 
+KEY_PAD = 16  # floats after each row of a KVCache's transposed keys (KVCache._arrays)
+
+
 class KVCache:
     """Keys and values of one sequence. Layers that attend to every position (most) keep every
     position in k [Lg, Hkv, Dh, room] and v [Lg, Hkv, room, Dh]. Layers with a sliding window
@@ -122,7 +125,11 @@ class KVCache:
 
     def _arrays(self, layers: int, room: int) -> tuple[np.ndarray, np.ndarray]:
         Hkv, Dh = self.config.n_kv_head, self.config.head_dim
-        return np.zeros((layers, Hkv, Dh, room), dtype=np.float32), np.zeros((layers, Hkv, room, Dh), dtype=np.float32)  # keys transposed
+        # Keys transposed, each of a head's Dh rows padded by a cache line: a decode step writes a
+        # column, and rows a power of two apart would all fall in the same few sets of the CPU's
+        # cache (a SmolLM2 batch step of 4 rows spent 0.3 ms writing 23,000 floats).
+        k = np.zeros((layers, Hkv, Dh, room + KEY_PAD), dtype=np.float32)[..., :room]  # [layers, Hkv, Dh, room]
+        return k, np.zeros((layers, Hkv, room, Dh), dtype=np.float32)  # [layers, Hkv, room, Dh]
 
     def _allocate(self, room: int) -> None:
         k, v = self._arrays(self.config.n_layer - self.n_sliding, room)  # [Lg, Hkv, Dh, room], [Lg, Hkv, room, Dh]
