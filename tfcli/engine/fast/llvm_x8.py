@@ -53,7 +53,7 @@ def _dot_x8(kind: int, rows: int):
             with cgutils.for_range(builder, nb_) as loop:
                 b = loop.index
                 o = builder.add(i_, builder.mul(b, ir.Constant(b.type, record)))
-                _prefetch(context, builder, t[0], src_, o)
+                _prefetch(context, builder, t[0], src_, o, record)
                 d8 = builder.fpext(_load(context, builder, t[0], src_, o, _vec(ir.HalfType(), 8)), f8)
                 m8 = builder.fpext(_load(context, builder, t[0], src_, _plus(builder, o, 16), _vec(ir.HalfType(), 8)), f8) if has_min else None
                 if kind == 8:
