@@ -75,6 +75,12 @@ def decode_blocks(a, c):
     for li in range(a[B_FROM], a[B_L]):
         layer = table[li]
         norm1, norm2 = carray(_f32(layer[L_NORM1]), (d_model,)), carray(_f32(layer[L_NORM2]), (d_model,))
+        for t in range(n):  # the cache lines of the column of keys each row will write, asked for now, written after the Q/K/V product
+            k_at, k_h, k_d, v_at, v_h, v_s, off = _cache_row(rows[t], layer, li)
+            keys = carray(_f32(k_at), (n_kv * k_h,))
+            for g in range(n_kv):
+                for e in range(dh):
+                    llvm.prefetch_write(keys, g * k_h + e * k_d + rows[t, R_POS] - off)
         for t in range(n):
             _rms_row(x[t], norm1, hb[t], eps)
         _products(a, layer, 0)  # qkv = hb W_qkv, in the stored order of its columns

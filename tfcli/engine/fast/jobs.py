@@ -182,37 +182,28 @@ def _dot_rows(x, w, out, n):
 
 def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
     """Weight rows lo..hi-1 of a part interleaved 8 at a time (interleave.py; `groups` [G, record bytes
-    x nb]): for each group of 8, 4 rows of x at a time, then one at a time (llvm_x8.py), each
-    writing the lanes of rows lo..hi-1 alone."""
+    x nb]): for each group of 8 (two at a time where the CPU has 512-bit VNNI), 4 rows of x at a time,
+    then one at a time (llvm_x8.py), each writing the lanes of rows lo..hi-1 alone."""
     T, nb = xd.shape
     K = 32 * nb
     gb, ld = groups.shape[1], out.shape[1]
-    for g in range(lo // 8, (hi + 7) // 8):
-        a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 8)
+    g, end = lo // 8, (hi + 7) // 8
+    while g < end:
+        two = llvm_x8.WIDE and g + 1 < end
+        a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 16 if two else 8)
         t = 0
         while t + 4 <= T:
-            if kind == Q4_0:
-                llvm_x8.dot_q4_0_x8x4(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
-            elif kind == Q4_1:
-                llvm_x8.dot_q4_1_x8x4(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
-            elif kind == Q5_0:
-                llvm_x8.dot_q5_0_x8x4(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
-            elif kind == Q5_1:
-                llvm_x8.dot_q5_1_x8x4(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
+            if two:
+                llvm_x8.dot_x16x4(kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             else:
-                llvm_x8.dot_q8_0_x8x4(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
+                llvm_x8.dot_x8x4(kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             t += 4
         for t in range(t, T):
-            if kind == Q4_0:
-                llvm_x8.dot_q4_0_x8x1(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
-            elif kind == Q4_1:
-                llvm_x8.dot_q4_1_x8x1(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
-            elif kind == Q5_0:
-                llvm_x8.dot_q5_0_x8x1(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
-            elif kind == Q5_1:
-                llvm_x8.dot_q5_1_x8x1(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
+            if two:
+                llvm_x8.dot_x16x1(kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
             else:
-                llvm_x8.dot_q8_0_x8x1(groups, g * gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
+                llvm_x8.dot_x8x1(kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
+        g += 2 if two else 1
 
 
 def _rows_k(xq, xd, xs, rows, kind, out, lo, hi):

@@ -95,6 +95,17 @@ def _prefetch(context, builder, arrty, arr, offset, size: int) -> None:
         _intrinsic(builder, "llvm.prefetch.p0", ir.VoidType(), ahead, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1))
 
 
+@intrinsic
+def prefetch_write(typingctx, x, i):
+    """Ask for the cache line of x[i], to be written (a column of the transposed keys: block_job)."""
+
+    def codegen(context, builder, sig, args):
+        at = _at(context, builder, sig.args[0], args[0], args[1], I8)
+        _intrinsic(builder, "llvm.prefetch.p0", ir.VoidType(), at, ir.Constant(I32, 1), ir.Constant(I32, 3), ir.Constant(I32, 1))
+
+    return types.void(x, intp), codegen
+
+
 def _reduce(builder, kind: str, v, *start):
     return _intrinsic(builder, f"llvm.vector.reduce.{kind}.v{v.type.count}{'i32' if kind == 'add' else 'f32'}", v.type.element, *start, v)
 
@@ -292,11 +303,13 @@ _VNNI = ("avx512vnni" in _FEATURES and "avx512vl" in _FEATURES) or "avxvnni" in 
 def _dot4(builder, w, x, acc=None):
     """[32] unsigned bytes w, signed bytes x -> [8] int32: lane i = the sum of w[j] x[j] for j = 4i..4i+3, exact,
     added to acc ([8] int32) when given. One vpdpbusd where the CPU has VNNI (it adds into acc); else
-    vpmaddubsw, then vpmaddwd with ones (llama.cpp's x86 route), then the add."""
-    i32x8 = _vec(I32, 8)
+    vpmaddubsw, then vpmaddwd with ones (llama.cpp's x86 route), then the add. [64] bytes -> [16] int32
+    on CPUs with 512-bit VNNI alone (llvm_x8.WIDE)."""
+    n = w.type.count // 4
+    lanes = _vec(I32, n)
     if _VNNI:
-        start = acc if acc is not None else ir.Constant(i32x8, [ir.Constant(I32, 0)] * 8)
-        return _intrinsic(builder, "llvm.x86.avx512.vpdpbusd.256", i32x8, start, builder.bitcast(w, i32x8), builder.bitcast(x, i32x8))
+        start = acc if acc is not None else ir.Constant(lanes, [ir.Constant(I32, 0)] * n)
+        return _intrinsic(builder, f"llvm.x86.avx512.vpdpbusd.{32 * n}", lanes, start, builder.bitcast(w, lanes), builder.bitcast(x, lanes))
     sums = _words(builder, _ubytes_sbytes(builder, w, x), _splat(1, I16, 16))
     return sums if acc is None else builder.add(acc, sums)
 
