@@ -62,9 +62,12 @@ def _quantize_x(x, block, group, q, d, sums):
             amax = np.float32(0)
             for k in range(t * K + b * block, t * K + (b + 1) * block, 32):
                 amax = max(amax, llvm.amax32(x, k))
-            scale = amax / np.float32(127)
+            d[t, b] = amax
+        for b in range(K // block):  # in vector lanes: no call between the divisions
+            d[t, b] = d[t, b] / np.float32(127)
+        for b in range(K // block):
+            scale = d[t, b]
             inv = np.float32(1) / scale if scale > 0 else np.float32(0)
-            d[t, b] = scale
             for k in range(t * K + b * block, t * K + (b + 1) * block, 32):
                 llvm.round32(x, k, inv, q, k)
         for g in range(K // group):

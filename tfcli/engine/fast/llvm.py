@@ -233,8 +233,11 @@ def amax32(typingctx, x, i):
     """max |x[i:i+32]| of float32 x: exact in any order."""
 
     def codegen(context, builder, sig, args):
-        v = _load(context, builder, sig.args[0], args[0], args[1], _vec(F32, 32))
-        return _intrinsic(builder, "llvm.vector.reduce.fmax.v32f32", F32, _intrinsic(builder, "llvm.fabs.v32f32", v.type, v))
+        v = _intrinsic(builder, "llvm.fabs.v32f32", _vec(F32, 32), _load(context, builder, sig.args[0], args[0], args[1], _vec(F32, 32)))
+        for n in (16, 8, 4, 2, 1):  # halves against halves: one vmaxps each, no NaN handling (a NaN block is lost anyway)
+            lo, hi = (builder.shuffle_vector(v, v, ir.Constant(_vec(I32, n), list(range(at, at + n)))) for at in (0, n))
+            v = builder.select(builder.fcmp_ordered(">", lo, hi), lo, hi)
+        return builder.extract_element(v, ir.Constant(I32, 0))
 
     return types.float32(x, intp), codegen
 
