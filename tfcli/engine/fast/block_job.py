@@ -141,7 +141,7 @@ def decode_blocks(a, c):
             r[A_V], r[A_VH], r[A_VS] = v_at + 4 * first * v_s, v_h, v_s
             r[A_S], r[A_OUT], r[A_CHUNKS], r[A_SCRATCH], r[A_SPLIT] = s_len, a[B_Z] + 4 * t * n_head * dh, chunks, a[B_SCRATCH] + 4 * used, split
             used += group * s_len
-        share = min(threads, n) if n > 1 else chunks  # several rows: a row per chunk, all in one call
+        share = n if n > 1 else chunks  # several rows: a chunk each, which the threads take as they come, all in one call
         s[A_COUNT], s[A_SHARE], s[A_TABLE] = n, share, a[B_ASLOTS]
         if llvm.run(a[B_RUN], a[B_POOL], 0, a[B_ATTENTION], a[B_ASLOTS], share) != 0:
             raise RuntimeError("attention failed")
