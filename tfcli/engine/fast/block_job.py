@@ -1,6 +1,6 @@
 """The compiled decode blocks' source (fast/blocks.py runs it): a numba job, compiled by build.py with
 jobs.py's, that takes T rows through a model's blocks on the caller's thread and hands each
-product and attention to the pool as the jobs of jobs.py. Imported only in build.py's process:
+product and attention to the pool as the jobs of jobs.py and attention_job.py. Imported only in build.py's process:
 importing it imports numba."""
 
 from __future__ import annotations
@@ -9,22 +9,14 @@ import numpy as np
 from numba import carray
 
 from . import llvm
+from .attention_job import _rms_row
 from .jobs import _exp, _f32, _float_bits, _i64
-from .slots import (A_THREADS_FROM, A_CHUNKS, A_COUNT, A_SHARE, A_TABLE, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_SPLIT, A_V, A_VH, A_VS, B_ACT, B_ASLOTS,
-                    B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYERS, B_MO, B_O, B_POOL, B_QKV, B_QM,
-                    B_QSCALE, B_R2, B_ROWS, B_RUN, B_SCRATCH, B_SIN, B_SIN2, B_T, B_THREADS, B_X, B_Z, LS, L_ACT, L_BO, L_BQKV, L_CACHE, L_CALLS,
-                    L_KNORM, L_NORM1, L_NORM2, L_ORDER, L_POST1, L_POST2, L_QNORM, L_ROPE, L_SLIDING, L_WINDOW, RS, R_KG, R_KW, R_OFF, R_POS,
-                    R_SLIDES, R_VG, R_VW, SLOTS)  # fmt: skip
-
-
-def _rms_row(x, g, out, eps):
-    """out = x / sqrt(mean(x^2) + eps) * g for one vector x [n] (ops.rms_norm); the sum of squares in float64."""
-    s = 0.0
-    for i in range(x.shape[0]):
-        s += np.float64(x[i]) * np.float64(x[i])
-    r = np.sqrt(np.float32(s / x.shape[0]) + eps)
-    for i in range(x.shape[0]):
-        out[i] = x[i] / r * g[i]
+from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KD, A_KH, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
+                    A_Q, A_QKV, A_QNORM, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_THREADS_FROM, A_V, A_VH, A_VS, B_ACT,
+                    B_ASLOTS, B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYERS, B_MO, B_O, B_POOL,
+                    B_QKV, B_QM, B_QSCALE, B_R2, B_ROWS, B_RUN, B_SCRATCH, B_SHARED, B_SIN, B_SIN2, B_T, B_THREADS, B_X, B_Z, LS, L_ACT, L_BO,
+                    L_BQKV, L_CACHE, L_CALLS, L_KNORM, L_NORM1, L_NORM2, L_ORDER, L_POST1, L_POST2, L_QNORM, L_ROPE, L_SLIDING, L_WINDOW, PREP,
+                    PREP_ONLY, RS, R_KG, R_KW, R_OFF, R_POS, R_SLIDES, R_VG, R_VW, SLOTS)  # fmt: skip
 
 
 def _products(a, layer, m):
@@ -66,68 +58,20 @@ def decode_blocks(a, c):
     nq, group, threads = (n_head + 2 * n_kv) * dh, n_head // n_kv, a[B_THREADS]
     eps = _float_bits(np.int32(a[B_EPS]))
     x, hb = carray(_f32(a[B_X]), (n, d_model)), carray(_f32(a[B_HB]), (n, d_model))
-    qkv, qm = carray(_f32(a[B_QKV]), (n, nq)), carray(_f32(a[B_QM]), (n, nq))
     o, mo = carray(_f32(a[B_O]), (n, d_model)), carray(_f32(a[B_MO]), (n, d_model))
     gu, act = carray(_f32(a[B_GU]), (n, 2 * ff)), carray(_f32(a[B_ACT]), (n, ff))
-    qscale = _float_bits(np.int32(a[B_QSCALE]))
     table, rows = carray(_i64(a[B_LAYERS]), (a[B_L], LS)), carray(_i64(a[B_ROWS]), (n, RS))
     s = carray(_i64(a[B_ASLOTS]), (SLOTS,))
     for li in range(a[B_FROM], a[B_L]):
         layer = table[li]
         norm1, norm2 = carray(_f32(layer[L_NORM1]), (d_model,)), carray(_f32(layer[L_NORM2]), (d_model,))
-        for t in range(n):  # the cache lines of the column of keys each row will write, asked for now, written after the Q/K/V product
-            k_at, k_h, k_d, v_at, v_h, v_s, off = _cache_row(rows[t], layer, li)
-            keys = carray(_f32(k_at), (n_kv * k_h,))
-            for g in range(n_kv):
-                for e in range(dh):
-                    llvm.prefetch_write(keys, g * k_h + e * k_d + rows[t, R_POS] - off)
         for t in range(n):
             _rms_row(x[t], norm1, hb[t], eps)
         _products(a, layer, 0)  # qkv = hb W_qkv, in the stored order of its columns
-        if layer[L_ORDER] != 0:
-            order = carray(_i64(layer[L_ORDER]), (nq,))
-            for t in range(n):
-                for j in range(nq):
-                    qm[t, j] = qkv[t, order[j]]
-        else:
-            for t in range(n):
-                for j in range(nq):
-                    qm[t, j] = qkv[t, j]
-        if layer[L_BQKV] != 0:
-            bias = carray(_f32(layer[L_BQKV]), (nq,))
-            for t in range(n):
-                for j in range(nq):
-                    qm[t, j] += bias[j]
-        if layer[L_QNORM] != 0:
-            qn, kn = carray(_f32(layer[L_QNORM]), (dh,)), carray(_f32(layer[L_KNORM]), (dh,))
-            for t in range(n):
-                for hd in range(n_head + n_kv):
-                    head = qm[t, hd * dh : (hd + 1) * dh]
-                    _rms_row(head, qn if hd < n_head else kn, head, eps)
-        if qscale != 1:  # Gemma 3: scores scaled by query_pre_attn_scalar^-1/2, not Dh^-1/2
-            for t in range(n):
-                for j in range(n_head * dh):
-                    qm[t, j] *= qscale
         tables = (B_COS, B_SIN) if layer[L_ROPE] == 0 else (B_COS2, B_SIN2)
-        cos, sin = carray(_f32(a[tables[0]]), (n, half)), carray(_f32(a[tables[1]]), (n, half))
-        for t in range(n):  # RoPE: pair i with i + R/2 of each query and key head (ops.apply_rope)
-            for hd in range(n_head + n_kv):
-                at = hd * dh
-                for i in range(half):
-                    x1, x2 = qm[t, at + i], qm[t, at + half + i]
-                    qm[t, at + i] = x1 * cos[t, i] - x2 * sin[t, i]
-                    qm[t, at + half + i] = x2 * cos[t, i] + x1 * sin[t, i]
         window = layer[L_WINDOW]
-        for t in range(n):  # each row's k, v into its cache; its attention over the positions it sees (as Fast.attention calls the job)
-            k_at, k_h, k_d, v_at, v_h, v_s, off = _cache_row(rows[t], layer, li)
-            column = rows[t, R_POS] - off
-            keys, values = carray(_f32(k_at), (n_kv * k_h,)), carray(_f32(v_at), (n_kv * v_h,))
-            for g in range(n_kv):
-                for e in range(dh):
-                    keys[g * k_h + e * k_d + column] = qm[t, (n_head + g) * dh + e]
-                    values[g * v_h + column * v_s + e] = qm[t, (n_head + n_kv + g) * dh + e]
         used = 0  # floats of the scratch the rows before took (a batch step's rows each have their own)
-        for t in range(n):  # after every write: the rows of one sequence see each other's keys
+        for t in range(n):  # each row's attention slots: its queries, key and value made from its product, then its attention (attention_job.py)
             k_at, k_h, k_d, v_at, v_h, v_s, off = _cache_row(rows[t], layer, li)
             end = rows[t, R_POS] - off + 1
             first = end - window if window > 0 and end > window else 0
@@ -140,11 +84,22 @@ def decode_blocks(a, c):
             r[A_K], r[A_KH], r[A_KD] = k_at + 4 * first, k_h, k_d
             r[A_V], r[A_VH], r[A_VS] = v_at + 4 * first * v_s, v_h, v_s
             r[A_S], r[A_OUT], r[A_CHUNKS], r[A_SCRATCH], r[A_SPLIT] = s_len, a[B_Z] + 4 * t * n_head * dh, chunks, a[B_SCRATCH] + 4 * used, split
+            r[A_QKV], r[A_ORDER], r[A_BQKV], r[A_QNORM], r[A_KNORM] = a[B_QKV] + 4 * t * nq, layer[L_ORDER], layer[L_BQKV], layer[L_QNORM], layer[L_KNORM]
+            r[A_QSCALE], r[A_EPS], r[A_HALF], r[A_NHEAD], r[A_COL] = a[B_QSCALE], a[B_EPS], half, n_head, end - 1 - first
+            r[A_COS], r[A_SIN] = a[tables[0]] + 4 * t * half, a[tables[1]] + 4 * t * half
             used += group * s_len
-        share = n if n > 1 else chunks  # several rows: a chunk each, which the threads take as they come, all in one call
-        s[A_COUNT], s[A_SHARE], s[A_TABLE] = n, share, a[B_ASLOTS]
-        if llvm.run(a[B_RUN], a[B_POOL], 0, a[B_ATTENTION], a[B_ASLOTS], share) != 0:
-            raise RuntimeError("attention failed")
+        # A row makes its queries, key and value and attends in one chunk, on one thread. Rows of one
+        # sequence see each other's keys, and a row whose heads two chunks share needs them made
+        # first: then a call that makes them all, and one that attends.
+        apart = a[B_SHARED] != 0 or chunks > 1
+        share = n if n > 1 else chunks  # several rows: a chunk each, which the threads take as they come
+        s[A_COUNT], s[A_TABLE] = n, a[B_ASLOTS]
+        for step in range(2 if apart else 1):
+            for t in range(n):
+                carray(_i64(a[B_ASLOTS] + 8 * SLOTS * t), (SLOTS,))[A_PREP] = (PREP | PREP_ONLY if step == 0 else 0) if apart else PREP
+            s[A_SHARE] = n if step == 0 and apart else share
+            if llvm.run(a[B_RUN], a[B_POOL], 0, a[B_ATTENTION], a[B_ASLOTS], s[A_SHARE]) != 0:
+                raise RuntimeError("attention failed")
         _products(a, layer, 1)  # o = z W_o
         if layer[L_BO] != 0:
             bias = carray(_f32(layer[L_BO]), (d_model,))

@@ -151,6 +151,7 @@ class _Program:
         if self.scratch.size < max(threads, len(positions)) * self.group * room:
             self.scratch = np.zeros(max(threads, len(positions)) * self.group * room, np.float32)  # [threads or T, G, room]
         a[S.B_X], a[S.B_ROWS], a[S.B_FROM], a[S.B_SCRATCH] = x.ctypes.data, rows.ctypes.data, first, self.scratch.ctypes.data
+        a[S.B_SHARED] = isinstance(cache, KVCache) and len(positions) > 1  # the rows of one sequence
         a[S.B_COS], a[S.B_SIN], a[S.B_R2] = cos.ctypes.data, sin.ctypes.data, cos.shape[1]
         k.decode_blocks(a, threads)
         return x

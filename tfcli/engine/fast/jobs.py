@@ -29,8 +29,8 @@ from numba import carray, types
 from numba.extending import intrinsic
 
 from . import llvm, llvm_x8
-from .slots import (A_CHUNKS, A_COUNT, A_DH, A_HKV, A_K, A_KD, A_KH, A_OUT, A_Q, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SPLIT, A_TABLE, A_V, A_VH, A_VS, BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC,
-                    SLOTS, W32, WD, WM, WQ, X, X8, XD, XM, XQ, XS, K, T)  # fmt: skip
+from .slots import (BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1,
+                    Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC, W32, WD, WM, WQ, X, X8, XD, XM, XQ, XS, K, T)  # fmt: skip
 
 
 def _pointer(numba_type):
@@ -339,7 +339,7 @@ def _dequantize_k(rows, kind, nbytes, out, lo, hi, wq, wd, wdmin, sc, mn):
                 out[n, k] = (wd[k // 256] * np.float32(sc[k // 32])) * np.float32(wq[k]) - low
 
 
-# --- attention for a few rows over the cache (fast/ops.attention is the NumPy twin) -------------------
+# --- shared with attention_job.py and block_job.py ---------------------------------------------------
 
 
 @intrinsic
@@ -369,105 +369,7 @@ def _exp(x):
     return p * _float_bits(np.int32((np.int32(n) + 127) << 23))
 
 
-def attention(a, c):
-    """softmax(q k^T / sqrt(Dh)) v for a decode step (T = 1), chunk c of the Hkv key/value heads: the
-    scores of a head's G queries over its S keys, their exponentials, and the values they weight,
-    summed before dividing by the exponentials' sum, as fast/ops._attention_block does. Keys and
-    values are read once for the G queries (or for each of A_SPLIT parts of them, so that more
-    threads than heads share the work), 64 (then 16) keys or columns at a time (llvm.py). Each
-    query's numbers are the same bits however the queries are cut.
-
-    Several rows of a batch step in one call (A_COUNT > 1): `a` is the first of A_COUNT rows of
-    slots (at A_TABLE, SLOTS apart), each row's heads in one chunk (its A_CHUNKS 1), and chunk c
-    takes rows c, c + A_SHARE, ... : the same code, so the same bits, as a row alone."""
-    count = a[A_COUNT]
-    first, step = (c, a[A_SHARE]) if count > 1 else (0, 1)
-    for row in range(first, max(count, 1), step):
-        s = carray(_i64(a[A_TABLE] + 8 * SLOTS * row), (SLOTS,)) if count > 1 else carray(a, (SLOTS,))
-        _attend(s, c if count <= 1 else 0)
-
-
-def _attend(a, c):
-    """attention() of one row: its slots `a`, chunk c of its heads."""
-    rows, dh, n_kv, s_len, chunks = a[A_ROWS], a[A_DH], a[A_HKV], a[A_S], a[A_CHUNKS]
-    q = carray(_f32(a[A_Q]), (n_kv * rows * dh,))
-    out = carray(_f32(a[A_OUT]), (n_kv * rows * dh,))
-    e = carray(_f32(a[A_SCRATCH]), (chunks * rows * s_len,))
-    kd, vs = a[A_KD], a[A_VS]
-    scale = np.float32(1.0 / np.sqrt(np.float64(dh)))
-    split = a[A_SPLIT]  # a head's queries in this many parts (jobs run the parts: Gemma 3's one head on two threads)
-    per = (rows + split - 1) // split
-    size = (n_kv * split + chunks - 1) // chunks
-    for u in range(c * size, min(n_kv * split, (c + 1) * size)):
-        h, part = u // split, u % split
-        k = carray(_f32(a[A_K] + 4 * h * a[A_KH]), (dh * kd,))
-        v = carray(_f32(a[A_V] + 4 * h * a[A_VH]), (s_len * vs,))
-        for r0 in range(part * per, min(rows, (part + 1) * per), 4):
-            n = min(4, min(rows, (part + 1) * per) - r0)
-            qo = (h * rows + r0) * dh
-            eo = c * rows * s_len + r0 * s_len
-            s = 0
-            while s + 16 <= s_len:  # the scores of 64 (then 16) keys: e[r, s:] = (q_r * scale) . k[:, s:]
-                wide = s + 64 <= s_len
-                _tile(wide, n, k, s, kd, q, qo, dh, dh, scale, e, eo + s, s_len)
-                s += 64 if wide else 16
-            for r in range(n):
-                for j in range(s, s_len):
-                    acc = np.float32(0)
-                    for d in range(dh):
-                        acc += (q[qo + r * dh + d] * scale) * k[d * kd + j]
-                    e[eo + r * s_len + j] = acc
-            for r in range(n):
-                row = e[eo + r * s_len : eo + (r + 1) * s_len]  # [S] a view: indices from 0 up, which LLVM runs in vector lanes
-                t0 = t1 = t2 = t3 = row[0]  # the largest score, in four chains (a maximum is exact in any order)
-                for j in range(0, s_len - 3, 4):
-                    t0, t1, t2, t3 = max(t0, row[j]), max(t1, row[j + 1]), max(t2, row[j + 2]), max(t3, row[j + 3])
-                for j in range(s_len - s_len % 4, s_len):
-                    t0 = max(t0, row[j])
-                top = max(max(t0, t1), max(t2, t3))
-                for j in range(s_len):
-                    row[j] = _exp(row[j] - top)
-            d = 0
-            while d + 16 <= dh:  # 64 (then 16) columns of the weighted values: out[r, d:] = e_r . v[:, d:]
-                wide = d + 64 <= dh
-                _tile(wide, n, v, d, vs, e, eo, s_len, s_len, np.float32(1), out, qo + d, dh)
-                d += 64 if wide else 16
-            for r in range(n):
-                for dd in range(d, dh):
-                    acc = np.float32(0)
-                    for j in range(s_len):
-                        acc += e[eo + r * s_len + j] * v[j * vs + dd]
-                    out[qo + r * dh + dd] = acc
-            for r in range(n):
-                total = np.float32(0)
-                for j in range(s_len):
-                    total += e[eo + r * s_len + j]
-                for dd in range(dh):
-                    out[qo + r * dh + dd] /= total
-
-
-def _tile(wide, n, m, mo, ms, x, xo, xs, count, scale, out, oo, os):
-    """llvm.tile_4xN (64 columns, wide) or tile_1xN (16) for n = 1..4 rows."""
-    if wide:
-        if n == 1:
-            llvm.tile_4x1(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
-        elif n == 2:
-            llvm.tile_4x2(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
-        elif n == 3:
-            llvm.tile_4x3(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
-        else:
-            llvm.tile_4x4(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
-    elif n == 1:
-        llvm.tile_1x1(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
-    elif n == 2:
-        llvm.tile_1x2(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
-    elif n == 3:
-        llvm.tile_1x3(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
-    else:
-        llvm.tile_1x4(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
-
-
-HELPERS = ("_attend", "_quantize_x", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
-           "_dequantize_blocks32", "_dequantize_k", "_part", "_exp", "_tile")  # compiled into the jobs that call them  # fmt: skip
+HELPERS = ("_quantize_x", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
+           "_dequantize_blocks32", "_dequantize_k", "_part")  # compiled into the jobs that call them  # fmt: skip
 ROWS_OF_X = ("_rows_x8", "_rows_k")  # compiled on their own, called by the jobs
-JOBS = ("quantize", "product_quantized", "product_floats", "dequantize", "attention")
+JOBS = ("quantize", "product_quantized", "product_floats", "dequantize")  # and attention_job.py's, block_job.py's

@@ -9,7 +9,7 @@ OUT, LD = 12, 13  # out [T, LD] float32 (or [HI, LD] for a dequantization): row 
 LO, HI, CHUNKS = 14, 15, 16  # weight rows lo..hi-1, cut into CHUNKS chunks (jobs._chunk)
 WQ, WD, WM, SC, MN, W32 = 17, 18, 19, 20, 21, 22  # scratch, one row per chunk (jobs.dequantize, jobs.product_floats)
 PARTS, NPARTS = 23, 24  # a product's weight rows: a table [NPARTS, 5] int64, a row per part (below); rows 0..HI-1 in all
-SLOTS = 25
+SLOTS = 32
 
 # the columns of the parts table: where a part's rows are, their bytes each, their type, the column of out its first row
 # fills, how many rows
@@ -26,6 +26,11 @@ A_V, A_VH, A_VS = 7, 8, 9  # values [Hkv, S, Dh]: head and s strides (the d stri
 A_S, A_OUT, A_CHUNKS, A_SCRATCH = 10, 11, 12, 13  # S keys; out [Hkv, ROWS, Dh]; chunks of the Hkv heads; [CHUNKS, ROWS, S] float32
 A_SPLIT = 14  # each head's ROWS queries in this many parts, which the chunks share out with the heads
 A_COUNT, A_SHARE, A_TABLE = 15, 16, 17  # more than one row (a batch step): how many, the chunks sharing them, the address of their slots [COUNT, SLOTS]
+# a row of the compiled blocks (block_job.py) first makes its queries, key and value from its Q/K/V product (attention_job._prep)
+A_PREP, A_QKV, A_ORDER, A_BQKV = 18, 19, 20, 21  # PREP (and PREP_ONLY: no attention in this call) or 0; the product [(H+2Hkv)*Dh]; its columns' order (0: none); the bias (0: none)
+A_QNORM, A_KNORM, A_QSCALE, A_EPS = 22, 23, 24, 25  # [Dh] each (0: none); the queries' factor and the norms' eps, as float32 bits
+A_COS, A_SIN, A_HALF, A_NHEAD, A_COL = 26, 27, 28, 29, 30  # RoPE's cos and sin [R/2] at the row's position; R/2; H; the cache's column from A_K, A_V on
+PREP, PREP_ONLY = 1, 2
 A_THREADS_FROM = 1 << 18  # S x Hkv x G x Dh multiply-adds from which a call is shared among threads (kernels.attention, block_job)
 
 # the decode blocks' slots (jobs.decode_blocks): T rows (a decode step, a few rows, a batch step) through blocks FROM..L-1
@@ -36,7 +41,8 @@ B_X, B_HB, B_QKV, B_QM, B_Z, B_O, B_GU, B_ACT, B_MO = 16, 17, 18, 19, 20, 21, 22
 B_COS, B_SIN, B_ROWS = 25, 26, 27  # RoPE's cos and sin [T, R2] at the rows' positions; the row table [T, RS] int64 (R_* below)
 B_SCRATCH, B_ASLOTS = 28, 29  # attention's scratch [THREADS or T, G, S] float32; an int64 [T, SLOTS] for its calls
 B_COS2, B_SIN2, B_QSCALE = 30, 31, 32  # the second RoPE's tables (Gemma 3's local layers); queries' factor as float32 bits
-B_SLOTS = 33
+B_SHARED = 33  # 1: the rows are of one sequence (each sees the others' keys), else each of its own
+B_SLOTS = 34
 
 # the layer table's columns: weights' addresses (0: none), where the layer's cache is, and its products' calls
 L_NORM1, L_NORM2, L_QNORM, L_KNORM, L_BQKV, L_BO = 0, 1, 2, 3, 4, 5  # [D], [D], [Dh], [Dh], [(H+2Hkv)*Dh], [D]

@@ -1,0 +1,180 @@
+"""The compiled attention of a decode step, and of each row of the compiled blocks (block_job.py):
+a numba job, compiled by build.py with jobs.py's. Imported only in build.py's process: importing it
+imports numba."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray
+
+from . import llvm
+from .jobs import _exp, _f32, _float_bits, _i64
+from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KD, A_KH, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
+                    A_Q, A_QKV, A_QNORM, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_V, A_VH, A_VS, PREP, PREP_ONLY,
+                    SLOTS)  # fmt: skip
+
+
+def attention(a, c):
+    """softmax(q k^T / sqrt(Dh)) v for a decode step (T = 1), chunk c of the Hkv key/value heads: the
+    scores of a head's G queries over its S keys, their exponentials, and the values they weight,
+    summed before dividing by the exponentials' sum, as fast/ops._attention_block does. Keys and
+    values are read once for the G queries (or for each of A_SPLIT parts of them, so that more
+    threads than heads share the work), 64 (then 16) keys or columns at a time (llvm.py). Each
+    query's numbers are the same bits however the queries are cut.
+
+    Several rows of a batch step in one call (A_COUNT > 1): `a` is the first of A_COUNT rows of
+    slots (at A_TABLE, SLOTS apart), each row's heads in one chunk (its A_CHUNKS 1), and chunk c
+    takes rows c, c + A_SHARE, ... : the same code, so the same bits, as a row alone.
+
+    A row of the compiled blocks (block_job.py, A_PREP) first turns its Q/K/V product into its
+    queries and writes its key and value into its cache (_prep): on the thread that then reads
+    them, and for each row of a batch step on the thread its chunk runs on."""
+    count = a[A_COUNT]
+    first, step = (c, a[A_SHARE]) if count > 1 else (0, 1)
+    for row in range(first, max(count, 1), step):
+        s = carray(_i64(a[A_TABLE] + 8 * SLOTS * row), (SLOTS,)) if count > 1 else carray(a, (SLOTS,))
+        if s[A_PREP] & PREP:
+            _prep(s)
+        if not s[A_PREP] & PREP_ONLY:
+            _attend(s, c if count <= 1 else 0)
+
+
+def _attend(a, c):
+    """attention() of one row: its slots `a`, chunk c of its heads."""
+    rows, dh, n_kv, s_len, chunks = a[A_ROWS], a[A_DH], a[A_HKV], a[A_S], a[A_CHUNKS]
+    q = carray(_f32(a[A_Q]), (n_kv * rows * dh,))
+    out = carray(_f32(a[A_OUT]), (n_kv * rows * dh,))
+    e = carray(_f32(a[A_SCRATCH]), (chunks * rows * s_len,))
+    kd, vs = a[A_KD], a[A_VS]
+    scale = np.float32(1.0 / np.sqrt(np.float64(dh)))
+    split = a[A_SPLIT]  # a head's queries in this many parts (jobs run the parts: Gemma 3's one head on two threads)
+    per = (rows + split - 1) // split
+    size = (n_kv * split + chunks - 1) // chunks
+    for u in range(c * size, min(n_kv * split, (c + 1) * size)):
+        h, part = u // split, u % split
+        k = carray(_f32(a[A_K] + 4 * h * a[A_KH]), (dh * kd,))
+        v = carray(_f32(a[A_V] + 4 * h * a[A_VH]), (s_len * vs,))
+        for r0 in range(part * per, min(rows, (part + 1) * per), 4):
+            n = min(4, min(rows, (part + 1) * per) - r0)
+            qo = (h * rows + r0) * dh
+            eo = c * rows * s_len + r0 * s_len
+            s = 0
+            while s + 16 <= s_len:  # the scores of 64 (then 16) keys: e[r, s:] = (q_r * scale) . k[:, s:]
+                wide = s + 64 <= s_len
+                _tile(wide, n, k, s, kd, q, qo, dh, dh, scale, e, eo + s, s_len)
+                s += 64 if wide else 16
+            for r in range(n):
+                for j in range(s, s_len):
+                    acc = np.float32(0)
+                    for d in range(dh):
+                        acc += (q[qo + r * dh + d] * scale) * k[d * kd + j]
+                    e[eo + r * s_len + j] = acc
+            for r in range(n):
+                row = e[eo + r * s_len : eo + (r + 1) * s_len]  # [S] a view: indices from 0 up, which LLVM runs in vector lanes
+                t0 = t1 = t2 = t3 = row[0]  # the largest score, in four chains (a maximum is exact in any order)
+                for j in range(0, s_len - 3, 4):
+                    t0, t1, t2, t3 = max(t0, row[j]), max(t1, row[j + 1]), max(t2, row[j + 2]), max(t3, row[j + 3])
+                for j in range(s_len - s_len % 4, s_len):
+                    t0 = max(t0, row[j])
+                top = max(max(t0, t1), max(t2, t3))
+                for j in range(s_len):
+                    row[j] = _exp(row[j] - top)
+            d = 0
+            while d + 16 <= dh:  # 64 (then 16) columns of the weighted values: out[r, d:] = e_r . v[:, d:]
+                wide = d + 64 <= dh
+                _tile(wide, n, v, d, vs, e, eo, s_len, s_len, np.float32(1), out, qo + d, dh)
+                d += 64 if wide else 16
+            for r in range(n):
+                for dd in range(d, dh):
+                    acc = np.float32(0)
+                    for j in range(s_len):
+                        acc += e[eo + r * s_len + j] * v[j * vs + dd]
+                    out[qo + r * dh + dd] = acc
+            for r in range(n):
+                total = np.float32(0)
+                for j in range(s_len):
+                    total += e[eo + r * s_len + j]
+                for dd in range(dh):
+                    out[qo + r * dh + dd] /= total
+
+
+def _prep(r):
+    """Row r's steps of Transformer.block between its Q/K/V product (A_QKV, in the stored order of its
+    columns) and its attention: the model's order of the columns, the bias, each head's norm (Qwen3,
+    Gemma 3), the queries' factor (Gemma 3), RoPE (pair i with i + R/2 of each query and key head,
+    ops.apply_rope), into A_Q; then its key and value into column A_COL of its cache."""
+    n_head, n_kv, dh, half = r[A_NHEAD], r[A_HKV], r[A_DH], r[A_HALF]
+    nq = (n_head + 2 * n_kv) * dh
+    kh, kd, vh, vs, col = r[A_KH], r[A_KD], r[A_VH], r[A_VS], r[A_COL]
+    keys, values = carray(_f32(r[A_K]), (n_kv * kh,)), carray(_f32(r[A_V]), (n_kv * vh,))
+    for g in range(n_kv):  # the key's lines (a column: one per d) asked for before the work below
+        for e in range(dh):
+            llvm.prefetch_write(keys, g * kh + e * kd + col)
+    qkv, qm = carray(_f32(r[A_QKV]), (nq,)), carray(_f32(r[A_Q]), (nq,))
+    if r[A_ORDER] != 0:
+        order = carray(_i64(r[A_ORDER]), (nq,))
+        for j in range(nq):
+            qm[j] = qkv[order[j]]
+    else:
+        for j in range(nq):
+            qm[j] = qkv[j]
+    if r[A_BQKV] != 0:
+        bias = carray(_f32(r[A_BQKV]), (nq,))
+        for j in range(nq):
+            qm[j] += bias[j]
+    eps = _float_bits(np.int32(r[A_EPS]))
+    if r[A_QNORM] != 0:
+        qn, kn = carray(_f32(r[A_QNORM]), (dh,)), carray(_f32(r[A_KNORM]), (dh,))
+        for hd in range(n_head + n_kv):
+            head = qm[hd * dh : (hd + 1) * dh]
+            _rms_row(head, qn if hd < n_head else kn, head, eps)
+    qscale = _float_bits(np.int32(r[A_QSCALE]))
+    if qscale != 1:  # Gemma 3: scores scaled by query_pre_attn_scalar^-1/2, not Dh^-1/2
+        for j in range(n_head * dh):
+            qm[j] *= qscale
+    cos, sin = carray(_f32(r[A_COS]), (half,)), carray(_f32(r[A_SIN]), (half,))
+    for hd in range(n_head + n_kv):
+        at = hd * dh
+        for i in range(half):
+            x1, x2 = qm[at + i], qm[at + half + i]
+            qm[at + i] = x1 * cos[i] - x2 * sin[i]
+            qm[at + half + i] = x2 * cos[i] + x1 * sin[i]
+    for g in range(n_kv):
+        for e in range(dh):
+            keys[g * kh + e * kd + col] = qm[(n_head + g) * dh + e]
+            values[g * vh + col * vs + e] = qm[(n_head + n_kv + g) * dh + e]
+
+
+def _rms_row(x, g, out, eps):
+    """out = x / sqrt(mean(x^2) + eps) * g for one vector x [n] (ops.rms_norm); the sum of squares in float64."""
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += np.float64(x[i]) * np.float64(x[i])
+    r = np.sqrt(np.float32(s / x.shape[0]) + eps)
+    for i in range(x.shape[0]):
+        out[i] = x[i] / r * g[i]
+
+
+def _tile(wide, n, m, mo, ms, x, xo, xs, count, scale, out, oo, os):
+    """llvm.tile_4xN (64 columns, wide) or tile_1xN (16) for n = 1..4 rows."""
+    if wide:
+        if n == 1:
+            llvm.tile_4x1(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+        elif n == 2:
+            llvm.tile_4x2(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+        elif n == 3:
+            llvm.tile_4x3(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+        else:
+            llvm.tile_4x4(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+    elif n == 1:
+        llvm.tile_1x1(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+    elif n == 2:
+        llvm.tile_1x2(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+    elif n == 3:
+        llvm.tile_1x3(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+    else:
+        llvm.tile_1x4(m, mo, ms, x, xo, xs, count, scale, out, oo, os)
+
+
+HELPERS = ("_attend", "_prep", "_rms_row", "_exp", "_tile")  # compiled into the job
+JOBS = ("attention",)
