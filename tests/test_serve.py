@@ -329,6 +329,27 @@ def test_a_long_prompt_is_run_a_part_at_a_time_between_the_steps_of_the_others(s
         s.close()
 
 
+def test_short_prompts_that_come_together_start_decoding_together(smol):
+    """Three requests at once: their prompts run in one turn of the engine's loop (up to one
+    part's positions), so every decode step carries all three rows (one at a time, the first
+    would have decoded two steps alone)."""
+    from tfcli.engine.sampling import SamplingParams
+    from tfcli.serve.batcher import Batcher, Finished, Job
+
+    batcher = Batcher(smol, max_rows=8)
+    done = threading.Semaphore(0)
+    ids = smol.tokenizer.encode("The sun")
+    for i in range(3):
+        batcher.submit(Job([ids], [SamplingParams(temperature=0.8, seed=i)], 1, 6, lambda ev: isinstance(ev, Finished) and done.release()))
+    batcher.start()
+    try:
+        for _ in range(3):
+            assert done.acquire(timeout=TIMEOUT)
+    finally:
+        batcher.stop()
+    assert batcher.steps == 6 - 1  # 6 tokens each: 6 draws, a step between each two
+
+
 def test_a_full_queue_answers_503_with_retry_after(smol):
     with serving(smol, "smollm2", max_rows=1, queue=1) as (url, srv):
         busy = threading.Thread(target=post, args=(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 40, "temperature": 0}))

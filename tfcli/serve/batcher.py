@@ -133,7 +133,8 @@ class Batcher:
         self.workers = workers
         self.waiting: deque[Job] = deque()
         self.calls: deque[Call] = deque()
-        self.filling: deque[tuple[Job, Iterator[None]]] = deque()  # admitted jobs whose prompts are being run, a part per turn
+        self.filling: deque[tuple[Job, Iterator[None]]] = deque()  # admitted jobs whose prompts are being run, a part's positions per turn
+        self.ran = 0  # prompt positions run in this turn of the loop
         self.changed = threading.Condition()
         self.stopping = False
         self.steps = 0  # decode steps run (for tests and the benchmark)
@@ -211,7 +212,8 @@ class Batcher:
                         c.future.set_exception(e)
             self.filling.extend((job, self._start(job)) for job in admit)
             self.filling = deque(f for f in self.filling if not f[0].cancelled)
-            if self.filling:  # one part of one prompt, then a decode step: a long prompt does not stall the others
+            self.ran = 0  # prompt positions run this turn: up to one part's, then a decode step, so that a long prompt
+            while self.filling and self.ran < PROMPT_CHUNK:  # does not stall the others, and short prompts that came together start together
                 self._guarded([self.filling[0][0]], self._fill)
             self.batch.keep(lambda r: not r.job.cancelled)  # a client that left frees its rows now
             if self.rows:
@@ -261,6 +263,7 @@ class Batcher:
                     if end > PROMPT_CHUNK:
                         yield
                     logits, _ = session.prefill(ids[:end])  # [V]; the cache holds the part before already
+                    self.ran += min(end, len(ids)) - (end - PROMPT_CHUNK)
             if job.max_tokens == 0:
                 continue
             for j in range(job.n):
@@ -287,6 +290,7 @@ class Batcher:
             if a:
                 yield
             rows = self.model.forward(tokens[a : a + PROMPT_CHUNK], session.cache, all_logits=True)  # [t, V]
+            self.ran += len(rows)
             last = rows[-1]
             lp = log_softmax(rows)  # [t, V]
             for r in range(len(rows)):
