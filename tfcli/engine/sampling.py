@@ -113,8 +113,7 @@ class Sampler:
             return np.array([int(np.argmax(logits))]), np.ones(1, dtype=np.float32)
         vocab = logits.shape[0]
         if 0 < p.top_k < vocab:
-            kth = kth_largest(logits, p.top_k)
-            ids = np.flatnonzero(logits >= kth)  # [>= k]: ties with the k-th are kept, as in transformers
+            ids = top_k_ids(logits, p.top_k)  # [>= k]: ties with the k-th are kept, as in transformers
         else:
             ids = np.arange(vocab)
         probs = _tempered(logits[ids], p.temperature)  # [K]
@@ -159,21 +158,25 @@ class Sampler:
         return int(ids[min(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"), len(cdf) - 1)])
 
 
-def kth_largest(x: np.ndarray, k: int) -> np.floating:
-    """The k-th largest value of x [V] (1 <= k <= V), as np.partition gives it, about 10x faster
-    for a top-k of 40 over a vocabulary of 49,152 (a cost paid by every sample at every step).
+def top_k_ids(x: np.ndarray, k: int) -> np.ndarray:
+    """The indices, in order, of the values of x [V] at least its k-th largest (1 <= k <= V; ties
+    with it kept, as transformers keeps them): np.flatnonzero(x >= np.partition(x, V - k)[V - k]),
+    about 10x faster for a top-k of 40 over a vocabulary of 49,152 (a cost paid by every sample at
+    every step), with one pass over x.
 
-    The largest values of k different blocks of x are k values of x, so the k-th largest block
+    The largest values of k different groups of x are k values of x, so the k-th largest group
     maximum is at most the k-th largest value: every value from there up is a candidate, and the
     k-th largest of the candidates is the k-th largest of x. Few values pass, so the partition is small.
+    Group j is every n-th value from j on: their maxima are one vector maximum down [size, n].
     """
-    size = len(x) // (4 * k)  # block length: 4k blocks, so that the bound sits well above most values
+    n = max(4 * k, 512)  # groups: at least 4k, so that the bound sits well above most values
+    size = len(x) // n
     if size < 8:
-        return np.partition(x, len(x) - k)[len(x) - k]
-    n = len(x) // size
-    maxima = x[: n * size].reshape(n, size).max(axis=1)  # [n], n >= 4k
-    candidates = x[x >= np.partition(maxima, n - k)[n - k]]  # [>= k], every value >= the k-th largest
-    return np.partition(candidates, len(candidates) - k)[len(candidates) - k]
+        return np.flatnonzero(x >= np.partition(x, len(x) - k)[len(x) - k])
+    maxima = x[: n * size].reshape(size, n).max(axis=0)  # [n]
+    ids = np.flatnonzero(x >= np.partition(maxima, n - k)[n - k])  # [>= k], every value >= the k-th largest
+    values = x[ids]
+    return ids[values >= np.partition(values, len(values) - k)[len(values) - k]]
 
 
 def check_finite(logits: np.ndarray) -> None:
