@@ -349,7 +349,7 @@ def _product(kernels, x, rows, t):
 
 @pytest.mark.parametrize("shape", [(3, 3, 64, 540), (1, 4, 256, 100), (1, 4, 256, 300), (2, 5, 96, 37), (4, 7, 40, 3)], ids=str)
 def test_decode_attention_is_the_numpy_attention(kernels, shape):
-    """kernels.attention (a decode step of a quantized model: jobs.attention) against the NumPy
+    """kernels.attention (a decode step of a quantized model: attention_job.attention) against the NumPy
     attention it stands in for, on the caches' own layout (views of a larger room), with key and
     column counts that are not multiples of 16: within a few float32 steps of the largest output,
     the same bits on one thread and on two, and each key/value head the same whatever the others."""

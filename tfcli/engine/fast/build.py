@@ -1,4 +1,4 @@
-"""Compile the kernels (jobs.py) and the pool (pool.py) to machine code for this CPU, once per
+"""Compile the kernels (jobs.py, attention_job.py, block_job.py) and the pool (pool.py) to machine code for this CPU, once per
 machine, into object files that kernels.py loads without numba or LLVM (elf.py).
 
     python -c "from pathlib import Path; from tfcli.engine.fast.build import build; build(Path(FOLDER))"

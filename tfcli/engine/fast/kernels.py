@@ -429,7 +429,7 @@ assert _ATTENTION == tuple(range(len(_ATTENTION))), "attention() fills the atten
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> np.ndarray:
     """fast/ops._attention_block for a decode step, without weights, softcap or window, compiled
-    (jobs.attention): q [Hkv, G, 1, Dh] for the last of S positions, k [Hkv, Dh, S] and v [Hkv, S,
+    (attention_job.attention): q [Hkv, G, 1, Dh] for the last of S positions, k [Hkv, Dh, S] and v [Hkv, S,
     Dh] as the caches keep them (views whose last axis is contiguous) -> out [Hkv, G, 1, Dh]."""
     if q.shape[2] != 1:
         raise ValueError("the compiled attention takes one query position (a decode step)")

@@ -451,7 +451,7 @@ dot_q4_kx4, dot_q5_kx4, dot_q6_kx4 = (_dot_k(k, 4) for k in (12, 13, 14))
 
 def _tile(width: int, rows: int):
     """For r < rows, j < 16 * width: out[oo + r * os + j] = sum over i < n of (a[ao + r * as + i] * scale)
-    * m[mo + i * ms + j]. Attention's two products on the caches' layout (jobs.attention): the
+    * m[mo + i * ms + j]. Attention's two products on the caches' layout (attention_job.py): the
     scores of 16 * width keys (m the keys [Dh, S], a the queries, n = Dh) and 16 * width columns of
     the weighted values (m the values [S, Dh], a the exponentials, scale 1: exact). Each vector of m
     is loaded once for all the rows, into rows * width independent accumulators."""

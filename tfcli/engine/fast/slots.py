@@ -19,7 +19,7 @@ P_ROWS, P_RB, P_KIND, P_COL, P_N = 0, 1, 2, 3, 4
 F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30
 X8 = 256  # added to a type id in the parts table (P_KIND): its rows interleaved 8 at a time (interleave.py), P_RB bytes a group
 
-# the attention job's slots (jobs.attention): a decode step's queries over the KV cache
+# the attention job's slots (attention_job.attention): a decode step's queries over the KV cache
 A_Q, A_ROWS, A_DH, A_HKV = 0, 1, 2, 3  # q [Hkv, ROWS, Dh] float32 (ROWS = G, a key/value head's queries)
 A_K, A_KH, A_KD = 4, 5, 6  # keys [Hkv, Dh, S]: head and d strides in elements (the s stride is 1)
 A_V, A_VH, A_VS = 7, 8, 9  # values [Hkv, S, Dh]: head and s strides (the d stride is 1)
