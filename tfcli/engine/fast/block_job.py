@@ -10,21 +10,48 @@ from numba import carray
 
 from . import llvm
 from .attention_job import _rms_row
-from .jobs import _exp, _f32, _float_bits, _i64
+from .jobs import _exp, _f32, _float_bits, _i8, _i32, _i64, _quantize_x
 from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KD, A_KH, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
-                    A_Q, A_QKV, A_QNORM, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_THREADS_FROM, A_V, A_VH, A_VS, B_ACT,
-                    B_ASLOTS, B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYERS, B_MO, B_O, B_POOL,
-                    B_QKV, B_QM, B_QSCALE, B_R2, B_ROWS, B_RUN, B_SCRATCH, B_SHARED, B_SIN, B_SIN2, B_T, B_THREADS, B_X, B_Z, LS, L_ACT, L_BO,
-                    L_BQKV, L_CACHE, L_CALLS, L_KNORM, L_NORM1, L_NORM2, L_ORDER, L_POST1, L_POST2, L_QNORM, L_ROPE, L_SLIDING, L_WINDOW, PREP,
-                    PREP_ONLY, RS, R_KG, R_KW, R_OFF, R_POS, R_SLIDES, R_VG, R_VW, SLOTS)  # fmt: skip
+                    A_Q, A_QKV, A_QNORM, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_THREADS_FROM, A_V, A_VH, A_VS, BLOCK,
+                    B_ACT, B_ASLOTS, B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYER, B_LAYERS, B_MO,
+                    B_O, B_POOL, B_QKV, B_QM, B_QSCALE, B_R2, B_ROWJOB, B_ROWS, B_RUN, B_SCRATCH, B_SELF, B_SHARED, B_SIN, B_SIN2, B_STAGE, B_T,
+                    B_THREADS, B_X, B_Z, GROUP, K, LS, L_ACT, L_BO, L_BQKV, L_CACHE, L_CALLS, L_KNORM, L_NORM1, L_NORM2, L_ORDER, L_POST1, L_POST2,
+                    L_QNORM, L_ROPE, L_SLIDING, L_WINDOW, PREP, PREP_ONLY, RS, R_KG, R_KW, R_OFF, R_POS, R_SLIDES, R_VG, R_VW, SLOTS, STAGE_MLP,
+                    STAGE_MO, STAGE_O, STAGE_START, X, XD, XM, XQ, XS)  # fmt: skip
 
 
-def _products(a, layer, m):
-    """Matrix m of the layer (L_CALLS): its calls of the product jobs, on the pool's threads (tfcli_run)."""
+def _products(a, layer, m, ready):
+    """Matrix m of the layer (L_CALLS): its calls of the product jobs, on the pool's threads (tfcli_run);
+    `ready`: x already quantized for them (block_rows), so no `first` job."""
     for j in range(2):
         at = L_CALLS + (m * 2 + j) * 4
-        if layer[at + 2] != 0 and llvm.run(a[B_RUN], a[B_POOL], layer[at], layer[at + 1], layer[at + 2], layer[at + 3]) != 0:
+        first = 0 if ready else layer[at]
+        if layer[at + 2] != 0 and llvm.run(a[B_RUN], a[B_POOL], first, layer[at + 1], layer[at + 2], layer[at + 3]) != 0:
             raise RuntimeError("a product failed")
+
+
+def _quantized_for(layer, m, t):
+    """Row t of matrix m's x quantized for each of its calls on quantized weights, into the call's
+    buffers, as the quantize job does for all the rows (jobs.quantize: the same bits)."""
+    for j in range(2):
+        at = L_CALLS + (m * 2 + j) * 4
+        if layer[at] != 0 and layer[at + 2] != 0:
+            p = carray(_i64(layer[at + 2]), (SLOTS,))
+            k, block, group = p[K], p[BLOCK], p[GROUP]
+            d = carray(_f32(p[XD] + 4 * t * (k // block)), (1, k // block))
+            sums = carray(_i32(p[XS] + 4 * t * (k // group)), (1, k // group))
+            _quantize_x(carray(_f32(p[X] + 4 * t * k), (1, k)), block, group, carray(_i8(p[XQ] + t * k), (k,)), d, sums)
+            if block == 32:
+                xm = carray(_f32(p[XM] + 4 * t * (k // 32)), (k // 32,))
+                for b in range(k // 32):
+                    xm[b] = d[0, b] * np.float32(sums[0, b])
+
+
+def _rows(a, n, stage):
+    """block_rows' stage for each of the n rows: a chunk each on the pool's threads (one row: on this thread)."""
+    a[B_STAGE] = stage
+    if llvm.run(a[B_RUN], a[B_POOL] if n > 1 else 0, 0, a[B_ROWJOB], a[B_SELF], n) != 0:
+        raise RuntimeError("a block's steps failed")
 
 
 def _cache_row(row, layer, li):
@@ -40,9 +67,11 @@ def _cache_row(row, layer, li):
 
 def decode_blocks(a, c):
     """T rows (a decode step, a lookup check, a short prompt, a batch step) through blocks FROM..L-1 of a Llama-style
-    (or Gemma 3) model, each step of Transformer.block in turn on the caller's thread, the products and the
-    attention handed to the pool as jobs of their own (the same calls kernels.py makes), so that a
-    step costs one call instead of a hundred Python ones a block:
+    (or Gemma 3) model, each step of Transformer.block in turn, handed to the pool as jobs from the caller's
+    thread: the products (the same calls kernels.py makes), each row's attention (attention_job.py,
+    which first makes its queries, key and value) and each row's steps between two products
+    (block_rows, which then quantizes its x for the next product), so that a step costs one call
+    instead of a hundred Python ones a block, and the rows of a batch step share the threads:
 
         h = rms_norm(x) * norm1;  q, k, v = h W_qkv (+ b);  q, k normed per head (Qwen3);  RoPE
         k, v into the cache;  z = attention of each row over the positions it sees;  x += z W_o (+ b_o)
@@ -54,20 +83,16 @@ def decode_blocks(a, c):
     Each row has its cache and position in the row table (R_*): the rows of one sequence (they see
     each other's keys) or of several. x [T, D] is changed in place. Each row's numbers are the same
     bits whatever T is and whatever the other rows are."""
-    n, d_model, n_head, n_kv, dh, ff, half = a[B_T], a[B_D], a[B_H], a[B_HKV], a[B_DH], a[B_F], a[B_R2]
+    n, n_head, n_kv, dh, half = a[B_T], a[B_H], a[B_HKV], a[B_DH], a[B_R2]
     nq, group, threads = (n_head + 2 * n_kv) * dh, n_head // n_kv, a[B_THREADS]
-    eps = _float_bits(np.int32(a[B_EPS]))
-    x, hb = carray(_f32(a[B_X]), (n, d_model)), carray(_f32(a[B_HB]), (n, d_model))
-    o, mo = carray(_f32(a[B_O]), (n, d_model)), carray(_f32(a[B_MO]), (n, d_model))
-    gu, act = carray(_f32(a[B_GU]), (n, 2 * ff)), carray(_f32(a[B_ACT]), (n, ff))
     table, rows = carray(_i64(a[B_LAYERS]), (a[B_L], LS)), carray(_i64(a[B_ROWS]), (n, RS))
     s = carray(_i64(a[B_ASLOTS]), (SLOTS,))
     for li in range(a[B_FROM], a[B_L]):
         layer = table[li]
-        norm1, norm2 = carray(_f32(layer[L_NORM1]), (d_model,)), carray(_f32(layer[L_NORM2]), (d_model,))
-        for t in range(n):
-            _rms_row(x[t], norm1, hb[t], eps)
-        _products(a, layer, 0)  # qkv = hb W_qkv, in the stored order of its columns
+        a[B_LAYER] = li
+        if li == a[B_FROM]:
+            _rows(a, n, STAGE_START)  # hb = rms_norm(x) * norm1, quantized for W_qkv (later layers: the last stage of the one before)
+        _products(a, layer, 0, True)  # qkv = hb W_qkv, in the stored order of its columns
         tables = (B_COS, B_SIN) if layer[L_ROPE] == 0 else (B_COS2, B_SIN2)
         window = layer[L_WINDOW]
         used = 0  # floats of the scratch the rows before took (a batch step's rows each have their own)
@@ -100,40 +125,64 @@ def decode_blocks(a, c):
             s[A_SHARE] = n if step == 0 and apart else share
             if llvm.run(a[B_RUN], a[B_POOL], 0, a[B_ATTENTION], a[B_ASLOTS], s[A_SHARE]) != 0:
                 raise RuntimeError("attention failed")
-        _products(a, layer, 1)  # o = z W_o
+        _products(a, layer, 1, False)  # o = z W_o
+        _rows(a, n, STAGE_O)  # x += o; hb = rms_norm(x) * norm2
+        _products(a, layer, 2, True)  # gu = hb [W_gate | W_up]
+        _rows(a, n, STAGE_MLP)  # act = silu(gate) * up
+        _products(a, layer, 3, True)  # mo = act W_down
+        _rows(a, n, STAGE_MO)  # x += mo; the next layer's hb
+
+
+def block_rows(a, c):
+    """Row c's steps of Transformer.block between two products (stage B_STAGE of layer B_LAYER, as
+    decode_blocks' docstring writes them), then its x quantized for the next product: a chunk per
+    row, so that the rows of a batch step run them on the pool's threads. Each row's numbers are
+    the same bits whatever the other rows are."""
+    d_model, ff, li, stage = a[B_D], a[B_F], a[B_LAYER], a[B_STAGE]
+    eps = _float_bits(np.int32(a[B_EPS]))
+    table = carray(_i64(a[B_LAYERS]), (a[B_L], LS))
+    layer = table[li]
+    x, hb = carray(_f32(a[B_X] + 4 * c * d_model), (d_model,)), carray(_f32(a[B_HB] + 4 * c * d_model), (d_model,))
+    if stage == STAGE_START:
+        _rms_row(x, carray(_f32(layer[L_NORM1]), (d_model,)), hb, eps)
+        _quantized_for(layer, 0, c)
+    elif stage == STAGE_O:
+        o = carray(_f32(a[B_O] + 4 * c * d_model), (d_model,))
         if layer[L_BO] != 0:
             bias = carray(_f32(layer[L_BO]), (d_model,))
-            for t in range(n):
-                for j in range(d_model):
-                    o[t, j] += bias[j]
-        for t in range(n):
-            if layer[L_POST1] != 0:
-                _rms_row(o[t], carray(_f32(layer[L_POST1]), (d_model,)), o[t], eps)
             for j in range(d_model):
-                x[t, j] += o[t, j]
-            _rms_row(x[t], norm2, hb[t], eps)
-        _products(a, layer, 2)  # gu = hb [W_gate | W_up]
+                o[j] += bias[j]
+        if layer[L_POST1] != 0:
+            _rms_row(o, carray(_f32(layer[L_POST1]), (d_model,)), o, eps)
+        for j in range(d_model):
+            x[j] += o[j]
+        _rms_row(x, carray(_f32(layer[L_NORM2]), (d_model,)), hb, eps)
+        _quantized_for(layer, 2, c)
+    elif stage == STAGE_MLP:
+        gu, act = carray(_f32(a[B_GU] + 4 * c * 2 * ff), (2 * ff,)), carray(_f32(a[B_ACT] + 4 * c * ff), (ff,))
         if layer[L_ACT] == 0:
-            for t in range(n):  # SiLU(gate) * up, sigmoid from exp(-|g|) <= 1
-                for j in range(ff):
-                    g = gu[t, j]
-                    e = _exp(-abs(g))
-                    act[t, j] = (g / (np.float32(1) + e) if g >= 0 else g * e / (np.float32(1) + e)) * gu[t, ff + j]
+            for j in range(ff):  # SiLU(gate) * up, sigmoid from exp(-|g|) <= 1
+                g = gu[j]
+                e = _exp(-abs(g))
+                act[j] = (g / (np.float32(1) + e) if g >= 0 else g * e / (np.float32(1) + e)) * gu[ff + j]
         else:
-            for t in range(n):  # tanh GELU(gate) * up (ops.gelu), tanh(y) = sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1
-                for j in range(ff):
-                    g = gu[t, j]
-                    y = (g * g * np.float32(0.044715 * np.sqrt(2.0 / np.pi)) + np.float32(np.sqrt(2.0 / np.pi))) * g
-                    e = _exp(np.float32(-2) * abs(y))
-                    th = (np.float32(1) - e) / (np.float32(1) + e)
-                    act[t, j] = (np.float32(0.5) * g * (np.float32(1) + (th if y >= 0 else -th))) * gu[t, ff + j]
-        _products(a, layer, 3)  # mo = act W_down
-        for t in range(n):
-            if layer[L_POST2] != 0:
-                _rms_row(mo[t], carray(_f32(layer[L_POST2]), (d_model,)), mo[t], eps)
-            for j in range(d_model):
-                x[t, j] += mo[t, j]
+            for j in range(ff):  # tanh GELU(gate) * up (ops.gelu), tanh(y) = sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1
+                g = gu[j]
+                y = (g * g * np.float32(0.044715 * np.sqrt(2.0 / np.pi)) + np.float32(np.sqrt(2.0 / np.pi))) * g
+                e = _exp(np.float32(-2) * abs(y))
+                th = (np.float32(1) - e) / (np.float32(1) + e)
+                act[j] = (np.float32(0.5) * g * (np.float32(1) + (th if y >= 0 else -th))) * gu[ff + j]
+        _quantized_for(layer, 3, c)
+    else:  # STAGE_MO
+        mo = carray(_f32(a[B_MO] + 4 * c * d_model), (d_model,))
+        if layer[L_POST2] != 0:
+            _rms_row(mo, carray(_f32(layer[L_POST2]), (d_model,)), mo, eps)
+        for j in range(d_model):
+            x[j] += mo[j]
+        if li + 1 < a[B_L]:
+            nxt = table[li + 1]
+            _rms_row(x, carray(_f32(nxt[L_NORM1]), (d_model,)), hb, eps)
+            _quantized_for(nxt, 0, c)
 
-
-HELPERS = ("_exp", "_rms_row", "_products", "_cache_row")  # compiled into the job
-JOBS = ("decode_blocks",)
+HELPERS = ("_exp", "_rms_row", "_quantize_x", "_products", "_quantized_for", "_rows", "_cache_row")  # compiled into the jobs
+JOBS = ("decode_blocks", "block_rows")

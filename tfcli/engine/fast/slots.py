@@ -42,7 +42,9 @@ B_COS, B_SIN, B_ROWS = 25, 26, 27  # RoPE's cos and sin [T, R2] at the rows' pos
 B_SCRATCH, B_ASLOTS = 28, 29  # attention's scratch [THREADS or T, G, S] float32; an int64 [T, SLOTS] for its calls
 B_COS2, B_SIN2, B_QSCALE = 30, 31, 32  # the second RoPE's tables (Gemma 3's local layers); queries' factor as float32 bits
 B_SHARED = 33  # 1: the rows are of one sequence (each sees the others' keys), else each of its own
-B_SLOTS = 34
+B_ROWJOB, B_SELF, B_STAGE, B_LAYER = 34, 35, 36, 37  # block_rows' address, this array's; its stage and layer now
+B_SLOTS = 38
+STAGE_START, STAGE_O, STAGE_MLP, STAGE_MO = 0, 1, 2, 3  # block_rows' stages: before W_qkv; after W_o, after gate/up, after W_down
 
 # the layer table's columns: weights' addresses (0: none), where the layer's cache is, and its products' calls
 L_NORM1, L_NORM2, L_QNORM, L_KNORM, L_BQKV, L_BO = 0, 1, 2, 3, 4, 5  # [D], [D], [Dh], [Dh], [(H+2Hkv)*Dh], [D]
