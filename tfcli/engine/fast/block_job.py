@@ -1,7 +1,8 @@
-"""The compiled decode blocks' source (fast/blocks.py runs it): a numba job, compiled by build.py with
-jobs.py's, that takes T rows through a model's blocks on the caller's thread and hands each
-product and attention to the pool as the jobs of jobs.py and attention_job.py. Imported only in build.py's process:
-importing it imports numba."""
+"""The compiled decode blocks' source (fast/blocks.py runs it): numba jobs, compiled by build.py with
+jobs.py's, that take T rows through a model's blocks from the caller's thread, handing each
+product, each row's attention and each row's steps between two products to the pool (the jobs of
+jobs.py, attention_job.py and block_rows here). Imported only in build.py's process: importing it
+imports numba."""
 
 from __future__ import annotations
 
