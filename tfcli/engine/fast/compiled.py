@@ -50,7 +50,7 @@ def cache_dir() -> Path:
     from importlib.metadata import PackageNotFoundError, version
 
     key = hashlib.sha256()
-    for name in ("jobs.py", "attention_job.py", "block_job.py", "llvm.py", "llvm_x8.py", "pool.py", "build.py", "slots.py"):
+    for name in ("jobs.py", "attention_job.py", "block_job.py", "llvm.py", "llvm_q8.py", "llvm_x8.py", "pool.py", "build.py", "slots.py"):
         key.update(Path(__file__).with_name(name).read_bytes())  # their bytes: a fresh checkout of the same sources finds its kernels
     for package in ("numba", "llvmlite"):
         try:

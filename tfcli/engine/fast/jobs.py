@@ -28,7 +28,7 @@ import numpy as np
 from numba import carray, types
 from numba.extending import intrinsic
 
-from . import llvm, llvm_x8
+from . import llvm, llvm_q8, llvm_x8
 from .slots import (BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1,
                     Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC, W32, WD, WM, WQ, X, X8, XD, XM, XQ, XS, K, T)  # fmt: skip
 
@@ -55,13 +55,13 @@ _f32, _i8, _i16, _i32, _i64, _u8 = (_pointer(t) for t in (types.float32, types.i
 def _quantize_x(x, block, group, q, d, sums):
     """x [T, K] float32 -> q [T*K] int8, d [T, K/block] float32, sums [T, K/group] int32: per block
     d = max|x| / 127 and q = rint(x / d) (activations.quantize computes the same numbers), 32 values
-    at a time in vector registers (llvm.amax32, round32, sum16)."""
+    at a time in vector registers (llvm_q8.py)."""
     T, K = x.shape
     for t in range(T):
         for b in range(K // block):
             amax = np.float32(0)
             for k in range(t * K + b * block, t * K + (b + 1) * block, 32):
-                amax = max(amax, llvm.amax32(x, k))
+                amax = max(amax, llvm_q8.amax32(x, k))
             d[t, b] = amax
         for b in range(K // block):  # in vector lanes: no call between the divisions
             d[t, b] = d[t, b] / np.float32(127)
@@ -69,10 +69,10 @@ def _quantize_x(x, block, group, q, d, sums):
             scale = d[t, b]
             inv = np.float32(1) / scale if scale > 0 else np.float32(0)
             for k in range(t * K + b * block, t * K + (b + 1) * block, 32):
-                llvm.round32(x, k, inv, q, k)
+                llvm_q8.round32(x, k, inv, q, k)
         for g in range(K // group):
             at = t * K + g * group
-            sums[t, g] = llvm.sum16(q, at) + (llvm.sum16(q, at + 16) if group == 32 else 0)
+            sums[t, g] = llvm_q8.sum16(q, at) + (llvm_q8.sum16(q, at + 16) if group == 32 else 0)
 
 
 def quantize(a, c):

@@ -225,48 +225,6 @@ def unpack_q6k_half(typingctx, src, iql, iqh, dst, j):
     return types.void(src, intp, intp, dst, intp), codegen
 
 
-# --- x in 8-bit blocks (jobs._quantize_x; activations.quantize is the textbook) -------------------------
-
-
-@intrinsic
-def amax32(typingctx, x, i):
-    """max |x[i:i+32]| of float32 x: exact in any order."""
-
-    def codegen(context, builder, sig, args):
-        v = _intrinsic(builder, "llvm.fabs.v32f32", _vec(F32, 32), _load(context, builder, sig.args[0], args[0], args[1], _vec(F32, 32)))
-        for n in (16, 8, 4, 2, 1):  # halves against halves: one vmaxps each, no NaN handling (a NaN block is lost anyway)
-            lo, hi = (builder.shuffle_vector(v, v, ir.Constant(_vec(I32, n), list(range(at, at + n)))) for at in (0, n))
-            v = builder.select(builder.fcmp_ordered(">", lo, hi), lo, hi)
-        return builder.extract_element(v, ir.Constant(I32, 0))
-
-    return types.float32(x, intp), codegen
-
-
-@intrinsic
-def round32(typingctx, x, i, inv, q, j):
-    """q[j:j+32] = rint(x[i:i+32] * inv), held to -127..127, as int8 (activations.quantize's q)."""
-
-    def codegen(context, builder, sig, args):
-        f32x = _vec(F32, 32)
-        v = builder.fmul(_load(context, builder, sig.args[0], args[0], args[1], f32x), _splat(args[2], F32, 32, builder))
-        v = _intrinsic(builder, "llvm.rint.v32f32", f32x, v)
-        v = _intrinsic(builder, "llvm.maxnum.v32f32", f32x, v, ir.Constant(f32x, [ir.Constant(F32, -127.0)] * 32))
-        v = _intrinsic(builder, "llvm.minnum.v32f32", f32x, v, ir.Constant(f32x, [ir.Constant(F32, 127.0)] * 32))
-        builder.store(builder.fptosi(v, _vec(I8, 32)), _at(context, builder, sig.args[3], args[3], args[4], _vec(I8, 32)), align=1)
-
-    return types.void(x, intp, inv, q, intp), codegen
-
-
-@intrinsic
-def sum16(typingctx, q, j):
-    """The sum of the int8 q[j:j+16], as int32."""
-
-    def codegen(context, builder, sig, args):
-        return _reduce(builder, "add", builder.sext(_load(context, builder, sig.args[0], args[0], args[1], _vec(I8, 16)), _vec(I32, 16)))
-
-    return types.int32(q, intp), codegen
-
-
 # --- the instructions the products are made of -----------------------------------------------------
 
 
@@ -449,24 +407,34 @@ dot_q4_kx4, dot_q5_kx4, dot_q6_kx4 = (_dot_k(k, 4) for k in (12, 13, 14))
 # --- attention: 16*width columns of a matrix weighted by the rows of another, for `rows` of them -------
 
 
-def _tile(width: int, rows: int):
+def _tile(width: int, rows: int, masked: bool = False):
     """For r < rows, j < 16 * width: out[oo + r * os + j] = sum over i < n of (a[ao + r * as + i] * scale)
     * m[mo + i * ms + j]. Attention's two products on the caches' layout (attention_job.py): the
     scores of 16 * width keys (m the keys [Dh, S], a the queries, n = Dh) and 16 * width columns of
     the weighted values (m the values [S, Dh], a the exponentials, scale 1: exact). Each vector of m
-    is loaded once for all the rows, into rows * width independent accumulators."""
+    is loaded once for all the rows, into rows * width independent accumulators. `masked`: only
+    columns j < cols are read and written (the last keys, fewer than 16: masked loads and stores);
+    otherwise cols is not looked at."""
 
     @intrinsic
-    def tile(typingctx, m, mo, ms, a, ao, as_, n, scale, out, oo, os):
+    def tile(typingctx, m, mo, ms, a, ao, as_, n, scale, out, oo, os, cols):
         def codegen(context, builder, sig, args):
             t = sig.args
-            m_, mo_, ms_, a_, ao_, as__, n_, scale_, out_, oo_, os_ = args
+            m_, mo_, ms_, a_, ao_, as__, n_, scale_, out_, oo_, os_, cols_ = args
             zeros = ir.Constant(_vec(F32, 16), [ir.Constant(F32, 0.0)] * 16)
             acc = [[cgutils.alloca_once_value(builder, zeros) for _ in range(width)] for _ in range(rows)]
+            numbers = [ir.Constant(_vec(I32, 16), list(range(16 * w, 16 * w + 16))) for w in range(width)]
+            masks = [builder.icmp_signed("<", v, _splat(builder.trunc(cols_, I32), I32, 16, builder)) for v in numbers] if masked else None
+
+            def load(at, w):
+                if not masked:
+                    return _load(context, builder, t[0], m_, at, _vec(F32, 16))
+                return _intrinsic(builder, "llvm.masked.load.v16f32.p0", _vec(F32, 16), _at(context, builder, t[0], m_, at, _vec(F32, 16)), ir.Constant(I32, 4), masks[w], zeros)
+
             with cgutils.for_range(builder, n_) as loop:
                 i = loop.index
                 at = builder.add(mo_, builder.mul(i, ms_))
-                vectors = [_load(context, builder, t[0], m_, _plus(builder, at, 16 * w), _vec(F32, 16)) for w in range(width)]
+                vectors = [load(_plus(builder, at, 16 * w), w) for w in range(width)]
                 for r in range(rows):
                     weight = _scalar(context, builder, t[3], a_, builder.add(builder.add(ao_, builder.mul(as__, ir.Constant(as__.type, r))), i))
                     splat = _splat(builder.fmul(weight, scale_), F32, 16, builder)
@@ -475,16 +443,21 @@ def _tile(width: int, rows: int):
             for r in range(rows):
                 base = builder.add(oo_, builder.mul(os_, ir.Constant(os_.type, r)))
                 for w in range(width):
-                    builder.store(builder.load(acc[r][w]), _at(context, builder, t[8], out_, _plus(builder, base, 16 * w), _vec(F32, 16)), align=1)
+                    at = _at(context, builder, t[8], out_, _plus(builder, base, 16 * w), _vec(F32, 16))
+                    if masked:
+                        _intrinsic(builder, "llvm.masked.store.v16f32.p0", ir.VoidType(), builder.load(acc[r][w]), at, ir.Constant(I32, 4), masks[w])
+                    else:
+                        builder.store(builder.load(acc[r][w]), at, align=1)
 
-        return types.void(m, intp, intp, a, intp, intp, intp, types.float32, out, intp, intp), codegen
+        return types.void(m, intp, intp, a, intp, intp, intp, types.float32, out, intp, intp, intp), codegen
 
     return tile
 
 
-# tile_4x2(...): 64 columns for 2 rows; tile_1x3(...): 16 columns for 3 rows; up to 4 rows a call
+# tile_4x2(...): 64 columns for 2 rows; tile_1x3(...): 16 columns for 3 rows; tile_mx3(...): the first cols < 16 of them
 tile_4x1, tile_4x2, tile_4x3, tile_4x4 = (_tile(4, r) for r in (1, 2, 3, 4))
 tile_1x1, tile_1x2, tile_1x3, tile_1x4 = (_tile(1, r) for r in (1, 2, 3, 4))
+tile_mx1, tile_mx2, tile_mx3, tile_mx4 = (_tile(1, r, masked=True) for r in (1, 2, 3, 4))
 
 
 @intrinsic
