@@ -61,10 +61,13 @@ def _attend(a, c):
             s = 0
             while s + 16 <= s_len:  # the scores of 64 (then 16) keys: e[r, s:] = (q_r * scale) . k[:, s:]
                 wide = s + 64 <= s_len
-                _tile(wide, n, k, s, kd, q, qo, dh, dh, scale, e, eo + s, s_len, 16)
+                if wide:
+                    llvm.tile_4(n, k, s, kd, q, qo, dh, dh, scale, e, eo + s, s_len, 16)
+                else:
+                    llvm.tile_1(n, k, s, kd, q, qo, dh, dh, scale, e, eo + s, s_len, 16)
                 s += 64 if wide else 16
             if s < s_len:  # the last S % 16 keys: masked loads of each row of k, masked stores of their scores
-                _tile_masked(n, k, s, kd, q, qo, dh, dh, scale, e, eo + s, s_len, s_len - s)
+                llvm.tile_m(n, k, s, kd, q, qo, dh, dh, scale, e, eo + s, s_len, s_len - s)
             for r in range(n):
                 row = e[eo + r * s_len : eo + (r + 1) * s_len]  # [S] a view: indices from 0 up, which LLVM runs in vector lanes
                 t0 = t1 = t2 = t3 = row[0]  # the largest score, in four chains (a maximum is exact in any order)
@@ -78,7 +81,10 @@ def _attend(a, c):
             d = 0
             while d + 16 <= dh:  # 64 (then 16) columns of the weighted values: out[r, d:] = e_r . v[:, d:]
                 wide = d + 64 <= dh
-                _tile(wide, n, v, d, vs, e, eo, s_len, s_len, np.float32(1), out, qo + d, dh, 16)
+                if wide:
+                    llvm.tile_4(n, v, d, vs, e, eo, s_len, s_len, np.float32(1), out, qo + d, dh, 16)
+                else:
+                    llvm.tile_1(n, v, d, vs, e, eo, s_len, s_len, np.float32(1), out, qo + d, dh, 16)
                 d += 64 if wide else 16
             for r in range(n):
                 for dd in range(d, dh):
@@ -151,38 +157,5 @@ def _rms_row(x, g, out, eps):
         out[i] = x[i] / r * g[i]
 
 
-def _tile(wide, n, m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols):
-    """llvm.tile_4xN (64 columns, wide) or tile_1xN (16) for n = 1..4 rows."""
-    if wide:
-        if n == 1:
-            llvm.tile_4x1(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-        elif n == 2:
-            llvm.tile_4x2(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-        elif n == 3:
-            llvm.tile_4x3(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-        else:
-            llvm.tile_4x4(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-    elif n == 1:
-        llvm.tile_1x1(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-    elif n == 2:
-        llvm.tile_1x2(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-    elif n == 3:
-        llvm.tile_1x3(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-    else:
-        llvm.tile_1x4(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-
-
-def _tile_masked(n, m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols):
-    """llvm.tile_mxN: the first cols < 16 columns, for n = 1..4 rows."""
-    if n == 1:
-        llvm.tile_mx1(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-    elif n == 2:
-        llvm.tile_mx2(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-    elif n == 3:
-        llvm.tile_mx3(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-    else:
-        llvm.tile_mx4(m, mo, ms, x, xo, xs, count, scale, out, oo, os, cols)
-
-
-HELPERS = ("_attend", "_prep", "_rms_row", "_exp", "_tile", "_tile_masked")  # compiled into the job
+HELPERS = ("_attend", "_prep", "_rms_row", "_exp")  # compiled into the job
 JOBS = ("attention",)
