@@ -11,14 +11,14 @@ from numba import carray
 
 from . import llvm
 from .attention_job import _rms_row
-from .jobs import _exp, _f32, _float_bits, _i8, _i32, _i64, _quantize_x
+from .jobs import _exp, _f32, _float_bits, _i64, _quantize_rows
 from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KD, A_KH, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
-                    A_Q, A_QKV, A_QNORM, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_THREADS_FROM, A_V, A_VH, A_VS, BLOCK,
-                    B_ACT, B_ASLOTS, B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYER, B_LAYERS, B_MO,
-                    B_O, B_POOL, B_QKV, B_QM, B_QSCALE, B_R2, B_ROWJOB, B_ROWS, B_RUN, B_SCRATCH, B_SELF, B_SHARED, B_SIN, B_SIN2, B_STAGE, B_T,
-                    B_THREADS, B_X, B_Z, GROUP, K, LS, L_ACT, L_BO, L_BQKV, L_CACHE, L_CALLS, L_KNORM, L_NORM1, L_NORM2, L_ORDER, L_POST1, L_POST2,
-                    L_QNORM, L_ROPE, L_SLIDING, L_WINDOW, PREP, PREP_ONLY, RS, R_KG, R_KW, R_OFF, R_POS, R_SLIDES, R_VG, R_VW, SLOTS, STAGE_MLP,
-                    STAGE_MO, STAGE_O, STAGE_START, X, XD, XM, XQ, XS)  # fmt: skip
+                    A_Q, A_QKV, A_QNORM, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_THREADS_FROM, A_V, A_VH, A_VS, B_ACT,
+                    B_ASLOTS, B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYER, B_LAYERS, B_MO, B_O,
+                    B_POOL, B_QKV, B_QM, B_QSCALE, B_R2, B_ROWJOB, B_ROWS, B_RUN, B_SCRATCH, B_SELF, B_SHARED, B_SIN, B_SIN2, B_STAGE, B_T,
+                    B_THREADS, B_X, B_Z, LS, L_ACT, L_BO, L_BQKV, L_CACHE, L_CALLS, L_KNORM, L_NORM1, L_NORM2, L_ORDER, L_POST1, L_POST2, L_QNORM,
+                    L_ROPE, L_SLIDING, L_WINDOW, PREP, PREP_ONLY, RS, R_KG, R_KW, R_OFF, R_POS, R_SLIDES, R_VG, R_VW, SLOTS, STAGE_MLP, STAGE_MO,
+                    STAGE_O, STAGE_START)  # fmt: skip
 
 
 def _products(a, layer, m, ready):
@@ -33,19 +33,11 @@ def _products(a, layer, m, ready):
 
 def _quantized_for(layer, m, t):
     """Row t of matrix m's x quantized for each of its calls on quantized weights, into the call's
-    buffers, as the quantize job does for all the rows (jobs.quantize: the same bits)."""
+    buffers, as the quantize job does for all the rows (jobs._quantize_rows: the same bits)."""
     for j in range(2):
         at = L_CALLS + (m * 2 + j) * 4
         if layer[at] != 0 and layer[at + 2] != 0:
-            p = carray(_i64(layer[at + 2]), (SLOTS,))
-            k, block, group = p[K], p[BLOCK], p[GROUP]
-            d = carray(_f32(p[XD] + 4 * t * (k // block)), (1, k // block))
-            sums = carray(_i32(p[XS] + 4 * t * (k // group)), (1, k // group))
-            _quantize_x(carray(_f32(p[X] + 4 * t * k), (1, k)), block, group, carray(_i8(p[XQ] + t * k), (k,)), d, sums)
-            if block == 32:
-                xm = carray(_f32(p[XM] + 4 * t * (k // 32)), (k // 32,))
-                for b in range(k // 32):
-                    xm[b] = d[0, b] * np.float32(sums[0, b])
+            _quantize_rows(carray(_i64(layer[at + 2]), (SLOTS,)), t, t + 1)
 
 
 def _rows(a, n, stage):
@@ -185,5 +177,5 @@ def block_rows(a, c):
             _rms_row(x, carray(_f32(nxt[L_NORM1]), (d_model,)), hb, eps)
             _quantized_for(nxt, 0, c)
 
-HELPERS = ("_exp", "_rms_row", "_quantize_x", "_products", "_quantized_for", "_rows", "_cache_row")  # compiled into the jobs
+HELPERS = ("_exp", "_rms_row", "_quantize_rows", "_products", "_quantized_for", "_rows", "_cache_row")  # compiled into the jobs
 JOBS = ("decode_blocks", "block_rows")

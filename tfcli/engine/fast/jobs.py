@@ -75,17 +75,23 @@ def _quantize_x(x, block, group, q, d, sums):
             sums[t, g] = llvm_q8.sum16(q, at) + (llvm_q8.sum16(q, at + 16) if group == 32 else 0)
 
 
-def quantize(a, c):
-    """first: quantize x for the product (xq, xd, xs; and xm = xd * xs, blocks of 32)."""
+def _quantize_rows(a, first, end):
+    """Rows first..end-1 of a product's x (its slots `a`) quantized into its buffers: xq, xd, xs, and
+    xm = xd * xs for blocks of 32. Each row on its own: the same bits however the rows are cut."""
     n, k, block, group = a[T], a[K], a[BLOCK], a[GROUP]
-    x = carray(_f32(a[X]), (n, k))
     d, sums = carray(_f32(a[XD]), (n, k // block)), carray(_i32(a[XS]), (n, k // group))
-    _quantize_x(x, block, group, carray(_i8(a[XQ]), (n * k,)), d, sums)
+    q = carray(_i8(a[XQ] + first * k), ((end - first) * k,))
+    _quantize_x(carray(_f32(a[X]), (n, k))[first:end], block, group, q, d[first:end], sums[first:end])
     if block == 32:
         xm = carray(_f32(a[XM]), (n, k // 32))  # x's block sums, scaled, for the minimum term
-        for t in range(n):
+        for t in range(first, end):
             for b in range(k // 32):
                 xm[t, b] = d[t, b] * np.float32(sums[t, b])
+
+
+def quantize(a, c):
+    """first: quantize x for the product (xq, xd, xs; and xm = xd * xs, blocks of 32)."""
+    _quantize_rows(a, 0, a[T])
 
 
 # --- unpacking one weight row: int8 q, float scales (the layouts are formats.py's) ------------------
@@ -369,7 +375,7 @@ def _exp(x):
     return p * _float_bits(np.int32((np.int32(n) + 127) << 23))
 
 
-HELPERS = ("_quantize_x", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
+HELPERS = ("_quantize_x", "_quantize_rows", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
            "_dequantize_blocks32", "_dequantize_k", "_part")  # compiled into the jobs that call them  # fmt: skip
 ROWS_OF_X = ("_rows_x8", "_rows_k")  # compiled on their own, called by the jobs
 JOBS = ("quantize", "product_quantized", "product_floats", "dequantize")  # and attention_job.py's, block_job.py's
