@@ -33,7 +33,7 @@ from ..formats import BLOCK_TYPES
 from . import slots as S
 from .activations import layout as x_layout
 from .compiled import cache_dir, remove_stale, writable
-from .interleave import Interleaved, interleave
+from .interleave import TYPES, Interleaved, interleave
 
 __all__ = ["KernelsUnavailable", "SUPPORTED", "attention", "cache_dir", "dequantize_rows", "layout", "load", "Parts", "product", "product_parts", "quantize_activations", "will_compile", "writable"]
 
@@ -43,7 +43,7 @@ class KernelsUnavailable(Exception):
 
 
 F32, F16, BF16 = S.F32, S.F16, S.BF16
-BLOCKS32 = frozenset({S.Q4_0, S.Q4_1, S.Q5_0, S.Q5_1, S.Q8_0})  # blocks of 32 weights, x quantized Q8_0-style
+BLOCKS32 = frozenset(TYPES)  # blocks of 32 weights (interleave.py lays them out), x quantized Q8_0-style
 K_QUANTS = frozenset({S.Q4_K, S.Q5_K, S.Q6_K})  # blocks of 256, x quantized Q8_K-style
 FLOATS = frozenset({F32, F16, BF16})  # x stays float32
 SUPPORTED: frozenset[int] = BLOCKS32 | K_QUANTS | FLOATS

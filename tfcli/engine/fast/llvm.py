@@ -91,8 +91,12 @@ def _prefetch(context, builder, arrty, arr, offset, size: int) -> None:
     longer on each block, 5.2 -> 4.6 ms. A prefetch past the end is harmless. The float32 rows'
     product (jobs._dot_rows) runs slower with it, and goes without."""
     for line in range(0, size, 64):
-        ahead = _at(context, builder, arrty, arr, _plus(builder, offset, PREFETCH + line), I8)
-        _intrinsic(builder, "llvm.prefetch.p0", ir.VoidType(), ahead, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1))
+        _ask(builder, _at(context, builder, arrty, arr, _plus(builder, offset, PREFETCH + line), I8), write=0)
+
+
+def _ask(builder, at, write: int) -> None:
+    """Ask for the cache line at pointer `at`, to be read (0) or written (1), into the first-level cache."""
+    _intrinsic(builder, "llvm.prefetch.p0", ir.VoidType(), at, ir.Constant(I32, write), ir.Constant(I32, 3), ir.Constant(I32, 1))
 
 
 @intrinsic
@@ -100,8 +104,7 @@ def prefetch_write(typingctx, x, i):
     """Ask for the cache line of x[i], to be written (a column of the transposed keys: block_job)."""
 
     def codegen(context, builder, sig, args):
-        at = _at(context, builder, sig.args[0], args[0], args[1], I8)
-        _intrinsic(builder, "llvm.prefetch.p0", ir.VoidType(), at, ir.Constant(I32, 1), ir.Constant(I32, 3), ir.Constant(I32, 1))
+        _ask(builder, _at(context, builder, sig.args[0], args[0], args[1], I8), write=1)
 
     return types.void(x, intp), codegen
 
@@ -404,6 +407,20 @@ dot_q4_kx1, dot_q5_kx1, dot_q6_kx1 = (_dot_k(k, 1) for k in (12, 13, 14))
 dot_q4_kx4, dot_q5_kx4, dot_q6_kx4 = (_dot_k(k, 4) for k in (12, 13, 14))
 
 
+def _switch(builder, value, cases, emit) -> None:
+    """emit(case)'s code for each of `cases`, the one equal to `value` (an integer known at run time)
+    taken; any other value does nothing. A kernel compiled once for every case a caller may pick."""
+    done = builder.append_basic_block("done")
+    switch = builder.switch(value, done)
+    for case in cases:
+        block = builder.append_basic_block(f"case{case}")
+        switch.add_case(ir.Constant(value.type, case), block)
+        builder.position_at_end(block)
+        emit(case)
+        builder.branch(done)
+    builder.position_at_end(done)
+
+
 # --- attention: 16*width columns of a matrix weighted by the rows of another, for `rows` of them -------
 
 
@@ -419,15 +436,7 @@ def _tile(width: int, masked: bool = False):
     @intrinsic
     def tile(typingctx, rows, m, mo, ms, a, ao, as_, n, scale, out, oo, os, cols):
         def codegen(context, builder, sig, args):
-            done = builder.append_basic_block("done")
-            switch = builder.switch(args[0], done)
-            for r in (1, 2, 3, 4):
-                block = builder.append_basic_block(f"rows{r}")
-                switch.add_case(ir.Constant(args[0].type, r), block)
-                builder.position_at_end(block)
-                _emit_tile(context, builder, sig.args[1:], args[1:], width, r, masked)
-                builder.branch(done)
-            builder.position_at_end(done)
+            _switch(builder, args[0], (1, 2, 3, 4), lambda r: _emit_tile(context, builder, sig.args[1:], args[1:], width, r, masked))
 
         return types.void(rows, m, intp, intp, a, intp, intp, intp, types.float32, out, intp, intp, intp), codegen
 

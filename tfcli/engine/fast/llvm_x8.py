@@ -4,8 +4,8 @@ One 32-byte vector of a record holds 4 weights of each of 8 weight rows, and 4 b
 broadcast to its 8 lanes make the other operand: one vpdpbusd adds to each of the 8 rows' int32
 sums, so a block of 32 weights is 8 of them for 8 weight rows, and each row's block total lands in
 its own lane with no sum across lanes. Then, per block and row of x, one conversion and one fma
-with the 8 rows' scales times x's. The row-by-row kernels (llvm._dot_blocks32) spend that per
-block per weight row; here it is shared by 8.
+with the 8 rows' scales times x's. Kernels reading each weight row on its own (tfcli's before
+these) spend that per block per weight row; here it is shared by 8.
 
 The integer sums are exact, so the biases are subtracted there, not as float minimums: Q4_0's
 w = d (q - 8) gives d dx (sum(q qx) - 8 sum(qx)), Q5_0's the same with 16, and Q8_0 (signed bytes)
@@ -24,10 +24,11 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..formats import BLOCK_TYPES
-from .llvm import _FEATURES, _VNNI, F32, I8, I32, _at, _dot4, _fma, _intrinsic, _load, _plus, _prefetch, _scalar, _signed_dot4, _splat, _vec, intp
+from .interleave import TYPES
+from .llvm import _FEATURES, _VNNI, F32, I8, I32, _at, _dot4, _fma, _intrinsic, _load, _plus, _prefetch, _scalar, _signed_dot4, _splat, _switch, _vec, intp
 
 
-KINDS = (2, 3, 6, 7, 8)  # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+KINDS = TYPES  # the block types interleave.py lays out: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 WIDE = _VNNI and "avx512vnni" in _FEATURES and "avx512bw" in _FEATURES  # two groups at once in 512-bit vectors (dot_x16*)
 
 
@@ -45,16 +46,7 @@ def _dot_x8(rows: int, lanes: int):
     @intrinsic
     def dot(typingctx, kind, src, i, step, xq, ix, xd, xs, xm, ixb, nb, out, oo, os, lo, hi):
         def codegen(context, builder, sig, args):
-            kind_ = args[0]
-            done = builder.append_basic_block("done")
-            switch = builder.switch(kind_, done)
-            for kind in KINDS:
-                block = builder.append_basic_block(f"kind{kind}")
-                switch.add_case(ir.Constant(kind_.type, kind), block)
-                builder.position_at_end(block)
-                _emit(context, builder, sig.args[1:], args[1:], kind, rows, lanes)
-                builder.branch(done)
-            builder.position_at_end(done)
+            _switch(builder, args[0], KINDS, lambda kind: _emit(context, builder, sig.args[1:], args[1:], kind, rows, lanes))
 
         return types.void(kind, src, intp, intp, xq, intp, xd, xs, xm, intp, intp, out, intp, intp, intp, intp), codegen
 
