@@ -110,12 +110,12 @@ def decode_blocks(a, c):
         # sequence see each other's keys, and a row whose heads two chunks share needs them made
         # first: then a call that makes them all, and one that attends.
         apart = a[B_SHARED] != 0 or chunks > 1
-        share = n if n > 1 else chunks  # several rows: a chunk each, which the threads take as they come
         s[A_COUNT], s[A_TABLE] = n, a[B_ASLOTS]
         for step in range(2 if apart else 1):
+            mode = PREP if not apart else PREP | PREP_ONLY if step == 0 else 0
             for t in range(n):
-                carray(_i64(a[B_ASLOTS] + 8 * SLOTS * t), (SLOTS,))[A_PREP] = (PREP | PREP_ONLY if step == 0 else 0) if apart else PREP
-            s[A_SHARE] = n if step == 0 and apart else share
+                carray(_i64(a[B_ASLOTS] + 8 * SLOTS * t), (SLOTS,))[A_PREP] = mode
+            s[A_SHARE] = n if n > 1 or mode & PREP_ONLY else chunks  # several rows: a chunk each, which the threads take as they come
             if llvm.run(a[B_RUN], a[B_POOL], 0, a[B_ATTENTION], a[B_ASLOTS], s[A_SHARE]) != 0:
                 raise RuntimeError("attention failed")
         _products(a, layer, 1, False)  # o = z W_o
