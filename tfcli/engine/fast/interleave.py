@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..formats import BLOCK_TYPES
+from . import pages
 
 TYPES = (2, 3, 6, 7, 8)  # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 GROUP = 8  # weight rows per group
@@ -93,7 +94,7 @@ def interleave(data: np.ndarray, type_id: int, release=None) -> Interleaved:
     n, row_bytes = data.shape
     nb = row_bytes // nbytes
     G = -(-n // GROUP)
-    groups = np.empty((G, nb * GROUP * nbytes), np.uint8)  # [G, nb * record]
+    groups = pages.empty(G * nb * GROUP * nbytes).reshape(G, nb * GROUP * nbytes)  # [G, nb * record], on 2 MB pages where there are
     for a in range(0, n, _TILE):
         b = min(a + _TILE, n)
         tile = data[a:b].reshape(b - a, nb, nbytes)  # [n', nb, nbytes]
