@@ -87,17 +87,17 @@ def _attend(a, c):
                     llvm.tile_1(n, v, d, vs, e, eo, s_len, s_len, np.float32(1), out, qo + d, dh, 16)
                 d += 64 if wide else 16
             for r in range(n):
+                row, o = e[eo + r * s_len : eo + (r + 1) * s_len], out[qo + r * dh : qo + (r + 1) * dh]  # views (indices from 0 up: vector lanes)
                 for dd in range(d, dh):
                     acc = np.float32(0)
                     for j in range(s_len):
-                        acc += e[eo + r * s_len + j] * v[j * vs + dd]
-                    out[qo + r * dh + dd] = acc
-            for r in range(n):
+                        acc += row[j] * v[j * vs + dd]
+                    o[dd] = acc
                 total = np.float32(0)
                 for j in range(s_len):
-                    total += e[eo + r * s_len + j]
+                    total += e[eo + r * s_len + j]  # not the view: a sum in order, as before (in vector lanes it moved Gemma 3's greedy text)
                 for dd in range(dh):
-                    out[qo + r * dh + dd] /= total
+                    o[dd] /= total
 
 
 def _prep(r):
@@ -116,7 +116,7 @@ def _prep(r):
     if r[A_ORDER] != 0:
         order = carray(_i64(r[A_ORDER]), (nq,))
         for j in range(nq):
-            qm[j] = qkv[order[j]]
+            qm[j] = qkv[np.uint64(order[j])]  # an index never negative: no wrap-around test
     else:
         for j in range(nq):
             qm[j] = qkv[j]
@@ -136,15 +136,17 @@ def _prep(r):
             qm[j] *= qscale
     cos, sin = carray(_f32(r[A_COS]), (half,)), carray(_f32(r[A_SIN]), (half,))
     for hd in range(n_head + n_kv):
-        at = hd * dh
+        head = qm[hd * dh : (hd + 1) * dh]  # a view, as below: indices from 0 up, which LLVM runs in vector lanes
         for i in range(half):
-            x1, x2 = qm[at + i], qm[at + half + i]
-            qm[at + i] = x1 * cos[i] - x2 * sin[i]
-            qm[at + half + i] = x2 * cos[i] + x1 * sin[i]
+            x1, x2 = head[i], head[half + i]
+            head[i] = x1 * cos[i] - x2 * sin[i]
+            head[half + i] = x2 * cos[i] + x1 * sin[i]
     for g in range(n_kv):
+        key, value = qm[(n_head + g) * dh : (n_head + g + 1) * dh], qm[(n_head + n_kv + g) * dh : (n_head + n_kv + g + 1) * dh]
+        column, row = keys[g * kh + col :], values[g * vh + col * vs : g * vh + col * vs + dh]
         for e in range(dh):
-            keys[g * kh + e * kd + col] = qm[(n_head + g) * dh + e]
-            values[g * vh + col * vs + e] = qm[(n_head + n_kv + g) * dh + e]
+            column[e * kd] = key[e]
+            row[e] = value[e]
 
 
 def _rms_row(x, g, out, eps):
