@@ -1,11 +1,15 @@
 """One decode step of 1, 4 and 8 sequences at different positions, as `tfcli serve` runs it.
 
-Two executors, alternating in one process: the batched kernels (`Fast(batch=True)`, OpenBLAS's
-products of several rows, `fast/ops.py`'s `few_rows`; `tfcli serve --no-batch-invariant`) and the row-by-row
-one (`fast.executor.RowByRow`, `fast/ops.py`'s `each_row`: every row's own vector-matrix product on each block of
-weights while it is in cache, BLAS on one thread and half of the blocks on a helper thread; the
-default of `tfcli serve`). Prints ms per step (median and range), the ratio of 4 and 8 rows to 1,
-and whether each row's logits equal, bit for bit, those of its sequence decoding alone.
+Two executors, alternating in one process: the batched kernels (`Fast(batch=True)`; `tfcli serve
+--no-batch-invariant`) and the row-by-row one (`fast.executor.RowByRow`, the default of `tfcli
+serve`). On a model the compiled kernels run (a quantized GGUF file), both take a step through the
+compiled blocks (fast/blocks.py): each product reads its weights once for all the rows, and each
+row's attention and its steps between two products run on the pool's threads, a row's numbers the
+same bits as alone. On the NumPy path they differ: OpenBLAS's products of several rows (fast/ops.py's
+`few_rows`) against every row's own vector-matrix product on each block of weights while it is in
+cache (`each_row`). The sequences' prompts are 9, 13, 17, ... 37 tokens long (SmolLM2's tokens),
+and the 1-row step is the shortest. Prints ms per step (median and range), the ratio of 4 and 8
+rows to 1, and whether each row's logits equal, bit for bit, those of its sequence decoding alone.
 
     python benchmarks/batch_step.py -m smollm2 --repeats 12
     python benchmarks/batch_step.py -m /work/files/SmolLM2-135M-Instruct.Q4_1.gguf
