@@ -94,7 +94,7 @@ def interleave(data: np.ndarray, type_id: int, release=None) -> Interleaved:
     n, row_bytes = data.shape
     nb = row_bytes // nbytes
     G = -(-n // GROUP)
-    groups = pages.empty(G * nb * GROUP * nbytes).reshape(G, nb * GROUP * nbytes)  # [G, nb * record], on 2 MB pages where there are
+    groups = pages.empty(G * nb * GROUP * nbytes).reshape(G, nb * GROUP * nbytes)  # [G, nb * record], on 2 MB pages where the system gives them
     for a in range(0, n, _TILE):
         b = min(a + _TILE, n)
         tile = data[a:b].reshape(b - a, nb, nbytes)  # [n', nb, nbytes]

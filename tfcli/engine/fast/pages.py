@@ -9,8 +9,9 @@ and more; a matrix of a layer is smaller (0.3-1.1 MB), so its copy would sit on 
 the copies are cut from chunks of 64 MB of address space that ask for 2 MB pages: only the pages
 written become memory. A chunk is unmapped when the last copy cut from it is gone.
 
-Measured (SmolLM2 Q4_1, Intel Xeon, 2 threads): a decode step 2.60 -> 2.46 ms, a step of 4 rows
-3.38 -> 3.27 ms (benchmarks/README.md). Where there is no such call (not Linux), np.empty.
+Measured (SmolLM2 Q4_1, Intel Xeon, 2 threads, the two trees in turn): a decode step 2.48-2.55 ->
+2.40-2.45 ms, a step of 4 rows 3.16-3.25 -> 3.07-3.12 ms, for 3 MB more at the peak (the chunks'
+part-filled pages; benchmarks/README.md). Where there is no such call (not Linux), np.empty.
 """
 
 from __future__ import annotations
