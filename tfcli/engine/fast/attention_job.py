@@ -10,7 +10,7 @@ from numba import carray
 from . import llvm
 from .jobs import _exp, _f32, _float_bits, _i64
 from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KD, A_KH, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
-                    A_Q, A_QKV, A_QNORM, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_V, A_VH, A_VS, PREP, PREP_ONLY,
+                    A_Q, A_QKV, A_QNORM, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_V, A_VH, A_VS, PREP, PREP_ONLY,
                     SLOTS)  # fmt: skip
 
 
@@ -24,14 +24,17 @@ def attention(a, c):
 
     Several rows of a batch step in one call (A_COUNT > 1): `a` is the first of A_COUNT rows of
     slots (at A_TABLE, SLOTS apart), each row's heads in one chunk (its A_CHUNKS 1), and chunk c
-    takes rows c, c + A_SHARE, ... : the same code, so the same bits, as a row alone.
+    takes the rows that the rows of slots c, c + A_SHARE, ... name (A_TAKE: the longest first, so
+    that the threads, taking chunks as they come, end together): the same code, so the same bits,
+    as a row alone.
 
     A row of the compiled blocks (block_job.py, A_PREP) first turns its Q/K/V product into its
     queries and writes its key and value into its cache (_prep): on the thread that then reads
     them, and for each row of a batch step on the thread its chunk runs on."""
     count = a[A_COUNT]
     first, step = (c, a[A_SHARE]) if count > 1 else (0, 1)
-    for row in range(first, max(count, 1), step):
+    for k in range(first, max(count, 1), step):
+        row = carray(_i64(a[A_TABLE] + 8 * SLOTS * k), (SLOTS,))[A_TAKE] if count > 1 else 0
         s = carray(_i64(a[A_TABLE] + 8 * SLOTS * row), (SLOTS,)) if count > 1 else carray(a, (SLOTS,))
         if s[A_PREP] & PREP:
             _prep(s)

@@ -30,6 +30,7 @@ A_COUNT, A_SHARE, A_TABLE = 15, 16, 17  # more than one row (a batch step): how 
 A_PREP, A_QKV, A_ORDER, A_BQKV = 18, 19, 20, 21  # PREP (and PREP_ONLY: no attention in this call) or 0; the product [(H+2Hkv)*Dh]; its columns' order (0: none); the bias (0: none)
 A_QNORM, A_KNORM, A_QSCALE, A_EPS = 22, 23, 24, 25  # [Dh] each (0: none); the queries' factor and the norms' eps, as float32 bits
 A_COS, A_SIN, A_HALF, A_NHEAD, A_COL = 26, 27, 28, 29, 30  # RoPE's cos and sin [R/2] at the row's position; R/2; H; the cache's column from A_K, A_V on
+A_TAKE = 31  # several rows: in the k-th row of slots, the row that chunk k takes (block_job: the rows with the most keys first)
 PREP, PREP_ONLY = 1, 2
 A_THREADS_FROM = 1 << 18  # S x Hkv x G x Dh multiply-adds from which a call is shared among threads (kernels.attention, block_job)
 
