@@ -33,9 +33,9 @@ def attention(a, c):
     them, and for each row of a batch step on the thread its chunk runs on."""
     count = a[A_COUNT]
     first, step = (c, a[A_SHARE]) if count > 1 else (0, 1)
+    table = carray(_i64(a[A_TABLE]), (count, SLOTS)) if count > 1 else carray(a, (1, SLOTS))  # [rows, SLOTS]
     for k in range(first, max(count, 1), step):
-        row = carray(_i64(a[A_TABLE] + 8 * SLOTS * k), (SLOTS,))[A_TAKE] if count > 1 else 0
-        s = carray(_i64(a[A_TABLE] + 8 * SLOTS * row), (SLOTS,)) if count > 1 else carray(a, (SLOTS,))
+        s = table[table[k, A_TAKE]] if count > 1 else table[0]
         if s[A_PREP] & PREP:
             _prep(s)
         if not s[A_PREP] & PREP_ONLY:

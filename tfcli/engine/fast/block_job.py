@@ -79,7 +79,8 @@ def decode_blocks(a, c):
     n, n_head, n_kv, dh, half = a[B_T], a[B_H], a[B_HKV], a[B_DH], a[B_R2]
     nq, group, threads = (n_head + 2 * n_kv) * dh, n_head // n_kv, a[B_THREADS]
     table, rows = carray(_i64(a[B_LAYERS]), (a[B_L], LS)), carray(_i64(a[B_ROWS]), (n, RS))
-    s = carray(_i64(a[B_ASLOTS]), (SLOTS,))
+    every = carray(_i64(a[B_ASLOTS]), (n, SLOTS))  # [T, SLOTS]: each row's attention slots; the first row's also the call's
+    s = every[0]
     for li in range(a[B_FROM], a[B_L]):
         layer = table[li]
         a[B_LAYER] = li
@@ -97,7 +98,7 @@ def decode_blocks(a, c):
             chunks = threads if n == 1 and threads > 1 and s_len * n_kv * group * dh >= A_THREADS_FROM else 1  # kernels.attention's rule
             split = 1 if n_kv % chunks == 0 else min(group, chunks)
             chunks = min(chunks, n_kv * split)
-            r = carray(_i64(a[B_ASLOTS] + 8 * SLOTS * t), (SLOTS,))  # row t's slots
+            r = every[t]
             r[A_Q], r[A_ROWS], r[A_DH], r[A_HKV] = a[B_QM] + 4 * t * nq, group, dh, n_kv
             r[A_K], r[A_KH], r[A_KD] = k_at + 4 * first, k_h, k_d
             r[A_V], r[A_VH], r[A_VS] = v_at + 4 * first * v_s, v_h, v_s
@@ -106,14 +107,12 @@ def decode_blocks(a, c):
             r[A_QSCALE], r[A_EPS], r[A_HALF], r[A_NHEAD], r[A_COL] = a[B_QSCALE], a[B_EPS], half, n_head, end - 1 - first
             r[A_COS], r[A_SIN] = a[tables[0]] + 4 * t * half, a[tables[1]] + 4 * t * half
             used += group * s_len
-        every = carray(_i64(a[B_ASLOTS]), (n * SLOTS,))  # [T, SLOTS]: the rows' slots
         for t in range(n):  # the rows by their keys, most first (ties: the lower row first): the chunks take the longest first
-            s_len, rank = every[t * SLOTS + A_S], 0
+            s_len, rank = every[t, A_S], 0
             for j in range(n):
-                other = every[j * SLOTS + A_S]
-                if other > s_len or (other == s_len and j < t):
+                if every[j, A_S] > s_len or (every[j, A_S] == s_len and j < t):
                     rank += 1
-            every[rank * SLOTS + A_TAKE] = t
+            every[rank, A_TAKE] = t
         # A row makes its queries, key and value and attends in one chunk, on one thread. Rows of one
         # sequence see each other's keys, and a row whose heads two chunks share needs them made
         # first: then a call that makes them all, and one that attends.
@@ -121,8 +120,7 @@ def decode_blocks(a, c):
         s[A_COUNT], s[A_TABLE] = n, a[B_ASLOTS]
         for step in range(2 if apart else 1):
             mode = PREP if not apart else PREP | PREP_ONLY if step == 0 else 0
-            for t in range(n):
-                carray(_i64(a[B_ASLOTS] + 8 * SLOTS * t), (SLOTS,))[A_PREP] = mode
+            every[:, A_PREP] = mode
             s[A_SHARE] = n if n > 1 or mode & PREP_ONLY else chunks  # several rows: a chunk each, which the threads take as they come
             if llvm.run(a[B_RUN], a[B_POOL], 0, a[B_ATTENTION], a[B_ASLOTS], s[A_SHARE]) != 0:
                 raise RuntimeError("attention failed")
