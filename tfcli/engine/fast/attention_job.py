@@ -8,9 +8,9 @@ import numpy as np
 from numba import carray
 
 from . import llvm
-from .jobs import _exp, _f32, _float_bits, _i64
+from .jobs import _exp, _f32, _float_bits, _i64, _quantize_rows
 from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KD, A_KH, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
-                    A_Q, A_QKV, A_QNORM, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_V, A_VH, A_VS, PREP, PREP_ONLY,
+                    A_Q, A_QKV, A_QNORM, A_QZ, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_V, A_VH, A_VS, PREP, PREP_ONLY,
                     SLOTS)  # fmt: skip
 
 
@@ -30,16 +30,22 @@ def attention(a, c):
 
     A row of the compiled blocks (block_job.py, A_PREP) first turns its Q/K/V product into its
     queries and writes its key and value into its cache (_prep): on the thread that then reads
-    them, and for each row of a batch step on the thread its chunk runs on."""
+    them, and for each row of a batch step on the thread its chunk runs on; such a row then quantizes
+    its output for W_o's product (A_QZ), as block_rows does its x for the others: on the two threads,
+    where W_o's first job would quantize all the rows on one."""
     count = a[A_COUNT]
     first, step = (c, a[A_SHARE]) if count > 1 else (0, 1)
     table = carray(_i64(a[A_TABLE]), (count, SLOTS)) if count > 1 else carray(a, (1, SLOTS))  # [rows, SLOTS]
     for k in range(first, max(count, 1), step):
-        s = table[table[k, A_TAKE]] if count > 1 else table[0]
+        t = table[k, A_TAKE] if count > 1 else 0
+        s = table[t]
         if s[A_PREP] & PREP:
             _prep(s)
         if not s[A_PREP] & PREP_ONLY:
             _attend(s, c if count <= 1 else 0)
+            for j in range(2):  # its output quantized for W_o's calls, as their first job would (the same bits)
+                if count > 1 and s[A_QZ + j] != 0:
+                    _quantize_rows(carray(_i64(s[A_QZ + j]), (SLOTS,)), t, t + 1)
 
 
 def _attend(a, c):
@@ -162,5 +168,5 @@ def _rms_row(x, g, out, eps):
         out[i] = x[i] / r * g[i]
 
 
-HELPERS = ("_attend", "_prep", "_rms_row", "_exp")  # compiled into the job
+HELPERS = ("_attend", "_prep", "_rms_row", "_exp", "_quantize_rows")  # compiled into the job
 JOBS = ("attention",)

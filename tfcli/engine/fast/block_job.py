@@ -13,7 +13,7 @@ from . import llvm
 from .attention_job import _rms_row
 from .jobs import _exp, _f32, _float_bits, _i64, _quantize_rows
 from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KD, A_KH, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
-                    A_Q, A_QKV, A_QNORM, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_THREADS_FROM, A_V, A_VH, A_VS, B_ACT,
+                    A_Q, A_QKV, A_QNORM, A_QZ, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_THREADS_FROM, A_V, A_VH, A_VS, B_ACT,
                     B_ASLOTS, B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYER, B_LAYERS, B_MO, B_O,
                     B_POOL, B_QKV, B_QM, B_QSCALE, B_R2, B_ROWJOB, B_ROWS, B_RUN, B_SCRATCH, B_SELF, B_SHARED, B_SIN, B_SIN2, B_STAGE, B_T,
                     B_THREADS, B_X, B_Z, LS, L_ACT, L_BO, L_BQKV, L_CACHE, L_CALLS, L_KNORM, L_NORM1, L_NORM2, L_ORDER, L_POST1, L_POST2, L_QNORM,
@@ -106,6 +106,9 @@ def decode_blocks(a, c):
             r[A_QKV], r[A_ORDER], r[A_BQKV], r[A_QNORM], r[A_KNORM] = a[B_QKV] + 4 * t * nq, layer[L_ORDER], layer[L_BQKV], layer[L_QNORM], layer[L_KNORM]
             r[A_QSCALE], r[A_EPS], r[A_HALF], r[A_NHEAD], r[A_COL] = a[B_QSCALE], a[B_EPS], half, n_head, end - 1 - first
             r[A_COS], r[A_SIN] = a[tables[0]] + 4 * t * half, a[tables[1]] + 4 * t * half
+            for j in range(2):  # several rows: each quantizes its output for W_o's calls (_quantized_for's slots)
+                at = L_CALLS + (2 + j) * 4
+                r[A_QZ + j] = layer[at + 2] if n > 1 and layer[at] != 0 and layer[at + 2] != 0 else 0
             used += group * s_len
         for t in range(n):  # the rows by their keys, most first (ties: the lower row first): the chunks take the longest first
             s_len, rank = every[t, A_S], 0
@@ -124,7 +127,7 @@ def decode_blocks(a, c):
             s[A_SHARE] = n if n > 1 or mode & PREP_ONLY else chunks  # several rows: a chunk each, which the threads take as they come
             if llvm.run(a[B_RUN], a[B_POOL], 0, a[B_ATTENTION], a[B_ASLOTS], s[A_SHARE]) != 0:
                 raise RuntimeError("attention failed")
-        _products(a, layer, 1, False)  # o = z W_o
+        _products(a, layer, 1, n > 1)  # o = z W_o (several rows: z quantized by each row's attention)
         _rows(a, n, STAGE_O)  # x += o; hb = rms_norm(x) * norm2
         _products(a, layer, 2, True)  # gu = hb [W_gate | W_up]
         _rows(a, n, STAGE_MLP)  # act = silu(gate) * up
