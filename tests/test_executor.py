@@ -46,7 +46,7 @@ def _same_logits(got, want):
 
 def _same_cache(a, b, length):
     assert a.length == b.length == length
-    assert_f32_close(a.k[..., :length], b.k[..., :length], steps=64, floor=1.0)
+    assert_f32_close(a.k[:, :, :length], b.k[:, :, :length], steps=64, floor=1.0)
     assert_f32_close(a.v[:, :, :length], b.v[:, :, :length], steps=64, floor=1.0)
 
 
@@ -86,7 +86,7 @@ def test_a_batch_step_equals_the_textbook_for_each_sequence(net, workers):
     for b, token in enumerate(nexts):
         alone, alone_cache = _pass(net, prompt, np.array([token]), PLAIN)
         _same_logits(rows[b], alone[0])
-        assert_f32_close(batch.k[:, b, ..., :7], alone_cache.k[..., :7], steps=64, floor=1.0)
+        assert_f32_close(batch.k[:, b, :, :7], alone_cache.k[:, :, :7], steps=64, floor=1.0)
         assert_f32_close(batch.v[:, b, :, :7], alone_cache.v[:, :, :7], steps=64, floor=1.0)
 
 

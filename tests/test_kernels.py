@@ -350,23 +350,26 @@ def _product(kernels, x, rows, t):
 @pytest.mark.parametrize("shape", [(3, 3, 64, 540), (1, 4, 256, 100), (1, 4, 256, 300), (2, 5, 96, 37), (4, 7, 40, 3)], ids=str)
 def test_decode_attention_is_the_numpy_attention(kernels, shape):
     """kernels.attention (a decode step of a quantized model: attention_job.attention) against the NumPy
-    attention it stands in for, on the caches' own layout (views of a larger room), with key and
-    column counts that are not multiples of 16: within a few float32 steps of the largest output,
-    the same bits on one thread and on two, and each key/value head the same whatever the others."""
+    attention it stands in for, on the caches' own layout (views of a larger room, keys and values
+    kept [Hkv, room, Dh]), with key and column counts that are not multiples of 16 and head sizes
+    that are not (the keys' dot products without the 16-wide kernel): within a few float32 steps of
+    the largest output, the same bits on one thread and on two, and each key/value head the same
+    whatever the others; keys given as a contiguous [Hkv, Dh, S] array, the same numbers."""
     from tfcli.engine.fast import ops
 
     n_kv, group, head_dim, s_len = shape
     rng = np.random.default_rng(sum(shape))
-    keys = rng.standard_normal((n_kv, head_dim, s_len + 19)).astype(np.float32)  # [Hkv, Dh, room]
+    keys = rng.standard_normal((n_kv, s_len + 19, head_dim)).astype(np.float32)  # [Hkv, room, Dh]
     values = rng.standard_normal((n_kv, s_len + 19, head_dim)).astype(np.float32)  # [Hkv, room, Dh]
     q = (rng.standard_normal((n_kv, group, 1, head_dim)) * 3).astype(np.float32)
-    k, v = keys[:, :, :s_len], values[:, :s_len]
+    k, v = keys[:, :s_len].transpose(0, 2, 1), values[:, :s_len]  # [Hkv, Dh, S] as KVCache.held gives them
     want, _ = ops._attention_block(q, k, v, False)
     one, two = kernels.attention(q, k, v, 1), kernels.attention(q, k, v, 2)
     assert np.array_equal(one, two)
     assert np.abs(one - want).max() <= 16 * EPS * np.abs(want).max(), np.abs(one - want).max()
     alone = kernels.attention(q[:1], k[:1], v[:1], 1)
     assert np.array_equal(alone, one[:1])
+    assert np.array_equal(kernels.attention(q, np.ascontiguousarray(k), v, 1), one)
 
 
 def test_a_new_compile_removes_stale_folders(tmp_path):

@@ -54,7 +54,7 @@ def test_token_by_token_equals_one_pass_while_the_sliding_layers_hold_little(mod
     got = [model.forward(ids[:3], cache, all_logits=True)] + [model.forward(ids[t : t + 1], cache) for t in range(3, N)]
     assert_f32_near(np.concatenate(got), want)
     assert cache.n_sliding and cache.off > 0  # the sliding layers dropped positions ...
-    assert cache.ks.shape[3] <= cache.window + 2 * kvcache.SLACK < N  # ... and hold about a window
+    assert cache.ks.shape[2] <= cache.window + 2 * kvcache.SLACK < N  # ... and hold about a window
     assert cache.room >= N or cache.n_sliding == model.config.n_layer  # the global layers keep everything
 
 

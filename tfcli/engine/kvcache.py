@@ -3,15 +3,14 @@
 Written by slice into preallocated arrays: no list of arrays, no concatenate per token (growing a
 cache by concatenation copies it every step). `capacity` is the most positions a run may reach,
 and memory for all of it is checked up front; the arrays themselves start small and double when a
-write needs more room (each position is copied O(1) times on average). They cannot be allocated
-at full capacity and left to the kernel to fill lazily: keys are stored transposed, so every one of
-the L*Hkv*Dh rows of [.., S] is touched by the first position, and with transparent huge pages each
-touched row commits 2 MB; a config claiming a 16M-token context committed gigabytes for a few tokens.
-Values are [L, Hkv, S, Dh] and keys are stored transposed, [L, Hkv, Dh, S]: the scores of a head's
-queries are then q [G*T, Dh] @ k [Dh, S] and its output weights [G*T, S] @ v [S, Dh], two plain
-row-major products (with keys as [S, Dh], q k^T made OpenBLAS take a slow path: decoding at 2,000
-cached positions spent 15 ms per token on it, 7 ms this way). Writing T new positions is a small
-strided copy either way.
+write needs more room (each position is copied O(1) times on average).
+Keys and values are both kept position by position, [L, Hkv, S, Dh]: a decode step writes its key
+as Dh floats side by side (4 cache lines a head for Dh = 64), where keys kept transposed,
+[L, Hkv, Dh, S], took a float in each of Dh lines (64), and a short context's keys are read as
+S lines of Dh floats rather than Dh lines of 16 positions: a SmolLM2 decode step's attention a
+third less, 1 row or 4 (benchmarks/README.md). Attention reads the keys as views [Hkv, Dh, S]
+(held(), store()), the transposed view of the same floats, so that the scores of a head's queries
+are q [G*T, Dh] @ k [Dh, S] wherever they are computed.
 """
 
 from __future__ import annotations
@@ -74,7 +73,7 @@ class BatchRows(Cache, Protocol):
 
 def grouped_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, n_seq: int, start: int, attention, weights: bool, **mask):
     """The queries q [B*T, H, Dh] of B sequences of T rows each (sequence 0's first) over their keys
-    [B*Hkv, Dh, S] (transposed, as the caches keep them) and values [B*Hkv, S, Dh], each sequence's
+    [B*Hkv, Dh, S] (the transposed view of what the caches keep) and values [B*Hkv, S, Dh], each sequence's
     heads over its own: query head h reads key/value head h // G (the grouping of transformers'
     repeat_kv), so B sequences are one `attention` call over B*Hkv heads of G queries.
     -> (z [B*T, H, Dh], weights [B*Hkv, G, T, S] or None)."""
@@ -85,9 +84,6 @@ def grouped_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, n_seq
     out, w = attention(qg, keys, values, start, weights, **mask)  # [B*Hkv, G, T, Dh], [B*Hkv, G, T, S]
     z = out.reshape(n_seq, n_kv, g, t_len, head_dim).transpose(0, 3, 1, 2, 4).reshape(rows, n_head, head_dim)  # [B*T, H, Dh]
     return z, w
-
-
-KEY_PAD = 16  # floats after each row of a KVCache's transposed keys (KVCache._arrays)
 
 
 class KVCache:
@@ -124,19 +120,15 @@ class KVCache:
         return self.v.shape[2]
 
     def _arrays(self, layers: int, room: int) -> tuple[np.ndarray, np.ndarray]:
-        Hkv, Dh = self.config.n_kv_head, self.config.head_dim
-        # Keys transposed, each of a head's Dh rows padded by a cache line: a decode step writes a
-        # column, and rows a power of two apart would all fall in the same few sets of the CPU's
-        # cache (a SmolLM2 batch step of 4 rows spent 0.3 ms writing 23,000 floats).
-        k = np.zeros((layers, Hkv, Dh, room + KEY_PAD), dtype=np.float32)[..., :room]  # [layers, Hkv, Dh, room]
-        return k, np.zeros((layers, Hkv, room, Dh), dtype=np.float32)  # [layers, Hkv, room, Dh]
+        shape = (layers, self.config.n_kv_head, room, self.config.head_dim)
+        return np.zeros(shape, dtype=np.float32), np.zeros(shape, dtype=np.float32)  # keys, values [layers, Hkv, room, Dh]
 
     def _allocate(self, room: int) -> None:
-        k, v = self._arrays(self.config.n_layer - self.n_sliding, room)  # [Lg, Hkv, Dh, room], [Lg, Hkv, room, Dh]
+        k, v = self._arrays(self.config.n_layer - self.n_sliding, room)  # [Lg, Hkv, room, Dh] each
         if hasattr(self, "k"):
             kept = self.room
-            k[..., :kept] = self.k  # [Lg, Hkv, Dh, kept]
-            v[:, :, :kept] = self.v  # [Lg, Hkv, kept, Dh]
+            k[:, :, :kept] = self.k  # [Lg, Hkv, kept, Dh]
+            v[:, :, :kept] = self.v
         self.k, self.v = k, v
 
     def reserve(self, end: int, start: int | None = None) -> None:
@@ -149,7 +141,7 @@ class KVCache:
             room = min(self.capacity, max(end, 2 * self.room))
             check_allocation(self.config.kv_cache_bytes(room), f"a KV cache of {room:,} positions")
             self._allocate(room)
-        if self.n_sliding and end - self.off > self.ks.shape[3]:
+        if self.n_sliding and end - self.off > self.ks.shape[2]:
             self._slide(self.length if start is None else start, end)
 
     def _slide(self, start: int, end: int) -> None:
@@ -158,14 +150,14 @@ class KVCache:
         the front, and grow the arrays if that is not enough."""
         keep = max(self.off, start - self.window + 1 - SLACK)  # the oldest position still wanted
         kept = start - keep  # positions keep..start-1 stay; start.. are about to be written
-        need, room = end - keep, self.ks.shape[3]
+        need, room = end - keep, self.ks.shape[2]
         if need > room:
             room = min(self.capacity, max(need, min(2 * room, self.window + 2 * SLACK)))
             ks, vs = self._arrays(self.n_sliding, room)
         else:
             ks, vs = self.ks, self.vs  # in place: NumPy copies overlapping slices correctly
-        ks[..., :kept] = self.ks[..., keep - self.off : start - self.off]  # [Ls, Hkv, Dh, kept]
-        vs[:, :, :kept] = self.vs[:, :, keep - self.off : start - self.off]  # [Ls, Hkv, kept, Dh]
+        ks[:, :, :kept] = self.ks[:, :, keep - self.off : start - self.off]  # [Ls, Hkv, kept, Dh]
+        vs[:, :, :kept] = self.vs[:, :, keep - self.off : start - self.off]
         self.ks, self.vs, self.off = ks, vs, keep
 
     def positions(self, t_len: int) -> np.ndarray:
@@ -184,18 +176,19 @@ class KVCache:
         return self.off if self.slot[layer][0] else 0
 
     def held(self, layer: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """The keys [Hkv, Dh, S'] and values [Hkv, S', Dh] of positions first(layer)..end-1 (views)."""
+        """The keys [Hkv, Dh, S'] (the transposed view of the stored [Hkv, S', Dh]) and values [Hkv, S', Dh]
+        of positions first(layer)..end-1 (views)."""
         sliding, i = self.slot[layer]
         if sliding:
-            return self.ks[i, :, :, : end - self.off], self.vs[i, :, : end - self.off]
-        return self.k[i, :, :, :end], self.v[i, :, :end]
+            return self.ks[i, :, : end - self.off].transpose(0, 2, 1), self.vs[i, :, : end - self.off]
+        return self.k[i, :, :end].transpose(0, 2, 1), self.v[i, :, :end]
 
     def _write(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
         end = start + k.shape[0]
         sliding, i = self.slot[layer]
         keys, values, at = (self.ks, self.vs, start - self.off) if sliding else (self.k, self.v, start)
-        keys[i, :, :, at : at + end - start] = k.transpose(1, 2, 0)  # [T, Hkv, Dh] -> [Hkv, Dh, T]
-        values[i, :, at : at + end - start] = v.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
+        keys[i, :, at : at + end - start] = k.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
+        values[i, :, at : at + end - start] = v.transpose(1, 0, 2)
 
     def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Write k, v [T, Hkv, Dh] at positions start..start+T-1; return the keys [Hkv, Dh, S'] and
@@ -210,7 +203,7 @@ class KVCache:
         weights [H, T, S] or None). A sliding layer's keys start at first(layer): positions are
         counted from there, and the positions it dropped get weight 0."""
         t_len, n_head, _ = q.shape
-        k_all, v_all = self.store(layer, start, k, v)  # [Hkv, Dh, S'] (keys transposed), [Hkv, S', Dh]
+        k_all, v_all = self.store(layer, start, k, v)  # [Hkv, Dh, S'] (keys as a transposed view), [Hkv, S', Dh]
         first = self.first(layer)
         z, w = grouped_attention(q, k_all, v_all, 1, start - first, attention, weights, **mask)  # [T, H, Dh], [Hkv, G, T, S']
         if w is not None and first:  # the dropped positions get no weight: they are beyond the window
@@ -236,8 +229,8 @@ class KVCache:
         n = self.length
         new.ks, new.vs, new.off = self.ks.copy(), self.vs.copy(), self.off  # [Ls, ...]: what the sliding layers hold
         new.reserve(max(n, 1), 0)  # the global layers' room; the sliding layers' is already enough
-        new.k[..., :n] = self.k[..., :n]  # [Lg, Hkv, Dh, n]
-        new.v[:, :, :n] = self.v[:, :, :n]  # [Lg, Hkv, n, Dh]
+        new.k[:, :, :n] = self.k[:, :, :n]  # [Lg, Hkv, n, Dh]
+        new.v[:, :, :n] = self.v[:, :, :n]
         new.length = n
         return new
 
@@ -248,16 +241,16 @@ BATCH_HINT = "use fewer {samples} or fewer {max_new_tokens}"
 class BatchCache:
     """Keys and values of B sequences that all hold the same number of positions.
 
-    Per layer, the B sequences sit side by side: keys [L, B, Hkv, Dh, S] (transposed, as KVCache
-    keeps them) and values [L, B, Hkv, S, Dh]. A layer's keys of the first `rows` sequences are then
-    one [rows*Hkv, Dh, S] view, and B sequences' attention is one call over B*Hkv heads.
+    Per layer, the B sequences sit side by side: keys and values [L, B, Hkv, S, Dh] (as KVCache
+    keeps them). A layer's keys of the first `rows` sequences are then one [rows*Hkv, Dh, S] view
+    (transposed), and B sequences' attention is one call over B*Hkv heads.
     """
 
     def __init__(self, config: ModelConfig, rows: int, capacity: int):
         check_allocation(rows * config.kv_cache_bytes(capacity), f"a KV cache for {rows:,} samples of {capacity:,} positions", BATCH_HINT)
         L, Hkv, Dh = config.n_layer, config.n_kv_head, config.head_dim
         self.config = config
-        self.k = np.zeros((L, rows, Hkv, Dh, capacity), dtype=np.float32)  # [L, B, Hkv, Dh, capacity]; sized to prompt + new tokens by the caller
+        self.k = np.zeros((L, rows, Hkv, capacity, Dh), dtype=np.float32)  # [L, B, Hkv, capacity, Dh]; sized to prompt + new tokens by the caller
         self.v = np.zeros((L, rows, Hkv, capacity, Dh), dtype=np.float32)  # [L, B, Hkv, capacity, Dh]
         self.capacity = capacity
         self.rows = rows  # sequences still in the batch: rows 0..rows-1
@@ -271,7 +264,7 @@ class BatchCache:
         for layer in range(self.config.n_layer):
             first = prefix.first(layer)  # a sliding layer's older positions are beyond every window: left zero
             keys, values = prefix.held(layer, n)  # [Hkv, Dh, n - first], [Hkv, n - first, Dh]
-            self.k[layer, : self.rows, :, :, first:n] = keys  # -> every row
+            self.k[layer, : self.rows, :, first:n] = keys.transpose(0, 2, 1)  # -> every row
             self.v[layer, : self.rows, :, first:n] = values
         self.length = n
 
@@ -299,7 +292,7 @@ class BatchCache:
         n = self.length
         for dst, src in enumerate(rows):
             if dst != src:  # dst < src: a row is never overwritten before it is moved
-                self.k[:, dst, :, :, :n] = self.k[:, src, :, :, :n]
+                self.k[:, dst, :, :n] = self.k[:, src, :, :n]
                 self.v[:, dst, :, :n] = self.v[:, src, :, :n]
         self.rows = len(rows)
 
@@ -312,9 +305,9 @@ class BatchCache:
             raise ValueError(f"{b_len} new rows for a batch of {self.rows}")
         if end > self.capacity:
             raise ResourceError(f"the batch cache holds {self.capacity} positions; position {start} does not fit")
-        self.k[layer, :b_len, :, :, start] = k  # [B, Hkv, Dh]
+        self.k[layer, :b_len, :, start] = k  # [B, Hkv, Dh]
         self.v[layer, :b_len, :, start] = v  # [B, Hkv, Dh]
-        keys = self.k[layer, :b_len, :, :, :end].reshape(b_len * n_kv, head_dim, end)  # [B*Hkv, Dh, S], a view
+        keys = self.k[layer, :b_len, :, :end].reshape(b_len * n_kv, end, head_dim).transpose(0, 2, 1)  # [B*Hkv, Dh, S], a view
         values = self.v[layer, :b_len, :, :end].reshape(b_len * n_kv, end, head_dim)  # [B*Hkv, S, Dh], a view
         return keys, values
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 from numba import carray
 
-from . import llvm
+from .llvm_attention import dots, tile_1, tile_4
 from .jobs import _exp, _f32, _float_bits, _i64, _quantize_rows
-from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KD, A_KH, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
+from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KH, A_KS, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
                     A_Q, A_QKV, A_QNORM, A_QZ, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_V, A_VH, A_VS, PREP, PREP_ONLY,
                     SLOTS)  # fmt: skip
 
@@ -17,10 +17,11 @@ from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF
 def attention(a, c):
     """softmax(q k^T / sqrt(Dh)) v for a decode step (T = 1), chunk c of the Hkv key/value heads: the
     scores of a head's G queries over its S keys, their exponentials, and the values they weight,
-    summed before dividing by the exponentials' sum, as fast/ops._attention_block does. Keys and
-    values are read once for the G queries (or for each of A_SPLIT parts of them, so that more
-    threads than heads share the work), 64 (then 16) keys or columns at a time (llvm.py). Each
-    query's numbers are the same bits however the queries are cut.
+    summed before dividing by the exponentials' sum, as fast/ops._attention_block does. The keys,
+    kept position by position, 16 at a time for each query (llvm_attention.dots); the values 64
+    (then 16) columns at a time, read once for the G queries (or for each of A_SPLIT parts of them,
+    so that more threads than heads share the work; llvm_attention.tile_*). Each query's numbers
+    are the same bits however the queries are cut.
 
     Several rows of a batch step in one call (A_COUNT > 1): `a` is the first of A_COUNT rows of
     slots (at A_TABLE, SLOTS apart), each row's heads in one chunk (its A_CHUNKS 1), and chunk c
@@ -54,29 +55,32 @@ def _attend(a, c):
     q = carray(_f32(a[A_Q]), (n_kv * rows * dh,))
     out = carray(_f32(a[A_OUT]), (n_kv * rows * dh,))
     e = carray(_f32(a[A_SCRATCH]), (chunks * rows * s_len,))
-    kd, vs = a[A_KD], a[A_VS]
+    ks, vs = a[A_KS], a[A_VS]
     scale = np.float32(1.0 / np.sqrt(np.float64(dh)))
     split = a[A_SPLIT]  # a head's queries in this many parts (jobs run the parts: Gemma 3's one head on two threads)
     per = (rows + split - 1) // split
     size = (n_kv * split + chunks - 1) // chunks
     for u in range(c * size, min(n_kv * split, (c + 1) * size)):
         h, part = u // split, u % split
-        k = carray(_f32(a[A_K] + 4 * h * a[A_KH]), (dh * kd,))
+        k = carray(_f32(a[A_K] + 4 * h * a[A_KH]), (s_len * ks,))
         v = carray(_f32(a[A_V] + 4 * h * a[A_VH]), (s_len * vs,))
         for r0 in range(part * per, min(rows, (part + 1) * per), 4):
             n = min(4, min(rows, (part + 1) * per) - r0)
             qo = (h * rows + r0) * dh
             eo = c * rows * s_len + r0 * s_len
-            s = 0
-            while s + 16 <= s_len:  # the scores of 64 (then 16) keys: e[r, s:] = (q_r * scale) . k[:, s:]
-                wide = s + 64 <= s_len
-                if wide:
-                    llvm.tile_4(n, k, s, kd, q, qo, dh, dh, scale, e, eo + s, s_len, 16)
-                else:
-                    llvm.tile_1(n, k, s, kd, q, qo, dh, dh, scale, e, eo + s, s_len, 16)
-                s += 64 if wide else 16
-            if s < s_len:  # the last S % 16 keys: masked loads of each row of k, masked stores of their scores
-                llvm.tile_m(n, k, s, kd, q, qo, dh, dh, scale, e, eo + s, s_len, s_len - s)
+            if dh % 16 == 0:  # the scores e[r, j] = (q_r . k_j) * scale, 16 keys at a time
+                for j in range(0, s_len, 16):
+                    for r in range(n):  # the 16 keys read again from the nearest cache for each row
+                        dots(min(16, s_len - j), k, j * ks, ks, q, qo + r * dh, dh, scale, e, eo + r * s_len + j)
+            else:
+                for j in range(s_len):
+                    key = k[j * ks : j * ks + dh]  # views: indices from 0 up, a dot product in vector lanes
+                    for r in range(n):
+                        qr = q[qo + r * dh : qo + (r + 1) * dh]
+                        acc = np.float32(0)
+                        for d in range(dh):
+                            acc += qr[d] * key[d]
+                        e[eo + r * s_len + j] = acc * scale
             for r in range(n):
                 row = e[eo + r * s_len : eo + (r + 1) * s_len]  # [S] a view: indices from 0 up, which LLVM runs in vector lanes
                 t0 = t1 = t2 = t3 = row[0]  # the largest score, in four chains (a maximum is exact in any order)
@@ -91,9 +95,9 @@ def _attend(a, c):
             while d + 16 <= dh:  # 64 (then 16) columns of the weighted values: out[r, d:] = e_r . v[:, d:]
                 wide = d + 64 <= dh
                 if wide:
-                    llvm.tile_4(n, v, d, vs, e, eo, s_len, s_len, np.float32(1), out, qo + d, dh, 16)
+                    tile_4(n, v, d, vs, e, eo, s_len, s_len, out, qo + d, dh)
                 else:
-                    llvm.tile_1(n, v, d, vs, e, eo, s_len, s_len, np.float32(1), out, qo + d, dh, 16)
+                    tile_1(n, v, d, vs, e, eo, s_len, s_len, out, qo + d, dh)
                 d += 64 if wide else 16
             for r in range(n):
                 row, o = e[eo + r * s_len : eo + (r + 1) * s_len], out[qo + r * dh : qo + (r + 1) * dh]  # views (indices from 0 up: vector lanes)
@@ -116,11 +120,8 @@ def _prep(r):
     ops.apply_rope), into A_Q; then its key and value into column A_COL of its cache."""
     n_head, n_kv, dh, half = r[A_NHEAD], r[A_HKV], r[A_DH], r[A_HALF]
     nq = (n_head + 2 * n_kv) * dh
-    kh, kd, vh, vs, col = r[A_KH], r[A_KD], r[A_VH], r[A_VS], r[A_COL]
+    kh, ks, vh, vs, col = r[A_KH], r[A_KS], r[A_VH], r[A_VS], r[A_COL]
     keys, values = carray(_f32(r[A_K]), (n_kv * kh,)), carray(_f32(r[A_V]), (n_kv * vh,))
-    for g in range(n_kv):  # the key's lines (a column: one per d) asked for before the work below
-        for e in range(dh):
-            llvm.prefetch_write(keys, g * kh + e * kd + col)
     qkv, qm = carray(_f32(r[A_QKV]), (nq,)), carray(_f32(r[A_Q]), (nq,))
     if r[A_ORDER] != 0:
         order = carray(_i64(r[A_ORDER]), (nq,))
@@ -152,10 +153,10 @@ def _prep(r):
             head[half + i] = x2 * cos[i] + x1 * sin[i]
     for g in range(n_kv):
         key, value = qm[(n_head + g) * dh : (n_head + g + 1) * dh], qm[(n_head + n_kv + g) * dh : (n_head + n_kv + g + 1) * dh]
-        column, row = keys[g * kh + col :], values[g * vh + col * vs : g * vh + col * vs + dh]
+        krow, vrow = keys[g * kh + col * ks : g * kh + col * ks + dh], values[g * vh + col * vs : g * vh + col * vs + dh]
         for e in range(dh):
-            column[e * kd] = key[e]
-            row[e] = value[e]
+            krow[e] = key[e]
+            vrow[e] = value[e]
 
 
 def _rms_row(x, g, out, eps):

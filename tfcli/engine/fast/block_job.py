@@ -12,7 +12,7 @@ from numba import carray
 from . import llvm
 from .attention_job import _rms_row
 from .jobs import _exp, _f32, _float_bits, _i64, _quantize_rows
-from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KD, A_KH, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
+from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KH, A_KS, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
                     A_Q, A_QKV, A_QNORM, A_QZ, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_THREADS_FROM, A_V, A_VH, A_VS, B_ACT,
                     B_ASLOTS, B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYER, B_LAYERS, B_MO, B_O,
                     B_POOL, B_QKV, B_QM, B_QSCALE, B_R2, B_ROWJOB, B_ROWS, B_RUN, B_SCRATCH, B_SELF, B_SHARED, B_SIN, B_SIN2, B_STAGE, B_T,
@@ -49,7 +49,7 @@ def _rows(a, n, stage):
 
 def _cache_row(row, layer, li):
     """Row `row`'s keys and values at layer li (`layer`, its row of the layer table): (keys' address,
-    head and d strides; values' address, head and s strides; the column of position 0)."""
+    head and s strides; values' address, head and s strides; the row of position 0)."""
     sliding, index = layer[L_SLIDING], layer[L_CACHE]
     if row[R_SLIDES] == 0:  # a batch's cache: every layer keeps every position, layer l at l
         sliding, index = 0, li
@@ -91,7 +91,7 @@ def decode_blocks(a, c):
         window = layer[L_WINDOW]
         used = 0  # floats of the scratch the rows before took (a batch step's rows each have their own)
         for t in range(n):  # each row's attention slots: its queries, key and value made from its product, then its attention (attention_job.py)
-            k_at, k_h, k_d, v_at, v_h, v_s, off = _cache_row(rows[t], layer, li)
+            k_at, k_h, k_s, v_at, v_h, v_s, off = _cache_row(rows[t], layer, li)
             end = rows[t, R_POS] - off + 1
             first = end - window if window > 0 and end > window else 0
             s_len = end - first
@@ -100,7 +100,7 @@ def decode_blocks(a, c):
             chunks = min(chunks, n_kv * split)
             r = every[t]
             r[A_Q], r[A_ROWS], r[A_DH], r[A_HKV] = a[B_QM] + 4 * t * nq, group, dh, n_kv
-            r[A_K], r[A_KH], r[A_KD] = k_at + 4 * first, k_h, k_d
+            r[A_K], r[A_KH], r[A_KS] = k_at + 4 * first * k_s, k_h, k_s
             r[A_V], r[A_VH], r[A_VS] = v_at + 4 * first * v_s, v_h, v_s
             r[A_S], r[A_OUT], r[A_CHUNKS], r[A_SCRATCH], r[A_SPLIT] = s_len, a[B_Z] + 4 * t * n_head * dh, chunks, a[B_SCRATCH] + 4 * used, split
             r[A_QKV], r[A_ORDER], r[A_BQKV], r[A_QNORM], r[A_KNORM] = a[B_QKV] + 4 * t * nq, layer[L_ORDER], layer[L_BQKV], layer[L_QNORM], layer[L_KNORM]

@@ -179,7 +179,7 @@ def _rows(cache, positions: np.ndarray) -> tuple[np.ndarray, int]:
         for at, array in ((S.R_KG, c.k), (S.R_VG, c.v), (S.R_KW, c.ks), (S.R_VW, c.vs)):
             table[t, at], table[t, at + 1 : at + 4] = array.ctypes.data, [s // 4 for s in array.strides[:3]]
         table[t, S.R_OFF], table[t, S.R_POS], table[t, S.R_SLIDES] = c.off, p, 1
-        room = max(room, c.room, c.ks.shape[3])
+        room = max(room, c.room, c.ks.shape[2])
     return table, room
 
 

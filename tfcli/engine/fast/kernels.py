@@ -423,14 +423,14 @@ def product_parts(x: np.ndarray, parts: Parts, out: np.ndarray, threads: int = 1
     _call(parts.first, parts.job, parts.call(_data_address(x), T, K, _data_address(out), out.strides[0] // 4, chunks, buffers), chunks, threads)
 
 
-_ATTENTION = (S.A_Q, S.A_ROWS, S.A_DH, S.A_HKV, S.A_K, S.A_KH, S.A_KD, S.A_V, S.A_VH, S.A_VS, S.A_S, S.A_OUT, S.A_CHUNKS, S.A_SCRATCH, S.A_SPLIT)
+_ATTENTION = (S.A_Q, S.A_ROWS, S.A_DH, S.A_HKV, S.A_K, S.A_KH, S.A_KS, S.A_V, S.A_VH, S.A_VS, S.A_S, S.A_OUT, S.A_CHUNKS, S.A_SCRATCH, S.A_SPLIT)
 assert _ATTENTION == tuple(range(len(_ATTENTION))), "attention() fills the attention job's slots in this order"
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> np.ndarray:
     """fast/ops._attention_block for a decode step, without weights, softcap or window, compiled
     (attention_job.attention): q [Hkv, G, 1, Dh] for the last of S positions, k [Hkv, Dh, S] and v [Hkv, S,
-    Dh] as the caches keep them (views whose last axis is contiguous) -> out [Hkv, G, 1, Dh]."""
+    Dh] as the caches give them (views of keys and values kept [Hkv, S, Dh]) -> out [Hkv, G, 1, Dh]."""
     if q.shape[2] != 1:
         raise ValueError("the compiled attention takes one query position (a decode step)")
     if not _k:
@@ -438,8 +438,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> 
     q = np.ascontiguousarray(q, np.float32)
     n_kv, group, _, head_dim = q.shape
     s_len = k.shape[2]
-    (kh, kd, ks), (vh, vs, vd) = k.strides, v.strides
-    if k.dtype != np.float32 or v.dtype != np.float32 or ks != 4 or vd != 4 or (kh | kd | vh | vs) % 4:
+    k = k.transpose(0, 2, 1)  # [Hkv, S, Dh], as the caches keep the keys
+    (kh, ks, kd), (vh, vs, vd) = k.strides, v.strides
+    if k.dtype != np.float32 or v.dtype != np.float32 or kd != 4 or vd != 4 or (kh | ks | vh | vs) % 4:
         k, v = np.ascontiguousarray(k, np.float32), np.ascontiguousarray(v, np.float32)
     out = np.empty(q.shape, np.float32)  # [Hkv, G, 1, Dh]
     chunks = threads if threads > 1 and s_len * n_kv * group * head_dim >= S.A_THREADS_FROM else 1  # shorter: not worth a hand-off

@@ -99,16 +99,6 @@ def _ask(builder, at, write: int) -> None:
     _intrinsic(builder, "llvm.prefetch.p0", ir.VoidType(), at, ir.Constant(I32, write), ir.Constant(I32, 3), ir.Constant(I32, 1))
 
 
-@intrinsic
-def prefetch_write(typingctx, x, i):
-    """Ask for the cache line of x[i], to be written (a column of the transposed keys: block_job)."""
-
-    def codegen(context, builder, sig, args):
-        _ask(builder, _at(context, builder, sig.args[0], args[0], args[1], I8), write=1)
-
-    return types.void(x, intp), codegen
-
-
 def _reduce(builder, kind: str, v, *start):
     return _intrinsic(builder, f"llvm.vector.reduce.{kind}.v{v.type.count}{'i32' if kind == 'add' else 'f32'}", v.type.element, *start, v)
 
@@ -419,64 +409,6 @@ def _switch(builder, value, cases, emit) -> None:
         emit(case)
         builder.branch(done)
     builder.position_at_end(done)
-
-
-# --- attention: 16*width columns of a matrix weighted by the rows of another, for `rows` of them -------
-
-
-def _tile(width: int, masked: bool = False):
-    """For r < rows (1 to 4), j < 16 * width: out[oo + r * os + j] = sum over i < n of (a[ao + r * as + i]
-    * scale) * m[mo + i * ms + j]. Attention's two products on the caches' layout (attention_job.py):
-    the scores of 16 * width keys (m the keys [Dh, S], a the queries, n = Dh) and 16 * width columns
-    of the weighted values (m the values [S, Dh], a the exponentials, scale 1: exact). Each vector
-    of m is loaded once for all the rows, into rows * width independent accumulators. `masked`:
-    only columns j < cols are read and written (the last keys, fewer than 16: masked loads and
-    stores); otherwise cols is not looked at. The code for each number of rows behind one switch."""
-
-    @intrinsic
-    def tile(typingctx, rows, m, mo, ms, a, ao, as_, n, scale, out, oo, os, cols):
-        def codegen(context, builder, sig, args):
-            _switch(builder, args[0], (1, 2, 3, 4), lambda r: _emit_tile(context, builder, sig.args[1:], args[1:], width, r, masked))
-
-        return types.void(rows, m, intp, intp, a, intp, intp, intp, types.float32, out, intp, intp, intp), codegen
-
-    return tile
-
-
-def _emit_tile(context, builder, t, args, width: int, rows: int, masked: bool) -> None:
-    """tile's code for `rows` rows."""
-    m_, mo_, ms_, a_, ao_, as__, n_, scale_, out_, oo_, os_, cols_ = args
-    zeros = ir.Constant(_vec(F32, 16), [ir.Constant(F32, 0.0)] * 16)
-    acc = [[cgutils.alloca_once_value(builder, zeros) for _ in range(width)] for _ in range(rows)]
-    numbers = [ir.Constant(_vec(I32, 16), list(range(16 * w, 16 * w + 16))) for w in range(width)]
-    masks = [builder.icmp_signed("<", v, _splat(builder.trunc(cols_, I32), I32, 16, builder)) for v in numbers] if masked else None
-
-    def load(at, w):
-        if not masked:
-            return _load(context, builder, t[0], m_, at, _vec(F32, 16))
-        return _intrinsic(builder, "llvm.masked.load.v16f32.p0", _vec(F32, 16), _at(context, builder, t[0], m_, at, _vec(F32, 16)), ir.Constant(I32, 4), masks[w], zeros)
-
-    with cgutils.for_range(builder, n_) as loop:
-        i = loop.index
-        at = builder.add(mo_, builder.mul(i, ms_))
-        vectors = [load(_plus(builder, at, 16 * w), w) for w in range(width)]
-        for r in range(rows):
-            weight = _scalar(context, builder, t[3], a_, builder.add(builder.add(ao_, builder.mul(as__, ir.Constant(as__.type, r))), i))
-            splat = _splat(builder.fmul(weight, scale_), F32, 16, builder)
-            for w in range(width):
-                builder.store(_fma(builder, vectors[w], splat, builder.load(acc[r][w])), acc[r][w])
-    for r in range(rows):
-        base = builder.add(oo_, builder.mul(os_, ir.Constant(os_.type, r)))
-        for w in range(width):
-            at = _at(context, builder, t[8], out_, _plus(builder, base, 16 * w), _vec(F32, 16))
-            if masked:
-                _intrinsic(builder, "llvm.masked.store.v16f32.p0", ir.VoidType(), builder.load(acc[r][w]), at, ir.Constant(I32, 4), masks[w])
-            else:
-                builder.store(builder.load(acc[r][w]), at, align=1)
-
-
-# tile_4(rows, ...): 64 columns for 1 to 4 rows; tile_1(...): 16 columns; tile_m(...): the first cols < 16 of them
-tile_4, tile_1, tile_m = _tile(4), _tile(1), _tile(1, masked=True)
 
 
 @intrinsic

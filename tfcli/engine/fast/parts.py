@@ -25,7 +25,7 @@ class PartCache(KVCache):
 
     def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         end = start + k.shape[0]
-        room = self.off + self.ks.shape[3] if self.slot[layer][0] else self.room
+        room = self.off + self.ks.shape[2] if self.slot[layer][0] else self.room
         if end > room:
             raise ResourceError(f"a part of a prompt pass reached position {end - 1} beyond the room reserved")
         self.relay.wait(layer, start)

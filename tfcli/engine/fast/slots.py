@@ -21,7 +21,7 @@ X8 = 256  # added to a type id in the parts table (P_KIND): its rows interleaved
 
 # the attention job's slots (attention_job.attention): a decode step's queries over the KV cache
 A_Q, A_ROWS, A_DH, A_HKV = 0, 1, 2, 3  # q [Hkv, ROWS, Dh] float32 (ROWS = G, a key/value head's queries)
-A_K, A_KH, A_KD = 4, 5, 6  # keys [Hkv, Dh, S]: head and d strides in elements (the s stride is 1)
+A_K, A_KH, A_KS = 4, 5, 6  # keys [Hkv, S, Dh]: head and s strides in elements (the d stride is 1)
 A_V, A_VH, A_VS = 7, 8, 9  # values [Hkv, S, Dh]: head and s strides (the d stride is 1)
 A_S, A_OUT, A_CHUNKS, A_SCRATCH = 10, 11, 12, 13  # S keys; out [Hkv, ROWS, Dh]; chunks of the Hkv heads; [CHUNKS, ROWS, S] float32
 A_SPLIT = 14  # each head's ROWS queries in this many parts, which the chunks share out with the heads
@@ -56,9 +56,9 @@ L_CALLS = 14  # matrix m (0 Q/K/V, 1 O, 2 gate/up, 3 down), call j (0, 1): first
 LS = L_CALLS + 4 * 2 * 4
 
 # the row table's columns: where a row's keys and values are (addresses, strides in elements) and its position
-R_KG, R_KG_L, R_KG_H, R_KG_D = 0, 1, 2, 3  # keys of the layers that keep every position [L', Hkv, Dh, room]
+R_KG, R_KG_L, R_KG_H, R_KG_S = 0, 1, 2, 3  # keys of the layers that keep every position [L', Hkv, room, Dh]
 R_VG, R_VG_L, R_VG_H, R_VG_S = 4, 5, 6, 7  # their values [L', Hkv, room, Dh]
-R_KW, R_KW_L, R_KW_H, R_KW_D = 8, 9, 10, 11  # the sliding layers' keys [Ls, Hkv, Dh, room'], column c holding position OFF + c
+R_KW, R_KW_L, R_KW_H, R_KW_S = 8, 9, 10, 11  # the sliding layers' keys [Ls, Hkv, room', Dh], row c holding position OFF + c
 R_VW, R_VW_L, R_VW_H, R_VW_S = 12, 13, 14, 15  # their values
 R_OFF, R_POS, R_SLIDES = 16, 17, 18  # OFF; the row's position; whether its cache keeps sliding layers apart (L_SLIDING, L_CACHE), else layer l is l in R_KG
 RS = 19
