@@ -69,9 +69,15 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
 
     async def _answer(request: Request, asked: api.Asked, shape: Shape, echo_logprobs: bool) -> Response:
         loop = asyncio.get_running_loop()
-        events: asyncio.Queue = asyncio.Queue()
+        events: asyncio.Queue = asyncio.Queue()  # events, or lists of them
+        held: list = []  # a whole answer's events so far (not streamed)
 
         def emit(ev) -> None:  # on the engine thread
+            if not asked.stream:  # nothing is sent before the end: the events go to the event loop together, with the last,
+                held.append(ev)  # not one wake-up of the loop (a thread on the engine's cores) per token
+                if not isinstance(ev, Finished):
+                    return
+                ev = held[:]
             try:
                 loop.call_soon_threadsafe(events.put_nowait, ev)
             except RuntimeError:  # the event loop has closed: nobody is listening any more
@@ -102,12 +108,13 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
 
     async def _events(job: Job, events: asyncio.Queue):
         while True:
-            ev = await events.get()
-            if isinstance(ev, Finished):
-                return
-            if isinstance(ev, Failed):
-                raise ApiError(ev.status, ev.message, kind="server_error" if ev.status >= 500 else "invalid_request_error")
-            yield ev
+            got = await events.get()
+            for ev in got if isinstance(got, list) else (got,):
+                if isinstance(ev, Finished):
+                    return
+                if isinstance(ev, Failed):
+                    raise ApiError(ev.status, ev.message, kind="server_error" if ev.status >= 500 else "invalid_request_error")
+                yield ev
 
     async def _stream(job: Job, events: asyncio.Queue, shape: Shape, include_usage: bool):
         try:
