@@ -7,11 +7,14 @@ from __future__ import annotations
 import numpy as np
 from numba import carray
 
-from .llvm_attention import dots, tile_1, tile_4
+from .llvm_attention import ask, dots, tile_1, tile_4
 from .jobs import _exp, _f32, _float_bits, _i64, _quantize_rows
 from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KH, A_KS, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
                     A_Q, A_QKV, A_QNORM, A_QZ, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_V, A_VH, A_VS, PREP, PREP_ONLY,
                     SLOTS)  # fmt: skip
+
+
+ASK_AHEAD = 64  # positions whose values (and the next head's keys) a head asks for before its scores: more were slower after 2,000 positions
 
 
 def attention(a, c):
@@ -64,6 +67,15 @@ def _attend(a, c):
         h, part = u // split, u % split
         k = carray(_f32(a[A_K] + 4 * h * a[A_KH]), (s_len * ks,))
         v = carray(_f32(a[A_V] + 4 * h * a[A_VH]), (s_len * vs,))
+        ahead = min(s_len, ASK_AHEAD)
+        for j in range(ahead):  # the first of this head's values, read after its scores, asked for now
+            for d in range(0, dh, 16):
+                ask(v, j * vs + d)
+        if part == split - 1 and h + 1 < n_kv and u + 1 < min(n_kv * split, (c + 1) * size):  # and of the next head's keys
+            nk = carray(_f32(a[A_K] + 4 * (h + 1) * a[A_KH]), (s_len * ks,))
+            for j in range(ahead):
+                for d in range(0, dh, 16):
+                    ask(nk, j * ks + d)
         for r0 in range(part * per, min(rows, (part + 1) * per), 4):
             n = min(4, min(rows, (part + 1) * per) - r0)
             qo = (h * rows + r0) * dh

@@ -11,7 +11,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .llvm import F32, I32, _at, _fma, _intrinsic, _load, _plus, _scalar, _splat, _switch, _vec, intp
+from .llvm import F32, I8, I32, _ask, _at, _fma, _intrinsic, _load, _plus, _scalar, _splat, _switch, _vec, intp
 
 
 def _tile(width: int):
@@ -110,3 +110,13 @@ def _fold(builder, vectors):
         items, size = folded, size // 2
     v, owners = items[0]
     return builder.shuffle_vector(v, v, ir.Constant(_vec(I32, 16), [owners.index(p) for p in range(16)]))
+
+
+@intrinsic
+def ask(typingctx, x, i):
+    """Ask for the cache line of x[i], to be read soon."""
+
+    def codegen(context, builder, sig, args):
+        _ask(builder, _at(context, builder, sig.args[0], args[0], args[1], I8), write=0)
+
+    return types.void(x, intp), codegen
