@@ -11,7 +11,7 @@ from .llvm_attention import ask, dots, tile_1, tile_4
 from .jobs import _exp, _f32, _float_bits, _i64, _quantize_rows
 from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KH, A_KS, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
                     A_Q, A_QKV, A_QNORM, A_QZ, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_V, A_VH, A_VS, PREP, PREP_ONLY,
-                    SLOTS)  # fmt: skip
+                    L_CALLS, LS, SLOTS)  # fmt: skip
 
 
 ASK_AHEAD = 64  # positions whose values (and the next head's keys) a head asks for before its scores: more were slower after 2,000 positions
@@ -35,8 +35,8 @@ def attention(a, c):
     A row of the compiled blocks (block_job.py, A_PREP) first turns its Q/K/V product into its
     queries and writes its key and value into its cache (_prep): on the thread that then reads
     them, and for each row of a batch step on the thread its chunk runs on; such a row then quantizes
-    its output for W_o's product (A_QZ), as block_rows does its x for the others: on the two threads,
-    where W_o's first job would quantize all the rows on one."""
+    its output for W_o's product (A_QZ: its layer's row of the layer table), as block_rows does its x
+    for the others: on the two threads, where W_o's first job would quantize all the rows on one."""
     count = a[A_COUNT]
     first, step = (c, a[A_SHARE]) if count > 1 else (0, 1)
     table = carray(_i64(a[A_TABLE]), (count, SLOTS)) if count > 1 else carray(a, (1, SLOTS))  # [rows, SLOTS]
@@ -47,9 +47,8 @@ def attention(a, c):
             _prep(s)
         if not s[A_PREP] & PREP_ONLY:
             _attend(s, c if count <= 1 else 0)
-            for j in range(2):  # its output quantized for W_o's calls, as their first job would (the same bits)
-                if count > 1 and s[A_QZ + j] != 0:
-                    _quantize_rows(carray(_i64(s[A_QZ + j]), (SLOTS,)), t, t + 1)
+            if s[A_QZ] != 0:  # its output quantized for W_o's calls, as their first job would (the same bits)
+                _quantized_for(carray(_i64(s[A_QZ]), (LS,)), 1, t)
 
 
 def _attend(a, c):
@@ -67,15 +66,9 @@ def _attend(a, c):
         h, part = u // split, u % split
         k = carray(_f32(a[A_K] + 4 * h * a[A_KH]), (s_len * ks,))
         v = carray(_f32(a[A_V] + 4 * h * a[A_VH]), (s_len * vs,))
-        ahead = min(s_len, ASK_AHEAD)
-        for j in range(ahead):  # the first of this head's values, read after its scores, asked for now
-            for d in range(0, dh, 16):
-                ask(v, j * vs + d)
+        _ask_ahead(v, vs, s_len, dh)  # the first of this head's values, read after its scores, asked for now
         if part == split - 1 and h + 1 < n_kv and u + 1 < min(n_kv * split, (c + 1) * size):  # and of the next head's keys
-            nk = carray(_f32(a[A_K] + 4 * (h + 1) * a[A_KH]), (s_len * ks,))
-            for j in range(ahead):
-                for d in range(0, dh, 16):
-                    ask(nk, j * ks + d)
+            _ask_ahead(carray(_f32(a[A_K] + 4 * (h + 1) * a[A_KH]), (s_len * ks,)), ks, s_len, dh)
         for r0 in range(part * per, min(rows, (part + 1) * per), 4):
             n = min(4, min(rows, (part + 1) * per) - r0)
             qo = (h * rows + r0) * dh
@@ -123,6 +116,23 @@ def _attend(a, c):
                     total += e[eo + r * s_len + j]  # not the view: a sum in order, as before (in vector lanes it moved Gemma 3's greedy text)
                 for dd in range(dh):
                     o[dd] /= total
+
+
+def _ask_ahead(x, stride, s_len, dh):
+    """Ask for the cache lines of the first ASK_AHEAD of the s_len rows of x (Dh floats each, `stride` apart)."""
+    for j in range(min(s_len, ASK_AHEAD)):
+        for d in range(0, dh, 16):
+            ask(x, j * stride + d)
+
+
+def _quantized_for(layer, m, t):
+    """Row t of matrix m's x quantized for each of its calls on quantized weights (`layer`: its row of
+    the layer table, L_CALLS), into the call's buffers, as the quantize job does for all the rows
+    (jobs._quantize_rows: the same bits)."""
+    for j in range(2):
+        at = L_CALLS + (m * 2 + j) * 4
+        if layer[at] != 0 and layer[at + 2] != 0:
+            _quantize_rows(carray(_i64(layer[at + 2]), (SLOTS,)), t, t + 1)
 
 
 def _prep(r):
@@ -181,5 +191,5 @@ def _rms_row(x, g, out, eps):
         out[i] = x[i] / r * g[i]
 
 
-HELPERS = ("_attend", "_prep", "_rms_row", "_exp", "_quantize_rows")  # compiled into the job
+HELPERS = ("_attend", "_prep", "_rms_row", "_exp", "_quantize_rows", "_quantized_for", "_ask_ahead")  # compiled into the job
 JOBS = ("attention",)

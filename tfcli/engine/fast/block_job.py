@@ -10,8 +10,8 @@ import numpy as np
 from numba import carray
 
 from . import llvm
-from .attention_job import _rms_row
-from .jobs import _exp, _f32, _float_bits, _i64, _quantize_rows
+from .attention_job import _quantized_for, _rms_row
+from .jobs import _exp, _f32, _float_bits, _i64
 from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KH, A_KS, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
                     A_Q, A_QKV, A_QNORM, A_QZ, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_THREADS_FROM, A_V, A_VH, A_VS, B_ACT,
                     B_ASLOTS, B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYER, B_LAYERS, B_MO, B_O,
@@ -29,15 +29,6 @@ def _products(a, layer, m, ready):
         first = 0 if ready else layer[at]
         if layer[at + 2] != 0 and llvm.run(a[B_RUN], a[B_POOL], first, layer[at + 1], layer[at + 2], layer[at + 3]) != 0:
             raise RuntimeError("a product failed")
-
-
-def _quantized_for(layer, m, t):
-    """Row t of matrix m's x quantized for each of its calls on quantized weights, into the call's
-    buffers, as the quantize job does for all the rows (jobs._quantize_rows: the same bits)."""
-    for j in range(2):
-        at = L_CALLS + (m * 2 + j) * 4
-        if layer[at] != 0 and layer[at + 2] != 0:
-            _quantize_rows(carray(_i64(layer[at + 2]), (SLOTS,)), t, t + 1)
 
 
 def _rows(a, n, stage):
@@ -106,9 +97,7 @@ def decode_blocks(a, c):
             r[A_QKV], r[A_ORDER], r[A_BQKV], r[A_QNORM], r[A_KNORM] = a[B_QKV] + 4 * t * nq, layer[L_ORDER], layer[L_BQKV], layer[L_QNORM], layer[L_KNORM]
             r[A_QSCALE], r[A_EPS], r[A_HALF], r[A_NHEAD], r[A_COL] = a[B_QSCALE], a[B_EPS], half, n_head, end - 1 - first
             r[A_COS], r[A_SIN] = a[tables[0]] + 4 * t * half, a[tables[1]] + 4 * t * half
-            for j in range(2):  # several rows: each quantizes its output for W_o's calls (_quantized_for's slots)
-                at = L_CALLS + (2 + j) * 4
-                r[A_QZ + j] = layer[at + 2] if n > 1 and layer[at] != 0 and layer[at + 2] != 0 else 0
+            r[A_QZ] = a[B_LAYERS] + 8 * li * LS if n > 1 else 0  # several rows: each quantizes its output for W_o (_quantized_for)
             used += group * s_len
         for t in range(n):  # the rows by their keys, most first (ties: the lower row first): the chunks take the longest first
             s_len, rank = every[t, A_S], 0
@@ -186,5 +175,5 @@ def block_rows(a, c):
             _rms_row(x, carray(_f32(nxt[L_NORM1]), (d_model,)), hb, eps)
             _quantized_for(nxt, 0, c)
 
-HELPERS = ("_exp", "_rms_row", "_quantize_rows", "_products", "_quantized_for", "_rows", "_cache_row")  # compiled into the jobs
+HELPERS = ("_exp", "_rms_row", "_products", "_quantized_for", "_rows", "_cache_row")  # compiled into the jobs
 JOBS = ("decode_blocks", "block_rows")

@@ -9,7 +9,7 @@ OUT, LD = 12, 13  # out [T, LD] float32 (or [HI, LD] for a dequantization): row 
 LO, HI, CHUNKS = 14, 15, 16  # weight rows lo..hi-1, cut into CHUNKS chunks (jobs._chunk)
 WQ, WD, WM, SC, MN, W32 = 17, 18, 19, 20, 21, 22  # scratch, one row per chunk (jobs.dequantize, jobs.product_floats)
 PARTS, NPARTS = 23, 24  # a product's weight rows: a table [NPARTS, 5] int64, a row per part (below); rows 0..HI-1 in all
-SLOTS = 34
+SLOTS = 33
 
 # the columns of the parts table: where a part's rows are, their bytes each, their type, the column of out its first row
 # fills, how many rows
@@ -31,7 +31,7 @@ A_PREP, A_QKV, A_ORDER, A_BQKV = 18, 19, 20, 21  # PREP (and PREP_ONLY: no atten
 A_QNORM, A_KNORM, A_QSCALE, A_EPS = 22, 23, 24, 25  # [Dh] each (0: none); the queries' factor and the norms' eps, as float32 bits
 A_COS, A_SIN, A_HALF, A_NHEAD, A_COL = 26, 27, 28, 29, 30  # RoPE's cos and sin [R/2] at the row's position; R/2; H; the cache's column from A_K, A_V on
 A_TAKE = 31  # several rows: in the k-th row of slots, the row that chunk k takes (block_job: the rows with the most keys first)
-A_QZ = 32  # two slots: the addresses of the slots of W_o's calls that quantize a row's x (0: none), into which a row of several quantizes its output
+A_QZ = 32  # several rows: the address of the layer's row of the layer table (L_*), whose W_o calls a row quantizes its output for (0: none)
 PREP, PREP_ONLY = 1, 2
 A_THREADS_FROM = 1 << 18  # S x Hkv x G x Dh multiply-adds from which a call is shared among threads (kernels.attention, block_job)
 
