@@ -151,3 +151,23 @@ def test_two_threads_decoding_at_once_each_get_their_own_numbers(quantized):
         together = list(pool.map(lambda ids: _decode(m, ids, 4, 2), texts))
     for a, b in zip(alone, together):
         assert np.array_equal(a, b)
+
+
+def test_prompts_that_share_a_pass_are_each_their_pass_alone_bit_for_bit(quantized, calls):
+    """A server's requests that arrive together run their prompts in one pass (generate.prefill_together,
+    slots.Prompts: each row attends through its own sequence's cache): each prompt's logits, and the
+    decode steps after it, are its own pass's, bit for bit; the sliding layers' prompts are past their windows."""
+    from tfcli.engine.generate import Session, prefill_together
+
+    m, rng = quantized, np.random.default_rng(11)
+    prompts = [list(rng.integers(1, 300, n)) for n in (5, 11, 23)]
+    sessions = [Session(m, capacity=32, workers=2) for _ in prompts]
+    calls.clear()
+    logits = prefill_together(sessions, prompts)  # [3, V]
+    assert calls == [5 + 11 + 23] and logits.shape == (3, m.config.vocab_size)
+    for b, p in enumerate(prompts):
+        cache = m.new_cache(32)
+        assert np.array_equal(logits[b], m.forward(np.array(p), cache, run=Fast(2))[-1])
+        assert sessions[b].cache.length == len(p) and sessions[b].tokens == p
+        assert np.array_equal(sessions[b].step(7), decoded_alone(m, np.array(p), [7])[0])
+    assert prefill_together(sessions[:2], [prompts[0], list(rng.integers(1, 300, 44))]) is None  # 49 rows: more than the kernels take

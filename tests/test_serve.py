@@ -350,6 +350,38 @@ def test_short_prompts_that_come_together_start_decoding_together(smol):
     assert batcher.steps == 6 - 1  # 6 tokens each: 6 draws, a step between each two
 
 
+def test_short_prompts_that_come_together_share_one_pass_and_each_answers_as_alone(smol, monkeypatch):
+    """Four requests at once on the compiled blocks (SmolLM2's Q4_1 file): their prompts run in one
+    pass, every weight read once for all four, and each answer is its answer alone, token for token
+    (sampled, each with its seed); a request alone takes its own pass."""
+    from tfcli.engine.sampling import SamplingParams
+    from tfcli.serve import batcher as B
+
+    passes: list[list[int]] = []
+    real = B.prefill_together
+    monkeypatch.setattr(B, "prefill_together", lambda sessions, prompts: passes.append([len(p) for p in prompts]) or real(sessions, prompts))
+    prompts = [smol.tokenizer.encode(t) for t in ("The sun", "Once upon a time", "def add(a, b):", "Paris is")]
+
+    def answers(which: list[int]) -> list[list[int]]:
+        batcher, done = B.Batcher(smol, workers=2, max_rows=8), threading.Semaphore(0)
+        got: dict[int, list[int]] = {i: [] for i in which}
+        for i in which:
+            emit = lambda ev, i=i: got[i].append(ev.token) if isinstance(ev, B.Token) else isinstance(ev, B.Finished) and done.release()
+            batcher.submit(B.Job([prompts[i]], [SamplingParams(temperature=0.8, seed=i)], 1, 12, emit))
+        batcher.start()
+        try:
+            for _ in which:
+                assert done.acquire(timeout=TIMEOUT)
+        finally:
+            batcher.stop()
+        return [got[i] for i in which]
+
+    alone = [answers([i])[0] for i in range(4)]
+    assert passes == []
+    assert answers([0, 1, 2, 3]) == alone
+    assert passes == [[len(p) for p in prompts]]
+
+
 def test_a_full_queue_answers_503_with_retry_after(smol):
     with serving(smol, "smollm2", max_rows=1, queue=1) as (url, srv):
         busy = threading.Thread(target=post, args=(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 40, "temperature": 0}))

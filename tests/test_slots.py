@@ -116,3 +116,22 @@ def test_a_model_on_the_kernels_is_the_sequence_alone_to_the_bit(workers):
                 assert_f32_near(alone[b][t], on_numpy[b][t])
     finally:
         model._kernels = None
+
+
+def test_several_prompts_in_one_pass_attend_each_to_its_own_sequence(lm):
+    """slots.Prompts on the NumPy path: each prompt's logits and cache are its own pass's, within
+    float32 roundings (OpenBLAS sums a product of 16 rows in another order than one of 5). Off the
+    compiled blocks the server runs such prompts one by one: prefill_together declines them."""
+    from tfcli.engine.generate import Session, prefill_together
+    from tfcli.engine.slots import Prompts
+
+    model, rng = lm.model, np.random.default_rng(3)
+    prompts = [rng.integers(0, model.config.vocab_size, n) for n in (5, 3, 8)]
+    caches = [model.new_cache(16) for _ in prompts]
+    logits = model.forward(np.concatenate(prompts), Prompts(caches, [len(p) for p in prompts]), run=Fast(2))  # [3, V]
+    assert logits.shape == (3, model.config.vocab_size)
+    for b, p in enumerate(prompts):
+        assert caches[b].length == len(p)
+        assert_f32_near(logits[b], decoded_alone(model, p[:-1], [p[-1]], 16)[0])
+        assert_f32_near(model.forward(np.array([9]), caches[b])[-1], decoded_alone(model, p, [9], 16)[0])
+    assert prefill_together([Session(model, 16, workers=2) for _ in prompts], [list(p) for p in prompts]) is None

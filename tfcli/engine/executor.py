@@ -49,6 +49,12 @@ class Plain:
         textbook's blocks run (Transformer.blocks_from). The fast executor's compiled blocks go here."""
         return None
 
+    def rows_apart(self, model, rows: int) -> bool:
+        """Whether a pass of `rows` rows of `model` gives each row the same bits whatever the other
+        rows are (the fast executor's compiled blocks do). The textbook's products of several rows
+        are BLAS's, whose sums depend on how many rows there are: no."""
+        return False
+
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
         """q [N, G, T, Dh] (G query heads per key/value head), k [N, Dh, S] (as the cache keeps
         keys), v [N, S, Dh] -> (out [N, G, T, Dh], weights [N, G, T, S] or None). `window`,

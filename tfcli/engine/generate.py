@@ -21,6 +21,7 @@ from .lookup import Drafter
 from .model import Transformer
 from .sampling import Choice, Sampler
 from .sites import Hooks
+from .slots import Prompts
 from .fast.executor import Fast
 from .tokenizer import TextStream, Tokenizer
 
@@ -100,6 +101,23 @@ class Stats:
     def decode_tps(self) -> float:
         steps = self.new_tokens - 1  # the first new token comes from the prefill pass
         return steps / self.decode_seconds if steps > 0 and self.decode_seconds > 0 else 0.0
+
+
+def prefill_together(sessions: list[Session], prompts: list[list[int]]) -> np.ndarray | None:
+    """Several new sessions' prompts in one forward pass (each through its own cache, slots.Prompts),
+    on the first session's executor: every weight read once for all of them. Returns the logits
+    after each prompt [B, V], the same bits as each session's prefill alone; or None, having run
+    nothing, where the pass would not give those (a model off the compiled blocks, too many rows):
+    then prefill them one by one."""
+    model, run, total = sessions[0].model, sessions[0].run, sum(len(p) for p in prompts)
+    if not all(prompts) or not run.rows_apart(model, total):
+        return None
+    for s in sessions:
+        s.cache.reset()
+    logits = model.forward(np.concatenate(prompts), Prompts([s.cache for s in sessions], [len(p) for p in prompts]), run=run)  # [B, V]
+    for s, p in zip(sessions, prompts):
+        s.tokens = list(p)
+    return logits
 
 
 @dataclass

@@ -29,6 +29,7 @@ from .kvcache import Cache, KVCache
 from .memory import check_allocation
 from .quantized import Quantized
 from .sites import Hooks
+from .slots import Prompts
 
 
 KERNELS_FROM = 64 << 20  # bytes of float32 weights from which a model's passes run on the compiled kernels (on_kernels)
@@ -121,8 +122,9 @@ class Transformer:
         """Run tokens [T] through the model at the cache's next positions (a BatchCache: one new
         token for each of its B sequences). Returns logits [T, V] with all_logits, else [1, V] for
         the last position only (all that sampling needs; the unembedding is the largest product of
-        a small model). `hooks`: functions at named sites (engine/sites.py). `run`: the executor:
-        one thread by default; executor.PLAIN is the textbook, a Session passes its own."""
+        a small model), or [B, V] for a pass of B prompts (slots.Prompts), each one's last.
+        `hooks`: functions at named sites (engine/sites.py). `run`: the executor: one thread by
+        default; executor.PLAIN is the textbook, a Session passes its own."""
         t_len = len(tokens)
         cfg, start = self.config, cache.length
         # The largest temporaries: attention scores and their softmax [H, T, S], and the MLP's [T, F] (x3).
@@ -135,7 +137,7 @@ class Transformer:
         x = plan.each_part(lambda part, rows: self.trunk(tokens[rows], part, positions[rows], hooks, plan.run))  # [T, D]
         cache.advance(positions)
         if not all_logits:
-            x = x[-1:]  # [1, D]
+            x = x[cache.ends] if isinstance(cache, Prompts) else x[-1:]  # [1, D]; several prompts: [B, D], each one's last row
         return self.logits(self.final_norm(x), plan.run)  # [T or 1, D] -> [T or 1, V]
 
     def decode_batch(self, tokens: np.ndarray, cache: Cache, run: Plain = FAST, hooks: Hooks | None = None) -> np.ndarray:

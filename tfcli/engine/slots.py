@@ -8,8 +8,9 @@ positions (RoPE angles, learned position rows) are taken from. Attention is each
 its own keys, with exactly the call a single sequence makes (KVCache.attend), so a row of a mixed
 step computes what the sequence alone computes; only the matrix products see all rows at once.
 
-A row joins the batch by running its prompt through its own cache (Session.prefill) and leaves it
-by no longer being listed (`keep`): nothing is copied when the company changes. The products of
+A row joins the batch by running its prompt through its own cache (Session.prefill; the short
+prompts of requests that arrive together in one pass, `Prompts` below) and leaves it by no longer
+being listed (`keep`): nothing is copied when the company changes. The products of
 such a step run row by row (fast/executor.py, RowByRow), so that a row's numbers never depend on
 its company.
 """
@@ -59,4 +60,42 @@ class Slots:
         z = np.empty_like(q)  # [B, H, Dh]
         for b, c in enumerate(self.caches):
             z[b : b + 1], _ = c.attend(layer, c.length, q[b : b + 1], k[b : b + 1], v[b : b + 1], attention, False, **mask)  # [1, H, Dh]
+        return z, None
+
+
+class Prompts:
+    """The prompts of several sequences in one forward pass (generate.prefill_together): the rows
+    are sequence 0's new tokens, then sequence 1's, ..., counts[b] of them at caches[b]'s next
+    positions, and each row attends through its own sequence's KVCache to the positions before it,
+    as that sequence's own prompt pass does. The pass reads every weight once for all of them; its
+    logits are each prompt's last row's (Transformer.forward)."""
+
+    def __init__(self, caches: list[KVCache], counts: list[int]):
+        self.groups = list(zip(caches, counts))
+        self.caches = [c for c, n in self.groups for _ in range(n)]  # [T]: each row's cache
+        self.ends = np.cumsum(counts) - 1  # [B]: each prompt's last row
+
+    @property
+    def length(self) -> int:
+        return max(c.length for c, _ in self.groups)
+
+    def positions(self, rows: int) -> np.ndarray:
+        """Each sequence's next positions, one after the other [T]; PromptError if one does not fit."""
+        if rows != len(self.caches):
+            raise ValueError(f"{rows} new rows for prompts of {len(self.caches)} tokens")
+        return np.concatenate([c.positions(n) for c, n in self.groups])  # [T]
+
+    def advance(self, positions: np.ndarray) -> None:
+        a = 0
+        for c, n in self.groups:
+            c.advance(positions[a : a + n])
+            a += n
+
+    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
+        """q [T, H, Dh], k, v [T, Hkv, Dh]: each sequence's rows through its own cache (`start` is
+        not used) -> z [T, H, Dh]. No attention weights are kept."""
+        z, a = np.empty_like(q), 0  # [T, H, Dh]
+        for c, n in self.groups:
+            z[a : a + n], _ = c.attend(layer, c.length, q[a : a + n], k[a : a + n], v[a : a + n], attention, False, **mask)  # [n, H, Dh]
+            a += n
         return z, None

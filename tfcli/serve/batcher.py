@@ -2,7 +2,7 @@
 
 Every request becomes a `Job` of rows (one per prompt and choice). The one thread that runs the
 model loops: it admits waiting jobs while the batch has room (each row's prompt pass fills its own
-KVCache), and steps its rows as `generate --samples` does (engine/batch.py, Batch): every row draws
+KVCache; the short prompts of jobs that arrive together share one pass), and steps its rows as `generate --samples` does (engine/batch.py, Batch): every row draws
 its next token from its logits with its own sampler, seed, stop strings and budget, and the rows
 still going run as one decode step over `Slots` (engine/slots.py), each at its own position. A
 finished or cancelled row leaves the batch: it is not listed in the next step. HTTP handlers never
@@ -28,7 +28,8 @@ import numpy as np
 from tfcli.engine import batch
 from tfcli.engine.errors import TfcliError
 from tfcli.engine.fast.executor import Fast, RowByRow
-from tfcli.engine.generate import Generation, Session
+from tfcli.engine.fast.quantized import FEW_ROWS
+from tfcli.engine.generate import Generation, Session, prefill_together
 from tfcli.engine.kvcache import KVCache
 from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import Sampler, SamplingParams
@@ -197,11 +198,6 @@ class Batcher:
                 if self.stopping:
                     self._end_all()
                     return
-                admit, used = [], self._used()
-                while self.waiting and (used + self.waiting[0].rows <= self.max_rows or (used == 0 and not admit)):
-                    job = self.waiting.popleft()
-                    admit.append(job)
-                    used += job.rows
                 calls = list(self.calls)
                 self.calls.clear()
             for c in calls:
@@ -210,14 +206,62 @@ class Batcher:
                         c.future.set_result(c.fn())
                     except BaseException as e:  # noqa: BLE001 - handed to the waiting handler
                         c.future.set_exception(e)
-            self.filling.extend((job, self._start(job)) for job in admit)
-            self.filling = deque(f for f in self.filling if not f[0].cancelled)
-            self.ran = 0  # prompt positions run this turn: up to one part's, then a decode step, so that a long prompt
-            while self.filling and self.ran < PROMPT_CHUNK:  # does not stall the others, and short prompts that came together start together
-                self._guarded([self.filling[0][0]], self._fill)
+            self.ran = 0  # prompt positions run this turn: up to one part's, then a decode step, so that a long prompt does not
+            while self.ran < PROMPT_CHUNK:  # stall the others; jobs that arrive meanwhile are admitted too, so that prompts that came together start together
+                admit = self._admit()
+                self._begin(admit)
+                self.filling = deque(f for f in self.filling if not f[0].cancelled)
+                if self.filling:
+                    self._guarded([self.filling[0][0]], self._fill)
+                elif not admit:
+                    break
             self.batch.keep(lambda r: not r.job.cancelled)  # a client that left frees its rows now
             if self.rows:
                 self._guarded({id(r.job): r.job for r in self.rows}.values(), self._step)
+
+    def _admit(self) -> list[Job]:
+        """The waiting jobs that fit in the batch now, first come first; a job larger than the whole
+        batch when nothing else runs."""
+        with self.changed:
+            admit, used = [], self._used()
+            while not self.stopping and self.waiting and (used + self.waiting[0].rows <= self.max_rows or (used == 0 and not admit)):
+                job = self.waiting.popleft()
+                admit.append(job)
+                used += job.rows
+            return admit
+
+    def _begin(self, admit: list[Job]) -> None:
+        """Admitted jobs start. Their short prompts, two or more, in one pass where it gives each the
+        numbers of its pass alone (generate.prefill_together: every weight read once for all); their
+        rows join the batch at once. The other jobs' prompts are run a part at a time (_start)."""
+        together, rows = [], 0
+        for job in admit:
+            n = sum(len(ids) for ids in job.prompts)
+            if job.max_tokens > 0 and not job.echo_logprobs and rows + n <= FEW_ROWS:
+                together.append(job)
+                rows += n
+        if sum(len(job.prompts) for job in together) < 2 or not self.run.rows_apart(self.model, rows):
+            together = []
+        for job in admit:
+            if not any(job is j for j in together):
+                self.filling.append((job, self._start(job)))
+        if together:
+            self._guarded(together, self._prefill_together, together)
+
+    def _prefill_together(self, jobs: list[Job]) -> None:
+        sessions = [self._session(job, ids) for job in jobs for ids in job.prompts]
+        prompts = [ids for job in jobs for ids in job.prompts]
+        logits = prefill_together(sessions, prompts)  # [B, V]
+        if logits is None:
+            raise RuntimeError("the prompts could not share a pass")  # rows_apart said they could
+        self.ran += sum(len(ids) for ids in prompts)
+        i = 0
+        for job in jobs:
+            new = []
+            for p, ids in enumerate(job.prompts):
+                new += self._choices(job, p, sessions[i], ids, logits[i])
+                i += 1
+            self._join(job, new)
 
     def _guarded(self, jobs, fn, *args) -> None:
         """Run fn; if it fails, the jobs involved fail (a 400 for a known error) and the loop goes on."""
@@ -247,14 +291,11 @@ class Batcher:
     def _start(self, job: Job) -> Iterator[None]:
         """The prompt passes of a job's rows, a part of at most PROMPT_CHUNK tokens per turn (it
         yields between two parts): each prompt once, its cache copied for each choice."""
-        model, tok = self.model, self.lm.tokenizer
         new: list[tuple[Row, KVCache]] = []  # each row and its own cache
         for p, ids in enumerate(job.prompts):
             if p:
                 yield
-            capacity = max(len(ids), len(ids) + job.max_tokens - 1)  # the last token is never fed back
-            session = Session(model, capacity=capacity)
-            session.run, session.workers = self.run, self.workers
+            session = self._session(job, ids)
             if job.echo_logprobs:
                 logits, echoed = yield from self._prompt_pass(session, ids, job.logprobs or 0)
                 job.emit(Echoed(p, list(ids), echoed))
@@ -264,14 +305,30 @@ class Batcher:
                         yield
                     logits, _ = session.prefill(ids[:end])  # [V]; the cache holds the part before already
                     self.ran += min(end, len(ids)) - (end - PROMPT_CHUNK)
-            if job.max_tokens == 0:
-                continue
-            for j in range(job.n):
-                i = p * job.n + j
-                cache = session.cache if j == 0 else session.cache.copy()
-                gen = Generation(session, tok, ids, Sampler(job.params[i]), job.max_tokens, stop=job.stop, eos_ids=job.eos_ids)
-                gen.begin()
-                new.append((Row(gen=gen, logits=logits, job=job, choice=i), cache))
+            if job.max_tokens > 0:
+                new += self._choices(job, p, session, ids, logits)
+        self._join(job, new)
+
+    def _session(self, job: Job, ids: list[int]) -> Session:
+        """A new session for a prompt of the job, on the engine's executor."""
+        session = Session(self.model, capacity=max(len(ids), len(ids) + job.max_tokens - 1))  # the last token is never fed back
+        session.run, session.workers = self.run, self.workers
+        return session
+
+    def _choices(self, job: Job, p: int, session: Session, ids: list[int], logits: np.ndarray) -> list[tuple[Row, KVCache]]:
+        """Prompt p's rows, a choice each, from its logits after the prompt [V]; each row with its own
+        cache (the prompt's, copied for the choices after the first)."""
+        new = []
+        for j in range(job.n):
+            i = p * job.n + j
+            cache = session.cache if j == 0 else session.cache.copy()
+            gen = Generation(session, self.lm.tokenizer, ids, Sampler(job.params[i]), job.max_tokens, stop=job.stop, eos_ids=job.eos_ids)
+            gen.begin()
+            new.append((Row(gen=gen, logits=logits, job=job, choice=i), cache))
+        return new
+
+    def _join(self, job: Job, new: list[tuple[Row, KVCache]]) -> None:
+        """The job's rows join the batch (a job with none, only its prompt's log-probabilities, is done)."""
         job.open_rows = len(new)
         for row, cache in new:
             self.batch.join(row, cache)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..kvcache import BatchCache, KVCache
-from ..slots import Slots
+from ..slots import Prompts, Slots
 from ..quantized import Quantized
 from . import slots as S
 from .quantized import FEW_ROWS, plan_of
@@ -152,7 +152,7 @@ class _Program:
         if self.scratch.size < max(threads, len(positions)) * self.group * room:
             self.scratch = np.zeros(max(threads, len(positions)) * self.group * room, np.float32)  # [threads or T, G, room]
         a[S.B_X], a[S.B_ROWS], a[S.B_FROM], a[S.B_SCRATCH] = x.ctypes.data, rows.ctypes.data, first, self.scratch.ctypes.data
-        a[S.B_SHARED] = isinstance(cache, KVCache) and len(positions) > 1  # the rows of one sequence
+        a[S.B_SHARED] = isinstance(cache, Prompts) or (isinstance(cache, KVCache) and len(positions) > 1)  # rows of a sequence (or of each of several)
         a[S.B_COS], a[S.B_SIN], a[S.B_R2] = cos.ctypes.data, sin.ctypes.data, cos.shape[1]
         k.decode_blocks(a, threads)
         return x
@@ -168,13 +168,15 @@ def _rows(cache, positions: np.ndarray) -> tuple[np.ndarray, int]:
             table[:, at + 1], table[:, at + 2], table[:, at + 3] = (s // 4 for s in (array.strides[0], *array.strides[2:4]))
         table[:, S.R_POS] = positions
         return table, cache.capacity
-    caches = cache.caches if isinstance(cache, Slots) else [cache] * len(positions)
+    caches = cache.caches if isinstance(cache, (Slots, Prompts)) else [cache] * len(positions)
     start = int(positions[0])
     if isinstance(cache, KVCache):
         cache.reserve(start + len(positions), start)  # room for all the rows (the sliding layers may move)
+    for c, n in cache.groups if isinstance(cache, Prompts) else ():
+        c.reserve(c.length + n, c.length)  # each prompt's rows, before any row's arrays are read
     room = 0
     for t, (c, p) in enumerate(zip(caches, positions)):
-        if c is not cache:
+        if isinstance(cache, Slots):
             c.reserve(int(p) + 1, int(p))
         for at, array in ((S.R_KG, c.k), (S.R_VG, c.v), (S.R_KW, c.ks), (S.R_VW, c.vs)):
             table[t, at], table[t, at + 1 : at + 4] = array.ctypes.data, [s // 4 for s in array.strides[:3]]
@@ -209,12 +211,29 @@ class _Made(threading.local):
 _made = _Made()
 
 
+def takes(k, model, rows: int) -> bool:
+    """Whether run() takes a pass of `rows` rows of `model` (without hooks): then each row's numbers
+    are the same bits whatever the other rows are, so that several sequences may share a pass."""
+    return rows <= FEW_ROWS and _recipe(k, model)[0] is not None
+
+
 def run(k, model, first: int, x: np.ndarray, cache, positions: np.ndarray, threads: int) -> np.ndarray | None:
     """Blocks first..L-1 of `model` on x [T, D] at `positions` through a KVCache (a sequence's rows),
-    a BatchCache or Slots (a row per sequence) -> [T, D], or None where the compiled blocks do not
-    run it (no recipe, another cache, too many rows)."""
-    if type(cache) not in (KVCache, BatchCache, Slots) or len(positions) > FEW_ROWS:
+    a BatchCache or Slots (a row per sequence), or Prompts (the rows of several sequences) -> [T, D],
+    or None where the compiled blocks do not run it (no recipe, another cache, too many rows)."""
+    if type(cache) not in (KVCache, BatchCache, Slots, Prompts) or len(positions) > FEW_ROWS:
         return None
+    recipe, programs = _recipe(k, model)
+    if recipe is None:
+        return None
+    program = programs.get((len(positions), threads))
+    if program is None:
+        program = programs[(len(positions), threads)] = _Program(k, model, recipe, len(positions), threads)
+    return program.run(k, x, cache, positions, first, recipe.ropes, threads)
+
+
+def _recipe(k, model) -> tuple[Recipe | None, dict]:
+    """The model's recipe (None: the compiled blocks do not run it) and this thread's programs of it."""
     made = _made.by_model
     got = made.get(id(model))
     if got is None or got[0]() is not model or any(a is not b for a, b in zip(got[1], model.layers)):  # new, or its weights changed (quantize_weights)
@@ -223,10 +242,4 @@ def run(k, model, first: int, x: np.ndarray, cache, positions: np.ndarray, threa
             recipe = None
         got = made[id(model)] = (weakref.ref(model), list(model.layers), recipe, {})
         weakref.finalize(model, made.pop, id(model), None)
-    recipe, programs = got[2], got[3]
-    if recipe is None:
-        return None
-    program = programs.get((len(positions), threads))
-    if program is None:
-        program = programs[(len(positions), threads)] = _Program(k, model, recipe, len(positions), threads)
-    return program.run(k, x, cache, positions, first, recipe.ropes, threads)
+    return got[2], got[3]

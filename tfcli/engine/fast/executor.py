@@ -89,6 +89,19 @@ class Fast(Plain):
 
         return blocks.run(self.kernels, model, first, x, cache, positions, self.workers)
 
+    def rows_apart(self, model, rows: int) -> bool:
+        """Whether a pass of `rows` rows of `model` (no hooks) gives each row the same bits whatever
+        the other rows are: on the compiled blocks (fast/blocks.py), so that the prompts of several
+        sequences may share one pass (generate.prefill_together)."""
+        if not model.on_kernels or rows > quantized.FEW_ROWS:
+            return False
+        k = self.on_kernels().kernels
+        if k is None:
+            return False
+        from . import blocks
+
+        return blocks.takes(k, model, rows)
+
     def on_kernels(self) -> Fast:
         """This executor for the passes of a model on the kernels (made once)."""
         if self.kernels is not None:
