@@ -382,6 +382,37 @@ def test_short_prompts_that_come_together_share_one_pass_and_each_answers_as_alo
     assert passes == [[len(p) for p in prompts]]
 
 
+def test_an_idle_engine_waits_a_moment_for_requests_being_checked(smol, monkeypatch):
+    """A request submitted while two more are still being read and checked (Batcher.arriving): the
+    idle engine waits for them (GATHER at most), and the three prompts share one pass. A request
+    whose check fails leaves the count, so nothing waits for it."""
+    from tfcli.engine.sampling import SamplingParams
+    from tfcli.serve import batcher as B
+
+    passes: list[int] = []
+    real = B.prefill_together
+    monkeypatch.setattr(B, "prefill_together", lambda sessions, prompts: passes.append(len(prompts)) or real(sessions, prompts))
+    monkeypatch.setattr(B, "GATHER", 5.0)  # a slow machine's moment; the test waits for far less
+    batcher, done = B.Batcher(smol, workers=2), threading.Semaphore(0)
+    job = lambda i: B.Job([smol.tokenizer.encode(f"Number {i} is")], [SamplingParams(temperature=0)], 1, 3, lambda ev: isinstance(ev, B.Finished) and done.release())
+    with pytest.raises(ValueError), batcher.arriving():
+        raise ValueError("a body that does not parse")
+    assert batcher.coming == 0
+    batcher.start()
+    try:
+        with batcher.arriving() as a, batcher.arriving() as b, batcher.arriving() as c:
+            batcher.submit(job(0), a)
+            time.sleep(0.2)  # the engine waits: nothing has run
+            assert not batcher.rows and passes == []
+            batcher.submit(job(1), b)
+            batcher.submit(job(2), c)
+        for _ in range(3):
+            assert done.acquire(timeout=TIMEOUT)
+    finally:
+        batcher.stop()
+    assert passes == [3] and batcher.coming == 0
+
+
 def test_a_full_queue_answers_503_with_retry_after(smol):
     with serving(smol, "smollm2", max_rows=1, queue=1) as (url, srv):
         busy = threading.Thread(target=post, args=(url + "/v1/completions", {"prompt": "Hi", "max_tokens": 40, "temperature": 0}))

@@ -26,7 +26,7 @@ from tfcli.engine.loader import LoadedModel
 
 from . import api, body
 from .api import ApiError
-from .batcher import Batcher, Busy, Failed, Finished, Job
+from .batcher import Arrival, Batcher, Busy, Failed, Finished, Job
 from .shapes import ChatShape, CompletionShape, Shape
 
 OPEN_PATHS = ("/health",)  # answered without the API key
@@ -54,12 +54,14 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
         return JSONResponse({"object": "list", "data": [card]})
 
     async def completions(request: Request) -> Response:
-        asked = await checked(request, api.completion, lm, name)
-        return await _answer(request, asked, CompletionShape(asked, lm.tokenizer, name), echo_logprobs=asked.echo and asked.logprobs is not None)
+        with batcher.arriving() as arrival:
+            asked = await checked(request, api.completion, lm, name)
+            return await _answer(request, asked, CompletionShape(asked, lm.tokenizer, name), arrival, echo_logprobs=asked.echo and asked.logprobs is not None)
 
     async def chat(request: Request) -> Response:
-        asked = await checked(request, api.chat, lm, name)
-        return await _answer(request, asked, ChatShape(asked, lm.tokenizer, name), echo_logprobs=False)
+        with batcher.arriving() as arrival:
+            asked = await checked(request, api.chat, lm, name)
+            return await _answer(request, asked, ChatShape(asked, lm.tokenizer, name), arrival, echo_logprobs=False)
 
     async def tokenize(request: Request) -> Response:
         return JSONResponse(await checked(request, api.tokenize, lm))
@@ -67,7 +69,7 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
     async def detokenize(request: Request) -> Response:
         return JSONResponse(await checked(request, api.detokenize, lm))
 
-    async def _answer(request: Request, asked: api.Asked, shape: Shape, echo_logprobs: bool) -> Response:
+    async def _answer(request: Request, asked: api.Asked, shape: Shape, arrival: Arrival, echo_logprobs: bool) -> Response:
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()  # events, or lists of them
         held: list = []  # a whole answer's events so far (not streamed)
@@ -85,7 +87,7 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
 
         job = Job(asked.prompts, asked.params, asked.n, asked.max_tokens, emit, stop=asked.stop, eos_ids=asked.eos_ids, logprobs=asked.logprobs, echo_logprobs=echo_logprobs)
         try:
-            batcher.submit(job)
+            batcher.submit(job, arrival)  # no longer arriving (Batcher.arriving)
         except Busy as e:
             raise ApiError(503, f"the server is busy ({e}); retry in a moment", None, "server_busy", "server_error", {"Retry-After": "1"}) from None
         if asked.stream:

@@ -20,6 +20,7 @@ import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -39,6 +40,7 @@ from tfcli.engine.slots import Slots
 log = logging.getLogger("tfcli.serve")
 
 PROMPT_CHUNK = 256  # prompt positions per pass: a longer prompt is run a part at a time, between decode steps
+GATHER = 0.003  # seconds an idle engine waits for the requests being read and checked, so that prompts that came together share a pass
 
 
 class Busy(Exception):
@@ -118,6 +120,13 @@ class Row(batch.Row):
 
 
 @dataclass
+class Arrival:
+    """A request being read and checked (Batcher.arriving)."""
+
+    done: bool = False
+
+
+@dataclass
 class Call:
     fn: Callable[[], object]
     future: Future = field(default_factory=Future)
@@ -139,6 +148,7 @@ class Batcher:
         self.changed = threading.Condition()
         self.stopping = False
         self.steps = 0  # decode steps run (for tests and the benchmark)
+        self.coming = 0  # requests being read and checked (arriving()), not yet submitted
         self.thread = threading.Thread(target=self._loop, name="tfcli-engine", daemon=True)
 
     @property
@@ -148,8 +158,29 @@ class Batcher:
     def start(self) -> None:
         self.thread.start()
 
-    def submit(self, job: Job) -> None:
+    @contextmanager
+    def arriving(self) -> Iterator[Arrival]:
+        """Around an HTTP handler's reading and checking of a request, up to its submit(job, arrival):
+        an idle engine with a job to start waits for such requests (GATHER at most), so that
+        requests sent together start together, their prompts in one pass."""
+        arrival = Arrival()
         with self.changed:
+            self.coming += 1
+        try:
+            yield arrival
+        finally:
+            with self.changed:
+                self._arrived(arrival)
+
+    def _arrived(self, arrival: Arrival | None) -> None:
+        if arrival is not None and not arrival.done:  # under self.changed
+            arrival.done = True
+            self.coming -= 1
+            self.changed.notify()
+
+    def submit(self, job: Job, arrival: Arrival | None = None) -> None:
+        with self.changed:
+            self._arrived(arrival)
             if self.stopping:
                 raise Busy("the server is stopping")
             if len(self.waiting) >= self.queue:
@@ -195,6 +226,8 @@ class Batcher:
             with self.changed:
                 while not (self.waiting or self.rows or self.filling or self.calls or self.stopping):
                     self.changed.wait()
+                if self.waiting and self.coming and not (self.rows or self.filling):  # more are on their way: start them together
+                    self.changed.wait_for(lambda: not self.coming or self.stopping, GATHER)
                 if self.stopping:
                     self._end_all()
                     return
