@@ -133,6 +133,24 @@ def test_compare(cli):
     assert first["from_embedding"][0]["cosine"] == pytest.approx(1.0, abs=1e-6)  # Llama's layer 0 is the embedding
 
 
+def test_compare_warnings_are_prose_wrapped_to_the_width_and_in_chinese(cli):
+    """What --compare warns about (texts ending in different tokens, a text of one token) is read by
+    a person: wrapped between words to the width (80 columns off a terminal), each line within it,
+    the first starting `warning:`; with --lang zh, in Chinese."""
+    from rich.cells import cell_len
+
+    for args, needle, zh in ((["be", "to be"], "different tokens", "末尾词元不同"), ([" be", "to be"], "single token", "只有一个词元")):
+        r = cli("lens", "-m", TINY_LLAMA, "--compare", *args)
+        assert r.exit_code == 0, r.stderr
+        lines = r.stderr.splitlines()
+        assert lines[0].startswith("warning: ") and needle in " ".join(lines) and len(lines) > 1
+        assert all(cell_len(line) <= 80 for line in lines), lines
+        r = cli("lens", "-m", TINY_LLAMA, "--compare", *args, "--lang", "zh")
+        assert r.exit_code == 0 and zh in r.stderr.replace("\n", "")
+        assert all(cell_len(line) <= 80 for line in r.stderr.splitlines())
+    assert '(" be")' in cli("lens", "-m", TINY_LLAMA, "--compare", "be", "to be").stderr.replace("\n", " ")
+
+
 def test_png_and_svg(cli, tmp_path):
     pytest.importorskip("PIL")
     r = cli("lens", "-m", TINY_GPT2, "hello there", "--png", tmp_path / "l.png", "--svg", tmp_path / "l.svg")

@@ -110,8 +110,17 @@ def line(label: str, style: str, message: str) -> None:
     err.print(Text.assemble((label, style), " ", capped(printable(message))), soft_wrap=True)
 
 
-def warn(message: str) -> None:
-    line("warning:", "yellow", message)
+def warn(message: str, wrap: bool = False) -> None:
+    """`warning: message` on stderr: one line (a script greps it); with `wrap`, prose for a reader
+    wrapped between words (Chinese between characters) to the width, as note() wraps it."""
+    if not wrap:
+        line("warning:", "yellow", message)
+        return
+    from .layout import prose_lines
+
+    for k, piece in enumerate(prose_lines("warning: " + printable(capped(message)), err.width)):
+        label, rest = ("warning:", piece[len("warning:") :]) if k == 0 else ("", piece)
+        err.print(Text.assemble((label, "yellow"), rest), soft_wrap=True)
 
 
 def note(message: str, wrap: bool = False) -> None:

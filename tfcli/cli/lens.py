@@ -351,16 +351,22 @@ def _compare_view(lm, texts, all_ids, traj, base, reads_ids, reads_p, zh: bool) 
     ends = sorted(set(last), key=last.index)
     out.print(("  末尾词元：" if zh else "  last token" + ("" if len(ends) == 1 else "s") + ": ") + ", ".join(f"{token_str(tok, i)!r} #{i}" for i in ends))
     if len(set(last)) > 1:
+        ends = ("、" if zh else ", ").join(f"{letters[c]} {token_str(tok, last[c])!r}" for c in range(len(texts)))
+        bare = next((t for t in texts if t and not t[0].isspace() and len(t) <= 24), "Tower")  # a text to show with its space
         warn(
-            "the texts end in different tokens (" + ", ".join(f"{letters[c]} {token_str(tok, last[c])!r}" for c in range(len(texts)))
-            + "): at the start of a text a word has no leading space; put one in (\" Tower\") to compare the same token"
-        )
+            f"各段文本的末尾词元不同（{ends}）：文本开头的词前面没有空格；加上一个（\" {bare}\"），比较的才是同一个词元" if zh else
+            f"the texts end in different tokens ({ends}): at the start of a text a word has no leading space; put one in (\" {bare}\") to compare the same token",
+            wrap=True,
+        )  # fmt: skip
     alone = [letters[c] for c, ids in enumerate(all_ids) if len(ids) == 1]
     if alone:
         warn(
+            f"文本 {'、'.join(alone)} 只有一个词元，位于位置 0：许多模型在这里长出一个格外大的状态，后面的每个词元都注意它（注意力汇聚点）；"
+            "它的隐藏状态说的更多是位置 0，而不是这个词" if zh else
             f"text {', '.join(alone)} is a single token, so it sits at position 0, where many models grow one outsized "
-            "state that every later token attends to (an attention sink); its hidden states say more about position 0 than about the word"
-        )
+            "state that every later token attends to (an attention sink); its hidden states say more about position 0 than about the word",
+            wrap=True,
+        )  # fmt: skip
     reads = [[(token_str(tok, int(i)), float(p)) for i, p in zip(reads_ids[c], reads_p[c])] for c in range(len(texts))]
     for table in view.compare_tables(texts, traj, reads, base, colour, out.width, zh):
         out.print(table)
