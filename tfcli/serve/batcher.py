@@ -282,6 +282,7 @@ class Batcher:
             self._guarded(together, self._prefill_together, together)
 
     def _prefill_together(self, jobs: list[Job]) -> None:
+        """The jobs' prompts in one pass (each through a session of its own), then their rows join."""
         sessions = [self._session(job, ids) for job in jobs for ids in job.prompts]
         prompts = [ids for job in jobs for ids in job.prompts]
         logits = prefill_together(sessions, prompts)  # [B, V]
