@@ -382,6 +382,39 @@ def test_short_prompts_that_come_together_share_one_pass_and_each_answers_as_alo
     assert passes == [[len(p) for p in prompts]]
 
 
+def test_a_request_of_two_prompts_and_two_choices_shares_the_pass_as_they_run_apart(smol, monkeypatch):
+    """A request of two prompts with two choices each, beside a request of one: the three prompts share
+    one pass, and each choice's tokens are those it gets with every prompt run on its own."""
+    from tfcli.engine.fast.executor import Fast
+    from tfcli.engine.sampling import SamplingParams
+    from tfcli.serve import batcher as B
+
+    prompts = [smol.tokenizer.encode(t) for t in ("The sun", "Paris is", "Once upon a time")]
+    real, passes, shared = Fast.rows_apart, [], B.prefill_together
+    monkeypatch.setattr(B, "prefill_together", lambda sessions, ps: passes.append(len(ps)) or shared(sessions, ps))
+
+    def answers(together: bool) -> dict:
+        monkeypatch.setattr(Fast, "rows_apart", real if together else lambda self, model, rows: False)
+        batcher, done, got = B.Batcher(smol, workers=2, max_rows=8), threading.Semaphore(0), {}
+
+        def emit(name):
+            return lambda ev: got.setdefault((name, ev.choice), []).append(ev.token) if isinstance(ev, B.Token) else isinstance(ev, B.Finished) and done.release()
+
+        batcher.submit(B.Job(prompts[:2], [SamplingParams(temperature=0.8, seed=s) for s in range(4)], 2, 8, emit("two")))
+        batcher.submit(B.Job(prompts[2:], [SamplingParams(temperature=0.8, seed=9)], 1, 8, emit("one")))
+        batcher.start()
+        try:
+            for _ in range(2):
+                assert done.acquire(timeout=TIMEOUT)
+        finally:
+            batcher.stop()
+        return got
+
+    apart = answers(False)
+    assert sorted(apart) == [("one", 0), ("two", 0), ("two", 1), ("two", 2), ("two", 3)] and passes == []
+    assert answers(True) == apart and passes == [3]
+
+
 def test_an_idle_engine_waits_a_moment_for_requests_being_checked(smol, monkeypatch):
     """A request submitted while two more are still being read and checked (Batcher.arriving): the
     idle engine waits for them (GATHER at most), and the three prompts share one pass. A request
