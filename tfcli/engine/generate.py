@@ -182,15 +182,16 @@ class Generation:
         self._pending = ""  # decoded text held back: it could be the start of a stop string
         self.history = list(self.prompt)
 
-    def take(self, logits: np.ndarray) -> Step:
+    def take(self, logits: np.ndarray, top: np.ndarray | None = None) -> Step:
         """Draw the next token from logits [V] and say what it adds; stats.stop_reason is set when
-        it ends the generation (EOS, a stop string, the token budget)."""
+        it ends the generation (EOS, a stop string, the token budget). `top`: the top-k ids of the
+        logits, found already (Sampler.candidates)."""
         sampler, stats = self.sampler, self.stats
         if self.show_top:
             choice = with_chosen(sampler.choose(logits, self.history, self.show_top), logits, sampler, self.history)
             token = choice.token
         else:
-            choice, token = None, sampler.sample(logits, self.history)
+            choice, token = None, sampler.sample(logits, self.history, top)
         self.history.append(token)
         stats.new_tokens += 1
         if token in self.eos_ids:

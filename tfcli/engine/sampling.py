@@ -87,15 +87,18 @@ class Sampler:
         self.params = params
         self.rng = np.random.default_rng(params.seed)
 
-    def candidates(self, logits: np.ndarray, history: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """logits [V] -> the distribution sampled from, as (token ids [K], probabilities [K]).
 
         Only the tokens that survive the filters are carried: with top-k on, the softmax and the
         top-p sort see k values, not the whole vocabulary (the result is the same, since tokens
-        filtered out would get probability 0; temperature does not change the ranking).
+        filtered out would get probability 0; temperature does not change the ranking). `top`:
+        top_k_ids(logits, top_k), found already with the logits checked finite (a batch's rows,
+        engine/batch.py: takes_top says when it may be given).
         """
         p = self.params
-        check_finite(logits)
+        if top is None:
+            check_finite(logits)
         if p.repetition_penalty != 1.0 and p.repeat_last_n > 0 and history:
             logits = logits.copy()  # [V]
             seen = np.unique(np.asarray(history[-p.repeat_last_n :]))
@@ -113,7 +116,7 @@ class Sampler:
             return np.array([int(np.argmax(logits))]), np.ones(1, dtype=np.float32)
         vocab = logits.shape[0]
         if 0 < p.top_k < vocab:
-            ids = top_k_ids(logits, p.top_k)  # [>= k]: ties with the k-th are kept, as in transformers
+            ids = top_k_ids(logits, p.top_k) if top is None else top  # [>= k]: ties with the k-th are kept, as in transformers
         else:
             ids = np.arange(vocab)
         probs = _tempered(logits[ids], p.temperature)  # [K]
@@ -135,8 +138,15 @@ class Sampler:
         dense[ids] = probs
         return dense
 
-    def sample(self, logits: np.ndarray, history: list[int]) -> int:
-        return self._pick(*self.candidates(logits, history))
+    def sample(self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None) -> int:
+        return self._pick(*self.candidates(logits, history, top))
+
+    @property
+    def takes_top(self) -> int:
+        """The k of the top-k ids candidates() may be given (found for several rows at once), or 0:
+        none (greedy, no top-k, or a repetition penalty, which changes the logits first)."""
+        p = self.params
+        return p.top_k if p.temperature != 0 and p.top_k > 0 and (p.repetition_penalty == 1.0 or p.repeat_last_n <= 0) else 0
 
     def choose(self, logits: np.ndarray, history: list[int], top_n: int) -> Choice:
         """Sample like `sample`, and report the top candidates before and after the knobs."""

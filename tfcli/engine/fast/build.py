@@ -33,17 +33,17 @@ def build(folder: Path) -> None:
     import numba
     from numba import types
 
-    from . import attention_job, block_job, jobs, pool
+    from . import attention_job, block_job, jobs, pool, top_job
     from .compiled import cpu_name
 
     binding, machine = _target_machine()
-    for module in (jobs, attention_job, block_job):  # each module's helpers compiled in its own namespace, where its jobs find them
+    for module in (jobs, attention_job, block_job, top_job):  # each module's helpers compiled in its own namespace, where its jobs find them
         vars(module).update({name: numba.njit(nogil=True, inline="always", error_model="numpy")(getattr(module, name)) for name in module.HELPERS})
     jobs._dot_rows = numba.njit(nogil=True, error_model="numpy", fastmath={"reassoc", "contract"})(jobs._dot_rows)
     vars(jobs).update({name: numba.njit(nogil=True, error_model="numpy")(getattr(jobs, name)) for name in jobs.ROWS_OF_X})
     signature = types.void(types.CPointer(types.int64), types.int64)
     symbols, digests = {}, {}
-    for module, name in [(module, name) for module in (jobs, attention_job, block_job) for name in module.JOBS]:
+    for module, name in [(module, name) for module in (jobs, attention_job, block_job, top_job) for name in module.JOBS]:
         fast = {"fastmath": {"reassoc", "contract"}} if name == "attention" else {}  # sums in vector lanes, multiply-adds fused
         compiled = numba.njit([signature], nogil=True, error_model="numpy", **fast)(getattr(module, name)).overloads[signature.args]
         code = machine.emit_object(binding.parse_assembly(compiled.library.get_llvm_str()))

@@ -45,12 +45,12 @@ def cpu_features() -> frozenset[str]:
 
 def cache_dir() -> Path:
     """<home>/kernels/<key>: one folder per version of the kernels' sources (jobs.py, block_job.py, llvm.py,
-    llvm_x8.py, llvm_attention.py, pool.py, build.py, slots.py), of numba and llvmlite, and CPU, so that a folder holding the `ready` marker
+    llvm_x8.py, llvm_attention.py, top_job.py, pool.py, build.py, slots.py), of numba and llvmlite, and CPU, so that a folder holding the `ready` marker
     holds machine code for these sources on this machine."""
     from importlib.metadata import PackageNotFoundError, version
 
     key = hashlib.sha256()
-    for name in ("jobs.py", "attention_job.py", "block_job.py", "llvm.py", "llvm_q8.py", "llvm_x8.py", "llvm_attention.py", "pool.py", "build.py", "slots.py"):
+    for name in ("jobs.py", "attention_job.py", "block_job.py", "llvm.py", "llvm_q8.py", "llvm_x8.py", "llvm_attention.py", "top_job.py", "pool.py", "build.py", "slots.py"):
         key.update(Path(__file__).with_name(name).read_bytes())  # their bytes: a fresh checkout of the same sources finds its kernels
     for package in ("numba", "llvmlite"):
         try:

@@ -19,6 +19,11 @@ P_ROWS, P_RB, P_KIND, P_COL, P_N = 0, 1, 2, 3, 4
 F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30
 X8 = 256  # added to a type id in the parts table (P_KIND): its rows interleaved 8 at a time (interleave.py), P_RB bytes a group
 
+# the top-k job's slots (top_job.top_k): each row's candidates for sampling (sampling.top_k_ids)
+TK_ROWS, TK_V, TK_K, TK_OUT, TK_CAP, TK_COUNT, TK_COLS_AT, TK_VALS = 0, 1, 2, 3, 4, 5, 6, 7  # rows' addresses [B] int64 (float32 [V] each);
+# V; each row's k [B] int64; ids [B, CAP] int64; CAP; each row's count [B] int64; scratch [B, 3 x TK_COLS] float32 and [B, CAP] float32
+TK_COLS = 1024  # the columns whose maxima bound a row's k-th largest value (k at most this)
+
 # the attention job's slots (attention_job.attention): a decode step's queries over the KV cache
 A_Q, A_ROWS, A_DH, A_HKV = 0, 1, 2, 3  # q [Hkv, ROWS, Dh] float32 (ROWS = G, a key/value head's queries)
 A_K, A_KH, A_KS = 4, 5, 6  # keys [Hkv, S, Dh]: head and s strides in elements (the d stride is 1)
