@@ -81,7 +81,7 @@ class _Program:
             return a.ctypes.data
 
         a = np.zeros(S.B_SLOTS, np.int64)
-        a[S.B_RUN], a[S.B_QUANTIZE], a[S.B_ATTENTION], a[S.B_THREADS] = jobs["run"], jobs["quantize"], jobs["attention"], threads
+        a[S.B_RUN], a[S.B_ATTENTION], a[S.B_THREADS] = jobs["run"], jobs["attention"], threads
         a[S.B_ROWJOB], a[S.B_SELF] = jobs["block_rows"], a.ctypes.data
         a[S.B_T], a[S.B_D], a[S.B_H], a[S.B_HKV], a[S.B_DH], a[S.B_F] = rows, D, H, Hkv, Dh, F
         a[S.B_L] = cfg.n_layer

@@ -41,16 +41,16 @@ PREP, PREP_ONLY = 1, 2
 A_THREADS_FROM = 1 << 18  # S x Hkv x G x Dh multiply-adds from which a call is shared among threads (kernels.attention, block_job)
 
 # the decode blocks' slots (jobs.decode_blocks): T rows (a decode step, a few rows, a batch step) through blocks FROM..L-1
-B_RUN, B_POOL, B_QUANTIZE, B_ATTENTION, B_THREADS = 0, 1, 2, 3, 4  # tfcli_run's address, the pool's (0: none), two jobs', threads
-B_T, B_D, B_H, B_HKV, B_DH, B_F, B_R2 = 5, 6, 7, 8, 9, 10, 11  # rows, sizes; R2: rotated pairs per head (R/2)
-B_FROM, B_L, B_LAYERS, B_EPS = 12, 13, 14, 15  # blocks FROM..L-1; the layer table [L, LS] int64 (L_* below); eps as float32 bits
-B_X, B_HB, B_QKV, B_QM, B_Z, B_O, B_GU, B_ACT, B_MO = 16, 17, 18, 19, 20, 21, 22, 23, 24  # float32 buffers (jobs.decode_blocks)
-B_COS, B_SIN, B_ROWS = 25, 26, 27  # RoPE's cos and sin [T, R2] at the rows' positions; the row table [T, RS] int64 (R_* below)
-B_SCRATCH, B_ASLOTS = 28, 29  # attention's scratch [THREADS or T, G, S] float32; an int64 [T, SLOTS] for its calls
-B_COS2, B_SIN2, B_QSCALE = 30, 31, 32  # the second RoPE's tables (Gemma 3's local layers); queries' factor as float32 bits
-B_SHARED = 33  # 1: the rows are of one sequence (each sees the others' keys), else each of its own
-B_ROWJOB, B_SELF, B_STAGE, B_LAYER = 34, 35, 36, 37  # block_rows' address, this array's; its stage and layer now
-B_SLOTS = 38
+B_RUN, B_POOL, B_ATTENTION, B_THREADS = 0, 1, 2, 3  # tfcli_run's address, the pool's (0: none), the attention job's, threads
+B_T, B_D, B_H, B_HKV, B_DH, B_F, B_R2 = 4, 5, 6, 7, 8, 9, 10  # rows, sizes; R2: rotated pairs per head (R/2)
+B_FROM, B_L, B_LAYERS, B_EPS = 11, 12, 13, 14  # blocks FROM..L-1; the layer table [L, LS] int64 (L_* below); eps as float32 bits
+B_X, B_HB, B_QKV, B_QM, B_Z, B_O, B_GU, B_ACT, B_MO = 15, 16, 17, 18, 19, 20, 21, 22, 23  # float32 buffers (jobs.decode_blocks)
+B_COS, B_SIN, B_ROWS = 24, 25, 26  # RoPE's cos and sin [T, R2] at the rows' positions; the row table [T, RS] int64 (R_* below)
+B_SCRATCH, B_ASLOTS = 27, 28  # attention's scratch [THREADS or T, G, S] float32; an int64 [T, SLOTS] for its calls
+B_COS2, B_SIN2, B_QSCALE = 29, 30, 31  # the second RoPE's tables (Gemma 3's local layers); queries' factor as float32 bits
+B_SHARED = 32  # 1: every row's key and value written before any row attends (rows of a sequence see each other's), else each row alone
+B_ROWJOB, B_SELF, B_STAGE, B_LAYER = 33, 34, 35, 36  # block_rows' address, this array's; its stage and layer now
+B_SLOTS = 37
 STAGE_START, STAGE_O, STAGE_MLP, STAGE_MO = 0, 1, 2, 3  # block_rows' stages: before W_qkv; after W_o, after gate/up, after W_down
 
 # the layer table's columns: weights' addresses (0: none), where the layer's cache is, and its products' calls
