@@ -329,6 +329,16 @@ def test_a_long_prompt_is_run_a_part_at_a_time_between_the_steps_of_the_others(s
         s.close()
 
 
+def run_to_the_end(batcher, done: threading.Semaphore, jobs: int) -> None:
+    """Start the batcher, wait until `jobs` jobs have said Finished (each releases `done`), stop it."""
+    batcher.start()
+    try:
+        for _ in range(jobs):
+            assert done.acquire(timeout=TIMEOUT)
+    finally:
+        batcher.stop()
+
+
 def test_short_prompts_that_come_together_start_decoding_together(smol):
     """Three requests at once: their prompts run in one turn of the engine's loop (up to one
     part's positions), so every decode step carries all three rows (one at a time, the first
@@ -341,12 +351,7 @@ def test_short_prompts_that_come_together_start_decoding_together(smol):
     ids = smol.tokenizer.encode("The sun")
     for i in range(3):
         batcher.submit(Job([ids], [SamplingParams(temperature=0.8, seed=i)], 1, 6, lambda ev: isinstance(ev, Finished) and done.release()))
-    batcher.start()
-    try:
-        for _ in range(3):
-            assert done.acquire(timeout=TIMEOUT)
-    finally:
-        batcher.stop()
+    run_to_the_end(batcher, done, 3)
     assert batcher.steps == 6 - 1  # 6 tokens each: 6 draws, a step between each two
 
 
@@ -368,12 +373,7 @@ def test_short_prompts_that_come_together_share_one_pass_and_each_answers_as_alo
         for i in which:
             emit = lambda ev, i=i: got[i].append(ev.token) if isinstance(ev, B.Token) else isinstance(ev, B.Finished) and done.release()
             batcher.submit(B.Job([prompts[i]], [SamplingParams(temperature=0.8, seed=i)], 1, 12, emit))
-        batcher.start()
-        try:
-            for _ in which:
-                assert done.acquire(timeout=TIMEOUT)
-        finally:
-            batcher.stop()
+        run_to_the_end(batcher, done, len(which))
         return [got[i] for i in which]
 
     alone = [answers([i])[0] for i in range(4)]
@@ -402,12 +402,7 @@ def test_a_request_of_two_prompts_and_two_choices_shares_the_pass_as_they_run_ap
 
         batcher.submit(B.Job(prompts[:2], [SamplingParams(temperature=0.8, seed=s) for s in range(4)], 2, 8, emit("two")))
         batcher.submit(B.Job(prompts[2:], [SamplingParams(temperature=0.8, seed=9)], 1, 8, emit("one")))
-        batcher.start()
-        try:
-            for _ in range(2):
-                assert done.acquire(timeout=TIMEOUT)
-        finally:
-            batcher.stop()
+        run_to_the_end(batcher, done, 2)
         return got
 
     apart = answers(False)
