@@ -88,9 +88,9 @@ def grouped_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, n_seq
 
 class KVCache:
     """Keys and values of one sequence. Layers that attend to every position (most) keep every
-    position in k [Lg, Hkv, Dh, room] and v [Lg, Hkv, room, Dh]. Layers with a sliding window
-    (Gemma 3's sliding layers, Phi-3) keep only what their queries can still see: ks and vs, whose
-    column c holds position `off + c`; when they run out of room, the positions older than the
+    position in k and v [Lg, Hkv, room, Dh]. Layers with a sliding window (Gemma 3's sliding layers,
+    Phi-3) keep only what their queries can still see: ks and vs, whose row c (of a head) holds
+    position `off + c`; when they run out of room, the positions older than the
     window (and SLACK) are dropped and the rest move to the front, so they hold at most about the
     window plus one pass, whatever the length: a 32,768-token Gemma-3-270M cache is the 3 global
     layers' 32,768 positions and the 15 sliding layers' ~1,300, not 18 x 32,768. Attention reads

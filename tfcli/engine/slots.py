@@ -57,10 +57,7 @@ class Slots:
         """q [B, H, Dh], k, v [B, Hkv, Dh]: one new token per row, each at its own position
         (`start`, the first row's, is not used) -> z [B, H, Dh]. No attention weights are kept.
         `mask`: a sliding window, if the layer has one (Gemma 3, Phi-3)."""
-        z = np.empty_like(q)  # [B, H, Dh]
-        for b, c in enumerate(self.caches):
-            z[b : b + 1], _ = c.attend(layer, c.length, q[b : b + 1], k[b : b + 1], v[b : b + 1], attention, False, **mask)  # [1, H, Dh]
-        return z, None
+        return _each_own([(c, 1) for c in self.caches], layer, q, k, v, attention, mask), None  # [B, H, Dh]
 
 
 class Prompts:
@@ -94,8 +91,15 @@ class Prompts:
     def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
         """q [T, H, Dh], k, v [T, Hkv, Dh]: each sequence's rows through its own cache (`start` is
         not used) -> z [T, H, Dh]. No attention weights are kept."""
-        z, a = np.empty_like(q), 0  # [T, H, Dh]
-        for c, n in self.groups:
-            z[a : a + n], _ = c.attend(layer, c.length, q[a : a + n], k[a : a + n], v[a : a + n], attention, False, **mask)  # [n, H, Dh]
-            a += n
-        return z, None
+        return _each_own(self.groups, layer, q, k, v, attention, mask), None  # [T, H, Dh]
+
+
+def _each_own(groups: list[tuple[KVCache, int]], layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, mask: dict) -> np.ndarray:
+    """The rows of q [T, H, Dh], k, v [T, Hkv, Dh], n at a time for each (cache, n) of `groups` in
+    turn, through that cache at its next positions, as the sequence alone attends (KVCache.attend)
+    -> z [T, H, Dh]."""
+    z, a = np.empty_like(q), 0  # [T, H, Dh]
+    for c, n in groups:
+        z[a : a + n], _ = c.attend(layer, c.length, q[a : a + n], k[a : a + n], v[a : a + n], attention, False, **mask)  # [n, H, Dh]
+        a += n
+    return z

@@ -93,7 +93,7 @@ class Fast(Plain):
         """Whether a pass of `rows` rows of `model` (no hooks) gives each row the same bits whatever
         the other rows are: on the compiled blocks (fast/blocks.py), so that the prompts of several
         sequences may share one pass (generate.prefill_together)."""
-        if not model.on_kernels or rows > quantized.FEW_ROWS:
+        if not model.on_kernels:
             return False
         k = self.on_kernels().kernels
         if k is None:
