@@ -56,8 +56,8 @@ class Plain:
         return False
 
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
-        """q [N, G, T, Dh] (G query heads per key/value head), k [N, Dh, S] (as the cache keeps
-        keys), v [N, S, Dh] -> (out [N, G, T, Dh], weights [N, G, T, S] or None). `window`,
+        """q [N, G, T, Dh] (G query heads per key/value head), k [N, Dh, S] (as the cache gives
+        keys: a transposed view), v [N, S, Dh] -> (out [N, G, T, Dh], weights [N, G, T, S] or None). `window`,
         `softcap`: a sliding window and soft-capped scores (ops.reference_attention)."""
         n, g, t_len, dh = q.shape
         keys = np.repeat(k.transpose(0, 2, 1), g, axis=0)  # [N*G, S, Dh]: each query head gets its own copy
