@@ -118,7 +118,7 @@ def warn(message: str, wrap: bool = False) -> None:
         return
     from .layout import prose_lines
 
-    for k, piece in enumerate(prose_lines("warning: " + printable(capped(message)), err.width)):
+    for k, piece in enumerate(prose_lines("warning: " + capped(printable(message)), err.width)):
         label, rest = ("warning:", piece[len("warning:") :]) if k == 0 else ("", piece)
         err.print(Text.assemble((label, "yellow"), rest), soft_wrap=True)
 
