@@ -204,6 +204,30 @@ def test_importing_the_kernels_does_not_import_numba():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_the_compiling_process_imports_this_tfcli_whatever_the_working_directory(tmp_path, monkeypatch):
+    """The compile runs in a process of its own, whose kernels go in a folder keyed to this tfcli's
+    sources: it must import this tfcli, not one in the directory it is started from (a checkout of
+    another version), whose code would then be loaded under this version's key. The real command
+    line, its build code swapped for a report of where tfcli came from."""
+    import tfcli
+    from tfcli.engine.fast import kernels
+
+    (tmp_path / "tfcli").mkdir()
+    (tmp_path / "tfcli" / "__init__.py").write_text("raise SystemExit('the tfcli of the working directory')\n")
+    monkeypatch.chdir(tmp_path)
+    seen, real_run = {}, subprocess.run
+
+    def run(argv, **kw):
+        argv = [a if not a.startswith("from pathlib import Path; from tfcli.engine.fast.build") else "import tfcli; print(tfcli.__file__)" for a in argv]
+        seen["r"] = real_run(argv, **kw)
+        return seen["r"]
+
+    monkeypatch.setattr(kernels.subprocess, "run", run)
+    kernels._build(tmp_path / "out")
+    assert seen["r"].returncode == 0, seen["r"].stderr
+    assert seen["r"].stdout.strip() == tfcli.__file__
+
+
 def test_a_process_that_multiplies_holds_no_compiler(kernels):
     """The kernels run as machine code loaded from the cache: numba and LLVM (130 MB once they have
     compiled anything) are imported only by the process that compiles them, once per machine."""

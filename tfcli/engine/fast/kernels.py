@@ -162,11 +162,15 @@ def _build_into(folder: Path) -> None:
 
 
 def _build(folder: Path) -> None:
+    """Compile the sources of this tfcli into `folder`, in a process of its own (only it imports numba).
+    It imports tfcli from this package's root: -P keeps the working directory off its path, where
+    another tfcli (a checkout of another version, say) would come first and write its code under
+    this version's key."""
     package_root = str(Path(__file__).resolve().parents[3])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
     try:
         code = f"from pathlib import Path; from tfcli.engine.fast.build import build; build(Path({str(folder)!r}))"
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
+        r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise KernelsUnavailable(f"the kernels did not compile ({type(e).__name__})") from e
     if r.returncode != 0:
