@@ -34,7 +34,7 @@ def build(folder: Path) -> None:
     from numba import types
 
     from . import attention_job, block_job, jobs, pool, top_job
-    from .compiled import cpu_name
+    from .compiled import marker
 
     binding, machine = _target_machine()
     for module in (jobs, attention_job, block_job, top_job):  # each module's helpers compiled in its own namespace, where its jobs find them
@@ -56,5 +56,5 @@ def build(folder: Path) -> None:
     digests["pool"] = hashlib.sha256(code).hexdigest()
     index = {"jobs": symbols, "pool": {"run": "tfcli_run", "work": "tfcli_work", "threads": futex is not None}, "sha256": digests}
     (folder / "index.json").write_text(json.dumps(index, indent=1), encoding="utf-8")
-    (folder / "ready").write_text(f"numba {numba.__version__}\n{cpu_name()}\n", encoding="utf-8")
+    (folder / "ready").write_text(f"{marker()}numba {numba.__version__}\n", encoding="utf-8")  # last: the folder is complete
 

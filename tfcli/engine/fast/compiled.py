@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+import stat
 from pathlib import Path
 
 
@@ -75,23 +77,70 @@ def writable(folder: Path) -> bool:
 
 
 KEEP = 3  # compiled folders kept for this CPU: the newest (a few versions of tfcli may share a home)
+KEY = re.compile(r"[0-9a-f]{16}")  # a key folder's name: cache_dir()'s last part
+MARKER = "tfcli kernels"  # the first words of a `ready` file tfcli wrote (build.py), then tfcli's version
+
+
+def marker() -> str:
+    """What build.py writes into `ready`, last of all: whose folder this is, and for what."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        mine = version("tfcli")
+    except PackageNotFoundError:
+        mine = "source"
+    return f"{MARKER} {mine}\n{cpu_name()}\n"
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of `path` if it is a regular file of at most `limit` bytes, opened without blocking
+    and without following a link (a FIFO, a device or a link put in the cache folder is refused, never
+    waited on); OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if st.st_size > limit:
+            raise OSError(f"{path} is larger than {limit:,} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(limit + 1)
+    finally:
+        os.close(fd)
+
+
+def ours(folder: Path) -> bool:
+    """Whether `folder` is a complete folder of compiled kernels that tfcli wrote: a real folder (not a
+    link) named like a key, holding a regular `index.json` and a `ready` marker that says so. Nothing
+    else in a cache folder is tfcli's to load, replace or remove: a user may point TFCLI_KERNEL_CACHE
+    at a folder of their own things."""
+    try:
+        if not KEY.fullmatch(folder.name) or not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return False
+        if not stat.S_ISREG(os.lstat(folder / "index.json").st_mode):
+            return False
+        return read_regular(folder / "ready", 1 << 16).decode("utf-8", "replace").startswith(MARKER + " ")
+    except OSError:
+        return False
 
 
 def remove_stale(folder: Path) -> None:
-    """Remove the folders older sources compiled for this CPU beyond the newest KEEP, and those of
-    tfcli versions that cached numba's own files (no index.json). Folders for other CPUs (a home
-    shared among machines) are left alone."""
+    """Remove the folders older sources compiled for this CPU beyond the newest KEEP. Only folders
+    tfcli wrote are considered (ours()): anything else beside them is left as it is, and so are
+    folders for other CPUs (a home shared among machines)."""
     mine = []
-    for other in folder.parent.iterdir():
+    try:
+        others = list(folder.parent.iterdir())
+    except OSError:
+        return
+    for other in others:
         try:
-            if other.name.startswith(".") or not other.is_dir() or not (other / "ready").exists():
+            if other == folder or not ours(other):
                 continue
-            if not (other / "index.json").exists():
-                shutil.rmtree(other, ignore_errors=True)
-            elif cpu_name() in (other / "ready").read_text(encoding="utf-8", errors="replace"):
-                mine.append(((other / "ready").stat().st_mtime, other))
+            if cpu_name() in read_regular(other / "ready", 1 << 16).decode("utf-8", "replace"):
+                mine.append((os.lstat(other / "ready").st_mtime, other))
         except OSError:
             continue
-    for _, other in sorted(mine, reverse=True)[KEEP:]:
-        if other != folder:
+    for _, other in sorted(mine, reverse=True)[KEEP - 1 :]:  # KEEP - 1 besides `folder`, the newest
+        if ours(other):  # checked again just before: another process may have changed it meanwhile
             shutil.rmtree(other, ignore_errors=True)

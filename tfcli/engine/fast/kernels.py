@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -32,7 +33,7 @@ import numpy as np
 from ..formats import BLOCK_TYPES
 from . import slots as S
 from .activations import layout as x_layout
-from .compiled import cache_dir, remove_stale, writable
+from .compiled import cache_dir, ours, read_regular, remove_stale, writable
 from .interleave import TYPES, Interleaved, interleave
 
 __all__ = ["KernelsUnavailable", "SUPPORTED", "attention", "cache_dir", "dequantize_rows", "layout", "load", "Parts", "product", "product_parts", "quantize_activations", "will_compile", "writable"]
@@ -61,7 +62,7 @@ _PACK = struct.Struct(f"<{S.SLOTS}q")
 
 def will_compile() -> bool:
     """True when load() would compile: not loaded yet in this process, and no kernels cached on disk."""
-    return not _k and not (cache_dir() / "ready").exists()
+    return not _k and not ours(cache_dir())
 
 
 def load() -> None:
@@ -75,12 +76,14 @@ def load() -> None:
 
 
 def _load(again: bool = True) -> dict[str, object]:
-    """The kernels from the cache folder, compiled first if it has none. A folder that cannot be
-    loaded (a file damaged or cut short: each object's sha256 is checked) is removed and compiled
-    again, once; then the reason is a KernelsUnavailable."""
+    """The kernels from the cache folder, compiled first if it has none. A folder of tfcli's that
+    cannot be loaded (a file damaged or cut short: each object's sha256 is checked) is removed and
+    compiled again, once; then the reason is a KernelsUnavailable. A key's path taken by something
+    tfcli did not write (a file, a link, a folder of someone's) is refused before compiling, named."""
     folder = cache_dir()
     temporary = None
-    if not (folder / "ready").exists():
+    if not ours(folder):
+        _check_free(folder)
         if writable(folder.parent):
             _build_into(folder)
         else:  # nowhere to keep them: compiled for this process alone
@@ -88,8 +91,8 @@ def _load(again: bool = True) -> dict[str, object]:
             _build(temporary)
             folder = temporary
     try:
-        index = json.loads((folder / "index.json").read_text(encoding="utf-8"))
-        objects = {name: (folder / f"{name}.o").read_bytes() for name in [*index["jobs"], "pool"]}
+        index = json.loads(read_regular(folder / "index.json", 1 << 20).decode("utf-8"))
+        objects = {name: read_regular(folder / f"{name}.o", 1 << 28) for name in [*index["jobs"], "pool"]}
         if any(hashlib.sha256(data).hexdigest() != index["sha256"][name] for name, data in objects.items()):
             raise ValueError("a compiled file does not match its sha256")
         symbols, keep = _place(objects, index)
@@ -97,13 +100,32 @@ def _load(again: bool = True) -> dict[str, object]:
         return {"jobs": {name: symbols[name] for name in index["jobs"]}, "run": _JOB(symbols["pool"]), "run_at": symbols["pool"],
                 "work": _WORK(symbols["pool.work"]) if pool["threads"] else None, "keep": keep}  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, RuntimeError) as e:
-        if again and temporary is None and writable(folder.parent):
+        if again and temporary is None and ours(folder) and writable(folder.parent):
             shutil.rmtree(folder, ignore_errors=True)
             return _load(again=False)
         raise KernelsUnavailable(f"the compiled kernels in {folder} do not load ({type(e).__name__}: {e})") from e
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _check_free(folder: Path) -> None:
+    """Raise KernelsUnavailable, naming the path, when something that is not tfcli's kernels takes the
+    key's place (checked before a compile of a minute, not after). An empty folder is taken over."""
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise KernelsUnavailable(f"cannot look at the kernel cache folder {folder} ({e.strerror})") from e
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            folder.rmdir()  # empty: nothing of anyone's is lost
+            return
+        except OSError:
+            pass
+    what = "a folder tfcli did not write" if stat.S_ISDIR(st.st_mode) else "a link" if stat.S_ISLNK(st.st_mode) else "a file"
+    raise KernelsUnavailable(f"{folder} is {what}, where tfcli keeps its compiled kernels: move it away, or set TFCLI_KERNEL_CACHE to another folder")
 
 
 def _place(objects: dict[str, bytes], index: dict) -> tuple[dict[str, int], list]:
@@ -152,10 +174,10 @@ def _build_into(folder: Path) -> None:
     try:
         _build(partial)
         try:
-            partial.rename(folder)
-        except OSError:  # another process got there first: its kernels are the same
-            if not (folder / "ready").exists():
-                raise
+            partial.rename(folder)  # onto nothing, or an empty folder; never onto anyone's files
+        except OSError as e:
+            if not ours(folder):  # not another process's kernels, which are the same as ours
+                raise KernelsUnavailable(f"cannot put the compiled kernels at {folder} ({e.strerror or e})") from e
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     remove_stale(folder)
@@ -165,11 +187,12 @@ def _build(folder: Path) -> None:
     """Compile the sources of this tfcli into `folder`, in a process of its own (only it imports numba).
     It imports tfcli from this package's root: -P keeps the working directory off its path, where
     another tfcli (a checkout of another version, say) would come first and write its code under
-    this version's key."""
+    this version's key. The child ends when this process ends, however it ends (Linux: the parent's
+    death signal; elsewhere an exception here kills it), so no compiler is left running as an orphan."""
     package_root = str(Path(__file__).resolve().parents[3])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
     try:
-        code = f"from pathlib import Path; from tfcli.engine.fast.build import build; build(Path({str(folder)!r}))"
+        code = _ORPHAN_GUARD.format(parent=os.getpid()) + f"from pathlib import Path; from tfcli.engine.fast.build import build; build(Path({str(folder)!r}))"
         r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise KernelsUnavailable(f"the kernels did not compile ({type(e).__name__})") from e
@@ -177,6 +200,19 @@ def _build(folder: Path) -> None:
         lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
         why = lines[-1] if lines else f"exit status {r.returncode}"
         raise KernelsUnavailable(f"numba is not importable ({why.strip()})" if why.startswith(("ModuleNotFoundError", "ImportError")) else f"the kernels did not compile ({why.strip()})")
+
+
+# The compiling child asks Linux for SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG = 1), then
+# checks the parent is still the one that started it (it may have died before the request).
+_ORPHAN_GUARD = """import os, sys
+try:
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != {parent}:
+    sys.exit("the process that started the compile has ended")
+"""
 
 
 # --- the pool -----------------------------------------------------------------------------------------
