@@ -165,25 +165,23 @@ def _float_row(kind, row, w):
 
 
 def _dot_rows(x, w, out, n):
-    """out[:, n] = x @ w for a float32 row w [K]: 4 rows of x per pass over w, so w is read once for 4."""
+    """out[:, n] = x @ w for a float32 row w [K]: 4 rows of x per pass over w, so w is read once for 4.
+    A last group of fewer than 4 rows repeats its last row in the spare accumulators: every row goes
+    through the same loop, whose sums the compiler may reorder (fastmath) but the same way for every
+    row, so a row's result is the same bits whatever T (batch invariance; a separate one-row loop was
+    vectorized differently on AVX2 CPUs and gave other bits)."""
     T, K = x.shape
-    t = 0
-    while t + 4 <= T:
+    for t in range(0, T, 4):
+        t1, t2, t3 = min(t + 1, T - 1), min(t + 2, T - 1), min(t + 3, T - 1)
         a0 = a1 = a2 = a3 = np.float32(0)
         for k in range(K):
             wk = w[k]
             a0 += x[t, k] * wk
-            a1 += x[t + 1, k] * wk
-            a2 += x[t + 2, k] * wk
-            a3 += x[t + 3, k] * wk
-        out[t, n], out[t + 1, n], out[t + 2, n], out[t + 3, n] = a0, a1, a2, a3
-        t += 4
-    while t < T:
-        a = np.float32(0)
-        for k in range(K):
-            a += x[t, k] * w[k]
-        out[t, n] = a
-        t += 1
+            a1 += x[t1, k] * wk
+            a2 += x[t2, k] * wk
+            a3 += x[t3, k] * wk
+        out[t, n] = a0
+        out[t1, n], out[t2, n], out[t3, n] = a1, a2, a3  # a row repeated gets the bits it already has
 
 
 # --- rows of x against weight rows lo..hi-1 ----------------------------------------------------------
