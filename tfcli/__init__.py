@@ -33,6 +33,15 @@ _PUBLIC = {
     "Model": "tfcli.api.model",
     "ActivationCache": "tfcli.api.cache",
     "TfcliError": "tfcli.engine.errors",
+    "lens": "tfcli.api.experiments",
+    "patch": "tfcli.api.experiments",
+    "ablate": "tfcli.api.experiments",
+    "steer": "tfcli.api.experiments",
+    "heads": "tfcli.api.experiments",
+    "attention": "tfcli.api.experiments",
+    "mask": "tfcli.api.experiments",
+    "features": "tfcli.api.experiments",
+    "params": "tfcli.api.experiments",
 }
 
 __all__ = sorted(_PUBLIC)
