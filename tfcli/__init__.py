@@ -2,9 +2,9 @@
 
 The public Python API is what `__all__` lists, and only that: `load` a model, run it with
 `run_with_cache` and hooks, and the experiments (`lens`, `patch`, `ablate`, `steer`, `heads`,
-`attention`, `features`, `params`) as functions returning results that print their text form and
-draw themselves in Jupyter. Every other module (tfcli.engine, tfcli.api, tfcli.cli ...) is
-private: free to change between versions.
+`attention`, `mask`, `features`, `params`) as functions returning results that print their text
+form, draw themselves in Jupyter and save as .png, .svg or .json. Every other module
+(tfcli.engine, tfcli.api, tfcli.cli ...) is private: free to change between versions.
 
     >>> import tfcli
     >>> model = tfcli.load("shakespeare")
@@ -42,6 +42,18 @@ _PUBLIC = {
     "mask": "tfcli.api.experiments",
     "features": "tfcli.api.experiments",
     "params": "tfcli.api.experiments",
+    "Features": "tfcli.api.experiments",
+    # what the experiments return (tfcli/api/results.py)
+    "Lens": "tfcli.api.results",
+    "Patching": "tfcli.api.results",
+    "Ablation": "tfcli.api.results",
+    "Heads": "tfcli.api.results",
+    "Steering": "tfcli.api.results",
+    "Attention": "tfcli.api.results",
+    "Mask": "tfcli.api.results",
+    "FeatureShow": "tfcli.api.results",
+    "FeatureCards": "tfcli.api.results",
+    "Params": "tfcli.api.results",
 }
 
 __all__ = sorted(_PUBLIC)

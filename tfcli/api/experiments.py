@@ -239,7 +239,13 @@ def mask(text: str, *, pattern: str = "causal") -> R.Mask:
 class Features:
     """A sparse autoencoder (`tfcli features train -o FOLDER`) on a model: `show` which features
     fire on each token of a text, `top` the cards of the most active ones over a text. Made by
-    `tfcli.features(model, folder)`; `n`, `block`, `site` say what it reads."""
+    `tfcli.features(model, folder)`; `n`, `block`, `site` say what it reads.
+
+    >>> import tfcli
+    >>> sae = tfcli.features(tfcli.load("shakespeare"), sae_folder)  # a folder 'tfcli features train -o' wrote
+    >>> sae.block, sae.site
+    (2, 'resid_post')
+    """
 
     def __init__(self, model: Model, folder: Path, f):
         self._m, self.folder, self._f = model, folder, f
@@ -296,11 +302,10 @@ def features(model: Model, folder: str | Path, *, any_model: bool = False) -> Fe
     """The SAE in `folder` on `model`, checked against it (its width, block and the model it was
     trained on, unless `any_model`).
 
-    >>> import tfcli, tempfile
-    >>> tfcli.features(tfcli.load("shakespeare"), tempfile.mkdtemp())  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    tfcli.engine.errors.SAEError: ...
+    >>> import tfcli
+    >>> sae = tfcli.features(tfcli.load("shakespeare"), sae_folder)  # a folder 'tfcli features train -o' wrote
+    >>> sae.n, len(sae.show("To be").rows)
+    (256, 5)
     """
     from tfcli.analysis.features import load_features
     from tfcli.engine.identity import identity_of

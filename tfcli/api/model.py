@@ -113,7 +113,7 @@ class Model:
 
         >>> import tfcli
         >>> tfcli.load("shakespeare").to_tokens("To be").tolist()
-        [32, 53, 1, 40, 43]
+        [34, 55, 3, 42, 45]
         """
         if not isinstance(text, str):
             raise UsageError(f"to_tokens() takes a str, not {type(text).__name__}")

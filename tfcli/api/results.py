@@ -65,10 +65,12 @@ class Result:
         return None
 
     def __str__(self) -> str:
-        return self.text()
+        import textwrap
 
-    def __repr__(self) -> str:
-        return self.text()
+        lines = self.text().splitlines()
+        return "\n".join(part for line in lines for part in ([line] if len(line) <= WIDTH else textwrap.wrap(line, WIDTH, subsequent_indent="  ")))
+
+    __repr__ = __str__
 
     def svg(self) -> str:
         """The picture as SVG text."""
@@ -89,7 +91,7 @@ class Result:
         body = self._html_body()
         if body is None:
             body = f'<div style="overflow:auto">{self.svg()}</div>'
-        return f'{body}<details><summary>text</summary><pre>{html.escape(self.text())}</pre></details>'
+        return f'{body}<details><summary>text</summary><pre>{html.escape(str(self))}</pre></details>'
 
     def save(self, path: str | Path) -> Path:
         """Write the result to `path`: .png (needs Pillow), .svg or .json (the command's --json).
@@ -141,7 +143,15 @@ class Lens(Result):
     i-1, L the model's output) and position, the top tokens of softmax(unembed(final_norm(h))).
 
     Attributes: `ids` [L+1, T, k] token ids, most likely first; `probs` [L+1, T, k]; `entropy`
-    [L+1, T] in bits; `tokens` [T] the text's ids."""
+    [L+1, T] in bits; `tokens` [T] the text's ids.
+
+    >>> import tfcli
+    >>> r = tfcli.lens(tfcli.load("shakespeare"), "To be, or not to b")
+    >>> print(str(r).splitlines()[0])
+    shakespeare · logit lens · 4 blocks, residual indices 0-4 · 18 tokens
+    >>> r.save(tmp / "lens.svg").exists()
+    True
+    """
 
     model: str
     tokens: np.ndarray
@@ -193,7 +203,13 @@ class Patching(Result):
     """Activation patching (`tfcli patch`): `grid` [rows, columns] says how much of the logit
     difference answer - wrong the clean run's activation brings back into the corrupt run (1: all
     of it). site "resid": rows are residual indices, columns positions; "heads": blocks x heads;
-    "mlp": blocks x positions."""
+    "mlp": blocks x positions.
+
+    >>> import tfcli
+    >>> r = tfcli.patch(tfcli.load("shakespeare"), "To be, or not to b", "To go, or not to g", site="mlp")
+    >>> r.grid.shape, r.to_dict()["grid"][0]["block"]
+    ((4, 18), 0)
+    """
 
     model: str
     site: str
@@ -244,7 +260,13 @@ class Patching(Result):
 @dataclass(repr=False)
 class Ablation(Result):
     """Ablation (`tfcli ablate`): the change of the answer's log-probability after the last token
-    with each head zeroed (`heads` [L, H]) and each MLP zeroed (`mlps` [L]); negative: needed."""
+    with each head zeroed (`heads` [L, H]) and each MLP zeroed (`mlps` [L]); negative: needed.
+
+    >>> import tfcli
+    >>> r = tfcli.ablate(tfcli.load("shakespeare"), "To be, or not to b", answer="e")
+    >>> int(r.mlps.argmin())  # the MLP the answer needed most
+    0
+    """
 
     model: str
     tokens: np.ndarray
@@ -282,7 +304,13 @@ class Ablation(Result):
 class Heads(Result):
     """What each head does (`tfcli heads`): direct logit attribution of the target at `position`
     (`heads` [L, H], `mlps` [L], `embedding`, `bias`, `total` = their sum, `logit` the model's), and
-    the detectors [L, H] from 0 to 1: previous_token, first_token, induction, duplicate_token."""
+    the detectors [L, H] from 0 to 1: previous_token, first_token, induction, duplicate_token.
+
+    >>> import tfcli
+    >>> r = tfcli.heads(tfcli.load("shakespeare"), "To be, or not to b")
+    >>> r.previous_token.shape, bool(0 <= r.previous_token.min() and r.previous_token.max() <= 1)
+    ((4, 8), True)
+    """
 
     model: str
     tokens: np.ndarray
@@ -335,7 +363,13 @@ class Heads(Result):
 @dataclass(repr=False)
 class Steering(Result):
     """Steering (`tfcli steer`): `vector` [D] (toward minus away at `block`'s output) added `scale`
-    times at every position; `plain` and `steered`: the two continuations, same seed."""
+    times at every position; `plain` and `steered`: the two continuations, same seed.
+
+    >>> import tfcli
+    >>> r = tfcli.steer(tfcli.load("shakespeare"), "To be, or", toward="love", away="death", block=2, max_new_tokens=5, temperature=0)
+    >>> sorted(r.to_dict()) == sorted(["model", "prompt", "block", "layer", "scale", "toward", "away", "vector_norm", "seed", "plain", "steered"])
+    True
+    """
 
     model: str
     prompt: str
@@ -373,7 +407,15 @@ class Steering(Result):
 class Attention(Result):
     """A model's attention weights over a text (`tfcli attn`): `weights` [nB, nH, T, T] for the
     blocks and heads picked (`blocks`, `heads`); row t of a head: how much token t looks at each
-    token up to itself (each row sums to 1)."""
+    token up to itself (each row sums to 1).
+
+    >>> import tfcli
+    >>> r = tfcli.attention(tfcli.load("shakespeare"), "To be", block=-1)
+    >>> r.blocks, r.weights.shape
+    ([3], (1, 8, 5, 5))
+    >>> r.svg().startswith("<svg")
+    True
+    """
 
     model: str
     tokens: np.ndarray
@@ -433,7 +475,12 @@ class Attention(Result):
 @dataclass(repr=False)
 class Mask(Result):
     """An attention mask (`tfcli attn --show-mask`): `allowed` [T, T] (True where token t may look at
-    token i) and `weights` [T, T], the softmax of equal scores under the mask."""
+    token i) and `weights` [T, T], the softmax of equal scores under the mask.
+
+    >>> import tfcli
+    >>> tfcli.mask("the cat sat on the mat", pattern="sliding:2").weights[3].tolist()
+    [0.0, 0.0, 0.5, 0.5, 0.0, 0.0]
+    """
 
     pattern: str
     labels: list[str]
@@ -463,7 +510,14 @@ class Mask(Result):
 @dataclass(repr=False)
 class FeatureShow(Result):
     """Per token, the SAE features that fire on it (`tfcli features show`): `rows[t]` is a list of
-    (feature index, activation), strongest first."""
+    (feature index, activation), strongest first.
+
+    >>> import tfcli
+    >>> sae = tfcli.features(tfcli.load("shakespeare"), sae_folder)  # a folder 'tfcli features train -o' wrote
+    >>> r = sae.show("To be", top=3)
+    >>> len(r.rows), all(len(row) <= 3 for row in r.rows)
+    (5, True)
+    """
 
     model: str
     sae: str
@@ -495,7 +549,14 @@ class FeatureShow(Result):
 class FeatureCards(Result):
     """Feature cards (`tfcli features top`): for each feature, how often it fires, the contexts
     that fire it most (the token marked) and the tokens its decoder direction pushes up and down.
-    `cards`: the command's --json cards."""
+    `cards`: the command's --json cards.
+
+    >>> import tfcli
+    >>> sae = tfcli.features(tfcli.load("shakespeare"), sae_folder)
+    >>> r = sae.top("To be, or not to be, that is the question", n=2, contexts=2)
+    >>> len(r.cards) <= 2 and all(len(c["contexts"]) <= 2 for c in r.cards)
+    True
+    """
 
     model: str
     sae: str
@@ -537,7 +598,12 @@ class FeatureCards(Result):
 @dataclass(repr=False)
 class Params(Result):
     """Where a shape's parameters live (`tfcli params`): `report` is the command's --json
-    document; `tally` (3Blue1Brown's count of the weight matrices) and `total` (every tensor)."""
+    document; `tally` (3Blue1Brown's count of the weight matrices) and `total` (every tensor).
+
+    >>> import tfcli
+    >>> tfcli.params("gpt2").total
+    124439808
+    """
 
     report: dict
 
