@@ -164,3 +164,24 @@ def test_a_gguf_runs_in_place(tmp_path, monkeypatch):
     m = tfcli.load(write_gguf(tmp_path / "tiny.gguf"))
     logits, cache = m.run_with_cache("To be")
     assert logits.shape == (len(m.to_tokens("To be")), m.config.vocab_size) and ("attn", 0) in cache
+
+
+def test_chat_lays_out_the_conversation_with_the_template(tmp_path):
+    """chat() renders the messages with the model's template and continues it: the same tokens as
+    generating from the rendered text, greedy."""
+    import shutil
+
+    from conftest import TINY_LLAMA
+
+    folder = tmp_path / "tiny-chat"
+    shutil.copytree(TINY_LLAMA, folder)
+    (folder / "chat_template.jinja").write_text("{% for m in messages %}{{ m['role'][0] }}:{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}a:{% endif %}")
+    m = tfcli.load(folder)
+    reply = m.chat([{"role": "user", "content": "Hello"}], max_new_tokens=8, temperature=0)
+    ids = m.tokenizer.encode("u:Hello\na:")
+    assert reply == "".join(m._pieces(np.array(ids), 8, (), m._lm.chat_eos_ids(), {"temperature": 0}))
+    assert m.chat("Hello", max_new_tokens=8, temperature=0) == reply
+    with pytest.raises(TfcliError, match="no setting 'temprature'"):
+        m.chat("Hello", temprature=0)
+    with pytest.raises(TfcliError, match="messages"):
+        m.chat([{"role": "user"}])

@@ -234,9 +234,9 @@ class Model:
 
     @contextmanager
     def hooks(self, hooks: Mapping[object, Callable]) -> Iterator[Model]:
-        """Hooks on every pass inside the `with` block (run_with_cache, generate, score, chat, the
-        experiments), and none after it, even when it raises. Keys: `(site, block)` or
-        TransformerLens names; `fn(value, site) -> None | array`.
+        """Hooks on every pass inside the `with` block (calling the model, run_with_cache, generate,
+        score, chat, tfcli.lens, tfcli.steer), and none after it, even when it raises. Keys:
+        `(site, block)` or TransformerLens names; `fn(value, site) -> None | array`.
 
         >>> import tfcli
         >>> model = tfcli.load("shakespeare")
@@ -299,7 +299,8 @@ class Model:
 
     def score(self, text: str, *, window: int | None = None, stride: int | None = None):
         """How well the model predicts a text: a Score with `logprobs` [T] (NaN for the first
-        token), `nats_per_token` and `perplexity`, as `tfcli score` computes them.
+        token), `nats_per_token` and `perplexity`, as `tfcli score` computes them (on the
+        executor the engine picks, as the command does).
 
         >>> import tfcli
         >>> s = tfcli.load("shakespeare").score("To be, or not to be, that is the question")
@@ -329,6 +330,9 @@ class Model:
         if not isinstance(messages, list) or not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages):
             raise UsageError("chat() takes a list of {'role': ..., 'content': ...} messages with str values")
         ids = self._ids(lm.tokenizer.encode(lm.chat.render(messages, add_generation_prompt=True)))
+        known = {"max_new_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "seed", "stop"}
+        if set(sampling) - known:
+            raise UsageError(f"chat() has no setting {sorted(set(sampling) - known)[0]!r}", f"its settings are {', '.join(sorted(known))}")
         max_new = sampling.pop("max_new_tokens", 256)
         stop = tuple(sampling.pop("stop", ()))
         return "".join(self._pieces(ids, max_new, stop, lm.chat_eos_ids(), sampling))
