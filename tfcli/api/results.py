@@ -185,6 +185,22 @@ class Lens(Result):
         return {"model": self.model, "tokens": tokens_json(t, self.tokens),
                 "layers": [{"resid": layer, "layer": layer, "positions": [entry(layer, p) for p in range(len(self.tokens))]} for layer in range(len(self.ids))]}  # fmt: skip
 
+    def next_tokens(self, position: int = -1) -> list[tuple[str, float]]:
+        """The model's own top tokens after `position` (the last residual index): (text, probability)."""
+        return [(self._tokenizer.token_text(int(i)), float(p)) for i, p in zip(self.ids[-1, position], self.probs[-1, position])]
+
+    def _html_body(self) -> str:
+        """The grid, then the next-token bars of the last position."""
+        e = html.escape
+        bars = "".join(
+            f'<div style="display:flex;align-items:center;gap:6px;font-family:monospace">'
+            f'<span style="width:9em;text-align:right;white-space:pre">{e(repr(t))}</span>'
+            f'<span style="display:inline-block;height:12px;width:{max(1, round(300 * p))}px;background:#3b6fb6"></span>'
+            f"<span>{100 * p:.1f}%</span></div>"
+            for t, p in self.next_tokens()
+        )  # fmt: skip
+        return f'<div style="overflow:auto">{self.svg()}</div><div><b>next token</b> after the last position{bars}</div>'
+
     def _drawing(self):
         from tfcli.cli.views.attn import token_labels
         from tfcli.cli.views.inside import token_str
