@@ -151,7 +151,9 @@ def test_one_numbering_in_json(cli, tmp_path):
 def test_the_numbering_is_declared_once():
     from tfcli.cli import numbering
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    from conftest import doc_text
+
+    readme = doc_text()  # README.md and docs/
     assert readme.count("### Blocks and residual indices") == 1
     assert numbering.blocks(4) == "4 blocks" and numbering.blocks(1) == "1 block" and numbering.resid_name(0) == "0 emb"
 

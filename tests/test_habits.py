@@ -123,7 +123,9 @@ def test_stopped_by_a_full_context_says_so(cli):
 def test_the_readme_says_what_the_lens_reads_at_layer_0():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    from conftest import doc_text
+
+    readme = doc_text()  # README.md and docs/
     assert "The embedding row reads the input token itself" not in readme
     assert "␣strugg" in readme
 

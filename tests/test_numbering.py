@@ -83,6 +83,8 @@ def test_blocks_count_from_zero_and_negative_numbers_from_the_end(cli):
 
 
 def test_the_readme_states_the_numbering_once():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    from conftest import doc_text
+
+    readme = doc_text()  # README.md and docs/
     assert readme.count("### Blocks and residual indices") == 1
     assert "tfcli neurons \"text\" --layer" not in readme and "--layer 0 --head 0" not in readme
