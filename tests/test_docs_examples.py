@@ -172,3 +172,12 @@ def test_the_readme_links_every_page_once():
 
 def test_the_readme_stays_short():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 300
+
+
+
+def test_the_readme_says_what_the_lens_reads_at_layer_0():
+    from conftest import doc_text
+
+    readme = doc_text()  # README.md and docs/
+    assert "The embedding row reads the input token itself" not in readme
+    assert "␣strugg" in readme
