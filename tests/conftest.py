@@ -237,3 +237,10 @@ def pulled(request, tmp_path_factory, name: str) -> Path:
             return pull.pull(name)
         except PullError as e:
             pytest.skip(f"{name} could not be obtained: {e}")
+
+
+def doc_text() -> str:
+    """README.md and the pages of docs/, one after another: what a reader of the docs reads."""
+    root = Path(__file__).resolve().parent.parent
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    return "\n".join(p.read_text(encoding="utf-8") for p in pages)

@@ -606,3 +606,10 @@ def test_characters_no_font_has_are_named_in_a_warning(cli, tmp_path, no_system_
     r = cli("attn", "--show-mask", "今" + rare, "--png", tmp_path / "a.png")
     assert r.exit_code == 0 and (tmp_path / "a.png").exists()
     assert "warning: no font found has 1 of the characters" in r.stderr and rare in r.stderr and "TFCLI_FONT" in r.stderr
+
+
+
+def test_show_mask_says_it_ignores_block_and_head(cli):
+    r = cli("attn", "--show-mask", "the cat sat", "--block", "2")
+    assert r.exit_code == 0 and "--block and --head are ignored" in r.stderr
+    assert "ignored" not in cli("attn", "--show-mask", "the cat sat").stderr

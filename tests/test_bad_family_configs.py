@@ -4,11 +4,16 @@ folder with its config.json changed: the config is refused before any weight is 
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 
 from badinput import Cases, edit_config, gen, run_case
-from conftest import TINY_LLAMA
+from conftest import TINY_LLAMA, one_line_error
 
+SHAKESPEARE = Path(__file__).parent.parent / "weights" / "shakespeare"
 CASES = Cases()
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
@@ -87,3 +92,39 @@ def phi3_rotating_less_than_a_pair(env):
 @pytest.mark.parametrize("make, code, needles", CASES)
 def test_bad_family_config_is_one_line_with_the_fix(cli, tmp_path, monkeypatch, make, code, needles):
     run_case(cli, tmp_path, monkeypatch, make, code, needles)
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"rope_scaling": [1, 2]}, "rope_scaling must be an object, not [1, 2]"),
+        ({"rope_scaling": "llama3"}, "rope_scaling must be an object"),
+        ({"rope_parameters": "default"}, "rope_parameters must be an object, not 'default'"),
+    ],
+)
+def test_a_llama_rope_field_of_the_wrong_type_is_refused_by_name(cli, tmp_path, change, needle):
+    folder = tmp_path / "m"
+    shutil.copytree(TINY_LLAMA, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, **change}))
+    one_line_error(cli("generate", "-m", folder, "Hi", "-n", "1"), 1, needle)
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"rope_parameters": "default"}, "rope_parameters must be an object, not 'default'"),
+        ({"rope_parameters": {"full_attention": 5}}, "rope_parameters.full_attention must be an object"),
+        ({"rope_scaling": [1, 2]}, "rope_scaling must be an object"),
+    ],
+)
+def test_a_gemma3_rope_field_of_the_wrong_type_is_refused_by_name(change, needle):
+    from tfcli.engine.errors import ConfigError
+    from tfcli.engine.families import config_from_hf
+
+    raw = {"model_type": "gemma3_text", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+           "num_key_value_heads": 1, "head_dim": 8, "vocab_size": 64, "max_position_embeddings": 64, "sliding_window": 8}  # fmt: skip
+    config_from_hf(raw)  # the base config loads
+    with pytest.raises(ConfigError, match="must be an object") as e:
+        config_from_hf({**raw, **change})
+    assert needle in str(e.value)

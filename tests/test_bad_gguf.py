@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import struct
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -128,3 +131,35 @@ def gguf_missing(env):
 @pytest.mark.parametrize("make, code, needles", CASES)
 def test_bad_input_is_one_line_with_the_fix(cli, tmp_path, monkeypatch, make, code, needles):
     run_case(cli, tmp_path, monkeypatch, make, code, needles)
+
+
+
+def _gguf_with_two_tensors(path: Path) -> None:
+    gguf = pytest.importorskip("gguf")
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tensor("first.weight", np.arange(64, dtype=np.float32))
+    w.add_tensor("second.weight", np.arange(64, dtype=np.float32) * 2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_a_gguf_whose_tensors_share_bytes_is_refused(tmp_path):
+    from tfcli.engine.errors import GGUFError
+    from tfcli.engine.gguffile import GGUFFile
+
+    path = tmp_path / "two.gguf"
+    _gguf_with_two_tensors(path)
+    f = GGUFFile(path)
+    assert f.tensors["second.weight"].start > f.tensors["first.weight"].start  # the file as written loads
+    data = bytearray(path.read_bytes())
+    name = b"second.weight"
+    at = data.index(name) + len(name)  # then n_dims u32, dims u64 x n_dims, type u32, offset u64
+    n_dims = struct.unpack_from("<I", data, at)[0]
+    offset_at = at + 4 + 8 * n_dims + 4
+    struct.pack_into("<Q", data, offset_at, 0)  # the second tensor now starts where the first does
+    path.write_bytes(bytes(data))
+    with pytest.raises(GGUFError, match="overlap") as e:
+        GGUFFile(path)
+    assert "first.weight" in str(e.value) and "second.weight" in str(e.value)

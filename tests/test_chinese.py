@@ -75,3 +75,107 @@ def test_without_colour_the_neuron_bars_say_their_sign(cli):
 def test_tiny_models_too(cli):
     r = cli("lens", "-m", TINY_LLAMA, "hello there", "--lang", "zh")
     assert r.exit_code == 0 and "逻辑透镜" in r.stdout
+
+
+
+ZH = "今天天气很好"
+
+
+def english_sentences(text: str) -> list[str]:
+    """Runs of three or more English words in a row (between spaces, commas, colons, brackets, '·'
+    or '-'): a phrase left untranslated. Names, numbers, tokens ('…' and "…"), flags (--scale) and
+    paths are not words here."""
+    import re
+
+    found = []
+    for line in text.splitlines():
+        line = re.sub(r"'[^']*'|\"[^\"]*\"|--?[\w-]+|\S*/\S*|\S+\.(?:html|png|svg|npz)", " ", line)
+        found += [m.group(0) for m in re.finditer(r"\b[A-Za-z]{2,}(?:[ ,:;()·-]+[A-Za-z]{2,}){2,}\b", line)]
+    return found
+
+
+@pytest.mark.parametrize("args", [
+    ["ablate", "ROMEO:", "-m", "shakespeare"],
+    ["heads", "ROMEO:", "-m", "shakespeare"],
+    ["patch", "ROMEO:", "JULIE:", "--answer", " ", "--wrong", "e", "-m", "shakespeare"],
+    ["steer", "ROMEO:", "--toward", "love", "--away", "hate", "--block", "1", "-n", "3", "-t", "0", "-m", "shakespeare"],
+    ["attn", "-m", "tang", ZH],
+    ["attn", "--show-mask", ZH],
+    ["lens", "-m", "tang", ZH],
+    ["neurons", ZH, "-m", "tang", "--block", "1"],
+    ["embed", "neighbors", "天", "-m", "tang"],
+    ["geometry", "-m", "tang"],
+    ["explore", "-m", "tang", ZH, "-o", "{tmp}/page.html"],
+])  # fmt: skip
+def test_lang_zh_leaves_no_english_sentence(cli, tmp_path, args):
+    r = cli(*[a.replace("{tmp}", str(tmp_path)) for a in args], "--lang", "zh")
+    assert r.exit_code == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "tok/s" not in line]
+    assert english_sentences(r.stdout) == [], r.stdout
+    assert english_sentences("\n".join(said)) == [], r.stderr
+
+
+def _untranslated_words(lines: list[str]) -> list[str]:
+    """English words of a table (its lines are indented; its cells apart by two spaces or more)
+    without Chinese under them. A word is a letter, then lowercase letters: GELU, W_Q, d_model,
+    FLOPs and the axis Hkv are names. A cell with a word needs a Chinese character in its columns
+    on the next line, or the line after when the English wraps once (the next line has text in
+    those columns): a formula's words and a unit after a number under themselves; a note (a line of
+    one cell after a Chinese name) under itself."""
+    import re
+
+    from rich.cells import cell_len
+
+    cjk = re.compile("[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+    word = re.compile(r"(?<![\w'’])(?!Hkv\b)[A-Za-z][a-z]{2,}(?![\w'’])")
+
+    def cells(line: str) -> list[tuple[int, int, str]]:  # (first cell, past the last cell, text)
+        return [(cell_len(line[: m.start()]), cell_len(line[: m.end()]), m.group(0)) for m in re.finditer(r"\S+(?: \S+)*", line)]
+
+    def chinese_under(line: str, a: int, b: int) -> bool:
+        x = 0
+        for ch in line:
+            w = cell_len(ch)
+            if cjk.match(ch) and x < b and x + w > a:
+                return True
+            x += w
+        return False
+
+    table = [line if line.startswith(" ") else "" for line in lines] + ["", ""]
+    found = []
+    for i, line in enumerate(table[:-2]):
+        row = cells(line)
+        for k, (a, b, text) in enumerate(row):
+            if not word.search(text):
+                continue
+            note = len(row) == 1 and i > 0 and bool(cjk.search(table[i - 1]))
+            nxt = [c for c in cells(table[i + 1]) if c[0] < b and c[1] > a]  # the next line's text in these columns
+            wraps = bool(nxt) and not chinese_under(table[i + 1], a, b) and (len(cells(table[i + 1])) == 1 if note else True)
+            if not (chinese_under(table[i + 1], a, b) or (wraps and chinese_under(table[i + 2], a, b))):
+                found.append(f"{text!r} in {line.strip()!r}")
+    return found
+
+
+@pytest.mark.parametrize("preset", ["gpt3", "smollm2-135m", "qwen3-0.6b", "gemma-3-270m"])
+def test_params_in_chinese_says_each_english_sentence_in_chinese_too(cli, monkeypatch, preset):
+    """params --lang zh is bilingual (its help says so): each English sentence has its Chinese
+    right under it, each English word of a table (a name, a formula's words, a note, a unit) its
+    Chinese in the same columns, and the Chinese is wrapped between characters, not at its spaces."""
+    import re
+
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli("params", "--preset", preset, "--lang", "zh")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    cjk = re.compile("[\u4e00-\u9fff]")
+
+    def paragraph(i: int) -> list[str]:  # the line and those after it, up to a blank line
+        end = next((j for j in range(i, len(lines)) if not lines[j].strip()), len(lines))
+        return lines[i:end]
+
+    alone = [line for i, line in enumerate(lines) if english_sentences(line) and not any(cjk.search(x) for x in paragraph(i))]
+    assert alone == [], r.stdout
+    assert _untranslated_words(lines) == [], r.stdout
+    assert not re.search(r"…$", r.stdout, re.M), r.stdout  # nothing cut, in either language (a cut cell ends in '…')
+    for head in ("个块", "词表", "公式", "参数"):
+        assert head in r.stdout, head

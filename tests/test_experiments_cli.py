@@ -4,6 +4,7 @@ functions, the views at 80 columns without colour, and one-line errors for bad i
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -110,3 +111,31 @@ def test_a_bad_steering_file(cli, tmp_path):
     one_line_error(cli("generate", "-m", TINY_LLAMA, "Hi", "--steer", bad), 2, "width")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     one_line_error(cli("generate", "-m", TINY_LLAMA, "Hi", "--steer", tmp_path / "junk.npz"), 2, "not a steering vector")
+
+
+
+def test_steer_says_what_it_saved_and_another_model_refuses_it(cli, tmp_path):
+    path = tmp_path / "v.npz"
+    r = cli("steer", "ROMEO:", "--toward", "love", "--away", "hate", "--block", "1", "-n", "2", "-t", "0", "-m", "shakespeare", "--save", path)
+    assert r.exit_code == 0 and f"wrote {path}" in " ".join(r.stderr.split()) and "· seed" not in r.stdout  # greedy: no seed to tell
+    r = cli("generate", "春", "-n", "2", "-m", "tang", "--steer", path)
+    assert r.exit_code != 0 and "made on another model" in r.stderr
+
+
+
+def test_a_heads_shares_never_add_past_100_percent(cli):
+    from tfcli.analysis.attention import summarize
+
+    # Token 1 looks at token 0, which is both the first and its previous token: counted once.
+    t = 6
+    w = np.eye(t, k=-1)
+    w[0, 0] = 1
+    w[2:, 0] = 0.3
+    w[np.arange(2, t), np.arange(1, t - 1)] = 0.7
+    s = summarize(w, 0, 0)
+    assert s.to_first + s.to_previous + s.to_self <= 1 + 1e-9
+    r = cli("attn", "-m", "tang", "今天天气很好", "--block", "0", "--head", "0")
+    assert r.exit_code == 0, r.stderr
+    shares = [int(x) for x in re.findall(r"(\d+)% to (?:the first token|the previous one|themselves)", r.stdout.replace("\n", " "))]
+    assert len(shares) == 3 and sum(shares) <= 101  # rounding
+    assert "Most attention goes to" not in r.stdout

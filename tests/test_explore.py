@@ -545,3 +545,20 @@ def test_the_page_language_follows_the_locale_unless_given(cli, tmp_path, monkey
         r = cli("explore", "hello", *flag, "-o", page)
         assert r.exit_code == 0, r.output
         assert f'<html lang="{want}"' in page.read_text(encoding="utf-8")
+
+
+
+def test_a_chinese_page_says_how_it_draws_chinese(cli, tmp_path):
+    r = cli("explore", "-m", "tang", "今天天气很好", "--lang", "zh", "-o", tmp_path / "p.html")
+    assert r.exit_code == 0 and "没有嵌入字体" in r.stderr  # --lang zh: said in Chinese
+    r = cli("explore", "-m", "tang", "今天天气很好", "--lang", "en", "-o", tmp_path / "p.html")
+    assert r.exit_code == 0 and "no font is embedded" in r.stderr
+    assert "no font is embedded" not in cli("explore", "To be", "-o", tmp_path / "q.html").stderr
+
+
+def test_the_pages_heatmap_axes_name_the_tokens():
+    from pathlib import Path
+
+    js = (Path(__file__).resolve().parent.parent / "tfcli" / "explore" / "page.js").read_text(encoding="utf-8")
+    body = js[js.index("function drawHeatmap()") : js.index("function drawThumbs()")]
+    assert body.count("clip(labels[i], 8)") == 1 and "rotate(-90" in body  # rows and columns: the tokens, not positions

@@ -129,3 +129,12 @@ def test_a_family_is_one_module_and_one_registry_line():
         assert module.NAME == name and module.__name__ == f"tfcli.engine.families.{name}"
         for attr in ("MODEL_TYPES", "ARCHITECTURES", "config_from_hf", "MODEL", "CENSUS", "GGUF"):
             assert hasattr(module, attr), (name, attr)
+
+
+
+def test_pytest_says_why_it_skips():
+    import tomllib
+    from pathlib import Path
+
+    config = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    assert "-rs" in config["tool"]["pytest"]["ini_options"]["addopts"].split()

@@ -83,6 +83,60 @@ def test_blocks_count_from_zero_and_negative_numbers_from_the_end(cli):
 
 
 def test_the_readme_states_the_numbering_once():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    from conftest import doc_text
+
+    readme = doc_text()  # README.md and docs/
     assert readme.count("### Blocks and residual indices") == 1
     assert "tfcli neurons \"text\" --layer" not in readme and "--layer 0 --head 0" not in readme
+
+
+
+LAYER_WORD = __import__("re").compile(r"\blayers?\b|层")  # "layer" is never a block's name nor a residual index's
+
+
+@pytest.mark.parametrize("args", [
+    ["lens", "ROMEO:"], ["lens", "ROMEO:", "--position", "-1"], ["lens", "--compare", "ROMEO", "JULIET"],
+    ["lens", "ROMEO:", "--lang", "zh"], ["lens", "--compare", "ROMEO", "JULIET", "--lang", "zh"],
+    ["models"], ["show", "shakespeare"], ["params"], ["attn", "--explain"], ["attn", "--explain", "--lang", "zh"],
+    ["embed", "similarity", "a", "b", "--resid", "2"], ["embed", "similarity", "a", "b", "--resid", "2", "--lang", "zh"],
+    ["patch", "ROMEO:", "JULIE:", "--answer", " ", "--wrong", "e"], ["ablate", "ROMEO:"], ["heads", "ROMEO:"],
+    ["steer", "ROMEO:", "--toward", "love", "--away", "hate", "--block", "1", "-n", "3", "-t", "0"],
+])  # fmt: skip
+def test_one_numbering_and_one_word_in_every_header(cli, args, tmp_path):
+    """shakespeare has L = 4 blocks (0-3) and residual indices 0-4: what a command prints calls a
+    block a block and a residual index a residual index, never a "layer"."""
+    model = [] if args[0] in ("models", "show") else ["-m", "shakespeare"]
+    r = cli(*args, *model)
+    assert r.exit_code == 0, r.stderr
+    said = r.stdout + r.stderr
+    assert not LAYER_WORD.search(said), LAYER_WORD.search(said).group(0) + " in: " + said
+    if args[0] in ("models", "show", "params") or args[:2] == ["lens", "ROMEO:"]:
+        assert "4 blocks" in said or "4 个块" in said
+
+
+def test_one_numbering_in_json(cli, tmp_path):
+    L = 4
+    lens = json.loads(cli("lens", "ROMEO:", "-m", "shakespeare", "--json").stdout)
+    assert [e["resid"] for e in lens["layers"]] == [e["layer"] for e in lens["layers"]] == list(range(L + 1))  # "layer" kept for old readers
+    assert json.loads(cli("params", "-m", "shakespeare", "--json").stdout)["shape"]["blocks"] == L
+    assert json.loads(cli("show", "shakespeare", "--json").stdout)["shape"]["blocks"] == L
+    patch = json.loads(cli("patch", "ROMEO:", "JULIE:", "--answer", " ", "--wrong", "e", "-m", "shakespeare", "--json").stdout)
+    assert [g["resid"] for g in patch["grid"]] == list(range(L + 1))
+    mlp = json.loads(cli("patch", "ROMEO:", "JULIE:", "--answer", " ", "--wrong", "e", "-m", "shakespeare", "--site", "mlp", "--json").stdout)
+    assert [g["block"] for g in mlp["grid"]] == list(range(L))
+    steer = json.loads(cli("steer", "ROMEO:", "--toward", "a", "--away", "b", "--block", "-1", "-n", "2", "-t", "0", "-m", "shakespeare", "--json").stdout)
+    assert steer["block"] == steer["layer"] == L - 1
+    old = json.loads(cli("steer", "ROMEO:", "--toward", "a", "--away", "b", "--layer", "2", "-n", "2", "-t", "0", "-m", "shakespeare", "--json").stdout)
+    assert old["block"] == 2  # --layer: the older name of --block
+    embed = json.loads(cli("embed", "similarity", "a", "b", "--resid", "-1", "-m", "shakespeare", "--json").stdout)
+    assert embed["query"]["resid"] == embed["query"]["layer"] == L
+
+
+def test_the_numbering_is_declared_once():
+    from tfcli.cli import numbering
+
+    from conftest import doc_text
+
+    readme = doc_text()  # README.md and docs/
+    assert readme.count("### Blocks and residual indices") == 1
+    assert numbering.blocks(4) == "4 blocks" and numbering.blocks(1) == "1 block" and numbering.resid_name(0) == "0 emb"

@@ -627,7 +627,9 @@ def test_from_an_unknown_name_or_a_missing_path(cli, tmp_path):
 
 def test_readme_excerpt_of_params_gpt3_is_what_it_prints(cli):
     """Every line of the README's `tfcli params --preset gpt3` excerpt is a line of the output."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    from conftest import doc_text
+
+    readme = doc_text()  # README.md and docs/ (docs/inside.md holds the excerpt)
     block = readme.split("$ tfcli params --preset gpt3\n", 1)[1].split("```", 1)[0]
     printed = {line.rstrip() for line in cli("params", "--preset", "gpt3").stdout.splitlines()}
     shown = [line.rstrip() for line in block.splitlines() if line.strip() and line.strip() != "..."]

@@ -211,3 +211,12 @@ def test_the_model_card_validation_loss_reproduces(name, corpus, cli, tmp_path):
     r = cli("score", *args)
     assert r.exit_code == 0, r.stderr
     assert f"{figure} nats/token" in r.stdout, r.stdout
+
+
+
+def test_score_without_colour_shows_the_numbers(cli):
+    r = cli("score", "To be, or not to be", "--text")  # the cli fixture sets NO_COLOR
+    assert r.exit_code == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert re.search(r"\[(\d+%|<1%)\]", first) and "probability of each token:  ≥ 50%" not in r.stdout
+    assert "[p%] after a token" in r.stdout

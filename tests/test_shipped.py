@@ -87,3 +87,16 @@ def test_tang_continues_in_chinese(cli):
     assert r.exit_code == 0, r.stderr
     han = [c for c in r.stdout if "\u4e00" <= c <= "\u9fff"]
     assert len(han) >= 15
+
+
+
+def test_tang_continues_a_bare_first_line_as_verse(cli):
+    han = "[\u4e00-\u9fff]"
+    verse = re.compile(rf"^(?:{han}{{5}}|{han}{{7}})，(?:{han}{{5}}|{han}{{7}})[。？！]$")
+    with_verse = 0
+    for seed in range(10):
+        r = cli("generate", "-m", "tang", "床前明月光", "-s", str(seed), "-n", "40", "-q")
+        assert r.exit_code == 0, r.stderr
+        lines = r.stdout.split("\n")  # the first line completes the prompt's own
+        with_verse += any(verse.match(line) for line in lines[1:])
+    assert with_verse >= 8

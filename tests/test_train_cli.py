@@ -179,3 +179,19 @@ def test_the_closing_line_names_the_folder_so_generate_reads_it(cli, text, tmp_p
     assert shown and shown.group(1) == "./masked", r.stderr
     g = cli("generate", "-m", shown.group(1), "ab", "-n", "3", "--seed", "1")
     assert g.exit_code == 0, g.stderr
+
+
+
+def test_the_last_steps_label_ends_where_the_curve_ends(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from tfcli.cli.views.curve import Series, write_png
+
+    write_png(tmp_path / "c.png", [Series("train", list(range(1, 101)), list(np.linspace(3, 1, 100)))], "t")
+    img = np.asarray(Image.open(tmp_path / "c.png").convert("L"))  # [h, w]
+    h, w = img.shape
+    band = img[h - 40 + 4 : h - 40 + 20]  # the labels under the x axis
+    ink = np.nonzero((band < 128).any(axis=0))[0]
+    curve_end = w - 16  # the plot's right edge: step 100
+    assert curve_end - 8 <= ink.max() <= curve_end + 1

@@ -118,7 +118,9 @@ PLACEHOLDER = re.compile(r"^\[?[A-Z][A-Z_]*\]?$|\.\.\.|\|")
 def _readme_commands() -> list[str]:
     """Every tfcli command of the README: the code blocks' (a quoted argument may run over lines)
     and the prose's `tfcli ...`, without placeholders (TEXT, FOLDER, ...) and once each."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    from conftest import doc_text
+
+    text = doc_text()  # README.md and docs/
     found = []
     for block in re.findall(r"```(?:bash|console|sh|)\n(.*?)```", text, re.S):
         lines, i = block.split("\n"), 0

@@ -1,81 +1,14 @@
-"""The conventions scripts and users rely on: --version, completion, a bare `tfcli`, flags shown as
-flags, the environment documented; and model management (show, rm)."""
+"""tfcli models, show and rm: what the model list says of each entry, what show shows, and what rm
+removes (only its cache's entries, whole or not at all)."""
 
 from __future__ import annotations
-
-import re
-
-import pytest
-
-import tfcli
-
-
-def test_version(cli):
-    for flag in ("--version", "-V"):
-        r = cli(flag)
-        assert r.exit_code == 0 and r.stdout.strip() == f"tfcli {tfcli.__version__}"
-
-
-def test_bare_tfcli_prints_the_help_and_succeeds(cli):
-    r = cli()
-    assert r.exit_code == 0, r.stderr
-    assert "Usage: tfcli" in r.stdout and "generate" in r.stdout and r.stderr == ""
-
-
-def test_completion_options(cli):
-    r = cli("--help")
-    assert "--install-completion" in r.stdout and "--show-completion" in r.stdout
-    r = cli("--show-completion", "bash")
-    assert r.exit_code == 0 and "complete" in r.stdout and "_TFCLI_COMPLETE" in r.stdout
-
-
-def test_environment_variables_are_documented(cli):
-    text = cli("--help").stdout
-    for name in ("TFCLI_HOME", "TFCLI_THREADS", "TFCLI_FONT", "NO_COLOR", "XDG_CACHE_HOME"):
-        assert name in text
-
-
-def _commands():
-    from tfcli.cli import app
-    import typer.main
-
-    return sorted(typer.main.get_group(app).commands)
-
-
-@pytest.mark.parametrize("command", [None, *_commands()])
-def test_flags_are_shown_as_flags(cli, command):
-    r = cli(*([command] if command else []), "--help")
-    assert r.exit_code == 0, r.stderr
-    assert "<bool>" not in r.stdout
-    # and options that take a value still say what it is
-    if command == "generate":
-        assert re.search(r"--max-tokens\s+-n\s+<int>", r.stdout)
-
-
-def test_bad_values_keep_one_line_messages(cli):
-    r = cli("generate", "--top-k", "x")
-    assert r.exit_code == 2 and "'x' is not a valid integer" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = cli("generate", "-t", "warm")
-    assert r.exit_code == 2 and "'warm' is not a valid float" in r.stderr and len(r.stderr.strip().splitlines()) == 1  # -t takes a list
-    r = cli("params", "--mlp", "relu")
-    assert r.exit_code == 2 and "'relu' is not one of 'gelu', 'swiglu'" in r.stderr
-
-
-def test_values_are_converted(cli):
-    r = cli("generate", "-n", "3", "-t", "0", "--top-k", "5", "--stop", "x", "--stop", "y", "To be")
-    assert r.exit_code == 0, r.stderr
-    r = cli("params", "--preset", "gpt2", "--mlp", "swiglu")
-    assert r.exit_code == 0, r.stderr
-
-
-# ---------------------------------------------------------------------------------------------
-# tfcli show and tfcli rm
-
 
 import json
 import shutil
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA
 
@@ -199,57 +132,24 @@ def test_rm_at_a_terminal_asks(cached, tmp_path, answer, removed):
     assert folder.exists() is not removed and child.exitstatus == (0 if removed else 1)
 
 
-# ---------------------------------------------------------------------------------------------
-# tfcli bench: its stages, and defaults that fit the model
 
+def test_models_says_a_gguf_entry_is_not_pulled(cli, tmp_path):
+    import json
 
-def test_bench_with_no_arguments_fits_the_default_model_and_shows_its_stages(cli):
-    r = cli("bench", "--runs", "1", "--json")
-    assert r.exit_code == 0, r.stderr
-    doc = json.loads(r.stdout)
-    assert doc["model"] == "shakespeare" and doc["prompts"] == [16, 128, 256] and doc["new_tokens"] == 128
-    stages = [line for line in r.stderr.splitlines() if line.startswith("[")]
-    assert [s.split("] ", 1)[1] for s in stages] == [
-        "loading the model",
-        "prompt pass, 16 tokens (run 1 of 1)",
-        "prompt pass, 128 tokens (run 1 of 1)",
-        "prompt pass, 256 tokens (run 1 of 1)",
-        "decoding 128 tokens (run 1 of 1)",
-        "memory read bandwidth",
-    ]
+    from test_gguf import MIXED, write_gguf
 
-
-def test_bench_defaults_for_a_short_context(cli):
-    doc = json.loads(cli("bench", "-m", "tang", "--runs", "1", "--json").stdout)
-    assert doc["prompts"] == [16, 128] and doc["new_tokens"] == 112  # 16 + 112 = tang's 128
-
-
-def test_bench_refuses_sizes_that_do_not_fit(cli):
-    r = cli("bench", "-m", "tang", "--prompts", "512")
-    assert r.exit_code == 2 and "context is 128 tokens" in r.stderr
-
-
-def test_completion_completes_commands_and_options(tmp_path):
-    import os
-    import subprocess
-
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TFCLI_HOME=str(tmp_path), _TFCLI_COMPLETE="complete_bash")
-    words = {"tfcli sh": "1", "tfcli generate --te": "2"}
-    got = {w: subprocess.run([sys.executable, "-m", "tfcli"], env=env | {"COMP_WORDS": w, "COMP_CWORD": c}, capture_output=True, text=True).stdout.split() for w, c in words.items()}
-    assert got == {"tfcli sh": ["show"], "tfcli generate --te": ["--temperature", "--temp", "--template"]}
-
-
-# ---------------------------------------------------------------------------------------------
-# the Tang model continues a verse (issue 17, item 8)
-
-
-def test_tang_continues_a_bare_first_line_as_verse(cli):
-    han = "[\u4e00-\u9fff]"
-    verse = re.compile(rf"^(?:{han}{{5}}|{han}{{7}})，(?:{han}{{5}}|{han}{{7}})[。？！]$")
-    with_verse = 0
-    for seed in range(10):
-        r = cli("generate", "-m", "tang", "床前明月光", "-s", str(seed), "-n", "40", "-q")
-        assert r.exit_code == 0, r.stderr
-        lines = r.stdout.split("\n")  # the first line completes the prompt's own
-        with_verse += any(verse.match(line) for line in lines[1:])
-    assert with_verse >= 8
+    gguf = write_gguf(tmp_path / "tiny-mixed.gguf", types=MIXED, alignment=64)
+    assert cli("generate", "-m", gguf, "hi", "-n", "1", "-t", "0").exit_code == 0
+    r = cli("models")
+    line = next(x for x in r.stdout.splitlines() if x.startswith("tiny-mixed"))
+    assert "gguf" in line and "pulled" not in line
+    assert f"runs {gguf} in place" in " ".join(r.stdout.split())  # however the line wraps
+    rows = {m["name"]: m for m in json.loads(cli("models", "--json").stdout)["models"]}
+    entry = next(m for n, m in rows.items() if n.startswith("tiny-mixed"))
+    assert entry["kind"] == "pulled" and entry["gguf_file"] == str(gguf.resolve())  # the kind programs read is kept
+    assert rows["shakespeare"]["gguf_file"] is None
+    r = cli("show", gguf)  # show labels it as models does
+    assert r.exit_code == 0 and "(gguf)" in r.stdout and "(pulled)" not in r.stdout, r.stdout
+    shown = json.loads(cli("show", gguf, "--json").stdout)
+    assert shown["kind"] == "pulled" and shown["gguf_file"] == str(gguf.resolve())
+    assert json.loads(cli("show", "shakespeare", "--json").stdout)["gguf_file"] is None
