@@ -33,6 +33,7 @@ def cache_name(path: Path, sha256: str) -> str:
 
 
 HASHES = ".gguf-hashes.json"
+HASHES_BYTES = 64_000_000  # a path, a size, a time and a hash per file: far below this
 
 
 def converted(path: Path, progress: Progress | None = None) -> tuple[Path, bool]:
@@ -73,10 +74,18 @@ def _seen(path: Path, known) -> tuple[int, int, str]:
 
 
 def _hashes() -> dict:
+    """The remembered hashes; {} when there are none yet or the file is damaged (hashed again). A
+    named pipe, a folder or a link in its place is refused (a named pipe would block the read)."""
+    from tfcli.engine.files import read_small
+
+    path = cache_dir() / HASHES
+    if not os.path.lexists(path):
+        return {}
     try:
-        with open(cache_dir() / HASHES, encoding="utf-8") as f:
-            index = json.load(f)
-    except (OSError, ValueError):  # none yet, unreadable or damaged: hash again
+        index = json.loads(read_small(path, HASHES_BYTES, follow=False, missing=("is missing", "run the command again")))
+    except TfcliError as e:
+        raise TfcliError(e.message, "remove it: tfcli remembers the hashes of GGUF files there") from None
+    except (ValueError, RecursionError):  # damaged: hash again
         return {}
     return index if isinstance(index, dict) else {}
 
@@ -86,7 +95,9 @@ def _save(index: dict) -> None:
     target = cache_dir() / HASHES
     tmp = target.with_name(f"{HASHES}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(index), encoding="utf-8")
+        if os.path.lexists(target) and not os.path.isfile(target) or os.path.islink(target):
+            return  # not tfcli's file (read_small refused it already): left alone
+        tmp.write_text(json.dumps(index), encoding="ascii")  # paths' undecodable bytes as \udcXX escapes
         os.replace(tmp, target)
     except OSError:
         tmp.unlink(missing_ok=True)
