@@ -53,7 +53,9 @@ def text_pieces(path: Path, start: int, end: int) -> Iterator[str]:
     """The text between byte offsets start and end, in pieces that end at a line's end."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     carry = ""
-    with open(path, "rb") as f:
+    from tfcli.engine.files import open_file
+
+    with open_file(Path(path), TrainError) as f:
         f.seek(start)
         left = end - start
         while left > 0:

@@ -155,7 +155,7 @@ def load_features(path: Path, model, identity: str | None, any_model: bool = Fal
     if int(cfg["d_in"]) != d:
         raise SAEError(f"{path} reads vectors of width {cfg['d_in']}, this model's are {d}", "use an SAE trained on this model")
     block, site = t.get("block", cfg.get("hook_layer")), t.get("site", "resid_post")
-    if not isinstance(block, int) or not 0 <= block < model.config.n_layer or site not in SITES:
+    if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block < model.config.n_layer or not isinstance(site, str) or site not in SITES:
         raise SAEError(f"{path} reads block {block!r}, site {site!r}; this model has blocks 0 to {model.config.n_layer - 1}", "use an SAE trained on this model")
     made_on = t.get("model_hash")
     if not any_model and identity is not None and made_on != identity:
@@ -166,9 +166,15 @@ def load_features(path: Path, model, identity: str | None, any_model: bool = Fal
 
 def parse_feature(spec: str) -> tuple[Path, int]:
     """--feature SAE:IDX -> (the folder, the index)."""
+    import re
+
+    from tfcli.engine.errors import shown
+
     folder, sep, idx = spec.rpartition(":")
-    if not sep or not folder or not idx.strip().isdigit():
-        raise UsageError(f"--feature {spec!r} is not SAE:IDX", "e.g. --feature my-sae:42 (the SAE's folder, a colon, a feature's number)")
+    if not sep or not folder or not re.fullmatch(r"\s*[0-9]+\s*", idx):
+        raise UsageError(f"--feature {shown(spec, 80)} is not SAE:IDX", "e.g. --feature my-sae:42 (the SAE's folder, a colon, a feature's number)")
+    if len(idx.strip()) > 12:  # more features than any SAE holds (and past Python's 4,300 digits, no int at all)
+        raise UsageError(f"--feature {shown(spec, 80)}: feature {shown(idx.strip(), 24)} is out of range", "give a feature's number, from 0")
     return Path(folder), int(idx)
 
 
@@ -222,7 +228,11 @@ class Top:
 
 def top_contexts(model, f: Features, ids: np.ndarray, contexts: int, window: int) -> Top:
     """Stream the text; keep each feature's `contexts` strongest tokens. Memory: [N, C]."""
+    from tfcli.engine.memory import check_allocation
+
     n, c = f.n, contexts
+    # best and where, and their concatenation with a window's activations while merging
+    check_allocation(2 * n * (c + window) * (4 + 8), f"keeping {c:,} contexts for each of {n:,} features", "ask for fewer --contexts")
     best = np.full((n, c), -np.inf, np.float32)
     where = np.full((n, c), -1, np.int64)
     total, fired, seen, xsum = np.zeros(n), np.zeros(n), 0, 0.0

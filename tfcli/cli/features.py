@@ -93,6 +93,7 @@ def train(
 
     if output is None:
         raise typer.BadParameter("is required", param_hint="'--output' / '-o'")
+    options.check_seed(seed)  # before the model loads: a seed past 2^63-1 is no seed NumPy takes
     options.apply_threads(threads)
     _check_output(output, force)
     lm, source = _source(text_file, activations, model, block, site.value, val_fraction)

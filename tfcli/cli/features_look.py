@@ -12,6 +12,11 @@ from .command import Command
 from .features import AnyModel, SaeArg, app
 
 
+# Bounds of the count flags, checked before the model is loaded: far above what a page shows,
+# far below what would exhaust memory (top keeps features x contexts values).
+MAX_SHOWN, MAX_CONTEXTS, MAX_TOKENS, MAX_FEATURE_INDEX = 100_000, 1_000, 1 << 30, (1 << 26) - 1
+
+
 def features_of(lm, sae: Path, any_model: bool):
     """The SAE at `sae`, checked against the model (its width, block and identity)."""
     from tfcli.analysis.features import load_features
@@ -43,10 +48,11 @@ def show(
     from .views.features import show_table
     from .views.inside import token_str
 
+    options.check_count("--top", top, 1, MAX_SHOWN)
     lm = load(model, threads)
     f = features_of(lm, sae, any_model)
     ids = text_ids(lm, text)
-    rows = fire(lm.model, f, ids, max(1, top))
+    rows = fire(lm.model, f, ids, top)
     if as_json:
         js.emit({"model": lm.name, "sae": str(sae), "block": f.block, "site": f.site,
                  "tokens": [{**js.token(lm.tokenizer, i), "features": [{"index": j, "activation": a} for j, a in row]} for i, row in zip(ids, rows)]})  # fmt: skip
@@ -81,6 +87,11 @@ def top(
     from .inputs import load
     from .views.features import cards as draw
 
+    options.check_count("-n", n, 1, MAX_SHOWN)
+    options.check_count("--contexts", contexts, 1, MAX_CONTEXTS, "contexts are kept for every feature: memory grows as features x contexts")
+    options.check_count("--tokens", tokens, 2, MAX_TOKENS)
+    for i in feature or ():
+        options.check_count("--feature", i, 0, MAX_FEATURE_INDEX, "give a feature's number, from 0")
     lm = load(model, threads)
     f = features_of(lm, sae, any_model)
     size = check_text(text_file)
@@ -91,7 +102,7 @@ def top(
             break
     for i in feature or ():
         f.feature(i)
-    found = feature_cards(lm, f, ids[: max(2, tokens)], max(1, n), max(1, contexts), feature)
+    found = feature_cards(lm, f, ids[:tokens], n, contexts, feature)
     if html is not None:
         from .features_page import write_page
 
@@ -126,6 +137,7 @@ def quality(
     from .inputs import load
     from .views.features import quality_lines
 
+    options.check_count("--tokens", tokens, 2, MAX_TOKENS)
     lm = load(model, threads)
     f = features_of(lm, sae, any_model)
     ids: list[int] = []

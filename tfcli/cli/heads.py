@@ -43,6 +43,7 @@ def heads(
     zh = options.chinese(lang)
     if not 2 <= repeat <= 512:
         raise UsageError(f"--repeat must be from 2 to 512, not {repeat}")
+    options.check_seed(seed)
     lm = load(model)
     ids = text_ids(lm, text)
     p = pick_position(position, len(ids))

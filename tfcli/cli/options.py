@@ -73,6 +73,22 @@ def check_top(k: int) -> None:
     if k < 1:
         raise UsageError(f"--top must be at least 1, not {k}")
 
+
+def check_count(flag: str, value: int | None, low: int, high: int, hint: str | None = None) -> None:
+    """A count flag from low to high, refused (exit 2) before anything is made of it: a negative
+    count, or one that would ask memory for a billion rows."""
+    from tfcli.engine.errors import UsageError, shown_number
+
+    if value is not None and not low <= value <= high:
+        raise UsageError(f"{flag} must be between {low:,} and {high:,}, not {shown_number(value)}", hint)
+
+
+SEED_MAX = (1 << 63) - 1  # seeds run from 0 to 2^63-1 everywhere in tfcli (README)
+
+
+def check_seed(value: int | None, flag: str = "--seed") -> None:
+    check_count(flag, value, 0, SEED_MAX, "a seed is a whole number from 0 to 2^63-1")
+
 # The sampling knobs, shared by generate and chat. None means "not given": the model's
 # generation_config.json, then llama.cpp's defaults, fill it in (SamplingParams.merged).
 _SAMPLING = "Sampling"

@@ -183,9 +183,12 @@ def _provenance(name: str, kind: str, folder: Path, manifest: dict | None) -> tu
 def _card_facts(path: Path) -> dict[str, str]:
     """A model card's licence (its YAML front matter, as on the Hugging Face hub) and the first line of its Corpus section."""
     facts: dict[str, str] = {}
+    from tfcli.engine.errors import TfcliError
+    from tfcli.engine.files import CONFIG_BYTES, read_small
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_small(path, CONFIG_BYTES).decode("utf-8")  # a named pipe as README.md: not read, never waited on
+    except (TfcliError, UnicodeDecodeError):
         return facts
     if text.startswith("---\n"):
         front = text[4:].partition("\n---")[0]

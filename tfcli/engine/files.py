@@ -1,9 +1,11 @@
-"""Reading the small files of a model folder (configs, tokenizers, templates) as untrusted input.
+"""Opening the files tfcli reads (a model's files, a GGUF, its caches and indexes, training data,
+SAE folders) as untrusted input: one helper, `open_regular` (a descriptor) or `open_file` (a file
+object), and `read_small` for the small ones (configs, tokenizers, templates, indexes).
 
-Only regular files are read: a named pipe would block the read forever, and a device such as
-/dev/urandom never ends. The file is opened without blocking and checked with fstat (one open, so
-that what is checked is what is read), and its size is bounded before a byte is read: a config.json
-of 3 GB is refused with one line, not read into memory.
+Only regular files are read: a named pipe would block the open or the read forever, and a device
+such as /dev/urandom never ends. The file is opened without blocking and checked with fstat (one
+open, so that what is checked is what is read), and a small file's size is bounded before a byte
+is read: a config.json of 3 GB is refused with one line, not read into memory.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import CheckpointError, TfcliError, printable
 
@@ -32,15 +35,22 @@ def kind_of(mode: int) -> str | None:
     return "not a regular file"
 
 
-def open_regular(path: Path, error: type[TfcliError] = CheckpointError, follow: bool = True) -> int:
-    """A read-only descriptor of `path`, refused with one line unless it is a regular file.
-    O_NONBLOCK: opening a named pipe with no writer returns at once instead of waiting for one.
-    follow=False: a symbolic link is refused too (O_NOFOLLOW), for files tfcli itself keeps."""
+MISSING = ("is missing", "the model folder is incomplete; fetch or save it again")
+
+
+def open_regular(path: Path, error: type[TfcliError] = CheckpointError, follow: bool = True,
+                 missing: tuple[str, str] = MISSING) -> int:  # fmt: skip
+    """A read-only descriptor of `path`, refused with one line unless it is a regular file: the one
+    way tfcli opens a file it reads (a model's files, a GGUF, its caches and indexes, data, SAEs).
+    O_NONBLOCK: opening a named pipe with no writer returns at once instead of waiting for one, and
+    fstat of what was opened (not a stat of the name before) decides, so nothing can be swapped in
+    between. follow=False: a symbolic link is refused too (O_NOFOLLOW), for files tfcli itself keeps.
+    `missing`: what a missing file is said to be, and the fix."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
-        raise error(f"{printable(str(path))} is missing", "the model folder is incomplete; fetch or save it again") from None
+        raise error(f"{printable(str(path))} {missing[0]}", missing[1]) from None
     except PermissionError:
         raise error(f"{printable(str(path))} cannot be read (permission denied)", "check the file's permissions") from None
     except OSError as e:
@@ -58,10 +68,17 @@ def open_regular(path: Path, error: type[TfcliError] = CheckpointError, follow: 
     return fd
 
 
-def read_small(path: Path, limit: int, error: type[TfcliError] = CheckpointError, follow: bool = True) -> bytes:
+def open_file(path: Path, error: type[TfcliError] = CheckpointError, follow: bool = True,
+              missing: tuple[str, str] = MISSING) -> BinaryIO:  # fmt: skip
+    """open_regular as a binary file object (`with open_file(p) as f:`)."""
+    return os.fdopen(open_regular(Path(path), error, follow, missing), "rb")
+
+
+def read_small(path: Path, limit: int, error: type[TfcliError] = CheckpointError, follow: bool = True,
+               missing: tuple[str, str] = MISSING) -> bytes:  # fmt: skip
     """The bytes of the regular file `path`, refused with one line when it holds more than `limit`."""
     path = Path(path)
-    fd = open_regular(path, error, follow)
+    fd = open_regular(path, error, follow, missing)
     try:
         size = os.fstat(fd).st_size
         if size > limit:
@@ -115,10 +132,21 @@ def read_at(path: Path, offset: int, out) -> None:
     preadv rather than through a memory map: a copy a model keeps (a fused matrix) then never
     counts twice in resident memory, once as the copy and once as the mapped pages it came from."""
     view = memoryview(out.reshape(-1)).cast("B")
-    with open(path, "rb", buffering=0) as f:
+    with open_file(path) as f:
         done = 0
         while done < len(view):
             n = os.preadv(f.fileno(), [view[done:]], offset + done)
             if n <= 0:
                 raise CheckpointError(f"{Path(path).name} ended while reading it", "the file is truncated; fetch or save it again")
             done += n
+
+
+def json_text(doc, indent: int | None = 2) -> str:
+    """`doc` as JSON text that any file can hold: UTF-8 as it is, except the lone surrogates by which
+    Python spells a file name's bytes that are not UTF-8 (`caf\\xe9.gguf` is 'caf\\udce9.gguf'),
+    written as \\udcXX escapes (a UnicodeEncodeError otherwise). json.loads reads them back to the
+    same string, so the name names the same file."""
+    import json
+
+    text = json.dumps(doc, indent=indent, ensure_ascii=False)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")  # only surrogates fail to encode

@@ -156,8 +156,11 @@ class GGUFFile:
         what running the tensors in place needs of the header."""
         self.path = Path(path)
         name = self.path.name
+        from .files import open_file
+
         try:
-            with open(self.path, "rb") as f:
+            # a named pipe or a device given as the file is refused at once (the open never waits)
+            with open_file(self.path, GGUFError, missing=("does not exist", "check the path of the .gguf file")) as f:
                 size = os.fstat(f.fileno()).st_size
                 if size < 4:
                     raise GGUFError(f"{name} is not a GGUF file (it is {size} bytes long)", "the download did not finish; fetch the file again")

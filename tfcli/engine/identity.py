@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from .files import CONFIG_BYTES, open_file, read_small
+
 SAMPLES, BLOCK = 64, 4096
 WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin")
 
@@ -23,11 +25,11 @@ def model_identity(folder: Path) -> str:
     digest = hashlib.sha256()
     config = folder / "config.json"
     if config.is_file():
-        digest.update(config.read_bytes())
+        digest.update(read_small(config, CONFIG_BYTES))
     for path in sorted(p for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file()):
         size = path.stat().st_size
-        digest.update(f"{path.name}\0{size}\0".encode())
-        with open(path, "rb") as f:
+        digest.update(f"{path.name}\0{size}\0".encode("utf-8", "surrogateescape"))
+        with open_file(path) as f:
             for i in range(SAMPLES):
                 f.seek(max(0, size - BLOCK) * i // (SAMPLES - 1))
                 digest.update(f.read(BLOCK))

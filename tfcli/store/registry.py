@@ -99,7 +99,7 @@ def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None, ggu
             raise ModelNotFoundError(f"no such folder: {value} (no home folder for {value.split('/')[0]})", "check the path") from None
         if not path.exists():
             raise ModelNotFoundError(f"no such folder: {value}", "check the path, or give a model name (see 'tfcli models')")
-        if path.is_file() and path.suffix.lower() == ".gguf" and gguf is not None:
+        if not path.is_dir() and path.suffix.lower() == ".gguf" and gguf is not None:  # a named pipe too: refused when opened
             folder = gguf(path)
             ensure_intact(folder)
             return folder

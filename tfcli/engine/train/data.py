@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,12 +106,15 @@ def _tokenizer_config(context: int, unk: str | None) -> dict:
 
 def folder_tokenizer(folder: Path) -> Tokenizer:
     """The tokenizer of a model folder (--from, --resume), with its tokenizer_config.json if any."""
-    from ..files import TOKENIZER_BYTES, read_small_text
+    from ..files import TEMPLATE_BYTES, TOKENIZER_BYTES, read_small_text
     from ..errors import TokenizerError
 
     text = read_small_text(Path(folder) / "tokenizer.json", TOKENIZER_BYTES, TokenizerError)
     cfg_path = Path(folder) / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else None
+    try:
+        cfg = json.loads(read_small_text(cfg_path, TEMPLATE_BYTES, TokenizerError)) if os.path.lexists(cfg_path) else None
+    except (ValueError, RecursionError):
+        raise TrainError(f"{folder}/tokenizer_config.json is not valid JSON", "re-save the tokenizer") from None
     try:
         return Tokenizer(text, cfg)
     except Exception as e:  # the tokenizers library raises bare Exceptions on a malformed file
@@ -119,10 +123,10 @@ def folder_tokenizer(folder: Path) -> Tokenizer:
 
 def read_text(path: Path) -> tuple[str, str]:
     """A training text and its sha256: a regular UTF-8 file with something in it."""
+    from ..files import open_file
+
     path = Path(path)
-    if not path.is_file():
-        raise TrainError(f"{path} is not a file" if path.exists() else f"{path} does not exist", "give a UTF-8 text file to train on")
-    with open(path, "rb") as f:
+    with open_file(path, TrainError, missing=("does not exist", "give a UTF-8 text file to train on")) as f:
         data = f.read(TEXT_BYTES + 1)
     if len(data) > TEXT_BYTES:
         raise TrainError(f"{path} is more than {TEXT_BYTES:,} bytes", "train on a part of it (head -c)")

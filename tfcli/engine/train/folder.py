@@ -20,7 +20,7 @@ import numpy as np
 
 from ..config import ModelConfig
 from ..errors import shown
-from ..files import read_small
+from ..files import CONFIG_BYTES, TEMPLATE_BYTES, json_text, read_small
 from ..loader import read_checkpoint
 from . import TrainError, shapes
 from .model import Params
@@ -43,7 +43,7 @@ def load_params(folder: Path) -> tuple[ModelConfig, dict, Params]:
         if name not in tensors and name.startswith("transformer.") and name[12:] in tensors:
             stored = name[12:]  # a GPT-2 saved without the prefix (the original OpenAI conversion)
         params[name] = np.array(tensors.get(stored, shape), dtype=np.float32)  # a copy: the mapped file stays read-only
-    raw = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    raw = json.loads(read_small(Path(folder) / "config.json", CONFIG_BYTES, TrainError))
     return cfg, raw, params
 
 
@@ -181,7 +181,7 @@ COMPANIONS = ("generation_config.json", "special_tokens_map.json", "chat_templat
 def companions(source: Path) -> dict[str, bytes]:
     """The files of a model folder that a continued model keeps as they are: its sampling
     defaults and its chat template (the weights, config and tokenizer are written anew)."""
-    return {name: (Path(source) / name).read_bytes() for name in COMPANIONS if (Path(source) / name).is_file()}
+    return {name: read_small(Path(source) / name, TEMPLATE_BYTES, TrainError) for name in COMPANIONS if (Path(source) / name).is_file()}
 
 
 def safetensors_bytes(arrays: Params) -> bytes:
@@ -213,7 +213,7 @@ def write_files(folder: Path, files: dict[str, bytes]) -> None:
 
 
 def json_bytes(doc) -> bytes:
-    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return (json_text(doc) + "\n").encode("utf-8")  # a data file's name may hold bytes that are not UTF-8
 
 
 def hf_config(cfg: ModelConfig, raw: dict | None) -> dict:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CheckpointError, TfcliError
+from ..errors import CheckpointError, TfcliError, shown, shown_number
 from ..files import CONFIG_BYTES, read_small_text
 from .folder import json_bytes, safetensors_bytes, write_files
 from .model import Params
@@ -26,6 +26,27 @@ WEIGHTS, CONFIG = "sae.safetensors", "cfg.json"
 NAMES = ("W_enc", "b_enc", "W_dec", "b_dec")
 # tfcli's site names as TransformerLens (and so SAELens) name its hook points.
 HOOKS = {"resid_pre": "hook_resid_pre", "resid_mid": "hook_resid_mid", "resid_post": "hook_resid_post", "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out"}
+
+
+# What a cfg.json's numbers may be: far above any real SAE, far below what would exhaust memory or
+# overflow an index (a width of 2^20 floats is 4 MB a vector; 2^26 features of width 1 is 256 MB).
+MAX_WIDTH, MAX_FEATURES, MAX_COUNT = 1 << 20, 1 << 26, 1 << 40
+MAX_SEED = (1 << 63) - 1  # seeds run from 0 to 2^63-1, as everywhere in tfcli
+
+
+def _whole(cfg: dict, key: str, low: int, high: int, folder: Path, name: str | None = None) -> int:
+    """cfg[key] as a whole number from low to high, refused in one line otherwise (a float such as
+    Infinity or 3.5, a string, a bool, a number out of range), before anything is made of it."""
+    name = name or key
+    value = cfg.get(key)
+    if isinstance(value, float) and value.is_integer() and low <= value <= high:
+        value = int(value)  # 768.0: a whole number written by a tool that writes floats
+    if isinstance(value, bool) or not isinstance(value, int):
+        what = "missing" if key not in cfg else f"{shown(value, 40)}, not a whole number"
+        raise SAEError(f"{folder}/{CONFIG}: {name} is {what}", "train the SAE again")
+    if not low <= value <= high:
+        raise SAEError(f"{folder}/{CONFIG}: {name} is {shown_number(value)}, not between {low:,} and {high:,}", "train the SAE again")
+    return value
 
 
 class SAEError(TfcliError):
@@ -77,14 +98,26 @@ def read_sae(folder: Path) -> tuple[dict, Params]:
         cfg = json.loads(read_small_text(folder / CONFIG, CONFIG_BYTES, SAEError))
     except (ValueError, RecursionError) as e:
         raise SAEError(f"{folder}/{CONFIG} is not valid JSON ({type(e).__name__})", "train the SAE again") from None
-    try:
-        d, n = int(cfg["d_in"]), int(cfg["d_sae"])
-        kind = str(cfg.get("activation_fn_str", "relu"))
-        k = int((cfg.get("activation_fn_kwargs") or {}).get("k", 0))
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise SAEError(f"{folder}/{CONFIG} lacks a readable d_in, d_sae or activation ({type(e).__name__})", "train the SAE again") from None
-    if kind not in ("relu", "topk") or (kind == "topk" and not 1 <= k <= n):
-        raise SAEError(f"{folder}/{CONFIG}: activation {kind!r} with k {k} is not one tfcli runs", "tfcli runs relu and topk SAEs")
+    if not isinstance(cfg, dict):
+        raise SAEError(f"{folder}/{CONFIG} is not a JSON object", "train the SAE again")
+    d = _whole(cfg, "d_in", 1, MAX_WIDTH, folder)
+    n = _whole(cfg, "d_sae", 1, MAX_FEATURES, folder)
+    kind = cfg.get("activation_fn_str", "relu")
+    if kind not in ("relu", "topk"):
+        raise SAEError(f"{folder}/{CONFIG}: activation {shown(kind, 40)} is not one tfcli runs", "tfcli runs relu and topk SAEs")
+    kwargs = cfg.get("activation_fn_kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise SAEError(f"{folder}/{CONFIG}: activation_fn_kwargs is not an object", "train the SAE again")
+    k = _whole(kwargs, "k", 1, n, folder, "activation_fn_kwargs.k") if kind == "topk" else 0
+    for key in ("hook_layer", "context_size"):  # read by the model checks (hook_layer) or only shown
+        if cfg.get(key) is not None:
+            _whole(cfg, key, 0, MAX_COUNT, folder)
+    t = cfg.get("tfcli")
+    if isinstance(t, dict):
+        for key in ("block", "n", "k", "steps", "batch_size", "seed", "tokens"):
+            if t.get(key) is not None:
+                _whole(t, key, 0, MAX_SEED if key == "seed" else MAX_COUNT, folder, f"tfcli.{key}")
+    cfg = {**cfg, "d_in": d, "d_sae": n, "activation_fn_str": kind, "activation_fn_kwargs": {**kwargs, "k": k} if kind == "topk" else kwargs}
     try:
         wf = WeightFile(folder / WEIGHTS)
     except CheckpointError as e:

@@ -225,4 +225,6 @@ def _generation_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    from tfcli.engine.files import json_text
+
+    return json_text(obj) + "\n"  # a source file's name may hold bytes that are not UTF-8
