@@ -46,6 +46,7 @@ def attn(
         Optional[str],
         typer.Option("--pattern", help="The mask for --show-mask: causal, sliding:W (each token sees the last W) or banded:W (blocks of W, the local attention of GPT-3). Implies --show-mask.", show_default=False),
     ] = None,
+    steps: Annotated[bool, typer.Option("--steps", help="One head's attention on TEXT, step by step with its shapes and formulas: the token vectors X, q, k and v (after RoPE), the scores q·k, ÷√Dh, the mask, the softmax weights, the context vectors c_t = Σ w_ti v_i and the head's output. One --block and one --head.")] = False,
     demo: Annotated[bool, typer.Option("--demo", help="A worked example with hand-set scores: scores, masked scores, softmax weights and the context vector of one token, step by step.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Many heads: how D splits into H heads of Dh, each head's context vector, the concatenation and W_O, with the shapes of -m MODEL (read from its config.json), of --preset, or of GPT-3.")] = False,
     preset: Annotated[Optional[str], typer.Option("--preset", help="With --explain: a shape from 'tfcli params --list-presets' instead of a model (default gpt3).", show_default=False)] = None,
@@ -67,6 +68,8 @@ def attn(
 
       tfcli attn --explain -m tang --lang zh
 
+      tfcli attn --steps "今天天气很好" -m tang --block 0 --head 0
+
       tfcli attn --show-mask "今天天气很好"
 
       tfcli attn --show-mask "the cat sat on the mat" --pattern sliding:3
@@ -81,11 +84,18 @@ def attn(
 
     if preset is not None and not explain:
         raise UsageError("--preset goes with --explain", "e.g. tfcli attn --explain --preset smollm2-135m")
-    if explain:
+    if steps:
+        if explain or demo or show_mask or pattern is not None or csv_path or values:
+            raise UsageError("--steps follows one head of a model over TEXT; it takes no --explain, --demo, --show-mask, --pattern, --csv or --values")
+        _steps(text, model, layer, head, as_json, png, svg, options.chinese(lang))
+    elif explain:
         if demo or show_mask or pattern is not None or text is not None or png or svg or csv_path:
             raise UsageError("--explain shows the shapes of a model's heads; it takes no TEXT, --demo, --show-mask, --png, --svg or --csv")
         _explain(model, preset, options.chinese(lang), as_json)
     elif demo:
+        if text is not None:
+            raise UsageError("--demo works its own example with hand-set scores ('the cat sat on the mat'); it takes no TEXT",
+                             f"for the real numbers of a model on your text: tfcli attn --steps {_quoted(text)}")
         if png or svg or csv_path:
             raise UsageError("--demo prints a worked example; --png, --svg and --csv draw a mask or a model's attention")
         _demo(options.chinese(lang), as_json)
@@ -117,6 +127,51 @@ def _demo(zh: bool, as_json: bool) -> None:
     multihead.explain(_head_split(None, None), zh, brief=True)
     view._say("[dim]tfcli attn --explain (-m MODEL) shows every step with the shapes of a real model.[/]",
               "[dim]tfcli attn --explain (-m MODEL) 用真实模型的形状展示每一步。[/]", zh)
+
+
+def _quoted(text: str) -> str:
+    import shlex
+
+    from .views.attn import visible
+
+    return shlex.quote(visible(text[:40]))
+
+
+def _steps(text, model, layer_spec, head_spec, as_json, png, svg, zh: bool) -> None:
+    """--steps: one head of one block over TEXT, every step of the formula (analysis.attention_steps)."""
+    from tfcli.analysis.attention_steps import attention_steps
+    from tfcli.engine.errors import UsageError
+
+    from .inputs import load, text_ids
+    from .views import attn as view
+    from .views import attn_steps
+
+    if text is None:
+        raise UsageError("give the TEXT whose attention to follow", 'e.g. tfcli attn --steps "今天天气很好" -m tang --block 0 --head 0')
+    for spec, flag in ((layer_spec, "--block"), (head_spec, "--head")):
+        if spec.strip().lower() == "all":
+            raise UsageError(f"--steps follows one head: {flag} takes a number, not 'all'", "e.g. --block 0 --head 0")
+    text = _read_text(text, "follow")  # once: '-' reads stdin
+    lm = load(model)
+    cfg = lm.config
+    (block,) = _pick(layer_spec, cfg.n_layer, "--block", "block", lm.name)
+    (head,) = _pick(head_spec, cfg.n_head, "--head", "head", lm.name)
+    ids = text_ids(lm, text)
+    if len(ids) > MAX_MASK_TOKENS:  # [T, T] arrays as JSON or a picture grow as T²
+        from tfcli.engine.errors import PromptError
+
+        raise PromptError(f"--steps follows at most {MAX_MASK_TOKENS:,} tokens; the text has {len(ids):,}", "shorten the text")
+    s = attention_steps(lm.model, ids, block, head)
+    labels = view.token_labels(lm.tokenizer, ids)
+    if png or svg:
+        heading = f"{lm.name} · block {block} · head {head} · {len(ids)} tokens"
+        attn_steps.write_images(png, svg, heading, attn_steps.images_grid(s, labels))
+    if as_json:
+        from .json import emit
+
+        emit(attn_steps.json_document(lm.name, cfg, lm.tokenizer, text, ids, labels, s))
+        return
+    attn_steps.steps(lm.name, cfg, labels, s, zh)
 
 
 def _head_split(model, preset):
