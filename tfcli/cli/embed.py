@@ -1,4 +1,5 @@
-"""tfcli embed: a model's own token vectors as a space: neighbours, analogies, similarities, directions."""
+"""tfcli embed: a model's own token vectors as a space: neighbours, analogies, similarities, directions;
+and a whole text's embedding (`text`), as the server's /v1/embeddings gives it."""
 
 from __future__ import annotations
 
@@ -17,27 +18,31 @@ class Action(str, Enum):
     analogy = "analogy"
     similarity = "similarity"
     direction = "direction"
+    text = "text"
 
 
-ARITY = {Action.neighbors: (1, 1), Action.analogy: (3, 3), Action.similarity: (2, 2), Action.direction: (3, None)}
+ARITY = {Action.neighbors: (1, 1), Action.analogy: (3, 3), Action.similarity: (2, 2), Action.direction: (3, None), Action.text: (1, None)}
 USAGE = {
     Action.neighbors: "tfcli embed neighbors WORD",
     Action.analogy: "tfcli embed analogy king man woman (king - man + woman)",
     Action.similarity: "tfcli embed similarity A B",
     Action.direction: "tfcli embed direction he she WORD...",
+    Action.text: "tfcli embed text \"a sentence\" [\"another\"...]",
 }
+
 
 
 Top = options.top_option("How many nearest tokens to show.")
 
 
 def embed(
-    action: Annotated[Action, typer.Argument(help="neighbors WORD | analogy A B C (A - B + C) | similarity A B | direction PLUS MINUS WORD...", show_default=False)],
-    words: Annotated[list[str], typer.Argument(help="The words.", show_default=False)],
+    action: Annotated[Action, typer.Argument(help="neighbors WORD | analogy A B C (A - B + C) | similarity A B | direction PLUS MINUS WORD... | text TEXT... (a whole text's embedding)", show_default=False)],
+    words: Annotated[list[str], typer.Argument(help="The words (with text: the texts; - reads one from stdin).", show_default=False)],
     model: options.Model = None,
     k: Top = 10,
     expect: Annotated[Optional[str], typer.Option("--expect", help="analogy: the answer you expect; its rank among all tokens is shown.", show_default=False)] = None,
     layer: Annotated[Optional[int], typer.Option("--resid", "-r", "--layer", "-l", help="Use the word's residual stream at residual index I instead of its embedding row: 0 = the embeddings, I = before block I (after block I-1), negative from the end (-1 = after the last block); --layer is its older name; the word alone, after the model's start-of-text token. Neighbours are still looked up among the embedding rows.", show_default=False)] = None,
+    dimensions: Annotated[Optional[int], typer.Option("--dimensions", help="text: keep the first N values of each embedding (then scaled to length 1 again), as the API's dimensions does.", show_default=False)] = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -59,6 +64,12 @@ def embed(
       tfcli embed direction he she doctor nurse engineer -m smollm2
 
       tfcli embed neighbors 天 -m tang --lang zh
+
+      tfcli embed text "The cat sat on the mat." "A kitten rests on a rug." -m smollm2
+
+    With text, each text's embedding is the model's last hidden state after its final norm,
+    averaged over the text's tokens (the last token for models whose pooling config says so) and
+    scaled to length 1: what `tfcli serve`'s /v1/embeddings returns. Several texts: their cosines.
     """
     from tfcli.engine.errors import UsageError
 
@@ -71,8 +82,12 @@ def embed(
     options.check_top(k)
     if expect is not None and action is not Action.analogy:
         raise UsageError("--expect goes with analogy")
+    if action is not Action.text and dimensions is not None:
+        raise UsageError("--dimensions goes with text")
     from .inputs import load
 
+    if action is Action.text:
+        return _text(words, model, layer, dimensions, as_json, zh)
     lm = load(model)
     n = lm.config.n_layer + 1  # residual indices: the embeddings, then after each block
     if layer is not None and not -n <= layer < n:
@@ -102,7 +117,50 @@ def embed(
         getattr(view, action.value)(report, zh)
 
 
+def _text(words: list[str], model, layer: int | None, dimensions: int | None, as_json: bool, zh: bool) -> None:
+    """tfcli embed text: each text's embedding, as /v1/embeddings gives it."""
+    from tfcli.engine.errors import UsageError
+
+    from .inputs import load
+
+    if layer is not None:
+        raise UsageError("--resid does not go with text", "a text's embedding is the last hidden state, after the final norm")
+    texts = [options.read_text(w, "the text", "give some text to embed") for w in words]
+    report = text_report(load(model), texts, dimensions)
+    if as_json:
+        from .json import emit
+
+        emit(report)
+    else:
+        from .views import embed as view
+
+        view.text(report, zh)
+
+
 # --- the reports: one dict each, printed as JSON or drawn -------------------------------------
+
+
+def text_report(lm, texts: list[str], dimensions: int | None) -> dict:
+    """Each text's embedding (engine/embeddings.py) and, for two or more, their cosines."""
+    import numpy as np
+
+    from tfcli.engine.embeddings import embedding, pooling_of
+    from tfcli.engine.errors import UsageError
+
+    if dimensions is not None and not 1 <= dimensions <= lm.config.d_model:
+        raise UsageError(f"--dimensions must be between 1 and {lm.config.d_model} (the width of {lm.name}), not {dimensions}")
+    pooling = pooling_of(lm.path if lm.path.is_dir() else lm.path.parent)
+    ids = [lm.tokenizer.prompt(t) for t in texts]
+    vectors = [embedding(lm.model, i, pooling, dimensions) for i in ids]  # [d] each, length 1
+    rows = np.stack(vectors)  # [N, d]
+    cosines = (rows.astype(np.float64) @ rows.T.astype(np.float64)).tolist()  # [N, N]: unit vectors, so dot = cosine
+    return {
+        "model": lm.name,
+        "pooling": pooling,
+        "dimensions": int(rows.shape[1]),
+        "texts": [{"text": t, "tokens": len(i), "embedding": [float(x) for x in v]} for t, i, v in zip(texts, ids, vectors)],
+        "cosines": cosines if len(texts) > 1 else None,
+    }
 
 
 def _query(space: "Space", words: list["Word"]) -> dict:

@@ -131,6 +131,57 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
     return asked
 
 
+MAX_INPUTS = 256  # texts of one /v1/embeddings request (OpenAI takes 2,048; each costs a prompt pass here)
+ENCODINGS = ("float", "base64")
+
+
+@dataclass
+class EmbeddingsAsked:
+    """What an embeddings request asks for, checked: each input's token ids."""
+
+    inputs: list[list[int]]
+    encoding_format: str
+    dimensions: int | None
+
+
+def embeddings(body: dict, lm: LoadedModel, served: str) -> EmbeddingsAsked:
+    """/v1/embeddings: `input` a string, a list of ids, or a list of either; `encoding_format`
+    float (default) or base64 (the float32 bytes, little-endian, as OpenAI sends them);
+    `dimensions` the first d values, normalized again."""
+    check_model(body, served)
+    if "input" not in body:
+        raise bad("'input' is required", "input")
+    value = body["input"]
+    if isinstance(value, str) or (isinstance(value, list) and value and _is_int(value[0])):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise bad("'input' must be a string, a list of token ids, or a non-empty list of those", "input")
+    if len(value) > MAX_INPUTS:  # before any of them is tokenized
+        raise bad(f"{len(value):,} inputs in one request; at most {MAX_INPUTS}", "input")
+    inputs = []
+    for i, v in enumerate(value):
+        if isinstance(v, str):
+            ids = encode(v, lm, "input", special=True)
+        elif isinstance(v, list) and len(v) > lm.config.n_ctx:
+            raise bad(f"This model's maximum context length is {lm.config.n_ctx} tokens; input[{i}] is {len(v)} tokens", "input", "context_length_exceeded")
+        elif isinstance(v, list) and all(_is_int(t) for t in v):
+            ids = [int(t) for t in v]
+            _check_ids(ids, lm, "input")
+        else:
+            raise bad(f"input[{i}] must be a string or a list of token ids", "input")
+        if not ids:
+            raise bad(f"input[{i}] is empty (it encodes to no tokens)", "input")
+        if len(ids) > lm.config.n_ctx:
+            raise bad(f"This model's maximum context length is {lm.config.n_ctx} tokens; input[{i}] is {len(ids)} tokens", "input", "context_length_exceeded")
+        inputs.append(ids)
+    fmt = body.get("encoding_format")
+    fmt = "float" if fmt is None else fmt
+    if fmt not in ENCODINGS:
+        raise bad(f"'encoding_format' must be float or base64, not {quoted(fmt)}", "encoding_format")
+    dimensions = _int(body, "dimensions", None, 1, lm.config.d_model)
+    return EmbeddingsAsked(inputs, fmt, dimensions)
+
+
 def tokenize(body: dict, lm: LoadedModel) -> dict:
     content = body.get("content")
     if not isinstance(content, str):

@@ -1,7 +1,7 @@
 """The HTTP side: Starlette routes that check a request, hand it to the engine thread and answer.
 
 Routes: GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions,
-POST /tokenize, POST /detokenize (llama.cpp's shapes), and the live explorer at GET / with its
+POST /v1/embeddings, POST /tokenize, POST /detokenize (llama.cpp's shapes), and the live explorer at GET / with its
 pass at POST /explore. A handler never runs the model: it submits a Job (serve/batcher.py) and
 awaits its events, which the engine thread hands over with call_soon_threadsafe. A stream that
 ends early (the client went away, the task was cancelled) cancels its job, and so does a client
@@ -22,12 +22,14 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tfcli.engine.errors import TfcliError
+from tfcli.engine.embeddings import embedding, pooling_of
 from tfcli.engine.loader import LoadedModel
 
 from . import api, body
 from .api import ApiError
 from .batcher import Arrival, Batcher, Busy, Failed, Finished, Job
-from .shapes import ChatShape, CompletionShape, Shape
+from .shapes import ChatShape, CompletionShape, Shape, embeddings_body
 
 OPEN_PATHS = ("/health",)  # answered without the API key
 
@@ -62,6 +64,22 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
         with batcher.arriving() as arrival:
             asked = await checked(request, api.chat, lm, name)
             return await _answer(request, asked, ChatShape(asked, lm.tokenizer, name), arrival, echo_logprobs=False)
+
+    pooling = pooling_of(lm.path if lm.path.is_dir() else lm.path.parent)
+
+    async def embeddings(request: Request) -> Response:
+        asked = await checked(request, api.embeddings, lm, name)
+
+        def run() -> list:  # on the engine thread, between two decode steps
+            return [embedding(lm.model, ids, pooling, asked.dimensions) for ids in asked.inputs]
+
+        try:
+            vectors = await asyncio.wrap_future(batcher.call(run))
+        except Busy as e:
+            raise ApiError(503, f"the server is busy ({e}); retry in a moment", None, "server_busy", "server_error", {"Retry-After": "1"}) from None
+        except TfcliError as e:
+            raise ApiError(400, str(e), "input") from None
+        return JSONResponse(embeddings_body(asked, vectors, name))
 
     async def tokenize(request: Request) -> Response:
         return JSONResponse(await checked(request, api.tokenize, lm))
@@ -139,6 +157,7 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/tokenize", tokenize, methods=["POST"]),
         Route("/detokenize", detokenize, methods=["POST"]),
     ]

@@ -8,12 +8,15 @@ completions carry {content: [{token, logprob, bytes, top_logprobs}]}.
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 
+import numpy as np
+
 from tfcli.engine.tokenizer import Tokenizer
 
-from .api import Asked
+from .api import Asked, EmbeddingsAsked
 from .batcher import Done, Echoed, Token, TokenLogprob
 
 
@@ -178,3 +181,17 @@ class ChatShape(Shape):
         body = self.envelope(choices, True)
         body["object"] = "chat.completion"
         return body
+
+
+def embeddings_body(asked: EmbeddingsAsked, vectors: list[np.ndarray], model: str) -> dict:
+    """/v1/embeddings' answer: each vector as a list of floats, or with base64 its float32 bytes
+    (little-endian), which the openai client decodes with numpy's frombuffer."""
+    data = []
+    for i, v in enumerate(vectors):
+        if asked.encoding_format == "base64":
+            value = base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode("ascii")
+        else:
+            value = [float(x) for x in np.asarray(v, dtype=np.float32)]
+        data.append({"object": "embedding", "index": i, "embedding": value})
+    tokens = sum(len(ids) for ids in asked.inputs)
+    return {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}

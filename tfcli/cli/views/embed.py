@@ -143,3 +143,41 @@ def direction(report: dict, zh: bool) -> None:
         "mixes everything that tells them apart, spelling and frequency as well as meaning.",
         f"每个词的单位向量在单位方向 {q['plus']} − {q['minus']} 上的投影（前两行是两个锚点自身）：正值偏向 {q['plus']!r}，"
         f"负值偏向 {q['minus']!r}。两个词元之间的方向混合了区分它们的一切：拼写、频率以及含义。")  # fmt: skip
+
+
+SHOWN_VALUES = 8  # of a text's embedding, the first values drawn (--json gives them all)
+
+
+def _short(text: str, width: int = 40) -> str:
+    one = " ".join(text.split())
+    return repr(one if len(one) <= width else one[: width - 3] + "...")
+
+
+def text(report: dict, zh: bool) -> None:
+    """Each text's embedding (its first values, its length) and, for several, their cosines."""
+    colour = uses_colour(out)
+    pooled = {"mean": "the mean over its tokens", "last": "its last token", "first": "its first token"}[report["pooling"]]
+    pooled_zh = {"mean": "对各词元取平均", "last": "取最后一个词元", "first": "取第一个词元"}[report["pooling"]]
+    if zh:
+        out.print(f"[bold]{report['model']}[/] · 文本嵌入 · 最后一层（最终归一化之后）{pooled_zh}，缩放到长度 1，{report['dimensions']} 维")
+    else:
+        out.print(f"[bold]{report['model']}[/] · text embeddings · the last hidden state after the final norm, {pooled}, "
+                  f"scaled to length 1; {report['dimensions']} values")  # fmt: skip
+    for n, t in enumerate(report["texts"], 1):
+        head = " ".join(f"{x:+.3f}" for x in t["embedding"][:SHOWN_VALUES])
+        more = " ..." if len(t["embedding"]) > SHOWN_VALUES else ""
+        out.print(Text(f"{n}. {_short(t['text'])} ({t['tokens']:,} tokens)"))
+        out.print(Text(f"   [{head}{more}]"))
+    cos = report["cosines"]
+    if cos:
+        table = Table(box=None, padding=(0, 1), pad_edge=False)
+        table.add_column("余弦" if zh else "cosine", justify="right", style="dim")
+        for j in range(len(cos)):
+            table.add_column(str(j + 1), justify="right", no_wrap=True)
+        for i, row in enumerate(cos):
+            table.add_row(str(i + 1), *(cell(f"{c:.3f}", c, 6, colour) for c in row))
+        out.print(table)
+    say(out, zh,
+        "--json gives every value. Cosines of a decoder's raw hidden states tend to be high for any two texts (they share a common "
+        "direction): compare pairs with each other, not with 0.",
+        "--json 给出全部数值。解码器的隐藏状态之间余弦普遍偏高（它们共有一个方向）：应当在不同文本对之间比较，而不是与 0 比较。")  # fmt: skip
