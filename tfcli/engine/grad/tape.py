@@ -82,12 +82,15 @@ class Tape(Plain):
         return out, (w if weights else None)
 
 
-def record(model, tokens: np.ndarray) -> tuple[np.ndarray, Tape]:
+def record(model, tokens: np.ndarray, hooks: Hooks | None = None) -> tuple[np.ndarray, Tape]:
     """Run B sequences of T tokens [B, T] (or one, [T]) through `model` from position 0, keeping the
-    tape -> (logits [B*T, V], the tape). The rows are sequence 0's T positions, then sequence 1's."""
+    tape -> (logits [B*T, V], the tape). The rows are sequence 0's T positions, then sequence 1's.
+    `hooks`: recorders (engine/inspect.py) to read sites on the way; one that changed a value would
+    not be differentiated through."""
     ids = np.asarray(tokens)
     n_seq, t_len = (1, ids.shape[0]) if ids.ndim == 1 else ids.shape
     tape = Tape(model.config.n_layer)
+    tape.hooks.merge(hooks)
     tape.positions = np.tile(np.arange(t_len), n_seq)  # [B*T]
     tape.shape = (n_seq, t_len)
     tape.tokens = ids.reshape(-1)  # [B*T]
