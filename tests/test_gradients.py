@@ -175,3 +175,31 @@ def test_logit_difference_gradients_equal_autograd(pair):
     assert abs(metric - ref) <= 1e-4 * max(1.0, abs(ref))
     assert_weights_equal(net, grads, ref_weights)
     assert_sites_equal(grads, {k: v.reshape(T, -1) for k, v in ref_sites.items()}, net.config.n_layer)
+
+
+def test_a_quantized_gguf_run_in_place_has_the_gradients_of_its_dequantized_weights(tmp_path, monkeypatch):
+    """The tiny Llama as a GGUF of mixed block types (Q4_0 .. Q8_0, F16, BF16), run in place: its
+    products' backward dequantizes tile by tile, as its forward does. Against torch on the same
+    file converted to float32 (the dequantized weights); the gradient of a quantized matrix is the
+    one its float32 stand-in would get."""
+    pytest.importorskip("gguf")
+    from transformers import LlamaForCausalLM
+
+    from test_gguf import MIXED, write_gguf
+    from tfcli.engine.loader import load_folder
+    from tfcli.store import gguf as tg
+    from tfcli.store.gguf.cached import converted
+
+    monkeypatch.setenv("TFCLI_HOME", str(tmp_path / "home"))
+    path = write_gguf(tmp_path / "tiny-mixed.gguf", types=MIXED, alignment=64)
+    net = load_folder(converted(path)[0]).model
+    assert net.quantized()
+    model = LlamaForCausalLM.from_pretrained(tg.convert(path, tmp_path / "f32").path, dtype=torch.float32).eval()
+    vocab = net.config.vocab_size
+    rng = np.random.default_rng(5)
+    x, y = rng.integers(0, vocab, (B, T)), rng.integers(0, vocab, (B, T))
+    loss, grads = grad.loss_and_grads(net, x, y)
+    ref_loss, ref_weights, ref_sites = torch_grads(model, x, lambda logits: torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), torch.tensor(y).reshape(-1)))
+    assert abs(loss - ref_loss) <= 1e-5 * ref_loss
+    assert_weights_equal(net, grads, ref_weights)
+    assert_sites_equal(grads, {k: v.reshape(B * T, -1) for k, v in ref_sites.items()}, net.config.n_layer)
