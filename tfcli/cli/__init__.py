@@ -380,6 +380,7 @@ COMMANDS = {
     "ablate": "Ablation: how much does the answer need each head and each MLP?",
     "steer": "Steering: push the residual stream along a direction and see the text change.",
     "heads": "Direct logit attribution and head detectors.",
+    "attribute": "Attribution patching: activation patching guessed from one backward pass.",
 }
 
 

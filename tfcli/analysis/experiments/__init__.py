@@ -9,6 +9,7 @@ replacement; nothing is threaded through the blocks. Numbering, as in transforme
     ablate.py    zero a head's context vector or an MLP's output: how much the answer needed it
     steer.py     add a direction (the mean residual of one text minus another's) to one block's output
     heads.py     direct logit attribution, and detectors of previous-token, first-token, induction heads
+    attribute.py attribution patching (patching to first order, from one backward pass) and saliency
 
 No I/O and no printing here; the commands in tfcli/cli/ draw the results.
 """

@@ -1,0 +1,99 @@
+"""The tape: a forward pass that keeps what its backward needs.
+
+The pass is the model's own (Transformer.forward), run on the textbook executor and watched by a
+few hooks: no second copy of any block. The executor's door sees every matrix product and every
+attention, so the tape (a `Plain` executor) keeps, per block, each product's input and output by
+its weight, and the attention's queries, keys, values and weights; hooks at the residual sites
+say which block runs and keep the stream entering each norm. What the families compute between
+two products (norms, RoPE, reshapes) is cheap: their backward computes it again from these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..executor import Plain
+from ..kvcache import Sequences
+from ..quantized import Quantized
+from ..sites import Hooks, Site
+
+
+@dataclass(eq=False)
+class Attention:
+    """One attention call as the executor saw it (executor.Plain.attention): queries q [N, G, T, Dh]
+    (N = B·Hkv key/value heads, G query heads each), keys k [N, Dh, S], values v [N, S, Dh], the
+    weights [N, G, T, S] and the soft cap of the scores, if any."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    weights: np.ndarray
+    softcap: float | None
+
+
+@dataclass(eq=False)
+class Step:
+    """What the tape holds of one block (or, as block L, of the final norm and unembedding)."""
+
+    resid_pre: np.ndarray | None = None  # [B*T, D] the stream entering the block
+    resid_mid: np.ndarray | None = None  # [B*T, D] between attention and MLP
+    products: dict[int, tuple] = field(default_factory=dict)  # id(weight) -> (weight, x [rows, in], y [rows, out])
+    attention: Attention | None = None
+
+    def product(self, w) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) of the product y = x @ w (+ b) this block made with weight `w`."""
+        _, x, y = self.products[id(w)]
+        return x, y
+
+
+class Tape(Plain):
+    """The textbook executor, keeping what each step of one pass computed (its `steps`)."""
+
+    def __init__(self, n_layer: int):
+        self.steps = [Step() for _ in range(n_layer + 1)]  # the blocks, then the final norm and unembedding
+        self.block = 0
+        self.hooks = Hooks()
+        self.hooks.add("resid_pre", self._enter)
+        self.hooks.add("resid_mid", self._mid)
+        self.hooks.add("resid_post", self._leave)
+        self.resid_final: np.ndarray | None = None  # [B*T, D] the stream leaving the last block
+
+    def _enter(self, x: np.ndarray, site: Site) -> None:
+        self.block = site.block
+        self.steps[site.block].resid_pre = x
+
+    def _mid(self, x: np.ndarray, site: Site) -> None:
+        self.steps[site.block].resid_mid = x
+
+    def _leave(self, x: np.ndarray, site: Site) -> None:
+        self.block = site.block + 1  # after the last block: the final norm and unembedding's step
+        self.resid_final = x
+
+    def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
+        y = super().linear(x, w, b)  # [T, in] @ [in, out] -> [T, out]
+        self.steps[self.block].products[id(w)] = (w, x, y)  # w kept too: its id stays its own
+        return y
+
+    def attention(self, q, k, v, start, weights, window=None, softcap=None):
+        out, w = super().attention(q, k, v, start, True, window, softcap)  # [N, G, T, Dh], [N, G, T, S]
+        self.steps[self.block].attention = Attention(q, np.array(k), v, w, softcap)  # k: a view of the cache's keys, copied
+        return out, (w if weights else None)
+
+
+def record(model, tokens: np.ndarray, hooks: Hooks | None = None) -> tuple[np.ndarray, Tape]:
+    """Run B sequences of T tokens [B, T] (or one, [T]) through `model` from position 0, keeping the
+    tape -> (logits [B*T, V], the tape). The rows are sequence 0's T positions, then sequence 1's.
+    `hooks`: recorders (engine/inspect.py) to read sites on the way; one that changed a value would
+    not be differentiated through."""
+    ids = np.asarray(tokens)
+    n_seq, t_len = (1, ids.shape[0]) if ids.ndim == 1 else ids.shape
+    tape = Tape(model.config.n_layer)
+    tape.hooks.merge(hooks)
+    tape.positions = np.tile(np.arange(t_len), n_seq)  # [B*T]
+    tape.shape = (n_seq, t_len)
+    tape.tokens = ids.reshape(-1)  # [B*T]
+    logits = model.forward(tape.tokens, Sequences(n_seq, t_len), all_logits=True, hooks=tape.hooks, run=tape)  # [B*T, V]
+    tape.logits = logits
+    return logits, tape
