@@ -144,3 +144,37 @@ def remove_stale(folder: Path) -> None:
     for _, other in sorted(mine, reverse=True)[KEEP - 1 :]:  # KEEP - 1 besides `folder`, the newest
         if ours(other):  # checked again just before: another process may have changed it meanwhile
             shutil.rmtree(other, ignore_errors=True)
+
+
+def key_taken(folder: Path) -> str | None:
+    """Why the key's path `folder` cannot take a new compile, or None: something tfcli did not write
+    is there (a file, a link, a FIFO, a folder of someone's files). An empty folder is taken over."""
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot look at the kernel cache folder {folder} ({e.strerror})"
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            folder.rmdir()  # empty: nothing of anyone's is lost
+            return None
+        except OSError:
+            pass
+    what = "a folder tfcli did not write" if stat.S_ISDIR(st.st_mode) else "a link" if stat.S_ISLNK(st.st_mode) else "a file"
+    return f"{folder} is {what}, where tfcli keeps its compiled kernels: move it away, or set TFCLI_KERNEL_CACHE to another folder"
+
+
+def orphan_guard() -> str:
+    """Python lines the compiling child runs first: it asks Linux for SIGKILL when its parent dies
+    (prctl PR_SET_PDEATHSIG = 1), then checks its parent is still the one that started it (which may
+    have died before the request). Elsewhere an exception in the parent's wait kills the child."""
+    return f"""import os, sys
+try:
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != {os.getpid()}:
+    sys.exit("the process that started the compile has ended")
+"""

@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import struct
 import subprocess
 import sys
@@ -33,7 +32,7 @@ import numpy as np
 from ..formats import BLOCK_TYPES
 from . import slots as S
 from .activations import layout as x_layout
-from .compiled import cache_dir, ours, read_regular, remove_stale, writable
+from .compiled import cache_dir, key_taken, orphan_guard, ours, read_regular, remove_stale, writable
 from .interleave import TYPES, Interleaved, interleave
 
 __all__ = ["KernelsUnavailable", "SUPPORTED", "attention", "cache_dir", "dequantize_rows", "layout", "load", "Parts", "product", "product_parts", "quantize_activations", "will_compile", "writable"]
@@ -76,14 +75,14 @@ def load() -> None:
 
 
 def _load(again: bool = True) -> dict[str, object]:
-    """The kernels from the cache folder, compiled first if it has none. A folder of tfcli's that
-    cannot be loaded (a file damaged or cut short: each object's sha256 is checked) is removed and
-    compiled again, once; then the reason is a KernelsUnavailable. A key's path taken by something
-    tfcli did not write (a file, a link, a folder of someone's) is refused before compiling, named."""
+    """The kernels from the cache folder, compiled first if it has none. A folder of tfcli's that cannot be
+    loaded (a file damaged or cut short: each object's sha256 is checked) is removed and compiled again,
+    once; then the reason is a KernelsUnavailable, as for a key's path taken by another's (key_taken)."""
     folder = cache_dir()
     temporary = None
     if not ours(folder):
-        _check_free(folder)
+        if taken := key_taken(folder):  # before a compile of a minute, not after
+            raise KernelsUnavailable(taken)
         if writable(folder.parent):
             _build_into(folder)
         else:  # nowhere to keep them: compiled for this process alone
@@ -107,25 +106,6 @@ def _load(again: bool = True) -> dict[str, object]:
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
-
-
-def _check_free(folder: Path) -> None:
-    """Raise KernelsUnavailable, naming the path, when something that is not tfcli's kernels takes the
-    key's place (checked before a compile of a minute, not after). An empty folder is taken over."""
-    try:
-        st = os.lstat(folder)
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        raise KernelsUnavailable(f"cannot look at the kernel cache folder {folder} ({e.strerror})") from e
-    if stat.S_ISDIR(st.st_mode):
-        try:
-            folder.rmdir()  # empty: nothing of anyone's is lost
-            return
-        except OSError:
-            pass
-    what = "a folder tfcli did not write" if stat.S_ISDIR(st.st_mode) else "a link" if stat.S_ISLNK(st.st_mode) else "a file"
-    raise KernelsUnavailable(f"{folder} is {what}, where tfcli keeps its compiled kernels: move it away, or set TFCLI_KERNEL_CACHE to another folder")
 
 
 def _place(objects: dict[str, bytes], index: dict) -> tuple[dict[str, int], list]:
@@ -166,8 +146,7 @@ def _place_with_llvm(objects: dict[str, bytes], wanted: dict[str, list[str]]):
 
 
 def _build_into(folder: Path) -> None:
-    """Compile into a hidden folder beside `folder`, then rename it into place: another process
-    compiling at the same time, or a compile killed half-way, never leaves a half-written folder."""
+    """Compile beside `folder`, then rename into place: never a half-written folder (a compile killed, two at once)."""
     partial = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -187,12 +166,11 @@ def _build(folder: Path) -> None:
     """Compile the sources of this tfcli into `folder`, in a process of its own (only it imports numba).
     It imports tfcli from this package's root: -P keeps the working directory off its path, where
     another tfcli (a checkout of another version, say) would come first and write its code under
-    this version's key. The child ends when this process ends, however it ends (Linux: the parent's
-    death signal; elsewhere an exception here kills it), so no compiler is left running as an orphan."""
+    this version's key. The child ends when this process ends, however it ends (compiled.orphan_guard)."""
     package_root = str(Path(__file__).resolve().parents[3])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
     try:
-        code = _ORPHAN_GUARD.format(parent=os.getpid()) + f"from pathlib import Path; from tfcli.engine.fast.build import build; build(Path({str(folder)!r}))"
+        code = orphan_guard() + f"from pathlib import Path; from tfcli.engine.fast.build import build; build(Path({str(folder)!r}))"
         r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise KernelsUnavailable(f"the kernels did not compile ({type(e).__name__})") from e
@@ -200,19 +178,6 @@ def _build(folder: Path) -> None:
         lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
         why = lines[-1] if lines else f"exit status {r.returncode}"
         raise KernelsUnavailable(f"numba is not importable ({why.strip()})" if why.startswith(("ModuleNotFoundError", "ImportError")) else f"the kernels did not compile ({why.strip()})")
-
-
-# The compiling child asks Linux for SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG = 1), then
-# checks the parent is still the one that started it (it may have died before the request).
-_ORPHAN_GUARD = """import os, sys
-try:
-    import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)
-except (OSError, AttributeError):
-    pass
-if os.getppid() != {parent}:
-    sys.exit("the process that started the compile has ended")
-"""
 
 
 # --- the pool -----------------------------------------------------------------------------------------
