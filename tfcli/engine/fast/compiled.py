@@ -93,20 +93,15 @@ def marker() -> str:
 
 
 def read_regular(path: Path, limit: int) -> bytes:
-    """The bytes of `path` if it is a regular file of at most `limit` bytes, opened without blocking
-    and without following a link (a FIFO, a device or a link put in the cache folder is refused, never
-    waited on); OSError otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    """files.read_small for the cache's own files (a link refused too: tfcli writes none there); an
+    OSError when `path` is not a regular file of at most `limit` bytes. Never blocks on a FIFO."""
+    from ..errors import TfcliError
+    from ..files import read_small
+
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path} is not a regular file")
-        if st.st_size > limit:
-            raise OSError(f"{path} is larger than {limit:,} bytes")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(limit + 1)
-    finally:
-        os.close(fd)
+        return read_small(path, limit, follow=False)
+    except TfcliError as e:
+        raise OSError(str(e)) from None
 
 
 def ours(folder: Path) -> bool:
