@@ -158,7 +158,6 @@ def main() -> None:
         theirs.append(run_child("lens", args))
         print(f"round {r + 1}: tfcli {ours[-1]['pass']:.2f} s, {ours[-1]['peak_mb']:.0f} MB; "
               f"TransformerLens {theirs[-1]['pass']:.2f} s, {theirs[-1]['peak_mb']:.0f} MB", file=sys.stderr)  # fmt: skip
-    import transformer_lens  # noqa: F401  (its version, for the record)
     from importlib.metadata import version
 
     med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
@@ -173,7 +172,7 @@ def main() -> None:
         ("import (s)", [0.0], [r["import"] for r in theirs], "{:.2f}", None),
         ("peak resident memory (MB)", [r["peak_mb"] for r in ours], [r["peak_mb"] for r in theirs], "{:.0f}", med(ours, "peak_mb") / med(theirs, "peak_mb")),
     ]  # fmt: skip
-    print(f"| measure | tfcli | TransformerLens | tfcli / TransformerLens |\n|---|---|---|---|")
+    print("| measure | tfcli | TransformerLens | tfcli / TransformerLens |\n|---|---|---|---|")
     for name, a, b, fmt, ratio in rows:
         print(f"| {name} | {span(a, fmt)} | {span(b, fmt)} | {'' if ratio is None else f'{ratio:.2f}x'} |")
     speed, mem = med(theirs, "pass") / med(ours, "pass"), med(ours, "peak_mb") / med(theirs, "peak_mb")

@@ -23,7 +23,7 @@ from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-STEPS = 96  # float32 steps of an array's largest value: a few blocks of sums in another order (measured worst: see the test)
+STEPS = 48  # float32 steps of an array's largest value: the same sums in another order (worst measured here 22, Phi-3 on the fast path; twice that for another CPU's BLAS)
 IDS = [5, 17, 99, 23, 41, 8, 77, 150, 3, 60, 12, 200, 31, 45, 9, 120, 66, 18, 250, 7]  # 20 tokens: past Gemma's window of 7, Phi-3's of 9
 
 

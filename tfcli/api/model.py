@@ -223,7 +223,8 @@ class Model:
     def run_with_hooks(self, text_or_ids, fwd_hooks: Iterable[tuple[object, Callable]] = ()) -> np.ndarray:
         """One pass with hooks for it alone -> logits [T, V]. `fwd_hooks`: (name, fn) pairs, the name
         a key, a TransformerLens name or a filter on the names; `fn(value, site) -> None | array`
-        (hooks.py: None keeps the value, an array of the same shape replaces it).
+        (hooks.py: None keeps the value, an array of the same shape replaces it; `site.name`,
+        `site.block` say where it is). The value has no batch axis: [T, D], [H, T, T] ...
 
         >>> import tfcli
         >>> model = tfcli.load("shakespeare")
