@@ -56,14 +56,15 @@ def open_npy(path: Path, error: type[TfcliError], limit: int) -> np.ndarray:
         shape, dtype, fortran = _header(f, str(path), error)
         offset = f.tell()
         size = os.fstat(f.fileno()).st_size
-    n = check_shape(str(path), shape, 2, limit, error)
-    if dtype.kind not in "fiu":
-        raise error(f"{path} holds {dtype} values, not numbers", "save a float32 array")
-    if n * dtype.itemsize > size - offset:
-        raise error(f"{path} is truncated: its header declares {list(shape)} ({n * dtype.itemsize:,} bytes), the file holds {size - offset:,}", "save it again")
-    if n == 0:
-        raise error(f"{path} holds no vectors ({list(shape)})", "give an [N, D] array with N, D > 0")
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+        n = check_shape(str(path), shape, 2, limit, error)
+        if dtype.kind not in "fiu":
+            raise error(f"{path} holds {dtype} values, not numbers", "save a float32 array")
+        if n * dtype.itemsize > size - offset:
+            raise error(f"{path} is truncated: its header declares {list(shape)} ({n * dtype.itemsize:,} bytes), the file holds {size - offset:,}", "save it again")
+        if n == 0:
+            raise error(f"{path} holds no vectors ({list(shape)})", "give an [N, D] array with N, D > 0")
+        # the file checked is the file mapped (the map outlives the descriptor), not one put at the path since
+        return np.memmap(f, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
 
 
 def read_npz(path: Path, expect: dict[str, tuple[int, int]], error: type[TfcliError]) -> dict[str, np.ndarray]:
