@@ -180,7 +180,7 @@ def _show_text(tokenizer, ids: list[int], logprobs) -> None:
         out.print(f"[p%] after a token: the probability the model gave it, when under {MARKED:.0%}; unmarked tokens had {MARKED:.0%} or more (the first is not scored)", markup=False)
         out.print()
         return
-    legend = Text("probability of each token: ")
+    legend = Text("token probability: ")  # the whole legend fits 80 columns
     for _, colour, label in SCALE:
         legend.append(f" {label} ", style=f"black on {colour}")
         legend.append(" ")
