@@ -43,6 +43,7 @@ def json_option(help: str):
 
 
 Json = json_option("Print JSON for scripts instead of tables.")
+TextFile = Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the text from this UTF-8 file instead of TEXT.", show_default=False)]
 
 
 # The options of several commands whose help says what they draw or count: their names and types
