@@ -226,6 +226,7 @@ ENVIRONMENT = (
     ("TFCLI_HOME", "where pulled models and the chat history are kept (default: $XDG_CACHE_HOME/tfcli, else ~/.cache/tfcli)"),
     ("TFCLI_THREADS", "threads when --threads is not given (default: the idle cores)"),
     ("TFCLI_FONT", "a .ttf/.otf/.ttc font for the labels of PNG pictures"),
+    ("TFCLI_LANG", "zh: explanations in Chinese where a command has --lang (default: from LC_ALL / LANG)"),
     ("NO_COLOR", "set to anything: no colours (https://no-color.org)"),
     ("OPENBLAS_THREAD_TIMEOUT", "how long idle BLAS threads spin, 2^N cycles (tfcli sets 20 when it is not set)"),
     ("XDG_CACHE_HOME", "the cache folder TFCLI_HOME defaults under"),

@@ -55,7 +55,7 @@ def bench(
     _render(name, n_threads, r, new_tokens, runs, fraction, _formats(folder))
     if busy:
         cores = available_cpus()
-        note(f"other processes held {min(busy, cores)} of the {cores} cores during the run: the speeds and the fraction of the ceiling are lower than this machine gives when idle")
+        note(f"other processes held {min(busy, cores)} of the {cores} cores during the run: the speeds and the fraction of the ceiling are lower than this machine gives when idle", wrap=True)
 
 
 def _sizes(engine_bench, n_ctx: int, prompt_tokens: str | None, new_tokens: int | None, runs: int) -> tuple[list[int], int]:

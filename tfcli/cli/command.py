@@ -45,9 +45,15 @@ def interrupted() -> typer.Exit:
     return typer.Exit(INTERRUPTED)
 
 
+_NEGATIVES: dict[str, str] = {}  # an on/off flag's long names, as the help joins them -> its --no- names (names_on_lines)
+
+
 def tidy(params: list) -> None:
     """Flags without a type in the help, and plain values converted without pydantic."""
     for param in params:
+        negative = [o for o in getattr(param, "secondary_opts", ()) if o.startswith("--")]
+        if negative:
+            _NEGATIVES[",".join(o for o in param.opts if o.startswith("--"))] = ",".join(negative)
         if getattr(param, "is_flag", False) and not getattr(param, "count", False) and param.metavar is None:
             param.metavar = ""
         if RuntimeParam is not None and getattr(param, "_runtime_param", False) is None:
@@ -95,21 +101,28 @@ def help_width() -> int:
 def names_on_lines() -> None:
     """An option's long names one per line in the Rich help: Typer joins them with ',' and no
     space, which Rich cannot wrap, so at 80 columns '--repetition-penalty,--repeat-penalty' was
-    cut to '--repetition-penalty,--repea…'."""
+    cut to '--repetition-penalty,--repea…'. An on/off flag's --no- name goes under its name too,
+    not in a column of its own, which at 80 columns cut '--no-batch-invariant' to
+    '--no-batch-invari…' and left the help text 18 columns."""
     import sys
 
     rich_utils = sys.modules.get("typer.rich_utils")
-    hl = getattr(rich_utils, "highlighter", None)
-    if hl is None or getattr(hl, "_tfcli_lines", False):
+    hl, negative = getattr(rich_utils, "highlighter", None), getattr(rich_utils, "negative_highlighter", None)
+    if hl is None or negative is None or getattr(hl, "_tfcli_lines", False):
         return
 
     def highlighter(text, *args, **kwargs):
+        if isinstance(text, str) and text in _NEGATIVES:
+            text += "," + _NEGATIVES[text]
         if isinstance(text, str) and text.startswith("--") and ",--" in text:
             text = text.replace(",--", ",\n--")
         return hl(text, *args, **kwargs)
 
+    def negative_highlighter(text, *args, **kwargs):
+        return negative("" if isinstance(text, str) and text in _NEGATIVES.values() else text, *args, **kwargs)
+
     highlighter._tfcli_lines = True
-    rich_utils.highlighter = highlighter
+    rich_utils.highlighter, rich_utils.negative_highlighter = highlighter, negative_highlighter
 
 
 class Command(Tidy, TyperCommand):

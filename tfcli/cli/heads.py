@@ -10,7 +10,8 @@ from . import options
 
 
 def heads(
-    text: Annotated[str, typer.Argument(help="The text to look at ('-' reads stdin).", show_default=False)],
+    text: Annotated[Optional[str], typer.Argument(help="The text to look at ('-' reads stdin).", show_default=False)] = None,
+    file: options.TextFile = None,
     model: options.Model = None,
     position: Annotated[int, typer.Option("--position", "-p", help="The prediction to explain (0 = after the first token, -1 = after the last).")] = -1,
     token: Annotated[Optional[str], typer.Option("--token", help="The target token (default: the top prediction there).", show_default=False)] = None,
@@ -31,6 +32,8 @@ def heads(
       tfcli heads -m smollm2 "The Eiffel Tower is in the city of"
 
       tfcli heads -m smollm2 "The Eiffel Tower is in the city of" --token " Rome" --json
+
+      tfcli heads --file notes.txt -p 40
     """
     from tfcli.analysis.experiments.heads import attribute, detect
     from tfcli.engine.errors import UsageError
@@ -38,15 +41,16 @@ def heads(
 
     from . import json as js
     from .experiment import one_token, tokens_json
-    from .inputs import load, pick_position, text_ids
+    from .inputs import load, pick_position, text_ids, text_or_file
     from .views import experiments as view
 
     zh = options.chinese(lang)
     if not 2 <= repeat <= 512:
         raise UsageError(f"--repeat must be from 2 to 512, not {repeat}")
     options.check_seed(seed)
+    text = text_or_file(text, file, "heads")
     lm = load(model)
-    ids = text_ids(lm, text)
+    ids = text_ids(lm, text, read=True)
     p = pick_position(position, len(ids))
     prefix = len(lm.tokenizer.prompt(""))
     if prefix + 2 * repeat > lm.config.n_ctx:

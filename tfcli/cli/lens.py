@@ -20,7 +20,8 @@ Svg = options.svg_option("the grid")
 
 
 def lens(
-    texts: Annotated[list[str], typer.Argument(help="The text to look through ('-' reads stdin); with --compare, two or more texts.", show_default=False)],
+    texts: Annotated[Optional[list[str]], typer.Argument(help="The text to look through ('-' reads stdin); with --compare, two or more texts.", show_default=False)] = None,
+    file: options.TextFile = None,
     model: options.Model = None,
     position: Annotated[Optional[int], typer.Option("--position", "-p", help="Show the top tokens of every residual index for this position (0 = the first token, -1 = the last).", show_default=False)] = None,
     top: Top = 5,
@@ -49,13 +50,20 @@ def lens(
       tfcli lens --compare "The Tower" "The Eiffel Tower" "The Miniature Eiffel Tower" -m smollm2
 
       tfcli lens -m tang "今天天气很好" --lang zh
+
+      tfcli lens --file notes.txt --positions -50:
     """
     from tfcli.engine.errors import UsageError
 
 
+    from .inputs import text_or_file
+
     zh = options.chinese(lang)
     options.check_top(top)
+    texts = texts or []
     if compare:
+        if file is not None:
+            raise UsageError("--compare takes its texts on the command line, not --file")
         if len(texts) < 2:
             raise UsageError("--compare needs two or more texts", 'e.g. tfcli lens --compare "The Tower" "The Eiffel Tower" "The Miniature Eiffel Tower"')
         if position is not None or png or svg or positions is not None:
@@ -64,11 +72,11 @@ def lens(
             raise UsageError(f"--compare takes at most {MAX_COMPARE} texts, not {len(texts):,}", "each is named by a letter, A to Z; compare fewer")
         _compare(texts, model, top, zh, as_json, ablate)
         return
-    if len(texts) != 1:
+    if len(texts) > 1:
         raise UsageError(f"give one TEXT (got {len(texts)}); to compare texts, add --compare", "quote a text that has spaces")
     if positions is not None and position is not None:
         raise UsageError("--position shows one position and --positions a range: give one of them")
-    _lens(texts[0], model, position, top, first, png, svg, zh, as_json, ablate, positions)
+    _lens(text_or_file(texts[0] if texts else None, file, "lens"), model, position, top, first, png, svg, zh, as_json, ablate, positions)
 
 
 MAX_COMPARE = 26  # texts of --compare: each is named by a letter, A to Z, in its tables
@@ -106,7 +114,7 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None,
     from .views.inside import token_str
 
     lm = load(model)
-    ids = text_ids(lm, text)
+    ids = text_ids(lm, text, read=True)
     t_len = len(ids)
     p = None if position is None else pick_position(position, t_len)
     # The positions to read: the lens costs (L+1) products with the [D, V] unembedding per

@@ -15,8 +15,9 @@ Top = options.top_option("How many neurons per token (or tokens per list with --
 
 
 def neurons(
-    text: Annotated[str, typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)],
     layer: Block,
+    text: Annotated[Optional[str], typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)] = None,
+    file: options.TextFile = None,
     model: options.Model = None,
     neuron: Annotated[Optional[int], typer.Option("--neuron", "-n", help="One neuron: which tokens of the text make it fire, and which tokens its output pushes up and down.", show_default=False)] = None,
     k: Top = 5,
@@ -38,13 +39,16 @@ def neurons(
       tfcli neurons "The Eiffel Tower is in Paris" --block 10 --neuron 123 -m smollm2
 
       tfcli neurons -m tang "今天天气很好" --block 2 --lang zh
+
+      tfcli neurons --file notes.txt --block 0
     """
     from tfcli.engine.errors import UsageError
 
-    from .inputs import load, text_ids
+    from .inputs import load, text_ids, text_or_file
 
     zh = options.chinese(lang)
     options.check_top(k)
+    text = text_or_file(text, file, "neurons")
     lm = load(model)
     cfg = lm.config
     index = layer + cfg.n_layer if layer < 0 else layer
@@ -52,7 +56,7 @@ def neurons(
         raise UsageError(f"--block {layer} is not a block of {lm.name}: it has {cfg.n_layer} blocks, 0 to {cfg.n_layer - 1} (-1 = the last)")
     if neuron is not None and not 0 <= neuron < cfg.d_ff:
         raise UsageError(f"--neuron {neuron} is not a neuron of {lm.name}'s MLP: it has {cfg.d_ff}, 0 to {cfg.d_ff - 1}")
-    ids = text_ids(lm, text)
+    ids = text_ids(lm, text, read=True)
     report = _report(lm, ids, index, neuron, k)
     if as_json:
         from .json import emit

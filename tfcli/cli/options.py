@@ -43,6 +43,7 @@ def json_option(help: str):
 
 
 Json = json_option("Print JSON for scripts instead of tables.")
+TextFile = Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the text from this UTF-8 file instead of TEXT.", show_default=False)]
 
 
 # The options of several commands whose help says what they draw or count: their names and types
@@ -175,8 +176,26 @@ def apply_threads(threads: int | None) -> int:
              if (v := os.environ.get(var, "")).isascii() and v.isdigit() and v.strip("0")), f"{shown_number(n)} threads")  # fmt: skip
         warn(f"{given} is more than the {cores} core{'s' if cores != 1 else ''} this process may use: using {cores} (more threads than cores stall each other)")
         n = cores
+    elif threads and n > 1:
+        _warn_busy(n, cores)
     set_blas_threads(n)
     return n
+
+
+def _warn_busy(n: int, cores: int) -> None:
+    """--threads N on cores other processes are using: one line on what it costs (BLAS threads
+    spin waiting for each other; a decode on two busy cores of two ran at a fraction of one
+    thread's speed)."""
+    from tfcli.engine.threads import busy_cpus
+
+    from .console import warn
+
+    busy = busy_cpus()
+    idle = None if busy is None else max(1, cores - busy)
+    if idle is not None and n > idle:
+        warn(f"--threads {n:,} asks for more threads than the {idle} idle core{'s' if idle != 1 else ''} "
+             f"({cores - idle} of {cores} busy with other processes): threads on busy cores wait for each other "
+             f"and can run many times slower than one; omit --threads to use the idle cores", wrap=True)  # fmt: skip
 
 
 def model_folder(model: str | None):
@@ -221,12 +240,13 @@ LangOption = lang_option("zh: explanations in Chinese as well as English (defaul
 
 
 def chinese(lang: Lang | None) -> bool:
-    """--lang, else the locale the way POSIX picks it: LC_ALL, then LC_MESSAGES, then LANG."""
+    """--lang, else TFCLI_LANG (en or zh), else the locale the way POSIX picks it: LC_ALL, then
+    LC_MESSAGES, then LANG."""
     import os
 
     if lang is not None:
         return lang is Lang.zh
-    for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
+    for var in ("TFCLI_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
         value = os.environ.get(var)
         if value:
             return value.lower().startswith("zh")

@@ -49,5 +49,19 @@ def kernels_ready() -> str | None:
     from tfcli.engine.fast.quantized import prepare
 
     from .console import note
+    from .progress import Waiting
 
-    return prepare(lambda: note("compiling the kernels for this CPU (once; later runs load them)", wrap=True))
+    what = "compiling the kernels for this CPU (once; later runs load them)"
+    waiting = Waiting(what)
+
+    def compiling() -> None:  # called by prepare only when they have to be compiled
+        waiting.start()
+        if not waiting.on_terminal:  # a log says why the wait, once
+            note(what, wrap=True)
+
+    try:
+        return prepare(compiling)
+    finally:
+        if waiting.t0:  # they were compiled (or tried): the spinner goes, the time stays
+            seconds = waiting.stop()
+            note(f"compiling the kernels took {seconds:.1f} s" if seconds < 10 else f"compiling the kernels took {seconds:.0f} s", wrap=True)

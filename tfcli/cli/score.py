@@ -48,18 +48,19 @@ def score(
     """
     import sys
 
-    from tfcli.engine.errors import UsageError
     from tfcli.engine.fast import FAST
     from tfcli.engine.score import check_window, score as run_score
 
-    if (text is None) == (file is None):
-        raise UsageError("give a TEXT or --file FILE (one of the two)", "tfcli score 'some text', or tfcli score --file notes.txt")
-    body = _read_file(file) if file is not None else options.read_text(text, "the text", "give some text to score")
+    from .inputs import text_or_file
+    from .progress import Counted
+
+    body = text_or_file(text, file, "score", "score")
     lm = apply_quantize(load(model, threads), quantize)
     window, stride = check_window(lm.model, window, stride)
     ids = lm.tokenizer.prompt(body)
     options.warn_unknown(lm.tokenizer, body, ids, lm.name)
-    result = run_score(lm.model, ids, window, stride, pass_hooks(lm, ablate), FAST)
+    with Counted("scoring", "tokens", "打分", "个词元", options.chinese(None), log=False) as step:  # a terminal's stderr only
+        result = run_score(lm.model, ids, window, stride, pass_hooks(lm, ablate), FAST, progress=step)
     chars, nbytes = _scored_size(lm.tokenizer, body, ids)
     figures = {
         "nats_per_token": result.nats_per_token,
@@ -92,52 +93,6 @@ def score(
     out.print(f"  {figures['nats_per_token']:.4f} nats/token · perplexity {figures['perplexity']:,.2f}")
     if chars:
         out.print(f"  {figures['nats_per_char']:.4f} nats/char ({chars:,}) · {figures['nats_per_byte']:.4f} nats/byte ({nbytes:,}) · {figures['bits_per_byte']:.4f} bits/byte")
-
-
-def _read_file(path: Path) -> str:
-    from tfcli.engine.errors import PromptError, TfcliError
-    from tfcli.engine.tokenizer import check_utf8
-
-    data = _read_bounded(path)
-    try:
-        body = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise PromptError(f"{path} is not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start:,})", "convert the text to UTF-8") from None
-    if not body:
-        raise PromptError(f"{path} is empty", "give a file with some text to score")
-    check_utf8(body, str(path))
-    return body
-
-
-def _read_bounded(path: Path) -> bytes:
-    """The bytes of --file, at most options.PROMPT_BYTES: a regular file, or a pipe (`--file <(...)`);
-    /dev/zero, a folder or a file of gigabytes are refused with one line, never read whole."""
-    import os
-    import stat
-
-    from tfcli.engine.errors import PromptError, TfcliError
-    from tfcli.engine.files import kind_of
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise TfcliError(f"{path} does not exist", "check the path") from None
-    except OSError as e:
-        raise TfcliError(f"{path} cannot be read ({e.strerror})", "check the path and its permissions") from None
-    mode = os.fstat(fd).st_mode
-    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-        os.close(fd)
-        raise TfcliError(f"{path} is {kind_of(mode)}, not a text file", "give a file with some text to score")
-    os.set_blocking(fd, True)
-    with os.fdopen(fd, "rb") as f:
-        limit = options.PROMPT_BYTES
-        try:
-            data = f.read(limit + 1)
-        except OSError as e:
-            raise TfcliError(f"{path} cannot be read ({e.strerror})", "check the file") from None
-    if len(data) > limit:
-        raise PromptError(f"{path} holds more than {limit:,} bytes", "score a part of it, e.g. with head -c or split")
-    return data
 
 
 def _scored_size(tokenizer, text: str, ids: list[int]) -> tuple[int, int]:
@@ -181,7 +136,7 @@ def _show_text(tokenizer, ids: list[int], logprobs) -> None:
         out.print(f"[p%] after a token: the probability the model gave it, when under {MARKED:.0%}; unmarked tokens had {MARKED:.0%} or more (the first is not scored)", markup=False)
         out.print()
         return
-    legend = Text("probability of each token: ")
+    legend = Text("token probability: ")  # the whole legend fits 80 columns
     for _, colour, label in SCALE:
         legend.append(f" {label} ", style=f"black on {colour}")
         legend.append(" ")

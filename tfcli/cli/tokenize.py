@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from . import options
-from .options import read_text
 from .console import out
 
 
@@ -15,7 +14,8 @@ TABLE_ROWS = 2_000  # a table of 75,000 rows took minutes to lay out; nobody rea
 
 
 def tokenize(
-    text: Annotated[str, typer.Argument(help="The text to tokenize.")],
+    text: Annotated[Optional[str], typer.Argument(help="The text to tokenize ('-' reads stdin).", show_default=False)] = None,
+    file: options.TextFile = None,
     model: options.Model = None,
     as_json: options.Json = False,
 ) -> None:
@@ -27,13 +27,17 @@ def tokenize(
       tfcli tokenize "Hello, world"
 
       tfcli tokenize -m tang "今天天气很好"
+
+      tfcli tokenize --file notes.txt --json
     """
     from tfcli.engine.errors import PromptError
     from tfcli.engine.tokenizer import Tokenizer
 
     from .json import token
 
-    text = read_text(text, "the text", "give some text to tokenize")
+    from .inputs import text_or_file
+
+    text = text_or_file(text, file, "tokenize", "tokenize")
     tok = Tokenizer(options.model_folder(model) / "tokenizer.json")
     ids = tok.prompt(text)  # as generate feeds it to the model (a BOS where the tokenizer adds one)
     options.warn_unknown(tok, text, ids, model or "shakespeare")

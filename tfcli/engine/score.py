@@ -15,6 +15,7 @@ sees one token). The first token of the text has nothing before it and is not sc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,10 +75,13 @@ def check_window(model: Transformer, window: int | None, stride: int | None) -> 
     return window, stride
 
 
-def score(model: Transformer, ids: list[int], window: int | None = None, stride: int | None = None, hooks: Hooks | None = None,
-          run: Plain = PLAIN) -> Score:
+def score(
+    model: Transformer, ids: list[int], window: int | None = None, stride: int | None = None, hooks: Hooks | None = None,
+    run: Plain = PLAIN, progress: Callable[[int, int], None] | None = None,
+) -> Score:
     """Log-probabilities of tokens ids[1:] under the model, windowed as the module docstring says
-    (`hooks`: at the sites of every pass, e.g. an ablation; `run`: the passes' executor)."""
+    (`hooks`: at the sites of every pass, e.g. an ablation; `run`: the passes' executor;
+    `progress(done, total)`: called with the tokens scored so far after each pass, for the caller to show)."""
     if len(ids) < 2:
         raise PromptError(f"the text is {len(ids)} token{'s' if len(ids) != 1 else ''}; scoring needs at least 2", "the first token has nothing before it to predict it")
     window, stride = check_window(model, window, stride)
@@ -86,13 +90,21 @@ def score(model: Transformer, ids: list[int], window: int | None = None, stride:
     plan = plan_windows(len(tokens), window, stride)
     together = 1 if hooks is not None else max(1, min(MAX_WINDOWS, BATCH_ROWS // window, BATCH_LOGITS // (window * model.config.vocab_size)))
     full = [w for w in plan if w[1] - w[0] == window] if together > 1 else []  # whole windows: several go through one pass
+    total, done = len(tokens) - 1, 0
     for i in range(0, len(full), together):
-        _score_together(model, tokens, full[i : i + together], logprobs, run)
+        group = full[i : i + together]
+        _score_together(model, tokens, group, logprobs, run)
+        done += sum(end + 1 - first for _, end, first in group)
+        if progress is not None:
+            progress(done, total)
     cache = model.new_cache(window)
     for b, end, first in plan:
         if full and end - b == window:
             continue  # scored together above
         _score_window(model, tokens, b, end, first, cache, hooks, logprobs, run)
+        done += end + 1 - first
+        if progress is not None:
+            progress(done, total)
     return Score(list(ids), logprobs, window, stride)
 
 

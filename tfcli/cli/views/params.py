@@ -263,10 +263,17 @@ def _render_difference(report: dict, say: _Say) -> None:
     out.print()
 
 
+def _cost_names() -> tuple[str, dict]:
+    """The cost rows' name column: from 80 columns each name on one line (they are short enough);
+    narrower, they wrap, so that a formula that has no space to wrap at is not cut instead."""
+    return ("", {"no_wrap": True}) if out.width >= 80 else _NAME
+
+
 def _render_costs(report: dict, say: _Say) -> None:
     s, c, m = report["shape"], report["compute"], report["memory"]
     T = s["context"]
-    table = _table(say.both("What a token costs", "一个词元的开销"), _NAME, ("formula", {"style": "dim", "ratio": 1}), ("", {"justify": "right", "no_wrap": True, "style": "cyan"}), say=say)
+    table = _table(say.both("What a token costs", "一个词元的开销"), _cost_names(),
+    ("formula", {"style": "dim", "ratio": 1}), ("", {"justify": "right", "no_wrap": True, "style": "cyan"}), say=say)
 
     def row(en: str, zh: str, formula: tuple[str, str] | str, value: str, unit: tuple[str, str] | None = None) -> None:
         """A row: its name, its formula (English and Chinese when it has words), its value (and the
@@ -275,7 +282,7 @@ def _render_costs(report: dict, say: _Say) -> None:
         text = f"{value} {unit[0]}" if unit else value
         table.add_row(escape(say.both(en, zh)), escape(say.both(f_en, f_zh) if f_zh != f_en else f_en), say.both(text, unit[1]) if unit else text)
 
-    row("N: weights a token is multiplied by", "N：词元要乘过的权重", ("block matrices + unembedding", "块内矩阵 + 反嵌入"), num.count(c["matmul_params"]))
+    row("N: weights per token", "N：词元要乘过的权重", ("block matrices + unembedding", "块内矩阵 + 反嵌入"), num.count(c["matmul_params"]))
     row("attention FLOPs per token", "每词元注意力 FLOPs", f"{c['formula']['attention']}\n= {c['numbers']['attention']}", num.si(c["attention"], "FLOP"))
     row("forward FLOPs per token", "每词元前向 FLOPs", ("2·N + attention", "2·N + 注意力"), num.si(c["forward"], "FLOP"))
     row("training FLOPs per token", "每词元训练 FLOPs", ("3 × forward ≈ 6·N", "3 × 前向 ≈ 6·N"), num.si(c["training"], "FLOP"))
@@ -287,13 +294,13 @@ def _render_costs(report: dict, say: _Say) -> None:
     kv = m["kv_cache"]
     for dtype in ("fp32", "fp16"):
         row(f"KV cache per token, {dtype}", f"每词元 KV 缓存（{dtype}）", f"{kv['rows'][dtype]['formula']}\n= {kv['rows'][dtype]['numbers']}", num.size(kv["per_token"][dtype]))
-        row(f"  … for the full context of {num.count(T)}", f"  … 完整上下文 {num.count(T)}", "× T", num.size(kv["full_context"][dtype]))
+        row(f"  … for {num.count(T)} tokens", f"  … 完整上下文 {num.count(T)}", "× T", num.size(kv["full_context"][dtype]))
     table.add_section()
     a = m["attention_pattern"]
     scores = ("scores", "个分数")
-    row("one attention pattern (a head, a block)", "一个注意力模式（一个头，一个块）", f"T² = {num.count(T)}²", num.count(a["per_head"]), scores)
-    row("  … all heads of one block, fp32", "  … 一个块的全部头（fp32）", ("H × T² × 4 bytes", "H × T² × 4 字节"), num.size(a["bytes_per_layer_fp32"]))
-    row("  … all heads of all blocks", "  … 全部块的全部头", "L × H × T²", num.count(a["all_layers"]), scores)
+    row("one head's pattern", "一个头的注意力模式", f"T² = {num.count(T)}²", num.count(a["per_head"]), scores)
+    row("  … a block's heads, fp32", "  … 一个块的全部头（fp32）", ("H × T² × 4 bytes", "H × T² × 4 字节"), num.size(a["bytes_per_layer_fp32"]))
+    row("  … all blocks' heads", "  … 全部块的全部头", "L × H × T²", num.count(a["all_layers"]), scores)
     out.print(table)
     _say(
         say.both(
