@@ -31,6 +31,7 @@ from tfcli.engine.errors import TfcliError
 from tfcli.engine.fast.executor import Fast, RowByRow
 from tfcli.engine.fast.quantized import FEW_ROWS
 from tfcli.engine.generate import Generation, Session, prefill_together
+from tfcli.engine.grammar import Grammar
 from tfcli.engine.kvcache import KVCache
 from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import Sampler, SamplingParams
@@ -103,6 +104,7 @@ class Job:
     eos_ids: tuple[int, ...] = ()
     logprobs: int | None = None  # top N with each token's log-probability; None: none
     echo_logprobs: bool = False  # the prompt's log-probabilities too
+    grammar: Grammar | None = None  # every row follows it (engine/grammar.py), each from its own start
     cancelled: bool = False  # set by the handler when its client goes away
     open_rows: int = 0
 
@@ -356,7 +358,8 @@ class Batcher:
         for j in range(job.n):
             i = p * job.n + j
             cache = session.cache if j == 0 else session.cache.copy()
-            gen = Generation(session, self.lm.tokenizer, ids, Sampler(job.params[i]), job.max_tokens, stop=job.stop, eos_ids=job.eos_ids)
+            constraint = None if job.grammar is None else job.grammar.start()
+            gen = Generation(session, self.lm.tokenizer, ids, Sampler(job.params[i]), job.max_tokens, stop=job.stop, eos_ids=job.eos_ids, constraint=constraint)
             gen.begin()
             new.append((Row(gen=gen, logits=logits, job=job, choice=i), cache))
         return new
