@@ -18,6 +18,7 @@ from tfcli.engine.grammar import Grammar, GrammarError
 from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import SamplingParams
 
+from .tools import Tools, messages_for_template, tools_of
 from .errors import QUOTE_CHARS, ApiError, bad, quoted  # noqa: F401 - ApiError is this module's to its users
 
 MAX_CHOICES = 16  # n x prompts of one request: a bound, so that one request cannot take every row for long
@@ -56,7 +57,8 @@ class Asked:
     include_usage: bool
     echo: bool = False
     logprobs: int | None = None
-    grammar: Grammar | None = None  # the grammar every answer follows (response_format, grammar)
+    grammar: Grammar | None = None  # the grammar every answer follows (response_format, grammar, a required tool call)
+    tools: Tools | None = None  # tools the answer may call: read back from its text (serve/tools.py)
 
 
 def check_model(body: dict, served: str) -> None:
@@ -93,13 +95,10 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad("'messages' must be a non-empty list of {role, content} objects", "messages")
-    plain = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise bad(f"messages[{i}] must be an object with a 'role' string", f"messages[{i}]")
-        plain.append({"role": m["role"], "content": _content(m.get("content"), i)})
+    tools = tools_of(body, lm.chat.source)
+    plain, variables = messages_for_template([_message(m, i) for i, m in enumerate(messages)], tools)
     try:
-        text = lm.chat.render(plain, add_generation_prompt=True)
+        text = lm.chat.render(plain, add_generation_prompt=True, **variables)
     except TfcliError as e:
         raise bad(f"the chat template could not lay out these messages: {shown(str(e), QUOTE_CHARS)}", "messages") from None
     ids = encode(text, lm, "messages", special=False)
@@ -115,7 +114,32 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
     asked = _knobs(body, lm, [ids], max_tokens, lm.chat_eos_ids())
     asked.prompt_texts, asked.logprobs = [text], top
     asked.grammar = constrained(body, lm, asked.eos_ids)
+    asked.tools = tools
+    if tools is not None and tools.forced:
+        if asked.grammar is not None:
+            raise bad(f"tool_choice {quoted(body.get('tool_choice'))} makes the answer a tool call: it cannot also follow 'response_format' or 'grammar'", "tool_choice")
+        asked.grammar = _compiled("lark", tools.grammar(), lm, asked.eos_ids, "tools")
     return asked
+
+
+def _message(m, i: int) -> dict:
+    """One message, checked: role and content; an assistant's tool_calls, a tool's tool_call_id."""
+    if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+        raise bad(f"messages[{i}] must be an object with a 'role' string", f"messages[{i}]")
+    calls = m.get("tool_calls")
+    if calls is not None and m["role"] == "assistant":
+        if not isinstance(calls, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("function"), dict) and isinstance(c["function"].get("name"), str) for c in calls
+        ):
+            raise bad(f"messages[{i}].tool_calls must be a list of {{id, type: function, function: {{name, arguments}}}}", f"messages[{i}].tool_calls")
+        content = "" if m.get("content") is None else _content(m.get("content"), i)
+        return {"role": "assistant", "content": content, "tool_calls": calls}
+    out = {"role": m["role"], "content": _content(m.get("content"), i)}
+    if m["role"] == "tool":
+        for key in ("tool_call_id", "name"):
+            if isinstance(m.get(key), str):
+                out[key] = m[key]
+    return out
 
 
 def constrained(body: dict, lm: LoadedModel, eos_ids: tuple[int, ...]) -> Grammar | None:
