@@ -104,6 +104,9 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
                 pass
 
         job = Job(asked.prompts, asked.params, asked.n, asked.max_tokens, emit, stop=asked.stop, eos_ids=asked.eos_ids, logprobs=asked.logprobs, echo_logprobs=echo_logprobs, grammar=asked.grammar)
+        shape.job = job
+        if batcher.prompts and not echo_logprobs:
+            job.cached_tokens = 0
         try:
             batcher.submit(job, arrival)  # no longer arriving (Batcher.arriving)
         except Busy as e:

@@ -68,10 +68,15 @@ class Shape:
     def echoed(self, ev: Echoed) -> list[dict]:
         return []
 
+    job = None  # the engine's Job, once submitted: how many prompt tokens the prompt cache gave
+
     def usage(self) -> dict:
         prompt = sum(len(p) for p in self.asked.prompts)
         done = sum(c.completion_tokens for c in self.choices)
-        return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+        usage = {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+        if self.job is not None and self.job.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.job.cached_tokens}
+        return usage
 
     def envelope(self, choices: list[dict], usage: bool) -> dict:
         body = {"id": self.id, "object": self.object, "created": self.created, "model": self.model, "choices": choices}
