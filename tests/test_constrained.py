@@ -441,3 +441,45 @@ def test_the_grammar_library_is_imported_by_a_constrained_run_alone():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
+
+
+# --- llama.cpp's own GBNF grammars ----------------------------------------------------------------
+
+from llama_cpp_vectors import llama_cpp_grammars  # noqa: E402, F401 - a fixture
+
+
+def accepted(lm, grammar, text: str, whole: bool) -> bool:
+    """Whether a fresh start of the grammar takes text's tokens (and, `whole`, ends there)."""
+    c = grammar.start()
+    for t in lm.tokenizer.encode(text):
+        if not c.allowed()[t]:
+            return False
+        c.advance(t)
+    return c.accepting or not whole
+
+
+def test_llama_cpps_grammars_constrain_generate(tiny, llama_cpp_grammars):
+    """Every grammar of llama.cpp's grammars/ folder compiles (or is refused in one line saying
+    why); each answer drawn under it is a text the grammar takes: whole when the grammar ended it,
+    a start of one when max_tokens cut it; the JSON grammars' whole answers parse as JSON."""
+    from tfcli.engine.grammar import GrammarError
+
+    files = sorted(llama_cpp_grammars.glob("*.gbnf"))
+    assert len(files) >= 8
+    ran, ended = [], 0
+    for f in files:
+        try:
+            grammar = compiled(tiny, "gbnf", f.read_text(encoding="utf-8"))
+        except GrammarError as e:
+            assert "\n" not in str(e)
+            continue
+        ran.append(f.name)
+        for seed in range(2):
+            text, stats = generate(tiny, "Go:", grammar, seed, n=60, temperature=0.8)
+            whole = stats.stop_reason in ("grammar", "eos")
+            assert accepted(tiny, grammar, text, whole), (f.name, text)
+            if whole and f.name.startswith("json"):
+                json.loads(text)
+            ended += whole
+    assert {"json.gbnf", "arithmetic.gbnf", "list.gbnf"} <= set(ran), ran
+    assert ended > 0
