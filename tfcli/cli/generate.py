@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import options
+from . import constrain, options
 from .quantize import Quantize
 from .quantize import apply as apply_quantize
 from .command import interrupted
@@ -83,7 +83,10 @@ def generate(
     samples: Annotated[int, typer.Option("--samples", help="Continuations of the prompt to draw, decoded together in one batch (per value of a --temperature/--top-k/--top-p list).")] = 1,
     lookup: Annotated[bool, typer.Option("--lookup", help="Lookup decoding: guess the next tokens from the prompt and the text so far and check the guesses in one pass. Same output, faster when the text repeats its context.")] = False,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop when this text appears (repeatable); it is not printed.", show_default=False)] = None,
-    show_probs: Annotated[int, typer.Option("--show-probs", help="For each new token, show the top N candidates before and after temperature/top-k/top-p.", show_default=False)] = 0,
+    show_probs: Annotated[int, typer.Option("--show-probs", help="For each new token, show the top N candidates before and after temperature/top-k/top-p (and, under a grammar, ✗ on those it ruled out and the probability they held).", show_default=False)] = 0,
+    json_schema: constrain.JsonSchema = None,
+    grammar: constrain.Grammar = None,
+    regex: constrain.Regex = None,
     chat: Annotated[bool, typer.Option("--chat", help="Treat PROMPT as a user message and lay it out with the model's chat template.")] = False,
     system: Annotated[Optional[str], typer.Option("--system", help="With --chat: a system message before the user's.", show_default=False)] = None,
     template: TemplateFile = None,
@@ -119,13 +122,15 @@ def generate(
       tfcli generate "ROMEO:" -t 0.2,0.8,1.5 -n 60 --seed 1
 
       tfcli generate "ROMEO:" --samples 4 -n 100
+
+      tfcli generate -m smollm2 --chat "A user as JSON" --json-schema user.json --show-probs 5
     """
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.lookup import Drafter
 
     prompt = _given_prompt(prompt, prompt_option)
     lists = {flag: parse_list(value, flag, kind) for flag, value, kind in (("--temperature", temperature, float), ("--top-k", top_k, int), ("--top-p", top_p, float))}
-    n_samples = _check_flags(show_probs, max_tokens, samples, lists, lookup, slide, as_json)
+    n_samples = _check_flags(show_probs, max_tokens, samples, lists, lookup, slide, as_json, (json_schema, grammar, regex))
     if prompt is None and _piped_stdin():
         prompt = "-"  # `echo hi | tfcli generate`: the text piped in is the prompt, as with '-'
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
@@ -136,6 +141,7 @@ def generate(
     warned(lm)
 
     ids, eos_ids, text = _prompt_ids(lm, text, chat, system, truncate, max_tokens)
+    rules = constrain.compiled(lm, json_schema, grammar, regex, eos_ids)  # a grammar to follow, or None
     # The last new token is never fed back: a prompt of P tokens leaves n_ctx - P + 1 to generate.
     want = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS if slide else min(DEFAULT_MAX_TOKENS, lm.config.n_ctx - len(ids) + 1)
     capacity = min(len(ids) + want - 1, lm.config.n_ctx)
@@ -149,7 +155,7 @@ def generate(
     context_bound = max_tokens is None and not slide and want < DEFAULT_MAX_TOKENS
     session = Session(lm.model, capacity=capacity, workers=n_threads, hooks=pass_hooks(lm, ablate, steer, feature, scale, any_model))
     if n_samples > 1:
-        _generate_samples(lm, session, ids, samplers, seed, want, tuple(stop or ()), eos_ids, show_probs, load_seconds, n_threads, quiet, context_bound, _echoed(text, chat, prompt))
+        _generate_samples(lm, session, ids, samplers, seed, want, tuple(stop or ()), eos_ids, show_probs, load_seconds, n_threads, quiet, context_bound, _echoed(text, chat, prompt), rules)
         return
     sampler = samplers[0]
     gen = Generation(
@@ -163,6 +169,7 @@ def generate(
         show_top=max(show_probs, 1) if as_json else show_probs,  # --json reports each token's log-probability
         slide=slide,
         lookup=Drafter() if lookup else None,
+        constraint=None if rules is None else rules.start(),
     )
     if as_json:
         _generate_json(lm, gen, text, show_probs, sampler, load_seconds, n_threads, quiet, lookup, context_bound)
@@ -188,11 +195,12 @@ def _given_prompt(prompt: str | None, prompt_option: str | None) -> str | None:
     return prompt_option
 
 
-def _check_flags(show_probs: int, max_tokens: int | None, samples: int, lists: dict, lookup: bool, slide: bool, as_json: bool) -> int:
+def _check_flags(show_probs: int, max_tokens: int | None, samples: int, lists: dict, lookup: bool, slide: bool, as_json: bool, grammars: tuple = (None, None, None)) -> int:
     """The flags that need no model, checked before one is loaded: -> how many samples in all."""
     from tfcli.engine.errors import UsageError
     from tfcli.engine.generate import check_max_new_tokens
 
+    constrain.check_one(*grammars)
     if show_probs < 0:
         raise UsageError(f"--show-probs must be 0 or more, not {show_probs}")
     if max_tokens is not None:
@@ -411,13 +419,15 @@ def make_samplers(generation: dict, lists: dict[str, list | None], samples: int,
     return out, seed
 
 
-def _generate_samples(lm, session, ids, samplers, seed, want, stop, eos_ids, show_probs, load_seconds, n_threads, quiet, context_bound: bool = False, echo: str = "") -> None:
+def _generate_samples(lm, session, ids, samplers, seed, want, stop, eos_ids, show_probs, load_seconds, n_threads, quiet, context_bound: bool = False, echo: str = "", rules=None) -> None:
     """--samples N or a list: every sample in one batch; the texts (each after `echo`, the prompt)
     printed when they are done, one after another with a header each, or side by side when stdout
     is a terminal wide enough."""
     from tfcli.engine.batch import Samples
 
     batch = Samples(session, lm.tokenizer, ids, samplers, want, stop=stop, eos_ids=eos_ids, show_top=show_probs)
+    for run in batch.runs if rules is not None else ():
+        run.constraint = rules.start()  # each sample its own place in the grammar
     texts = [[echo] for _ in samplers]
     labels = view.labels(samplers, seed)
     try:

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import ops
 from .errors import PromptError, TokenizerError, UsageError
+from .grammar import Constraint
 from .lookup import Drafter
 from .model import Transformer
 from .sampling import Choice, Sampler
@@ -88,7 +89,7 @@ class Stats:
     new_tokens: int = 0
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0  # time of the decode steps (the tokens after the first)
-    stop_reason: str = ""  # "eos", "stop string", "max tokens", or "" while running
+    stop_reason: str = ""  # "eos", "stop string", "max tokens", "grammar" (whole, nothing may follow), or "" while running
     slides: int = 0  # times the context was full and generation went on from its recent half
     drafted: int = 0  # with lookup: tokens guessed from the context and checked by the model
     accepted: int = 0  # of those, the ones the sampler drew as well (each saved a decode step)
@@ -145,6 +146,7 @@ class Generation:
     show_top: int = 0  # report the top N candidates of every step
     slide: bool = False  # past the context, keep going on the most recent half (nanoGPT's crop)
     lookup: Drafter | None = None  # guess the next tokens from the context and check them in one pass
+    constraint: Constraint | None = None  # a grammar's place (engine/grammar.py): only the tokens it allows are drawn
     stats: Stats = field(default_factory=Stats)
 
     def __post_init__(self) -> None:
@@ -186,14 +188,17 @@ class Generation:
         """Draw the next token from logits [V] and say what it adds; stats.stop_reason is set when
         it ends the generation (EOS, a stop string, the token budget). `top`: the top-k ids of the
         logits, found already (Sampler.candidates)."""
-        sampler, stats = self.sampler, self.stats
+        sampler, stats, constraint = self.sampler, self.stats, self.constraint
+        allowed = None if constraint is None else constraint.allowed()  # [V] bool
         if self.show_top:
-            choice = with_chosen(sampler.choose(logits, self.history, self.show_top), logits, sampler, self.history)
+            choice = with_chosen(sampler.choose(logits, self.history, self.show_top, allowed), logits, sampler, self.history, allowed)
             token = choice.token
         else:
-            choice, token = None, sampler.sample(logits, self.history, top)
+            choice, token = None, sampler.sample(logits, self.history, top if allowed is None else None, allowed)
         self.history.append(token)
         stats.new_tokens += 1
+        if constraint is not None:
+            constraint.advance(token)
         if token in self.eos_ids:
             stats.stop_reason = "eos"
             return Step(token, self.flush(), choice)
@@ -203,6 +208,9 @@ class Generation:
             return Step(token, release, choice)
         if stats.new_tokens >= self.max_new_tokens:
             stats.stop_reason = "max tokens"
+            return Step(token, release + self.flush(), choice)
+        if constraint is not None and constraint.finished:  # the grammar is whole and allows nothing more
+            stats.stop_reason = "grammar"
             return Step(token, release + self.flush(), choice)
         return Step(token, release, choice)
 
@@ -260,19 +268,20 @@ class Generation:
         return text
 
 
-def with_chosen(choice: Choice, logits: np.ndarray, sampler: Sampler, history: list[int]) -> Choice:
+def with_chosen(choice: Choice, logits: np.ndarray, sampler: Sampler, history: list[int], allowed: np.ndarray | None = None) -> Choice:
     """The choice with the chosen token among its candidates: appended after the top N (with its
     probabilities) when a filter-free draw or a repetition penalty picked one outside them."""
     if choice.token in choice.top_ids:
         return choice
     p_model = ops.softmax(logits.astype(np.float32))[choice.token]  # the token's probability at T=1, no filters
-    ids, probs = sampler.candidates(logits, history)  # no random draw: the stream is not disturbed
+    ids, probs = sampler.candidates(logits, history, allowed=allowed)  # no random draw: the stream is not disturbed
     p_final = probs[ids == choice.token].sum()
     return replace(
         choice,
         top_ids=np.append(choice.top_ids, choice.token),  # [N+1]
         p_model=np.append(choice.p_model, np.float32(p_model)),
         p_final=np.append(choice.p_final, np.float32(p_final)),
+        allowed=None if choice.allowed is None else np.append(choice.allowed, True),  # it was drawn: allowed
     )
 
 

@@ -1,7 +1,8 @@
 """Choosing the next token from logits: repetition penalty, temperature, top-k, top-p, min-p.
 
 The order is that of transformers' logits processors (penalty, temperature, top-k, top-p), with
-min-p last as in llama.cpp. The sampler owns its random generator, so one seed gives one output
+min-p last as in llama.cpp. Under a grammar (engine/grammar.py) the tokens it forbids are removed
+after the penalty and before the temperature, so every later step sees the allowed ones alone. The sampler owns its random generator, so one seed gives one output
 whatever else the program does with randomness.
 """
 
@@ -79,6 +80,8 @@ class Choice:
     p_model: np.ndarray  # [N] their probabilities: softmax(logits), temperature 1, no filters
     p_final: np.ndarray  # [N] their probabilities in the distribution actually sampled from
     kept: int  # how many tokens survived top-k / top-p / min-p
+    allowed: np.ndarray | None = None  # [N] under a grammar: whether it allowed each of the top tokens
+    ruled_out: float = 0.0  # under a grammar: the model's probability (T = 1, no filters) of every token it forbade
 
 
 class Sampler:
@@ -87,18 +90,31 @@ class Sampler:
         self.params = params
         self.rng = np.random.default_rng(params.seed)
 
-    def candidates(self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """logits [V] -> the distribution sampled from, as (token ids [K], probabilities [K]).
 
         Only the tokens that survive the filters are carried: with top-k on, the softmax and the
         top-p sort see k values, not the whole vocabulary (the result is the same, since tokens
         filtered out would get probability 0; temperature does not change the ranking). `top`:
         top_k_ids(logits, top_k), found already with the logits checked finite (a batch's rows,
-        engine/batch.py: takes_top says when it may be given).
+        engine/batch.py: takes_top says when it may be given). `allowed` [V] bool: a grammar's mask
+        (engine/grammar.py): the tokens it forbids are gone before the temperature and the
+        filters, so the softmax is taken over the allowed ones alone (top is then not used).
         """
-        p = self.params
-        if top is None:
+        if top is None or allowed is not None:
             check_finite(logits)
+        logits = self._penalized(logits, history)  # [V]
+        if allowed is None:
+            return self._filtered(logits, top)
+        pool = np.flatnonzero(allowed)  # [A] the tokens the grammar allows
+        if len(pool) == 0:
+            raise UsageError("the grammar allows no token here")
+        ids, probs = self._filtered(logits[pool], None)  # ids: positions in pool
+        return pool[ids], probs
+
+    def _penalized(self, logits: np.ndarray, history: list[int]) -> np.ndarray:
+        """logits [V] with the repetition penalty applied to the tokens of the last repeat_last_n (a copy), or as given."""
+        p = self.params
         if p.repetition_penalty != 1.0 and p.repeat_last_n > 0 and history:
             logits = logits.copy()  # [V]
             seen = np.unique(np.asarray(history[-p.repeat_last_n :]))
@@ -112,6 +128,12 @@ class Sampler:
             if np.abs(new[np.isfinite(new)]).max(initial=0.0) >= np.finfo(np.float32).max or not np.isfinite(new).all():
                 logits = logits.astype(np.float64)  # an extreme penalty: values float32 cannot hold
             logits[seen] = new
+        return logits
+
+    def _filtered(self, logits: np.ndarray, top: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Temperature, top-k, top-p and min-p over the logits given [K'] (the vocabulary, or the
+        tokens a grammar allows) -> (positions in `logits` [K], probabilities [K])."""
+        p = self.params
         if p.temperature == 0:
             return np.array([int(np.argmax(logits))]), np.ones(1, dtype=np.float32)
         vocab = logits.shape[0]
@@ -138,8 +160,8 @@ class Sampler:
         dense[ids] = probs
         return dense
 
-    def sample(self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None) -> int:
-        return self._pick(*self.candidates(logits, history, top))
+    def sample(self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None, allowed: np.ndarray | None = None) -> int:
+        return self._pick(*self.candidates(logits, history, top, allowed))
 
     @property
     def takes_top(self) -> int:
@@ -148,9 +170,10 @@ class Sampler:
         p = self.params
         return p.top_k if p.temperature != 0 and p.top_k > 0 and (p.repetition_penalty == 1.0 or p.repeat_last_n <= 0) else 0
 
-    def choose(self, logits: np.ndarray, history: list[int], top_n: int) -> Choice:
-        """Sample like `sample`, and report the top candidates before and after the knobs."""
-        ids, probs = self.candidates(logits, history)
+    def choose(self, logits: np.ndarray, history: list[int], top_n: int, allowed: np.ndarray | None = None) -> Choice:
+        """Sample like `sample`, and report the top candidates before and after the knobs (and,
+        under a grammar's mask `allowed`, which of them it ruled out)."""
+        ids, probs = self.candidates(logits, history, allowed=allowed)
         token = self._pick(ids, probs)
         p_model = ops.softmax(logits.astype(np.float32))  # [V]
         n = min(top_n, len(p_model))
@@ -158,7 +181,10 @@ class Sampler:
         top = top[np.argsort(-p_model[top], kind="stable")]  # [N]
         final = dict(zip(ids.tolist(), probs.tolist()))
         p_final = np.array([final.get(int(i), 0.0) for i in top], dtype=np.float32)  # [N]
-        return Choice(token, top, p_model[top], p_final, len(ids))
+        if allowed is None:
+            return Choice(token, top, p_model[top], p_final, len(ids))
+        ruled_out = float(p_model[~allowed].sum(dtype=np.float64))  # the model's probability on what the grammar forbade
+        return Choice(token, top, p_model[top], p_final, len(ids), allowed[top].copy(), ruled_out)
 
     def _pick(self, ids: np.ndarray, probs: np.ndarray) -> int:
         if len(ids) == 1:

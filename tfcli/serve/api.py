@@ -9,34 +9,24 @@ tfcli's defaults (llama.cpp's: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
 from tfcli.engine.errors import TfcliError, shown
+from tfcli.engine.grammar import Grammar, GrammarError
 from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import SamplingParams
+
+from .tools import Tools, messages_for_template, tools_of
+from .errors import QUOTE_CHARS, ApiError, bad, quoted  # noqa: F401 - ApiError is this module's to its users
 
 MAX_CHOICES = 16  # n x prompts of one request: a bound, so that one request cannot take every row for long
 MAX_TOP = 20  # top log-probabilities per token (OpenAI's chat limit)
 MAX_STOPS = 16
 COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions
-QUOTE_CHARS = 2_000  # a message quotes at most this much of a value (the README's bound on echoed text)
 COUNT_FROM = 65_536  # characters: a longer text is counted a part at a time before it is tokenized whole
 COUNT_PART = 65_536  # characters tokenized at a time while counting (about 10 MB of the library's temporaries)
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None, kind: str = "invalid_request_error", headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
-        self.headers = headers or {}
-
-    def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
-
-
-def bad(message: str, param: str | None = None, code: str | None = None) -> ApiError:
-    return ApiError(400, message, param, code)
 
 
 class Huge:
@@ -67,11 +57,8 @@ class Asked:
     include_usage: bool
     echo: bool = False
     logprobs: int | None = None
-
-
-def quoted(value) -> str:
-    """A value for a message: its repr, cut to QUOTE_CHARS (a 100,000-character value is not echoed whole)."""
-    return shown(value, QUOTE_CHARS)
+    grammar: Grammar | None = None  # the grammar every answer follows (response_format, grammar, a required tool call)
+    tools: Tools | None = None  # tools the answer may call: read back from its text (serve/tools.py)
 
 
 def check_model(body: dict, served: str) -> None:
@@ -97,6 +84,7 @@ def completion(body: dict, lm: LoadedModel, served: str) -> Asked:
     max_tokens = _fit(prompts, given, COMPLETION_DEFAULT_TOKENS, lm, "prompt")
     asked = _knobs(body, lm, prompts, max_tokens, lm.config.eos_token_ids)
     asked.echo, asked.logprobs = echo, logprobs
+    asked.grammar = constrained(body, lm, asked.eos_ids)
     return asked
 
 
@@ -107,13 +95,10 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad("'messages' must be a non-empty list of {role, content} objects", "messages")
-    plain = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise bad(f"messages[{i}] must be an object with a 'role' string", f"messages[{i}]")
-        plain.append({"role": m["role"], "content": _content(m.get("content"), i)})
+    tools = tools_of(body, lm.chat.source)
+    plain, variables = messages_for_template([_message(m, i) for i, m in enumerate(messages)], tools)
     try:
-        text = lm.chat.render(plain, add_generation_prompt=True)
+        text = lm.chat.render(plain, add_generation_prompt=True, **variables)
     except TfcliError as e:
         raise bad(f"the chat template could not lay out these messages: {shown(str(e), QUOTE_CHARS)}", "messages") from None
     ids = encode(text, lm, "messages", special=False)
@@ -128,7 +113,72 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
     max_tokens = _fit([ids], given, None, lm, "messages")
     asked = _knobs(body, lm, [ids], max_tokens, lm.chat_eos_ids())
     asked.prompt_texts, asked.logprobs = [text], top
+    asked.grammar = constrained(body, lm, asked.eos_ids)
+    asked.tools = tools
+    if tools is not None and tools.forced:
+        if asked.grammar is not None:
+            raise bad(f"tool_choice {quoted(body.get('tool_choice'))} makes the answer a tool call: it cannot also follow 'response_format' or 'grammar'", "tool_choice")
+        asked.grammar = _compiled("lark", tools.grammar(), lm, asked.eos_ids, "tools")
     return asked
+
+
+def _message(m, i: int) -> dict:
+    """One message, checked: role and content; an assistant's tool_calls, a tool's tool_call_id."""
+    if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+        raise bad(f"messages[{i}] must be an object with a 'role' string", f"messages[{i}]")
+    calls = m.get("tool_calls")
+    if calls is not None and m["role"] == "assistant":
+        if not isinstance(calls, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("function"), dict) and isinstance(c["function"].get("name"), str) for c in calls
+        ):
+            raise bad(f"messages[{i}].tool_calls must be a list of {{id, type: function, function: {{name, arguments}}}}", f"messages[{i}].tool_calls")
+        content = "" if m.get("content") is None else _content(m.get("content"), i)
+        return {"role": "assistant", "content": content, "tool_calls": calls}
+    out = {"role": m["role"], "content": _content(m.get("content"), i)}
+    if m["role"] == "tool":
+        for key in ("tool_call_id", "name"):
+            if isinstance(m.get(key), str):
+                out[key] = m[key]
+    return out
+
+
+def constrained(body: dict, lm: LoadedModel, eos_ids: tuple[int, ...]) -> Grammar | None:
+    """The grammar a request asks its answers to follow, compiled (engine/grammar.py), or None:
+    `response_format` {"type": "json_object"} or {"type": "json_schema", "json_schema": {"name",
+    "schema", "strict"}} (OpenAI), or `grammar`, a GBNF grammar (llama.cpp's server). What the
+    library cannot apply is a 400 that says what: never an answer that ignored it."""
+    fmt, gbnf = body.get("response_format"), body.get("grammar")
+    if fmt is not None and gbnf is not None:
+        raise bad("give 'response_format' or 'grammar', not both", "grammar")
+    if gbnf is not None:
+        if not isinstance(gbnf, str) or not gbnf.strip():
+            raise bad("'grammar' must be a GBNF grammar (a non-empty string)", "grammar")
+        return _compiled("gbnf", gbnf, lm, eos_ids, "grammar")
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return _compiled("json_object", "", lm, eos_ids, "response_format")
+    if kind != "json_schema":
+        raise bad(f"'response_format' must be {{\"type\": \"text\"}}, {{\"type\": \"json_object\"}} or {{\"type\": \"json_schema\", \"json_schema\": {{...}}}}, not {quoted(fmt)}", "response_format")
+    spec = fmt.get("json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+        raise bad("'response_format.json_schema' must be an object with a 'schema' object (and a 'name')", "response_format.json_schema")
+    if spec.get("strict") is not None and not isinstance(spec["strict"], bool):
+        raise bad(f"'response_format.json_schema.strict' must be true or false, not {quoted(spec['strict'])}", "response_format.json_schema.strict")
+    return _compiled("json_schema", json.dumps(spec["schema"]), lm, eos_ids, "response_format.json_schema")
+
+
+def _compiled(kind: str, text: str, lm: LoadedModel, eos_ids: tuple[int, ...], param: str) -> Grammar:
+    from tfcli.engine.grammar import compile_grammar
+
+    try:
+        # strict whatever the request says: a keyword the library does not implement is refused, not ignored
+        return compile_grammar(kind, text, lm.tokenizer, lm.config.vocab_size, eos_ids, strict=True)
+    except GrammarError as e:
+        raise bad(shown(str(e), QUOTE_CHARS), param, "invalid_grammar") from None
 
 
 MAX_INPUTS = 256  # texts of one /v1/embeddings request (OpenAI takes 2,048; each costs a prompt pass here)

@@ -103,7 +103,10 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
             except RuntimeError:  # the event loop has closed: nobody is listening any more
                 pass
 
-        job = Job(asked.prompts, asked.params, asked.n, asked.max_tokens, emit, stop=asked.stop, eos_ids=asked.eos_ids, logprobs=asked.logprobs, echo_logprobs=echo_logprobs)
+        job = Job(asked.prompts, asked.params, asked.n, asked.max_tokens, emit, stop=asked.stop, eos_ids=asked.eos_ids, logprobs=asked.logprobs, echo_logprobs=echo_logprobs, grammar=asked.grammar)
+        shape.job = job
+        if batcher.prompts and not echo_logprobs:
+            job.cached_tokens = 0
         try:
             batcher.submit(job, arrival)  # no longer arriving (Batcher.arriving)
         except Busy as e:

@@ -31,11 +31,14 @@ from tfcli.engine.errors import TfcliError
 from tfcli.engine.fast.executor import FAST, Fast, RowByRow
 from tfcli.engine.fast.quantized import FEW_ROWS
 from tfcli.engine.generate import Generation, Session, prefill_together
+from tfcli.engine.grammar import Grammar
 from tfcli.engine.kvcache import KVCache
 from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.engine.score import log_softmax
 from tfcli.engine.slots import Slots
+
+from .promptcache import PromptCache
 
 log = logging.getLogger("tfcli.serve")
 
@@ -103,8 +106,10 @@ class Job:
     eos_ids: tuple[int, ...] = ()
     logprobs: int | None = None  # top N with each token's log-probability; None: none
     echo_logprobs: bool = False  # the prompt's log-probabilities too
+    grammar: Grammar | None = None  # every row follows it (engine/grammar.py), each from its own start
     cancelled: bool = False  # set by the handler when its client goes away
     open_rows: int = 0
+    cached_tokens: int | None = None  # prompt tokens the prompt cache gave (None: no prompt cache)
 
     @property
     def rows(self) -> int:
@@ -117,6 +122,7 @@ class Row(batch.Row):
 
     job: Job
     choice: int
+    cache: KVCache | None = None  # its own keys and values (kept in the prompt cache when it ends)
 
 
 @dataclass
@@ -133,8 +139,9 @@ class Call:
 
 
 class Batcher:
-    def __init__(self, lm: LoadedModel, workers: int = 1, max_rows: int = 8, queue: int = 16, invariant: bool = True):
+    def __init__(self, lm: LoadedModel, workers: int = 1, max_rows: int = 8, queue: int = 16, invariant: bool = True, prompt_cache: int = 0):
         self.lm, self.model = lm, lm.model
+        self.prompts = PromptCache(prompt_cache)  # bytes; 0: off
         self.max_rows, self.queue = max_rows, queue
         self.run = Fast(workers)  # prompt passes; its helper thread, if any, is shared with the steps
         # invariant: each row's numbers those of the sequence alone, whatever its company (fast.executor.RowByRow)
@@ -215,7 +222,10 @@ class Batcher:
 
     @property
     def load(self) -> dict:
-        return {"running": self._used(), "waiting": len(self.waiting), "max_rows": self.max_rows, "queue": self.queue}
+        load = {"running": self._used(), "waiting": len(self.waiting), "max_rows": self.max_rows, "queue": self.queue}
+        if self.prompts:
+            load["prompt_cache"] = self.prompts.figures()
+        return load
 
     def _used(self) -> int:
         """Rows decoding, and the rows of the jobs whose prompts are still being run."""
@@ -270,7 +280,8 @@ class Batcher:
         together, rows = [], 0
         for job in admit:
             n = sum(len(ids) for ids in job.prompts)
-            if job.max_tokens > 0 and not job.echo_logprobs and rows + n <= FEW_ROWS:
+            cached = self.prompts and any(self.prompts.longest(ids)[0] for ids in job.prompts)  # its own pass, from the prefix kept
+            if job.max_tokens > 0 and not job.echo_logprobs and not cached and rows + n <= FEW_ROWS:
                 together.append(job)
                 rows += n
         if sum(len(job.prompts) for job in together) < 2 or not self.run.rows_apart(self.model, rows):
@@ -334,14 +345,25 @@ class Batcher:
                 logits, echoed = yield from self._prompt_pass(session, ids, job.logprobs or 0)
                 job.emit(Echoed(p, list(ids), echoed))
             elif job.max_tokens > 0:
-                for end in range(PROMPT_CHUNK, len(ids) + PROMPT_CHUNK, PROMPT_CHUNK):
-                    if end > PROMPT_CHUNK:
+                self._reuse(job, session, ids)
+                start = len(session.tokens)  # positions the prompt cache gave, else 0
+                for end in range(start + PROMPT_CHUNK, len(ids) + PROMPT_CHUNK, PROMPT_CHUNK):
+                    if end > start + PROMPT_CHUNK:
                         yield
-                    logits, _ = session.prefill(ids[:end])  # [V]; the cache holds the part before already
-                    self.ran += min(end, len(ids)) - (end - PROMPT_CHUNK)
+                    logits, ran = session.prefill(ids[:end])  # [V]; the cache holds the part before already
+                    self.ran += ran
             if job.max_tokens > 0:
                 new += self._choices(job, p, session, ids, logits)
         self._join(job, new)
+
+    def _reuse(self, job: Job, session: Session, ids: list[int]) -> None:
+        """The session starts from the longest prefix of ids the prompt cache holds, if any."""
+        if not self.prompts:
+            return
+        cache, n = self.prompts.take(ids, session.capacity)
+        if cache is not None:
+            session.cache, session.tokens = cache, list(ids[:n])
+        job.cached_tokens = (job.cached_tokens or 0) + n
 
     def _session(self, job: Job, ids: list[int]) -> Session:
         """A new session for a prompt of the job, on the engine's executor."""
@@ -356,9 +378,10 @@ class Batcher:
         for j in range(job.n):
             i = p * job.n + j
             cache = session.cache if j == 0 else session.cache.copy()
-            gen = Generation(session, self.lm.tokenizer, ids, Sampler(job.params[i]), job.max_tokens, stop=job.stop, eos_ids=job.eos_ids)
+            constraint = None if job.grammar is None else job.grammar.start()
+            gen = Generation(session, self.lm.tokenizer, ids, Sampler(job.params[i]), job.max_tokens, stop=job.stop, eos_ids=job.eos_ids, constraint=constraint)
             gen.begin()
-            new.append((Row(gen=gen, logits=logits, job=job, choice=i), cache))
+            new.append((Row(gen=gen, logits=logits, job=job, choice=i, cache=cache), cache))
         return new
 
     def _join(self, job: Job, new: list[tuple[Row, KVCache]]) -> None:
@@ -404,6 +427,8 @@ class Batcher:
             self.steps += 1
 
     def _close(self, r: Row, reason: str) -> None:
+        if self.prompts and r.cache is not None and r.choice % r.job.n == 0:  # a prompt's first choice: its prompt and answer kept
+            self.prompts.keep(r.gen.history, r.cache)
         r.job.emit(Done(r.choice, reason, r.gen.stats.new_tokens))
         r.job.open_rows -= 1
         if r.job.open_rows == 0:

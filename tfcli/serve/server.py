@@ -41,8 +41,9 @@ class Server(uvicorn.Server):
         self.batcher.stop(timeout=0)
 
 
-def build(lm: LoadedModel, name: str, host: str, port: int, workers: int = 1, max_rows: int = 8, queue: int = 16, api_key: str | None = None, page=None, invariant: bool = True, max_body: int = MAX_BODY_MB << 20) -> Server:
-    batcher = Batcher(lm, workers=workers, max_rows=max_rows, queue=queue, invariant=invariant)
+def build(lm: LoadedModel, name: str, host: str, port: int, workers: int = 1, max_rows: int = 8, queue: int = 16, api_key: str | None = None, page=None, invariant: bool = True, max_body: int = MAX_BODY_MB << 20, prompt_cache: int = 0) -> Server:
+    """prompt_cache: bytes of earlier requests' keys and values kept (serve/promptcache.py); 0: none."""
+    batcher = Batcher(lm, workers=workers, max_rows=max_rows, queue=queue, invariant=invariant, prompt_cache=prompt_cache)
     app = create_app(lm, name, batcher, api_key=api_key, page=page, max_body=max_body)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS, lifespan="off")
     return Server(config, batcher)

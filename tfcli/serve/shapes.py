@@ -68,10 +68,15 @@ class Shape:
     def echoed(self, ev: Echoed) -> list[dict]:
         return []
 
+    job = None  # the engine's Job, once submitted: how many prompt tokens the prompt cache gave
+
     def usage(self) -> dict:
         prompt = sum(len(p) for p in self.asked.prompts)
         done = sum(c.completion_tokens for c in self.choices)
-        return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+        usage = {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+        if self.job is not None and self.job.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.job.cached_tokens}
+        return usage
 
     def envelope(self, choices: list[dict], usage: bool) -> dict:
         body = {"id": self.id, "object": self.object, "created": self.created, "model": self.model, "choices": choices}
@@ -168,7 +173,30 @@ class ChatShape(Shape):
         if self.asked.logprobs is not None and tokens:
             lp = {"content": [self.entry(t, p) for t, p in zip(tokens, logprobs)]}
         delta = {"content": text} if text or tokens else {}
+        if self.asked.tools is not None:  # the text may be a tool call: said at the end (called)
+            delta = {}
         return self.envelope([{"index": c.index, "delta": delta, "logprobs": lp, "finish_reason": finish}], False)
+
+    def add(self, ev) -> list[dict]:
+        if self.asked.tools is None or not isinstance(ev, Done):
+            return super().add(ev)
+        c = self.choices[ev.choice]
+        c.finish_reason, c.completion_tokens = ev.finish_reason, ev.completion_tokens
+        return self.called(c)
+
+    def called(self, c: Choice) -> list[dict]:
+        """A finished choice's text read for tool calls, as stream chunks: its content, then each
+        call (its id and name, then its arguments), then the finish reason ("tool_calls")."""
+        content, calls = self.asked.tools.parse("".join(c.parts))
+        finish = "tool_calls" if calls else c.finish_reason
+        chunks = [self.envelope([{"index": c.index, "delta": {"content": content}, "logprobs": None, "finish_reason": None}], False)] if content else []
+        for k, call in enumerate(calls):
+            head = {"index": k, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+            args = {"index": k, "function": {"arguments": call["function"]["arguments"]}}
+            for part in (head, args):
+                chunks.append(self.envelope([{"index": c.index, "delta": {"tool_calls": [part]}, "logprobs": None, "finish_reason": None}], False))
+        chunks.append(self.envelope([{"index": c.index, "delta": {}, "logprobs": None, "finish_reason": finish}], False))
+        return chunks
 
     def whole(self) -> dict:
         choices = []
@@ -177,7 +205,12 @@ class ChatShape(Shape):
             if self.asked.logprobs is not None:
                 lp = {"content": [self.entry(t, p) for t, p in zip(c.tokens, c.logprobs)]}
             message = {"role": "assistant", "content": "".join(c.parts)}
-            choices.append({"index": c.index, "message": message, "logprobs": lp, "finish_reason": c.finish_reason or "length"})
+            finish = c.finish_reason or "length"
+            if self.asked.tools is not None:
+                content, calls = self.asked.tools.parse(message["content"])
+                if calls:
+                    message, finish = {"role": "assistant", "content": content, "tool_calls": calls}, "tool_calls"
+            choices.append({"index": c.index, "message": message, "logprobs": lp, "finish_reason": finish})
         body = self.envelope(choices, True)
         body["object"] = "chat.completion"
         return body

@@ -134,12 +134,15 @@ def show_choice(tokenizer, step, index: int, sampler, top_n: int) -> None:
     for n, (tid, pm, pf) in enumerate(zip(choice.top_ids, choice.p_model, choice.p_final)):
         if n == top_n:  # the chosen token, from outside the top N
             table.add_row("", "⋮", "", "")
-        mark = "▶" if tid == choice.token else ""
+        mark = "▶" if tid == choice.token else "✗" if choice.allowed is not None and not choice.allowed[n] else ""
         table.add_row(mark, Text(_show_token(tokenizer, int(tid))), _bar(float(pm), "cyan"), _bar(float(pf), "magenta"))
     err.print(
         f"[bold]#{index}[/] chose [bold]{escape(_show_token(tokenizer, choice.token))}[/] "
         f"[dim]({choice.kept:,} candidate{'s' if choice.kept != 1 else ''} left after the filters)[/]"
     )
+    if choice.allowed is not None:
+        out_of_top = int((~choice.allowed[:top_n]).sum())
+        err.print(f"[dim]  grammar: ruled out {choice.ruled_out:.1%} of the model's probability (✗: {out_of_top} of the top {min(top_n, len(choice.allowed))})[/]")
     err.print(table)
 
 
@@ -175,7 +178,8 @@ def show_choices(tokenizer, steps, index: int, samplers, labels: list[str], top_
             for n, (tid, pf) in enumerate(zip(choice.top_ids, choice.p_final)):
                 if n == top_n:
                     inner.add_row("", "⋮", "")
-                inner.add_row("▶" if tid == choice.token else "", Text(_show_token(tokenizer, int(tid))), _bar(float(pf), "magenta", width=8))
+                mark = "▶" if tid == choice.token else "✗" if choice.allowed is not None and not choice.allowed[n] else ""
+                inner.add_row(mark, Text(_show_token(tokenizer, int(tid))), _bar(float(pf), "magenta", width=8))
             cells.append(inner)
         grid.add_row(*cells)
         err.print(grid)

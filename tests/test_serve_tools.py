@@ -1,0 +1,170 @@
+"""Tool calls through the openai client: tools rendered by the model's own chat template (Qwen2.5's,
+from llama.cpp's templates folder), calls read back into message.tool_calls (whole and streamed),
+required calls constrained to the function's schema, `tool` messages in the next turn.
+
+The model is the tiny random Llama with Qwen2.5's template: its calls are well formed only because
+tool_choice "required" or a named function constrains them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import pytest
+from llama_cpp_vectors import llama_cpp_models  # noqa: F401 - a fixture
+
+from conftest import TINY_LLAMA
+
+jsonschema = pytest.importorskip("jsonschema")
+pytest.importorskip("llguidance")
+
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+TIME = {"type": "object", "properties": {"zone": {"type": "string", "pattern": "^[A-Z]{3}$"}}, "required": ["zone"], "additionalProperties": False}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": WEATHER}},
+    {"type": "function", "function": {"name": "get_time", "description": "The time in a zone", "parameters": TIME}},
+]
+SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.fixture(scope="module")
+def qwen_template(llama_cpp_models):
+    return (llama_cpp_models / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def url(qwen_template, tmp_path_factory):
+    from test_serve import serving
+
+    from tfcli.engine.chat import ChatTemplate
+    from tfcli.store import load
+
+    folder = tmp_path_factory.mktemp("tiny-long") / "tiny-llama"  # the tiny Llama with room for Qwen2.5's tool prompt (~1,000 tokens)
+    shutil.copytree(TINY_LLAMA, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 2048}))
+    lm = replace(load(folder), chat=ChatTemplate(qwen_template, eos_token="<|im_end|>"))
+    with serving(lm, "tiny-qwen", max_rows=8, queue=16) as (u, _):
+        yield u
+
+
+@pytest.fixture(scope="module")
+def client(url):
+    from test_serve import openai_client
+
+    return openai_client(url)
+
+
+def valid(call) -> None:
+    assert call.type == "function" and call.id.startswith("call_")
+    jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
+
+
+def test_the_template_renders_tools_calls_and_results(qwen_template):
+    from tfcli.engine.chat import ChatTemplate
+    from tfcli.serve.tools import messages_for_template, tools_of
+
+    tools = tools_of({"tools": TOOLS}, qwen_template)
+    assert tools.style == "hermes" and tools.in_template and tools.choice == "auto"
+    turn = [
+        *ASK,
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees, sunny"},
+    ]
+    messages, variables = messages_for_template(turn, tools)
+    text = ChatTemplate(qwen_template, eos_token="<|im_end|>").render(messages, True, **variables)
+    assert '"name": "get_weather"' in text and "<tools>" in text  # the tools, as Qwen2.5 lists them
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>' in text
+    assert "<tool_response>\n18 degrees, sunny\n</tool_response>" in text
+
+
+def test_calls_are_read_back_in_each_style(qwen_template):
+    from tfcli.serve.tools import tools_of
+
+    hermes = tools_of({"tools": TOOLS}, qwen_template)
+    content, calls = hermes.parse('Let me look.\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>')
+    assert content == "Let me look." and calls[0]["function"] == {"name": "get_time", "arguments": '{"zone": "UTC"}'}
+    assert hermes.parse('<tool_call>{"name": "nope", "arguments": {}}</tool_call>') == ('<tool_call>{"name": "nope", "arguments": {}}</tool_call>', [])
+    assert hermes.parse("plain text") == ("plain text", [])
+    llama = tools_of({"tools": TOOLS}, 'Respond in the format {"name": function name, "parameters": dictionary} {{ tools }}')
+    assert llama.style == "llama"
+    content, calls = llama.parse('{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "celsius"}}')
+    assert content is None and json.loads(calls[0]["function"]["arguments"]) == {"city": "Oslo", "unit": "celsius"}
+
+
+def test_a_required_call_round_trip_through_the_openai_client(client):
+    out = client.chat.completions.create(model="tiny-qwen", messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=200, seed=1)
+    choice = out.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    assert len(choice.message.tool_calls) == 1
+    call = choice.message.tool_calls[0]
+    valid(call)
+    follow = [
+        *ASK,
+        {"role": "assistant", "content": None, "tool_calls": [{"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+        {"role": "tool", "tool_call_id": call.id, "content": "18 degrees, sunny"},
+    ]
+    final = client.chat.completions.create(model="tiny-qwen", messages=follow, tools=TOOLS, max_tokens=8, seed=1)
+    assert final.choices[0].message.role == "assistant"
+    assert final.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    none = client.chat.completions.create(model="tiny-qwen", messages=follow, tools=TOOLS, tool_choice="none", max_tokens=8, seed=1)
+    assert isinstance(none.choices[0].message.content, str) and not none.choices[0].message.tool_calls
+
+
+def test_a_streamed_call_arrives_as_deltas(client):
+    kwargs = dict(model="tiny-qwen", messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=200, seed=2)
+    whole = client.chat.completions.create(**kwargs).choices[0].message.tool_calls[0]
+    name, args, finish, ids = "", "", None, set()
+    for chunk in client.chat.completions.create(**kwargs, stream=True):
+        for c in chunk.choices:
+            for d in c.delta.tool_calls or []:
+                ids.add(d.id) if d.id else None
+                name += d.function.name or "" if d.function else ""
+                args += d.function.arguments or "" if d.function else ""
+            finish = c.finish_reason or finish
+    assert finish == "tool_calls" and len(ids) == 1
+    assert (name, args) == (whole.function.name, whole.function.arguments)  # the same seed, the same call
+
+
+def test_a_named_function_and_n3_each_validate(client):
+    out = client.chat.completions.create(
+        model="tiny-qwen", messages=ASK, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_time"}}, max_tokens=200, n=3, temperature=1.0, seed=3
+    )
+    assert len(out.choices) == 3
+    for c in out.choices:
+        assert c.finish_reason == "tool_calls" and c.message.tool_calls[0].function.name == "get_time"
+        valid(c.message.tool_calls[0])
+
+
+def test_arguments_cut_by_max_tokens_say_length(client):
+    out = client.chat.completions.create(model="tiny-qwen", messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=6, seed=1)
+    assert out.choices[0].finish_reason == "length" and not out.choices[0].message.tool_calls
+
+
+@pytest.mark.parametrize(
+    "extra, param, needle",
+    [
+        ({"tools": [TOOLS[0]] * 1 + [{"type": "function", "function": {"name": f"f{i}"}} for i in range(1_000)]}, "tools", "at most 128"),
+        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice", "names no tool"),
+        ({"tool_choice": "required"}, "tool_choice", "needs 'tools'"),
+        ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice", "auto, none, required"),
+        ({"tools": [{"type": "function", "function": {"name": "has space"}}]}, "tools[0]", "letters, digits"),
+        ({"tools": [TOOLS[0], TOOLS[0]]}, "tools[1]", "two tools"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "strnig"}}}], "tool_choice": "required"}, "tools", "strnig"),
+        ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice", "cannot also follow"),
+    ],
+)
+def test_bad_tool_requests_are_400s(url, extra, param, needle):
+    from test_serve import post
+
+    status, body, _ = post(url + "/v1/chat/completions", {"messages": ASK, "max_tokens": 8, **extra})
+    assert status == 400, body
+    assert body["error"]["param"] == param and needle in body["error"]["message"], body
