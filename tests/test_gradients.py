@@ -203,3 +203,23 @@ def test_a_quantized_gguf_run_in_place_has_the_gradients_of_its_dequantized_weig
     assert abs(loss - ref_loss) <= 1e-5 * ref_loss
     assert_weights_equal(net, grads, ref_weights)
     assert_sites_equal(grads, {k: v.reshape(B * T, -1) for k, v in ref_sites.items()}, net.config.n_layer)
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3"])
+def test_the_attention_weights_gradient_equals_autograd(kind, tmp_path):
+    """Site attn [H, T, S]: the pass only reads the weights, but their gradient (what changing one
+    would do) is the softmax backward's input; transformers' eager attention returns the same
+    tensor it multiplies the values by (output_attentions), whose gradient autograd keeps (at every
+    position, hidden ones included: d weights = d z · vᵀ). Gemma 3's sliding layers too."""
+    model = build(kind, tied=False)
+    model.save_pretrained(tmp_path)
+    net = build_model(read_checkpoint(tmp_path))
+    ids = np.random.default_rng(6).integers(0, V, T)
+    _, grads = grad.metric_grads(net, ids, answer=5, wrong=7)
+    m = type(model).from_pretrained(tmp_path, dtype=torch.float64, attn_implementation="eager").eval()
+    out = m(torch.tensor(ids)[None], output_attentions=True)
+    for a in out.attentions:
+        a.retain_grad()
+    (out.logits[0, -1, 5] - out.logits[0, -1, 7]).backward()
+    for i, a in enumerate(out.attentions):
+        assert relative_error(grads.site("attn", i), a.grad[0].numpy()) <= TOLERANCE, i  # [H, T, S]

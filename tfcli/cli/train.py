@@ -45,7 +45,7 @@ def train(
     heads: Annotated[Optional[int], typer.Option("--heads", help="Attention heads (--d-model must be a multiple). (default: 4)", show_default=False, rich_help_panel=_MODEL)] = None,
     context: Annotated[Optional[int], typer.Option("--context", help="Longest sequence the model can read (n_positions). (default: 128)", show_default=False, rich_help_panel=_MODEL)] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="char: one token per character; bpe:N: a byte-level BPE of N tokens trained on the text. (default: char)", show_default=False, rich_help_panel=_MODEL)] = None,
-    from_model: Annotated[Optional[str], typer.Option("--from", help="Go on training this model (a folder, GGUF file or name tfcli runs: GPT-2, Llama, Qwen2, Qwen3, Gemma 3, Phi-3), with its own tokenizer.", show_default=False, rich_help_panel=_MODEL)] = None,
+    from_model: Annotated[Optional[str], typer.Option("--from", help="Go on training this model (a GPT-2, Llama, Qwen2, Qwen3, Gemma 3 or Phi-3 folder, GGUF file or model name), with its own tokenizer.", show_default=False, rich_help_panel=_MODEL)] = None,
     no_mask: Annotated[bool, typer.Option("--no-mask", help="Train without the causal mask: each position can read the tokens after it (the experiment in the README).", rich_help_panel=_MODEL)] = False,
     dropout: Annotated[float, typer.Option("--dropout", help="Share of the embedding and residual-branch values zeroed in training.", rich_help_panel=_MODEL)] = 0.0,
     optimizer: Annotated[Optimizer, typer.Option("--optimizer", help="adamw or sgd.", rich_help_panel=_OPT)] = Optimizer.adamw,
