@@ -1,4 +1,19 @@
-"""tfcli: a readable NumPy transformer, and a command line that shows what it is made of."""
+"""tfcli: a readable NumPy transformer, and a command line that shows what it is made of.
+
+The public Python API is what `__all__` lists, and only that: `load` a model, run it with
+`run_with_cache` and hooks, and the experiments (`lens`, `patch`, `ablate`, `steer`, `heads`,
+`attention`, `mask`, `features`, `params`) as functions returning results that print their text
+form, draw themselves in Jupyter and save as .png, .svg or .json. Every other module
+(tfcli.engine, tfcli.api, tfcli.cli ...) is private: free to change between versions.
+
+    >>> import tfcli
+    >>> model = tfcli.load("shakespeare")
+    >>> logits, cache = model.run_with_cache("To be, or not to be")
+    >>> cache["resid_post", 3].shape[1] == model.config.d_model
+    True
+
+Importing tfcli is cheap: NumPy and the engine are imported when a name is first used.
+"""
 
 import os
 
@@ -11,3 +26,48 @@ import os
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
 __version__ = "0.1.0"
+
+# name -> the private module that holds it, imported on first use (module __getattr__, PEP 562)
+_PUBLIC = {
+    "load": "tfcli.api.model",
+    "Model": "tfcli.api.model",
+    "ActivationCache": "tfcli.api.cache",
+    "TfcliError": "tfcli.engine.errors",
+    "lens": "tfcli.api.experiments",
+    "patch": "tfcli.api.experiments",
+    "ablate": "tfcli.api.experiments",
+    "steer": "tfcli.api.experiments",
+    "heads": "tfcli.api.experiments",
+    "attention": "tfcli.api.experiments",
+    "mask": "tfcli.api.experiments",
+    "features": "tfcli.api.experiments",
+    "params": "tfcli.api.experiments",
+    "Features": "tfcli.api.experiments",
+    # what the experiments return (tfcli/api/results.py)
+    "Lens": "tfcli.api.results",
+    "Patching": "tfcli.api.results",
+    "Ablation": "tfcli.api.results",
+    "Heads": "tfcli.api.results",
+    "Steering": "tfcli.api.results",
+    "Attention": "tfcli.api.results",
+    "Mask": "tfcli.api.results",
+    "FeatureShow": "tfcli.api.results",
+    "FeatureCards": "tfcli.api.results",
+    "Params": "tfcli.api.results",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        import importlib
+
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+        globals()[name] = value  # looked up once
+        return value
+    raise AttributeError(f"module 'tfcli' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

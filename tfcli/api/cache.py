@@ -1,0 +1,128 @@
+"""ActivationCache: what one `run_with_cache` kept, by tfcli key or TransformerLens name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+from tfcli.engine.errors import UsageError
+
+from .names import Key, alias, resolve
+
+
+class ActivationCache(Mapping):
+    """The arrays one pass showed at its sites, keyed by `(site, block)`; TransformerLens's names
+    are aliases of the same arrays. No batch axis: `[T, D]`, `[H, T, T]`, `[T, H, Dh]`, `[T, F]`.
+
+    >>> import tfcli
+    >>> model = tfcli.load("shakespeare")
+    >>> logits, cache = model.run_with_cache("To be, or not to be")
+    >>> cache["resid_post", 3].shape == (len(model.to_tokens("To be, or not to be")), model.config.d_model)
+    True
+    >>> cache["blocks.3.hook_resid_post"] is cache["resid_post", 3]
+    True
+    >>> cache.accumulated_resid().shape[0] == model.n_blocks + 1
+    True
+
+    Keys (`names.py` lists them all): "embed", ("resid_pre", b), ("attn", b) [H, T, T],
+    ("z", b), ("attn_out", b), ("resid_mid", b), ("mlp_act", b), ("mlp_out", b),
+    ("resid_post", b), and "ln_final" (the final norm's output, computed when first read).
+    The arrays are the pass's own (no copies): change a copy, not them.
+    """
+
+    def __init__(self, values: dict[Key, np.ndarray], n_blocks: int, final_norm, last: np.ndarray | None, tokens: np.ndarray):
+        self._values = values
+        self._n_blocks = n_blocks
+        self._final_norm = final_norm  # [.., D] -> [.., D], the model's
+        self._last = last  # [T, D] the residual stream after the last block (for ln_final), kept even when not asked for
+        self.tokens = tokens  # [T] the ids the pass ran
+
+    def __getitem__(self, key) -> np.ndarray:
+        k = resolve(key, self._n_blocks)
+        if k == ("ln_final", None) and k not in self._values:
+            if self._last is None:
+                raise UsageError("ln_final is not in this cache")
+            self._values[k] = self._final_norm(self._last)  # [T, D]
+        try:
+            return self._values[k]
+        except KeyError:
+            raise UsageError(f"{alias(k)} ({k[0]}{'' if k[1] is None else f', {k[1]}'}) was not kept by this run",
+                             "run_with_cache(names=None) keeps every site") from None  # fmt: skip
+
+    def __contains__(self, key) -> bool:
+        try:
+            k = resolve(key, self._n_blocks)
+        except UsageError:
+            return False
+        return k in self._values or (k == ("ln_final", None) and self._last is not None)
+
+    def __iter__(self) -> Iterator[Key]:
+        yield from self._values
+        if ("ln_final", None) not in self._values and self._last is not None:
+            yield ("ln_final", None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def names(self) -> list[str]:
+        """The keys as TransformerLens names them (`blocks.3.hook_resid_post` ...)."""
+        return [alias(k) for k in self]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays kept (each array once)."""
+        return sum({id(a): a.nbytes for a in self._values.values()}.values())
+
+    def accumulated_resid(self, layer: int | None = None) -> np.ndarray:
+        """The residual stream at every residual index, stacked: [L+1, T, D] (index 0 the
+        embeddings, i the stream after block i-1, L the last block's output before the final
+        norm), as transformers' output_hidden_states and tfcli's lens count them. `layer`: only
+        indices 0..layer-1 ([layer, T, D]; TransformerLens's meaning: the stream entering that block).
+
+        >>> import tfcli
+        >>> _, cache = tfcli.load("shakespeare").run_with_cache("To be")
+        >>> stack = cache.accumulated_resid()
+        >>> bool((stack[0] == cache["embed"]).all() and (stack[-1] == cache["resid_post", -1]).all())
+        True
+        """
+        n = self._n_blocks + 1 if layer is None or layer == -1 else layer + self._n_blocks + 1 if layer < 0 else layer
+        if not 0 < n <= self._n_blocks + 1:
+            raise UsageError(f"layer {layer} is out of range: residual indices run from 0 to {self._n_blocks}")
+        parts = [self["embed"] if ("embed", None) in self._values else self["resid_pre", 0]]
+        parts += [self["resid_post", b] for b in range(n - 1)]
+        return np.stack(parts)  # [n, T, D]
+
+    def apply_ln_to_stack(self, stack: np.ndarray) -> np.ndarray:
+        """The model's final norm applied to each residual stream of a stack [..., T, D] -> same
+        shape: what the logit lens reads (its logits are `stack_ln @ W_U`). Each stream gets its own
+        norm scale, as the lens recomputes it; TransformerLens's version freezes the last one's.
+
+        >>> import tfcli
+        >>> _, cache = tfcli.load("shakespeare").run_with_cache("To be")
+        >>> normed = cache.apply_ln_to_stack(cache.accumulated_resid())
+        >>> bool(np.allclose(normed[-1], cache["ln_final"]))
+        True
+        """
+        stack = np.asarray(stack, dtype=np.float32)
+        flat = stack.reshape(-1, stack.shape[-1])  # [N, D]
+        return self._final_norm(flat).reshape(stack.shape)
+
+    def __repr__(self) -> str:
+        blocks = sorted({b for _, b in self._values if b is not None})
+        sites = sorted({s for s, _ in self._values}, key=lambda s: (s != "embed", s))
+        return (f"ActivationCache({len(self.tokens)} tokens, {len(self)} arrays: {', '.join(sites)}; "
+                f"blocks {_ranges(blocks)}; {self.nbytes / 1e6:,.1f} MB)")  # fmt: skip
+
+    __str__ = __repr__
+
+
+def _ranges(blocks: list[int]) -> str:
+    if not blocks:
+        return "none"
+    out, a = [], blocks[0]
+    for prev, b in zip(blocks, blocks[1:] + [None]):
+        if b != prev + 1 if b is not None else True:
+            out.append(f"{a}" if a == prev else f"{a}-{prev}")
+            a = b
+    return ", ".join(out)
