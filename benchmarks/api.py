@@ -5,7 +5,7 @@
 MODEL is a model name or folder as tfcli.load takes it (default smollm2: its Q4_1 GGUF, run in
 place; 'tfcli pull smollm2' first, TFCLI_HOME honoured). The reference is TransformerLens's
 `TransformerBridge.boot_transformers(FOLDER).run_with_cache` on the same model's float32 folder
-(--reference; by default written once beside the model, `<folder>-f32-reference`, by transformers
+(--reference; by default written once beside the model cache, `benchmarks/<name>-f32`, by transformers
 dequantizing the GGUF: the same weights).
 
 Each engine runs in its own subprocess (so that its peak memory is its own); the two alternate,
@@ -90,7 +90,7 @@ def reference_folder(folder: Path) -> Path:
     GGUF's weights dequantized by transformers and saved once beside it."""
     if not (folder / "model.gguf").exists():
         return folder
-    out = folder.parent / f"{folder.name}-f32-reference"
+    out = folder.parent.parent / "benchmarks" / f"{folder.name}-f32"  # beside the model cache, not in it: never listed as a model
     if (out / "config.json").exists():
         return out
     import shutil
@@ -100,7 +100,11 @@ def reference_folder(folder: Path) -> Path:
 
     print(f"writing the float32 reference folder {out} (once)", file=sys.stderr)
     m = AutoModelForCausalLM.from_pretrained(folder, gguf_file="model.gguf", dtype=torch.float32)
-    m.save_pretrained(out)
+    config = m.config
+    config.__dict__.pop("quantization_config", None)  # a model read from a GGUF will not save itself: its weights go into a plain one
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(m.state_dict())
+    plain.save_pretrained(out)
     for name in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
         if (folder / name).exists():
             shutil.copy(folder / name, out / name)
@@ -154,7 +158,6 @@ def main() -> None:
         theirs.append(run_child("lens", args))
         print(f"round {r + 1}: tfcli {ours[-1]['pass']:.2f} s, {ours[-1]['peak_mb']:.0f} MB; "
               f"TransformerLens {theirs[-1]['pass']:.2f} s, {theirs[-1]['peak_mb']:.0f} MB", file=sys.stderr)  # fmt: skip
-    import transformer_lens  # noqa: F401  (its version, for the record)
     from importlib.metadata import version
 
     med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
@@ -169,7 +172,7 @@ def main() -> None:
         ("import (s)", [0.0], [r["import"] for r in theirs], "{:.2f}", None),
         ("peak resident memory (MB)", [r["peak_mb"] for r in ours], [r["peak_mb"] for r in theirs], "{:.0f}", med(ours, "peak_mb") / med(theirs, "peak_mb")),
     ]  # fmt: skip
-    print(f"| measure | tfcli | TransformerLens | tfcli / TransformerLens |\n|---|---|---|---|")
+    print("| measure | tfcli | TransformerLens | tfcli / TransformerLens |\n|---|---|---|---|")
     for name, a, b, fmt, ratio in rows:
         print(f"| {name} | {span(a, fmt)} | {span(b, fmt)} | {'' if ratio is None else f'{ratio:.2f}x'} |")
     speed, mem = med(theirs, "pass") / med(ours, "pass"), med(ours, "peak_mb") / med(theirs, "peak_mb")

@@ -11,7 +11,8 @@ import importlib
 import numpy as np
 import pytest
 
-MODULES = ["tfcli", "tfcli.api.model", "tfcli.api.cache", "tfcli.api.experiments", "tfcli.api.results"]
+MODULES = ["tfcli", "tfcli.api.model", "tfcli.api.cache", "tfcli.api.experiments", "tfcli.api.results", "tfcli.api.attention",
+           "tfcli.api.features", "tfcli.api.params"]
 TEXT = ("First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. First Citizen: You are all "
         "resolved rather to die than to famish? All: Resolved. resolved. ") * 8  # fmt: skip
 

@@ -43,17 +43,17 @@ _PUBLIC = {
     "features": "tfcli.api.experiments",
     "params": "tfcli.api.experiments",
     "Features": "tfcli.api.experiments",
-    # what the experiments return (tfcli/api/results.py)
+    # what the experiments return (tfcli/api/results.py, attention.py, features.py, params.py)
     "Lens": "tfcli.api.results",
     "Patching": "tfcli.api.results",
     "Ablation": "tfcli.api.results",
     "Heads": "tfcli.api.results",
     "Steering": "tfcli.api.results",
-    "Attention": "tfcli.api.results",
-    "Mask": "tfcli.api.results",
-    "FeatureShow": "tfcli.api.results",
-    "FeatureCards": "tfcli.api.results",
-    "Params": "tfcli.api.results",
+    "Attention": "tfcli.api.attention",
+    "Mask": "tfcli.api.attention",
+    "FeatureShow": "tfcli.api.features",
+    "FeatureCards": "tfcli.api.features",
+    "Params": "tfcli.api.params",
 }
 
 __all__ = sorted(_PUBLIC)

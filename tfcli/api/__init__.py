@@ -7,7 +7,9 @@ Private: the names here are free to move; `tfcli.__all__` is the public surface.
     hooks.py     a user's hook wrapped: its result checked, its errors naming the site
     cache.py     ActivationCache: what run_with_cache kept, by key or alias
     model.py     load() and Model: tokens, generation, scoring, chat, run_with_cache, hooks
-    experiments.py   lens, patch, ablate, steer, heads, attention, features, params
-    results.py   the result objects: text form, _repr_html_, save()
-    drawing.py   SVG and PNG of a result, through the command line's drawing code (imported late)
+    experiments.py   lens, patch, ablate, steer, heads, attention, mask, features, params
+    result.py    what every result has: its text form, _repr_html_ and save(), its picture drawn by
+                 the command line's drawing code (tfcli/cli/views/, imported inside the methods)
+    results.py   the results that trace an answer: Lens, Patching, Ablation, Heads, Steering
+    attention.py Attention and Mask;  features.py FeatureShow and FeatureCards;  params.py Params
 """

@@ -10,7 +10,10 @@ import numpy as np
 
 from tfcli.engine.errors import UsageError
 
-from . import results as R
+from .attention import Attention, Mask
+from .features import FeatureCards, FeatureShow
+from .params import Params
+from .results import Ablation, Heads, Lens, Patching, Steering
 from .model import Model
 
 
@@ -37,7 +40,7 @@ def _one_token(model: Model, token, what: str) -> int | None:
     return int(ids[0])
 
 
-def lens(model: Model, text, *, top: int = 5) -> R.Lens:
+def lens(model: Model, text, *, top: int = 5) -> Lens:
     """The logit lens (`tfcli lens`): what the model would predict at each residual index if it
     stopped there, softmax(unembed(final_norm(h))), keeping the `top` tokens. The hooks of an open
     `with model.hooks()` block apply to its pass.
@@ -62,10 +65,10 @@ def lens(model: Model, text, *, top: int = 5) -> R.Lens:
     check_allocation(lens_cost(net, (m.n_blocks + 1) * len(ids), top)[0], f"the lens of {m.n_blocks + 1} residual indices x {len(ids):,} positions")
     hidden = residual_stream(net, ids, m._hooks())  # [L+1] x [T, D]
     r = logit_lens(net, hidden, k=top)
-    return R.Lens(m.name, ids, r.ids, r.probs, r.entropy, m.tokenizer)
+    return Lens(m.name, ids, r.ids, r.probs, r.entropy, m.tokenizer)
 
 
-def patch(model: Model, clean, corrupt, *, site: str = "resid", answer=None, wrong=None) -> R.Patching:
+def patch(model: Model, clean, corrupt, *, site: str = "resid", answer=None, wrong=None) -> Patching:
     """Activation patching (`tfcli patch`): for every residual index and position (site "resid"),
     head ("heads") or MLP output ("mlp"), the corrupt text run again with that one activation from
     the clean run; a cell is how much of the logit difference answer - wrong comes back (1: all).
@@ -85,10 +88,10 @@ def patch(model: Model, clean, corrupt, *, site: str = "resid", answer=None, wro
     if len(a) != len(b):
         raise UsageError(f"the clean text is {len(a)} tokens and the corrupt one {len(b)}", "patching compares position by position: change words of the same token count")
     r = run_patch(m._lm.model, a.tolist(), b.tolist(), site, _one_token(m, answer, "answer"), _one_token(m, wrong, "wrong"))
-    return R.Patching(m.name, site, a, b, r.answer, r.wrong, r.clean_ld, r.corrupt_ld, r.grid, m.tokenizer)
+    return Patching(m.name, site, a, b, r.answer, r.wrong, r.clean_ld, r.corrupt_ld, r.grid, m.tokenizer)
 
 
-def ablate(model: Model, text, *, answer=None) -> R.Ablation:
+def ablate(model: Model, text, *, answer=None) -> Ablation:
     """Ablation (`tfcli ablate`): each head (its context vector zeroed) and each MLP (its output
     zeroed) taken out in turn; the change in the log-probability of `answer` after the last token
     (default: the model's top token). Negative: the answer needed that part.
@@ -104,10 +107,10 @@ def ablate(model: Model, text, *, answer=None) -> R.Ablation:
     m = _model(model)
     ids = m._ids(text)
     r = run_ablate(m._lm.model, ids.tolist(), _one_token(m, answer, "answer"))
-    return R.Ablation(m.name, ids, r.answer, r.logprob, r.heads, r.mlps, m.tokenizer)
+    return Ablation(m.name, ids, r.answer, r.logprob, r.heads, r.mlps, m.tokenizer)
 
 
-def heads(model: Model, text, *, position: int = -1, token=None, repeat: int = 20, seed: int = 0) -> R.Heads:
+def heads(model: Model, text, *, position: int = -1, token=None, repeat: int = 20, seed: int = 0) -> Heads:
     """What each head does (`tfcli heads`): direct logit attribution of `token` (default: the top
     prediction) at `position`, and the previous-token, first-token, induction and duplicate-token
     detectors (the last two on `repeat` random tokens repeated twice, drawn with `seed`).
@@ -133,12 +136,12 @@ def heads(model: Model, text, *, position: int = -1, token=None, repeat: int = 2
     net = m._lm.model
     a = attribute(net, ids, p, _one_token(m, token, "token"))
     d = detect(net, ids, m.tokenizer, repeat, seed)
-    return R.Heads(m.name, ids, a.position, a.target, a.logit, a.embedding, a.heads, a.mlps, a.bias, a.total,
+    return Heads(m.name, ids, a.position, a.target, a.logit, a.embedding, a.heads, a.mlps, a.bias, a.total,
                    d.previous_token, d.first_token, d.induction, d.duplicate_token, list(d.induction_tokens), m.tokenizer)  # fmt: skip
 
 
 def steer(model: Model, prompt: str, *, toward: str, away: str, block: int, scale: float = 4.0, max_new_tokens: int = 40,
-          temperature: float | None = None, seed: int | None = None) -> R.Steering:  # fmt: skip
+          temperature: float | None = None, seed: int | None = None) -> Steering:  # fmt: skip
     """Steering (`tfcli steer`): v = the mean residual stream after `block` for `toward` minus the
     same for `away`; `scale`·v is added to that block's output at every position. Returns both
     continuations of `prompt`, plain and steered, drawn with the same seed.
@@ -176,7 +179,7 @@ def steer(model: Model, prompt: str, *, toward: str, away: str, block: int, scal
         gen = Generation(Session(m._lm.model, len(ids) + want, hooks=m._hooks(hooks)), m.tokenizer, ids.tolist(), sampler, max_new_tokens=want, eos_ids=m.config.eos_token_ids)
         steps = list(gen)
         runs[name] = ("".join(st.text for st in steps) + gen.flush(), [int(st.token) for st in steps])
-    return R.Steering(m.name, prompt, s.layer, s.scale, s.vector, runs["plain"][0], runs["steered"][0], runs["plain"][1], runs["steered"][1], seed, toward, away)
+    return Steering(m.name, prompt, s.layer, s.scale, s.vector, runs["plain"][0], runs["steered"][0], runs["plain"][1], runs["steered"][1], seed, toward, away)
 
 
 def _pick(value, n: int, what: str) -> list[int]:
@@ -194,7 +197,7 @@ def _pick(value, n: int, what: str) -> list[int]:
     return out
 
 
-def attention(model: Model, text, *, block=None, head=None) -> R.Attention:
+def attention(model: Model, text, *, block=None, head=None) -> Attention:
     """A model's attention weights over a text (`tfcli attn`): `block` and `head` an index (negative
     from the end), a list of them, or None for all. Drawn as heatmaps in Jupyter.
 
@@ -209,10 +212,10 @@ def attention(model: Model, text, *, block=None, head=None) -> R.Attention:
     blocks, hs = _pick(block, m.n_blocks, "block"), _pick(head, m.config.n_head, "head")
     ids = m._ids(text)
     w = attention_weights(m._lm.model, ids.tolist(), blocks)[:, hs]  # [nB, nH, T, T]
-    return R.Attention(m.name, ids, blocks, hs, w, m.tokenizer, (m.n_blocks, m.config.n_head))
+    return Attention(m.name, ids, blocks, hs, w, m.tokenizer, (m.n_blocks, m.config.n_head))
 
 
-def mask(text: str, *, pattern: str = "causal") -> R.Mask:
+def mask(text: str, *, pattern: str = "causal") -> Mask:
     """An attention mask over a text's words (characters for text without spaces, as Chinese):
     `pattern` causal, sliding:W (each token sees the last W) or banded:W (`tfcli attn --show-mask`).
 
@@ -233,7 +236,7 @@ def mask(text: str, *, pattern: str = "causal") -> R.Mask:
     if len(labels) > 1024:
         raise PromptError(f"a mask is drawn for at most 1,024 tokens; the text has {len(labels):,}", "shorten it")
     allowed = pat.mask(len(labels))  # [T, T]
-    return R.Mask(pat.name, labels, allowed, masked_softmax(np.zeros(allowed.shape, dtype=np.float32), allowed))
+    return Mask(pat.name, labels, allowed, masked_softmax(np.zeros(allowed.shape, dtype=np.float32), allowed))
 
 
 class Features:
@@ -265,15 +268,15 @@ class Features:
     def __repr__(self) -> str:
         return f"<tfcli.Features {self.folder}: {self.n:,} features of {self.site} of block {self.block} on {self._m.name}>"
 
-    def show(self, text, *, top: int = 5) -> R.FeatureShow:
+    def show(self, text, *, top: int = 5) -> FeatureShow:
         """Per token of `text`, its `top` strongest features (`tfcli features show`)."""
         from tfcli.analysis.features import show
 
         ids = self._m._ids(text)
         rows = show(self._m._lm.model, self._f, ids.tolist(), max(1, int(top)))
-        return R.FeatureShow(self._m.name, str(self.folder), self.block, self.site, ids, rows, self._m.tokenizer)
+        return FeatureShow(self._m.name, str(self.folder), self.block, self.site, ids, rows, self._m.tokenizer)
 
-    def top(self, text: str | Path, *, n: int = 10, contexts: int = 5, features: list[int] | None = None, tokens: int = 50_000) -> R.FeatureCards:
+    def top(self, text: str | Path, *, n: int = 10, contexts: int = 5, features: list[int] | None = None, tokens: int = 50_000) -> FeatureCards:
         """Cards of the `n` most active features over `text` (a str, or a Path to a UTF-8 file), or
         of `features`: the contexts that fire each most and the tokens it pushes up and down
         (`tfcli features top`)."""
@@ -295,7 +298,7 @@ class Features:
         for i in features or ():
             self._f.feature(int(i), "features")
         found = feature_cards(m._lm, self._f, ids[: max(2, tokens)], max(1, n), max(1, contexts), features)
-        return R.FeatureCards(m.name, str(self.folder), self.block, self.site, found["tokens"], found["cards"])
+        return FeatureCards(m.name, str(self.folder), self.block, self.site, found["tokens"], found["cards"])
 
 
 def features(model: Model, folder: str | Path, *, any_model: bool = False) -> Features:
@@ -315,7 +318,7 @@ def features(model: Model, folder: str | Path, *, any_model: bool = False) -> Fe
     return Features(m, folder, load_features(folder, m._lm.model, identity_of(m._lm), any_model))
 
 
-def params(preset: str | None = None, *, model: str | Path | None = None) -> R.Params:
+def params(preset: str | None = None, *, model: str | Path | None = None) -> Params:
     """Where a transformer's parameters live (`tfcli params`): 3Blue1Brown's tally of the weight
     matrices beside the exact count of every tensor, FLOPs and memory per token. `preset`: a
     published shape (gpt3, gpt2, smollm2-135m ...; default gpt3); `model`: a model name or folder
@@ -341,4 +344,4 @@ def params(preset: str | None = None, *, model: str | Path | None = None) -> R.P
             subject = rep.of_preset(presets.get(preset or presets.DEFAULT))
         except ShapeError as e:
             raise UsageError(f"preset: {e.message}", e.hint) from None
-    return R.Params(rep.build(subject))
+    return Params(rep.build(subject))

@@ -55,11 +55,14 @@ class Model:
 
     def __init__(self, loaded, fast: bool = True):
         from tfcli.engine.executor import PLAIN
-        from tfcli.engine.fast.executor import FAST
+        from tfcli.engine.fast.executor import Fast
+        from tfcli.engine.threads import auto_threads, available_cpus
 
         self._lm = loaded  # engine.loader.LoadedModel
         self.fast = bool(fast)
-        self._run = FAST if fast else PLAIN  # passed to every forward: the engine's default may change
+        # Passed to every forward (the engine's default may change). The fast one on the idle cores,
+        # as the commands' default (TFCLI_THREADS wins): a GGUF's products run on that many threads.
+        self._run = Fast(max(1, min(auto_threads(), available_cpus()))) if fast else PLAIN
         self._active: list[Hooks] = []  # the hooks of `with model.hooks(...)` blocks now open
 
     # --- what it is -------------------------------------------------------------------------
@@ -220,7 +223,8 @@ class Model:
     def run_with_hooks(self, text_or_ids, fwd_hooks: Iterable[tuple[object, Callable]] = ()) -> np.ndarray:
         """One pass with hooks for it alone -> logits [T, V]. `fwd_hooks`: (name, fn) pairs, the name
         a key, a TransformerLens name or a filter on the names; `fn(value, site) -> None | array`
-        (hooks.py: None keeps the value, an array of the same shape replaces it).
+        (hooks.py: None keeps the value, an array of the same shape replaces it; `site.name`,
+        `site.block` say where it is). The value has no batch axis: [T, D], [H, T, T] ...
 
         >>> import tfcli
         >>> model = tfcli.load("shakespeare")
@@ -286,8 +290,9 @@ class Model:
         if want < 1:
             raise PromptError(f"the prompt fills {self.name}'s context of {self.config.n_ctx:,} tokens", "shorten it")
         sampler = Sampler(SamplingParams.merged(self._lm.generation, **sampling))
-        session = Session(self._lm.model, capacity=len(ids) + want - 1, hooks=self._hooks())
-        session.run = self._run if not self.fast else session.run  # the textbook executor when fast=False
+        session = Session(self._lm.model, capacity=len(ids) + want - 1, workers=getattr(self._run, "workers", 1), hooks=self._hooks())
+        if not self.fast:
+            session.run = self._run  # the textbook executor
         gen = Generation(session, self.tokenizer, ids.tolist(), sampler, max_new_tokens=want, stop=stop, eos_ids=tuple(eos_ids))
 
         def pieces() -> Iterator[str]:
