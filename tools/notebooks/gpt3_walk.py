@@ -100,8 +100,9 @@ a, b, c, d = (rng.integers(0, len(U), 4000) for _ in range(4))
 x, y = U[a] - U[b], U[c] - U[d]  # [4000, D] differences of random pairs
 random_cos = (x * y).sum(1) / np.linalg.norm(x, axis=1) / np.linalg.norm(y, axis=1)  # [4000]
 print(f"cos(man − woman, king − queen) = {gender:.2f}; random differences: {random_cos.mean():.2f} ± {random_cos.std():.2f}")
-for p, q in (("boy", "girl"), ("father", "mother")):
-    print(f"cos(man − woman, {p} − {q}) = {cos(U[man] - U[woman], U[token(' ' + p)] - U[token(' ' + q)]):.2f}")
+pairs = {(p, q): cos(U[man] - U[woman], U[token(" " + p)] - U[token(" " + q)]) for p, q in (("boy", "girl"), ("father", "mother"))}
+for (p, q), value in pairs.items():
+    print(f"cos(man − woman, {p} − {q}) = {value:.2f}")
 """),
 md("""
 The honest reading. Queen *is* the nearest token to king − man + woman, but only just ahead of
@@ -477,7 +478,9 @@ The rows add up to 175,181,291,520, the video's number. A real checkpoint of tha
 - 清点：175,181,291,520。
 """),
 code("""
+assert E.shape == (49_152, 576) and shape["vocab"] == 50_257
 assert tok.token_text(int(nearest[0])) == " queen" and tok.token_text(int(nearest[1])) == " king"
+assert round(pairs["father", "mother"], 2) == 0.17
 assert round(float(sims[queen]), 2) == 0.73 and round(float(sims[king]), 2) == 0.72
 assert round(gender, 2) == 0.45 and abs(random_cos.mean()) < 0.01 and round(float(random_cos.std()), 2) == 0.07
 p_plain, p_eiffel, p_mini = towers.values()
