@@ -3,9 +3,8 @@
 What they compute and how is jobs.py's (the numba sources) and llvm.py's (the vector operations).
 This module runs them: the first time on a machine, build.py compiles them in a process of its own
 into object files under tfcli's home (compiled.cache_dir()); every process then loads those with
-elf.py, a loader of about 130 lines, and calls them through ctypes. So the process that
-multiplies holds the machine code and nothing else: no numba, no LLVM (measured: numba and LLVM
-cost about 130 MB once they have compiled anything; SmolLM2's whole file is 98 MB).
+elf.py and calls them through ctypes. So the process that multiplies holds the machine code and
+nothing else: no numba, no LLVM (measured: about 130 MB once they have compiled anything).
 
 A product's weight rows are cut into chunks shared among the pool's threads (pool.py) when the
 caller asks for more than one (product(threads=...), the pass's thread policy); a row's result is
