@@ -22,7 +22,7 @@ import tfcli  # noqa: E402,F401  # before NumPy: it sets how long OpenBLAS's idl
 
 import numpy as np  # noqa: E402
 
-from tfcli.engine.fast.executor import Fast  # noqa: E402
+from tfcli.engine.fast.executor import Fast, on_kernels  # noqa: E402
 from tfcli.engine.fast.quantized import prepare  # noqa: E402
 from tfcli.engine.threads import set_blas_threads  # noqa: E402
 from tfcli.store import load  # noqa: E402
@@ -54,7 +54,7 @@ def main() -> None:
     for name in args.model or ["smollm2"]:
         lm = load(name)
         model = lm.model
-        if not model.on_kernels:
+        if not on_kernels(model):
             print(f"| {name} | (not on the kernels: no compiled blocks) | | | |")
             continue
         prepare()

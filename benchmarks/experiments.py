@@ -45,6 +45,7 @@ def main() -> None:
     from tfcli.analysis.experiments.ablate import ablate
     from tfcli.analysis.experiments.heads import attribute, detect
     from tfcli.analysis.experiments.patch import patch
+    from tfcli.engine.fast import FAST
     from tfcli.engine.threads import set_blas_threads
     from tfcli.store import load
 
@@ -55,12 +56,12 @@ def main() -> None:
     import numpy as np
 
     jobs = {
-        "forward pass (unit)": lambda: model.forward(np.asarray(clean), model.new_cache(len(clean))),
-        "patch --site resid": lambda: patch(model, clean, corrupt, "resid"),
-        "patch --site heads": lambda: patch(model, clean, corrupt, "heads"),
-        "patch --site mlp": lambda: patch(model, clean, corrupt, "mlp"),
-        "ablate": lambda: ablate(model, clean),
-        "heads": lambda: (attribute(model, clean), detect(model, clean, tok)),
+        "forward pass (unit)": lambda: model.forward(np.asarray(clean), model.new_cache(len(clean)), run=FAST),
+        "patch --site resid": lambda: patch(model, clean, corrupt, "resid", run=FAST),
+        "patch --site heads": lambda: patch(model, clean, corrupt, "heads", run=FAST),
+        "patch --site mlp": lambda: patch(model, clean, corrupt, "mlp", run=FAST),
+        "ablate": lambda: ablate(model, clean, run=FAST),
+        "heads": lambda: (attribute(model, clean, run=FAST), detect(model, clean, tok, run=FAST)),
     }
     jobs["forward pass (unit)"]()  # warm: the mapped weights paged in, the RoPE tables made
     times: dict[str, list[float]] = {name: [] for name in jobs}

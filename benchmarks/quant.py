@@ -39,7 +39,11 @@ path, n_prompt, n_new, threads = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 set_blas_threads(threads)
 t0 = time.perf_counter()
 lm = load(path)
-if lm.model.on_kernels:  # as the CLI does
+try:
+    from tfcli.engine.fast.executor import on_kernels
+except ImportError:  # a tree from before the textbook was sealed from the fast room
+    on_kernels = lambda model: model.on_kernels
+if on_kernels(lm.model):  # as the CLI does
     from tfcli.engine.fast.quantized import prepare
     prepare()
 load_s = time.perf_counter() - t0

@@ -199,7 +199,7 @@ def decoded_alone(model, prompt, tokens, capacity: int = 32) -> list[np.ndarray]
     from tfcli.engine.fast.executor import FAST
 
     cache = model.new_cache(capacity)
-    model.forward(prompt, cache)
+    model.forward(prompt, cache, run=FAST)
     return [model.forward(np.array([t]), cache, run=FAST)[-1] for t in tokens]  # [V] each
 
 

@@ -16,6 +16,7 @@ from tfcli.engine.kvcache import BatchCache
 from tfcli.engine.generate import Generation, Session
 from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.store import load
+from tfcli.engine.fast import FAST
 
 
 @pytest.fixture(scope="module", params=[TINY_GPT2, TINY_LLAMA], ids=["gpt2", "llama"])
@@ -30,11 +31,11 @@ def test_each_row_of_a_batched_step_equals_the_sequence_alone(lm, workers):
     prompt = rng.integers(0, model.config.vocab_size, 7)
     seqs = rng.integers(0, model.config.vocab_size, (4, 5))  # [B, steps]: each row its own tokens
     cache = model.new_cache(20)
-    model.forward(prompt, cache)
+    model.forward(prompt, cache, run=FAST)
     batch = BatchCache(model.config, len(seqs), 20)
     batch.fill(cache)
     # Each sequence alone, all its positions in one pass: [steps, V] each.
-    alone = [model.forward(np.concatenate([prompt, s]), model.new_cache(20), all_logits=True)[len(prompt) :] for s in seqs]
+    alone = [model.forward(np.concatenate([prompt, s]), model.new_cache(20), all_logits=True, run=FAST)[len(prompt) :] for s in seqs]
     for t in range(seqs.shape[1]):
         rows = model.decode_batch(seqs[:, t], batch, Fast(workers, batch=True))  # [B, V]
         for b in range(len(seqs)):
@@ -52,7 +53,7 @@ def test_a_batch_of_samples_steps_each_row_as_alone_to_the_bit(lm, workers):
     prompt = rng.integers(0, model.config.vocab_size, 6)
     seqs = rng.integers(0, model.config.vocab_size, (4, 5))  # [B, steps]
     cache = model.new_cache(20)
-    model.forward(prompt, cache)
+    model.forward(prompt, cache, run=FAST)
     batch = BatchCache(model.config, len(seqs), 20)
     batch.fill(cache)
     alone = [decoded_alone(model, prompt, s, 20) for s in seqs]  # [V] per step
@@ -69,15 +70,15 @@ def test_rows_that_leave_the_batch_do_not_disturb_the_others(lm):
     prompt = rng.integers(0, model.config.vocab_size, 3)
     seqs = rng.integers(0, model.config.vocab_size, (3, 4))
     cache = model.new_cache(10)
-    model.forward(prompt, cache)
+    model.forward(prompt, cache, run=FAST)
     batch = BatchCache(model.config, 3, 10)
     batch.fill(cache)
-    model.decode_batch(seqs[:, 0], batch)
-    model.decode_batch(seqs[:, 1], batch)
+    model.decode_batch(seqs[:, 0], batch, run=FAST)
+    model.decode_batch(seqs[:, 1], batch, run=FAST)
     batch.keep([0, 2])  # sample 1 finished
-    rows = model.decode_batch(seqs[[0, 2], 2], batch)  # [2, V]
+    rows = model.decode_batch(seqs[[0, 2], 2], batch, run=FAST)  # [2, V]
     for row, b in enumerate([0, 2]):
-        alone = model.forward(np.concatenate([prompt, seqs[b, :3]]), model.new_cache(10))[-1]
+        alone = model.forward(np.concatenate([prompt, seqs[b, :3]]), model.new_cache(10), run=FAST)[-1]
         assert_f32_near(rows[row], alone)
 
 
@@ -304,7 +305,7 @@ def test_a_short_pass_on_two_threads_equals_one_thread(lm, t_len):
     got = []
     for workers in (1, 2):
         cache = model.new_cache(40)
-        model.forward(prompt, cache)
+        model.forward(prompt, cache, run=FAST)
         got.append(model.forward(tokens, cache, all_logits=True, run=Fast(workers)))  # [T, V]
     assert_f32_near(got[1], got[0])
 

@@ -21,7 +21,8 @@ from test_convert_quantize import tiny_checkpoint  # noqa: E402
 from test_new_families import gemma3, llama3, phi3, qwen3  # noqa: E402
 from tfcli.engine import kvcache  # noqa: E402
 from tfcli.engine.fast import kernels  # noqa: E402
-from tfcli.engine.fast.executor import Fast  # noqa: E402
+from tfcli.engine.fast import executor  # noqa: E402
+from tfcli.engine.fast.executor import Fast, on_kernels  # noqa: E402
 from tfcli.engine.fast.quantized import running  # noqa: E402
 from tfcli.engine.kvcache import BatchCache  # noqa: E402
 from tfcli.engine.slots import Slots  # noqa: E402
@@ -39,12 +40,20 @@ def kernels_here():
         pytest.skip("compiled kernels unavailable")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def every_model_large():
+    """Every model here runs as a large one would be: its passes on the kernels (on_kernels)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(executor, "KERNELS_FROM", 0)
+        yield
+
+
 @pytest.fixture(scope="module", params=list(BUILDERS))
 def model(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
     BUILDERS[request.param](folder)
     m = load(folder).model
-    m._kernels = True  # a small float32 model, run as a large one would be: its passes on the kernels
+    assert on_kernels(m)  # a small float32 model, run as a large one would be (every_model_large)
     return m
 
 
@@ -106,7 +115,7 @@ def quantized(request, tmp_path_factory):
     BUILDERS[request.param](folder)
     m = load(folder).model
     quantize_weights(m, "q8_0")
-    assert m.on_kernels
+    assert on_kernels(m)
     return m
 
 

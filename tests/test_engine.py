@@ -11,6 +11,7 @@ from tfcli.engine.generate import Generation, Session
 from tfcli.engine.sampling import Sampler, SamplingParams
 
 from conftest import DATA, assert_f32_close, assert_f32_near, reference
+from tfcli.engine.fast import FAST
 
 MODELS = ["tiny-gpt2", "tiny-llama"]
 
@@ -25,7 +26,7 @@ def test_logits_equal_transformers(lm, prompt):
     name, m = lm
     ref = reference(name)
     ids = ref[f"ids_{prompt}"]
-    logits = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True)  # [T, V]
+    logits = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True, run=FAST)  # [T, V]
     assert logits.shape == ref[f"logits_{prompt}"].shape
     assert logits.dtype == np.float32
     assert np.abs(logits - ref[f"logits_{prompt}"]).max() <= 1e-4
@@ -40,10 +41,10 @@ def test_kv_cache_equals_recomputation(lm):
     the whole prefix run in one pass with no cache."""
     _, m = lm
     ids = reference("tiny-gpt2")["ids_long"]  # 70 tokens: 5 in the prompt pass, 65 decode steps
-    full = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True)  # [T, V]
+    full = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True, run=FAST)  # [T, V]
     cache = m.model.new_cache(len(ids))
-    first = m.model.forward(ids[:5], cache, all_logits=True)  # a prompt pass, then decode steps
-    steps = [first] + [m.model.forward(ids[t : t + 1], cache) for t in range(5, len(ids))]
+    first = m.model.forward(ids[:5], cache, all_logits=True, run=FAST)  # a prompt pass, then decode steps
+    steps = [first] + [m.model.forward(ids[t : t + 1], cache, run=FAST) for t in range(5, len(ids))]
     cached = np.concatenate(steps)  # [T, V]
     assert cache.length == len(ids)
     assert_f32_near(cached, full)
@@ -52,8 +53,8 @@ def test_kv_cache_equals_recomputation(lm):
 def test_last_position_logits_equal_all_positions(lm):
     _, m = lm
     ids = reference("tiny-gpt2")["ids_short"]
-    last = m.model.forward(ids, m.model.new_cache(len(ids)))
-    full = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True)
+    last = m.model.forward(ids, m.model.new_cache(len(ids)), run=FAST)
+    full = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True, run=FAST)
     assert last.shape == (1, m.config.vocab_size)
     # same values up to the summation order BLAS picks for a [1, D] vs a [T, D] product
     assert_f32_near(last[0], full[-1])
@@ -73,7 +74,7 @@ def test_attention_weights_equal_transformers(lm):
     ref = reference(name)
     ids = ref["ids_long"]
     rec = Recorder(attention=True)
-    m.model.forward(ids, m.model.new_cache(len(ids)), hooks=rec)
+    m.model.forward(ids, m.model.new_cache(len(ids)), hooks=rec, run=FAST)
     got = np.stack([rec.attn[i] for i in range(m.config.n_layer)])  # [L, H, T, T]
     assert got.shape == ref["attn_long"].shape
     assert np.abs(got - ref["attn_long"]).max() <= 1e-5
@@ -108,7 +109,7 @@ def test_half_precision_checkpoints_load(tmp_path, dtype):
     m = load(dst)
     assert m.model.token_embedding.dtype == np.float32
     ids = ref["ids_short"]
-    logits = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True)
+    logits = m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True, run=FAST)
     # exact against a float32 model whose weights were rounded the same way
     rounded = {k: v.float() for k, v in tensors.items()}
     from transformers import GPT2LMHeadModel
@@ -141,7 +142,7 @@ def _rewrite(tmp_path, transform, name="model.safetensors"):
 def _logits(folder):
     ids = reference("tiny-gpt2")["ids_short"]
     m = load(folder)
-    return m, m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True)
+    return m, m.model.forward(ids, m.model.new_cache(len(ids)), all_logits=True, run=FAST)
 
 
 def test_gpt2_keys_without_prefix_with_mask_buffers_and_saved_lm_head(tmp_path):

@@ -122,3 +122,37 @@ def test_sliding_window_and_softcap_are_the_same_on_both_paths(t_len, start, win
     query, key = np.arange(start, s_len)[:, None], np.arange(s_len)[None, :]  # [T, 1], [1, S]
     assert (w[..., (key > query) | (key <= query - window)] == 0).all()
     assert (w[..., (key <= query) & (key > query - window)] > 0).all()
+
+
+def test_a_pass_runs_the_textbook_unless_its_caller_picks_the_fast_executor(monkeypatch):
+    """forward's default is PLAIN: the textbook's products (a quantized weight dequantized, then x @ w),
+    never the fast room's; a caller that wants the fast one passes it (a Session, the CLI, the server)."""
+    from tfcli.engine import quantized
+
+    lm = load(TINY_LLAMA)
+    quantized.quantize_weights(lm.model, "q8_0")
+    seen = []
+    real = executor.textbook_product
+    monkeypatch.setattr(executor, "textbook_product", lambda x, w: seen.append(x.shape) or real(x, w))
+    lm.model.forward(np.array([1, 2, 3]), lm.model.new_cache(4))
+    assert seen, "the default pass did not run the textbook's products"
+    seen.clear()
+    lm.model.forward(np.array([1, 2, 3]), lm.model.new_cache(4), run=Fast())
+    if fast_executor.quantized.running() is not None:
+        assert not seen, "the fast executor ran the textbook's products"
+
+
+def test_the_numerics_of_a_pass_are_the_executors():
+    """An experiment asks the executor how a pass of R rows computes (analysis/experiments/common.py):
+    the textbook in float32 whatever R; the fast one, on a quantized model on the kernels, with 8-bit
+    activations up to quantized.FEW_ROWS rows and float32 beyond; a small float32 model in float32."""
+    from tfcli.engine.quantized import quantize_weights
+
+    small = load(TINY_LLAMA).model
+    assert {PLAIN.numerics(small, r) for r in (1, 48, 49, 512)} == {Fast().numerics(small, r) for r in (1, 48, 512)} == {"float32"}
+    quantize_weights(small, "q8_0")
+    assert {PLAIN.numerics(small, r) for r in (1, 48, 49, 512)} == {"float32"}
+    if fast_executor.quantized.running() is None:
+        pytest.skip("compiled kernels unavailable")
+    few = fast_executor.quantized.FEW_ROWS
+    assert [Fast().numerics(small, r) for r in (1, few, few + 1)] == ["8-bit activations", "8-bit activations", "float32"]

@@ -22,7 +22,9 @@ from tfcli.analysis.experiments import ablate as ablation  # noqa: E402
 from tfcli.analysis.experiments import heads as head_tools  # noqa: E402
 from tfcli.analysis.experiments import patch as patching  # noqa: E402
 from tfcli.analysis.experiments import steer as steering  # noqa: E402
+from tfcli.analysis.experiments.common import ROWS, rows_per_pass  # noqa: E402
 from tfcli.store import load  # noqa: E402
+from tfcli.engine.fast import FAST  # noqa: E402
 
 TOL = 1e-3  # the bound on grid values and log-probabilities (float32 passes through 3 blocks)
 
@@ -139,7 +141,8 @@ def test_patching_a_quantized_model_compares_like_with_like():
     lm = load(TINY_LLAMA)
     quantize_weights(lm.model, "q8_0")
     clean, corrupt = _texts(lm)
-    got = patching.patch(lm.model, clean, corrupt, "resid")
+    assert rows_per_pass(lm.model, FAST) == 48 and rows_per_pass(lm.model) == ROWS  # the textbook's numerics do not change with rows
+    got = patching.patch(lm.model, clean, corrupt, "resid", run=FAST)
     assert (got.grid[:, 0] == 0).all() and (got.grid[:, 1] == 0).all()  # before the changed token: the same streams
     assert (got.grid[-1, :-1] == 0).all() and got.grid[-1, -1] == 1
 
@@ -190,7 +193,7 @@ def test_ablation_hooks_on_a_pass_equal_transformers(pair):
     lm, ref, layers, _, o_proj, mlps = pair
     ids, _ = _texts(lm)
     hooks = ablation.ablation_hooks(lm.model, ["1.2", "0.mlp"])
-    got = lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), all_logits=True, hooks=hooks)
+    got = lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), all_logits=True, hooks=hooks, run=FAST)
     zero_mlp = lambda module, args, out: torch.zeros_like(out)  # noqa: E731
     want = _logits(ref, ids, [(o_proj[1], _zero_head(2, lm.config.head_dim), True), (mlps[0], zero_mlp, False)])
     assert np.abs(got - want).max() < TOL

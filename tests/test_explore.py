@@ -21,6 +21,7 @@ from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.store import load
 
 from conftest import EPS32, TINY_GPT2, TINY_LLAMA, one_line_error
+from tfcli.engine.fast import FAST
 
 ROOT = Path(__file__).resolve().parent.parent
 CHINESE = "今天天气很好"
@@ -37,7 +38,7 @@ DRAWN = 0.5 / ex.QUANT + 24 * EPS32
 
 def _weights(model, ids):
     rec = Recorder(attention=True)
-    model.forward(np.asarray(ids), model.new_cache(len(ids)), hooks=rec)
+    model.forward(np.asarray(ids), model.new_cache(len(ids)), hooks=rec, run=FAST)
     return np.stack([rec.attn[i] for i in range(model.config.n_layer)])  # [L, H, T, T]
 
 
@@ -48,7 +49,7 @@ def test_exploration_is_the_forward_pass(path):
     run = ex.explore(lm.model, ids)
     t_len, cfg = len(ids), lm.config
     np.testing.assert_array_equal(run.attn, _weights(lm.model, ids))
-    logits = lm.model.forward(np.asarray(ids), lm.model.new_cache(t_len), all_logits=True)  # [T, V]
+    logits = lm.model.forward(np.asarray(ids), lm.model.new_cache(t_len), all_logits=True, run=FAST)  # [T, V]
     order = np.argsort(-logits, axis=1, kind="stable")[:, : ex.NEXT_TOP]
     np.testing.assert_array_equal(run.next_ids, order)
     np.testing.assert_array_equal(run.next_logits, np.take_along_axis(logits, order, axis=1))
@@ -442,11 +443,11 @@ def test_the_lens_shows_tfcli_top_tokens_on_hover(browser, pages):
     lm = load("shakespeare")
     ids = [t["id"] for t in data["tokens"]]
     rec = Recorder(residual=True)
-    lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), hooks=rec)
+    lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), hooks=rec, run=FAST)
     _open(browser, page)
     browser.find_element("id", "tab-lens").click()
     for layer, pos in ((2, 7), (-1, 0), (3, 20)):  # -1: the embeddings
-        logits = lm.model.unembed(lm.model.final_norm(rec.embedded if layer < 0 else rec.post[layer]))[pos]  # [V]
+        logits = lm.model.unembed(lm.model.final_norm(rec.embedded if layer < 0 else rec.post[layer]), run=FAST)[pos]  # [V]
         p = np.exp(logits - logits.max())
         p /= p.sum()
         top = np.argsort(-p, kind="stable")[: ex.LENS_TOP]

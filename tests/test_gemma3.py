@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import DATA, kl_divergence, near_tie_at_first_difference
+from tfcli.engine.fast import FAST
 
 pytestmark = pytest.mark.slow
 
@@ -63,10 +64,10 @@ def test_the_fast_path_decodes_transformers_greedy_text(lm, ref, key):
     ids = ref[f"ids_{key}"]
     assert kl_divergence(logits_of(lm, ids, PLAIN), logits_of(lm, ids)).max() <= 0.05
     cache = lm.model.new_cache(len(ids) + 25)
-    logits, new = lm.model.forward(ids, cache), []
+    logits, new = lm.model.forward(ids, cache, run=FAST), []
     for _ in range(len(ref[f"greedy_{key}"])):
         new.append(int(logits[-1].argmax()))
-        logits = lm.model.forward(np.array(new[-1:]), cache)
+        logits = lm.model.forward(np.array(new[-1:]), cache, run=FAST)
     assert near_tie_at_first_difference(lm.model, ids, ref[f"greedy_{key}"].tolist(), new) <= 0.05, lm.tokenizer.decode(new)
 
 
@@ -87,10 +88,10 @@ def test_five_sliding_layers_to_one_global_and_decoding_past_the_window(lm):
     assert cfg.extra.windows[:6] == (512,) * 5 + (None,) and len(cfg.extra.windows) == cfg.n_layer == 18
     ids = np.random.default_rng(0).integers(1000, 20000, 520)
     cache = lm.model.new_cache(len(ids))
-    lm.model.forward(ids[:-8], cache)  # 512 positions: the window is full
-    steps = [lm.model.forward(ids[i : i + 1], cache)[-1] for i in range(len(ids) - 8, len(ids))]  # 8 x [V]
+    lm.model.forward(ids[:-8], cache, run=FAST)  # 512 positions: the window is full
+    steps = [lm.model.forward(ids[i : i + 1], cache, run=FAST)[-1] for i in range(len(ids) - 8, len(ids))]  # 8 x [V]
     for i in (0, 7):  # the step that first drops a position from the window, and the last
-        whole = lm.model.forward(ids[: len(ids) - 7 + i], lm.model.new_cache(len(ids)))[-1]  # [V], one pass
+        whole = lm.model.forward(ids[: len(ids) - 7 + i], lm.model.new_cache(len(ids)), run=FAST)[-1]  # [V], one pass
         assert kl_divergence(whole[None], steps[i][None])[0] <= 0.03  # the pass's products in float32 (tiles), the steps' on 8-bit x: 0.011 measured
         p = np.exp(whole - whole.max()) / np.exp(whole - whole.max()).sum()  # [V]
         assert p.max() - p[steps[i].argmax()] <= 0.02  # the same choice, or a near-tie (random tokens: 0.005 measured)

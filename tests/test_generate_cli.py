@@ -9,6 +9,7 @@ import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA, interrupt_call, one_line_error
 from tfcli.engine.tokenizer import TextStream, Tokenizer
+from tfcli.engine.fast import FAST
 
 
 def test_text_on_stdout_statistics_on_stderr(cli):
@@ -46,7 +47,7 @@ def test_greedy_cli_equals_engine_argmax(cli):
     cache = m.model.new_cache(len(ids) + 15)
     out, x = [], np.array(ids)
     for _ in range(15):
-        tok = int(np.argmax(m.model.forward(x, cache)[-1]))
+        tok = int(np.argmax(m.model.forward(x, cache, run=FAST)[-1]))
         out.append(tok)
         x = np.array([tok])
     r = cli("generate", "-m", TINY_GPT2, "The", "-n", "15", "-t", "0")

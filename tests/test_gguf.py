@@ -21,6 +21,7 @@ from tfcli.store import load  # noqa: E402
 from tfcli.engine.errors import GGUFError  # noqa: E402
 
 from conftest import TINY_LLAMA, reference  # noqa: E402
+from tfcli.engine.fast import FAST  # noqa: E402
 
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
@@ -323,7 +324,7 @@ def test_f32_conversion_logits_equal_transformers_reference(f32_folder):
     ref = reference("tiny-llama")
     for key in ("short", "long"):
         ids = ref[f"ids_{key}"]
-        logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)
+        logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST)
         assert np.abs(logits - ref[f"logits_{key}"]).max() <= 1e-4
 
 
@@ -335,7 +336,7 @@ def test_without_the_unpermutation_the_model_is_silently_wrong(f32_gguf, tmp_pat
     assert not np.array_equal(load_file(folder / "model.safetensors")["model.layers.0.self_attn.q_proj.weight"], original["model.layers.0.self_attn.q_proj.weight"])
     ref = reference("tiny-llama")
     lm = load(folder)
-    logits = lm.model.forward(ref["ids_short"], lm.model.new_cache(len(ref["ids_short"])), all_logits=True)
+    logits = lm.model.forward(ref["ids_short"], lm.model.new_cache(len(ref["ids_short"])), all_logits=True, run=FAST)
     assert np.abs(logits - ref["logits_short"]).max() > 1e-2
 
 
@@ -371,7 +372,7 @@ def test_converted_folder_loads_in_transformers_with_equal_logits(tied, mixed_fo
     ids = reference("tiny-llama")["ids_long"]
     with torch.no_grad():
         expected = hf(torch.from_numpy(np.asarray(ids)[None])).logits[0].numpy()
-    logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)
+    logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST)
     assert np.abs(logits - expected).max() <= 1e-4
 
 
@@ -665,5 +666,5 @@ def test_quantized_gguf_loads_in_transformers_as_tfcli_converts_it(tied, mixed_g
         folder = tg.convert(path, tmp_path / "tied").path
     ids = reference("tiny-llama")["ids_long"]
     lm = load(folder)
-    ours = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)
+    ours = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST)
     assert np.abs(transformers_gguf_logits(path, ids) - ours).max() <= 1e-4

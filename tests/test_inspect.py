@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA, hf_pretrained
+from tfcli.engine.fast import FAST
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -94,7 +95,7 @@ def test_residual_stream_equals_output_hidden_states(family_folder):
     lm, ids = ours(family_folder)
     ref, _, logits, _ = reference_pass(family_folder, ids)
     rec = Recorder(residual=True)
-    mine_logits = lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), all_logits=True, hooks=rec)
+    mine_logits = lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), all_logits=True, hooks=rec, run=FAST)
     mine = rec.hidden_states()
     assert len(mine) == len(ref) == lm.config.n_layer + 1
     for i in range(len(mine) - 1):
@@ -112,7 +113,7 @@ def test_mlp_activations_equal_a_forward_hook(family_folder):
     lm, ids = ours(family_folder)
     _, acts, _, _ = reference_pass(family_folder, ids)
     rec = Recorder(mlp=True)
-    lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), hooks=rec)
+    lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), hooks=rec, run=FAST)
     assert sorted(rec.mlp_act) == list(range(lm.config.n_layer)) == list(range(len(acts)))
     for i, a in enumerate(acts):
         assert rec.mlp_act[i].shape == a.shape == (len(ids), lm.config.d_ff)
@@ -124,5 +125,5 @@ def test_recording_some_layers_records_only_those(family_folder):
 
     lm, ids = ours(family_folder)
     rec = Recorder(mlp=True, residual=True, layers=[1])
-    lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), hooks=rec)
+    lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), hooks=rec, run=FAST)
     assert list(rec.mlp_act) == [1] and list(rec.post) == [1] and rec.embedded is not None

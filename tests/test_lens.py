@@ -12,6 +12,7 @@ import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA
 from test_inspect import TOLERANCE, TEXT, reference_lens, reference_pass, tiny_qwen2  # noqa: F401  (a fixture)
+from tfcli.engine.fast import FAST
 
 K = 5
 
@@ -104,7 +105,7 @@ def test_json_last_layer_is_the_models_prediction(cli):
     data = json.loads(r.stdout)
     lm = load(TINY_GPT2)
     ids = [t["id"] for t in data["tokens"]]
-    logits = lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), all_logits=True)  # [T, V]
+    logits = lm.model.forward(np.asarray(ids), lm.model.new_cache(len(ids)), all_logits=True, run=FAST)  # [T, V]
     assert [p["token_id"] for p in data["layers"][-1]["positions"]] == logits.argmax(-1).tolist()
 
 

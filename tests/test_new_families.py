@@ -25,6 +25,7 @@ from tfcli.engine.inspect import Recorder  # noqa: E402
 from tfcli.store import load  # noqa: E402
 
 from conftest import TINY_LLAMA, assert_greedy_equals_transformers, torch_logits  # noqa: E402
+from tfcli.engine.fast import FAST  # noqa: E402
 
 VOCAB = 300
 
@@ -159,10 +160,10 @@ def test_cached_decoding_equals_one_pass(checkpoint):
     ids = prompt_ids()
     whole = net.forward(ids, net.new_cache(len(ids)), all_logits=True, run=PLAIN)  # [T, V]
     cache = net.new_cache(len(ids))
-    steps = np.concatenate([net.forward(ids[i : i + 1], cache) for i in range(len(ids))])  # [T, V]
+    steps = np.concatenate([net.forward(ids[i : i + 1], cache, run=FAST) for i in range(len(ids))])  # [T, V]
     assert np.abs(steps - whole).max() <= 1e-4
     cache = net.new_cache(len(ids))
-    net.forward(ids[:-5], cache)
+    net.forward(ids[:-5], cache, run=FAST)
     assert np.abs(net.forward(ids[-5:], cache, all_logits=True, run=Fast(2)) - whole[-5:]).max() <= 1e-4
 
 
@@ -176,7 +177,7 @@ def test_hidden_states_equal_transformers(checkpoint):
     net = load(folder).model
     ids = prompt_ids(20)
     rec = Recorder(residual=True)
-    net.forward(ids, net.new_cache(len(ids)), hooks=rec)
+    net.forward(ids, net.new_cache(len(ids)), hooks=rec, run=FAST)
     mine = rec.hidden_states()
     with torch.no_grad():
         theirs = [h[0].numpy() for h in model(torch.tensor([list(ids)]), output_hidden_states=True).hidden_states]
@@ -196,7 +197,7 @@ def test_the_logit_lens_equals_transformers(checkpoint):
     net = load(folder).model
     ids = prompt_ids(20)
     rec = Recorder(residual=True)
-    net.forward(ids, net.new_cache(len(ids)), hooks=rec)
+    net.forward(ids, net.new_cache(len(ids)), hooks=rec, run=FAST)
     lens = logit_lens(net, rec.hidden_states(), k=5)
     cap = getattr(model.config, "final_logit_softcapping", None)
     with torch.no_grad():
@@ -234,7 +235,7 @@ def test_llama3_scaling_matters(tmp_path):
     (tmp_path / "l3" / "config.json").write_text(json.dumps(config))
     net = load(tmp_path / "l3").model
     ids = prompt_ids()
-    assert np.abs(net.forward(ids, net.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max() > 1e-2
+    assert np.abs(net.forward(ids, net.new_cache(len(ids)), all_logits=True, run=FAST) - torch_logits(model, ids)).max() > 1e-2
 
 
 def test_gemma3_window_matters(tmp_path):
@@ -246,7 +247,7 @@ def test_gemma3_window_matters(tmp_path):
     (tmp_path / "g" / "config.json").write_text(json.dumps(config))
     net = load(tmp_path / "g").model
     ids = prompt_ids()
-    diff = np.abs(net.forward(ids, net.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max(axis=1)  # [T]
+    diff = np.abs(net.forward(ids, net.new_cache(len(ids)), all_logits=True, run=FAST) - torch_logits(model, ids)).max(axis=1)  # [T]
     assert diff[:7].max() <= 1e-4 and diff[7:].min() > 1e-3
 
 
@@ -258,7 +259,7 @@ def test_phi3_window_matters(tmp_path):
     (tmp_path / "p" / "config.json").write_text(json.dumps(config))
     net = load(tmp_path / "p").model
     ids = prompt_ids()
-    diff = np.abs(net.forward(ids, net.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max(axis=1)  # [T]
+    diff = np.abs(net.forward(ids, net.new_cache(len(ids)), all_logits=True, run=FAST) - torch_logits(model, ids)).max(axis=1)  # [T]
     assert diff[:9].max() <= 1e-4 and diff[9:].min() > 1e-3
 
 

@@ -14,6 +14,7 @@ from tfcli.engine.fast import executor as model_module
 from tfcli.engine.fast.executor import Fast, split_prompt
 
 from conftest import DATA, assert_f32_near, reference
+from tfcli.engine.fast import FAST
 
 
 @pytest.fixture(params=["tiny-gpt2", "tiny-llama"])
@@ -63,10 +64,10 @@ def test_split_prompt_balances_the_work(monkeypatch):
 def test_parts_on_threads_equal_one_pass(net, three_threads, monkeypatch, start):
     ids = reference("tiny-gpt2")["ids_long"]  # 70 tokens
     one = net.new_cache(len(ids))
-    net.forward(ids[:start], one) if start else None
-    expect = net.forward(ids[start:], one, all_logits=True)  # [T, V], one part (workers=1)
+    net.forward(ids[:start], one, run=FAST) if start else None
+    expect = net.forward(ids[start:], one, all_logits=True, run=FAST)  # [T, V], one part (workers=1)
     split = net.new_cache(len(ids))
-    net.forward(ids[:start], split) if start else None
+    net.forward(ids[:start], split, run=FAST) if start else None
     used = _threads_used(net, monkeypatch)
     got = net.forward(ids[start:], split, all_logits=True, run=Fast(three_threads))  # [T, V]
     assert len(used) == 3  # this thread and two of the pool's
@@ -121,5 +122,5 @@ def test_a_failing_part_stops_the_others(net, three_threads, monkeypatch, error,
     assert cache.length == 0  # nothing half-done counts as cached
     # The cache and the pool's threads are usable again: the same pass now equals one pass.
     got = net.forward(ids, cache, run=Fast(three_threads))
-    expect = net.forward(ids, net.new_cache(len(ids)))
+    expect = net.forward(ids, net.new_cache(len(ids)), run=FAST)
     assert_f32_near(got, expect)

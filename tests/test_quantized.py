@@ -26,6 +26,7 @@ from tfcli.engine.loader import load_folder  # noqa: E402
 from tfcli.engine.quantized import Part, Quantized, stack, textbook_product  # noqa: E402
 from tfcli.store.gguf import unpermute_rope_rows  # noqa: E402
 from tfcli.store.gguf.cached import converted  # noqa: E402
+from tfcli.engine.fast import FAST  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 K_SCALES = {Q.Q4_K: (0, 4), Q.Q5_K: (0, 4), Q.Q6_K: (208, 210)}  # where each k-quant block keeps its float16 scales
@@ -89,7 +90,7 @@ def test_rope_order_is_the_row_order_unpermute_gives():
 
 
 def forward_logits(lm, ids) -> np.ndarray:
-    return lm.model.forward(np.array(ids), lm.model.new_cache(len(ids)), all_logits=True)  # [T, V]
+    return lm.model.forward(np.array(ids), lm.model.new_cache(len(ids)), all_logits=True, run=FAST)  # [T, V]
 
 
 @pytest.fixture(scope="module")
@@ -299,7 +300,7 @@ def test_a_kernel_pass_on_two_workers_runs_blas_on_one_thread(monkeypatch, in_pl
     from threadpoolctl import threadpool_limits
 
     from tfcli.engine import threads
-    from tfcli.engine.fast.executor import Fast
+    from tfcli.engine.fast.executor import Fast, on_kernels
 
     def blas_threads() -> int:  # of the BLAS libraries NumPy had loaded when tfcli first looked (numba may load SciPy's later)
         return max(c.num_threads for c in threads._blas_controller().lib_controllers if c.user_api == "blas")
@@ -309,7 +310,7 @@ def test_a_kernel_pass_on_two_workers_runs_blas_on_one_thread(monkeypatch, in_pl
         real = getattr(Fast, name)
         monkeypatch.setattr(Fast, name, lambda self, *a, real=real, **k: seen.append(blas_threads()) or real(self, *a, **k))
     for model, quantized in ((load_folder(mixed_folder).model, False), (in_place.model, True)):
-        assert model.on_kernels == quantized
+        assert on_kernels(model) == quantized
         seen.clear()
         with threadpool_limits(2, user_api="blas"):
             outside = blas_threads()
@@ -322,9 +323,10 @@ def test_a_kernel_pass_on_two_workers_runs_blas_on_one_thread(monkeypatch, in_pl
 def test_quantizing_a_loaded_model_makes_it_hold_blocks():
     from conftest import TINY_LLAMA
 
+    from tfcli.engine.fast.executor import on_kernels
     from tfcli.engine.quantized import quantize_weights
 
     lm = load_folder(TINY_LLAMA)
-    assert not lm.model.on_kernels  # asked before quantizing: quantize_weights makes it ask again
+    assert not on_kernels(lm.model)  # asked before quantizing: quantize_weights makes it ask again
     quantize_weights(lm.model, "q8_0")
-    assert lm.model.on_kernels == lm.model.quantized()
+    assert on_kernels(lm.model) == lm.model.quantized()

@@ -20,6 +20,7 @@ from tfcli.engine.fast.executor import Fast  # noqa: E402
 from tfcli.store import load  # noqa: E402
 
 from conftest import TINY_LLAMA, reference, assert_greedy_equals_transformers, torch_logits  # noqa: E402
+from tfcli.engine.fast import FAST  # noqa: E402
 
 # (heads, key/value heads, tied): grouped-query attention in both, one with tied embeddings, as the
 # small Qwen2.5 models are.
@@ -74,7 +75,7 @@ def test_logits_equal_transformers(checkpoint):
     assert not lm.warnings
     for key in ("short", "long"):
         ids = reference("tiny-llama")[f"ids_{key}"]
-        logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)
+        logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST)
         assert np.abs(logits - torch_logits(model, ids)).max() <= 1e-4
 
 
@@ -90,7 +91,7 @@ def test_the_biases_matter(checkpoint):
                 proj.bias.zero_()
     ids = reference("tiny-llama")["ids_short"]
     lm = load(folder)
-    ours = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)
+    ours = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST)
     assert np.abs(ours - torch_logits(unbiased, ids)).max() > 1e-2
     assert np.abs(ours - torch_logits(model, ids)).max() <= 1e-4
 
@@ -117,7 +118,7 @@ def test_a_two_thread_batch_and_a_short_pass_equal_transformers(checkpoint):
     rng = np.random.default_rng(3)
     prompt, nexts = rng.integers(0, 300, 6), rng.integers(0, 300, 3)
     cache = net.new_cache(16)
-    net.forward(prompt, cache)
+    net.forward(prompt, cache, run=FAST)
     batch = BatchCache(net.config, 3, 16)
     batch.fill(cache)
     rows = net.decode_batch(nexts, batch, Fast(2, batch=True))  # [3, V]

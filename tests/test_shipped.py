@@ -13,6 +13,7 @@ from tfcli.store import load
 from tfcli.engine.generate import Generation, Session
 from tfcli.store.registry import shipped_dir
 from tfcli.engine.sampling import Sampler, SamplingParams
+from tfcli.engine.fast import FAST
 
 SHIPPED = ["shakespeare", "tang"]
 
@@ -36,14 +37,14 @@ def test_logits_equal_transformers(shipped):
     _, lm, ref, _ = shipped
     ids = ref["ids"]
     assert lm.tokenizer.encode(lm.tokenizer.decode(list(ids))) == list(ids)
-    logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)  # [T, V]
+    logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST)  # [T, V]
     assert np.abs(logits - ref["logits"]).max() <= 1e-4
 
 
 def test_attention_equals_transformers(shipped):
     _, lm, ref, _ = shipped
     rec = Recorder(attention=True)
-    lm.model.forward(ref["ids"], lm.model.new_cache(len(ref["ids"])), hooks=rec)
+    lm.model.forward(ref["ids"], lm.model.new_cache(len(ref["ids"])), hooks=rec, run=FAST)
     assert np.abs(np.stack([rec.attn[i] for i in sorted(rec.attn)]) - ref["attn"]).max() <= 1e-5
 
 

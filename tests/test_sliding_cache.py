@@ -21,6 +21,7 @@ from tfcli.engine.batch import BatchCache  # noqa: E402
 from tfcli.engine.fast.executor import Fast  # noqa: E402
 from tfcli.engine.generate import Session  # noqa: E402
 from tfcli.store import load  # noqa: E402
+from tfcli.engine.fast import FAST  # noqa: E402
 
 N = 110  # tokens: the 128-position tiny models, windows of 7 and 9
 
@@ -44,14 +45,14 @@ def _ids(seed: int = 0, n: int = N) -> np.ndarray:
 
 def _whole(model, ids) -> np.ndarray:
     """Every position's logits from one pass over an empty cache large enough to keep all [T, V]."""
-    return model.forward(ids, model.new_cache(len(ids) + 1), all_logits=True)
+    return model.forward(ids, model.new_cache(len(ids) + 1), all_logits=True, run=FAST)
 
 
 def test_token_by_token_equals_one_pass_while_the_sliding_layers_hold_little(model, small_room):
     ids = _ids()
     want = _whole(model, ids)
     cache = model.new_cache(N)
-    got = [model.forward(ids[:3], cache, all_logits=True)] + [model.forward(ids[t : t + 1], cache) for t in range(3, N)]
+    got = [model.forward(ids[:3], cache, all_logits=True, run=FAST)] + [model.forward(ids[t : t + 1], cache, run=FAST) for t in range(3, N)]
     assert_f32_near(np.concatenate(got), want)
     assert cache.n_sliding and cache.off > 0  # the sliding layers dropped positions ...
     assert cache.ks.shape[2] <= cache.window + 2 * kvcache.SLACK < N  # ... and hold about a window
@@ -63,7 +64,7 @@ def test_prompt_passes_in_parts_slide_too(model, small_room):
     ids = _ids(1)
     want = _whole(model, ids)
     cache = model.new_cache(N)
-    got = [model.forward(ids[a : a + 20], cache, all_logits=True) for a in range(0, N, 20)]
+    got = [model.forward(ids[a : a + 20], cache, all_logits=True, run=FAST) for a in range(0, N, 20)]
     assert_f32_near(np.concatenate(got), want)
     assert cache.off > 0
 
@@ -88,16 +89,16 @@ def test_a_copied_cache_and_a_batch_filled_from_it_go_on_alike(model, small_room
     ids = _ids(3)
     cache = model.new_cache(N)
     for a in range(0, 90, 30):  # passes after the first drop what the windows no longer see
-        model.forward(ids[a : a + 30], cache)
+        model.forward(ids[a : a + 30], cache, run=FAST)
     assert cache.off > 0
     copy = cache.copy()
     batch = BatchCache(model.config, 2, N)
     batch.fill(cache)
     want = _whole(model, ids[:95])[90:]  # [5, V]
     for t in range(90, 95):
-        a = model.forward(ids[t : t + 1], cache)[-1]
-        b = model.forward(ids[t : t + 1], copy)[-1]
-        rows = model.decode_batch(np.array([ids[t], ids[t]]), batch)
+        a = model.forward(ids[t : t + 1], cache, run=FAST)[-1]
+        b = model.forward(ids[t : t + 1], copy, run=FAST)[-1]
+        rows = model.decode_batch(np.array([ids[t], ids[t]]), batch, run=FAST)
         for got in (a, b, rows[0], rows[1]):
             assert_f32_near(got, want[t - 90])
 
@@ -106,7 +107,7 @@ def test_a_prompt_pass_on_threads_after_the_cache_slid(model, small_room):
     ids = _ids(4)
     cache = model.new_cache(N)
     for a in range(0, 60, 20):
-        model.forward(ids[a : a + 20], cache)
+        model.forward(ids[a : a + 20], cache, run=FAST)
     assert cache.off > 0
     got = model.forward(ids[60:], cache, all_logits=True, run=Fast(3))  # parts on threads
     assert_f32_near(got, _whole(model, ids)[60:])
@@ -119,12 +120,12 @@ def test_attention_weights_of_a_slid_layer_cover_every_position(model, small_roo
     ids = _ids(5)
     cache = model.new_cache(N)
     for a in range(0, 100, 25):
-        model.forward(ids[a : a + 25], cache)
+        model.forward(ids[a : a + 25], cache, run=FAST)
     assert cache.off > 0
     rec = Recorder(attention=True)
-    model.forward(ids[100:104], cache, hooks=rec)
+    model.forward(ids[100:104], cache, hooks=rec, run=FAST)
     full = Recorder(attention=True)
-    model.forward(ids[:104], model.new_cache(N), hooks=full)
+    model.forward(ids[:104], model.new_cache(N), hooks=full, run=FAST)
     for layer in range(model.config.n_layer):
         assert rec.attn[layer].shape[-1] == 104
         assert_f32_near(rec.attn[layer], full.attn[layer][:, 100:], steps=64)
@@ -144,6 +145,7 @@ def test_a_few_row_pass_on_the_kernels_is_its_decode_steps_bit_for_bit(family, t
     attention as a decode step's call over the keys that row's window sees (in the compiled blocks,
     fast/blocks.py, or Fast.attention): each row's logits are those of the decode step at its
     position, bit for bit, here across the sliding window."""
+    from tfcli.engine.fast.executor import on_kernels
     from tfcli.engine.fast.quantized import running
     from tfcli.engine.quantized import quantize_weights
 
@@ -152,12 +154,12 @@ def test_a_few_row_pass_on_the_kernels_is_its_decode_steps_bit_for_bit(family, t
     (gemma3(tmp_path, tied=True) if family == "gemma3" else phi3(tmp_path, tied=False))
     m = load(tmp_path).model
     quantize_weights(m, "q8_0")
-    assert m.on_kernels
+    assert on_kernels(m)
     ids = _ids(3, 30)
     steps = m.new_cache(40)
-    m.forward(ids[:20], steps)
-    alone = np.concatenate([m.forward(ids[t : t + 1], steps) for t in range(20, 30)])  # [10, V]
+    m.forward(ids[:20], steps, run=FAST)
+    alone = np.concatenate([m.forward(ids[t : t + 1], steps, run=FAST) for t in range(20, 30)])  # [10, V]
     few = m.new_cache(40)
-    m.forward(ids[:20], few)
-    together = m.forward(ids[20:30], few, all_logits=True)  # [10, V]: 10 rows crossing windows of 7 and 9
+    m.forward(ids[:20], few, run=FAST)
+    together = m.forward(ids[20:30], few, all_logits=True, run=FAST)  # [10, V]: 10 rows crossing windows of 7 and 9
     assert np.array_equal(together, alone)

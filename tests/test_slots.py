@@ -9,6 +9,7 @@ from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near, decoded_alone
 from tfcli.engine.fast.executor import Fast
 from tfcli.engine.slots import Slots
 from tfcli.store import load
+from tfcli.engine.fast import FAST
 
 
 @pytest.fixture(scope="module", params=[TINY_GPT2, TINY_LLAMA], ids=["gpt2", "llama"])
@@ -23,16 +24,16 @@ def test_each_row_of_a_mixed_step_equals_the_sequence_alone(lm, workers):
     V = model.config.vocab_size
     prompts = [rng.integers(0, V, n) for n in (3, 9, 5, 5)]  # positions 3, 9, 5: first and last two apart, yet not consecutive
     steps = rng.integers(0, V, (4, 6))  # [B, steps]: the token each row is fed at each step
-    alone = [model.forward(np.concatenate([p, s]), model.new_cache(32), all_logits=True)[len(p) - 1 :] for p, s in zip(prompts, steps)]
+    alone = [model.forward(np.concatenate([p, s]), model.new_cache(32), all_logits=True, run=FAST)[len(p) - 1 :] for p, s in zip(prompts, steps)]
     caches = [model.new_cache(32) for _ in prompts]
     run = Fast(workers, batch=True)
     fed = [0, 0, 0, 0]  # tokens of `steps` each row has taken
     for b in range(3):
-        assert_f32_near(model.forward(prompts[b], caches[b])[-1], alone[b][0])
+        assert_f32_near(model.forward(prompts[b], caches[b], run=FAST)[-1], alone[b][0])
     live = [0, 1, 2]
     for t in range(6):
         if t == 3:  # the fourth sequence joins: its prompt pass, then it decodes with the others
-            model.forward(prompts[3], caches[3])
+            model.forward(prompts[3], caches[3], run=FAST)
             live.append(3)
         tokens = np.array([steps[b, fed[b]] for b in live])
         rows = model.forward(tokens, Slots([caches[b] for b in live]), all_logits=True, run=run)  # [B, V]
@@ -48,10 +49,10 @@ def test_a_copied_cache_continues_as_the_original(lm):
     model, rng = lm.model, np.random.default_rng(2)
     prompt = rng.integers(0, model.config.vocab_size, 6)
     cache = model.new_cache(16)
-    model.forward(prompt, cache)
+    model.forward(prompt, cache, run=FAST)
     twin = cache.copy()
-    a = model.forward(np.array([1]), cache)
-    b = model.forward(np.array([1]), twin)
+    a = model.forward(np.array([1]), cache, run=FAST)
+    b = model.forward(np.array([1]), twin, run=FAST)
     np.testing.assert_array_equal(a, b)
 
 
@@ -74,7 +75,7 @@ def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm, workers):
     for company in ([0], [0, 1], [0, 1, 2], [2, 0]):
         caches = [model.new_cache(16) for _ in prompts]
         for b in company:
-            model.forward(prompts[b], caches[b])
+            model.forward(prompts[b], caches[b], run=FAST)
         for t in range(3):
             with run.around_step(len(company)):
                 rows = model.forward(steps[company, t], Slots([caches[b] for b in company]), all_logits=True, run=run)
@@ -83,12 +84,12 @@ def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm, workers):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_model_on_the_kernels_is_the_sequence_alone_to_the_bit(workers):
+def test_a_model_on_the_kernels_is_the_sequence_alone_to_the_bit(workers, monkeypatch):
     """A float32 model of KERNELS_FROM bytes or more runs its few-row products and decode attention
-    on the compiled kernels (Transformer.on_kernels; the tiny Llama is made to ask for them): the
+    on the compiled kernels (fast.executor.on_kernels; the tiny Llama is made to ask for them): the
     server's row-by-row steps still give each row exactly its sequence's logits alone, and those
     stay within float32 steps of the same model on NumPy's products and attention."""
-    from tfcli.engine.fast import quantized
+    from tfcli.engine.fast import executor, quantized
     from tfcli.engine.fast.executor import RowByRow
     from tfcli.engine.threads import new_helper
 
@@ -100,22 +101,19 @@ def test_a_model_on_the_kernels_is_the_sequence_alone_to_the_bit(workers):
     prompts = [rng.integers(0, V, n) for n in (4, 2, 7)]
     steps = rng.integers(0, V, (3, 3))
     on_numpy = [decoded_alone(model, p, s, 16) for p, s in zip(prompts, steps)]
-    model._kernels = True
-    try:
-        alone = [decoded_alone(model, p, s, 16) for p, s in zip(prompts, steps)]
-        assert any(not np.array_equal(a, n) for a, n in zip(alone, on_numpy)), "the kernels did not run"
-        run = RowByRow(workers, new_helper() if workers > 1 else None)
-        caches = [model.new_cache(16) for _ in prompts]
+    monkeypatch.setattr(executor, "KERNELS_FROM", 0)  # every model is large enough
+    alone = [decoded_alone(model, p, s, 16) for p, s in zip(prompts, steps)]
+    assert any(not np.array_equal(a, n) for a, n in zip(alone, on_numpy)), "the kernels did not run"
+    run = RowByRow(workers, new_helper() if workers > 1 else None)
+    caches = [model.new_cache(16) for _ in prompts]
+    for b in range(3):
+        model.forward(prompts[b], caches[b], run=FAST)
+    for t in range(3):
+        with run.around_step(3):
+            rows = model.forward(steps[:, t], Slots(caches), all_logits=True, run=run)
         for b in range(3):
-            model.forward(prompts[b], caches[b])
-        for t in range(3):
-            with run.around_step(3):
-                rows = model.forward(steps[:, t], Slots(caches), all_logits=True, run=run)
-            for b in range(3):
-                np.testing.assert_array_equal(rows[b], alone[b][t])
-                assert_f32_near(alone[b][t], on_numpy[b][t])
-    finally:
-        model._kernels = None
+            np.testing.assert_array_equal(rows[b], alone[b][t])
+            assert_f32_near(alone[b][t], on_numpy[b][t])
 
 
 def test_several_prompts_in_one_pass_attend_each_to_its_own_sequence(lm):
@@ -133,5 +131,5 @@ def test_several_prompts_in_one_pass_attend_each_to_its_own_sequence(lm):
     for b, p in enumerate(prompts):
         assert caches[b].length == len(p)
         assert_f32_near(logits[b], decoded_alone(model, p[:-1], [p[-1]], 16)[0])
-        assert_f32_near(model.forward(np.array([9]), caches[b])[-1], decoded_alone(model, p, [9], 16)[0])
+        assert_f32_near(model.forward(np.array([9]), caches[b], run=FAST)[-1], decoded_alone(model, p, [9], 16)[0])
     assert prefill_together([Session(model, 16, workers=2) for _ in prompts], [list(p) for p in prompts]) is None

@@ -22,6 +22,7 @@ from tfcli.engine.tokenizer import Tokenizer
 from tfcli.engine.gguffile import GGUFFile
 
 from conftest import DATA, kl_divergence, near_tie_at_first_difference
+from tfcli.engine.fast import FAST
 
 pytestmark = pytest.mark.slow
 
@@ -144,11 +145,11 @@ def test_cached_greedy_decoding_is_the_golden_chat_reply(lm, ref):
     textbook has 'The' 15.2% against 'L' 14.0%; llama.cpp answers "L'Étoile, ..." alike."""
     ids, expected = ref["ids_chat"], ref["greedy_chat"]
     cache = lm.model.new_cache(len(ids) + len(expected))
-    logits = lm.model.forward(ids, cache)  # [1, V]
+    logits = lm.model.forward(ids, cache, run=FAST)  # [1, V]
     new = []
     for _ in range(len(expected)):
         new.append(int(logits[0].argmax()))
-        logits = lm.model.forward(np.array(new[-1:]), cache)  # [1, V]
+        logits = lm.model.forward(np.array(new[-1:]), cache, run=FAST)  # [1, V]
     assert near_tie_at_first_difference(lm.model, ids, expected.tolist(), new) <= 0.02, lm.tokenizer.decode(new)
 
 
@@ -176,12 +177,12 @@ def test_a_two_thread_batch_step_equals_each_sequence_alone(lm, ref):
     prompt = ref["ids_plain"][:12]
     nexts = np.array([28, 1670, 314, 7105])
     cache = net.new_cache(16)
-    net.forward(prompt, cache)
+    net.forward(prompt, cache, run=FAST)
     batch = BatchCache(net.config, 4, 16)
     batch.fill(cache)
     rows = net.decode_batch(nexts, batch, Fast(2, batch=True))  # [4, V]
     for b, token in enumerate(nexts):
         alone = net.new_cache(16)
-        net.forward(prompt, alone)
-        want = net.forward(np.array([token]), alone)[-1]  # [V], a plain decode step
+        net.forward(prompt, alone, run=FAST)
+        want = net.forward(np.array([token]), alone, run=FAST)[-1]  # [V], a plain decode step
         assert np.abs(rows[b] - want).max() <= 1e-4

@@ -24,6 +24,7 @@ from conftest import TINY_LLAMA  # noqa: E402
 from test_gguf import CHATML, TEXTS, add_tensor, finish, transformers_gguf_logits  # noqa: E402
 from conftest import torch_logits  # noqa: E402
 from test_new_families import gemma3, llama3, phi3, prompt_ids, qwen3  # noqa: E402
+from tfcli.engine.fast import FAST  # noqa: E402
 
 
 def write_qwen3_gguf(folder: Path, path: Path) -> Path:
@@ -85,7 +86,7 @@ def test_qwen3_gguf_converts_to_the_checkpoint(qwen3_gguf, tmp_path):
     lm = load(out)
     assert not lm.warnings and lm.config.family == "qwen3"
     ids = prompt_ids()
-    assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max() <= 1e-4
+    assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST) - torch_logits(model, ids)).max() <= 1e-4
 
 
 def test_qwen3_gguf_loads_in_transformers_as_the_checkpoint(tmp_path):
@@ -96,7 +97,7 @@ def test_qwen3_gguf_loads_in_transformers_as_the_checkpoint(tmp_path):
     path = write_qwen3_gguf(tmp_path / "hf", tmp_path / "gguf" / "f32.gguf")
     ids = prompt_ids()
     lm = load(tg.convert(path, tmp_path / "out").path)
-    assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max() <= 1e-4
+    assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST) - torch_logits(model, ids)).max() <= 1e-4
     assert np.abs(transformers_gguf_logits(path, ids) - torch_logits(model, ids)).max() <= 1e-4
 
 
@@ -125,7 +126,7 @@ def test_a_gguf_file_runs_directly_indexed_once_into_the_cache(cli, tmp_path):
         cached.sha256_file = real
     ids = prompt_ids()
     lm = load(name)  # by its cache name, as `tfcli models` shows it
-    assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max() <= 1e-4
+    assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST) - torch_logits(model, ids)).max() <= 1e-4
     assert name in [m["name"] for m in json.loads(cli("models", "--json").stdout)["models"]]
     assert cli("rm", name, "--yes").exit_code == 0
     assert name not in cli("models").stdout
@@ -172,7 +173,7 @@ def add_tensors(w, weights: dict, arch, n_layer: int, change=lambda hf, arr: arr
 def logits_of(folder: Path, ids) -> np.ndarray:
     lm = load(folder)
     assert not lm.warnings
-    return lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)  # [T, V]
+    return lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST)  # [T, V]
 
 
 # --- Gemma 3 -------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from conftest import reference  # noqa: E402
 from test_gguf import CHATML, TEXTS, add_tensor, finish, transformers_gguf_logits  # noqa: E402
 from conftest import torch_logits  # noqa: E402
 from test_qwen2 import SHAPES, qwen2_checkpoint  # noqa: E402
+from tfcli.engine.fast import FAST  # noqa: E402
 
 QUANTIZED = {"token_embd": Q.Q8_0, "attn_q": Q.Q4_0, "attn_k": Q.Q5_1, "attn_v": Q.Q8_0, "ffn_up": Q.Q4_1, "ffn_down": Q.F16}
 
@@ -115,7 +116,7 @@ def test_f32_conversion_logits_equal_the_checkpoint_in_transformers(qwen2, tmp_p
     assert not lm.warnings and lm.config.family == "qwen2"
     for key in ("short", "long"):
         ids = reference("tiny-llama")[f"ids_{key}"]
-        logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)
+        logits = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST)
         assert np.abs(logits - torch_logits(model, ids)).max() <= 1e-4
 
 
@@ -127,7 +128,7 @@ def test_converted_folder_loads_in_transformers(qwen2, tmp_path):
     hf = Qwen2ForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
     ids = reference("tiny-llama")["ids_long"]
     lm = load(out)
-    assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True) - torch_logits(hf, ids)).max() <= 1e-4
+    assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST) - torch_logits(hf, ids)).max() <= 1e-4
 
 
 def test_f32_gguf_loads_in_transformers_as_the_checkpoint_it_came_from(qwen2):
@@ -140,7 +141,7 @@ def test_quantized_gguf_loads_in_transformers_as_tfcli_converts_it(qwen2, tmp_pa
     _, model, _, quantized = qwen2
     ids = reference("tiny-llama")["ids_long"]
     lm = load(tg.convert(quantized, tmp_path / "out").path)
-    ours = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True)
+    ours = lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST)
     assert np.abs(transformers_gguf_logits(quantized, ids) - ours).max() <= 1e-4
     assert np.abs(ours - torch_logits(model, ids)).max() > 1e-4  # the quantization was real
 
@@ -156,7 +157,7 @@ def test_a_permuting_conversion_would_be_caught(qwen2, tmp_path, monkeypatch):
     monkeypatch.setattr(qwen2_family, "GGUF", dataclasses.replace(qwen2_family.GGUF, permuted_qk=True))
     lm = load(tg.convert(f32, tmp_path / "out").path)
     ids = reference("tiny-llama")["ids_short"]
-    assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True) - torch_logits(model, ids)).max() > 1e-2
+    assert np.abs(lm.model.forward(ids, lm.model.new_cache(len(ids)), all_logits=True, run=FAST) - torch_logits(model, ids)).max() > 1e-2
 
 
 def test_qwen2_pre_tokenizer_tokenizes_like_transformers_gguf_tokenizer(qwen2, tmp_path):

@@ -16,13 +16,15 @@ import numpy as np
 
 from tfcli.engine.config import ModelConfig
 from tfcli.engine.errors import UsageError
+from tfcli.engine.executor import PLAIN, Plain
 from tfcli.engine.ops import softmax
 
 # --- a model's weights ------------------------------------------------------------------------
 
 
-def attention_weights(model, ids: list[int], layers: list[int]) -> np.ndarray:
-    """Run ids through the model from an empty cache -> weights [len(layers), H, T, T].
+def attention_weights(model, ids: list[int], layers: list[int], run: Plain = PLAIN) -> np.ndarray:
+    """Run ids through the model from an empty cache (`run`: the pass's executor) -> weights
+    [len(layers), H, T, T].
 
     Refuses (ResourceError) before the pass when the weights kept for drawing would take more than
     half the memory available.
@@ -41,7 +43,7 @@ def attention_weights(model, ids: list[int], layers: list[int]) -> np.ndarray:
             "pick one --block, or use a shorter text",
         )
     rec = Recorder(attention=True, layers=layers)  # only these layers: all of a deep model could take gigabytes
-    model.forward(np.asarray(ids), model.new_cache(len(ids)), hooks=rec)
+    model.forward(np.asarray(ids), model.new_cache(len(ids)), hooks=rec, run=run)
     return np.stack([rec.attn[i] for i in layers])  # [len(layers), H, T, T]
 
 

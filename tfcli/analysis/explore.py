@@ -52,21 +52,24 @@ class Exploration:
     next_lse: np.ndarray  # [T] float32, log(sum(exp(logits))) over the whole vocabulary
 
 
-def explore(model, ids: list[int], lens_top: int = LENS_TOP, next_top: int = NEXT_TOP, hooks=None) -> Exploration:
+def explore(model, ids: list[int], lens_top: int = LENS_TOP, next_top: int = NEXT_TOP, hooks=None, run=None) -> Exploration:
     """Run `ids` once through `model` (a tfcli Transformer) from an empty cache and keep what the page
-    needs. `hooks`: an experiment's (steering), which change the pass before the recorder sees it."""
+    needs. `hooks`: an experiment's (steering), which change the pass before the recorder sees it;
+    `run`: the executor of its products (None: the textbook, engine/executor.py)."""
+    from tfcli.engine.executor import PLAIN
     from tfcli.engine.inspect import Recorder
 
+    run = run or PLAIN
     cfg = model.config
     tokens = np.asarray(ids)
     rec = Recorder(attention=True, residual=True)
-    logits = model.forward(tokens, model.new_cache(len(ids)), all_logits=True, hooks=hooks.merge(rec) if hooks else rec)  # [T, V]
+    logits = model.forward(tokens, model.new_cache(len(ids)), all_logits=True, hooks=hooks.merge(rec) if hooks else rec, run=run)  # [T, V]
     attn = np.stack([rec.attn[i] for i in range(cfg.n_layer)]).astype(np.float32)  # [L, H, T, T]
 
     stream = [rec.embedded] + [rec.post[i] for i in range(cfg.n_layer)]  # [L+1] x [T, D]
     lens_ids, lens_p = [], []
     for h in stream:
-        lens_logits = model.unembed(model.final_norm(h))  # [T, D] @ [D, V] -> [T, V]
+        lens_logits = model.unembed(model.final_norm(h), run)  # [T, D] @ [D, V] -> [T, V]
         top, p = _top(lens_logits, lens_top)  # [T, K], [T, K] probabilities
         lens_ids.append(top)
         lens_p.append(p)

@@ -6,23 +6,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfcli.engine.executor import PLAIN, Plain
+
 from .features import Features, logit_effects, top_contexts
 
 BEFORE, AFTER = 24, 6  # tokens of context shown around the marked one
 
 
-def feature_cards(lm, f: Features, ids: list[int], n: int, contexts: int, chosen: list[int] | None = None) -> dict:
+def feature_cards(lm, f: Features, ids: list[int], n: int, contexts: int, chosen: list[int] | None = None,
+                  run: Plain = PLAIN) -> dict:
     """{"tokens": vectors read, "cards": [...]} for the n features of largest mean activation over
-    the text (or the `chosen` ones)."""
+    the text (or the `chosen` ones). `run`: the passes' executor."""
     from tfcli.analysis.features import WINDOW
 
     arr = np.asarray(ids, dtype=np.int64)
-    t = top_contexts(lm.model, f, arr, contexts, min(WINDOW, lm.config.n_ctx))
+    t = top_contexts(lm.model, f, arr, contexts, min(WINDOW, lm.config.n_ctx), run)
     order = list(chosen) if chosen else [int(i) for i in np.argsort(-t.mean, kind="stable")[:n] if t.mean[i] > 0]
     tok = lm.tokenizer
     cards = []
     for i in order:
-        up, down = logit_effects(lm.model, f, i, t.centre, float(t.best[i, 0]), 8)
+        up, down = logit_effects(lm.model, f, i, t.centre, float(t.best[i, 0]), 8, run)
         cards.append({
             "index": i, "frequency": float(t.freq[i]), "mean": float(t.mean[i]), "max": float(t.best[i, 0]),
             "contexts": [_context(tok, arr, int(p), float(a)) for a, p in zip(t.best[i], t.where[i]) if p >= 0],

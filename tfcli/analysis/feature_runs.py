@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from tfcli.engine.errors import UsageError
+from tfcli.engine.executor import PLAIN, Plain
 from tfcli.engine.train import TrainError
 
 from .features import activations
@@ -85,9 +86,10 @@ def token_windows(tokenizer, path: Path, start: int, end: int, window: int) -> I
         yield np.array(ids)
 
 
-def text_source(lm, path: Path, block: int, site: str, val_fraction: float, window: int) -> Source:
+def text_source(lm, path: Path, block: int, site: str, val_fraction: float, window: int, run: Plain = PLAIN) -> Source:
     """The model's vectors at (block, site) over the first 1 - val_fraction of the text; the start
-    of the rest (HELDOUT_TOKENS at most) held out for the quality measures."""
+    of the rest (HELDOUT_TOKENS at most) held out for the quality measures. `run`: the passes'
+    executor."""
     size = check_text(path)
     cut = int(size * (1 - val_fraction))
     model, tok = lm.model, lm.tokenizer
@@ -95,7 +97,7 @@ def text_source(lm, path: Path, block: int, site: str, val_fraction: float, wind
     def start() -> Iterator[np.ndarray]:
         for w in token_windows(tok, path, 0, cut, window):
             if len(w) > 1:
-                yield from activations(model, w, block, site, window)
+                yield from activations(model, w, block, site, window, run)
 
     held: list[int] = []
     for w in token_windows(tok, path, cut, size, window):

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from tfcli.engine.errors import UsageError
+from tfcli.engine.executor import PLAIN, Plain
 from tfcli.engine.sites import Hooks
 from tfcli.engine.train.sae import SAE
 from tfcli.engine.train.saefolder import HOOKS, SAEError, read_sae
@@ -30,8 +31,9 @@ class _Enough(Exception):
     """Raised by the recording hook: the pass need not run the blocks after the one recorded."""
 
 
-def site_rows(model, ids: np.ndarray, block: int, site: str) -> np.ndarray:
-    """The vectors at `site` of `block` for one window of ids [T] -> [T, D]. The pass stops there."""
+def site_rows(model, ids: np.ndarray, block: int, site: str, run: Plain = PLAIN) -> np.ndarray:
+    """The vectors at `site` of `block` for one window of ids [T] -> [T, D]. The pass (`run`: its
+    executor) stops there."""
     kept: list[np.ndarray] = []
 
     def keep(value: np.ndarray, s) -> None:
@@ -39,7 +41,7 @@ def site_rows(model, ids: np.ndarray, block: int, site: str) -> np.ndarray:
         raise _Enough
 
     try:
-        model.forward(np.asarray(ids), model.new_cache(len(ids)), hooks=Hooks().add(site, keep, block))
+        model.forward(np.asarray(ids), model.new_cache(len(ids)), hooks=Hooks().add(site, keep, block), run=run)
     except _Enough:
         pass
     return kept[0]  # [T, D]
@@ -51,12 +53,12 @@ def windows(ids: np.ndarray, window: int) -> Iterator[np.ndarray]:
         yield ids[a : a + window]
 
 
-def activations(model, ids: np.ndarray, block: int, site: str, window: int) -> Iterator[np.ndarray]:
+def activations(model, ids: np.ndarray, block: int, site: str, window: int, run: Plain = PLAIN) -> Iterator[np.ndarray]:
     """The vectors of every window but its first position [T-1, D]: position 0 reads nothing before
     it, and in many models it is an attention sink with a norm far above the rest."""
     for w in windows(ids, window):
         if len(w) > 1:
-            yield site_rows(model, w, block, site)[1:]
+            yield site_rows(model, w, block, site, run)[1:]
 
 
 class Buffer:
@@ -197,9 +199,9 @@ def ablate_hooks(f: Features, idx: int, hooks: Hooks | None = None) -> Hooks:
 # ---------------------------------------------------------------------------- looking at features
 
 
-def show(model, f: Features, ids: list[int], top: int) -> list[list[tuple[int, float]]]:
+def show(model, f: Features, ids: list[int], top: int, run: Plain = PLAIN) -> list[list[tuple[int, float]]]:
     """For each token, its `top` strongest features [(index, activation), ...], strongest first."""
-    acts = f.encode(site_rows(model, np.asarray(ids), f.block, f.site))  # [T, N]
+    acts = f.encode(site_rows(model, np.asarray(ids), f.block, f.site, run))  # [T, N]
     out = []
     for row in acts:
         on = np.flatnonzero(row > 0)
@@ -220,7 +222,7 @@ class Top:
     centre: np.ndarray  # [D] the mean vector at the SAE's site over the text
 
 
-def top_contexts(model, f: Features, ids: np.ndarray, contexts: int, window: int) -> Top:
+def top_contexts(model, f: Features, ids: np.ndarray, contexts: int, window: int, run: Plain = PLAIN) -> Top:
     """Stream the text; keep each feature's `contexts` strongest tokens. Memory: [N, C]."""
     n, c = f.n, contexts
     best = np.full((n, c), -np.inf, np.float32)
@@ -230,7 +232,7 @@ def top_contexts(model, f: Features, ids: np.ndarray, contexts: int, window: int
         w = ids[a : a + window]
         if len(w) < 2:
             continue
-        x = site_rows(model, w, f.block, f.site)[1:]  # [T-1, D]
+        x = site_rows(model, w, f.block, f.site, run)[1:]  # [T-1, D]
         acts = f.encode(x)  # [T-1, N]
         xsum = xsum + x.sum(axis=0, dtype=np.float64)
         total += acts.sum(axis=0)
@@ -245,14 +247,15 @@ def top_contexts(model, f: Features, ids: np.ndarray, contexts: int, window: int
     return Top(seen, fired / max(seen, 1), total / max(seen, 1), np.maximum(best, 0), where, centre)
 
 
-def logit_effects(model, f: Features, idx: int, mean: np.ndarray, act: float, top: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+def logit_effects(model, f: Features, idx: int, mean: np.ndarray, act: float, top: int,
+                  run: Plain = PLAIN) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     """The tokens feature idx's direction pushes up and down most, read directly through the final
     norm and the unembedding (the later blocks ignored): logits(m + a d) - logits(m), m the mean
     vector of the text at the SAE's site, a the feature's largest activation `act`."""
     d = f.sae.params["W_dec"][idx]  # [D]
     a = act if act > 0 else 1.0
     both = np.stack([mean, mean + np.float32(a) * d]).astype(np.float32)  # [2, D]
-    logits = model.unembed(model.final_norm(both))  # [2, V]
+    logits = model.unembed(model.final_norm(both), run)  # [2, V]
     change = logits[1] - logits[0]  # [V]
     up, down = np.argsort(-change)[:top], np.argsort(change)[:top]
     return [(int(i), float(change[i])) for i in up], [(int(i), float(change[i])) for i in down]
@@ -261,7 +264,7 @@ def logit_effects(model, f: Features, idx: int, mean: np.ndarray, act: float, to
 # ---------------------------------------------------------------------------- quality
 
 
-def quality(model, f: Features, ids: np.ndarray, window: int) -> dict:
+def quality(model, f: Features, ids: np.ndarray, window: int, run: Plain = PLAIN) -> dict:
     """SAELens's measures on held-out text: mse (mean over elements), explained variance, L0
     (features on per token), dead (share of features that never fired), and the loss recovered,
     (L_zero - L_sae) / (L_zero - L_clean): the model's next-token loss with the site replaced by the
@@ -271,7 +274,7 @@ def quality(model, f: Features, ids: np.ndarray, window: int) -> dict:
     sq = var = tokens = l0 = 0.0
     fired = np.zeros(f.n, bool)
     total, total_sq = np.zeros(model.config.d_model), 0.0
-    for x in activations(model, ids, f.block, f.site, window):
+    for x in activations(model, ids, f.block, f.site, window, run):
         acts = f.encode(x)  # [T, N]
         err = f.sae.decode(acts) - x  # [T, D]
         sq += float(np.vdot(err, err))
@@ -293,9 +296,9 @@ def quality(model, f: Features, ids: np.ndarray, window: int) -> dict:
 
     ids_list = [int(i) for i in ids]
     w = min(window, model.config.n_ctx)
-    clean = score(model, ids_list, w, w).nats_per_token
-    with_sae = score(model, ids_list, w, w, hooks=Hooks().add(f.site, replaced, f.block)).nats_per_token
-    zero = score(model, ids_list, w, w, hooks=Hooks().add(f.site, zeroed, f.block)).nats_per_token
+    clean = score(model, ids_list, w, w, run=run).nats_per_token
+    with_sae = score(model, ids_list, w, w, hooks=Hooks().add(f.site, replaced, f.block), run=run).nats_per_token
+    zero = score(model, ids_list, w, w, hooks=Hooks().add(f.site, zeroed, f.block), run=run).nats_per_token
     return {
         "tokens": int(tokens),
         "mse": sq / tokens / d,
@@ -309,15 +312,15 @@ def quality(model, f: Features, ids: np.ndarray, window: int) -> dict:
     }
 
 
-def ablate_feature(model, f: Features, idx: int, ids: list[int], answer: int | None, top: int = 5) -> dict:
+def ablate_feature(model, f: Features, idx: int, ids: list[int], answer: int | None, top: int = 5, run: Plain = PLAIN) -> dict:
     """The next-token distribution after `ids` with and without feature idx (the rest of the
     vector, the SAE's error included, kept): the answer's log-probability both ways, and the top tokens."""
     from tfcli.engine.score import log_softmax
 
     arr = np.asarray(ids)
-    clean = log_softmax(model.forward(arr, model.new_cache(len(arr)))[-1])  # [V]
-    gone = log_softmax(model.forward(arr, model.new_cache(len(arr)), hooks=ablate_hooks(f, idx))[-1])  # [V]
+    clean = log_softmax(model.forward(arr, model.new_cache(len(arr)), run=run)[-1])  # [V]
+    gone = log_softmax(model.forward(arr, model.new_cache(len(arr)), hooks=ablate_hooks(f, idx), run=run)[-1])  # [V]
     answer = int(np.argmax(clean)) if answer is None else answer
-    act = float(f.encode(site_rows(model, arr, f.block, f.site))[-1, idx])
+    act = float(f.encode(site_rows(model, arr, f.block, f.site, run))[-1, idx])
     return {"answer": answer, "activation_last": act, "logprob": float(clean[answer]), "logprob_ablated": float(gone[answer]),
             "top": [int(i) for i in np.argsort(-clean)[:top]], "top_ablated": [int(i) for i in np.argsort(-gone)[:top]]}  # fmt: skip

@@ -14,17 +14,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tfcli.engine.executor import PLAIN, Plain
 from tfcli.engine.inspect import Recorder
 from tfcli.engine.sites import Hooks
 
 
-def residual_stream(model, ids, hooks: Hooks | None = None) -> list[np.ndarray]:
+def residual_stream(model, ids, hooks: Hooks | None = None, run: Plain = PLAIN) -> list[np.ndarray]:
     """ids [T] through the model once, from an empty cache -> [L+1] x [T, D]: the embeddings, then
     the stream after each layer (before the final norm). `hooks`: an intervention in that pass
-    (an ablation), applied before the stream is recorded."""
+    (an ablation), applied before the stream is recorded; `run`: its executor."""
     rec = Recorder(residual=True)
     ids = np.asarray(ids)
-    model.forward(ids, model.new_cache(len(ids)), hooks=Hooks().merge(hooks).merge(rec))
+    model.forward(ids, model.new_cache(len(ids)), hooks=Hooks().merge(hooks).merge(rec), run=run)
     return rec.hidden_states()
 
 
@@ -62,7 +63,7 @@ def lens_cost(model, n_rows: int, k: int) -> tuple[int, float]:
     return nbytes, 2.0 * n_rows * d * v
 
 
-def logit_lens(model, hidden: list[np.ndarray], k: int = 5, progress=None) -> Lens:
+def logit_lens(model, hidden: list[np.ndarray], k: int = 5, progress=None, run: Plain = PLAIN) -> Lens:
     """The lens of a recorded residual stream [L+1] x [T, D]: softmax(unembed(final_norm(h))) at
     every layer and position, keeping the top k and the entropy.
 
@@ -70,7 +71,7 @@ def logit_lens(model, hidden: list[np.ndarray], k: int = 5, progress=None) -> Le
     BLAS at a few times the speed of one per layer); all of them at once would be (L+1) x T x V
     floats. The softmax is never stored: p = e^(z - max) / s, so the top tokens are those of the
     logits, and the entropy is log s - sum(e (z - max)) / s, in nats. `progress(done, total)`, if
-    given, is called after each chunk of rows."""
+    given, is called after each chunk of rows; `run`: the executor of the unembedding's products."""
     n_layers, t_len = len(hidden), hidden[0].shape[0]
     rows = np.concatenate(hidden)  # [(L+1) * T, D]
     step = CHUNK_ROWS  # rows are independent: a long text is not one [T, V] block (4,001 x 49,152 floats, and as many int64 in top_k)
@@ -78,7 +79,7 @@ def logit_lens(model, hidden: list[np.ndarray], k: int = 5, progress=None) -> Le
     probs = np.empty(ids.shape, dtype=np.float64)
     ent = np.empty(len(rows), dtype=np.float64)
     for a in range(0, len(rows), step):
-        z = model.unembed(model.final_norm(rows[a : a + step]))  # [R, D] @ [D, V] -> [R, V]
+        z = model.unembed(model.final_norm(rows[a : a + step]), run)  # [R, D] @ [D, V] -> [R, V]
         z -= z.max(axis=-1, keepdims=True)  # z - max: every logit <= 0, the top one 0
         top, zt = top_k(z, k)  # [R, k]
         e = np.exp(z)  # [R, V]

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfcli.engine.executor import PLAIN, Plain
 from tfcli.engine.inspect import Recorder
 
 
-def activations(model, ids, layer: int) -> np.ndarray:
-    """ids [T] through the model once -> the MLP activations of `layer` [T, F]."""
+def activations(model, ids, layer: int, run: Plain = PLAIN) -> np.ndarray:
+    """ids [T] through the model once (`run`: its executor) -> the MLP activations of `layer` [T, F]."""
     rec = Recorder(mlp=True, layers=[layer])
     ids = np.asarray(ids)
-    model.forward(ids, model.new_cache(len(ids)), hooks=rec)
+    model.forward(ids, model.new_cache(len(ids)), hooks=rec, run=run)
     return rec.mlp_act[layer]
 
 
@@ -38,12 +39,12 @@ def output_direction(model, layer_index: int, neuron: int) -> np.ndarray:
     return np.array(model.layers[layer_index].mlp.w_out[neuron], dtype=np.float32)  # [F, D] -> row [D]
 
 
-def direct_logits(model, direction: np.ndarray) -> np.ndarray:
+def direct_logits(model, direction: np.ndarray, run: Plain = PLAIN) -> np.ndarray:
     """[D] -> [V]: the logits the final norm and unembedding give this direction alone (the norm's
     bias, a constant of every prediction, subtracted)."""
     d = np.stack([direction, np.zeros_like(direction)]).astype(np.float32)  # [2, D]
     normed = model.final_norm(d)  # [2, D]
-    return model.unembed(normed[:1] - normed[1:])[0]  # [1, D] @ [D, V] -> [V]
+    return model.unembed(normed[:1] - normed[1:], run)[0]  # [1, D] @ [D, V] -> [V]
 
 
 def most_common(top_ids: np.ndarray, n: int) -> list[tuple[int, int]]:

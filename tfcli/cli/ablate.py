@@ -34,6 +34,7 @@ def ablate(
       tfcli generate -m smollm2 "The Eiffel Tower is in the city of" -t 0 -n 5 --ablate 3.1
     """
     from tfcli.analysis.experiments.ablate import ablate as run_ablate
+    from tfcli.engine.fast import FAST
 
     from . import json as js
     from .experiment import one_token, tokens_json
@@ -51,7 +52,7 @@ def ablate(
     from .progress import Counted
 
     with Counted("ablating", "blocks", "消融", "个块", zh) as step:
-        r = run_ablate(lm.model, ids, a, progress=step)
+        r = run_ablate(lm.model, ids, a, progress=step, run=FAST)
     tok = lm.tokenizer
     if as_json:
         js.emit({
@@ -67,6 +68,7 @@ def ablate(
 def _feature(lm, ids, answer, feature: str, any_model: bool, as_json: bool) -> None:
     """ablate --feature SAE:IDX: the answer's log-probability with and without the feature."""
     from tfcli.analysis.features import ablate_feature, load_features, parse_feature
+    from tfcli.engine.fast import FAST
     from tfcli.engine.identity import identity_of
 
     from . import json as js
@@ -76,7 +78,7 @@ def _feature(lm, ids, answer, feature: str, any_model: bool, as_json: bool) -> N
 
     folder, idx = parse_feature(feature)
     f = load_features(folder, lm.model, identity_of(lm), any_model)
-    r = ablate_feature(lm.model, f, f.feature(idx), ids, answer)
+    r = ablate_feature(lm.model, f, f.feature(idx), ids, answer, run=FAST)
     tok = lm.tokenizer
     if as_json:
         js.emit({"model": lm.name, "tokens": tokens_json(lm, ids), "feature": feature, "activation_last": r["activation_last"],

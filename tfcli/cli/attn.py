@@ -207,6 +207,7 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     """The default: a model's real attention weights over TEXT, for the blocks and heads asked for."""
     from tfcli.analysis.attention import attention_weights, causal_mask
     from tfcli.engine.errors import UsageError
+    from tfcli.engine.fast import FAST
 
     from .inputs import load, text_ids
     from .views import attn as view
@@ -219,7 +220,7 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     heads = _pick(head_spec, cfg.n_head, "--head", "head", lm.name)
     ids = text_ids(lm, text)
 
-    weights = attention_weights(lm.model, ids, layers)[:, heads]  # [nL, nH, T, T]
+    weights = attention_weights(lm.model, ids, layers, FAST)[:, heads]  # [nL, nH, T, T]
     labels = view.token_labels(lm.tokenizer, ids)
     allowed = causal_mask(len(ids))  # [T, T]
     if png or svg or csv_path:

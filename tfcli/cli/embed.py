@@ -246,9 +246,10 @@ class Space:
         if self.layer is None:
             return word_vector(self.rows, list(w.ids))
         from tfcli.analysis.lens import residual_stream
+        from tfcli.engine.fast import FAST
 
         prefix = [] if self.start is None else [self.start]
-        states = residual_stream(self.lm.model, prefix + list(w.ids))[self.layer]  # [T, D]
+        states = residual_stream(self.lm.model, prefix + list(w.ids), None, FAST)[self.layer]  # [T, D]
         return np.asarray(states[len(prefix) :], dtype=np.float32).mean(axis=0)  # [D]
 
     def describe(self) -> str:

@@ -101,12 +101,13 @@ def page_html(lm, text: str, ids: list[int], lang: str, hooks=None) -> str:
     """The whole page for `ids` (the tokens of `text`) run through the loaded model `lm`
     (`hooks`: an experiment's, such as the live page's steering)."""
     from tfcli.analysis import explore as ex
+    from tfcli.engine.fast import FAST
     from tfcli.engine.sampling import SamplingParams
 
     from .views.attn import token_labels, visible
 
     cfg = lm.config
-    run = ex.explore(lm.model, ids, hooks=hooks)
+    run = ex.explore(lm.model, ids, hooks=hooks, run=FAST)
     arrays = ex.packed(run)
     tok = lm.tokenizer
     shown = set(run.next_ids.ravel().tolist()) | set(run.lens_ids.ravel().tolist())

@@ -108,6 +108,7 @@ def _source(text_file, activations, model, block, site, val_fraction):
     from tfcli.analysis.feature_runs import array_source, text_source
     from tfcli.analysis.features import WINDOW
     from tfcli.engine.errors import UsageError
+    from tfcli.engine.fast import FAST
 
     if not 0 <= val_fraction < 1:
         raise UsageError(f"--val-fraction {val_fraction} is out of range", "give a fraction from 0 up to (not including) 1")
@@ -119,7 +120,7 @@ def _source(text_file, activations, model, block, site, val_fraction):
 
     lm = load(model)
     block = check_block(lm.model, block, "--block")
-    return lm, text_source(lm, text_file, block, site, val_fraction, min(WINDOW, lm.config.n_ctx))
+    return lm, text_source(lm, text_file, block, site, val_fraction, min(WINDOW, lm.config.n_ctx), FAST)
 
 
 def _features(n: int | None, d: int) -> int:
@@ -195,6 +196,7 @@ def _save(output: Path, trainer, lm, block: int, site: str, source, seconds: flo
 
     from tfcli.analysis.feature_runs import array_quality
     from tfcli.analysis.features import WINDOW, Features, quality
+    from tfcli.engine.fast import FAST
     from tfcli.engine.identity import identity_of
     from tfcli.engine.train.sae import SAE
     from tfcli.engine.train.saefolder import sae_config, write_sae
@@ -204,7 +206,7 @@ def _save(output: Path, trainer, lm, block: int, site: str, source, seconds: flo
     sae = SAE(params, s.kind, s.k)
     window = min(WINDOW, lm.config.n_ctx) if lm else 0
     if lm is not None:
-        q = quality(lm.model, Features(output, {}, sae, block, site), source.heldout, window) if len(source.heldout) > 1 else {}
+        q = quality(lm.model, Features(output, {}, sae, block, site), source.heldout, window, FAST) if len(source.heldout) > 1 else {}
     else:
         q = array_quality(sae, source.heldout)
     t = {"model_hash": identity_of(lm) if lm else None, "block": block, "site": site, "kind": s.kind, "k": s.k if s.kind == "topk" else None,

@@ -37,6 +37,7 @@ def show(
       tfcli features show sae-shakespeare "ROMEO: What light through yonder window breaks?" -m shakespeare
     """
     from tfcli.analysis.features import show as fire
+    from tfcli.engine.fast import FAST
 
     from . import json as js
     from .inputs import load, text_ids
@@ -46,7 +47,7 @@ def show(
     lm = load(model, threads)
     f = features_of(lm, sae, any_model)
     ids = text_ids(lm, text)
-    rows = fire(lm.model, f, ids, max(1, top))
+    rows = fire(lm.model, f, ids, max(1, top), FAST)
     if as_json:
         js.emit({"model": lm.name, "sae": str(sae), "block": f.block, "site": f.site,
                  "tokens": [{**js.token(lm.tokenizer, i), "features": [{"index": j, "activation": a} for j, a in row]} for i, row in zip(ids, rows)]})  # fmt: skip
@@ -77,6 +78,7 @@ def top(
     """
     from tfcli.analysis.feature_cards import feature_cards
     from tfcli.analysis.feature_runs import check_text, token_windows
+    from tfcli.engine.fast import FAST
 
     from .inputs import load
     from .views.features import cards as draw
@@ -91,7 +93,7 @@ def top(
             break
     for i in feature or ():
         f.feature(i)
-    found = feature_cards(lm, f, ids[: max(2, tokens)], max(1, n), max(1, contexts), feature)
+    found = feature_cards(lm, f, ids[: max(2, tokens)], max(1, n), max(1, contexts), feature, FAST)
     if html is not None:
         from .features_page import write_page
 
@@ -121,6 +123,7 @@ def quality(
     from tfcli.analysis.feature_runs import check_text, token_windows
     from tfcli.analysis.features import WINDOW
     from tfcli.analysis.features import quality as measure
+    from tfcli.engine.fast import FAST
 
     from .console import out, shown
     from .inputs import load
@@ -133,7 +136,7 @@ def quality(
         ids.extend(int(i) for i in w)
         if len(ids) >= tokens:
             break
-    q = measure(lm.model, f, np.array(ids[:tokens]), min(WINDOW, lm.config.n_ctx))
+    q = measure(lm.model, f, np.array(ids[:tokens]), min(WINDOW, lm.config.n_ctx), FAST)
     if as_json:
         from . import json as js
 

@@ -34,6 +34,7 @@ def heads(
     """
     from tfcli.analysis.experiments.heads import attribute, detect
     from tfcli.engine.errors import UsageError
+    from tfcli.engine.fast import FAST
 
     from . import json as js
     from .experiment import one_token, tokens_json
@@ -54,8 +55,8 @@ def heads(
 
     n = lm.config.n_layer  # three passes: the attribution's, the text's attention, the repeated tokens'
     with Counted("reading", "blocks (3 passes)", "读取", "个块（3 次前向）", zh) as step:
-        a = attribute(lm.model, ids, p, target, progress=lambda done, _: step(done, 3 * n))
-        d = detect(lm.model, ids, lm.tokenizer, repeat, seed, progress=lambda done, _: step(n + done, 3 * n))
+        a = attribute(lm.model, ids, p, target, progress=lambda done, _: step(done, 3 * n), run=FAST)
+        d = detect(lm.model, ids, lm.tokenizer, repeat, seed, progress=lambda done, _: step(n + done, 3 * n), run=FAST)
     tok = lm.tokenizer
     if as_json:
         js.emit({

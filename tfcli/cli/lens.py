@@ -99,6 +99,7 @@ LONG_SECONDS = 10  # a lens estimated to take longer says so first, and shows it
 
 def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None, positions=None) -> None:
     from tfcli.analysis.lens import logit_lens, residual_stream
+    from tfcli.engine.fast import FAST
 
     from .views.attn import token_labels
     from .views import lens as view
@@ -119,9 +120,9 @@ def _lens(text, model, position, top, first, png, svg, zh, as_json, ablate=None,
     col = {t: j for j, t in enumerate(sel)}
     k = top if (p is not None or as_json) else 1
     progress = _estimate(lm, len(sel), k)  # before the pass: a lens past memory is refused, a long one says so
-    hidden = residual_stream(lm.model, ids, pass_hooks(lm, ablate))  # one pass: [L+1] x [T, D]
+    hidden = residual_stream(lm.model, ids, pass_hooks(lm, ablate), FAST)  # one pass: [L+1] x [T, D]
     with progress as step:
-        result = logit_lens(lm.model, [h[sel] for h in hidden], k=k, progress=step)  # [L+1, len(sel), k]
+        result = logit_lens(lm.model, [h[sel] for h in hidden], k=k, progress=step, run=FAST)  # [L+1, len(sel), k]
     tok = lm.tokenizer
     labels = token_labels(tok, ids)
     names = [[[token_str(tok, i) for i in row] for row in layer] for layer in result.ids.tolist()]  # [L+1][len(sel)][k]
@@ -294,17 +295,18 @@ def _write_images(png, svg, heading, probs, labels, names) -> None:
 
 def _compare(texts, model, top, zh, as_json, ablate=None) -> None:
     from tfcli.analysis.lens import baseline_cosine, logit_lens, residual_stream, trajectory
+    from tfcli.engine.fast import FAST
 
     lm = load(model)
     all_ids = [text_ids(lm, t, f"text {n + 1}") for n, t in enumerate(texts)]
     hooks = pass_hooks(lm, ablate)
-    streams = [residual_stream(lm.model, ids, hooks) for ids in all_ids]  # one pass per text
+    streams = [residual_stream(lm.model, ids, hooks, FAST) for ids in all_ids]  # one pass per text
     last = [ids[-1] for ids in all_ids]
     traj = trajectory(streams, last, lm.model.token_embedding)
     base = baseline_cosine(streams)
     reads_ids, reads_p = [], []
     for s in streams:
-        r = logit_lens(lm.model, [h[-1:] for h in s], k=1)  # [L+1, 1, 1]
+        r = logit_lens(lm.model, [h[-1:] for h in s], k=1, run=FAST)  # [L+1, 1, 1]
         reads_ids.append(r.ids[:, 0, 0])
         reads_p.append(r.probs[:, 0, 0])
     if as_json:

@@ -75,9 +75,10 @@ def _report(lm, ids: list[int], index: int, neuron: int | None, k: int) -> dict:
     """What --json prints and the views draw: each token's top k neurons, or one neuron's
     activation on every token and the tokens its output pushes up and down."""
     from tfcli.analysis import neurons as nn
+    from tfcli.engine.fast import FAST
 
     cfg, tok = lm.config, lm.tokenizer
-    acts = nn.activations(lm.model, ids, index)  # [T, F]
+    acts = nn.activations(lm.model, ids, index, FAST)  # [T, F]
     head = {"model": lm.name, "block": index, "d_ff": cfg.d_ff, "d_model": cfg.d_model, "mlp": cfg.mlp}
     if neuron is None:
         top_ids, top_vals = nn.top_neurons(acts, k)  # [T, k]
@@ -89,7 +90,7 @@ def _report(lm, ids: list[int], index: int, neuron: int | None, k: int) -> dict:
             "most_common": [{"neuron": n, "tokens": c} for n, c in nn.most_common(top_ids, 5)],
         }
     else:
-        logits = nn.direct_logits(lm.model, nn.output_direction(lm.model, index, neuron))  # [V]
+        logits = nn.direct_logits(lm.model, nn.output_direction(lm.model, index, neuron), FAST)  # [V]
         up, down = _ends(logits[: cfg.vocab_size], k)
         report = head | {
             "neuron": neuron,

@@ -174,14 +174,15 @@ def model_folder(model: str | None):
 
 def load_model(model: str | None):
     """-m MODEL loaded (a tfcli.engine.LoadedModel); a pullable model is pulled on first use. The
-    compiled kernels of a model that runs on them (Transformer.on_kernels) are loaded now, saying
+    compiled kernels of a model that runs on them (engine/fast: on_kernels) are loaded now, saying
     so the first time they compile."""
+    from tfcli.engine.fast import on_kernels
     from tfcli.store import load
 
     from .pull import auto_pull, gguf_once
 
     lm = load(model, pull=auto_pull, gguf=gguf_once)
-    if lm.model.on_kernels:  # quantized, or a big float32 model
+    if on_kernels(lm.model):  # quantized, or a big float32 model
         from .quantize import kernels_ready
 
         why = kernels_ready()

@@ -37,6 +37,7 @@ def patch(
     """
     from tfcli.analysis.experiments.patch import SITES, patch as run_patch
     from tfcli.engine.errors import UsageError
+    from tfcli.engine.fast import FAST
 
     from .experiment import one_token, tokens_json
     from .inputs import load, text_ids
@@ -61,7 +62,7 @@ def patch(
 
     unit = ("residual indices", "个残差位置") if site == "resid" else ("blocks", "个块")
     with Counted("patching", unit[0], "修补", unit[1], zh) as step:
-        r = run_patch(lm.model, clean_ids, corrupt_ids, site, a, w, progress=step)
+        r = run_patch(lm.model, clean_ids, corrupt_ids, site, a, w, progress=step, run=FAST)
     tok = lm.tokenizer
     if as_json:
         # a row is a residual index ("resid"; "layer" its older name, kept) or a block

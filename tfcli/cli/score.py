@@ -49,6 +49,7 @@ def score(
     import sys
 
     from tfcli.engine.errors import UsageError
+    from tfcli.engine.fast import FAST
     from tfcli.engine.score import check_window, score as run_score
 
     if (text is None) == (file is None):
@@ -58,7 +59,7 @@ def score(
     window, stride = check_window(lm.model, window, stride)
     ids = lm.tokenizer.prompt(body)
     options.warn_unknown(lm.tokenizer, body, ids, lm.name)
-    result = run_score(lm.model, ids, window, stride, pass_hooks(lm, ablate))
+    result = run_score(lm.model, ids, window, stride, pass_hooks(lm, ablate), FAST)
     chars, nbytes = _scored_size(lm.tokenizer, body, ids)
     figures = {
         "nats_per_token": result.nats_per_token,

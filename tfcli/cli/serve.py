@@ -60,10 +60,11 @@ def serve(
 
     lang = "zh" if options.chinese(None) else "en"
     from tfcli.analysis.experiments.steer import from_texts
+    from tfcli.engine.fast import FAST
 
     page = Page(  # the explore page, run on the engine thread; the steering box gives its pass a direction
         lambda text, hooks: explore.page_html(lm, text, explore.page_tokens(lm, text), lang, hooks),
-        lambda toward, away, layer, scale: from_texts(lm.model, lm.tokenizer, toward, away, layer, scale),
+        lambda toward, away, layer, scale: from_texts(lm.model, lm.tokenizer, toward, away, layer, scale, FAST),
         lm.config.n_layer,
     )
     srv = http.build(lm, name, host, port, workers=n_threads, max_rows=parallel, queue=queue, api_key=api_key, page=page, invariant=batch_invariant, max_body=max_body << 20)

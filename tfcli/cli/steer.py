@@ -105,6 +105,7 @@ def _vector(lm, feature, toward, away, layer, scale, side):
     """The steering of --feature SAE:IDX, or of --toward minus --away at --block."""
     from tfcli.analysis.experiments import steer as steering
     from tfcli.engine.errors import UsageError
+    from tfcli.engine.fast import FAST
 
     if feature is not None:
         if toward is not None or away is not None or layer is not None:
@@ -120,7 +121,7 @@ def _vector(lm, feature, toward, away, layer, scale, side):
     missing = [n for n, v in (("--toward", toward), ("--away", away), ("--block", layer)) if v is None]
     if missing:
         raise UsageError(f"missing {', '.join(missing)}", "give --toward TEXT --away TEXT --block B, or --feature SAE:IDX")
-    return steering.steering_vector(lm.model, side(toward, "--toward"), side(away, "--away"), layer, scale)
+    return steering.steering_vector(lm.model, side(toward, "--toward"), side(away, "--away"), layer, scale, FAST)
 
 
 def _save(path: Path, s, lm, zh: bool = False) -> None:

@@ -26,7 +26,7 @@ from .memory import check_allocation
 from .model import Transformer
 from .sampling import Sampler
 from .sites import Hooks
-from .fast.executor import RowByRow
+from .fast.executor import RowByRow, on_kernels
 from .tokenizer import Tokenizer
 
 
@@ -91,7 +91,7 @@ class Batch:
         ks = [r.gen.sampler.takes_top if not r.gen.show_top else 0 for r in self.rows]
         want = [i for i, k in enumerate(ks) if k]
         tops: list = [None] * len(self.rows)
-        if len(want) >= 2 and self.model.on_kernels:
+        if len(want) >= 2 and on_kernels(self.model):
             from .fast.top import top_k_rows
 
             found = top_k_rows([self.rows[i].logits for i in want], [ks[i] for i in want], getattr(self.run, "workers", 1))

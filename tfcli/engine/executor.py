@@ -1,13 +1,15 @@
 """The door to the fast paths: how a forward pass runs its matrix products, MLPs and attention.
 
-A forward pass (engine/model.py) asks the executor once how it runs (`plan`: one part, or a long
-prompt's parts on threads), then calls `linear`, `mlp` and `attention` on it, and never sees a
-thread. `PLAIN` is the textbook: `x @ w + b`, the MLP as one product, activation and another,
-attention as the formula reads (ops.reference_attention). A reader can stop here.
+A forward pass (engine/model.py) asks the executor once how it runs (`plan`), has the plan run the
+model's trunk (embed and blocks), then calls `linear`, `mlp` and `attention` on it, and never sees
+a thread. `PLAIN`, the default of every pass, is the textbook: `x @ w + b`, the MLP as one product,
+activation and another, attention as the formula reads (ops.reference_attention). A reader can
+stop here.
 
-The other side of the door is engine/fast/ (executor.py: `Fast`, `FAST`, `RowByRow`), which
-computes the same numbers (tests/test_executor.py runs both on GPT-2, Llama and Qwen2) with what
-measurement justified: blocks, threads, prompt parts, compiled kernels. A reader may skip it.
+The other side of the door is engine/fast/ (`Fast`, `FAST`, `RowByRow`), which computes the same
+numbers (tests/test_executor.py runs both on GPT-2, Llama and Qwen2) with what measurement
+justified: blocks, threads, prompt parts, compiled kernels. A reader may skip it. The caller picks
+the executor (a Session, the CLI, the server): the model never imports it.
 """
 
 from __future__ import annotations
@@ -18,17 +20,26 @@ from contextlib import AbstractContextManager, nullcontext
 import numpy as np
 
 from . import ops
+from .memory import check_allocation
 from .quantized import Quantized, textbook_product
 
 
 class Plain:
     """The textbook, one step after another on the calling thread."""
 
-    def plan(self, config, cache, rows: int, hooks, kernels: bool = False) -> Plan:
-        """How a pass of `rows` rows through `cache` runs (the fast executor picks its strategy here;
-        `config`, the model's, and `hooks`, the pass's, tell it whether a long prompt may be cut;
-        `kernels`: the model runs on the compiled kernels, whose products have threads of their own)."""
+    def plan(self, model, cache, rows: int, hooks) -> Plan:
+        """How a pass of `rows` rows of `model` through `cache` runs (the fast executor picks its
+        strategy here; `hooks`, the pass's, tell it whether a long prompt may be cut). A pass whose
+        temporaries would not fit in memory is refused first (check_pass)."""
+        check_pass(model.config, cache.length, rows)
         return Plan(self, cache, rows)
+
+    def numerics(self, model, rows: int) -> str:
+        """The arithmetic a pass of `rows` rows of `model` computes with: two passes whose numerics
+        differ may give the same row different bits (the fast executor's products of a few rows
+        quantize the activations of a quantized model to 8 bits, as llama.cpp's do). An experiment
+        runs its variants in passes whose numerics are its recorded run's. The textbook: float32."""
+        return "float32"
 
     def around_step(self, rows: int) -> AbstractContextManager:
         """What a decode step of `rows` sequences runs inside (fast.executor.RowByRow: BLAS on one thread)."""
@@ -67,16 +78,32 @@ class Plain:
 
 
 class Plan:
-    """One pass as the executor runs it: `run`, the executor for its rows, and `each_part`, which
-    runs the model's trunk over them: here as one part, on the calling thread, through the cache
-    itself (fast/executor.py's Parts cuts a long prompt into parts on threads)."""
+    """One pass as the executor runs it: `run`, the executor for its rows, and `trunk`, which runs
+    the model's trunk over them: here in one go, on the calling thread, through the cache itself
+    (the fast executor may cut a long prompt into parts on threads)."""
 
     def __init__(self, run: Plain, cache, rows: int):
         self.run, self.cache, self.rows = run, cache, rows
 
+    def trunk(self, model, tokens: np.ndarray, positions: np.ndarray, hooks) -> np.ndarray:
+        """tokens [T] at positions [T] through model.trunk (embed and blocks) -> the residual stream [T, D]."""
+        return self.each_part(lambda cache, rows: model.trunk(tokens[rows], cache, positions[rows], hooks, self.run))
+
     def each_part(self, trunk: Callable[[object, slice], np.ndarray]) -> np.ndarray:
         """trunk(cache, rows) -> the residual stream [t, D] of the pass's `rows` (a slice); -> [T, D]."""
         return trunk(self.cache, slice(0, self.rows))
+
+
+PASS_CHECKED_FROM = 1 << 26  # bytes of temporaries from which a pass asks the memory (reading /proc/meminfo every decode step would cost more than it saves)
+
+
+def check_pass(config, start: int, t_len: int) -> None:
+    """Refuse (ResourceError) a pass of t_len tokens after `start` cached ones whose largest
+    temporaries would not fit in memory: the attention scores and their softmax [H, T, S] and the
+    MLP's [T, F] (x3)."""
+    temporaries = 4 * (3 * config.n_head * t_len * (start + t_len) + 3 * t_len * 2 * config.d_ff)
+    if temporaries > PASS_CHECKED_FROM:
+        check_allocation(temporaries, f"a forward pass over {t_len:,} tokens")
 
 
 PLAIN = Plain()

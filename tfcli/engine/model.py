@@ -9,10 +9,9 @@
 A family (engine/families/) supplies what differs: `embed`, the norms, its `attention` (the
 projections and positions around the shared `attend`), its MLP's weights and activation (ops.MLP)
 and `final_norm`. Every matrix product goes through the executor `at.run` (engine/executor.py):
-the textbook one, or the fast one with its threads and blocks, which this file never sees. A pass
-asks it once how it runs (`plan`): as one part, or a long prompt's parts on threads, each through
-the trunk (embed and blocks) below. Every named site can be read or changed by a hook
-(engine/sites.py); without hooks nothing is called.
+the textbook one by default; the caller may pass the fast one, which this file never sees. A pass
+asks it once how it runs (`plan`), and the plan runs the trunk (embed and blocks) below. Every
+named site can be read or changed by a hook (engine/sites.py); without hooks nothing is called.
 """
 
 from __future__ import annotations
@@ -23,16 +22,11 @@ import numpy as np
 
 from . import ops
 from .config import ModelConfig
-from .executor import Plain
-from .fast.executor import FAST
+from .executor import PLAIN, Plain
 from .kvcache import Cache, KVCache
-from .memory import check_allocation
 from .quantized import Quantized
 from .sites import Hooks
 from .slots import Prompts
-
-
-KERNELS_FROM = 64 << 20  # bytes of float32 weights from which a model's passes run on the compiled kernels (on_kernels)
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~7 us, once per block per step
@@ -103,44 +97,28 @@ class Transformer:
         """Whether any matrix is kept quantized (a GGUF run in place)."""
         return any(isinstance(w, Quantized) for w in self.weights())
 
-    _kernels: bool | None = None  # on_kernels, remembered for the passes (quantize_weights forgets it)
-
-    @property
-    def on_kernels(self) -> bool:
-        """Whether its passes run on the compiled kernels (engine/fast/): a quantized model, whose
-        products need them, or one with KERNELS_FROM bytes of float32 weights or more, whose few-row
-        products they run faster than BLAS. Smaller models (the shipped one) never load them."""
-        if self._kernels is None:
-            self._kernels = self.quantized() or self.weight_bytes() >= KERNELS_FROM
-        return self._kernels
-
     def new_cache(self, capacity: int | None = None) -> KVCache:
         """A cache for `capacity` positions (default: the whole context)."""
         return KVCache(self.config, capacity or self.config.n_ctx)
 
-    def forward(self, tokens: np.ndarray, cache: Cache, *, all_logits: bool = False, hooks: Hooks | None = None, run: Plain = FAST) -> np.ndarray:
+    def forward(self, tokens: np.ndarray, cache: Cache, *, all_logits: bool = False, hooks: Hooks | None = None, run: Plain = PLAIN) -> np.ndarray:
         """Run tokens [T] through the model at the cache's next positions (a BatchCache: one new
         token for each of its B sequences). Returns logits [T, V] with all_logits, else [1, V] for
         the last position only (all that sampling needs; the unembedding is the largest product of
         a small model), or [B, V] for a pass of B prompts (slots.Prompts), each one's last.
-        `hooks`: functions at named sites (engine/sites.py). `run`: the executor: one thread by
-        default; executor.PLAIN is the textbook, a Session passes its own."""
+        `hooks`: functions at named sites (engine/sites.py). `run`: the executor, the textbook by
+        default; a Session, the CLI and the server pass the fast one (engine/fast/)."""
         t_len = len(tokens)
-        cfg, start = self.config, cache.length
-        # The largest temporaries: attention scores and their softmax [H, T, S], and the MLP's [T, F] (x3).
-        temporaries = 4 * (3 * cfg.n_head * t_len * (start + t_len) + 3 * t_len * 2 * cfg.d_ff)
-        if temporaries > 1 << 26:  # reading /proc/meminfo on every decode step would cost more than it saves
-            check_allocation(temporaries, f"a forward pass over {t_len:,} tokens")
-        positions = cache.positions(t_len)  # [T]; PromptError if they do not fit
         hooks = hooks or None
-        plan = run.plan(cfg, cache, t_len, hooks, self.on_kernels)  # the executor for T rows; one part, or a long prompt's parts on threads
-        x = plan.each_part(lambda part, rows: self.trunk(tokens[rows], part, positions[rows], hooks, plan.run))  # [T, D]
+        plan = run.plan(self, cache, t_len, hooks)  # how this pass runs; ResourceError if its temporaries do not fit
+        positions = cache.positions(t_len)  # [T]; PromptError if they do not fit
+        x = plan.trunk(self, tokens, positions, hooks)  # [T, D]: embed and blocks, on the plan's executor
         cache.advance(positions)
         if not all_logits:
             x = x[cache.ends] if isinstance(cache, Prompts) else x[-1:]  # [1, D]; several prompts: [B, D], each one's last row
         return self.logits(self.final_norm(x), plan.run)  # [T or 1, D] -> [T or 1, V]
 
-    def decode_batch(self, tokens: np.ndarray, cache: Cache, run: Plain = FAST, hooks: Hooks | None = None) -> np.ndarray:
+    def decode_batch(self, tokens: np.ndarray, cache: Cache, run: Plain = PLAIN, hooks: Hooks | None = None) -> np.ndarray:
         """One decode step for B sequences at the same position: tokens [B] -> next-token logits
         [B, V]. The forward pass over a BatchCache (engine/kvcache.py): each row attends over its
         own sequence. Row b equals forward() of sequence b alone (tests/test_batch.py)."""
@@ -153,12 +131,12 @@ class Transformer:
             x = hooks.call("embed", -1, int(positions[0]), x)
         return self.blocks_from(0, x, cache, positions, hooks, run)  # [T, D]
 
-    def blocks_from(self, first: int, x: np.ndarray, cache: Cache, positions: np.ndarray, hooks: Hooks | None = None, run: Plain = FAST) -> np.ndarray:
+    def blocks_from(self, first: int, x: np.ndarray, cache: Cache, positions: np.ndarray, hooks: Hooks | None = None, run: Plain = PLAIN) -> np.ndarray:
         """The residual stream x [T, D] entering block `first` at `positions`, through that block and
         the ones after it -> [T, D]. An experiment that changes block b starts here, at b: the
         blocks before it would compute what it has already recorded."""
         if hooks is None and (y := run.blocks(self, first, x, cache, positions)) is not None:
-            return y  # [T, D]: the same blocks, compiled (fast/blocks.py)
+            return y  # [T, D]: the same blocks, run another way (the fast executor compiles them)
         for i in range(first, len(self.layers)):
             x = self.block(x, self.layers[i], LayerCall(i, cache, positions, run, hooks))  # [T, D]
         return x
@@ -189,11 +167,6 @@ class Transformer:
         """Normed hidden states [T, D] -> logits [T, V] (Gemma 2-style models soft-cap them)."""
         return run.linear(h, self.unembedding)  # [T, D] @ [D, V] -> [T, V]
 
-    def recipe(self):
-        """What the compiled blocks of the fast room need of this model's blocks (fast/blocks.Recipe),
-        or None: its passes run the blocks above. A family whose block they compute gives one."""
-        return None
-
     # Supplied by each family.
     def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:  # [T], [T] -> [T, D]
         raise NotImplementedError
@@ -220,6 +193,6 @@ class Transformer:
     def frozen_attn_out(self, layer, o: np.ndarray):  # o [D], the attention output after W_O -> linear map of its parts, or None
         return None  # the attention output joins the residual stream as it is (Gemma 3 norms it first)
 
-    def unembed(self, x: np.ndarray) -> np.ndarray:
+    def unembed(self, x: np.ndarray, run: Plain = PLAIN) -> np.ndarray:
         """Normed hidden states [T, D] -> logits [T, V]. A logit lens is unembed(final_norm(h))."""
-        return FAST.linear(x, self.unembedding)  # [T, D] @ [D, V] -> [T, V] (a tied [D, V] is a view of [V, D] rows)
+        return self.logits(x, run)  # [T, D] @ [D, V] -> [T, V] (a tied [D, V] is a view of [V, D] rows)

@@ -194,4 +194,3 @@ def quantize_weights(model, kind: str) -> None:
     embedding = quantized_rows(np.ascontiguousarray(model.token_embedding), kind)
     model.unembedding = embedding.T if tied and isinstance(embedding, Quantized) else matrix(model.unembedding)
     model.token_embedding = embedding
-    model._kernels = None  # Transformer.on_kernels: asked again

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import PromptError, UsageError
+from .executor import PLAIN, Plain
 from .kvcache import Sequences
 from .model import Transformer
 from .sites import Hooks
@@ -73,9 +74,10 @@ def check_window(model: Transformer, window: int | None, stride: int | None) -> 
     return window, stride
 
 
-def score(model: Transformer, ids: list[int], window: int | None = None, stride: int | None = None, hooks: Hooks | None = None) -> Score:
+def score(model: Transformer, ids: list[int], window: int | None = None, stride: int | None = None, hooks: Hooks | None = None,
+          run: Plain = PLAIN) -> Score:
     """Log-probabilities of tokens ids[1:] under the model, windowed as the module docstring says
-    (`hooks`: at the sites of every pass, e.g. an ablation)."""
+    (`hooks`: at the sites of every pass, e.g. an ablation; `run`: the passes' executor)."""
     if len(ids) < 2:
         raise PromptError(f"the text is {len(ids)} token{'s' if len(ids) != 1 else ''}; scoring needs at least 2", "the first token has nothing before it to predict it")
     window, stride = check_window(model, window, stride)
@@ -85,12 +87,12 @@ def score(model: Transformer, ids: list[int], window: int | None = None, stride:
     together = 1 if hooks is not None else max(1, min(MAX_WINDOWS, BATCH_ROWS // window, BATCH_LOGITS // (window * model.config.vocab_size)))
     full = [w for w in plan if w[1] - w[0] == window] if together > 1 else []  # whole windows: several go through one pass
     for i in range(0, len(full), together):
-        _score_together(model, tokens, full[i : i + together], logprobs)
+        _score_together(model, tokens, full[i : i + together], logprobs, run)
     cache = model.new_cache(window)
     for b, end, first in plan:
         if full and end - b == window:
             continue  # scored together above
-        _score_window(model, tokens, b, end, first, cache, hooks, logprobs)
+        _score_window(model, tokens, b, end, first, cache, hooks, logprobs, run)
     return Score(list(ids), logprobs, window, stride)
 
 
@@ -139,25 +141,26 @@ def _logprobs(rows: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return rows[np.arange(len(targets)), targets] - log_sum_exp(rows)
 
 
-def _score_together(model: Transformer, tokens: np.ndarray, group: list[tuple[int, int, int]], logprobs: np.ndarray) -> None:
+def _score_together(model: Transformer, tokens: np.ndarray, group: list[tuple[int, int, int]], logprobs: np.ndarray, run: Plain) -> None:
     """Whole windows as B independent sequences of one pass (kvcache.Sequences): every weight is
     read once for all of them, and the products have B times the rows."""
     window = group[0][1] - group[0][0]
     x = np.concatenate([tokens[b:end] for b, end, _ in group])  # [B*W]
-    logits = model.forward(x, Sequences(len(group), window), all_logits=True)  # [B*W, V]
+    logits = model.forward(x, Sequences(len(group), window), all_logits=True, run=run)  # [B*W, V]
     for j, (b, end, first) in enumerate(group):
         rows = logits[j * window + (first - 1 - b) : (j + 1) * window]  # predecessors first-1..end-1
         logprobs[first : end + 1] = _logprobs(rows, tokens[first : end + 1])
 
 
-def _score_window(model: Transformer, tokens: np.ndarray, b: int, end: int, first: int, cache, hooks: Hooks | None, logprobs: np.ndarray) -> None:
+def _score_window(model: Transformer, tokens: np.ndarray, b: int, end: int, first: int, cache, hooks: Hooks | None, logprobs: np.ndarray,
+                  run: Plain) -> None:
     """One window through the cache, CHUNK positions per pass."""
     cache.reset()
     pos = b
     while pos < end:
         stop = min(pos + CHUNK, end)
         want = stop > first - 1  # does this chunk hold the predecessor of an unscored target?
-        logits = model.forward(tokens[pos:stop], cache, all_logits=want, hooks=hooks)  # [T, V] or [1, V]
+        logits = model.forward(tokens[pos:stop], cache, all_logits=want, hooks=hooks, run=run)  # [T, V] or [1, V]
         if want:
             lo = max(pos, first - 1)  # predecessors lo..stop-1 predict targets lo+1..stop
             logprobs[lo + 1 : stop + 1] = _logprobs(logits[lo - pos :], tokens[lo + 1 : stop + 1])

@@ -28,7 +28,7 @@ import numpy as np
 
 from tfcli.engine import batch
 from tfcli.engine.errors import TfcliError
-from tfcli.engine.fast.executor import Fast, RowByRow
+from tfcli.engine.fast.executor import FAST, Fast, RowByRow
 from tfcli.engine.fast.quantized import FEW_ROWS
 from tfcli.engine.generate import Generation, Session, prefill_together
 from tfcli.engine.kvcache import KVCache
@@ -380,7 +380,7 @@ class Batcher:
         for a in range(0, len(ids), PROMPT_CHUNK):
             if a:
                 yield
-            rows = self.model.forward(tokens[a : a + PROMPT_CHUNK], session.cache, all_logits=True)  # [t, V]
+            rows = self.model.forward(tokens[a : a + PROMPT_CHUNK], session.cache, all_logits=True, run=FAST)  # [t, V]
             self.ran += len(rows)
             last = rows[-1]
             lp = log_softmax(rows)  # [t, V]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfcli.engine.errors import UsageError
+from tfcli.engine.executor import PLAIN, Plain
 from tfcli.engine.score import log_softmax
 from tfcli.engine.sites import Hooks
 
@@ -29,27 +30,29 @@ class Ablation:
     mlps: np.ndarray  # [L] with block b's MLP output zeroed
 
 
-def ablate(model, ids, answer: int | None = None, progress=None) -> Ablation:
-    """progress(done, total), if given, is called after each block's H + 1 variants."""
-    run = record(model, ids)
-    answer = int(np.argmax(run.logits)) if answer is None else answer
-    base = float(log_softmax(run.logits)[answer])
-    cfg, t_len = model.config, len(run.ids)
+def ablate(model, ids, answer: int | None = None, progress=None, run: Plain = PLAIN) -> Ablation:
+    """progress(done, total), if given, is called after each block's H + 1 variants; `run`: the
+    executor of the passes (engine/executor.py)."""
+    clean = record(model, ids, run)
+    answer = int(np.argmax(clean.logits)) if answer is None else answer
+    base = float(log_softmax(clean.logits)[answer])
+    cfg, t_len = model.config, len(clean.ids)
     n_head = cfg.n_head
     heads, mlps = np.empty((cfg.n_layer, n_head)), np.empty(cfg.n_layer)
     for b in range(cfg.n_layer):
         # H + 1 variants from block b on, together: head h zeroed in variant h, the MLP in variant H.
-        make = lambda group, b=b: np.repeat(run.resid[b][None], len(group), axis=0)  # noqa: E731  [n, T, D]
+        make = lambda group, b=b: np.repeat(clean.resid[b][None], len(group), axis=0)  # noqa: E731  [n, T, D]
 
         def hooks(group, b=b) -> Hooks:
             return Hooks().add("z", _in_variants(group, t_len, lambda v, j: v[:, j].fill(0) if j < n_head else None), b).add(
                 "mlp_out", _in_variants(group, t_len, lambda v, j: v.fill(0) if j == n_head else None), b)
 
-        change = log_softmax(logits_of(model, run_variants(model, b, n_head + 1, t_len, make, hooks)))[:, answer] - base  # [H+1]
+        last = run_variants(model, b, n_head + 1, t_len, make, hooks, run)  # [H+1, D]
+        change = log_softmax(logits_of(model, last, run=run))[:, answer] - base  # [H+1]
         heads[b], mlps[b] = change[:n_head], change[n_head]
         if progress is not None:
             progress(b + 1, cfg.n_layer)
-    return Ablation(run, answer, base, heads, mlps)
+    return Ablation(clean, answer, base, heads, mlps)
 
 
 def _in_variants(group: range, t_len: int, edit):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tfcli.engine.executor import PLAIN, Plain
 from tfcli.engine.inspect import Recorder
 
 
@@ -37,8 +38,8 @@ class Attribution:
     total: float  # the sum of all the parts
 
 
-def attribute(model, ids, position: int = -1, target: int | None = None, progress=None) -> Attribution:
-    """progress(done, total), if given, is called after each block of the pass."""
+def attribute(model, ids, position: int = -1, target: int | None = None, progress=None, run: Plain = PLAIN) -> Attribution:
+    """progress(done, total), if given, is called after each block of the pass; `run`: its executor."""
     ids = np.asarray(ids)
     t_len, cfg = len(ids), model.config
     p = position + t_len if position < 0 else position
@@ -47,7 +48,7 @@ def attribute(model, ids, position: int = -1, target: int | None = None, progres
     z, mlp = {}, {}
     rec.add("z", lambda value, s: z.__setitem__(s.block, value[p]))  # [H, Dh]
     rec.add("mlp_out", lambda value, s: mlp.__setitem__(s.block, value[p]))  # [D]
-    logits = model.forward(ids, model.new_cache(t_len), all_logits=True, hooks=rec)[p]  # [V]
+    logits = model.forward(ids, model.new_cache(t_len), all_logits=True, hooks=rec, run=run)[p]  # [V]
     target = int(np.argmax(logits)) if target is None else int(target)
     x = rec.hidden_states()[-1][p].astype(np.float64)  # [D] the residual after the last block
     lin, const = model.frozen_final_norm(x)
@@ -93,12 +94,12 @@ def counted(hooks, progress, before: int, total: int) -> None:
         hooks.add("resid_post", lambda value, site: progress(before + site.block + 1, total))
 
 
-def attention(model, ids, progress=None, before: int = 0, total: int = 0) -> list[np.ndarray]:
+def attention(model, ids, progress=None, before: int = 0, total: int = 0, run: Plain = PLAIN) -> list[np.ndarray]:
     """ids [T] -> every block's attention weights, [L] x [H, T, T]."""
     ids = np.asarray(ids)
     rec = Recorder(attention=True)
     counted(rec, progress, before, total)
-    model.forward(ids, model.new_cache(len(ids)), hooks=rec)
+    model.forward(ids, model.new_cache(len(ids)), hooks=rec, run=run)
     return [rec.attn[b] for b in range(model.config.n_layer)]
 
 
@@ -113,15 +114,15 @@ def repeated_tokens(tokenizer, vocab_size: int, repeat: int = 20, seed: int = 0)
     return [*prefix, *r, *r], len(prefix)
 
 
-def detect(model, ids, tokenizer=None, repeat: int = 20, seed: int = 0, progress=None) -> Detectors:
-    """progress(done, total), if given, is called after each block of its two passes."""
+def detect(model, ids, tokenizer=None, repeat: int = 20, seed: int = 0, progress=None, run: Plain = PLAIN) -> Detectors:
+    """progress(done, total), if given, is called after each block of its two passes; `run`: their executor."""
     n = model.config.n_layer
-    text = attention(model, ids, progress, 0, 2 * n)  # [L] x [H, T, T]
+    text = attention(model, ids, progress, 0, 2 * n, run)  # [L] x [H, T, T]
     t = np.arange(1, len(ids))
     prev = np.array([a[:, t, t - 1].mean(axis=-1) for a in text]) if len(ids) > 1 else np.zeros((model.config.n_layer, model.config.n_head))
     first = np.array([a[:, t, 0].mean(axis=-1) for a in text]) if len(ids) > 1 else np.zeros_like(prev)
     rep, off = repeated_tokens(tokenizer, model.config.vocab_size, repeat, seed)
-    att = attention(model, rep, progress, n, 2 * n)
+    att = attention(model, rep, progress, n, 2 * n, run)
     second = np.arange(off + repeat, off + 2 * repeat)  # positions of the second copy
     induction = np.array([a[:, second, second - repeat + 1].mean(axis=-1) for a in att])  # [L, H]
     duplicate = np.array([a[:, second, second - repeat].mean(axis=-1) for a in att])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfcli.engine.errors import PromptError, UsageError
+from tfcli.engine.executor import PLAIN, Plain
 from tfcli.engine.sites import Hooks
 
 from .common import check_block, record
@@ -33,22 +34,22 @@ class Steering:
         return (hooks if hooks is not None else Hooks()).add("resid_post", lambda value, site: value + push, self.layer)
 
 
-def mean_state(model, ids: list[int], text_ids: int, layer: int) -> np.ndarray:
+def mean_state(model, ids: list[int], text_ids: int, layer: int, run: Plain = PLAIN) -> np.ndarray:
     """The mean residual stream after block `layer` over the last `text_ids` positions (the text's own tokens): [D]."""
-    run = record(model, ids)
-    return run.resid[layer + 1][len(ids) - text_ids :].mean(axis=0)  # [D]
+    return record(model, ids, run).resid[layer + 1][len(ids) - text_ids :].mean(axis=0)  # [D]
 
 
-def steering_vector(model, toward: tuple[list[int], int], away: tuple[list[int], int], layer: int, scale: float) -> Steering:
-    """toward, away: (prompt ids, how many of them are the text's own tokens)."""
+def steering_vector(model, toward: tuple[list[int], int], away: tuple[list[int], int], layer: int, scale: float,
+                    run: Plain = PLAIN) -> Steering:
+    """toward, away: (prompt ids, how many of them are the text's own tokens); `run`: the passes' executor."""
     layer = check_block(model, layer, "--block")
     if not np.isfinite(scale):
         raise UsageError(f"--scale must be a finite number, not {scale}")
-    v = mean_state(model, *toward, layer) - mean_state(model, *away, layer)  # [D]
+    v = mean_state(model, *toward, layer, run) - mean_state(model, *away, layer, run)  # [D]
     return Steering(layer, v.astype(np.float32), float(scale))
 
 
-def from_texts(model, tokenizer, toward: str, away: str, layer: int, scale: float) -> Steering:
+def from_texts(model, tokenizer, toward: str, away: str, layer: int, scale: float, run: Plain = PLAIN) -> Steering:
     """The steering of `toward` minus `away`, each text tokenized as a prompt (the live page's
     fields; the command line checks its texts with its own messages first)."""
     prefix = len(tokenizer.prompt(""))  # what the tokenizer puts before any text (a BOS), the same in both
@@ -61,7 +62,7 @@ def from_texts(model, tokenizer, toward: str, away: str, layer: int, scale: floa
             raise PromptError(f"{what} is {len(ids):,} tokens; the model reads at most {model.config.n_ctx:,}", "shorten it")
         return ids, len(ids) - prefix
 
-    return steering_vector(model, side(toward, "the text to steer toward"), side(away, "the text to steer away from"), layer, scale)
+    return steering_vector(model, side(toward, "the text to steer toward"), side(away, "the text to steer away from"), layer, scale, run)
 
 
 def save(path, s: Steering, identity: str | None = None) -> None:

@@ -309,19 +309,6 @@ class Gemma3(Transformer):
         o = at.linear(z.reshape(t_len, cfg.d_attn), layer.wo, layer.bo)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
         return self.rms(o, layer.post_attn_norm)  # [T, D]
 
-    def recipe(self):
-        """This block, for the fast room's compiled blocks (fast/blocks.py computes the same steps)."""
-        from ..fast.blocks import Layer, Recipe
-
-        if not all(l.mlp.gated and l.mlp.act is ops.gelu and l.mlp.b_in is None and l.mlp.b_out is None for l in self.layers):
-            return None
-        layers = tuple(
-            Layer(l.attn_norm, l.w_qkv, l.b_qkv, l.wo, l.bo, l.mlp_norm, l.mlp.w_in, l.mlp.w_out, l.q_norm, l.k_norm,
-                  l.post_attn_norm, l.post_mlp_norm, rope=int(l.window is not None), window=l.window, gelu=True)  # fmt: skip
-            for l in self.layers
-        )
-        return Recipe(layers, self.config.norm_eps, (self.rope_global, self.rope_local), float(self.q_factor))
-
     def mlp_norm(self, x: np.ndarray, layer: GemmaLayer) -> np.ndarray:
         return self.rms(x, layer.mlp_norm)  # [T, D]  pre_feedforward_layernorm
 
@@ -335,9 +322,6 @@ class Gemma3(Transformer):
 
     def logits(self, h: np.ndarray, run: Plain) -> np.ndarray:
         return self._cap(run.linear(h, self.unembedding))  # [T, D] @ [D, V] -> [T, V]
-
-    def unembed(self, x: np.ndarray) -> np.ndarray:
-        return self._cap(super().unembed(x))  # [T, V]
 
     def _cap(self, logits: np.ndarray) -> np.ndarray:
         cap = self.config.extra.logit_softcap

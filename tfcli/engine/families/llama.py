@@ -438,15 +438,6 @@ class Llama(Transformer):
         z = self.attend(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], at, window=self.window)  # [T, H, Dh]
         return at.linear(z.reshape(t_len, cfg.d_attn), layer.wo, layer.bo)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
 
-    def recipe(self):
-        """This block, for the fast room's compiled blocks (fast/blocks.py computes the same steps)."""
-        from ..fast.blocks import Layer, Recipe
-
-        if not all(l.mlp.gated and l.mlp.act is ops.silu and l.mlp.b_in is None and l.mlp.b_out is None for l in self.layers):
-            return None
-        layers = tuple(Layer(l.attn_norm, l.w_qkv, l.b_qkv, l.wo, l.bo, l.mlp_norm, l.mlp.w_in, l.mlp.w_out, l.q_norm, l.k_norm, window=self.window) for l in self.layers)
-        return Recipe(layers, self.config.norm_eps, (self.rope,))
-
     def mlp_norm(self, x: np.ndarray, layer: LlamaLayer) -> np.ndarray:
         return ops.rms_norm(x, layer.mlp_norm, self.config.norm_eps)  # [T, D]
 

@@ -10,8 +10,9 @@ same jobs, with the same slots, that kernels.py calls one by one: each row's pro
 attention are the same bits as on the per-step path; the norms, RoPE and SiLU are computed in
 compiled code (within a few float32 roundings of NumPy's).
 
-A family describes its blocks with a Recipe (Transformer.recipe); a pass with hooks, more rows than
-the kernels' products take (quantized.FEW_ROWS) or a family without a recipe runs the textbook block.
+A Recipe is what they need of a model, read here from its family's layers (recipe_of: Llama's
+block and the families built on it, Gemma 3's); a pass with hooks, more rows than the kernels'
+products take (quantized.FEW_ROWS) or a family without a recipe runs the textbook block.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import ops as textbook
+from ..families.gemma3 import Gemma3
+from ..families.llama import Llama
 from ..kvcache import BatchCache, KVCache
 from ..slots import Prompts, Slots
 from ..quantized import Quantized
@@ -54,7 +58,7 @@ class Layer:
 
 @dataclass(frozen=True)
 class Recipe:
-    """What the compiled blocks need of a model (Transformer.recipe): its layers, the RMSNorm's eps,
+    """What the compiled blocks need of a model (recipe_of): its layers, the RMSNorm's eps,
     RoPE's tables at given positions (one or two: positions [T] -> cos, sin [T, R/2]) and the factor
     the queries are multiplied by after their norm (Gemma 3)."""
 
@@ -62,6 +66,33 @@ class Recipe:
     eps: float
     ropes: tuple[Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], ...]
     q_scale: float = 1.0
+
+
+def recipe_of(model) -> Recipe | None:
+    """A model's blocks as the compiled blocks compute them, read from its family's layers: Llama's
+    (families/llama.py: Qwen2, Qwen3, Phi-3 are its block too) with a SwiGLU MLP, or Gemma 3's
+    (families/gemma3.py: four norms, q/k norms, a GeGLU MLP, two RoPE tables); else None."""
+    if isinstance(model, Gemma3):
+        if not all(_gated(l.mlp, textbook.gelu) for l in model.layers):
+            return None
+        layers = tuple(
+            Layer(l.attn_norm, l.w_qkv, l.b_qkv, l.wo, l.bo, l.mlp_norm, l.mlp.w_in, l.mlp.w_out, l.q_norm, l.k_norm,
+                  l.post_attn_norm, l.post_mlp_norm, rope=int(l.window is not None), window=l.window, gelu=True)  # fmt: skip
+            for l in model.layers
+        )
+        return Recipe(layers, model.config.norm_eps, (model.rope_global, model.rope_local), float(model.q_factor))
+    if isinstance(model, Llama):
+        if not all(_gated(l.mlp, textbook.silu) for l in model.layers):
+            return None
+        layers = tuple(Layer(l.attn_norm, l.w_qkv, l.b_qkv, l.wo, l.bo, l.mlp_norm, l.mlp.w_in, l.mlp.w_out, l.q_norm, l.k_norm,
+                             window=model.window) for l in model.layers)  # fmt: skip
+        return Recipe(layers, model.config.norm_eps, (model.rope,))
+    return None
+
+
+def _gated(m: textbook.MLP, act) -> bool:
+    """Whether an MLP is act(gate) * up without biases, the compiled blocks' MLP."""
+    return m.gated and m.act is act and m.b_in is None and m.b_out is None
 
 
 class _Program:
@@ -237,7 +268,7 @@ def _recipe(k, model) -> tuple[Recipe | None, dict]:
     made = _made.by_model
     got = made.get(id(model))
     if got is None or got[0]() is not model or any(a is not b for a, b in zip(got[1], model.layers)):  # new, or its weights changed (quantize_weights)
-        recipe = model.recipe()
+        recipe = recipe_of(model)
         if recipe is not None and not recipe_supported(k, recipe):
             recipe = None
         got = made[id(model)] = (weakref.ref(model), list(model.layers), recipe, {})

@@ -10,8 +10,9 @@ What measurement justified, each in benchmarks/README.md:
 - a long prompt cut into parts, each part on its own thread through all the blocks, waiting at
   each block for the keys and values of the part before it (split_prompt, Parts, fast/parts.py);
 - quantized weights multiplied by compiled kernels on their blocks (fast/quantized.py); in the
-  passes of a model on the kernels (quantized, or 64 MB of float32 weights or more: on_kernels()),
-  its float32 few-row products and its decode-step attention compiled as well;
+  passes of a model on the kernels (quantized, or KERNELS_FROM bytes of float32 weights or more:
+  on_kernels), its float32 few-row products and its decode-step attention compiled as well, and
+  its blocks in one compiled call (fast/blocks.py);
 - RowByRow, the batch-invariant executor a server's decode steps use: each row's products are the
   one-row products, on blocks of weights kept in cache for all rows (each_row).
 """
@@ -19,6 +20,7 @@ What measurement justified, each in benchmarks/README.md:
 from __future__ import annotations
 
 import copy
+import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 
@@ -26,7 +28,7 @@ import numpy as np
 
 from .. import ops as textbook
 from ..config import ModelConfig
-from ..executor import Plain, Plan
+from ..executor import Plain, Plan, check_pass
 from ..kvcache import KVCache
 from ..quantized import Quantized
 from ..threads import ON_THIS_THREAD, new_helper, single_threaded_blas
@@ -34,6 +36,7 @@ from . import ops, quantized
 from .parts import PartCache, Relay
 
 
+KERNELS_FROM = 64 << 20  # bytes of float32 weights from which a model's passes run on the compiled kernels (on_kernels)
 MLP_SHARE = 0.56  # of a split MLP's hidden units, the calling thread's share (the helper wakes up late)
 PART_MIN_TOKENS = 160  # shorter prompt parts are faster as one part on BLAS's own threads
 
@@ -48,7 +51,7 @@ class Fast(Plain):
         self.batch = batch
         self.helper = helper if helper is not None or workers < 2 else new_helper()
 
-    kernels = None  # the kernels module, in a pass of a model on them (Transformer.on_kernels): its float32 products and decode attention too
+    kernels = None  # the kernels module, in a pass of a model on them (on_kernels): its float32 products and decode attention too
 
     def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
         y = quantized.product(x, w, self.workers, self.kernels) if isinstance(w, Quantized) else self.dense(x, w)  # [T, out]
@@ -93,40 +96,52 @@ class Fast(Plain):
         """Whether a pass of `rows` rows of `model` (no hooks) gives each row the same bits whatever
         the other rows are: on the compiled blocks (fast/blocks.py), so that the prompts of several
         sequences may share one pass (generate.prefill_together)."""
-        if not model.on_kernels:
+        if not on_kernels(model):
             return False
-        k = self.on_kernels().kernels
+        k = self.with_kernels().kernels
         if k is None:
             return False
         from . import blocks
 
         return blocks.takes(k, model, rows)
 
-    def on_kernels(self) -> Fast:
+    def with_kernels(self) -> Fast:
         """This executor for the passes of a model on the kernels (made once)."""
         if self.kernels is not None:
             return self
-        if getattr(self, "_on_kernels", None) is None:
-            self._on_kernels = copy.copy(self)
-            self._on_kernels.kernels = quantized.running()
-        return self._on_kernels
+        if getattr(self, "_with_kernels", None) is None:
+            self._with_kernels = copy.copy(self)
+            self._with_kernels.kernels = quantized.running()
+        return self._with_kernels
 
     def sized(self, rows: int) -> Plain:
         """The executor for a pass of `rows` rows in one part."""
         few = rows > 1 and (self.batch or (self.workers > 1 and rows <= ops.FEW_ROWS))
         return _FewRows(self, self.helper if self.workers > 1 else ON_THIS_THREAD) if few else self
 
-    def plan(self, config: ModelConfig, cache, rows: int, hooks, kernels: bool = False) -> Plan:
+    def numerics(self, model, rows: int) -> str:
+        """The products of a pass of up to quantized.FEW_ROWS rows of a model on the kernels are
+        theirs: with the activations quantized to 8 bits for quantized weights (as llama.cpp's),
+        each row's numbers its own whatever the others; longer passes and other models: float32
+        on BLAS, as the textbook's."""
+        if rows > quantized.FEW_ROWS or not on_kernels(model) or self.with_kernels().kernels is None:
+            return "float32"
+        return "8-bit activations" if model.quantized() else "float32, compiled"
+
+    def plan(self, model, cache, rows: int, hooks) -> Plan:
         """A long prompt pass (no hooks) in parts on threads, when split_prompt cuts it; else one
-        part. A model on the kernels (`kernels`: Transformer.on_kernels) runs its passes on this
-        executor's on_kernels() twin (loading them the first time), so that every
+        part. A model on the kernels (on_kernels) runs its passes on this
+        executor's with_kernels() twin (loading them the first time), so that every
         pass of the model computes alike. A pass whose products run on the
         kernels' threads (a few rows, more than one worker) runs BLAS on one thread: the two
         libraries' threads each spin a moment after their work, and on the same cores each waits
         for the other (a Gemma 3 step past 512 positions, where OpenBLAS starts threading
         attention: 11 ms -> 260 ms)."""
+        kernels = on_kernels(model)
         if kernels and self.kernels is None and quantized.running() is not None:
-            return self.on_kernels().plan(config, cache, rows, hooks, kernels)
+            return self.with_kernels().plan(model, cache, rows, hooks)
+        config = model.config
+        check_pass(config, cache.length, rows)
         if hooks is None and not self.batch and isinstance(cache, KVCache):
             parts = split_prompt(config, cache.length, rows, self.workers)
             if len(parts) > 1:
@@ -178,7 +193,21 @@ class _FewRows(Fast):
         return first + second
 
 
-FAST = Fast()  # one worker: the forward pass's default
+FAST = Fast()  # one worker
+
+
+_asked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (its layers, KERNELS_FROM, on_kernels) when asked
+
+
+def on_kernels(model) -> bool:
+    """Whether a model's passes run on the compiled kernels: a quantized model, whose products need
+    them, or one with KERNELS_FROM bytes of float32 weights or more, whose few-row products they run
+    faster than BLAS. Smaller models (the shipped one) never load them. Asked once per model (and
+    again when its layers are replaced: quantize_weights)."""
+    got = _asked.get(model)
+    if got is None or got[0] is not model.layers or got[1] != KERNELS_FROM:
+        got = _asked[model] = (model.layers, KERNELS_FROM, model.quantized() or model.weight_bytes() >= KERNELS_FROM)
+    return got[2]
 
 
 class Parts(Plan):
