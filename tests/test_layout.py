@@ -129,3 +129,53 @@ def test_a_family_is_one_module_and_one_registry_line():
         assert module.NAME == name and module.__name__ == f"tfcli.engine.families.{name}"
         for attr in ("MODEL_TYPES", "ARCHITECTURES", "config_from_hf", "MODEL", "CENSUS", "GGUF"):
             assert hasattr(module, attr), (name, attr)
+
+
+def _reached(module: str, graph: dict[str, set[str]]) -> set[str]:
+    """Every tfcli module `module` imports, directly or through the modules it imports."""
+    seen, todo = set(), [module]
+    while todo:
+        for d in graph.get(todo.pop(), ()):
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return seen
+
+
+def _fast(module: str) -> bool:
+    return module == "tfcli.engine.fast" or module.startswith("tfcli.engine.fast.")
+
+
+def test_the_textbook_imports_nothing_of_the_fast_room():
+    """model.py and every family see only the door (engine/executor.py): nothing under engine/fast/,
+    directly or through a module that imports it. The caller picks the fast executor."""
+    graph = _graph()
+    textbook = ["tfcli.engine.model", "tfcli.engine.executor", *(m for m in graph if m.startswith("tfcli.engine.families"))]
+    assert len(textbook) > 6
+    wrong = {m: sorted(d for d in _reached(m, graph) if _fast(d)) for m in textbook}
+    assert not any(wrong.values()), {m: d for m, d in wrong.items() if d}
+
+
+def test_analysis_imports_nothing_of_the_fast_room():
+    """analysis/ runs its passes on the executor its caller gives it (the CLI: the fast one), and
+    asks it for the numerics of a pass (Plain.numerics), never a constant of the kernels."""
+    graph = _graph()
+    analysis = [m for m in graph if m.startswith("tfcli.analysis")]
+    assert len(analysis) > 10
+    wrong = {m: sorted(d for d in _reached(m, graph) if _fast(d)) for m in analysis}
+    assert not any(wrong.values()), {m: d for m, d in wrong.items() if d}
+
+
+# The kernel sources (build-time code compiled to object files), and the compiler that runs them:
+# the only modules that import numba. Everything else runs without it (tests/test_kernels.py).
+NUMBA_MODULES = {"jobs", "block_job", "attention_job", "top_job", "llvm", "llvm_attention", "llvm_q8", "llvm_x8", "build"}
+
+
+def test_numba_is_imported_only_by_the_kernel_sources():
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n.split(".")[0] == "numba" for n in names):
+                found.add(_module(path))
+    assert found == {f"tfcli.engine.fast.{m}" for m in NUMBA_MODULES}, found
