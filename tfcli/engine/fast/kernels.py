@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..formats import BLOCK_TYPES
+from . import elf
 from . import slots as S
 from .activations import layout as x_layout
 from .compiled import cache_dir, remove_stale, writable
@@ -108,14 +109,12 @@ def _load(again: bool = True) -> dict[str, object]:
 
 def _place(objects: dict[str, bytes], index: dict) -> tuple[dict[str, int], list]:
     """Each object placed in memory -> ({job: address, "pool": run's, "pool.work": work's}, what keeps them alive)."""
-    from . import elf
-
     wanted = {name: ([index["jobs"][name]] if name != "pool" else [index["pool"]["run"], index["pool"]["work"]]) for name in objects}
     addresses, keep = {}, []
     if elf.supported() and os.environ.get("TFCLI_KERNEL_LOADER", "") != "llvm":
         for name, data in objects.items():
             try:
-                placed = elf.Loaded(data)
+                placed = elf.Loaded(data, may_trap=("NRT_", "numba_"))  # numba's runtime: only in paths the jobs never take
             except elf.ObjectError as e:
                 raise ValueError(str(e)) from e
             keep.append(placed)
@@ -128,10 +127,12 @@ def _place(objects: dict[str, bytes], index: dict) -> tuple[dict[str, int], list
 def _place_with_llvm(objects: dict[str, bytes], wanted: dict[str, list[str]]):
     """Where elf.py cannot place them (not Linux on x86-64): llvmlite's own loader, in this process."""
     import llvmlite.binding as binding
-
     binding.initialize_native_target()
     binding.initialize_native_asmprinter()
     machine = binding.Target.from_default_triple().create_target_machine()
+    for name in {n for data in objects.values() for n in elf.undefined(data) if n.startswith(("NRT_", "numba_"))}:  # numba's runtime,
+        binding.add_symbol(name, ctypes.cast(ctypes.CDLL(None).abort, ctypes.c_void_p).value)  # absent: one unresolved name left LLVM
+    # resolving none of an object's names (memset at 0, a crash): they abort, as elf.py's trap stops, on paths the jobs never take
     engines, addresses = [], {}
     for name, data in objects.items():  # one engine per object: the jobs define the same helpers
         engine = binding.create_mcjit_compiler(binding.parse_assembly(""), machine)
