@@ -28,6 +28,7 @@ from tfcli.cli.views import fonts, images
 from tfcli.cli.views.attn import token_labels
 from tfcli.store import load
 from tfcli.engine.errors import UsageError
+from tfcli.engine.fast import FAST
 
 from conftest import TINY_GPT2, TINY_LLAMA, reference
 
@@ -187,7 +188,7 @@ def test_json_weights_are_the_engines(cli):
     ids = [t["id"] for t in data["tokens"]]
     assert ids == lm.tokenizer.encode(text)
     got = np.array(data["weights"], dtype=np.float32)
-    np.testing.assert_array_equal(got, attention_weights(lm.model, ids, [0, 1, 2]))
+    np.testing.assert_array_equal(got, attention_weights(lm.model, ids, [0, 1, 2], FAST))  # as the command runs it
     assert data["weights_shape"] == [3, ref["attn_short"].shape[1], len(ids), len(ids)]
 
 

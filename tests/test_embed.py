@@ -12,6 +12,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from conftest import TINY_GPT2, TINY_LLAMA
+from tfcli.engine.fast import FAST
 
 KEYS = {TINY_GPT2: "transformer.wte.weight", TINY_LLAMA: "model.embed_tokens.weight"}
 
@@ -122,7 +123,7 @@ def test_layer_uses_the_residual_stream(cli):
     start = []  # tiny-llama's tokenizer adds no BOS and has no <|endoftext|>: its config's BOS
     if lm.config.bos_token_id is not None:
         start = [lm.config.bos_token_id]
-    va, vb = (residual_stream(lm.model, start + [i])[2][-1] for i in ids)
+    va, vb = (residual_stream(lm.model, start + [i], None, FAST)[2][-1] for i in ids)
     assert data["cosine"] == pytest.approx(float(va @ vb / np.linalg.norm(va) / np.linalg.norm(vb)), abs=1e-5)
     assert data["query"]["layer"] == 2 and data["baseline"] is None
     layer0 = run_json(cli, "similarity", "a", "b", "-m", TINY_LLAMA, "--layer", "0")  # Llama's layer 0 is the embedding

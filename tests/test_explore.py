@@ -46,7 +46,7 @@ def _weights(model, ids):
 def test_exploration_is_the_forward_pass(path):
     lm = load(path)
     ids = lm.tokenizer.prompt("hello world, hello there")
-    run = ex.explore(lm.model, ids)
+    run = ex.explore(lm.model, ids, run=FAST)  # as the page runs it
     t_len, cfg = len(ids), lm.config
     np.testing.assert_array_equal(run.attn, _weights(lm.model, ids))
     logits = lm.model.forward(np.asarray(ids), lm.model.new_cache(t_len), all_logits=True, run=FAST)  # [T, V]

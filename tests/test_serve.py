@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_LLAMA
+from tfcli.engine.fast import FAST
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("uvicorn")
@@ -119,7 +120,7 @@ def test_echo_and_logprobs_equal_tfcli_score(client, cli, smollm2_folder, smol):
     r = cli("score", "-m", smollm2_folder, text, "--json")
     assert r.exit_code == 0, r.stderr
     scored = json.loads(r.stdout)["tokens"]
-    exact = score(smol.model, smol.tokenizer.prompt(text)).logprobs
+    exact = score(smol.model, smol.tokenizer.prompt(text), run=FAST).logprobs
     out = client.completions.create(model="smollm2", prompt=text, max_tokens=0, echo=True, logprobs=3, temperature=0)
     lp = out.choices[0].logprobs
     assert out.choices[0].text == text

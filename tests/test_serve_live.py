@@ -17,6 +17,7 @@ pytest.importorskip("uvicorn")
 from conftest import assert_f32_close  # noqa: E402
 from test_explore import _driver_or_skip  # noqa: E402  the same system Chromium as the explore tests
 from test_serve import TIMEOUT, serving  # noqa: E402
+from tfcli.engine.fast import FAST  # noqa: E402
 
 SHAKESPEARE = Path(__file__).parent.parent / "weights" / "shakespeare"
 
@@ -31,7 +32,7 @@ def live():
     lm = load(SHAKESPEARE)
     page = Page(
         lambda text, hooks: explore.page_html(lm, text, explore.page_tokens(lm, text), "en", hooks),
-        lambda toward, away, layer, scale: from_texts(lm.model, lm.tokenizer, toward, away, layer, scale),
+        lambda toward, away, layer, scale: from_texts(lm.model, lm.tokenizer, toward, away, layer, scale, FAST),
         lm.config.n_layer,
     )
     with serving(lm, "shakespeare", page=page) as (url, _):
@@ -83,8 +84,8 @@ def test_the_steering_box_gives_the_pass_of_the_steered_model(live):
     status2, steered = _page(url, text=text, toward=toward, away=away, layer=2, scale=8)
     assert status == status2 == 200
     assert 'id="live-steered"' in steered and "after block 2" in steered and 'value="love"' in steered
-    s = from_texts(lm.model, lm.tokenizer, toward, away, 2, 8.0)
-    want = ex.explore(lm.model, lm.tokenizer.prompt(text), hooks=s.hooks())
+    s = from_texts(lm.model, lm.tokenizer, toward, away, 2, 8.0, FAST)
+    want = ex.explore(lm.model, lm.tokenizer.prompt(text), hooks=s.hooks(), run=FAST)
     import base64
 
     import numpy as np

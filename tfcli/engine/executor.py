@@ -94,7 +94,7 @@ class Plan:
         return trunk(self.cache, slice(0, self.rows))
 
 
-PASS_CHECKED_FROM = 1 << 26  # bytes of temporaries from which a pass asks the memory (reading /proc/meminfo every decode step would cost more than it saves)
+PASS_CHECKED_FROM = 1 << 26  # bytes of temporaries from which a pass asks the memory (/proc/meminfo every step: too dear)
 
 
 def check_pass(config, start: int, t_len: int) -> None:
