@@ -44,6 +44,12 @@ class ChatTemplate:
     def render(self, messages: list[dict[str, str]], add_generation_prompt: bool = True, **variables) -> str:
         """The conversation as the model's text. `variables`: what else the template reads, as
         transformers' apply_chat_template(**kwargs) passes it (`enable_thinking=False`, `tools=[...]`)."""
+        try:
+            return self._render(messages, add_generation_prompt, variables)
+        except _Expired:  # the watchdog struck in _render's own handlers, before it was stopped there
+            raise _time_bound() from None
+
+    def _render(self, messages: list[dict[str, str]], add_generation_prompt: bool, variables: dict) -> str:
         from jinja2 import TemplateError
 
         given = sum(len(str(m.get("content", ""))) for m in messages)
@@ -51,8 +57,9 @@ class ChatTemplate:
         # transformers defines these whether given or not: `{% if tools is not none %}` must see None
         context = {"bos_token": self.bos_token, "eos_token": self.eos_token, "tools": None, "documents": None, **variables}
         _BUDGET.limits = limits
+        watchdog = _Watchdog(limits)
         try:
-            with _alarm(limits), _Watchdog(limits):
+            with _alarm(limits), watchdog:
                 template = _compiled(self.source)  # compiled under the budget of its first render
                 pieces, size = [], 0
                 for piece in template.generate(context, messages=messages, add_generation_prompt=add_generation_prompt):
@@ -74,6 +81,7 @@ class ChatTemplate:
         except Exception as e:  # noqa: BLE001 - the template is code from the model folder: any failure is the file's
             raise TfcliError(f"the model's chat template failed: {type(e).__name__}: {_first_line(e)}", FIX) from None
         finally:
+            watchdog.stop()
             _BUDGET.limits = None
 
 
