@@ -39,8 +39,8 @@ ENDLESS = {
     "sum-of-lists": BIG + "{{ s|list|batch(1)|sum(start=[])|length }}",
     "wordwrap-in-a-library": "{% set s = 'x ' * 120000 %}{% for i in range(1000) %}{{ s|wordwrap(1)|length }}{% endfor %}",
     "urlize-in-a-library": "{% set s = 'x ' * 1900000 %}{{ s|urlize|length }}",
-    "unique-in-a-library": "{% set s = 'x' * 3900000 %}{{ s|list|unique|list|length }}",
-    "batch-generator": "{% set s = 'x ' * 1900000 %}{{ s|list|batch(1)|list|length }}",
+    "unique-in-a-library": "{% set s = 'x' * 1000000 %}{% for i in range(1000) %}{{ s|list|unique|list|length }}{% endfor %}",
+    "batch-generator": "{% set s = 'x ' * 200000 %}{% for i in range(1000) %}{{ s|list|batch(1)|list|length }}{% endfor %}",
     "call-block": BIG + "{% macro m() %}{% for a in s %}{{ caller() }}{% endfor %}{% endmacro %}{% call m() %}{% for b in s %}{% endfor %}{% endcall %}",
 }
 
@@ -63,7 +63,7 @@ HUGE = {
 }
 
 
-def _render_on_a_worker(source: str, timeout: float = 20) -> tuple[BaseException | str | None, float]:
+def _render_on_a_worker(source: str, timeout: float = 30) -> tuple[BaseException | str | None, float]:
     from tfcli.engine.chat import ChatTemplate
 
     out: list = []
@@ -89,7 +89,7 @@ def test_an_endless_template_stops_on_a_worker_thread(source):
     result, took = _render_on_a_worker(source)
     assert isinstance(result, TfcliError), result
     assert "chat template" in str(result) and "Traceback" not in str(result)
-    assert took < 8, took  # the budget is 2 s; one step in C (a split of the long string) may run past it
+    assert took < 10, took  # the budget is 2 s; one step in C may run past it, and a loaded machine slows all
 
 
 @pytest.mark.parametrize("source", list(HUGE.values()), ids=list(HUGE))
@@ -98,7 +98,7 @@ def test_a_template_that_would_write_gigabytes_is_refused_before_it_does(source)
 
     result, took = _render_on_a_worker(source)
     assert isinstance(result, TemplateBoundError), result
-    assert took < 6, took
+    assert took < 10, took
 
 
 def test_a_template_of_millions_of_tokens_stops_while_it_is_parsed():
@@ -198,7 +198,7 @@ def test_the_server_answers_400_in_seconds_frees_the_worker_and_keeps_serving(ho
         took = time.monotonic() - start
         assert status == 400, doc
         assert "chat template" in doc["error"]["message"] and "ran for more than 2 s" in doc["error"]["message"], doc
-        assert took < 5, took
+        assert took < 6, took  # "about 2 s", on a machine other jobs load too
     status, doc = _post(f"{url}/v1/completions", {"prompt": "Hi", "max_tokens": 2}, timeout=20)
     assert status == 200 and doc["choices"][0]["text"] is not None, doc
     with urllib.request.urlopen(f"{url}/health", timeout=5) as r:
