@@ -63,8 +63,8 @@ def lens(model: Model, text, *, top: int = 5) -> Lens:
     ids = m._ids(text)
     net = m._lm.model
     check_allocation(lens_cost(net, (m.n_blocks + 1) * len(ids), top)[0], f"the lens of {m.n_blocks + 1} residual indices x {len(ids):,} positions")
-    hidden = residual_stream(net, ids, m._hooks())  # [L+1] x [T, D]
-    r = logit_lens(net, hidden, k=top)
+    hidden = residual_stream(net, ids, m._hooks(), run=m._run)  # [L+1] x [T, D]
+    r = logit_lens(net, hidden, k=top, run=m._run)
     return Lens(m.name, ids, r.ids, r.probs, r.entropy, m.tokenizer)
 
 
@@ -87,7 +87,7 @@ def patch(model: Model, clean, corrupt, *, site: str = "resid", answer=None, wro
     a, b = m._ids(clean), m._ids(corrupt)
     if len(a) != len(b):
         raise UsageError(f"the clean text is {len(a)} tokens and the corrupt one {len(b)}", "patching compares position by position: change words of the same token count")
-    r = run_patch(m._lm.model, a.tolist(), b.tolist(), site, _one_token(m, answer, "answer"), _one_token(m, wrong, "wrong"))
+    r = run_patch(m._lm.model, a.tolist(), b.tolist(), site, _one_token(m, answer, "answer"), _one_token(m, wrong, "wrong"), run=m._run)
     return Patching(m.name, site, a, b, r.answer, r.wrong, r.clean_ld, r.corrupt_ld, r.grid, m.tokenizer)
 
 
@@ -106,7 +106,7 @@ def ablate(model: Model, text, *, answer=None) -> Ablation:
 
     m = _model(model)
     ids = m._ids(text)
-    r = run_ablate(m._lm.model, ids.tolist(), _one_token(m, answer, "answer"))
+    r = run_ablate(m._lm.model, ids.tolist(), _one_token(m, answer, "answer"), run=m._run)
     return Ablation(m.name, ids, r.answer, r.logprob, r.heads, r.mlps, m.tokenizer)
 
 
@@ -134,8 +134,8 @@ def heads(model: Model, text, *, position: int = -1, token=None, repeat: int = 2
     if prefix + 2 * repeat > m.config.n_ctx:
         raise UsageError(f"repeat {repeat} needs {prefix + 2 * repeat} positions; {m.name}'s context is {m.config.n_ctx}")
     net = m._lm.model
-    a = attribute(net, ids, p, _one_token(m, token, "token"))
-    d = detect(net, ids, m.tokenizer, repeat, seed)
+    a = attribute(net, ids, p, _one_token(m, token, "token"), run=m._run)
+    d = detect(net, ids, m.tokenizer, repeat, seed, run=m._run)
     return Heads(m.name, ids, a.position, a.target, a.logit, a.embedding, a.heads, a.mlps, a.bias, a.total,
                    d.previous_token, d.first_token, d.induction, d.duplicate_token, list(d.induction_tokens), m.tokenizer)  # fmt: skip
 
@@ -168,7 +168,7 @@ def steer(model: Model, prompt: str, *, toward: str, away: str, block: int, scal
             raise UsageError(f"{what} is empty", "give a word or a few for each side of the direction")
         return t.tolist(), max(1, len(t) - prefix)
 
-    s = steering.steering_vector(m._lm.model, side(toward, "toward"), side(away, "away"), block, scale)
+    s = steering.steering_vector(m._lm.model, side(toward, "toward"), side(away, "away"), block, scale, m._run)
     seed = random.randrange(2**31) if seed is None else seed
     want = min(max_new_tokens, m.config.n_ctx - len(ids) + 1)
     if want < 1:
@@ -211,7 +211,7 @@ def attention(model: Model, text, *, block=None, head=None) -> Attention:
     m = _model(model)
     blocks, hs = _pick(block, m.n_blocks, "block"), _pick(head, m.config.n_head, "head")
     ids = m._ids(text)
-    w = attention_weights(m._lm.model, ids.tolist(), blocks)[:, hs]  # [nB, nH, T, T]
+    w = attention_weights(m._lm.model, ids.tolist(), blocks, run=m._run)[:, hs]  # [nB, nH, T, T]
     return Attention(m.name, ids, blocks, hs, w, m.tokenizer, (m.n_blocks, m.config.n_head))
 
 
@@ -273,7 +273,7 @@ class Features:
         from tfcli.analysis.features import show
 
         ids = self._m._ids(text)
-        rows = show(self._m._lm.model, self._f, ids.tolist(), max(1, int(top)))
+        rows = show(self._m._lm.model, self._f, ids.tolist(), max(1, int(top)), self._m._run)
         return FeatureShow(self._m.name, str(self.folder), self.block, self.site, ids, rows, self._m.tokenizer)
 
     def top(self, text: str | Path, *, n: int = 10, contexts: int = 5, features: list[int] | None = None, tokens: int = 50_000) -> FeatureCards:
@@ -297,7 +297,7 @@ class Features:
             raise UsageError("the text is shorter than 2 tokens", "give a longer text")
         for i in features or ():
             self._f.feature(int(i), "features")
-        found = feature_cards(m._lm, self._f, ids[: max(2, tokens)], max(1, n), max(1, contexts), features)
+        found = feature_cards(m._lm, self._f, ids[: max(2, tokens)], max(1, n), max(1, contexts), features, m._run)
         return FeatureCards(m.name, str(self.folder), self.block, self.site, found["tokens"], found["cards"])
 
 

@@ -314,7 +314,7 @@ class Model:
         """
         from tfcli.engine.score import score
 
-        return score(self._lm.model, self._ids(text).tolist(), window, stride, hooks=self._hooks())
+        return score(self._lm.model, self._ids(text).tolist(), window, stride, hooks=self._hooks(), run=self._run)
 
     def chat(self, messages: list[dict[str, str]] | str, **sampling) -> str:
         """The model's reply to a conversation: `messages` as [{"role": "user", "content": ...}, ...]

@@ -83,7 +83,9 @@ def _attribution(lm, clean: str, corrupt: str, clean_ids, site: str, a, w, zh: b
     r = run_attribute(lm.model, clean_ids, corrupt_ids, site, a, w)
     unit = ("residual indices", "个残差位置") if site == "resid" else ("blocks", "个块")
     with Counted("patching", unit[0], "修补", unit[1], zh) as step:
-        real = run_patch(lm.model, clean_ids, corrupt_ids, site, r.answer, r.wrong, progress=step)
+        from tfcli.engine.fast import FAST  # the same passes as tfcli patch's
+
+        real = run_patch(lm.model, clean_ids, corrupt_ids, site, r.answer, r.wrong, progress=step, run=FAST)
     r_value = correlation(r.grid, real.grid)
     if as_json:
         tok = lm.tokenizer

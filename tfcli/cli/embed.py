@@ -151,7 +151,9 @@ def text_report(lm, texts: list[str], dimensions: int | None) -> dict:
         raise UsageError(f"--dimensions must be between 1 and {lm.config.d_model} (the width of {lm.name}), not {dimensions}")
     pooling = pooling_of(lm.path if lm.path.is_dir() else lm.path.parent)
     ids = [lm.tokenizer.prompt(t) for t in texts]
-    vectors = [embedding(lm.model, i, pooling, dimensions) for i in ids]  # [d] each, length 1
+    from tfcli.engine.fast import FAST
+
+    vectors = [embedding(lm.model, i, pooling, dimensions, FAST) for i in ids]  # [d] each, length 1
     rows = np.stack(vectors)  # [N, d]
     cosines = (rows.astype(np.float64) @ rows.T.astype(np.float64)).tolist()  # [N, N]: unit vectors, so dot = cosine
     return {

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import PromptError, UsageError
+from .executor import PLAIN, Plain
 from .model import Transformer
 from .sites import Hooks, Site
 
@@ -43,9 +44,9 @@ def pooling_of(folder: Path) -> str:
     return "mean"
 
 
-def last_hidden(model: Transformer, ids: list[int]) -> np.ndarray:
+def last_hidden(model: Transformer, ids: list[int], run: Plain = PLAIN) -> np.ndarray:
     """final_norm(residual stream after the last block) for every token: [T, D], transformers'
-    hidden_states[-1][0]. Run CHUNK tokens per pass through one cache."""
+    hidden_states[-1][0]. Run CHUNK tokens per pass through one cache, on the executor `run`."""
     if not ids:
         raise PromptError("the input is empty (it encodes to no tokens)", "give some text")
     n_ctx = model.config.n_ctx
@@ -61,7 +62,7 @@ def last_hidden(model: Transformer, ids: list[int]) -> np.ndarray:
     cache = model.new_cache(len(ids))
     tokens = np.asarray(ids)
     for a in range(0, len(ids), CHUNK):
-        model.forward(tokens[a : a + CHUNK], cache, hooks=hooks)
+        model.forward(tokens[a : a + CHUNK], cache, hooks=hooks, run=run)
     return model.final_norm(np.concatenate(kept))  # [T, D]
 
 
@@ -87,8 +88,9 @@ def normalized(v: np.ndarray, dimensions: int | None = None) -> np.ndarray:
     return (v / norm).astype(np.float32) if norm > 0 else v.astype(np.float32)
 
 
-def embedding(model: Transformer, ids: list[int], pooling: str = "mean", dimensions: int | None = None) -> np.ndarray:
-    """A token sequence's embedding: [d], length 1 (d = dimensions, or the model width D)."""
+def embedding(model: Transformer, ids: list[int], pooling: str = "mean", dimensions: int | None = None,
+              run: Plain = PLAIN) -> np.ndarray:
+    """A token sequence's embedding: [d], length 1 (d = dimensions, or the model width D; `run`: the executor)."""
     if pooling not in POOLINGS:
         raise UsageError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
-    return normalized(pool(last_hidden(model, ids), pooling), dimensions)
+    return normalized(pool(last_hidden(model, ids, run), pooling), dimensions)

@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from tfcli.engine.errors import TfcliError
 from tfcli.engine.embeddings import embedding, pooling_of
+from tfcli.engine.fast import FAST
 from tfcli.engine.loader import LoadedModel
 
 from . import api, body
@@ -71,7 +72,7 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
         asked = await checked(request, api.embeddings, lm, name)
 
         def run() -> list:  # on the engine thread, between two decode steps
-            return [embedding(lm.model, ids, pooling, asked.dimensions) for ids in asked.inputs]
+            return [embedding(lm.model, ids, pooling, asked.dimensions, FAST) for ids in asked.inputs]
 
         try:
             vectors = await asyncio.wrap_future(batcher.call(run))
