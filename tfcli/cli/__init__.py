@@ -356,7 +356,7 @@ def _root(
 # One file per command, imported only when that command runs (App.get_command), so that `tfcli
 # params` pays for Python, Typer and params.py, not for the other 22 modules (about 30 ms, issue 35).
 # `tfcli --help` lists them from here, without importing them: each summary is the first sentence
-# of the command's docstring (_summary), and tests/test_everyday4.py holds the two equal.
+# of the command's docstring (_summary), and tests/test_help.py holds the two equal.
 COMMANDS = {
     "generate": "Continue PROMPT with a model, token by token.",
     "score": "The model's loss on a text.",
