@@ -95,7 +95,7 @@ def chat(
 
       tfcli chat -m smollm2 --system "Answer in one sentence." -t 0.5
 
-      tfcli chat --json-schema '{"type": "object", "properties": {"answer": {"type": "string"}}}'
+      tfcli chat --regex '(yes|no)[.]'
     """
     from tfcli.engine.generate import check_max_new_tokens
 
