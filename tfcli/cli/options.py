@@ -195,7 +195,7 @@ def _warn_busy(n: int, cores: int) -> None:
     if idle is not None and n > idle:
         warn(f"--threads {n:,} asks for more threads than the {idle} idle core{'s' if idle != 1 else ''} "
              f"({cores - idle} of {cores} busy with other processes): threads on busy cores wait for each other "
-             f"and can run many times slower than one; omit --threads to use the idle cores", wrap=True)  # fmt: skip
+             f"and can run many times slower than one; omit --threads to use the idle cores")  # one line: scripts grep it  # fmt: skip
 
 
 def model_folder(model: str | None):
