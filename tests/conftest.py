@@ -244,3 +244,38 @@ def doc_text() -> str:
     root = Path(__file__).resolve().parent.parent
     pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
     return "\n".join(p.read_text(encoding="utf-8") for p in pages)
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_process(model: Path, home: Path):
+    """`tfcli serve -m model` as a process of its own on a free port, its stderr kept in
+    home/stderr.txt: a generator for a module fixture to `yield from` (url, process, log path);
+    terminated, then killed if it will not stop, on the way out."""
+    import subprocess
+    import sys
+
+    from tfcli.serve.app import wait_ready
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "TFCLI_HOME": str(home), "NO_COLOR": "1"}
+    with open(home / "stderr.txt", "w+") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "tfcli", "serve", "-m", str(model), "--port", str(port), "--threads", "1"],
+                                env=env, stderr=log)  # fmt: skip
+        try:
+            wait_ready(f"http://127.0.0.1:{port}/health", timeout=60)
+            yield f"http://127.0.0.1:{port}", proc, home / "stderr.txt"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_LLAMA
+from conftest import TINY_LLAMA, free_port
 from tfcli.engine.fast import FAST
 
 openai = pytest.importorskip("openai")
@@ -30,12 +30,6 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("starlette")
 
 TIMEOUT = 60  # seconds for any one request
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -8,10 +8,7 @@ Every server listens on 127.0.0.1 on a free port and uses the shipped Shakespear
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -20,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import one_line_error
+from conftest import free_port, one_line_error, serve_process
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("starlette")
@@ -28,12 +25,6 @@ pytest.importorskip("starlette")
 ROOT = Path(__file__).parent.parent
 SHAKESPEARE = ROOT / "weights" / "shakespeare"
 TIMEOUT = 30
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(url: str, raw: bytes, timeout: float = TIMEOUT) -> tuple[int, dict]:
@@ -55,24 +46,7 @@ def rss(pid: int, field: str = "VmRSS") -> int:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """`tfcli serve` as a process of its own (its memory is measured), on the Shakespeare model."""
-    from tfcli.serve.app import wait_ready
-
-    port = free_port()
-    home = tmp_path_factory.mktemp("home")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TFCLI_HOME": str(home), "NO_COLOR": "1"}
-    log = open(home / "stderr.txt", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "tfcli", "serve", "-m", str(SHAKESPEARE), "--port", str(port), "--threads", "1"], env=env, stderr=log)
-    try:
-        wait_ready(f"http://127.0.0.1:{port}/health", timeout=60)
-        yield f"http://127.0.0.1:{port}", proc, home / "stderr.txt"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
+    yield from serve_process(SHAKESPEARE, tmp_path_factory.mktemp("home"))
 
 
 # The bound on what a 16 MB prompt may add to the server's peak memory: the body (16 MB of bytes,

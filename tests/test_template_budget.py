@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -18,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from badinput import Env, assert_one_line, gen, run_tfcli
-from conftest import TINY_LLAMA
+from conftest import TINY_LLAMA, serve_process
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 BIG = "{% set s = 'x' * 3000000 %}"  # a string the output bound allows, long enough to loop on for ever
@@ -165,29 +163,11 @@ def hostile_server(tmp_path_factory):
     """`tfcli serve` on the tiny Llama whose chat template loops for ever over a long string."""
     import shutil
 
-    from test_robust4_serve import free_port
-
-    from tfcli.serve.app import wait_ready
-
     home = tmp_path_factory.mktemp("home")
     model = home / "hostile"
     shutil.copytree(TINY_LLAMA, model)
     (model / "chat_template.jinja").write_text(ENDLESS["loops-over-a-string"])
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent), "TFCLI_HOME": str(home), "NO_COLOR": "1"}
-    log = open(home / "stderr.txt", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "tfcli", "serve", "-m", str(model), "--port", str(port), "--threads", "1"], env=env, stderr=log)
-    try:
-        wait_ready(f"http://127.0.0.1:{port}/health", timeout=60)
-        yield f"http://127.0.0.1:{port}", proc, home / "stderr.txt"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
+    yield from serve_process(model, home)
 
 
 def test_the_server_answers_400_in_seconds_frees_the_worker_and_keeps_serving(hostile_server):
