@@ -279,3 +279,18 @@ def serve_process(model: Path, home: Path):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    """The compiled kernels module, loaded (compiled first where none are cached) with a home of the
+    module's own; the test is skipped where they cannot be compiled here."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TFCLI_HOME", str(tmp_path_factory.mktemp("tfcli-home")))
+        from tfcli.engine.fast import kernels
+
+        try:
+            kernels.load()
+        except kernels.KernelsUnavailable as e:
+            pytest.skip(f"compiled kernels unavailable: {e}")
+        yield kernels

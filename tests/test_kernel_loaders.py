@@ -114,19 +114,6 @@ def test_a_truncated_object_is_refused_at_load():
 # --- llvmlite's loader ------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def kernels(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TFCLI_HOME", str(tmp_path_factory.mktemp("tfcli-home")))
-        from tfcli.engine.fast import kernels
-
-        try:
-            kernels.load()
-        except kernels.KernelsUnavailable as e:
-            pytest.skip(f"compiled kernels unavailable: {e}")
-        yield kernels
-
-
 def test_the_llvm_loader_gives_the_elf_loaders_results(kernels, tmp_path, monkeypatch):
     """TFCLI_KERNEL_LOADER=llvm: a process of its own loads the same kernels with llvmlite and runs
     products of every block type (1 and 5 rows), a dequantization and a decode step's attention;

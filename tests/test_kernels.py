@@ -32,19 +32,6 @@ PAYLOAD = {2: (2, 18), 3: (4, 20), 6: (2, 22), 7: (4, 24), 8: (2, 34), 10: (16, 
 SIX_BIT_SCALES = {12: (4, 16), 13: (4, 16), 11: (96, 108)}
 
 
-@pytest.fixture(scope="module")
-def kernels(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TFCLI_HOME", str(tmp_path_factory.mktemp("tfcli-home")))
-        from tfcli.engine.fast import kernels
-
-        try:
-            kernels.load()
-        except kernels.KernelsUnavailable as e:
-            pytest.skip(f"compiled kernels unavailable: {e}")
-        yield kernels
-
-
 def name(t: int) -> str:
     return formats.BLOCK_TYPES[t].name
 
