@@ -28,6 +28,15 @@ def score(
         Optional[int],
         typer.Option("--stride", help="How far the window moves on a text longer than it; each token after the first window sees at least window - stride before it. = --window: windows that do not overlap. (default: half the window)", show_default=False),
     ] = None,
+    chunks: Annotated[
+        Optional[int],
+        typer.Option(
+            "--chunks",
+            help="Score as llama-perplexity -c N does: whole chunks of N tokens, each on its own, the second half"
+            " of each scored (its first token the BOS, if the model uses one).",
+            show_default=False,
+        ),
+    ] = None,
     show_text: Annotated[Optional[bool], typer.Option("--text/--no-text", help="Show the text coloured by each token's probability (default: when stdout is a terminal).", show_default=False)] = None,
     as_json: options.Json = False,
     threads: options.Threads = None,
@@ -45,23 +54,38 @@ def score(
       tfcli score -m smollm2 --file notes.txt --window 1024 --stride 512
 
       tfcli score --file val.txt --stride 256 --json
+
+      tfcli score -m smollm2 --file wiki.txt --chunks 512   (as llama-perplexity -c 512)
     """
     import sys
 
     from tfcli.engine.fast import FAST
-    from tfcli.engine.score import check_window, score as run_score
+    from tfcli.engine.score import check_chunks, check_window, score as run_score
 
     from .inputs import text_or_file
     from .progress import Counted
 
     body = text_or_file(text, file, "score", "score")
     lm = apply_quantize(load(model, threads), quantize)
-    window, stride = check_window(lm.model, window, stride)
+    if chunks is not None and (window is not None or stride is not None):
+        from tfcli.engine.errors import UsageError
+
+        raise UsageError("--chunks cuts the text its own way", "leave out --window and --stride")
+    if chunks is not None:
+        check_chunks(lm.model, chunks)
+    else:
+        window, stride = check_window(lm.model, window, stride)
     ids = lm.tokenizer.prompt(body)
     options.warn_unknown(lm.tokenizer, body, ids, lm.name)
+    bos = ids[0] if chunks is not None and ids[0] in lm.tokenizer.special_ids() else None  # the tokenizer added one
     with Counted("scoring", "tokens", "打分", "个词元", options.chinese(None), log=False) as step:  # a terminal's stderr only
-        result = run_score(lm.model, ids, window, stride, pass_hooks(lm, ablate), FAST, progress=step)
-    chars, nbytes = _scored_size(lm.tokenizer, body, ids)
+        hooks = pass_hooks(lm, ablate)
+        result = run_score(lm.model, ids, window, stride, hooks, FAST, progress=step, chunks=chunks, bos=bos)
+    window, stride = result.window, result.stride
+    if chunks:
+        chars, nbytes = _chunks_size(lm.tokenizer, ids, result.logprobs)
+    else:
+        chars, nbytes = _scored_size(lm.tokenizer, body, ids)
     figures = {
         "nats_per_token": result.nats_per_token,
         "perplexity": result.perplexity,
@@ -81,6 +105,7 @@ def score(
             "window": window,
             "stride": stride,
             "windows": result.windows,
+            "chunks": chunks,
         }
         from .json import emit
 
@@ -88,7 +113,14 @@ def score(
         return
     if show_text if show_text is not None else sys.stdout.isatty():
         _show_text(lm.tokenizer, ids, result.logprobs)
-    how = "one window" if result.windows == 1 else f"{result.windows:,} windows of {window:,} tokens, stride {stride:,}"
+    if chunks:
+        n = result.windows
+        how = f"{n:,} chunk{'s' if n != 1 else ''} of {chunks:,} tokens, their second halves"
+        how += f", as llama-perplexity -c {chunks}"
+    elif result.windows == 1:
+        how = "one window"
+    else:
+        how = f"{result.windows:,} windows of {window:,} tokens, stride {stride:,}"
     out.print(f"{lm.name}: {result.scored:,} tokens scored ({how})")
     out.print(f"  {figures['nats_per_token']:.4f} nats/token · perplexity {figures['perplexity']:,.2f}")
     if chars:
@@ -101,6 +133,12 @@ def _scored_size(tokenizer, text: str, ids: list[int]) -> tuple[int, int]:
     first = "" if ids[0] in tokenizer.special_ids() else tokenizer.decode(ids[:1])
     rest = text[len(first) :] if first and text.startswith(first) else text
     return len(rest), len(rest.encode("utf-8"))
+
+
+def _chunks_size(tokenizer, ids: list[int], logprobs) -> tuple[int, int]:
+    """Characters and UTF-8 bytes of the tokens --chunks scored (each token's text as a stream decodes it)."""
+    texts = [t for t, lp in zip(_token_texts(tokenizer, ids), logprobs) if not math.isnan(lp)]
+    return sum(len(t) for t in texts), sum(len(t.encode("utf-8")) for t in texts)
 
 
 def _token_texts(tokenizer, ids: list[int]) -> list[str]:

@@ -11,6 +11,12 @@ stride S. Every token is scored once, in the first window that predicts it, so t
 first window each token sees at least W - S tokens before it. S = W gives non-overlapping
 windows, the whole-split validation loss of tools/train.py (each window's first prediction then
 sees one token). The first token of the text has nothing before it and is not scored.
+
+Chunks (`chunks=C`) score as llama.cpp's `llama-perplexity -c C` does, so that the two perplexities
+compare: the text is cut into whole chunks of C tokens (a shorter tail is left out), each run on its
+own from an empty cache, its first token replaced by the BOS when the tokenizer adds one, and only
+the second half of each chunk scored (the predictions from positions C/2 to C-2, C - 1 - C/2
+tokens a chunk), so that every scored token sees at least C/2 tokens before it.
 """
 
 from __future__ import annotations
@@ -35,10 +41,11 @@ class Score:
     logprobs: np.ndarray  # [N] float64 log p(token i | tokens before it), NaN for the first token
     window: int
     stride: int
+    chunks: int = 0  # C when scored in llama-perplexity's chunks of C tokens, else 0
 
     @property
     def scored(self) -> int:
-        return len(self.ids) - 1
+        return int(np.count_nonzero(~np.isnan(self.logprobs)))
 
     @property
     def nats(self) -> float:
@@ -55,6 +62,8 @@ class Score:
 
     @property
     def windows(self) -> int:
+        if self.chunks:
+            return len(self.ids) // self.chunks
         return len(window_starts(len(self.ids), self.window, self.stride))
 
 
@@ -77,11 +86,15 @@ def check_window(model: Transformer, window: int | None, stride: int | None) -> 
 
 def score(
     model: Transformer, ids: list[int], window: int | None = None, stride: int | None = None, hooks: Hooks | None = None,
-    run: Plain = PLAIN, progress: Callable[[int, int], None] | None = None,
+    run: Plain = PLAIN, progress: Callable[[int, int], None] | None = None, chunks: int | None = None,
+    bos: int | None = None,
 ) -> Score:
     """Log-probabilities of tokens ids[1:] under the model, windowed as the module docstring says
     (`hooks`: at the sites of every pass, e.g. an ablation; `run`: the passes' executor;
-    `progress(done, total)`: called with the tokens scored so far after each pass, for the caller to show)."""
+    `progress(done, total)`: called with the tokens scored so far after each pass, for the caller to show).
+    With `chunks`, llama-perplexity's chunks instead (`bos`: the token each chunk starts with, if any)."""
+    if chunks is not None:
+        return score_chunks(model, ids, chunks, bos, hooks, run, progress)
     if len(ids) < 2:
         raise PromptError(f"the text is {len(ids)} token{'s' if len(ids) != 1 else ''}; scoring needs at least 2", "the first token has nothing before it to predict it")
     window, stride = check_window(model, window, stride)
@@ -106,6 +119,44 @@ def score(
         if progress is not None:
             progress(done, total)
     return Score(list(ids), logprobs, window, stride)
+
+
+def check_chunks(model: Transformer, chunks: int, n_tokens: int | None = None) -> None:
+    """A chunk size llama-perplexity would take: 4 tokens or more (half of it scored), within the
+    context, and a text of at least one whole chunk."""
+    n_ctx = model.config.n_ctx
+    if not 4 <= chunks <= n_ctx:
+        raise UsageError(f"a chunk must be between 4 tokens and the model's context of {n_ctx:,}, not {chunks}",
+                         "llama-perplexity's default is 512")
+    if n_tokens is not None and n_tokens < chunks:
+        raise PromptError(f"the text is {n_tokens:,} tokens, less than one chunk of {chunks:,}",
+                          "give a longer text or smaller chunks")
+
+
+def score_chunks(
+    model: Transformer, ids: list[int], chunks: int, bos: int | None = None, hooks: Hooks | None = None,
+    run: Plain = PLAIN, progress: Callable[[int, int], None] | None = None,
+) -> Score:
+    """llama-perplexity's way (perplexity.cpp, `perplexity`): whole chunks of `chunks` tokens, each
+    from an empty cache, its first input replaced by `bos` if given; the tokens of the second half
+    scored (targets C/2+1 .. C-1 of each chunk). Tokens after the last whole chunk are not scored."""
+    check_chunks(model, chunks, len(ids))
+    tokens = np.asarray(ids)  # [N] the targets
+    inputs = tokens.copy()  # [N] what each chunk runs: its first token the BOS
+    n = len(ids) // chunks
+    if bos is not None:
+        inputs[np.arange(n) * chunks] = bos
+    logprobs = np.full(len(tokens), np.nan)  # [N]
+    cache = model.new_cache(chunks)
+    half = chunks // 2
+    for i in range(n):
+        b = i * chunks
+        # inputs b .. b+C-2 predict b+1 .. b+C-1, of which b+C/2+1 .. b+C-1 are kept (the last input's
+        # logits would predict the next chunk's first token: llama-perplexity leaves it out too)
+        _score_window(model, inputs, b, b + chunks - 1, b + half + 1, cache, hooks, logprobs, run, targets=tokens)
+        if progress is not None:
+            progress((i + 1) * (chunks - 1 - half), n * (chunks - 1 - half))
+    return Score(list(ids), logprobs, chunks, chunks, chunks)
 
 
 MAX_WINDOWS = 32  # whole windows per pass, at most
@@ -165,8 +216,10 @@ def _score_together(model: Transformer, tokens: np.ndarray, group: list[tuple[in
 
 
 def _score_window(model: Transformer, tokens: np.ndarray, b: int, end: int, first: int, cache, hooks: Hooks | None, logprobs: np.ndarray,
-                  run: Plain) -> None:
-    """One window through the cache, CHUNK positions per pass."""
+                  run: Plain, targets: np.ndarray | None = None) -> None:
+    """One window through the cache, CHUNK positions per pass (`targets`: the tokens predicted, if
+    not the inputs themselves)."""
+    targets = tokens if targets is None else targets
     cache.reset()
     pos = b
     while pos < end:
@@ -175,7 +228,7 @@ def _score_window(model: Transformer, tokens: np.ndarray, b: int, end: int, firs
         logits = model.forward(tokens[pos:stop], cache, all_logits=want, hooks=hooks, run=run)  # [T, V] or [1, V]
         if want:
             lo = max(pos, first - 1)  # predecessors lo..stop-1 predict targets lo+1..stop
-            logprobs[lo + 1 : stop + 1] = _logprobs(logits[lo - pos :], tokens[lo + 1 : stop + 1])
+            logprobs[lo + 1 : stop + 1] = _logprobs(logits[lo - pos :], targets[lo + 1 : stop + 1])
         pos = stop
 
 
