@@ -183,3 +183,26 @@ def test_bad_adapters_are_one_line(cli, adapter, tmp_path):
     # another shape: a GPT-2 has none of its matrices
     one_line_error(cli("score", "-m", TINY_LLAMA.parent / "tiny-gpt2", "hi", "--lora", adapter), 1, "does not fit")
     assert lora.read(adapter).rank == 4
+
+
+def test_convert_merge_lora_equals_peft_s_merge_and_unload(cli, adapter, tmp_path):
+    from peft import PeftModel
+    from safetensors.numpy import load_file
+    from transformers import AutoModelForCausalLM
+
+    from tfcli.engine.loader import load_folder
+
+    out = tmp_path / "merged"
+    r = cli("convert", TINY_LLAMA, out, "--merge-lora", adapter)
+    assert r.exit_code == 0 and r.stdout.strip() == str(out), (r.stderr, r.exception)
+    ours = load_file(str(out / "model.safetensors"))
+    base = AutoModelForCausalLM.from_pretrained(TINY_LLAMA, dtype=torch.float32)
+    theirs = {k: v.numpy() for k, v in PeftModel.from_pretrained(base, adapter).merge_and_unload().state_dict().items()}
+    assert set(ours) == set(theirs)
+    for name, w in ours.items():
+        assert np.abs(w - theirs[name]).max() <= 1e-6 * max(1.0, np.abs(theirs[name]).max()), name
+    lm = load_folder(out)  # the folder runs as the adapter applied
+    merged = lm.model.forward(np.array(IDS), lm.model.new_cache(len(IDS)), all_logits=True)
+    assert np.abs(merged - ours_logits(TINY_LLAMA, adapter, IDS)).max() <= 1e-5
+    one_line_error(cli("convert", TINY_LLAMA, out, "--merge-lora", adapter), 2, "already exists")
+    one_line_error(cli("convert", TINY_LLAMA, tmp_path / "m.gguf", "--merge-lora", adapter), 2, "not a GGUF")

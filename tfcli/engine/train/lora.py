@@ -311,3 +311,25 @@ def adapted(lm, folder: Path):
     ckpt.tensors = AdaptedTensors(tensors, adapter)
     lm.model = build(ckpt)
     return lm
+
+
+# --- merged into a folder (tfcli convert --merge-lora) -------------------------------------------
+
+
+def merged_folder_files(source: Path, adapter_folder: Path) -> dict[str, bytes]:
+    """The files of a model folder whose weights are the base's with the adapter merged (what
+    peft's merge_and_unload gives, saved), float32, under the checkpoint's names; the base's
+    config, tokenizer, sampling defaults and chat template kept. LoraError when it does not fit."""
+    from ..files import TEMPLATE_BYTES, TOKENIZER_BYTES, read_small
+    from . import folder
+
+    cfg, raw, params = folder.load_params(Path(source))
+    adapter = load(adapter_folder, cfg, params)
+    files = {
+        folder.WEIGHTS: folder.safetensors_bytes(merged(params, adapter)),
+        "config.json": folder.json_bytes(folder.hf_config(cfg, raw)),
+        "tokenizer.json": read_small(Path(source) / "tokenizer.json", TOKENIZER_BYTES, LoraError),
+    }
+    if (Path(source) / "tokenizer_config.json").is_file():
+        files["tokenizer_config.json"] = read_small(Path(source) / "tokenizer_config.json", TEMPLATE_BYTES, LoraError)
+    return files | folder.companions(Path(source))
