@@ -31,6 +31,7 @@ import numpy as np
 
 from ..config import ModelConfig
 from ..errors import TfcliError, shown
+from ..grad.model import Grads
 from .model import Params, Trainable
 
 # The short names --targets takes and the Linear each means, for families with separate projections.
@@ -133,9 +134,50 @@ def adapter_grads(adapter: Adapter, grads: Params) -> Params:
     return out
 
 
+class AdapterGrads(Grads):
+    """engine/grad's gradients for a LoRA step: only the adapter's A and B, each from its product's
+    input x [T, in] and output gradient dy [T, out] (the columns of a fused q/k/v or gate/up
+    product that are its module's); the frozen weights' gradients, and the effective weight's
+    dyᵀ x [out, in], are never formed. The same as adapter_grads of that dW, at r/in of its cost:
+
+        dB = s · dyᵀ (x Aᵀ)      [out, T] @ ([T, in] @ [in, r]) -> [out, r]
+        dA = s · (dy B)ᵀ x       ([T, out] @ [out, r])ᵀ @ [T, in] -> [r, in]
+    """
+
+    def __init__(self, adapter: Adapter, config: ModelConfig):
+        super().__init__()
+        self.adapter, self.lora = adapter, {}
+        # the product each module's weight is part of (engine/families' fused matrices), and its columns
+        d_attn, d_kv, f = config.d_attn, config.d_kv, config.d_ff
+        parts = {"q_proj": ("w_qkv", 0, d_attn), "k_proj": ("w_qkv", d_attn, d_attn + d_kv),
+                 "v_proj": ("w_qkv", d_attn + d_kv, d_attn + 2 * d_kv), "o_proj": ("wo", 0, None),
+                 "gate_proj": ("mlp.w_in", 0, f), "up_proj": ("mlp.w_in", f, 2 * f),
+                 "down_proj": ("mlp.w_out", 0, None)}  # fmt: skip
+        self.paths: dict[str, list[tuple[str, int, int | None]]] = {}
+        for module in adapter.modules():
+            layer, name = module.split(".")[2], module.split(".")[-1]  # model.layers.{i}.self_attn.q_proj
+            path, lo, hi = parts[name]
+            self.paths.setdefault(f"layers.{layer}.{path}", []).append((module, lo, hi))
+
+    def wants(self, path: str) -> bool:
+        return False  # the base is frozen: only products (below) give the adapter anything
+
+    def add(self, path: str, g: np.ndarray) -> None:
+        pass
+
+    def product(self, path: str, x: np.ndarray, dy: np.ndarray) -> None:
+        s = np.float32(self.adapter.scale)
+        for module, lo, hi in self.paths.get(path, ()):
+            a, b = self.adapter.tensors[_key(module, "A")], self.adapter.tensors[_key(module, "B")]  # [r, in], [out, r]
+            d = dy[:, lo:hi]  # [T, out]
+            self.lora[_key(module, "B")] = s * (d.T @ (x @ a.T))  # [out, T] @ [T, r] -> [out, r]
+            self.lora[_key(module, "A")] = s * ((d @ b).T @ x)  # [r, T] @ [T, in] -> [r, in]
+
+
 class LoraTrainable(Trainable):
     """The trainer's model when only an adapter learns: its `params` are the adapter's A and B; the
-    base's stay frozen in `base`."""
+    base's stay frozen in `base`. Each step runs the family's forward on W + s·B A (the targeted
+    matrices merged, the rest the base's own arrays) and engine/grad's backward into AdapterGrads."""
 
     def __init__(self, config: ModelConfig, base: Params, adapter: Adapter):
         from .family import FamilyTrainable
@@ -152,9 +194,12 @@ class LoraTrainable(Trainable):
         return self.inner.loss(x, y)
 
     def loss_and_grads(self, x: np.ndarray, y: np.ndarray, rng=None) -> tuple[float, Params]:
+        from .. import grad
+
         self._with_adapter()
-        loss, grads = self.inner.loss_and_grads(x, y)
-        return loss, adapter_grads(self.adapter, grads)
+        grads = AdapterGrads(self.adapter, self.config)
+        loss, _ = grad.loss_and_grads(self.inner.build(), x, y, grads)
+        return loss, grads.lora
 
     def logits_last(self, ids: np.ndarray) -> np.ndarray:
         self._with_adapter()
