@@ -229,6 +229,7 @@ def _reopen_closed_streams() -> bool:
 
 ENVIRONMENT = (
     ("TFCLI_HOME", "where pulled models and the chat history are kept (default: $XDG_CACHE_HOME/tfcli, else ~/.cache/tfcli)"),
+    ("TFCLI_DATA_URL", "a mirror (http://, https://, file://) that 'tfcli data pull' reads the corpora from, for offline use"),
     ("TFCLI_THREADS", "threads when --threads is not given (default: the idle cores)"),
     ("TFCLI_FONT", "a .ttf/.otf/.ttc font for the labels of PNG pictures"),
     ("TFCLI_LANG", "zh: Chinese where a command has --lang, and the errors (default: from LC_ALL / LANG)"),
@@ -416,9 +417,10 @@ def main() -> None:
     sys.stdout = Output(sys.stdout, closed=stdout_closed)
     app(prog_name="tfcli")
 
-from . import features, features_look  # noqa: E402, F401  (features_look adds show, top and quality to features)
+from . import data, features, features_look  # noqa: E402, F401  (features_look adds show, top and quality to features)
 
 app.add_typer(features.app, name="features")
+app.add_typer(data.app, name="data")
 
 
 def _unwrapped(doc: str) -> str:
@@ -443,3 +445,4 @@ def _summary(doc: str) -> str:
 
 
 features.tidy_help(_unwrapped, _summary)
+data.tidy_help(_unwrapped, _summary)
