@@ -14,6 +14,7 @@ from tfcli.engine.sites import SITES, Hooks
 from . import hooks as user_hooks
 from .cache import ActivationCache
 from .names import Key, every_key, resolve
+from .weights import Weights
 
 
 def load(name_or_path: str | Path, *, fast: bool = True) -> Model:
@@ -41,10 +42,12 @@ def load(name_or_path: str | Path, *, fast: bool = True) -> Model:
     return Model(lm, fast=fast)
 
 
-class Model:
+class Model(Weights):
     """A loaded model: its config and tokenizer, text in and out, and every site of its passes.
 
-    Made by `tfcli.load`. Token ids are NumPy arrays [T] (no batch axis); logits [T, V].
+    Made by `tfcli.load`. Token ids are NumPy arrays [T] (no batch axis); logits [T, V]. Its
+    weights under TransformerLens's names: W_E, W_pos, W_U, and per block W_Q, W_K, W_V, W_O,
+    W_in, W_gate, W_out (tfcli/api/weights.py).
 
     >>> import tfcli
     >>> model = tfcli.load("shakespeare")
