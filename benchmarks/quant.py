@@ -40,11 +40,14 @@ set_blas_threads(threads)
 t0 = time.perf_counter()
 lm = load(path)
 try:
-    from tfcli.engine.fast.executor import on_kernels
+    from tfcli.engine.fast import on_kernels
 except ImportError:  # a tree from before the textbook was sealed from the fast room
     on_kernels = lambda model: model.on_kernels
 if on_kernels(lm.model):  # as the CLI does
-    from tfcli.engine.fast.quantized import prepare
+    try:
+        from tfcli.engine.fast import prepare
+    except ImportError:  # a tree from before the fast room's rooms
+        from tfcli.engine.fast.quantized import prepare
     prepare()
 load_s = time.perf_counter() - t0
 ids = lm.tokenizer.encode(sys.argv[6])[:n_prompt]

@@ -55,7 +55,7 @@ class Model:
 
     def __init__(self, loaded, fast: bool = True):
         from tfcli.engine.executor import PLAIN
-        from tfcli.engine.fast.executor import Fast
+        from tfcli.engine.fast import Fast
         from tfcli.engine.threads import auto_threads, available_cpus
 
         self._lm = loaded  # engine.loader.LoadedModel
