@@ -190,13 +190,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one round (a first look; the figures for the docs take 3 or more)")
     ap.add_argument("--repeats", type=int, default=1, help="llama-bench's -r within each round")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--no-depth", action="store_true", help=f"skip tg{NEW} at a depth of {DEPTH:,} (the slowest part)")
+    ap.add_argument("--depth", type=int, default=DEPTH, help=f"the context of the second decode figure (default {DEPTH:,}, as -d)")
+    ap.add_argument("--no-depth", action="store_true", help="skip the decode at a depth (the slowest part)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "tfcli-quant", help="where the generated files are kept")
     ap.add_argument("--llama", type=Path, default=LLAMA_RUN, help="llama.cpp's run script (../shared/tools/llama.cpp/run)")
     ap.add_argument("--json", type=Path, help="also write every round's figures here")
     args = ap.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)
-    depth = 0 if args.no_depth else DEPTH
+    depth = 0 if args.no_depth else args.depth
     files = args.files or default_files(args.work)
     for f in files:
         if not f.is_file():
@@ -227,7 +228,7 @@ def main() -> None:
                   + (f", tg@{depth} {t['tg_depth']:.1f} / {ll['tg_depth']:.1f}" if depth else "")
                   + f" tok/s; peak {mb(t['peak'])} / {mb(ll['peak'])} (tfcli / llama.cpp); load {os.getloadavg()[0]:.2f}", flush=True)
     load_after = os.getloadavg()
-    tests = [("pp", f"prefill pp{PROMPT}"), ("tg", f"decode tg{NEW}")] + ([("tg_depth", f"decode tg{NEW} at {DEPTH:,}")] if depth else [])
+    tests = [("pp", f"prefill pp{PROMPT}"), ("tg", f"decode tg{NEW}")] + ([("tg_depth", f"decode tg{NEW} at {depth:,}")] if depth else [])
     print(f"\nllama.cpp build {build}, CPU backend {backend}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after "
           f"(1-minute); tfcli bare process {mb(bare)}\n")
     head = "| file | " + " | ".join(f"{label} tok/s: tfcli / llama.cpp (ratio)" for _, label in tests) + " | peak: tfcli (above bare, x file) / llama.cpp |"
