@@ -60,7 +60,7 @@ def score(
 
       tfcli score -m tang "床前明月光，疑是地上霜。" --lang zh
 
-      tfcli score -m smollm2 --file wiki.txt --chunks 512   (as llama-perplexity -c 512)
+      tfcli score -m smollm2 --file wiki.txt --chunks 512
     """
     import sys
 
