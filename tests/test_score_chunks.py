@@ -82,6 +82,7 @@ LLAMA_RUN = ROOT.parent / "shared/tools/llama.cpp/run"
 SHAKESPEARE = ROOT.parent / "shared/data/tinyshakespeare.txt"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (LLAMA_RUN.exists() and SHAKESPEARE.exists()), reason="llama.cpp's tools or the corpus are not beside the clone")
 def test_chunks_perplexity_is_llama_perplexitys(smollm2_folder, tmp_path):
     """SmolLM2's GGUF, 3,000 characters of Shakespeare in chunks of 128: tfcli on its kernels within
