@@ -339,7 +339,8 @@ def test_short_prompts_that_come_together_start_decoding_together(smol):
     part's positions), so every decode step carries all three rows (one at a time, the first
     would have decoded two steps alone)."""
     from tfcli.engine.sampling import SamplingParams
-    from tfcli.serve.batcher import Batcher, Finished, Job
+    from tfcli.serve.batcher import Batcher, Job
+    from tfcli.serve.events import Finished
 
     batcher = Batcher(smol, max_rows=8)
     done = threading.Semaphore(0)
@@ -380,7 +381,7 @@ def test_short_prompts_that_come_together_share_one_pass_and_each_answers_as_alo
 def test_a_request_of_two_prompts_and_two_choices_shares_the_pass_as_they_run_apart(smol, monkeypatch):
     """A request of two prompts with two choices each, beside a request of one: the three prompts share
     one pass, and each choice's tokens are those it gets with every prompt run on its own."""
-    from tfcli.engine.fast.executor import Fast
+    from tfcli.engine.fast.run.fast_executor import Fast
     from tfcli.engine.sampling import SamplingParams
     from tfcli.serve import batcher as B
 

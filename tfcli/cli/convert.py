@@ -14,7 +14,7 @@ import typer
 
 from tfcli.engine.errors import TfcliError
 
-from .console import err, note, out
+from .console import note, out
 
 # What each stage of the engine's progress(stage, done, total) calls is shown as.
 _STAGES = {
@@ -195,29 +195,9 @@ def sigterm_unwinds() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@contextmanager
 def progress_bars():
-    """Rich progress bars on stderr, one per stage, driven by the engine's progress(stage, done, total).
+    """Bars on a terminal's stderr, one per stage, driven by the engine's progress(stage, done, total)
+    (cli/progress.py's Bars: nothing where stderr is not a terminal)."""
+    from .progress import Bars
 
-    The display starts with the first report, so that a command failing before any work shows only its error.
-    """
-    from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    bars = Progress(SpinnerColumn(), TextColumn("{task.description:<26}"), BarColumn(), DownloadColumn(),
-                    TimeElapsedColumn(), console=err)  # fmt: skip
-    tasks: dict[str, int] = {}
-
-    def update(stage: str, done: int, total: int) -> None:
-        if not tasks:
-            bars.start()
-        if stage not in tasks:
-            for task in tasks.values():  # a new stage means the previous ones are over
-                bars.update(task, completed=bars.tasks[task].total or 0)
-            tasks[stage] = bars.add_task(_STAGES.get(stage, stage), total=total or None)
-        bars.update(tasks[stage], completed=done, total=total or None)
-
-    try:
-        yield update
-    finally:
-        if tasks:
-            bars.stop()
+    return Bars(_STAGES)
