@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import constrain, options
+from .lora import Lora, with_lora
 from .quantize import Quantize
 from .quantize import apply as apply_quantize
 from .command import interrupted
@@ -70,6 +71,7 @@ COMMANDS_ZH = (  # the same list under --lang zh (cli/lang.py)
 
 def chat(
     model: ChatModel = None,
+    lora: Lora = None,
     system: Annotated[Optional[str], typer.Option("--system", help="A system message that opens the conversation.", show_default=False)] = None,
     template: TemplateFile = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Longest reply, in tokens.")] = 512,
@@ -114,7 +116,8 @@ def chat(
     check_max_new_tokens(max_tokens)
     constrain.check_one(json_schema, grammar, regex)
     n_threads = options.apply_threads(threads)
-    lm = apply_quantize(warned(with_template(options.load_model(model or DEFAULT_CHAT_MODEL), template)), quantize)
+    lm = with_lora(options.load_model(model or DEFAULT_CHAT_MODEL), lora)
+    lm = apply_quantize(warned(with_template(lm, template)), quantize)
     require_template(lm)
     params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,

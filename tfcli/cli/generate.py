@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import constrain, options
+from .lora import Lora, with_lora
 from .quantize import Quantize
 from .quantize import apply as apply_quantize
 from .command import interrupted
@@ -63,6 +64,7 @@ def generate(
         typer.Option("--prompt", "-p", help="The text to continue, as the PROMPT argument (llama.cpp's spelling).", show_default=False),
     ] = None,
     model: options.Model = None,
+    lora: Lora = None,
     max_tokens: Annotated[
         Optional[int],
         typer.Option("--max-tokens", "-n", help=f"New tokens to generate (default {DEFAULT_MAX_TOKENS}, or what the context has room for; --slide goes past it).", show_default=False),
@@ -140,7 +142,7 @@ def generate(
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
-    lm = apply_quantize(with_template(options.load_model(model), template, chat), quantize)
+    lm = apply_quantize(with_template(with_lora(options.load_model(model), lora), template, chat), quantize)
     load_seconds = time.perf_counter() - t0
     warned(lm)
 

@@ -12,6 +12,7 @@ from . import options
 from .experiment import AblateOption, pass_hooks
 from .console import out
 from .inputs import load
+from .lora import Lora, with_lora
 from .quantize import Quantize
 from .quantize import apply as apply_quantize
 
@@ -23,6 +24,7 @@ def score(
     text: Annotated[Optional[str], typer.Argument(help="The text to score. '-' reads it from stdin.", show_default=False)] = None,
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Score the text of this UTF-8 file instead.", show_default=False)] = None,
     model: options.Model = None,
+    lora: Lora = None,
     window: Annotated[Optional[int], typer.Option("--window", help="Tokens the model sees at once (default: its context).", show_default=False)] = None,
     stride: Annotated[
         Optional[int],
@@ -59,7 +61,7 @@ def score(
 
     zh = options.chinese(lang)
     body = text_or_file(text, file, "score", "score")
-    lm = apply_quantize(load(model, threads), quantize)
+    lm = apply_quantize(with_lora(load(model, threads), lora), quantize)
     window, stride = check_window(lm.model, window, stride)
     ids = lm.tokenizer.prompt(body)
     options.warn_unknown(lm.tokenizer, body, ids, lm.name)
