@@ -159,7 +159,8 @@ def _estimate(lm, n_positions: int, k: int):
     n_layers = lm.config.n_layer + 1
     nbytes, flops = lens_cost(lm.model, n_layers * n_positions, k)
     check_allocation(nbytes, f"the lens of {n_layers} residual indices x {n_positions:,} positions", "read fewer positions: --positions START:END, or --position N")
-    what = f"the lens reads {n_layers} residual indices x {n_positions:,} positions ({flops / 1e12:,.2f} TFLOP in its products)"
+    what = (f"the lens reads {n_layers} residual indices x {n_positions:,} positions"
+            f" ({flops / 1e12:,.2f} TFLOP in its products)")
     return _progress(what)
 
 
