@@ -233,8 +233,7 @@ def _reopen_closed_streams() -> bool:
 ENVIRONMENT = (
     ("TFCLI_HOME", "where pulled models and the chat history are kept (default: $XDG_CACHE_HOME/tfcli, "
                    "else ~/.cache/tfcli)"),
-    ("TFCLI_DATA_URL", "a mirror (http://, https://, file://) that 'tfcli data pull' reads the corpora from, "
-                       "for offline use"),
+    ("TFCLI_DATA_URL", "a mirror (http://, https://, file://) 'tfcli data pull' reads the corpora from, offline"),
     ("TFCLI_THREADS", "threads when --threads is not given (default: the idle cores)"),
     ("TFCLI_FONT", "a .ttf/.otf/.ttc font for the labels of PNG pictures"),
     ("TFCLI_LANG", "zh: Chinese where a command has --lang, and the errors (default: from LC_ALL / LANG)"),

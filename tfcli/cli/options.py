@@ -305,5 +305,5 @@ def warn_unknown(tokenizer, text: str, ids: list[int], name: str) -> None:
         warn(f"{name} 的词表拼不出 {shown}：模型把文本中的 {n} 个词元读作 <unk>（{hint}）")
         return
     hint = "-m tang spells Chinese" if cjk else "-m smollm2 spells any text, byte by byte"
-    warn(f"{name}'s vocabulary cannot spell {shown}: the model reads {n} token{'s' if n != 1 else ''} "
-         f"of the text as <unk> ({hint})")
+    tokens = f"{n} token{'s' if n != 1 else ''}"
+    warn(f"{name}'s vocabulary cannot spell {shown}: the model reads {tokens} of the text as <unk> ({hint})")
