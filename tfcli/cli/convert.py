@@ -58,9 +58,9 @@ def convert(
         "--force", "-f", help="Replace TARGET if it exists (only once the new one is complete).")] = False,
 ) -> None:
     """Dequantize a GGUF file into a Hugging Face-style folder of float32 weights, or (--quantize) write a
-    folder as a GGUF file, or (--merge-lora) write a model with a LoRA adapter merged as a folder. Llama, Qwen2,
-    Qwen3, Gemma 3 and Phi-3 files become folders; Llama and Qwen2 folders (float32, float16 or bf16) become GGUF
-    files.
+    folder as a GGUF file. Llama, Qwen2, Qwen3, Gemma 3 and Phi-3 files become folders; Llama and Qwen2
+    folders (float32, float16 or bf16) become GGUF files; --merge-lora writes a model with a LoRA adapter
+    merged into its weights as a folder.
 
     The folder holds model.safetensors, config.json, generation_config.json, tokenizer.json,
     tokenizer_config.json (with the chat template, also in chat_template.jinja) and
