@@ -78,8 +78,8 @@ def main() -> None:
         if r:
             ours.append(tokens / (t1 - t0))
             theirs.append(tokens / (t2 - t1))
-            print(f"round {r}: tfcli {ours[-1]:,.0f} tok/s, peft {theirs[-1]:,.0f} tok/s, ratio {ours[-1] / theirs[-1]:.2f}",
-                  flush=True)  # fmt: skip
+            print(f"round {r}: tfcli {ours[-1]:,.3g} tok/s, peft {theirs[-1]:,.3g} tok/s, "
+                  f"ratio {ours[-1] / theirs[-1]:.2f}", flush=True)  # fmt: skip
         else:
             print(f"warm-up: last losses tfcli {loss_np:.4f}, peft {loss_t:.4f}", flush=True)
     import peft
@@ -89,8 +89,8 @@ def main() -> None:
     print(f"\n{cpu_name()}, {a.threads} threads; {folder.name}: {n_base:,} frozen, LoRA rank {a.rank} on {a.targets}: "
           f"{n:,} trained; batch {a.batch_size} x {a.seq_len}; torch {torch.__version__}, peft {peft.__version__}, "
           f"numpy {np.__version__}")  # fmt: skip
-    print(f"tfcli   median {statistics.median(ours):,.0f} tok/s (range {min(ours):,.0f}-{max(ours):,.0f})")
-    print(f"peft    median {statistics.median(theirs):,.0f} tok/s (range {min(theirs):,.0f}-{max(theirs):,.0f})")
+    print(f"tfcli   median {statistics.median(ours):,.3g} tok/s (range {min(ours):,.3g}-{max(ours):,.3g})")
+    print(f"peft    median {statistics.median(theirs):,.3g} tok/s (range {min(theirs):,.3g}-{max(theirs):,.3g})")
     print(f"ratio   {statistics.median(ours) / statistics.median(theirs):.2f} (tfcli / peft + PyTorch, medians)")
     print(f"last losses: tfcli {loss_np:.4f}, peft {loss_t:.4f} (same steps, same batches)")
     print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} (1 minute; {os.cpu_count()} cores)")

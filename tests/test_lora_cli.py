@@ -206,3 +206,24 @@ def test_convert_merge_lora_equals_peft_s_merge_and_unload(cli, adapter, tmp_pat
     assert np.abs(merged - ours_logits(TINY_LLAMA, adapter, IDS)).max() <= 1e-5
     one_line_error(cli("convert", TINY_LLAMA, out, "--merge-lora", adapter), 2, "already exists")
     one_line_error(cli("convert", TINY_LLAMA, tmp_path / "m.gguf", "--merge-lora", adapter), 2, "not a GGUF")
+
+
+def test_an_adapter_on_a_quantized_gguf_gives_peft_s_logits_on_its_weights(cli, text, tmp_path):
+    """--from a Q8_0 GGUF: the adapter trains on the dequantized weights, --lora on the GGUF merges
+    it into them (the targeted matrices dequantized, the rest run in place), and peft on the same
+    weights widened to a folder gives the same logits; the float original is another base."""
+    from tfcli.engine.train.lora import adapted
+    from tfcli.store import load
+
+    gguf, wide, ad = tmp_path / "tiny.q8_0.gguf", tmp_path / "wide", tmp_path / "ad"
+    assert cli("convert", TINY_LLAMA, gguf, "--quantize", "q8_0").exit_code == 0
+    assert cli("convert", gguf, wide).exit_code == 0
+    r = cli("train", text, "-o", ad, *[a if a != TINY_LLAMA else gguf for a in LORA], "--steps", "3")
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TFCLI_HOME", str(tmp_path / "tfcli-home"))
+        lm = adapted(load(str(gguf)), ad)
+    ours = lm.model.forward(np.array(IDS), lm.model.new_cache(len(IDS)), all_logits=True)
+    ref = peft_logits(wide, ad, IDS)
+    assert np.abs(ours - ref).max() <= 1e-4 * max(1.0, np.abs(ref).max())
+    one_line_error(cli("generate", "-m", TINY_LLAMA, "hi", "-n", "2", "--lora", ad), 1, "trained on other weights")

@@ -14,7 +14,7 @@ import typer
 
 from tfcli.engine.errors import TfcliError
 
-from .console import err, note, out
+from .console import note, out
 
 # What each stage of the engine's progress(stage, done, total) calls is shown as.
 _STAGES = {
@@ -34,23 +34,33 @@ class Kind(str, Enum):
 
 
 def convert(
-    source: Annotated[str, typer.Argument(help="A .gguf file (llama.cpp format) to turn into a folder; with --quantize, a model folder or name to write as a GGUF.", show_default=False)],
-    target: Annotated[Path, typer.Argument(help="The folder to create (model.safetensors, config.json, tokenizer.json ...); with --quantize, the .gguf file to write.", show_default=False)],
+    source: Annotated[str, typer.Argument(
+        help="A .gguf file (llama.cpp format) to turn into a folder; with --quantize, a model folder or name to write "
+        "as a GGUF.",
+        show_default=False)],
+    target: Annotated[Path, typer.Argument(
+        help="The folder to create (model.safetensors, config.json, tokenizer.json ...); with --quantize, the .gguf "
+        "file to write.",
+        show_default=False)],
     quantize: Annotated[
         Optional[Kind],
         typer.Option(
             "--quantize",
-            help="Write SOURCE (a model folder) as the GGUF file TARGET, its matrices in this type: q8_0 (8 bits and a scale per 32 weights), "
-            "q4_0 (4 bits), f16 or f32. Norms and biases stay f32.",
+            help="Write SOURCE (a model folder) as the GGUF file TARGET, its matrices in this type: q8_0 (8 bits and "
+            "a scale per 32 weights), q4_0 (4 bits), f16 or f32. Norms and biases stay f32.",
             show_default=False,
         ),
     ] = None,
     merge_lora: Annotated[Optional[Path], typer.Option(
         "--merge-lora", help="Write SOURCE (a model folder, name or GGUF file) with this LoRA adapter merged into its "
         "weights as the float32 folder TARGET (what peft's merge_and_unload saves).", show_default=False)] = None,
-    force: Annotated[bool, typer.Option("--force", "-f", help="Replace TARGET if it exists (only once the new one is complete).")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", "-f", help="Replace TARGET if it exists (only once the new one is complete).")] = False,
 ) -> None:
-    """Dequantize a GGUF file into a Hugging Face-style folder of float32 weights, or (--quantize) write a folder as a GGUF file. Llama, Qwen2, Qwen3, Gemma 3 and Phi-3 files become folders; Llama and Qwen2 folders (float32, float16 or bf16) become GGUF files.
+    """Dequantize a GGUF file into a Hugging Face-style folder of float32 weights, or (--quantize) write a
+    folder as a GGUF file. Llama, Qwen2, Qwen3, Gemma 3 and Phi-3 files become folders; Llama and Qwen2
+    folders (float32, float16 or bf16) become GGUF files; --merge-lora writes a model with a LoRA adapter
+    merged into its weights as a folder.
 
     The folder holds model.safetensors, config.json, generation_config.json, tokenizer.json,
     tokenizer_config.json (with the chat template, also in chat_template.jinja) and
@@ -86,7 +96,8 @@ def convert(
     if target.suffix.lower() == ".gguf" and not source.lower().endswith(".gguf"):
         from tfcli.engine.errors import UsageError
 
-        raise UsageError(f"writing the GGUF file {target} needs --quantize", "give the weight type: --quantize q8_0, q4_0, f16 or f32")
+        raise UsageError(f"writing the GGUF file {target} needs --quantize",
+                         "give the weight type: --quantize q8_0, q4_0, f16 or f32")
     from tfcli.store.gguf import convert as convert_gguf
 
     t0 = time.perf_counter()
@@ -112,7 +123,8 @@ def _to_gguf(source: str, target: Path, kind: str, force: bool) -> None:
     if source.lower().endswith(".gguf") and Path(source).is_file():
         raise UsageError(
             f"{source} is a GGUF file already; --quantize writes a GGUF from a model folder",
-            f"widen it to a folder first: tfcli convert {source} DIR; then tfcli convert DIR {target} --quantize {kind}",
+            f"widen it to a folder first: tfcli convert {source} DIR; "
+            f"then tfcli convert DIR {target} --quantize {kind}",
         )
     t0 = time.perf_counter()
     folder = Path(source) if Path(source).is_dir() else resolve(source)  # a folder here, else a model name
@@ -120,9 +132,11 @@ def _to_gguf(source: str, target: Path, kind: str, force: bool) -> None:
         result = write_gguf(folder, target, kind, replace=force, progress=progress)
     if result.widened:
         n = len(result.widened)
-        note(f"{n} {'matrix' if n == 1 else 'matrices'} written in F16: their rows of {result.row:,} weights are not whole blocks of 32 ({result.widened[0]}, ...)")
+        what = f"{n} {'matrix' if n == 1 else 'matrices'} written in F16"
+        note(f"{what}: their rows of {result.row:,} weights are not whole blocks of 32 ({result.widened[0]}, ...)")
     types = ", ".join(f"{n} {name}" for name, n in sorted(result.types.items(), key=lambda kv: -kv[1]))
-    note(f"{result.n_params:,} parameters ({types} tensors) -> {size(result.nbytes)} of GGUF in {time.perf_counter() - t0:.1f} s")
+    seconds = time.perf_counter() - t0
+    note(f"{result.n_params:,} parameters ({types} tensors) -> {size(result.nbytes)} of GGUF in {seconds:.1f} s")
     out.print(str(result.path), soft_wrap=True, markup=False)
 
 

@@ -39,15 +39,36 @@ class Order(str, Enum):
 
 def train(
     text_file: Annotated[Path, typer.Argument(help="The UTF-8 text to train on.", show_default=False)],
-    output: Annotated[Path, typer.Option("--output", "-o", help="The folder of the checkpoint (a Hugging Face model folder).", show_default=False)],
-    layers: Annotated[Optional[int], typer.Option("--layers", help="Transformer blocks. (default: 4)", show_default=False, rich_help_panel=_MODEL)] = None,
-    d_model: Annotated[Optional[int], typer.Option("--d-model", help="Width of the residual stream. (default: 128)", show_default=False, rich_help_panel=_MODEL)] = None,
-    heads: Annotated[Optional[int], typer.Option("--heads", help="Attention heads (--d-model must be a multiple). (default: 4)", show_default=False, rich_help_panel=_MODEL)] = None,
-    context: Annotated[Optional[int], typer.Option("--context", help="Longest sequence the model can read (n_positions). (default: 128)", show_default=False, rich_help_panel=_MODEL)] = None,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="char: one token per character; bpe:N: a byte-level BPE of N tokens trained on the text. (default: char)", show_default=False, rich_help_panel=_MODEL)] = None,
-    from_model: Annotated[Optional[str], typer.Option("--from", help="Go on training this model (a GPT-2, Llama, Qwen2, Qwen3, Gemma 3 or Phi-3 folder, GGUF file or model name), with its own tokenizer.", show_default=False, rich_help_panel=_MODEL)] = None,
-    no_mask: Annotated[bool, typer.Option("--no-mask", help="Train without the causal mask: each position can read the tokens after it (the experiment in the README).", rich_help_panel=_MODEL)] = False,
-    dropout: Annotated[float, typer.Option("--dropout", help="Share of the embedding and residual-branch values zeroed in training.", rich_help_panel=_MODEL)] = 0.0,
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", help="The folder of the checkpoint (a Hugging Face model folder).", show_default=False)],
+    layers: Annotated[Optional[int], typer.Option(
+        "--layers", help="Transformer blocks. (default: 4)", show_default=False, rich_help_panel=_MODEL)] = None,
+    d_model: Annotated[Optional[int], typer.Option(
+        "--d-model", help="Width of the residual stream. (default: 128)", show_default=False, rich_help_panel=_MODEL
+    )] = None,
+    heads: Annotated[Optional[int], typer.Option(
+        "--heads", help="Attention heads (--d-model must be a multiple). (default: 4)", show_default=False,
+        rich_help_panel=_MODEL)] = None,
+    context: Annotated[Optional[int], typer.Option(
+        "--context", help="Longest sequence the model can read (n_positions). (default: 128)", show_default=False,
+        rich_help_panel=_MODEL)] = None,
+    tokenizer: Annotated[Optional[str], typer.Option(
+        "--tokenizer",
+        help="char: one token per character; bpe:N: a byte-level BPE of N tokens trained on the text. (default: char)",
+        show_default=False, rich_help_panel=_MODEL)] = None,
+    from_model: Annotated[Optional[str], typer.Option(
+        "--from",
+        help="Go on training this model (a GPT-2, Llama, Qwen2, Qwen3, Gemma 3 or Phi-3 folder, GGUF file or model "
+        "name), with its own tokenizer.",
+        show_default=False, rich_help_panel=_MODEL)] = None,
+    no_mask: Annotated[bool, typer.Option(
+        "--no-mask",
+        help="Train without the causal mask: each position can read the tokens after it (the experiment in the "
+        "README).",
+        rich_help_panel=_MODEL)] = False,
+    dropout: Annotated[float, typer.Option(
+        "--dropout", help="Share of the embedding and residual-branch values zeroed in training.",
+        rich_help_panel=_MODEL)] = 0.0,
     lora: Annotated[Optional[int], typer.Option(
         "--lora", help="Train a LoRA adapter of this rank on the frozen --from model; -o gets the adapter "
         "(PEFT's format).",
@@ -58,24 +79,46 @@ def train(
     targets: Annotated[str, typer.Option(
         "--targets", help="The projections LoRA adapts, from q,k,v,o,gate,up,down.",
         rich_help_panel=_LORA)] = "q,k,v,o",
-    optimizer: Annotated[Optimizer, typer.Option("--optimizer", help="adamw or sgd.", rich_help_panel=_OPT)] = Optimizer.adamw,
+    optimizer: Annotated[Optimizer, typer.Option(
+        "--optimizer", help="adamw or sgd.", rich_help_panel=_OPT)] = Optimizer.adamw,
     lr: Annotated[float, typer.Option("--lr", help="Peak learning rate.", rich_help_panel=_OPT)] = 1e-3,
     betas: Annotated[str, typer.Option("--betas", help="AdamW's b1,b2.", rich_help_panel=_OPT)] = "0.9,0.99",
     eps: Annotated[float, typer.Option("--eps", help="AdamW's epsilon.", rich_help_panel=_OPT)] = 1e-8,
-    weight_decay: Annotated[float, typer.Option("--weight-decay", help="Weight decay, on matrices only (not biases or norms).", rich_help_panel=_OPT)] = 0.1,
-    warmup: Annotated[int, typer.Option("--warmup", help="Steps of linear warmup of the learning rate.", rich_help_panel=_OPT)] = 50,
-    lr_schedule: Annotated[Schedule, typer.Option("--lr-schedule", help="After warmup: cosine down to lr/10 at the last step, or constant.", rich_help_panel=_OPT)] = Schedule.cosine,
-    clip: Annotated[float, typer.Option("--clip", help="Clip the gradients to this global norm (0 = off).", rich_help_panel=_OPT)] = 1.0,
+    weight_decay: Annotated[float, typer.Option(
+        "--weight-decay", help="Weight decay, on matrices only (not biases or norms).", rich_help_panel=_OPT)] = 0.1,
+    warmup: Annotated[int, typer.Option(
+        "--warmup", help="Steps of linear warmup of the learning rate.", rich_help_panel=_OPT)] = 50,
+    lr_schedule: Annotated[Schedule, typer.Option(
+        "--lr-schedule", help="After warmup: cosine down to lr/10 at the last step, or constant.", rich_help_panel=_OPT
+    )] = Schedule.cosine,
+    clip: Annotated[float, typer.Option(
+        "--clip", help="Clip the gradients to this global norm (0 = off).", rich_help_panel=_OPT)] = 1.0,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per step.", rich_help_panel=_OPT)] = 16,
-    seq_len: Annotated[Optional[int], typer.Option("--seq-len", help="Tokens per sequence. (default: --context; with --from, at most 256)", show_default=False, rich_help_panel=_OPT)] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Optimisation steps. (default: 1000)", show_default=False, rich_help_panel=_OPT)] = None,
-    seed: Annotated[int, typer.Option("--seed", "-s", help="Seed of the initial weights, the batches and the samples.", rich_help_panel=_OPT)] = 1337,
-    val_fraction: Annotated[float, typer.Option("--val-fraction", help="The last fraction of the tokens, held out for the validation loss.", rich_help_panel=_RUN)] = 0.1,
-    data_order: Annotated[Order, typer.Option("--data-order", help="random windows, or sequential: sequence b of step s starts at token (s*B + b)*T.", rich_help_panel=_RUN)] = Order.random,
-    eval_every: Annotated[Optional[int], typer.Option("--eval-every", help="Validation loss, a sample and a checkpoint every this many steps. (default: 100)", show_default=False, rich_help_panel=_RUN)] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run saved in --output, with its settings (--steps may raise the end).", rich_help_panel=_RUN)] = False,
-    force: Annotated[bool, typer.Option("--force", help="Write into an existing folder (tfcli's files are replaced, others left alone).", rich_help_panel=_RUN)] = False,
-    png: Annotated[Optional[Path], typer.Option("--png", help="Write the loss curves to this PNG at the end.", show_default=False, rich_help_panel=_RUN)] = None,
+    seq_len: Annotated[Optional[int], typer.Option(
+        "--seq-len", help="Tokens per sequence. (default: --context; with --from, at most 256)", show_default=False,
+        rich_help_panel=_OPT)] = None,
+    steps: Annotated[Optional[int], typer.Option(
+        "--steps", help="Optimisation steps. (default: 1000)", show_default=False, rich_help_panel=_OPT)] = None,
+    seed: Annotated[int, typer.Option(
+        "--seed", "-s", help="Seed of the initial weights, the batches and the samples.", rich_help_panel=_OPT)] = 1337,
+    val_fraction: Annotated[float, typer.Option(
+        "--val-fraction", help="The last fraction of the tokens, held out for the validation loss.",
+        rich_help_panel=_RUN)] = 0.1,
+    data_order: Annotated[Order, typer.Option(
+        "--data-order", help="random windows, or sequential: sequence b of step s starts at token (s*B + b)*T.",
+        rich_help_panel=_RUN)] = Order.random,
+    eval_every: Annotated[Optional[int], typer.Option(
+        "--eval-every", help="Validation loss, a sample and a checkpoint every this many steps. (default: 100)",
+        show_default=False, rich_help_panel=_RUN)] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue the run saved in --output, with its settings (--steps may raise the end).",
+        rich_help_panel=_RUN)] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Write into an existing folder (tfcli's files are replaced, others left alone).",
+        rich_help_panel=_RUN)] = False,
+    png: Annotated[Optional[Path], typer.Option(
+        "--png", help="Write the loss curves to this PNG at the end.", show_default=False, rich_help_panel=_RUN
+    )] = None,
     as_json: options.Json = False,
     threads: options.Threads = None,
 ) -> None:
@@ -105,7 +148,9 @@ def train(
         folder.check_output(output, force, resume)
         settings = _settings(locals())
         run = runs.start(settings, output, base_name=from_model or "")
-    command = shlex.join(["tfcli", *sys.argv[1:]]) if sys.argv and "tfcli" in Path(sys.argv[0]).name else "tfcli train ..."
+    command = "tfcli train ..."
+    if sys.argv and "tfcli" in Path(sys.argv[0]).name:
+        command = shlex.join(["tfcli", *sys.argv[1:]])
     _describe(run)
     _loop(run, command, as_json)
     _finish(run, png, as_json)
@@ -121,18 +166,22 @@ def _settings(flags: dict):
     if f["from_model"] and shaped:
         name = "--" + next(iter(shaped)).replace("_", "-")
         raise UsageError(f"{name} cannot be given with --from", "a model continued keeps its shape and its tokenizer")
-    layers, d_model, heads, context = (_positive(f[k], "--" + k.replace("_", "-")) for k in ("layers", "d_model", "heads", "context"))
+    shape = ("layers", "d_model", "heads", "context")
+    layers, d_model, heads, context = (_positive(f[k], "--" + k.replace("_", "-")) for k in shape)
     layers, d_model, heads = layers or 4, d_model or 128, heads or 4
     from_folder = str(options.model_folder(f["from_model"])) if f["from_model"] else None
     if from_folder:
         context = _from_context(from_folder, context)
     context = context or 128
     if d_model % heads:
-        raise UsageError(f"--d-model {d_model} is not a multiple of --heads {heads}", "each head gets d_model / heads dimensions")
+        raise UsageError(f"--d-model {d_model} is not a multiple of --heads {heads}",
+                         "each head gets d_model / heads dimensions")
     # A continued model's context can be thousands of tokens: a first run on a CPU gets 256 of them.
-    seq_len = _positive(f["seq_len"], "--seq-len") or (min(context, 256) if from_folder and f["context"] is None else context)
+    default = min(context, 256) if from_folder and f["context"] is None else context
+    seq_len = _positive(f["seq_len"], "--seq-len") or default
     if seq_len > context:
-        raise UsageError(f"--seq-len {seq_len:,} is beyond the context of {context:,}", "use a --seq-len up to --context, or a larger --context")
+        raise UsageError(f"--seq-len {seq_len:,} is beyond the context of {context:,}",
+                         "use a --seq-len up to --context, or a larger --context")
     _check_ranges(f)
     lora = _lora(f, from_folder)
     return Settings(
@@ -180,7 +229,8 @@ def _from_context(folder: str, context: int | None) -> int:
 
     n_ctx = load_config(Path(folder) / "config.json").n_ctx
     if context is not None and context > n_ctx:
-        raise UsageError(f"--context {context:,} is beyond what {Path(folder).name} supports ({n_ctx:,})", f"use --context {n_ctx:,} or less")
+        raise UsageError(f"--context {context:,} is beyond what {Path(folder).name} supports ({n_ctx:,})",
+                         f"use --context {n_ctx:,} or less")
     return min(context or n_ctx, n_ctx)
 
 
@@ -209,8 +259,10 @@ def _check_ranges(f: dict) -> None:
         ("--seed", f["seed"], lambda v: 0 <= v < 1 << 63),
     )
     for flag, value, ok in checks:
-        if not ((isinstance(value, int) or math.isfinite(value)) and ok(value)):  # an int of any size: compared, never made a float
-            raise UsageError(f"{flag} {shown_number(value) if isinstance(value, int) else value} is out of range", f"see 'tfcli train --help' for what {flag} means")
+        # an int of any size: compared, never made a float
+        if not ((isinstance(value, int) or math.isfinite(value)) and ok(value)):
+            raise UsageError(f"{flag} {shown_number(value) if isinstance(value, int) else value} is out of range",
+                             f"see 'tfcli train --help' for what {flag} means")
 
 
 def _betas(text: str) -> tuple[float, float]:
@@ -233,7 +285,8 @@ def _tokenizer(text: str) -> str:
     kind, _, n = text.partition(":")
     if kind == "bpe" and n.isdigit() and 257 <= int(n) <= 1_000_000:
         return f"bpe:{int(n)}"
-    raise UsageError(f"--tokenizer {text!r} is not char or bpe:N", "bpe:N needs N from 257 (the 256 bytes and <|endoftext|>) to 1,000,000")
+    raise UsageError(f"--tokenizer {text!r} is not char or bpe:N",
+                     "bpe:N needs N from 257 (the 256 bytes and <|endoftext|>) to 1,000,000")
 
 
 def _describe(run) -> None:
@@ -247,13 +300,16 @@ def _describe(run) -> None:
     mask = "" if s.causal else ", WITHOUT the causal mask"
     shape = f"{cfg.n_layer} blocks, d_model {cfg.d_model}, {cfg.n_head} heads, context {cfg.n_ctx}"
     note(f"{what}: {shape}, vocabulary {cfg.vocab_size:,}, {n} parameters{mask}")
-    note(f"data: {len(run.split.train):,} training tokens, {len(run.split.val):,} validation tokens; batch {s.batch_size} x {s.seq_len}")
+    tokens = f"{len(run.split.train):,} training tokens, {len(run.split.val):,} validation tokens"
+    note(f"data: {tokens}; batch {s.batch_size} x {s.seq_len}")
     if run.step:
         note(f"resuming at step {run.step:,} of {s.steps:,}")
     c = run.cost
     from tfcli import numbers
 
-    note(f"estimate: {numbers.size(c.nbytes)} of memory, about {_duration(c.step_seconds)} a step, {_duration(c.step_seconds * max(s.steps - run.step, 0))} for the {max(s.steps - run.step, 0):,} steps to go")
+    left = max(s.steps - run.step, 0)
+    per_step, total = _duration(c.step_seconds), _duration(c.step_seconds * left)
+    note(f"estimate: {numbers.size(c.nbytes)} of memory, about {per_step} a step, {total} for the {left:,} steps to go")
 
 
 @contextmanager
@@ -289,7 +345,9 @@ def _loop(run, command: str, as_json: bool) -> None:
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     s = run.settings
-    columns = (TextColumn("step {task.completed:,.0f}/{task.total:,.0f}"), BarColumn(), TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[speed]}"), TimeRemainingColumn())
+    columns = (TextColumn("step {task.completed:,.0f}/{task.total:,.0f}"), BarColumn(),
+               TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[speed]}"),
+               TimeRemainingColumn())  # fmt: skip
     with _stop_after_step() as asked, Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("train", total=s.steps, completed=run.step, loss="-", speed="")
         t0, step0 = time.perf_counter(), run.step
@@ -298,9 +356,11 @@ def _loop(run, command: str, as_json: bool) -> None:
                 loss = run.train_step()
                 speed = (run.step - step0) * run.tokens_per_step / max(time.perf_counter() - t0, 1e-9)
                 bar.update(task, completed=run.step, loss=f"{loss:.4f}", speed=f"{speed:,.0f} tok/s")
-                if not err.is_terminal and run.step % max(1, s.eval_every // 5) == 0:  # a log file gets lines, not a bar
-                    left = (s.steps - run.step) * run.tokens_per_step / max(speed, 1e-9)
-                    err.print(f"step {run.step:,}/{s.steps:,} · loss {loss:.4f} · {speed:,.0f} tok/s · {_duration(left)} left", soft_wrap=True)
+                # a log file gets lines, not a bar
+                if not err.is_terminal and run.step % max(1, s.eval_every // 5) == 0:
+                    left = _duration((s.steps - run.step) * run.tokens_per_step / max(speed, 1e-9))
+                    line = f"step {run.step:,}/{s.steps:,} · loss {loss:.4f} · {speed:,.0f} tok/s · {left} left"
+                    err.print(line, soft_wrap=True)
                 if run.step % s.eval_every == 0 or run.step == s.steps:
                     _evaluate(run, command, bar)
         except KeyboardInterrupt:
@@ -310,7 +370,8 @@ def _loop(run, command: str, as_json: bool) -> None:
                 run.save(command)
             bar.stop()
             how = "terminated (SIGTERM)" if asked[0] == signal.SIGTERM else "interrupted"
-            note(f"{how} at step {run.step:,}: the checkpoint is in {run.out}; continue with: tfcli train {shlex.quote(s.text)} -o {shlex.quote(str(run.out))} --resume")
+            again = f"tfcli train {shlex.quote(s.text)} -o {shlex.quote(str(run.out))} --resume"
+            note(f"{how} at step {run.step:,}: the checkpoint is in {run.out}; continue with: {again}")
             # as generate does: the work so far is kept, the exit code says which signal (128 + its number)
             raise typer.Exit(128 + signal.SIGTERM) if asked[0] == signal.SIGTERM else interrupted()
     if run.saved_step != run.step:
@@ -320,7 +381,9 @@ def _loop(run, command: str, as_json: bool) -> None:
 def _duration(seconds: float) -> str:
     if seconds < 1:
         return f"{seconds:.2g} s"
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def _evaluate(run, command: str, bar) -> None:
@@ -328,7 +391,8 @@ def _evaluate(run, command: str, bar) -> None:
     run.save(command)  # first: the sample of a masked model runs from it
     prompt, text = run.sample()
     val_text = f"val {val:.4f}" if val is not None else "no validation split"
-    bar.console.print(shown(f"step {run.step:,}: train {run.train_loss():.4f} (last 10 steps), {val_text}, {run.seconds:,.0f} s", "bold"))
+    line = f"step {run.step:,}: train {run.train_loss():.4f} (last 10 steps), {val_text}, {run.seconds:,.0f} s"
+    bar.console.print(shown(line, "bold"))
     bar.console.print(Text(for_terminal(prompt), style="dim") + Text(for_terminal(text)), soft_wrap=True)
 
 

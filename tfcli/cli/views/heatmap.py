@@ -21,7 +21,8 @@ from rich.text import Text
 
 # Viridis (van der Walt and Smith, matplotlib's default colour map) at 11 even steps; linear in between.
 _VIRIDIS = [
-    (0x44, 0x01, 0x54), (0x48, 0x24, 0x75), (0x41, 0x44, 0x87), (0x35, 0x5F, 0x8D), (0x2A, 0x78, 0x8E), (0x21, 0x91, 0x8C),
+    (0x44, 0x01, 0x54), (0x48, 0x24, 0x75), (0x41, 0x44, 0x87), (0x35, 0x5F, 0x8D), (0x2A, 0x78, 0x8E),
+    (0x21, 0x91, 0x8C),
     (0x22, 0xA8, 0x84), (0x44, 0xBF, 0x70), (0x7A, 0xD1, 0x51), (0xBD, 0xDF, 0x26), (0xFD, 0xE7, 0x25),
 ]  # fmt: skip
 SHADES = "░▒▓█"
@@ -101,7 +102,14 @@ def column_header(col_labels: Sequence[str], cell_width: int) -> list[Text]:
     return lines
 
 
-def matrix(row_labels: Sequence[str], col_labels: Sequence[str], cell_width: int, cell: Cell, row_end: Callable[[int], str] | None = None, end_title: str = "") -> Text:
+def matrix(
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    cell_width: int,
+    cell: Cell,
+    row_end: Callable[[int], str] | None = None,
+    end_title: str = "",
+) -> Text:
     """A labelled grid: column labels on top (column_header), row labels on the left, cell(i, j)
     giving each cell's text (exactly cell_width wide) and style; row_end(i) an optional last column."""
     lw = label_width(row_labels)
@@ -151,7 +159,18 @@ def heatmap(w: np.ndarray, allowed: np.ndarray, row_labels, col_labels, colour: 
     return matrix(row_labels, col_labels, 2, cell)
 
 
-def numbers(w: np.ndarray, allowed: np.ndarray, row_labels, col_labels, colour: bool, *, masked_as: str = "0", masked_style: str = "dim", fmt: str = "{:.2f}", row_sums: bool = True) -> Text:
+def numbers(
+    w: np.ndarray,
+    allowed: np.ndarray,
+    row_labels,
+    col_labels,
+    colour: bool,
+    *,
+    masked_as: str = "0",
+    masked_style: str = "dim",
+    fmt: str = "{:.2f}",
+    row_sums: bool = True,
+) -> Text:
     """w [R, C] as numbers, five characters a cell; masked cells show masked_as, dim.
     With colour the background is the heatmap's; row_sums adds a Σ column (each row's total)."""
     rgb = viridis(np.nan_to_num(w))  # [R, C, 3]
@@ -187,7 +206,9 @@ def thumbnail(w: np.ndarray, allowed: np.ndarray, colour: bool, col_labels: Sequ
     return lines
 
 
-def side_by_side(panels: list[tuple[str, list[Text]]], cell_cols: int, gap: int = 3, row_labels: Sequence[str] = ()) -> Text:
+def side_by_side(
+    panels: list[tuple[str, list[Text]]], cell_cols: int, gap: int = 3, row_labels: Sequence[str] = ()
+) -> Text:
     """Panels (title, lines) of equal width cell_cols * 2 laid out in one row; row_labels, if given,
     on the left of the last len(row_labels) lines (the rows of cells under the column labels)."""
     width = cell_cols * 2
@@ -199,7 +220,9 @@ def side_by_side(panels: list[tuple[str, list[Text]]], cell_cols: int, gap: int 
     for line in range(height):
         text.append("\n")
         if lw:
-            text.append(row_label(row_labels[line - first_row], lw - 1) if line >= first_row else " " * lw, style="bold")
+            text.append(
+                row_label(row_labels[line - first_row], lw - 1) if line >= first_row else " " * lw, style="bold"
+            )
         for k, (_, lines) in enumerate(panels):
             if k:
                 text.append(" " * gap)
@@ -218,5 +241,7 @@ def legend(colour: bool, zh: bool = False) -> Text:
         text.append(" 1")
     else:
         text.append(f"{weight} " + "  ".join(f"{c} ≤{top:g}".replace("0.", ".") for c, top in zip(SHADES, SHADE_TOPS)))
-    text.append(f"    {MASKED} 被遮住（未来，恰好为 0）" if zh else f"    {MASKED} masked (the future, exactly 0)", style="dim")
+    text.append(
+        f"    {MASKED} 被遮住（未来，恰好为 0）" if zh else f"    {MASKED} masked (the future, exactly 0)", style="dim"
+    )
     return text

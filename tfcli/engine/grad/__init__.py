@@ -38,7 +38,8 @@ def backward_of(model) -> Backward:
     """The backward pass of `model`'s family."""
     kind = BACKWARDS.get(model.config.family)
     if kind is None:
-        raise TfcliError(f"tfcli has no backward pass for {model.config.family} models", f"it has one for {', '.join(sorted(BACKWARDS))}")
+        raise TfcliError(f"tfcli has no backward pass for {model.config.family} models",
+                         f"it has one for {', '.join(sorted(BACKWARDS))}")  # fmt: skip
     return kind(model)
 
 

@@ -20,7 +20,8 @@ class Gemma3Backward(Backward):
         """logits = cap·tanh(h @ U / cap) where the config caps them."""
         cap = self.config.extra.logit_softcap
         if cap is not None:
-            d_logits = G.softcap_backward(d_logits, self.model._cap(final.product(self.model.unembedding)[1]), cap)  # [T, V]
+            capped = self.model._cap(final.product(self.model.unembedding)[1])  # [T, V]
+            d_logits = G.softcap_backward(d_logits, capped, cap)  # [T, V]
         return super().logits_backward(final, d_logits, grads)
 
     def rms_backward(self, dy: np.ndarray, x: np.ndarray, path: str, scale: np.ndarray, grads: Grads) -> np.ndarray:
@@ -67,8 +68,9 @@ class Gemma3Backward(Backward):
         cfg, w = self.config, grads.weights
         out = {"model.embed_tokens.weight": w["token_embedding"]}
         edges = np.cumsum([0, cfg.d_attn, cfg.d_kv, cfg.d_kv])
-        norms = {"attn_norm": "input_layernorm", "post_attn_norm": "post_attention_layernorm", "mlp_norm": "pre_feedforward_layernorm",
-                 "post_mlp_norm": "post_feedforward_layernorm", "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm"}  # fmt: skip
+        norms = {"attn_norm": "input_layernorm", "post_attn_norm": "post_attention_layernorm",
+                 "mlp_norm": "pre_feedforward_layernorm", "post_mlp_norm": "post_feedforward_layernorm",
+                 "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm"}  # fmt: skip
         for i in range(cfg.n_layer):
             p, a, l = f"model.layers.{i}.", f"model.layers.{i}.self_attn.", f"layers.{i}."
             for n, lo, hi in zip("qkv", edges[:-1], edges[1:]):

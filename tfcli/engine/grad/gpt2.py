@@ -27,10 +27,13 @@ class GPT2Backward(Backward):
         """d out [T, D] -> d h [T, D] through c_proj, the attention, the split and c_attn."""
         cfg, p = self.config, f"layers.{i}."
         t_len = dout.shape[0]
-        dz = self.linear_backward(step, layer.c_proj_w, layer.c_proj_b, dout, grads, p + "c_proj_w", p + "c_proj_b")  # [T, H*Dh]
-        dq, dk, dv = self.attend_backward(step, i, dz.reshape(t_len, cfg.n_head, cfg.head_dim), tape, grads)  # [T, H, Dh] each
+        w, b = layer.c_proj_w, layer.c_proj_b
+        dz = self.linear_backward(step, w, b, dout, grads, p + "c_proj_w", p + "c_proj_b")  # [T, H*Dh]
+        dz = dz.reshape(t_len, cfg.n_head, cfg.head_dim)  # [T, H, Dh]
+        dq, dk, dv = self.attend_backward(step, i, dz, tape, grads)  # [T, H, Dh] each
         dqkv = np.concatenate([a.reshape(t_len, cfg.d_model) for a in (dq, dk, dv)], axis=1)  # [T, 3D]
-        return self.linear_backward(step, layer.c_attn_w, layer.c_attn_b, dqkv, grads, p + "c_attn_w", p + "c_attn_b")  # [T, D]
+        w, b = layer.c_attn_w, layer.c_attn_b
+        return self.linear_backward(step, w, b, dqkv, grads, p + "c_attn_w", p + "c_attn_b")  # [T, D]
 
     def mlp_norm_backward(self, x, layer, i, dy, grads):
         dx, dg, db = G.layer_norm_backward(dy, x, layer.ln_2_g, self.config.norm_eps)
@@ -49,9 +52,11 @@ class GPT2Backward(Backward):
         w, out = grads.weights, {}
         out["transformer.wte.weight"] = w["token_embedding"]
         out["transformer.wpe.weight"] = w["wpe"]
-        fields = {"ln_1_g": "ln_1.weight", "ln_1_b": "ln_1.bias", "c_attn_w": "attn.c_attn.weight", "c_attn_b": "attn.c_attn.bias",
-                  "c_proj_w": "attn.c_proj.weight", "c_proj_b": "attn.c_proj.bias", "ln_2_g": "ln_2.weight", "ln_2_b": "ln_2.bias",
-                  "mlp.w_in": "mlp.c_fc.weight", "mlp.b_in": "mlp.c_fc.bias", "mlp.w_out": "mlp.c_proj.weight", "mlp.b_out": "mlp.c_proj.bias"}  # fmt: skip
+        fields = {"ln_1_g": "ln_1.weight", "ln_1_b": "ln_1.bias", "c_attn_w": "attn.c_attn.weight",
+                  "c_attn_b": "attn.c_attn.bias", "c_proj_w": "attn.c_proj.weight", "c_proj_b": "attn.c_proj.bias",
+                  "ln_2_g": "ln_2.weight", "ln_2_b": "ln_2.bias", "mlp.w_in": "mlp.c_fc.weight",
+                  "mlp.b_in": "mlp.c_fc.bias", "mlp.w_out": "mlp.c_proj.weight",
+                  "mlp.b_out": "mlp.c_proj.bias"}  # fmt: skip
         for i in range(self.config.n_layer):
             for ours, theirs in fields.items():
                 out[f"transformer.h.{i}.{theirs}"] = w[f"layers.{i}.{ours}"]

@@ -31,7 +31,8 @@ class LlamaBackward(Backward):
             _, qkv = step.product(layer.w_qkv)
             qkv = qkv.reshape(t_len, H + 2 * Hkv, cfg.head_dim)  # [T, H+2Hkv, Dh]
             dq, dgq = G.rms_norm_backward(dqk[:, :H], qkv[:, :H], layer.q_norm, cfg.norm_eps)  # [T, H, Dh], [Dh]
-            dk, dgk = G.rms_norm_backward(dqk[:, H:], qkv[:, H : H + Hkv], layer.k_norm, cfg.norm_eps)  # [T, Hkv, Dh], [Dh]
+            k = qkv[:, H : H + Hkv]  # [T, Hkv, Dh]
+            dk, dgk = G.rms_norm_backward(dqk[:, H:], k, layer.k_norm, cfg.norm_eps)  # [T, Hkv, Dh], [Dh]
             grads.add(p + "q_norm", dgq)
             grads.add(p + "k_norm", dgk)
             dqk = np.concatenate([dq, dk], axis=1)  # [T, H+Hkv, Dh]
@@ -81,4 +82,5 @@ class LlamaBackward(Backward):
     def mlp_names(self, w: dict, i: int, m: str) -> dict[str, np.ndarray]:
         f = self.config.d_ff
         w_in = w[f"layers.{i}.mlp.w_in"]  # [D, 2F]: gate, then up
-        return {m + "gate_proj.weight": w_in[:, :f].T, m + "up_proj.weight": w_in[:, f:].T, m + "down_proj.weight": w[f"layers.{i}.mlp.w_out"].T}
+        return {m + "gate_proj.weight": w_in[:, :f].T, m + "up_proj.weight": w_in[:, f:].T,
+                m + "down_proj.weight": w[f"layers.{i}.mlp.w_out"].T}  # fmt: skip

@@ -143,7 +143,8 @@ class Backward:
         dv = dv.reshape(b, n_kv, t_len, dh).transpose(0, 2, 1, 3).reshape(b * t_len, n_kv, dh)  # [B*T, Hkv, Dh]
         return dq, dk, dv
 
-    def linear_backward(self, step: Step, w, b, dy: np.ndarray, grads: Grads, path: str, bias: str | None) -> np.ndarray:
+    def linear_backward(self, step: Step, w, b, dy: np.ndarray, grads: Grads, path: str,
+                        bias: str | None) -> np.ndarray:  # fmt: skip
         """A product y = x @ w + b of the block: d y [T, out] -> d x [T, in], the weight's gradient added."""
         x, _ = step.product(w)  # [T, in]
         grads.product(path, x, dy)

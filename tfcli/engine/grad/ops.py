@@ -21,7 +21,7 @@ from ..quantized import Quantized
 # linear: y = x W + b
 
 
-def linear_backward(dy: np.ndarray, x: np.ndarray, w: np.ndarray | Quantized) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def linear_backward(dy: np.ndarray, x: np.ndarray, w: np.ndarray | Quantized) -> tuple[np.ndarray, ...]:
     """dy [T, out] of y = x [T, in] @ w [in, out] + b -> (dx [T, in], dw [in, out], db [out]).
     dx sends dy back through w; dw sums each row's outer product; the bias met every row."""
     dx = transposed_product(dy, w)  # [T, out] @ [out, in] -> [T, in]
@@ -52,14 +52,15 @@ def rows_backward(dx: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
 # norms over the last axis
 
 
-def layer_norm_backward(dy: np.ndarray, x: np.ndarray, g: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def layer_norm_backward(dy: np.ndarray, x: np.ndarray, g: np.ndarray, eps: float) -> tuple[np.ndarray, ...]:
     """dy [T, D] of ops.layer_norm(x, g, b) -> (dx [T, D], dg [D], db [D]). Moving one x moves its
     row's mean and std too: the two subtracted means take those paths out again."""
     centered = x - x.mean(axis=-1, keepdims=True)  # [T, D]
     rstd = 1.0 / np.sqrt(np.square(centered).mean(axis=-1, keepdims=True) + np.float32(eps))  # [T, 1]
     xhat = centered * rstd  # [T, D]
     dxhat = dy * g  # [T, D]
-    dx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))  # [T, D]
+    along = (dxhat * xhat).mean(axis=-1, keepdims=True)  # [T, 1]
+    dx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * along)  # [T, D]
     return dx, (dy * xhat).reshape(-1, x.shape[-1]).sum(axis=0), dy.reshape(-1, x.shape[-1]).sum(axis=0)
 
 
@@ -122,7 +123,8 @@ def apply_rope_backward(dy: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.
     return ops.apply_rope(dy, cos, -sin)
 
 
-def reference_attention_backward(dout: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, weights: np.ndarray, softcap: float | None = None):
+def reference_attention_backward(dout: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, weights: np.ndarray,
+                                 softcap: float | None = None):  # fmt: skip
     """dout [N, T, Dh] of ops.reference_attention(q [N, T, Dh], k, v [N, S, Dh]) whose weights were
     [N, T, S] -> (dq [N, T, Dh], dk [N, S, Dh], dv [N, S, Dh], dweights [N, T, S]).
 

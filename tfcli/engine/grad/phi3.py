@@ -13,4 +13,5 @@ class Phi3Backward(LlamaBackward):
         return {a + "qkv_proj.weight": w[f"layers.{i}.w_qkv"].T}  # [(H+2Hkv)*Dh, D]
 
     def mlp_names(self, w: dict, i: int, m: str) -> dict[str, np.ndarray]:
-        return {m + "gate_up_proj.weight": w[f"layers.{i}.mlp.w_in"].T, m + "down_proj.weight": w[f"layers.{i}.mlp.w_out"].T}
+        return {m + "gate_up_proj.weight": w[f"layers.{i}.mlp.w_in"].T,
+                m + "down_proj.weight": w[f"layers.{i}.mlp.w_out"].T}  # fmt: skip

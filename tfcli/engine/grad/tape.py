@@ -78,7 +78,8 @@ class Tape(Plain):
 
     def attention(self, q, k, v, start, weights, window=None, softcap=None):
         out, w = super().attention(q, k, v, start, True, window, softcap)  # [N, G, T, Dh], [N, G, T, S]
-        self.steps[self.block].attention = Attention(q, np.array(k), v, w, softcap)  # k: a view of the cache's keys, copied
+        # k: a view of the cache's keys, copied
+        self.steps[self.block].attention = Attention(q, np.array(k), v, w, softcap)
         return out, (w if weights else None)
 
 
@@ -94,6 +95,7 @@ def record(model, tokens: np.ndarray, hooks: Hooks | None = None) -> tuple[np.nd
     tape.positions = np.tile(np.arange(t_len), n_seq)  # [B*T]
     tape.shape = (n_seq, t_len)
     tape.tokens = ids.reshape(-1)  # [B*T]
-    logits = model.forward(tape.tokens, Sequences(n_seq, t_len), all_logits=True, hooks=tape.hooks, run=tape)  # [B*T, V]
+    cache = Sequences(n_seq, t_len)
+    logits = model.forward(tape.tokens, cache, all_logits=True, hooks=tape.hooks, run=tape)  # [B*T, V]
     tape.logits = logits
     return logits, tape

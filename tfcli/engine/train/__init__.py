@@ -31,7 +31,8 @@ def trainable(config: ModelConfig, params: Params, causal: bool = True, dropout:
     if module is None:
         raise TrainError(f"tfcli cannot train a {config.family} model", f"it trains {', '.join(sorted(FAMILIES))}")
     if module is family and (dropout > 0 or not causal):
-        raise TrainError(f"--dropout and --no-mask are not available for {config.family} models", "drop them; they train GPT-2 and Llama blocks")
+        raise TrainError(f"--dropout and --no-mask are not available for {config.family} models",
+                         "drop them; they train GPT-2 and Llama blocks")  # fmt: skip
     return module.MODEL(config, params, causal, dropout)
 
 

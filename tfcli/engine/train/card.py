@@ -19,9 +19,12 @@ def model_card(run, commands: list[tuple[int, str]]) -> str:
         what = f"a LoRA adapter for `{ad.base}`"
         how = f"(engine/grad/'s backward pass; rank {ad.rank}, alpha {ad.alpha:g} on {','.join(ad.targets)}"
         how += f", {n_base:,} weights frozen)"
-    tok = {"char": "one token per character (`<\\|endoftext\\|>` 0, `<unk>` 1, then the file's characters)", "model": "the model's own"}
+    tok = {"char": "one token per character (`<\\|endoftext\\|>` 0, `<unk>` 1, then the file's characters)",
+           "model": "the model's own"}  # fmt: skip
     tokenizer = tok.get(s.tokenizer, f"byte-level BPE of {s.tokenizer[4:]} tokens trained on the text")
     val = run.evals[-1][1] if run.evals else None
+    shape = f"{cfg.n_layer} layers, d_model {cfg.d_model}, {cfg.n_head} heads, context {cfg.n_ctx}"
+    shape += f", vocabulary {cfg.vocab_size:,}"
     curve = "\n".join(f"| {step:,} | {v:.4f} |" for step, v in run.evals) or "| - | - |"
     mask = "" if s.causal else (
         "\n**Trained without the causal mask (`--no-mask`)**: every position could read the tokens after it,\n"
@@ -33,7 +36,8 @@ def model_card(run, commands: list[tuple[int, str]]) -> str:
         if s.optimizer == "adamw"
         else f"SGD, weight decay {s.weight_decay:g} on matrices only"
     )
-    schedule = f"{s.lr_schedule}, {s.warmup} warmup steps to {s.lr:g}" + (", down to a tenth at the last step" if s.lr_schedule == "cosine" else "")
+    schedule = f"{s.lr_schedule}, {s.warmup} warmup steps to {s.lr:g}"
+    schedule += ", down to a tenth at the last step" if s.lr_schedule == "cosine" else ""
     return f"""# {run.out.name}: {what} by `tfcli train`
 {mask}
 Trained with tfcli's NumPy engine {how}, on
@@ -41,7 +45,7 @@ Trained with tfcli's NumPy engine {how}, on
 
 | | |
 |---|---|
-| shape | {cfg.n_layer} layers, d_model {cfg.d_model}, {cfg.n_head} heads, context {cfg.n_ctx}, vocabulary {cfg.vocab_size:,} |
+| shape | {shape} |
 | parameters | {n_params:,} |
 | tokenizer | {tokenizer} |
 | steps | {run.step:,} of {s.steps:,}, batch {s.batch_size} x {s.seq_len} tokens ({s.data_order} windows) |
@@ -71,7 +75,7 @@ Losses in nats per token.
 
 
 def _commands(commands: list[tuple[int, str]]) -> str:
-    return "\n".join(command if not step else f"# resumed after step {step:,}:\n{command}" for step, command in commands)
+    return "\n".join(f"# resumed after step {step:,}:\n{command}" if step else command for step, command in commands)
 
 
 def _f(x) -> str:

@@ -46,5 +46,6 @@ def estimate(cfg: ModelConfig, batch: int, seq_len: int, optimizer: str, lora: b
     weights = p * (3 if lora else 4 if optimizer == "adamw" else 2)
     saved = L * (n * (12 * d + 4 * f) + 4 * batch * h * seq_len * seq_len)
     logits = 3 * n * v
-    flops = 6.0 * p * n + 12.0 * L * batch * seq_len * seq_len * d
+    # forward 2 P N, backward 2 P N for the inputs' gradients and 2 P N for the weights' (not LoRA's)
+    flops = (4.0 if lora else 6.0) * p * n + 12.0 * L * batch * seq_len * seq_len * d
     return Cost(p, 4 * (weights + saved + logits), flops, flops_per_second())

@@ -53,7 +53,8 @@ class Tokenizer:
         """A BPE without merges, normalizer or pre-tokenizer: tools/train.py's and char_tokenizer's."""
         doc = json.loads(self.json_text)
         model = doc.get("model") or {}
-        return model.get("type") == "BPE" and not model.get("merges") and doc.get("normalizer") is None and doc.get("pre_tokenizer") is None
+        plain = doc.get("normalizer") is None and doc.get("pre_tokenizer") is None
+        return model.get("type") == "BPE" and not model.get("merges") and plain
 
     def encode(self, text: str) -> np.ndarray:
         if self.chars is not None:
@@ -88,7 +89,8 @@ def bpe_tokenizer(text: str, vocab_size: int, context: int) -> Tokenizer:
     tok = HFTokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
     tok.train_from_iterator([text], trainer)
     return Tokenizer(tok.to_str(), _tokenizer_config(context, None))
 
@@ -112,13 +114,16 @@ def folder_tokenizer(folder: Path) -> Tokenizer:
     text = read_small_text(Path(folder) / "tokenizer.json", TOKENIZER_BYTES, TokenizerError)
     cfg_path = Path(folder) / "tokenizer_config.json"
     try:
-        cfg = json.loads(read_small_text(cfg_path, TEMPLATE_BYTES, TokenizerError)) if os.path.lexists(cfg_path) else None
+        cfg = None
+        if os.path.lexists(cfg_path):
+            cfg = json.loads(read_small_text(cfg_path, TEMPLATE_BYTES, TokenizerError))
     except (ValueError, RecursionError):
         raise TrainError(f"{folder}/tokenizer_config.json is not valid JSON", "re-save the tokenizer") from None
     try:
         return Tokenizer(text, cfg)
     except Exception as e:  # the tokenizers library raises bare Exceptions on a malformed file
-        raise TrainError(f"{folder}/tokenizer.json cannot be read ({str(e).splitlines()[0][:80]})", "re-save the tokenizer") from None
+        raise TrainError(f"{folder}/tokenizer.json cannot be read ({str(e).splitlines()[0][:80]})",
+                         "re-save the tokenizer") from None
 
 
 def read_text(path: Path) -> tuple[str, str]:
@@ -131,14 +136,16 @@ def read_text(path: Path) -> tuple[str, str]:
     if len(data) > TEXT_BYTES:
         raise TrainError(f"{path} is more than {TEXT_BYTES:,} bytes", "train on a part of it (head -c)")
     if not data.strip():
-        raise TrainError(f"{path} is empty" if not data else f"{path} holds only white space", "give a file with some text to train on")
+        raise TrainError(f"{path} is empty" if not data else f"{path} holds only white space",
+                         "give a file with some text to train on")
     nul = data.find(b"\x00")
     try:
         if nul >= 0:
             raise UnicodeDecodeError("utf-8", data, nul, nul + 1, "NUL")
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise TrainError(f"{path} is not a UTF-8 text file (byte {data[e.start]:#04x} at offset {e.start:,})", "train on text; convert it to UTF-8 first") from None
+        raise TrainError(f"{path} is not a UTF-8 text file (byte {data[e.start]:#04x} at offset {e.start:,})",
+                         "train on text; convert it to UTF-8 first") from None
     return text, hashlib.sha256(data).hexdigest()
 
 
@@ -162,12 +169,14 @@ class Split:
             )
         if len(self.val) and len(self.val) < seq_len + 1:
             raise TrainError(
-                f"{path} is too short: its validation split is {len(self.val):,} tokens, one window needs {seq_len + 1:,}",
+                f"{path} is too short: its validation split is {len(self.val):,} tokens, "
+                f"one window needs {seq_len + 1:,}",
                 "give a longer text, a larger --val-fraction, or --val-fraction 0",
             )
 
 
-def batch(ids: np.ndarray, step: int, batch_size: int, seq_len: int, order: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def batch(ids: np.ndarray, step: int, batch_size: int, seq_len: int, order: str, seed: int
+          ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Inputs x [B, T] and targets y [B, T] (x shifted by one) for step `step` (0-based).
 
     random: B windows at random starts, drawn from a generator seeded by (seed, step), so that a

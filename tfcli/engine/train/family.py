@@ -53,7 +53,8 @@ class DictTensors:
 class FamilyTrainable(Trainable):
     def build(self):
         """The inference model of the current parameters."""
-        return family(self.config.family).MODEL.from_checkpoint(Checkpoint(Path("."), self.config, DictTensors(self.params)))
+        ckpt = Checkpoint(Path("."), self.config, DictTensors(self.params))
+        return family(self.config.family).MODEL.from_checkpoint(ckpt)
 
     def loss(self, x: np.ndarray, y: np.ndarray) -> float:
         model = self.build()
@@ -63,7 +64,7 @@ class FamilyTrainable(Trainable):
         logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # [N, V]
         return -float(logp[np.arange(b * t), np.asarray(y).reshape(-1)].mean(dtype=np.float64))
 
-    def loss_and_grads(self, x: np.ndarray, y: np.ndarray, rng: np.random.Generator | None = None) -> tuple[float, Params]:
+    def loss_and_grads(self, x: np.ndarray, y: np.ndarray, rng=None) -> tuple[float, Params]:
         model = self.build()
         loss, grads = grad.loss_and_grads(model, x, y)
         named = grad.backward_of(model).named(grads)

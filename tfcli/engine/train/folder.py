@@ -36,7 +36,8 @@ def load_params(folder: Path) -> tuple[ModelConfig, dict, Params]:
     ckpt = read_checkpoint(folder)
     cfg, tensors = ckpt.config, ckpt.tensors
     if cfg.mlp_bias and cfg.family != "gpt2":
-        raise TrainError(f"{folder}: MLP biases in a {cfg.family} model are not supported", "tfcli trains Llama MLPs without biases")
+        raise TrainError(f"{folder}: MLP biases in a {cfg.family} model are not supported",
+                         "tfcli trains Llama MLPs without biases")
     params = {}
     for name, shape in shapes(cfg).items():
         stored = name
@@ -56,24 +57,28 @@ def read_state(folder: Path) -> tuple[dict, Params]:
 
     path = Path(folder) / STATE
     if not path.is_file():
-        raise TrainError(f"{folder} holds no {STATE}", "--resume continues a run saved by tfcli train; start one without --resume")
+        raise TrainError(f"{folder} holds no {STATE}",
+                         "--resume continues a run saved by tfcli train; start one without --resume")
     try:
         state = json.loads(read_small(path, STATE_BYTES, TrainError), parse_int=_bounded_int)
     except (OSError, ValueError, RecursionError) as e:
-        raise TrainError(f"{path} cannot be read ({type(e).__name__}: {shown(str(e), 120)})", "start the run again without --resume") from None
+        raise TrainError(f"{path} cannot be read ({type(e).__name__}: {shown(str(e), 120)})",
+                         "start the run again without --resume") from None
     check_state(state, path)
     opt = Path(folder) / OPTIMIZER
     if not opt.is_file():
         if state["settings"]["optimizer"] == "adamw" and state["step"] > 0:
             raise TrainError(
-                f"{folder} holds no {OPTIMIZER}: AdamW's moments (m, v) of step {state['step']:,} are lost, and a resume would not continue the run exactly",
+                f"{folder} holds no {OPTIMIZER}: AdamW's moments (m, v) of step {state['step']:,} are lost, "
+                "and a resume would not continue the run exactly",
                 "restore the file, or start the run again without --resume",
             )  # fmt: skip
         return state, {}
     try:
         return state, load_file(str(opt))
     except (SafetensorError, OSError, ValueError) as e:
-        raise TrainError(f"{opt} cannot be read ({shown(str(e), 120)})", "restore the file, or start the run again without --resume") from None
+        raise TrainError(f"{opt} cannot be read ({shown(str(e), 120)})",
+                         "restore the file, or start the run again without --resume") from None
 
 
 STATE_BYTES = 256 << 20  # trainer_state.json: the losses of 2^24 steps, written with 6 decimals
@@ -89,13 +94,16 @@ def _bounded_int(text: str):
 _POSITIVE = (int, lambda v: 1 <= v <= 1 << 24)
 SETTINGS = {
     "text": (str, None), "layers": _POSITIVE, "d_model": _POSITIVE, "heads": _POSITIVE, "context": _POSITIVE,
-    "tokenizer": (str, lambda v: v in ("char", "model") or v.startswith("bpe:")), "from_model": ((str, type(None)), None),
-    "dropout": (float, lambda v: 0 <= v < 1), "optimizer": (str, lambda v: v in ("adamw", "sgd")), "lr": (float, lambda v: 0 < v < 1e3),
-    "betas": (list, lambda v: len(v) == 2 and all(_number(b) and 0 <= b < 1 for b in v)), "eps": (float, lambda v: 0 < v < 1),
+    "tokenizer": (str, lambda v: v in ("char", "model") or v.startswith("bpe:")),
+    "from_model": ((str, type(None)), None), "dropout": (float, lambda v: 0 <= v < 1),
+    "optimizer": (str, lambda v: v in ("adamw", "sgd")), "lr": (float, lambda v: 0 < v < 1e3),
+    "betas": (list, lambda v: len(v) == 2 and all(_number(b) and 0 <= b < 1 for b in v)),
+    "eps": (float, lambda v: 0 < v < 1),
     "weight_decay": (float, lambda v: 0 <= v < 1e3), "warmup": (int, lambda v: 0 <= v <= 1 << 24),
     "lr_schedule": (str, lambda v: v in ("cosine", "constant")), "clip": (float, lambda v: v >= 0),
-    "batch_size": (int, lambda v: 1 <= v <= 1 << 16), "seq_len": _POSITIVE, "steps": _POSITIVE, "seed": (int, lambda v: 0 <= v < 1 << 63),
-    "val_fraction": (float, lambda v: 0 <= v < 1), "data_order": (str, lambda v: v in ("random", "sequential")), "eval_every": _POSITIVE,
+    "batch_size": (int, lambda v: 1 <= v <= 1 << 16), "seq_len": _POSITIVE, "steps": _POSITIVE,
+    "seed": (int, lambda v: 0 <= v < 1 << 63), "val_fraction": (float, lambda v: 0 <= v < 1),
+    "data_order": (str, lambda v: v in ("random", "sequential")), "eval_every": _POSITIVE,
     "causal": (bool, None), "lora": (int, lambda v: 0 <= v <= 1 << 16), "lora_alpha": (float, lambda v: 0 <= v < 1e6),
     "lora_targets": (list, lambda v: all(isinstance(t, str) for t in v)),
 }  # fmt: skip
@@ -134,12 +142,13 @@ def check_state(state, path: Path) -> None:
     losses, evals = state.get("losses"), state.get("evals")
     if not isinstance(losses, list) or len(losses) != step or not all(_number(x) for x in losses):
         raise wrong(f"'losses' is not {step:,} finite numbers (one per step)")
-    if not isinstance(evals, list) or not all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], int) and 0 <= e[0] <= step and _number(e[1]) for e in evals):
+    pair = lambda e: isinstance(e, list) and len(e) == 2 and isinstance(e[0], int)  # noqa: E731
+    if not isinstance(evals, list) or not all(pair(e) and 0 <= e[0] <= step and _number(e[1]) for e in evals):
         raise wrong("'evals' is not a list of [step, loss] pairs")
     if not _number(state.get("seconds")) or not 0 <= state["seconds"] < 1e10:
         raise wrong(f"'seconds' is {shown(state.get('seconds'), 60)}")
     commands = state.get("commands", [])
-    if not isinstance(commands, list) or not all(isinstance(c, list) and len(c) == 2 and isinstance(c[0], int) and isinstance(c[1], str) for c in commands):
+    if not isinstance(commands, list) or not all(pair(c) and isinstance(c[1], str) for c in commands):
         raise wrong("'commands' is not a list of [step, command] pairs")
     if not isinstance(state.get("text_sha256"), str):
         raise wrong("'text_sha256' is missing")
@@ -156,13 +165,16 @@ def check_optimizer(arrays: Params, params: Params, optimizer: str, out: Path, s
     missing, extra = sorted(set(expected) - set(arrays)), sorted(set(arrays) - set(expected))
     if missing or extra:
         what = f"no {missing[0]}" if missing else f"an array {shown(extra[0], 80)} the model has no parameter for"
-        raise TrainError(f"{where} does not belong to this model: it has {what}", "restore the file, or start the run again without --resume")
+        raise TrainError(f"{where} does not belong to this model: it has {what}",
+                         "restore the file, or start the run again without --resume")
     for name, shape in expected.items():
         a = arrays[name]
         if a.shape != shape or a.dtype != np.float32:
-            raise TrainError(f"{where}: {name} is {a.dtype} {list(a.shape)}, the model needs float32 {list(shape)}", "restore the file, or start the run again without --resume")
+            raise TrainError(f"{where}: {name} is {a.dtype} {list(a.shape)}, the model needs float32 {list(shape)}",
+                             "restore the file, or start the run again without --resume")
         if not np.isfinite(a).all() or (name.startswith("v.") and (a < 0).any()):
-            raise TrainError(f"{where}: {name} holds values no run writes (not finite, or a negative v)", "restore the file, or start the run again without --resume")
+            raise TrainError(f"{where}: {name} holds values no run writes (not finite, or a negative v)",
+                             "restore the file, or start the run again without --resume")
 
 
 def check_output(folder: Path, force: bool, resume: bool) -> None:
@@ -174,7 +186,8 @@ def check_output(folder: Path, force: bool, resume: bool) -> None:
     if resume or not folder.exists() or not any(folder.iterdir()):
         return
     if not force:
-        raise TrainError(f"{folder} already exists", "give another -o, --force to write the checkpoint into it, or --resume to continue its run")
+        raise TrainError(f"{folder} already exists",
+                         "give another -o, --force to write the checkpoint into it, or --resume to continue its run")
 
 
 COMPANIONS = ("generation_config.json", "special_tokens_map.json", "chat_template.jinja")
@@ -183,7 +196,8 @@ COMPANIONS = ("generation_config.json", "special_tokens_map.json", "chat_templat
 def companions(source: Path) -> dict[str, bytes]:
     """The files of a model folder that a continued model keeps as they are: its sampling
     defaults and its chat template (the weights, config and tokenizer are written anew)."""
-    return {name: read_small(Path(source) / name, TEMPLATE_BYTES, TrainError) for name in COMPANIONS if (Path(source) / name).is_file()}
+    present = [name for name in COMPANIONS if (Path(source) / name).is_file()]
+    return {name: read_small(Path(source) / name, TEMPLATE_BYTES, TrainError) for name in present}
 
 
 def safetensors_bytes(arrays: Params) -> bytes:
@@ -205,7 +219,8 @@ def write_files(folder: Path, files: dict[str, bytes]) -> None:
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
-                os.fsync(f.fileno())  # on disk before the rename, so a crash cannot leave an empty file under the real name
+                # on disk before the rename, so a crash cannot leave an empty file under the real name
+                os.fsync(f.fileno())
     except BaseException:
         for tmp, _ in temps:
             tmp.unlink(missing_ok=True)

@@ -42,12 +42,14 @@ class GPT2Trainable(Trainable):
         q, k, v = (split_heads(a, shape, cfg.n_head) for a in np.split(qkv, 3, axis=1))  # [B, H, T, Dh] each
         a, s_att = L.attention(q, k, v, self.causal)  # [B, H, T, Dh]
         a = merge_heads(a)  # [N, D]
-        o, keep1 = L.dropout(L.linear(a, w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"]), self.dropout, rng)  # [N, D]
+        o = L.linear(a, w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"])  # [N, D]
+        o, keep1 = L.dropout(o, self.dropout, rng)  # [N, D]
         x = x + o
         h2, s_ln2 = L.layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], cfg.norm_eps)  # [N, D]
         f = L.linear(h2, w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"])  # [N, D] @ [D, F] -> [N, F]
         g, s_gelu = L.gelu(f)  # [N, F]
-        m, keep2 = L.dropout(L.linear(g, w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"]), self.dropout, rng)  # [N, F] @ [F, D] -> [N, D]
+        m = L.linear(g, w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"])  # [N, F] @ [F, D] -> [N, D]
+        m, keep2 = L.dropout(m, self.dropout, rng)  # [N, D]
         return x + m, (shape, h1, s_ln1, s_att, a, keep1, h2, s_ln2, g, s_gelu, keep2)
 
     def block_backward(self, dx, i, saved, grads):

@@ -63,7 +63,8 @@ def layer_norm_backward(dy: np.ndarray, saved) -> tuple[np.ndarray, np.ndarray, 
     row too: the two subtracted means take those paths out again."""
     xhat, rstd, g = saved
     dxhat = dy * g  # [N, D]
-    dx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))  # [N, D]
+    along = (dxhat * xhat).mean(axis=-1, keepdims=True)  # [N, 1]
+    dx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * along)  # [N, D]
     return dx, (dy * xhat).sum(axis=0), dy.sum(axis=0)
 
 
@@ -165,7 +166,8 @@ def attention_backward(dout: np.ndarray, saved) -> tuple[np.ndarray, np.ndarray,
     q, kr, vr, p, group = saved
     scale = np.float32(1.0 / np.sqrt(q.shape[-1]))
     dv = p.transpose(0, 1, 3, 2) @ dout  # [B, H, T, T] @ [B, H, T, Dh] -> [B, H, T, Dh]
-    dp = dout @ np.ascontiguousarray(vr.transpose(0, 1, 3, 2))  # [B, H, T, Dh] @ [B, H, Dh, T] -> [B, H, T, T] (a copy: see attention())
+    # [B, H, T, Dh] @ [B, H, Dh, T] -> [B, H, T, T] (a copy: see attention())
+    dp = dout @ np.ascontiguousarray(vr.transpose(0, 1, 3, 2))
     ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))  # [B, H, T, T]
     ds *= scale
     dq = ds @ kr  # [B, H, T, T] @ [B, H, T, Dh] -> [B, H, T, Dh]

@@ -22,7 +22,8 @@ class LlamaTrainable(Trainable):
 
     def __init__(self, config, params, causal=True, dropout=0.0):
         super().__init__(config, params, causal, dropout)
-        self.cos, self.sin = ops.rope_tables(config.n_ctx, ops.rope_frequencies(config.head_dim, config.rope_theta))  # [n_ctx, Dh/2] each
+        freqs = ops.rope_frequencies(config.head_dim, config.rope_theta)
+        self.cos, self.sin = ops.rope_tables(config.n_ctx, freqs)  # [n_ctx, Dh/2] each
 
     def embed(self, ids, rng):
         """A row per token; positions enter through RoPE in every attention. [B, T] -> [N, D]"""
@@ -54,12 +55,13 @@ class LlamaTrainable(Trainable):
         t_len = shape[1]
         cos, sin = self.cos[:t_len], self.sin[:t_len]  # [T, Dh/2]
         h1, s_rms1 = L.rms_norm(x, self.params[p + "input_layernorm.weight"], cfg.norm_eps)  # [N, D]
-        q = split_heads(self.proj(h1, a_ + "q_proj", cfg.qkv_bias), shape, cfg.n_head)  # [N, D] @ [D, H*Dh] -> [B, H, T, Dh]
-        k = split_heads(self.proj(h1, a_ + "k_proj", cfg.qkv_bias), shape, cfg.n_kv_head)  # [N, D] @ [D, Hkv*Dh] -> [B, Hkv, T, Dh]
+        q = split_heads(self.proj(h1, a_ + "q_proj", cfg.qkv_bias), shape, cfg.n_head)  # [N, D] -> [B, H, T, Dh]
+        k = split_heads(self.proj(h1, a_ + "k_proj", cfg.qkv_bias), shape, cfg.n_kv_head)  # [N, D] -> [B, Hkv, T, Dh]
         v = split_heads(self.proj(h1, a_ + "v_proj", cfg.qkv_bias), shape, cfg.n_kv_head)  # [B, Hkv, T, Dh]
         a, s_att = L.attention(L.rope(q, cos, sin), L.rope(k, cos, sin), v, self.causal)  # [B, H, T, Dh]
         a = merge_heads(a)  # [N, H*Dh]
-        o, keep1 = L.dropout(self.proj(a, a_ + "o_proj", cfg.o_bias), self.dropout, rng)  # [N, H*Dh] @ [H*Dh, D] -> [N, D]
+        o = self.proj(a, a_ + "o_proj", cfg.o_bias)  # [N, H*Dh] @ [H*Dh, D] -> [N, D]
+        o, keep1 = L.dropout(o, self.dropout, rng)  # [N, D]
         x = x + o
         h2, s_rms2 = L.rms_norm(x, self.params[p + "post_attention_layernorm.weight"], cfg.norm_eps)  # [N, D]
         gate, up = self.proj(h2, m_ + "gate_proj", False), self.proj(h2, m_ + "up_proj", False)  # [N, F] each
@@ -75,7 +77,8 @@ class LlamaTrainable(Trainable):
         cos, sin = self.cos[: shape[1]], self.sin[: shape[1]]
         dg = self.proj_backward(L.dropout_backward(dx, keep2), g, m_ + "down_proj", False, grads)  # [N, F]
         d_gate, d_up = L.swiglu_backward(dg, s_glu)  # [N, F] each
-        dh2 = self.proj_backward(d_gate, h2, m_ + "gate_proj", False, grads) + self.proj_backward(d_up, h2, m_ + "up_proj", False, grads)  # [N, D]
+        dh2 = self.proj_backward(d_gate, h2, m_ + "gate_proj", False, grads)  # [N, D]
+        dh2 = dh2 + self.proj_backward(d_up, h2, m_ + "up_proj", False, grads)  # [N, D]
         d_in, grads[p + "post_attention_layernorm.weight"] = L.rms_norm_backward(dh2, s_rms2)  # [N, D], [D]
         dx = dx + d_in
         da = self.proj_backward(L.dropout_backward(dx, keep1), a, a_ + "o_proj", cfg.o_bias, grads)  # [N, H*Dh]
@@ -112,7 +115,8 @@ def shapes(cfg) -> dict[str, tuple[int, ...]]:
         if cfg.o_bias:
             out[a + "o_proj.bias"] = (D,)
         out[p + "post_attention_layernorm.weight"] = (D,)
-        out |= {p + "mlp.gate_proj.weight": (F, D), p + "mlp.up_proj.weight": (F, D), p + "mlp.down_proj.weight": (D, F)}
+        out |= {p + "mlp.gate_proj.weight": (F, D), p + "mlp.up_proj.weight": (F, D),
+                p + "mlp.down_proj.weight": (D, F)}  # fmt: skip
     out[P + "norm.weight"] = (D,)
     if not cfg.tie_embeddings:
         out["lm_head.weight"] = (V, D)

@@ -43,7 +43,8 @@ class Trainable:
         logits, _ = self.forward(x)  # [N, V]
         return layers.cross_entropy(logits, y.reshape(-1))[0]
 
-    def loss_and_grads(self, x: np.ndarray, y: np.ndarray, rng: np.random.Generator | None = None) -> tuple[float, Params]:
+    def loss_and_grads(self, x: np.ndarray, y: np.ndarray, rng: np.random.Generator | None = None
+                       ) -> tuple[float, Params]:  # fmt: skip
         """The loss on inputs x [B, T] and targets y [B, T], and its gradient for every parameter."""
         logits, saved = self.forward(x, rng)  # [N, V]
         loss, ce = layers.cross_entropy(logits, y.reshape(-1))

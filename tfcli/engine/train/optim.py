@@ -34,7 +34,8 @@ def clip_by_global_norm(grads: Params, max_norm: float) -> float:
     """Scale every gradient by max_norm / |all gradients| when that norm is larger (0: never).
     Returns the norm before clipping. One bad batch then moves the weights no further than
     max_norm allows, in the same direction."""
-    total = math.sqrt(sum(float(np.vdot(g, g)) for g in grads.values()))  # vdot: float32 sums in float64 would differ from torch's by ulps only
+    # vdot: float32 sums (in float64 they would differ from torch's by ulps only)
+    total = math.sqrt(sum(float(np.vdot(g, g)) for g in grads.values()))
     if max_norm > 0:
         coef = max_norm / (total + 1e-6)  # torch's 1e-6 keeps a zero norm from dividing by zero
         if coef < 1:

@@ -77,7 +77,8 @@ class Run:
         self.commands_before: list[tuple[int, str]] = []  # (step begun at, command) of the parts before this one
         self.started = time.perf_counter()
         self.saved_step: int | None = None  # the step of the last checkpoint written
-        self.extra_files: dict[str, bytes] = {}  # --from: the source's own files that travel with it (sampling defaults, chat template)
+        # --from: the source's own files that travel with it (sampling defaults, chat template)
+        self.extra_files: dict[str, bytes] = {}
         self.cost = cost.estimate(config, s.batch_size, s.seq_len, s.optimizer, bool(s.lora))
 
     # ------------------------------------------------------------------ data
@@ -106,8 +107,11 @@ class Run:
         rng = np.random.default_rng([s.seed, self.step, 1]) if s.dropout > 0 else None
         loss, grads = self.model.loss_and_grads(x, y, rng)
         if not math.isfinite(loss):
-            where = f"the last good checkpoint (step {self.saved_step:,}) is in {self.out}" if self.saved_step else "no checkpoint was saved"
-            raise TrainError(f"the loss became {loss} at step {self.step + 1:,}; training stopped, {where}", "lower --lr, or clip the gradients with --clip 1")
+            where = "no checkpoint was saved"
+            if self.saved_step:
+                where = f"the last good checkpoint (step {self.saved_step:,}) is in {self.out}"
+            raise TrainError(f"the loss became {loss} at step {self.step + 1:,}; training stopped, {where}",
+                             "lower --lr, or clip the gradients with --clip 1")  # fmt: skip
         clip_by_global_norm(grads, s.clip)
         self.optimizer.step(self.model.params, grads, self.lr)
         self.step += 1
@@ -142,7 +146,8 @@ class Run:
         ids = [int(i) for i in source[: max(1, min(16, s.seq_len // 2))]]
         n = min(n_tokens or (200 if self.tokenizer.chars is not None else 60), self.config.n_ctx - len(ids))
         rng = np.random.default_rng([s.seed, self.step, 2])
-        next_logits = self._engine_sampler(ids) if s.causal and self.saved_step == self.step else self._trained_sampler(ids)
+        saved = s.causal and self.saved_step == self.step
+        next_logits = self._engine_sampler(ids) if saved else self._trained_sampler(ids)
         new: list[int] = []
         for _ in range(n):
             logits = next_logits(new[-1] if new else None).astype(np.float64) / temperature  # [V]
@@ -178,7 +183,9 @@ class Run:
         """Write the checkpoint (atomically: folder.write_files)."""
         if self.adapter is not None:
             return self._save_adapter(command)
-        generation = {"bos_token_id": self.config.bos_token_id, "eos_token_id": (self.config.eos_token_ids or [None])[0], "do_sample": True, "temperature": 0.8, "top_k": 40}
+        eos = (self.config.eos_token_ids or [None])[0]
+        generation = {"bos_token_id": self.config.bos_token_id, "eos_token_id": eos, "do_sample": True,
+                      "temperature": 0.8, "top_k": 40}  # fmt: skip
         files = {
             folder.WEIGHTS: folder.safetensors_bytes(self.model.params),
             "config.json": folder.json_bytes(folder.hf_config(self.config, self.raw_config)),
@@ -245,7 +252,10 @@ def start(settings: Settings, out: Path, base_name: str = "") -> Run:
             base = base_name or Path(s.from_model).name
             adapter = lora.new_adapter(cfg, params, s.lora, s.lora_alpha, tuple(s.lora_targets), s.seed, base)
     else:
-        tok = data.char_tokenizer(text, s.context) if s.tokenizer == "char" else data.bpe_tokenizer(text, int(s.tokenizer[4:]), s.context)
+        if s.tokenizer == "char":
+            tok = data.char_tokenizer(text, s.context)
+        else:
+            tok = data.bpe_tokenizer(text, int(s.tokenizer[4:]), s.context)
         cfg = new_gpt2_config(s, tok.vocab_size)
         affordable(cfg, s)
         raw, params = None, gpt2.init_params(cfg, np.random.default_rng(s.seed))
@@ -261,14 +271,16 @@ def affordable(cfg: ModelConfig, s: Settings) -> cost.Cost:
     would need more memory than this process can have."""
     c = cost.estimate(cfg, s.batch_size, s.seq_len, s.optimizer, bool(s.lora))
     check_allocation(
-        c.nbytes, f"training {shown_number(c.parameters)} parameters ({cfg.n_layer:,} layers, d_model {cfg.d_model:,}) on batches of {s.batch_size:,} x {s.seq_len:,}",
+        c.nbytes, f"training {shown_number(c.parameters)} parameters ({cfg.n_layer:,} layers, d_model {cfg.d_model:,}) "
+        f"on batches of {s.batch_size:,} x {s.seq_len:,}",
         "use fewer --layers, a smaller --d-model, --batch-size or --seq-len",
     )  # fmt: skip
     return c
 
 
 def new_gpt2_config(s: Settings, vocab_size: int) -> ModelConfig:
-    raw = {"model_type": "gpt2", "n_embd": s.d_model, "n_head": s.heads, "n_layer": s.layers, "n_positions": s.context, "vocab_size": vocab_size, "bos_token_id": 0, "eos_token_id": 0}
+    raw = {"model_type": "gpt2", "n_embd": s.d_model, "n_head": s.heads, "n_layer": s.layers, "n_positions": s.context,
+           "vocab_size": vocab_size, "bos_token_id": 0, "eos_token_id": 0}  # fmt: skip
     return config_from_hf(raw)
 
 
@@ -284,21 +296,25 @@ def resume(out: Path, text_path: Path, steps: int | None, eval_every: int | None
     s.eval_every = eval_every if eval_every is not None else s.eval_every
     text, sha = data.read_text(text_path)
     if sha != state.get("text_sha256"):
-        raise TrainError(f"{text_path} is not the text the run in {out} was trained on", "resume with the same TEXT_FILE, or start a new run")
+        raise TrainError(f"{text_path} is not the text the run in {out} was trained on",
+                         "resume with the same TEXT_FILE, or start a new run")  # fmt: skip
     from ..families import load_config
 
     if s.lora:
         return _resume_adapter(out, s, state, opt, sha, text)
     affordable(load_config(Path(out) / "config.json"), s)
     cfg, raw, params = folder.load_params(out)
-    if not s.from_model and (cfg.n_layer, cfg.d_model, cfg.n_head, cfg.n_ctx) != (s.layers, s.d_model, s.heads, s.context):
+    shape = (cfg.n_layer, cfg.d_model, cfg.n_head, cfg.n_ctx)
+    if not s.from_model and shape != (s.layers, s.d_model, s.heads, s.context):
         raise TrainError(
-            f"{out}: the weights are {cfg.n_layer} layers, d_model {cfg.d_model}, {cfg.n_head} heads, context {cfg.n_ctx}; "
+            f"{out}: the weights are {cfg.n_layer} layers, d_model {cfg.d_model}, {cfg.n_head} heads, "
+            f"context {cfg.n_ctx}; "
             f"{folder.STATE} says {s.layers}, {s.d_model}, {s.heads}, {s.context}",
             "the files come from different runs: start the run again without --resume",
         )  # fmt: skip
     if s.seq_len > cfg.n_ctx:
-        raise TrainError(f"{out}: {folder.STATE} trains on {s.seq_len:,} tokens, beyond the model's context of {cfg.n_ctx:,}", "start the run again without --resume")
+        raise TrainError(f"{out}: {folder.STATE} trains on {s.seq_len:,} tokens, beyond the context of {cfg.n_ctx:,}",
+                         "start the run again without --resume")  # fmt: skip
     folder.check_optimizer(opt, params, s.optimizer, out, state["step"])
     run = Run(s, out, data.folder_tokenizer(out), sha, cfg, raw if s.from_model else None, params)
     run.extra_files = folder.companions(out) if s.from_model else {}
@@ -328,7 +344,8 @@ def _continued(run: Run, state: dict, opt, text: str) -> Run:
     """`run` put back where its checkpoint left it: the step, AdamW's moments, the losses, the time."""
     run.optimizer.load_state(opt, state["step"])
     run.step, run.saved_step, run.begun_at = state["step"], state["step"], state["step"]
-    run.commands_before = [(int(c[0]), str(c[1])) for c in state.get("commands", [])]  # none in checkpoints before it was kept
+    # (none in checkpoints written before it was kept)
+    run.commands_before = [(int(c[0]), str(c[1])) for c in state.get("commands", [])]
     run.losses = list(state["losses"])
     run.evals = [tuple(e) for e in state["evals"]]
     run.seconds_before = float(state["seconds"])

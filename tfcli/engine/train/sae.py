@@ -113,7 +113,8 @@ class SAE:
             total = f.sum(axis=0)  # [N]
             parts["sparsity"] = self.l1 * float(total @ norms) / b
             d_f += np.float32(self.l1 / b) * norms  # d/df of l1 * mean_b sum_i f_i |W_dec[i]|
-            g_dec += (np.float32(self.l1 / b) * total / np.maximum(norms, 1e-12))[:, None] * p["W_dec"]  # d/dW_dec of |W_dec[i]|
+            # d/dW_dec of |W_dec[i]|
+            g_dec += (np.float32(self.l1 / b) * total / np.maximum(norms, 1e-12))[:, None] * p["W_dec"]
         else:
             d_h_aux = self._aux(h, -r, parts, g_dec)  # [B, N] or None
         d_h = np.where(on, d_f, np.float32(0))  # [B, N]
@@ -194,7 +195,8 @@ class Trainer:
         d = first.shape[1]
         self.scale = float(np.sqrt(d) / max(float(np.linalg.norm(first, axis=1).mean()), 1e-12))
         params = init_params(d, s.n, s.kind, np.random.default_rng(s.seed))
-        params["b_dec"] = (first.mean(axis=0) * np.float32(self.scale)).astype(np.float32)  # [D]: start at the data's centre
+        # [D]: start at the data's centre
+        params["b_dec"] = (first.mean(axis=0) * np.float32(self.scale)).astype(np.float32)
         self.sae = SAE(params, s.kind, s.k, s.l1)
         self.optimizer = AdamW(tuple(s.betas), s.eps, s.weight_decay)
         self.step = 0

@@ -25,7 +25,8 @@ from .model import Params
 WEIGHTS, CONFIG = "sae.safetensors", "cfg.json"
 NAMES = ("W_enc", "b_enc", "W_dec", "b_dec")
 # tfcli's site names as TransformerLens (and so SAELens) name its hook points.
-HOOKS = {"resid_pre": "hook_resid_pre", "resid_mid": "hook_resid_mid", "resid_post": "hook_resid_post", "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out"}
+HOOKS = {"resid_pre": "hook_resid_pre", "resid_mid": "hook_resid_mid", "resid_post": "hook_resid_post",
+         "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out"}  # fmt: skip
 
 
 # What a cfg.json's numbers may be: far above any real SAE, far below what would exhaust memory or
@@ -45,7 +46,8 @@ def _whole(cfg: dict, key: str, low: int, high: int, folder: Path, name: str | N
         what = "missing" if key not in cfg else f"{shown(value, 40)}, not a whole number"
         raise SAEError(f"{folder}/{CONFIG}: {name} is {what}", "train the SAE again")
     if not low <= value <= high:
-        raise SAEError(f"{folder}/{CONFIG}: {name} is {shown_number(value)}, not between {low:,} and {high:,}", "train the SAE again")
+        raise SAEError(f"{folder}/{CONFIG}: {name} is {shown_number(value)}, not between {low:,} and {high:,}",
+                       "train the SAE again")
     return value
 
 
@@ -57,7 +59,8 @@ def hook_name(site: str, block: int) -> str:
     return f"blocks.{block}.{HOOKS[site]}"
 
 
-def sae_config(d: int, n: int, kind: str, k: int, model_name: str, block: int, site: str, context: int, tfcli: dict) -> dict:
+def sae_config(d: int, n: int, kind: str, k: int, model_name: str, block: int, site: str, context: int,
+               tfcli: dict) -> dict:  # fmt: skip
     return {
         "architecture": "topk" if kind == "topk" else "standard",
         "d_in": d,
@@ -104,7 +107,8 @@ def read_sae(folder: Path) -> tuple[dict, Params]:
     n = _whole(cfg, "d_sae", 1, MAX_FEATURES, folder)
     kind = cfg.get("activation_fn_str", "relu")
     if kind not in ("relu", "topk"):
-        raise SAEError(f"{folder}/{CONFIG}: activation {shown(kind, 40)} is not one tfcli runs", "tfcli runs relu and topk SAEs")
+        raise SAEError(f"{folder}/{CONFIG}: activation {shown(kind, 40)} is not one tfcli runs",
+                       "tfcli runs relu and topk SAEs")
     kwargs = cfg.get("activation_fn_kwargs") or {}
     if not isinstance(kwargs, dict):
         raise SAEError(f"{folder}/{CONFIG}: activation_fn_kwargs is not an object", "train the SAE again")
@@ -117,7 +121,8 @@ def read_sae(folder: Path) -> tuple[dict, Params]:
         for key in ("block", "n", "k", "steps", "batch_size", "seed", "tokens"):
             if t.get(key) is not None:
                 _whole(t, key, 0, MAX_SEED if key == "seed" else MAX_COUNT, folder, f"tfcli.{key}")
-    cfg = {**cfg, "d_in": d, "d_sae": n, "activation_fn_str": kind, "activation_fn_kwargs": {**kwargs, "k": k} if kind == "topk" else kwargs}
+    fn_kwargs = {**kwargs, "k": k} if kind == "topk" else kwargs
+    cfg = {**cfg, "d_in": d, "d_sae": n, "activation_fn_str": kind, "activation_fn_kwargs": fn_kwargs}
     try:
         wf = WeightFile(folder / WEIGHTS)
     except CheckpointError as e:
@@ -129,7 +134,8 @@ def read_sae(folder: Path) -> tuple[dict, Params]:
         if info is None:
             raise SAEError(f"{folder}/{WEIGHTS} has no tensor {name}", "train the SAE again")
         if tuple(info.shape) != shape:
-            raise SAEError(f"{folder}/{WEIGHTS}: {name} is {list(info.shape)}, cfg.json says {list(shape)}", "train the SAE again")
+            raise SAEError(f"{folder}/{WEIGHTS}: {name} is {list(info.shape)}, cfg.json says {list(shape)}",
+                           "train the SAE again")
         try:
             params[name] = np.array(wf.float32(name), dtype=np.float32)
         except CheckpointError as e:
