@@ -233,3 +233,45 @@ def test_no_engine_line_is_over_120_characters():
             if len(line) > 120:
                 long.append(f"{path.relative_to(PACKAGE)}:{n} ({len(line)})")
     assert not long, long
+
+
+def test_the_readers_map_names_what_exists():
+    """docs/kernels.md's map of both paths: each name on a line (`f()` a function or method,
+    `Capitalised` a class or a declaration) is defined in a file named on that line (or, for a
+    line without one, on the next line that names files), and every file named exists."""
+    import importlib
+    import re
+
+    text = (PACKAGE.parent / "docs" / "kernels.md").read_text(encoding="utf-8")
+    block = text.split("<!-- map -->")[1].split("<!-- /map -->")[0]
+    path_re = re.compile(r"(?:engine/[\w/]+\.py|fast/[\w/]+\.py|\b\w+\.py)")
+    pending: list[str] = []
+    checked = 0
+    for line in block.splitlines():
+        if line.startswith("```") or not line.strip():
+            continue
+        paths = path_re.findall(line)
+        pending.append(path_re.sub("", line))
+        if not paths:
+            continue
+        folder, modules = PACKAGE, []
+        for p in paths:  # engine/..., fast/... (under engine/), or a file beside the one before it
+            full = folder / p if "/" not in p else PACKAGE / ("engine/" + p if p.startswith("fast/") else p)
+            folder = full.parent
+            assert full.is_file(), full
+            modules.append(importlib.import_module(_module(full)))
+        words = " ".join(pending)
+        pending = []
+        names = re.findall(r"\b([A-Za-z_]\w*(?:\.\w+)?)\(\)", words)
+        names += [w for w in re.findall(r"\b([A-Z][A-Za-z]*[a-z][A-Za-z]*)\b", words) if not words.split(w)[1].startswith("(")]
+        for name in names:
+            def found(module, dotted=name):
+                obj = module
+                for part in dotted.split("."):
+                    if not hasattr(obj, part):
+                        return False
+                    obj = getattr(obj, part)
+                return True
+            assert any(found(m) for m in modules), (name, [m.__name__ for m in modules])
+            checked += 1
+    assert checked > 30, checked
