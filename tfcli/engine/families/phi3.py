@@ -48,7 +48,7 @@ def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
     n_ctx = cfg.n_ctx if scaling is None or scaling.kind != "longrope" else min(cfg.n_ctx, scaling.original_context)
     return replace(
         cfg,
-        n_ctx=n_ctx,  # longrope: tfcli runs within the original context (see llama.longrope)
+        n_ctx=n_ctx,  # longrope: tfcli runs within the original context (see rope_scaling.longrope)
         rotary_dim=0 if rotary_dim == cfg.head_dim else rotary_dim,
         extra=llama.LlamaExtra(scaling, window if window is not None and window < n_ctx else None),
         windows=(window,) * cfg.n_layer if window is not None and window < n_ctx else (),
