@@ -20,6 +20,7 @@ from conftest import assert_f32_near, decoded_alone  # noqa: E402
 from test_convert_quantize import tiny_checkpoint  # noqa: E402
 from test_new_families import gemma3, llama3, phi3, qwen3  # noqa: E402
 from tfcli.engine import kvcache  # noqa: E402
+from tfcli.engine.fast.arguments import Blocks  # noqa: E402
 from tfcli.engine.fast.load import kernels  # noqa: E402
 from tfcli.engine.fast.run import fast_executor as executor  # noqa: E402
 from tfcli.engine.fast.run.fast_executor import Fast, on_kernels  # noqa: E402
@@ -62,7 +63,7 @@ def calls(monkeypatch) -> list[int]:
     """The rows of each compiled blocks call."""
     seen: list[int] = []
     real = kernels.decode_blocks
-    monkeypatch.setattr(kernels, "decode_blocks", lambda slots, threads=1: seen.append(int(slots[kernels.S.B_T])) or real(slots, threads))
+    monkeypatch.setattr(kernels, "decode_blocks", lambda slots, threads=1: seen.append(int(slots[Blocks.T])) or real(slots, threads))
     return seen
 
 
@@ -92,9 +93,9 @@ def test_compiled_blocks_equal_the_blocks_step_by_step(model, calls, monkeypatch
 
 
 def test_a_prompt_of_more_rows_than_the_kernels_take_runs_step_by_step(model, calls):
-    from tfcli.engine.fast.run.kernel_products import FEW_ROWS
+    from tfcli.engine.fast.run.kernel_products import KERNEL_ROWS
 
-    model.forward(np.arange(1, FEW_ROWS + 2), model.new_cache(FEW_ROWS + 2), run=Fast(2))
+    model.forward(np.arange(1, KERNEL_ROWS + 2), model.new_cache(KERNEL_ROWS + 2), run=Fast(2))
     assert calls == []
 
 

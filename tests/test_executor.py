@@ -138,21 +138,21 @@ def test_a_pass_runs_the_textbook_unless_its_caller_picks_the_fast_executor(monk
     assert seen, "the default pass did not run the textbook's products"
     seen.clear()
     lm.model.forward(np.array([1, 2, 3]), lm.model.new_cache(4), run=Fast())
-    if fast_executor.quantized.running() is not None:
+    if fast_executor.kernel_products.running() is not None:
         assert not seen, "the fast executor ran the textbook's products"
 
 
 def test_the_numerics_of_a_pass_are_the_executors():
     """An experiment asks the executor how a pass of R rows computes (analysis/experiments/common.py):
     the textbook in float32 whatever R; the fast one, on a quantized model on the kernels, with 8-bit
-    activations up to quantized.FEW_ROWS rows and float32 beyond; a small float32 model in float32."""
+    activations up to kernel_products.KERNEL_ROWS rows and float32 beyond; a small float32 model in float32."""
     from tfcli.engine.quantized import quantize_weights
 
     small = load(TINY_LLAMA).model
     assert {PLAIN.numerics(small, r) for r in (1, 48, 49, 512)} == {Fast().numerics(small, r) for r in (1, 48, 512)} == {"float32"}
     quantize_weights(small, "q8_0")
     assert {PLAIN.numerics(small, r) for r in (1, 48, 49, 512)} == {"float32"}
-    if fast_executor.quantized.running() is None:
+    if fast_executor.kernel_products.running() is None:
         pytest.skip("compiled kernels unavailable")
-    few = fast_executor.quantized.FEW_ROWS
+    few = fast_executor.kernel_products.KERNEL_ROWS
     assert [Fast().numerics(small, r) for r in (1, few, few + 1)] == ["8-bit activations", "8-bit activations", "float32"]

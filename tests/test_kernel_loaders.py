@@ -3,7 +3,7 @@
 - engine/fast/elf.py, the default on Linux x86-64: places an object in memory and refuses at load,
   naming it, what it cannot place (a symbol nothing in the process defines, a relocation type it
   does not apply, a section cut short). Its objects here are made by hand with llvmlite.
-- llvmlite's own loader (kernels._place_with_llvm), what other platforms run, asked for with
+- llvmlite's own loader (load/llvm_loader.place), what other platforms run, asked for with
   TFCLI_KERNEL_LOADER=llvm (docs/kernels.md): a process of its own loads the suite's kernels that
   way and gives the ELF loader's results bit for bit.
 """

@@ -349,7 +349,7 @@ def test_parts_in_one_call_are_each_part_alone(kernels, types):
         alone = np.concatenate([_product(kernels, x, rows, t) for rows, t, _ in parts], axis=1)
         for threads in (1, 2):
             together = np.full((T, first), np.nan, np.float32)
-            kernels.product_parts(x, kernels.Parts(parts), together, threads)
+            kernels.product_parts(x, kernels.PartTable(parts), together, threads)
             assert np.array_equal(together, alone), (T, threads)
 
 

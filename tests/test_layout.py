@@ -177,14 +177,101 @@ def test_analysis_imports_nothing_of_the_fast_room():
 
 # The kernel sources (build-time code compiled to object files), and the compiler that runs them:
 # the only modules that import numba. Everything else runs without it (tests/test_kernels.py).
-NUMBA_MODULES = {"jobs", "block_job", "attention_job", "top_job", "llvm", "llvm_attention", "llvm_q8", "llvm_x8", "build"}
+SOURCE_ROOM = "tfcli.engine.fast.source"
 
 
-def test_numba_is_imported_only_by_the_kernel_sources():
+def _importers(package: str) -> set[str]:
+    """Every tfcli module that imports `package` (or a module of it), at the top or inside functions."""
     found = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            if any(n.split(".")[0] == "numba" for n in names):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            if any(n.split(".")[0] == package for n in names):
                 found.add(_module(path))
-    assert found == {f"tfcli.engine.fast.source.{m}" for m in NUMBA_MODULES}, found
+    return found
+
+
+def test_numba_is_imported_only_by_the_kernel_sources():
+    found = _importers("numba")
+    assert {m for m in found if not m.startswith(SOURCE_ROOM + ".")} == set(), found
+    assert {f"{SOURCE_ROOM}.{m}" for m in ("jobs", "build", "llvm")} <= found, found  # the rule still has something to hold
+
+
+def test_llvmlite_is_imported_only_by_the_kernel_sources_and_its_loader():
+    """llvmlite builds the kernels' IR (source/) and, where elf.py cannot, loads them (load/llvm_loader.py)."""
+    found = _importers("llvmlite")
+    outside = {m for m in found if not m.startswith(SOURCE_ROOM + ".")}
+    assert outside == {"tfcli.engine.fast.load.llvm_loader"}, found
+
+
+def test_no_module_name_is_both_in_the_engine_and_in_its_fast_room():
+    """engine/ops.py and a fast ops.py (or executor, quantized, slots...) at once: a reader cannot
+    tell from a name which one a traceback or a docstring means."""
+    engine, fast = PACKAGE / "engine", PACKAGE / "engine" / "fast"
+    inside = {p.stem for p in fast.rglob("*.py") if p.stem != "__init__"}
+    outside = {p.stem for p in engine.rglob("*.py") if p.stem != "__init__" and fast not in p.parents}
+    assert len(inside) > 20 and len(outside) > 30
+    assert not inside & outside, sorted(inside & outside)
+
+
+# Modules of tfcli/engine/ whose lines are still being wrapped by their owners (issue 55, step 5):
+# this list shrinks to nothing, and the rule then covers all of tfcli/.
+LINES_PENDING = {"train", "grad", "grammar.py", "embeddings.py", "score.py", "kvcache.py"}
+
+
+def test_no_engine_line_is_over_120_characters():
+    long = []
+    for path in sorted((PACKAGE / "engine").rglob("*.py")):
+        if path.relative_to(PACKAGE / "engine").parts[0] in LINES_PENDING:
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if len(line) > 120:
+                long.append(f"{path.relative_to(PACKAGE)}:{n} ({len(line)})")
+    assert not long, long
+
+
+def test_the_readers_map_names_what_exists():
+    """docs/kernels.md's map of both paths: each name on a line (`f()` a function or method,
+    `Capitalised` a class or a declaration) is defined in a file named on that line (or, for a
+    line without one, on the next line that names files), and every file named exists."""
+    import importlib
+    import re
+
+    text = (PACKAGE.parent / "docs" / "kernels.md").read_text(encoding="utf-8")
+    block = text.split("<!-- map -->")[1].split("<!-- /map -->")[0]
+    path_re = re.compile(r"(?:engine/[\w/]+\.py|fast/[\w/]+\.py|\b\w+\.py)")
+    pending: list[str] = []
+    checked = 0
+    for line in block.splitlines():
+        if line.startswith("```") or not line.strip():
+            continue
+        paths = path_re.findall(line)
+        pending.append(path_re.sub("", line))
+        if not paths:
+            continue
+        folder, modules = PACKAGE, []
+        for p in paths:  # engine/..., fast/... (under engine/), or a file beside the one before it
+            full = folder / p if "/" not in p else PACKAGE / ("engine/" + p if p.startswith("fast/") else p)
+            folder = full.parent
+            assert full.is_file(), full
+            modules.append(importlib.import_module(_module(full)))
+        words = " ".join(pending)
+        pending = []
+        names = re.findall(r"\b([A-Za-z_]\w*(?:\.\w+)?)\(\)", words)
+        names += [w for w in re.findall(r"\b([A-Z][A-Za-z]*[a-z][A-Za-z]*)\b", words) if not words.split(w)[1].startswith("(")]
+        for name in names:
+            def found(module, dotted=name):
+                obj = module
+                for part in dotted.split("."):
+                    if not hasattr(obj, part):
+                        return False
+                    obj = getattr(obj, part)
+                return True
+            assert any(found(m) for m in modules), (name, [m.__name__ for m in modules])
+            checked += 1
+    assert checked > 30, checked

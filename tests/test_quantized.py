@@ -106,7 +106,7 @@ def in_place(mixed_gguf, tmp_path_factory):
 def test_a_gguf_run_in_place_equals_the_same_file_converted_to_float32(in_place, mixed_folder):
     """The same blocks, dequantized at load (convert) or when used (in place): the same logits, to
     float32 reordering, on the textbook and on the fast path with a prompt of more than
-    fast.quantized.FEW_ROWS tokens (dequantized tiles; fewer rows run on the kernels, whose 8-bit
+    fast.run.kernel_products.KERNEL_ROWS tokens (dequantized tiles; fewer rows run on the kernels, whose 8-bit
     activations test_kernels and test_smollm2 hold to their own bounds)."""
     ids = list(range(1, 61))
     ref = forward_logits(load_folder(mixed_folder), ids)  # [T, V]

@@ -94,7 +94,9 @@ class Batch:
         if len(want) >= 2 and on_kernels(self.model):
             from .fast.run.top import top_k_rows
 
-            found = top_k_rows([self.rows[i].logits for i in want], [ks[i] for i in want], getattr(self.run, "workers", 1))
+            found = top_k_rows(
+                [self.rows[i].logits for i in want], [ks[i] for i in want], getattr(self.run, "workers", 1)
+            )
             for i, top in zip(want, found or []):
                 tops[i] = top
         return tops
@@ -140,22 +142,16 @@ class Samples:
     """
 
     def __init__(
-        self,
-        session: Session,
-        tokenizer: Tokenizer,
-        prompt: list[int],
-        samplers: list[Sampler],
-        max_new_tokens: int,
-        stop: tuple[str, ...] = (),
-        eos_ids: tuple[int, ...] = (),
-        show_top: int = 0,
+        self, session: Session, tokenizer: Tokenizer, prompt: list[int], samplers: list[Sampler], max_new_tokens: int,
+        stop: tuple[str, ...] = (), eos_ids: tuple[int, ...] = (), show_top: int = 0,
     ):
         if not samplers:
             raise UsageError("{samples} must be at least 1, not 0")
         self.session = session
         # One Generation per sample: it checks the prompt and budget, and turns logits into steps.
         self.runs = [
-            Generation(session, tokenizer, prompt, s, max_new_tokens, stop=stop, eos_ids=eos_ids, show_top=show_top) for s in samplers
+            Generation(session, tokenizer, prompt, s, max_new_tokens, stop=stop, eos_ids=eos_ids, show_top=show_top)
+            for s in samplers
         ]
         self.prompt = prompt
         self.max_new_tokens = max_new_tokens

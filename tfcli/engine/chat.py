@@ -30,9 +30,12 @@ from pathlib import Path
 
 from .errors import TfcliError, printable
 from .files import TEMPLATE_BYTES, read_small_text
-from .template_budget import (CHECKED, FIX, OUTPUT_CHARS, RENDER_SECONDS, WRITABLE, TemplateBoundError, _alarm, _bounded_lipsum, _Checked,
-                              _check_binop, _check_format, _check_str_method, _checked_filter, _checked_loops, _checked_sum, _Expired,
-                              _finalizer, _Limits, _parse_budget, _Range, _Stop, _ThreadBudget, _time_bound, _Watchdog)  # fmt: skip
+from .template_budget import (
+    CHECKED, FIX, OUTPUT_CHARS, RENDER_SECONDS, WRITABLE, TemplateBoundError, _bounded_lipsum, _Checked,
+    _check_binop, _check_format, _check_str_method, _checked_filter, _checked_loops, _checked_sum, _Expired,
+    _finalizer, _Limits, _parse_budget, _Range, _Stop, _ThreadBudget, _time_bound,
+)  # fmt: skip
+from .template_timers import _alarm, _Watchdog
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,9 @@ class ChatTemplate:
         given = sum(len(str(m.get("content", ""))) for m in messages)
         limits = _Limits(time.monotonic() + RENDER_SECONDS, OUTPUT_CHARS + 4 * given)
         # transformers defines these whether given or not: `{% if tools is not none %}` must see None
-        context = {"bos_token": self.bos_token, "eos_token": self.eos_token, "tools": None, "documents": None, **variables}
+        context = {
+            "bos_token": self.bos_token, "eos_token": self.eos_token, "tools": None, "documents": None, **variables,
+        }
         _BUDGET.limits = limits
         watchdog = _Watchdog(limits)
         try:
@@ -167,7 +172,12 @@ def _bounded_environment(limits: _Limits):
         try:
             return _Range(safe_range(*args), limits)  # jinja's range refuses more than MAX_RANGE items
         except OverflowError:
-            raise _Stop(TemplateBoundError(f"the model's chat template asks for a range of more than {MAX_RANGE:,} items", f"that is more than any output; {FIX}")) from None
+            raise _Stop(
+                TemplateBoundError(
+                    f"the model's chat template asks for a range of more than {MAX_RANGE:,} items",
+                    f"that is more than any output; {FIX}",
+                )
+            ) from None
 
     env.globals["range"] = bounded_range
     env.globals["strftime_now"] = _strftime_now  # Llama 3.x dates its system turn
@@ -193,15 +203,27 @@ def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False
     """transformers' tojson: JSON as json.dumps writes it (Jinja's own escapes <, >, & and ' for HTML
     and takes only `indent`); tool definitions are written with it."""
     spacing = [indent, *(separators if isinstance(separators, (list, tuple)) else [separators])]
-    if any(len(s) > JSON_SPACING_CHARS if isinstance(s, str) else isinstance(s, int) and s > JSON_SPACING_CHARS for s in spacing):
-        raise _Stop(TemplateBoundError(f"the model's chat template asks tojson for an indent or separator wider than {JSON_SPACING_CHARS}", FIX))
+    if any(
+        len(s) > JSON_SPACING_CHARS if isinstance(s, str) else isinstance(s, int) and s > JSON_SPACING_CHARS
+        for s in spacing
+    ):
+        raise _Stop(
+            TemplateBoundError(
+                f"the model's chat template asks tojson for an indent or separator wider than {JSON_SPACING_CHARS}", FIX
+            )
+        )
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
 def _strftime_now(fmt: str) -> str:
     """transformers' strftime_now: the local date and time in a strftime format."""
     if isinstance(fmt, str) and len(fmt) > DATE_FORMAT_CHARS:
-        raise _Stop(TemplateBoundError(f"the model's chat template gives strftime_now a format of more than {DATE_FORMAT_CHARS} characters", FIX))
+        raise _Stop(
+            TemplateBoundError(
+                f"the model's chat template gives strftime_now a format of more than {DATE_FORMAT_CHARS} characters",
+                FIX,
+            )
+        )
     return datetime.now().strftime(fmt)
 
 
@@ -272,13 +294,20 @@ def load_chat_template(folder: Path, template_file: Path | None = None) -> ChatT
     if template_file is not None:
         source = read_small_text(Path(template_file), TEMPLATE_BYTES, TfcliError)
         if not source.strip():
-            raise TfcliError(f"{printable(str(template_file))} is empty", "give a Jinja chat template (a model's chat_template.jinja)")
+            raise TfcliError(
+                f"{printable(str(template_file))} is empty",
+                "give a Jinja chat template (a model's chat_template.jinja)",
+            )
     elif os.path.lexists(jinja_path):
         source = read_small_text(jinja_path, TEMPLATE_BYTES, TfcliError)
     elif isinstance(cfg.get("chat_template"), str):
         source = cfg["chat_template"]
     elif isinstance(cfg.get("chat_template"), list):  # [{"name": "default", "template": ...}, ...]
-        named = {t.get("name"): t.get("template") for t in cfg["chat_template"] if isinstance(t, dict) and isinstance(t.get("name"), str)}
+        named = {
+            t.get("name"): t.get("template")
+            for t in cfg["chat_template"]
+            if isinstance(t, dict) and isinstance(t.get("name"), str)
+        }
         source = named.get("default") or next(iter(named.values()), None)
     if not source:
         return None

@@ -124,14 +124,22 @@ def open_tensors(folder: Path) -> Tensors | GGUFTensors:
             if not all(isinstance(s, str) for s in shard_names):
                 raise TypeError
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, KeyError, TypeError, AttributeError):
-            raise CheckpointError(f"{index} is malformed", "it must hold a 'weight_map' of tensor name to shard file") from None
+            raise CheckpointError(
+                f"{index} is malformed", "it must hold a 'weight_map' of tensor name to shard file"
+            ) from None
         shards = []
         for shard in shard_names:
             if Path(shard).name != shard or shard in ("", ".", ".."):
                 # A shard is a file beside the index, never a path that leads elsewhere.
-                raise CheckpointError(f"{INDEX_NAME} lists the shard {shard!r}, which is not a file name", "shards must be files in the model folder")
+                raise CheckpointError(
+                    f"{INDEX_NAME} lists the shard {shard!r}, which is not a file name",
+                    "shards must be files in the model folder",
+                )
             if not (folder / shard).is_file():
-                raise CheckpointError(f"shard {shard!r} listed in {INDEX_NAME} is missing from {folder}", "the download did not finish; fetch the model again")
+                raise CheckpointError(
+                    f"shard {shard!r} listed in {INDEX_NAME} is missing from {folder}",
+                    "the download did not finish; fetch the model again",
+                )
             shards.append(WeightFile(folder / shard))
         return Tensors(shards)
     others = sorted(p.name for p in folder.glob("*.safetensors"))
@@ -142,7 +150,11 @@ def open_tensors(folder: Path) -> Tensors | GGUFTensors:
             f"{folder} holds several .safetensors files ({', '.join(others[:3])}) but no {INDEX_NAME}",
             f"rename the one to use to {SINGLE_NAME}, or add the index that lists the shards",
         )
-    hint = "convert it with 'tfcli convert FILE.gguf DIR'" if any(folder.glob("*.gguf")) else "the folder needs model.safetensors"
+    hint = (
+        "convert it with 'tfcli convert FILE.gguf DIR'"
+        if any(folder.glob("*.gguf"))
+        else "the folder needs model.safetensors"
+    )
     raise CheckpointError(f"no model.safetensors in {folder}", hint)
 
 

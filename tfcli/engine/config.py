@@ -49,8 +49,11 @@ NORMS: dict[str, Norm] = {
 }
 MLPS: dict[str, MLPKind] = {
     "gelu": MLPKind("GELU MLP", 2, "GELU(x W_up)", "GELU(x W_up)"),  # GPT-2/3
-    "swiglu": MLPKind("SwiGLU MLP", 3, "silu(x W_gate) · (x W_up) (SwiGLU)", "silu(x W_gate) · (x W_up)（SwiGLU）"),  # Llama, Qwen, Phi-3
-    "geglu": MLPKind("GeGLU MLP", 3, "GELU(x W_gate) · (x W_up) (GeGLU)", "GELU(x W_gate) · (x W_up)（GeGLU）"),  # Gemma
+    # Llama, Qwen, Phi-3
+    "swiglu": MLPKind("SwiGLU MLP", 3, "silu(x W_gate) · (x W_up) (SwiGLU)", "silu(x W_gate) · (x W_up)（SwiGLU）"),
+    "geglu": MLPKind(
+        "GeGLU MLP", 3, "GELU(x W_gate) · (x W_up) (GeGLU)", "GELU(x W_gate) · (x W_up)（GeGLU）"
+    ),  # Gemma
 }
 POSITIONS: dict[str, Positions] = {
     "learned": Positions("learned positions", True),  # GPT-2/3: a T x D table
@@ -82,7 +85,8 @@ class ModelConfig:
     rotary_dim: int = 0  # R: dimensions of each head RoPE rotates; 0: all Dh (Phi-4-mini: 3/4 of them)
     qk_norm: bool = False  # an RMSNorm of Dh on each head's queries and keys before RoPE (Qwen3, Gemma 3)
     norms_per_block: int = 2  # norms of D in one block: before attention and MLP; Gemma 3 also after each
-    windows: tuple[int | None, ...] = ()  # per layer, a sliding window (Gemma 3's sliding layers, Phi-3) or None; (): none slides
+    # per layer, a sliding window (Gemma 3's sliding layers, Phi-3) or None; (): none slides
+    windows: tuple[int | None, ...] = ()
     extra: Any = None  # what only the family's own code reads (a frozen dataclass of its own: RoPE scaling, windows)
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
@@ -110,11 +114,15 @@ class ModelConfig:
     def kv_cache_bytes(self, n_positions: int) -> int:
         """float32 K and V for every layer: 2 x L x Hkv x positions x Dh x 4 bytes, where a sliding
         layer holds at most its window and SLIDING_EXTRA positions more (engine/kvcache.py)."""
-        held = sum(n_positions if not w else min(n_positions, w + SLIDING_EXTRA) for w in (self.windows or (None,) * self.n_layer))
+        held = sum(
+            n_positions if not w else min(n_positions, w + SLIDING_EXTRA)
+            for w in (self.windows or (None,) * self.n_layer)
+        )
         return 2 * held * self.n_kv_head * self.head_dim * 4
 
 
-SLIDING_EXTRA = 1024  # positions a sliding layer's cache may hold beyond its window: kvcache.SLACK and one pass's new ones
+# positions a sliding layer's cache may hold beyond its window: kvcache.SLACK and one pass's new ones
+SLIDING_EXTRA = 1024
 
 # Far beyond any real model, small enough that products of two of them cannot overflow int64.
 MAX_DIM = 1 << 24
@@ -132,7 +140,10 @@ class ConfigReader:
                 return positive_int(self.raw[key], key)
         if default is not None:
             return default
-        raise ConfigError(f"config.json has no {keys[0]!r}", "the model folder's config.json is incomplete; use the one saved with the weights")
+        raise ConfigError(
+            f"config.json has no {keys[0]!r}",
+            "the model folder's config.json is incomplete; use the one saved with the weights",
+        )
 
     def opt_int(self, key: str) -> int | None:
         value = self.raw.get(key)
@@ -143,7 +154,9 @@ class ConfigReader:
             if value is None:
                 return None
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"config.json: {key} must be a non-negative integer, not {shown(value)}", "fix the value in config.json")
+            raise ConfigError(
+                f"config.json: {key} must be a non-negative integer, not {shown(value)}", "fix the value in config.json"
+            )
         return value
 
     def int_tuple(self, key: str) -> tuple[int, ...]:
@@ -151,7 +164,10 @@ class ConfigReader:
         values = value if isinstance(value, list) else ([] if value is None else [value])
         for v in values:
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ConfigError(f"config.json: {key} must be a non-negative integer or a list of them, not {shown(value)}", "fix the value in config.json")
+                raise ConfigError(
+                    f"config.json: {key} must be a non-negative integer or a list of them, not {shown(value)}",
+                    "fix the value in config.json",
+                )
         return tuple(values)
 
     def float(self, key: str, default: float) -> float:
@@ -174,13 +190,22 @@ def settings_object(raw: dict, key: str, where: str = "") -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ConfigError(f"config.json: {where}{key} must be an object, not {shown(value)}", "fix the value in config.json (or remove it)")
+        raise ConfigError(
+            f"config.json: {where}{key} must be an object, not {shown(value)}",
+            "fix the value in config.json (or remove it)",
+        )
     return value
 
 
 def positive_float(value: Any, key: str) -> float:
     # float() first: an integer too large for a float (10**400) is as wrong as infinity.
-    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e308 else math.nan
+    number = (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e308
+        else math.nan
+    )
     if not math.isfinite(number) or number <= 0:
-        raise ConfigError(f"config.json: {key} must be a positive number, not {shown(value)}", "fix the value in config.json")
+        raise ConfigError(
+            f"config.json: {key} must be a positive number, not {shown(value)}", "fix the value in config.json"
+        )
     return number

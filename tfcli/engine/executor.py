@@ -66,14 +66,18 @@ class Plain:
         are BLAS's, whose sums depend on how many rows there are: no."""
         return False
 
-    def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
+    def attention(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None,
+        softcap: float | None = None,
+    ):
         """q [N, G, T, Dh] (G query heads per key/value head), k [N, Dh, S] (as the cache gives
         keys: a transposed view), v [N, S, Dh] -> (out [N, G, T, Dh], weights [N, G, T, S] or None). `window`,
         `softcap`: a sliding window and soft-capped scores (ops.reference_attention)."""
         n, g, t_len, dh = q.shape
         keys = np.repeat(k.transpose(0, 2, 1), g, axis=0)  # [N*G, S, Dh]: each query head gets its own copy
         values = np.repeat(v, g, axis=0)  # [N*G, S, Dh]
-        out, w = ops.reference_attention(q.reshape(n * g, t_len, dh), keys, values, window, softcap)  # [N*G, T, Dh], [N*G, T, S]
+        # [N*G, T, Dh], [N*G, T, S]
+        out, w = ops.reference_attention(q.reshape(n * g, t_len, dh), keys, values, window, softcap)
         return out.reshape(n, g, t_len, dh), (w.reshape(n, g, t_len, -1) if weights else None)
 
 
@@ -94,7 +98,8 @@ class Plan:
         return trunk(self.cache, slice(0, self.rows))
 
 
-PASS_CHECKED_FROM = 1 << 26  # bytes of temporaries from which a pass asks the memory (/proc/meminfo every step: too dear)
+# bytes of temporaries from which a pass asks the memory (/proc/meminfo every step: too dear)
+PASS_CHECKED_FROM = 1 << 26
 
 
 def check_pass(config, start: int, t_len: int) -> None:

@@ -28,8 +28,9 @@ def kind_of(mode: int) -> str | None:
     """What a file that is not a regular file is, for a message; None for a regular file."""
     if stat.S_ISREG(mode):
         return None
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):  # fmt: skip
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    for test, name in kinds:
         if test(mode):
             return name
     return "not a regular file"
@@ -52,11 +53,15 @@ def open_regular(path: Path, error: type[TfcliError] = CheckpointError, follow: 
     except FileNotFoundError:
         raise error(f"{printable(str(path))} {missing[0]}", missing[1]) from None
     except PermissionError:
-        raise error(f"{printable(str(path))} cannot be read (permission denied)", "check the file's permissions") from None
+        raise error(
+            f"{printable(str(path))} cannot be read (permission denied)", "check the file's permissions"
+        ) from None
     except OSError as e:
         if e.errno == errno.ELOOP and not follow:
             raise error(f"{printable(str(path))} is a symbolic link, not a file", "put the file itself there") from None
-        raise error(f"cannot open {printable(str(path))}: {e.strerror or e}", "check that it is a readable file") from None
+        raise error(
+            f"cannot open {printable(str(path))}: {e.strerror or e}", "check that it is a readable file"
+        ) from None
     try:
         kind = kind_of(os.fstat(fd).st_mode)
         if kind is not None:
@@ -100,7 +105,9 @@ def read_small(path: Path, limit: int, error: type[TfcliError] = CheckpointError
             )
         return b"".join(chunks)
     except OSError as e:
-        raise error(f"cannot read {printable(str(path))}: {e.strerror or e}", "check that it is a readable file") from None
+        raise error(
+            f"cannot read {printable(str(path))}: {e.strerror or e}", "check that it is a readable file"
+        ) from None
     finally:
         os.close(fd)
 
@@ -124,7 +131,9 @@ def check_utf8_file(path: Path, data: bytes, error: type[TfcliError] = Checkpoin
             decoder.decode(data[start : start + step], final=start + step >= len(data))
         except UnicodeDecodeError as e:
             at = start - pending + e.start
-            raise error(f"{printable(str(path))} is not UTF-8 text (byte {at:,})", f"save {Path(path).name} as UTF-8") from None
+            raise error(
+                f"{printable(str(path))} is not UTF-8 text (byte {at:,})", f"save {Path(path).name} as UTF-8"
+            ) from None
 
 
 def read_at(path: Path, offset: int, out) -> None:
@@ -137,7 +146,9 @@ def read_at(path: Path, offset: int, out) -> None:
         while done < len(view):
             n = os.preadv(f.fileno(), [view[done:]], offset + done)
             if n <= 0:
-                raise CheckpointError(f"{Path(path).name} ended while reading it", "the file is truncated; fetch or save it again")
+                raise CheckpointError(
+                    f"{Path(path).name} ended while reading it", "the file is truncated; fetch or save it again"
+                )
             done += n
 
 

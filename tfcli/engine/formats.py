@@ -10,19 +10,52 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 
 from .errors import GGUFError
 
-# ggml type ids (ggml.h `enum ggml_type`), all of them, so that a refusal can name what it refuses.
-TYPE_NAMES = {
-    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K",
-    11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS",
-    18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8",
-    25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0",
-    39: "MXFP4",
-}  # fmt: skip
+class GGMLType(IntEnum):
+    """ggml's tensor type ids (ggml.h `enum ggml_type`), all of them, so that a refusal can name what
+    it refuses. The one place tfcli writes them: the kernels (engine/fast/) compare against these
+    names, and numba reads a member as the constant it is."""
+
+    F32 = 0
+    F16 = 1
+    Q4_0 = 2
+    Q4_1 = 3
+    Q5_0 = 6
+    Q5_1 = 7
+    Q8_0 = 8
+    Q8_1 = 9
+    Q2_K = 10
+    Q3_K = 11
+    Q4_K = 12
+    Q5_K = 13
+    Q6_K = 14
+    Q8_K = 15
+    IQ2_XXS = 16
+    IQ2_XS = 17
+    IQ3_XXS = 18
+    IQ1_S = 19
+    IQ4_NL = 20
+    IQ3_S = 21
+    IQ2_S = 22
+    IQ4_XS = 23
+    I8 = 24
+    I16 = 25
+    I32 = 26
+    I64 = 27
+    F64 = 28
+    IQ1_M = 29
+    BF16 = 30
+    TQ1_0 = 34
+    TQ2_0 = 35
+    MXFP4 = 39
+
+
+TYPE_NAMES = {int(t): t.name for t in GGMLType}
 
 
 def _f32(blocks: np.ndarray) -> np.ndarray:  # [N, 4] -> [N, 1]
@@ -115,7 +148,8 @@ def _crumbs(qs: np.ndarray) -> np.ndarray:
     """[N, 64] bytes -> [N, 256] 2-bit values: for each half of the block, 32 bytes read four
     times, at bit 0, 2, 4 and 6 (Q2_K and Q3_K)."""
     halves = qs.reshape(len(qs), 2, 1, 32)  # [N, 2, 1, 32]
-    return ((halves >> np.array([0, 2, 4, 6], dtype=np.uint8)[:, None]) & 3).reshape(len(qs), QK_K)  # [N, 2, 4, 32] -> [N, 256]
+    # [N, 2, 4, 32] -> [N, 256]
+    return ((halves >> np.array([0, 2, 4, 6], dtype=np.uint8)[:, None]) & 3).reshape(len(qs), QK_K)
 
 
 def _q2_k(blocks: np.ndarray) -> np.ndarray:
@@ -134,10 +168,12 @@ def _q3_k(blocks: np.ndarray) -> np.ndarray:
     n = len(blocks)
     hmask, packed, d = blocks[:, 0:32], blocks[:, 96:108], _f16(blocks[:, 108:110])  # [N, 32], [N, 12], [N, 1]
     low4 = np.concatenate([packed[:, 0:8] & 0x0F, packed[:, 0:8] >> 4], axis=1)  # [N, 16]
-    top2 = ((packed[:, None, 8:12] >> np.array([0, 2, 4, 6], dtype=np.uint8)[:, None]) & 3).reshape(n, 16)  # [N, 4, 4] -> [N, 16]
+    # [N, 4, 4] -> [N, 16]
+    top2 = ((packed[:, None, 8:12] >> np.array([0, 2, 4, 6], dtype=np.uint8)[:, None]) & 3).reshape(n, 16)
     scales = (low4 | (top2 << 4)).astype(np.int8) - np.int8(32)  # [N, 16], -32..31
     high = (hmask[:, None, :] >> np.arange(8, dtype=np.uint8)[:, None]) & 1  # [N, 8, 32]
-    q = _crumbs(blocks[:, 32:96]).astype(np.int8) - np.int8(4) * (1 - high.reshape(n, QK_K)).astype(np.int8)  # [N, 256], -4..3
+    # [N, 256], -4..3
+    q = _crumbs(blocks[:, 32:96]).astype(np.int8) - np.int8(4) * (1 - high.reshape(n, QK_K)).astype(np.int8)
     return _k_weights(d, np.zeros_like(d), scales, np.zeros_like(scales), q.reshape(n, 16, 16))
 
 
@@ -166,7 +202,8 @@ def _q6_k(blocks: np.ndarray) -> np.ndarray:
     n = len(blocks)
     ql = blocks[:, 0:128].reshape(n, 2, 1, 64)  # [N, half, 1, 64]
     low4 = np.concatenate([ql & 0x0F, ql >> 4], axis=2).reshape(n, 2, 4, 32)  # [N, half, g, 32]
-    top2 = (blocks[:, 128:192].reshape(n, 2, 1, 32) >> np.array([0, 2, 4, 6], dtype=np.uint8)[:, None]) & 3  # [N, half, g, 32]
+    # [N, half, g, 32]
+    top2 = (blocks[:, 128:192].reshape(n, 2, 1, 32) >> np.array([0, 2, 4, 6], dtype=np.uint8)[:, None]) & 3
     q = (low4 | (top2 << 4)).astype(np.int8) - np.int8(32)  # [N, 2, 4, 32], -32..31
     scales = blocks[:, 192:208].view(np.int8)  # [N, 16]
     d = _f16(blocks[:, 208:210])  # [N, 1]
@@ -183,19 +220,13 @@ class BlockType:
 
 # The types tfcli dequantizes: the floats, llama.cpp's original block quantizations and its k-quants.
 BLOCK_TYPES: dict[int, BlockType] = {
-    0: BlockType("F32", 1, 4, _f32),
-    1: BlockType("F16", 1, 2, _f16),
-    30: BlockType("BF16", 1, 2, _bf16),
-    2: BlockType("Q4_0", 32, 18, _q4_0),
-    3: BlockType("Q4_1", 32, 20, _q4_1),
-    6: BlockType("Q5_0", 32, 22, _q5_0),
-    7: BlockType("Q5_1", 32, 24, _q5_1),
-    8: BlockType("Q8_0", 32, 34, _q8_0),
-    10: BlockType("Q2_K", QK_K, 84, _q2_k),
-    11: BlockType("Q3_K", QK_K, 110, _q3_k),
-    12: BlockType("Q4_K", QK_K, 144, _q4_k),
-    13: BlockType("Q5_K", QK_K, 176, _q5_k),
-    14: BlockType("Q6_K", QK_K, 210, _q6_k),
+    GGMLType.F32: BlockType("F32", 1, 4, _f32), GGMLType.F16: BlockType("F16", 1, 2, _f16),
+    GGMLType.BF16: BlockType("BF16", 1, 2, _bf16), GGMLType.Q4_0: BlockType("Q4_0", 32, 18, _q4_0),
+    GGMLType.Q4_1: BlockType("Q4_1", 32, 20, _q4_1), GGMLType.Q5_0: BlockType("Q5_0", 32, 22, _q5_0),
+    GGMLType.Q5_1: BlockType("Q5_1", 32, 24, _q5_1), GGMLType.Q8_0: BlockType("Q8_0", 32, 34, _q8_0),
+    GGMLType.Q2_K: BlockType("Q2_K", QK_K, 84, _q2_k), GGMLType.Q3_K: BlockType("Q3_K", QK_K, 110, _q3_k),
+    GGMLType.Q4_K: BlockType("Q4_K", QK_K, 144, _q4_k), GGMLType.Q5_K: BlockType("Q5_K", QK_K, 176, _q5_k),
+    GGMLType.Q6_K: BlockType("Q6_K", QK_K, 210, _q6_k),
 }
 SUPPORTED_TYPES = ", ".join(b.name for b in BLOCK_TYPES.values())
 
@@ -204,7 +235,8 @@ def dequantize(data: np.ndarray, type_id: int, shape: tuple[int, ...]) -> np.nda
     """Raw bytes of one tensor (uint8) -> float32 array of `shape` (NumPy order, last axis = a row)."""
     bt = BLOCK_TYPES.get(type_id)
     if bt is None:
-        raise GGUFError(f"tensor type {TYPE_NAMES.get(type_id, type_id)} is not supported", f"tfcli dequantizes {SUPPORTED_TYPES}")
+        name = TYPE_NAMES.get(type_id, type_id)
+        raise GGUFError(f"tensor type {name} is not supported", f"tfcli dequantizes {SUPPORTED_TYPES}")
     blocks = np.asarray(data, dtype=np.uint8).reshape(-1, bt.nbytes)  # [N, nbytes]
     return bt.dequantize(blocks).reshape(shape)
 
@@ -234,10 +266,14 @@ def _quantize_q4_0(w: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore"):
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d)  # [N, 1]
     q = np.trunc(w * inv + np.float32(8.5)).astype(np.uint8).clip(0, 15)  # [N, 32]
-    return np.concatenate([d.astype(np.float16).view(np.uint8), q[:, :16] | (q[:, 16:] << np.uint8(4))], axis=1)  # low nibbles: weights 0..15
+    # low nibbles: weights 0..15
+    return np.concatenate([d.astype(np.float16).view(np.uint8), q[:, :16] | (q[:, 16:] << np.uint8(4))], axis=1)
 
 
-QUANTIZERS: dict[str, tuple[int, Callable[[np.ndarray], np.ndarray]]] = {"q8_0": (8, _quantize_q8_0), "q4_0": (2, _quantize_q4_0)}
+QUANTIZERS: dict[str, tuple[int, Callable[[np.ndarray], np.ndarray]]] = {
+    "q8_0": (GGMLType.Q8_0, _quantize_q8_0),
+    "q4_0": (GGMLType.Q4_0, _quantize_q4_0),
+}
 
 
 def quantize(w: np.ndarray, kind: str) -> tuple[int, np.ndarray]:

@@ -60,7 +60,10 @@ class Session:
         n_chunks = -(-(len(tokens) - reuse) // PREFILL_CHUNK)
         size = -(-(len(tokens) - reuse) // n_chunks)
         for i in range(reuse, len(tokens), size):
-            logits = self.model.forward(np.asarray(tokens[i : i + size]), self.cache, hooks=self.hooks, run=self.run)[-1]  # [V]
+            # [V]
+            logits = self.model.forward(np.asarray(tokens[i : i + size]), self.cache, hooks=self.hooks, run=self.run)[
+                -1
+            ]
             self.tokens = list(tokens[: i + size])
         return logits, len(tokens) - reuse
 
@@ -73,7 +76,8 @@ class Session:
     def verify(self, tokens: list[int]) -> np.ndarray:
         """Append T tokens in one pass (a token and the draft guessed after it); return the logits
         after each of them [T, V]: row j is what the model predicts after tokens[j]."""
-        logits = self.model.forward(np.asarray(tokens), self.cache, all_logits=True, hooks=self.hooks, run=self.run)  # [T, V]
+        # [T, V]
+        logits = self.model.forward(np.asarray(tokens), self.cache, all_logits=True, hooks=self.hooks, run=self.run)
         self.tokens.extend(tokens)
         return logits
 
@@ -89,7 +93,8 @@ class Stats:
     new_tokens: int = 0
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0  # time of the decode steps (the tokens after the first)
-    stop_reason: str = ""  # "eos", "stop string", "max tokens", "grammar" (whole, nothing may follow), or "" while running
+    # "eos", "stop string", "max tokens", "grammar" (whole, nothing may follow), or "" while running
+    stop_reason: str = ""
     slides: int = 0  # times the context was full and generation went on from its recent half
     drafted: int = 0  # with lookup: tokens guessed from the context and checked by the model
     accepted: int = 0  # of those, the ones the sampler drew as well (each saved a decode step)
@@ -115,7 +120,10 @@ def prefill_together(sessions: list[Session], prompts: list[list[int]]) -> np.nd
         return None
     for s in sessions:
         s.cache.reset()
-    logits = model.forward(np.concatenate(prompts), Prompts([s.cache for s in sessions], [len(p) for p in prompts]), run=run)  # [B, V]
+    # [B, V]
+    logits = model.forward(
+        np.concatenate(prompts), Prompts([s.cache for s in sessions], [len(p) for p in prompts]), run=run
+    )
     for s, p in zip(sessions, prompts):
         s.tokens = list(p)
     return logits
@@ -170,8 +178,10 @@ class Generation:
         if len(self.prompt) + self.max_new_tokens - 1 > n_ctx and not self.slide:
             room = n_ctx - len(self.prompt) + 1  # >= 1: a longer prompt was refused just above
             raise UsageError(
-                f"{{max_new_tokens}} {self.max_new_tokens} does not fit: the context holds {n_ctx} tokens and the prompt uses {len(self.prompt)}",
-                f"use {{max_new_tokens}} {room} or fewer, or {{slide}} to go on past the context with the most recent tokens",
+                f"{{max_new_tokens}} {self.max_new_tokens} does not fit: the context holds {n_ctx} tokens and the "
+                f"prompt uses {len(self.prompt)}",
+                f"use {{max_new_tokens}} {room} or fewer, or {{slide}} to go on past the context with the most recent "
+                "tokens",
             )
         if any(s == "" for s in self.stop):
             raise UsageError("{stop} strings must not be empty")
@@ -191,7 +201,9 @@ class Generation:
         sampler, stats, constraint = self.sampler, self.stats, self.constraint
         allowed = None if constraint is None else constraint.allowed()  # [V] bool
         if self.show_top:
-            choice = with_chosen(sampler.choose(logits, self.history, self.show_top, allowed), logits, sampler, self.history, allowed)
+            choice = with_chosen(
+                sampler.choose(logits, self.history, self.show_top, allowed), logits, sampler, self.history, allowed
+            )
             token = choice.token
         else:
             choice, token = None, sampler.sample(logits, self.history, top if allowed is None else None, allowed)
@@ -268,7 +280,9 @@ class Generation:
         return text
 
 
-def with_chosen(choice: Choice, logits: np.ndarray, sampler: Sampler, history: list[int], allowed: np.ndarray | None = None) -> Choice:
+def with_chosen(
+    choice: Choice, logits: np.ndarray, sampler: Sampler, history: list[int], allowed: np.ndarray | None = None
+) -> Choice:
     """The choice with the chosen token among its candidates: appended after the top N (with its
     probabilities) when a filter-free draw or a repetition penalty picked one outside them."""
     if choice.token in choice.top_ids:

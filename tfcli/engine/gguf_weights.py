@@ -24,6 +24,7 @@ import numpy as np
 
 from .errors import CheckpointError, shown
 from .files import CONFIG_BYTES, read_small_text
+from .formats import GGMLType
 from .gguffile import GGUFFile
 from .quantized import Part, Quantized, stack
 
@@ -41,7 +42,9 @@ def read_index(folder: Path) -> dict:
     path = Path(folder) / INDEX_NAME
     try:
         index = json.loads(read_small_text(path, CONFIG_BYTES))
-        if not (isinstance(index, dict) and isinstance(index.get("file"), str) and isinstance(index.get("tensors"), dict)):
+        if not (
+            isinstance(index, dict) and isinstance(index.get("file"), str) and isinstance(index.get("tensors"), dict)
+        ):
             raise TypeError
         return index
     except (ValueError, TypeError, RecursionError):
@@ -58,7 +61,10 @@ class GGUFTensors:
         self.g = GGUFFile(self.file, arrays=False)  # the tokenizer's arrays are not needed: tokenizer.json has them
         if self.g.size != index.get("bytes"):
             self.g.close()
-            raise CheckpointError(f"{self.file} has changed since it was read ({self.g.size:,} bytes, not {shown(index.get('bytes'))})", STALE)
+            raise CheckpointError(
+                f"{self.file} has changed since it was read ({self.g.size:,} bytes, not {shown(index.get('bytes'))})",
+                STALE,
+            )
         self.entries: dict[str, dict] = index["tensors"]
         for hf, e in self.entries.items():
             if not (isinstance(e, dict) and e.get("name") in self.g.tensors):
@@ -97,7 +103,7 @@ class GGUFTensors:
         heads = e.get("heads")
         if len(info.shape) == 2:
             data = self.g.raw(info.name).reshape(info.shape[0], -1)  # [N, row_bytes]
-            if info.type_id == 0:
+            if info.type_id == GGMLType.F32:
                 data = data.view("<f4")  # [N, K]
             order = rope_order(info.shape[0], heads) if heads else None
             return Quantized((Part(info.type_id, data, order),), info.shape[1])
@@ -118,7 +124,9 @@ class GGUFTensors:
         if name not in self.entries:
             raise CheckpointError(f"tensor {name!r} is missing from {self.file.name}", STALE)
         if self.shape(name) != tuple(shape):
-            raise CheckpointError(f"tensor {name!r} has shape {list(self.shape(name))} but config.json implies {list(shape)}", STALE)
+            raise CheckpointError(
+                f"tensor {name!r} has shape {list(self.shape(name))} but config.json implies {list(shape)}", STALE
+            )
 
     def ignore(self, *names: str) -> None:
         self.used.update(name for name in names if name in self.entries)

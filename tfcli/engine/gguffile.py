@@ -67,7 +67,10 @@ class _Cursor:
 
     def take(self, n: int) -> int:
         if n < 0 or self.pos + n > len(self.buf):
-            raise GGUFError(f"{self.name} is truncated (it ends inside its header)", "the download or copy did not finish; fetch the file again")
+            raise GGUFError(
+                f"{self.name} is truncated (it ends inside its header)",
+                "the download or copy did not finish; fetch the file again",
+            )
         start, self.pos = self.pos, self.pos + n
         return start
 
@@ -81,7 +84,9 @@ class _Cursor:
         try:
             return bytes(self.buf[start : start + n]).decode("utf-8")
         except UnicodeDecodeError:
-            raise GGUFError(f"{self.name}: a string in the header is not UTF-8 (byte {start:,})", "the file is corrupt") from None
+            raise GGUFError(
+                f"{self.name}: a string in the header is not UTF-8 (byte {start:,})", "the file is corrupt"
+            ) from None
 
     def skip_array(self) -> None:
         """Move past an array value without building it (a vocabulary of 262,144 strings)."""
@@ -118,7 +123,10 @@ class _Cursor:
                 start = self.take(count * dtype.itemsize)
                 return np.frombuffer(self.buf, dtype, count, start).tolist()
             return [self.value(etype) for _ in range(count)]
-        raise GGUFError(f"{self.name}: unknown metadata value type {vtype} at byte {self.pos:,}", "the file is corrupt or from a newer GGUF version")
+        raise GGUFError(
+            f"{self.name}: unknown metadata value type {vtype} at byte {self.pos:,}",
+            "the file is corrupt or from a newer GGUF version",
+        )
 
 
 # The fewest bytes a metadata entry (key length, type, a u8 value) and a tensor entry (name length,
@@ -127,7 +135,8 @@ _MIN_KV_BYTES, _MIN_TENSOR_BYTES = 8 + 4 + 1, 8 + 4 + 4 + 8
 CORRUPT = "the file is corrupt"
 
 
-_MAPS: weakref.WeakSet = weakref.WeakSet()  # the read-only file mappings GGUFFile made: release() drops their pages alone
+# the read-only file mappings GGUFFile made: release() drops their pages alone
+_MAPS: weakref.WeakSet = weakref.WeakSet()
 
 
 def release(view: np.ndarray) -> None:
@@ -163,7 +172,10 @@ class GGUFFile:
             with open_file(self.path, GGUFError, missing=("does not exist", "check the path of the .gguf file")) as f:
                 size = os.fstat(f.fileno()).st_size
                 if size < 4:
-                    raise GGUFError(f"{name} is not a GGUF file (it is {size} bytes long)", "the download did not finish; fetch the file again")
+                    raise GGUFError(
+                        f"{name} is not a GGUF file (it is {size} bytes long)",
+                        "the download did not finish; fetch the file again",
+                    )
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
                 _MAPS.add(self._map)
         except FileNotFoundError:
@@ -190,7 +202,8 @@ class GGUFFile:
         n_tensors, n_kv = cur.scalar("<Q"), cur.scalar("<Q")
         if n_kv * _MIN_KV_BYTES + n_tensors * _MIN_TENSOR_BYTES > size - cur.pos:
             raise GGUFError(
-                f"{name}: the header claims {n_kv:,} metadata entries and {n_tensors:,} tensors, more than a file of {size:,} bytes can hold",
+                f"{name}: the header claims {n_kv:,} metadata entries and {n_tensors:,} tensors, more than a file of "
+                f"{size:,} bytes can hold",
                 "the file is truncated or corrupt; fetch it again",
             )
 
@@ -214,12 +227,19 @@ class GGUFFile:
             tname = cur.string()
             n_dims = cur.scalar("<I")
             if n_dims > _MAX_DIMS:
-                raise GGUFError(f"{name}: tensor {shown(tname)} claims {n_dims:,} dimensions (ggml allows {_MAX_DIMS})", CORRUPT)
+                raise GGUFError(
+                    f"{name}: tensor {shown(tname)} claims {n_dims:,} dimensions (ggml allows {_MAX_DIMS})", CORRUPT
+                )
             dims = [cur.scalar("<Q") for _ in range(n_dims)]
             infos.append((tname, dims, cur.scalar("<I"), cur.scalar("<Q")))
 
         alignment = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-        if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
+        if (
+            not isinstance(alignment, int)
+            or isinstance(alignment, bool)
+            or alignment <= 0
+            or alignment & (alignment - 1)
+        ):
             raise GGUFError(f"{name}: general.alignment {shown(alignment)} is not a power of two", CORRUPT)
         self.data_start = -(-cur.pos // alignment) * alignment  # round up to the alignment
         self.tensors: dict[str, GGUFTensor] = {}
@@ -239,7 +259,10 @@ class GGUFFile:
         if tname in self.tensors:
             raise GGUFError(f"{name}: tensor {shown(tname)} appears twice", CORRUPT)
         if offset % alignment:
-            raise GGUFError(f"{name}: tensor {shown(tname)} is at offset {offset:,}, not a multiple of the alignment {alignment}", CORRUPT)
+            raise GGUFError(
+                f"{name}: tensor {shown(tname)} is at offset {offset:,}, not a multiple of the alignment {alignment}",
+                CORRUPT,
+            )
         shape = tuple(reversed(dims))
         numel = math.prod(shape)
         bt = BLOCK_TYPES.get(type_id)
@@ -247,12 +270,17 @@ class GGUFFile:
         if bt is not None:
             if bt.weights > 1 and (not dims or dims[0] % bt.weights):
                 row = dims[0] if dims else 1
-                raise GGUFError(f"{name}: tensor {shown(tname)} has rows of {row:,} weights, not a multiple of {bt.name}'s block of {bt.weights}", CORRUPT)
+                raise GGUFError(
+                    f"{name}: tensor {shown(tname)} has rows of {row:,} weights, not a multiple of {bt.name}'s block "
+                    f"of {bt.weights}",
+                    CORRUPT,
+                )
             nbytes = numel // bt.weights * bt.nbytes
         start = self.data_start + offset
         if start + nbytes > self.size:
             raise GGUFError(
-                f"{name} is truncated: tensor {shown(tname)} needs bytes {shown_number(start)}..{shown_number(start + nbytes)} but the file has {self.size:,}",
+                f"{name} is truncated: tensor {shown(tname)} needs bytes "
+                f"{shown_number(start)}..{shown_number(start + nbytes)} but the file has {self.size:,}",
                 "the download or copy did not finish; fetch the file again",
             )
         return GGUFTensor(tname, type_id, shape, start, nbytes)
@@ -281,4 +309,3 @@ class GGUFFile:
 
     def __exit__(self, *exc) -> None:
         self.close()
-

@@ -68,10 +68,12 @@ def load_folder(path: Path, name: str | None = None) -> LoadedModel:
     extra = ckpt.tensors.unused()
     if extra:
         shown = ", ".join(extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
-        warnings.append(f"{len(extra)} tensor(s) in the checkpoint are not used by a {ckpt.config.family} model: {shown}")
+        warnings.append(
+            f"{len(extra)} tensor(s) in the checkpoint are not used by a {ckpt.config.family} model: {shown}"
+        )
     if tokenizer.vocab_size > ckpt.config.vocab_size:
         warnings.append(
-            f"tokenizer.json has {tokenizer.vocab_size} tokens but the model only {ckpt.config.vocab_size}; ids past it are refused"
+            f"tokenizer.json has {tokenizer.vocab_size} tokens but the model only {ckpt.config.vocab_size}; ids past "
+            "it are refused"
         )
     return LoadedModel(name or path.name, path, net, tokenizer, ckpt.generation, load_chat_template(path), warnings)
-

@@ -50,8 +50,9 @@ def _rlimit_room() -> list[tuple[int, str]]:
     except ImportError:  # not a Unix
         return []
     rooms = []
-    for limit, field, name in ((resource.RLIMIT_AS, "VmSize", "the address-space limit (ulimit -v)"),
-                               (getattr(resource, "RLIMIT_DATA", None), "VmData", "the data-size limit (ulimit -d)")):  # fmt: skip
+    limits = ((resource.RLIMIT_AS, "VmSize", "the address-space limit (ulimit -v)"),
+              (getattr(resource, "RLIMIT_DATA", None), "VmData", "the data-size limit (ulimit -d)"))  # fmt: skip
+    for limit, field, name in limits:
         if limit is None:
             continue
         try:
@@ -118,13 +119,18 @@ def available_bytes() -> int | None:
     return min(n for n, _ in found) if found else None
 
 
-def check_allocation(nbytes: int, what: str, hint: str = "use a shorter prompt or fewer {max_new_tokens}, or a smaller model") -> None:
+def check_allocation(
+    nbytes: int, what: str, hint: str = "use a shorter prompt or fewer {max_new_tokens}, or a smaller model"
+) -> None:
     """ResourceError, naming the size and the limit, if `what` needs more than this process can still allocate."""
     avail = available_bytes()
     if avail is not None and nbytes > avail:
         binding = next((name for n, name in limits() if n == avail and name), "")
         under = f" under {binding}" if binding else ""
-        raise ResourceError(f"{what} would need {numbers.size(nbytes)} but only {numbers.size(avail)} of memory is available{under}", hint)
+        raise ResourceError(
+            f"{what} would need {numbers.size(nbytes)} but only {numbers.size(avail)} of memory is available{under}",
+            hint,
+        )
 
 
 def flops_per_second() -> float:

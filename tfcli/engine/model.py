@@ -67,7 +67,8 @@ class Transformer:
     tables: tuple[str, ...] = ()  # attributes that are precomputed tables, not weights (RoPE cos/sin)
     # Every family exposes these, whatever it calls them in its checkpoint:
     token_embedding: np.ndarray | Quantized  # [V, D], the rows a token id selects
-    unembedding: np.ndarray | Quantized  # [D, V], logits = final_norm(h) @ unembedding (a view of token_embedding when tied)
+    # [D, V], logits = final_norm(h) @ unembedding (a view of token_embedding when tied)
+    unembedding: np.ndarray | Quantized
 
     def weights(self):
         """Every weight array and Quantized matrix the model holds (tables such as RoPE's left out)."""
@@ -101,7 +102,10 @@ class Transformer:
         """A cache for `capacity` positions (default: the whole context)."""
         return KVCache(self.config, capacity or self.config.n_ctx)
 
-    def forward(self, tokens: np.ndarray, cache: Cache, *, all_logits: bool = False, hooks: Hooks | None = None, run: Plain = PLAIN) -> np.ndarray:
+    def forward(
+        self, tokens: np.ndarray, cache: Cache, *, all_logits: bool = False, hooks: Hooks | None = None,
+        run: Plain = PLAIN,
+    ) -> np.ndarray:
         """Run tokens [T] through the model at the cache's next positions (a BatchCache: one new
         token for each of its B sequences). Returns logits [T, V] with all_logits, else [1, V] for
         the last position only (all that sampling needs; the unembedding is the largest product of
@@ -115,23 +119,31 @@ class Transformer:
         x = plan.trunk(self, tokens, positions, hooks)  # [T, D]: embed and blocks, on the plan's executor
         cache.advance(positions)
         if not all_logits:
-            x = x[cache.ends] if isinstance(cache, Prompts) else x[-1:]  # [1, D]; several prompts: [B, D], each one's last row
+            # [1, D]; several prompts: [B, D], each one's last row
+            x = x[cache.ends] if isinstance(cache, Prompts) else x[-1:]
         return self.logits(self.final_norm(x), plan.run)  # [T or 1, D] -> [T or 1, V]
 
-    def decode_batch(self, tokens: np.ndarray, cache: Cache, run: Plain = PLAIN, hooks: Hooks | None = None) -> np.ndarray:
+    def decode_batch(
+        self, tokens: np.ndarray, cache: Cache, run: Plain = PLAIN, hooks: Hooks | None = None
+    ) -> np.ndarray:
         """One decode step for B sequences at the same position: tokens [B] -> next-token logits
         [B, V]. The forward pass over a BatchCache (engine/kvcache.py): each row attends over its
         own sequence. Row b equals forward() of sequence b alone (tests/test_batch.py)."""
         return self.forward(tokens, cache, all_logits=True, hooks=hooks, run=run)  # [B, V]
 
-    def trunk(self, tokens: np.ndarray, cache: Cache, positions: np.ndarray, hooks: Hooks | None, run: Plain) -> np.ndarray:
+    def trunk(
+        self, tokens: np.ndarray, cache: Cache, positions: np.ndarray, hooks: Hooks | None, run: Plain
+    ) -> np.ndarray:
         """tokens [T] at `positions` [T] -> the residual stream after the last block [T, D]."""
         x = self.embed(tokens, positions)  # [T, D]
         if hooks is not None:
             x = hooks.call("embed", -1, int(positions[0]), x)
         return self.blocks_from(0, x, cache, positions, hooks, run)  # [T, D]
 
-    def blocks_from(self, first: int, x: np.ndarray, cache: Cache, positions: np.ndarray, hooks: Hooks | None = None, run: Plain = PLAIN) -> np.ndarray:
+    def blocks_from(
+        self, first: int, x: np.ndarray, cache: Cache, positions: np.ndarray, hooks: Hooks | None = None,
+        run: Plain = PLAIN,
+    ) -> np.ndarray:
         """The residual stream x [T, D] entering block `first` at `positions`, through that block and
         the ones after it -> [T, D]. An experiment that changes block b starts here, at b: the
         blocks before it would compute what it has already recorded."""
@@ -144,7 +156,8 @@ class Transformer:
     def block(self, x: np.ndarray, layer, at: LayerCall) -> np.ndarray:
         """One pre-norm transformer block: [T, D] -> [T, D]."""
         x = at.site("resid_pre", x)
-        x = x + at.site("attn_out", self.attention(self.attn_norm(x, layer), layer, at))  # tokens look at earlier tokens
+        # tokens look at earlier tokens
+        x = x + at.site("attn_out", self.attention(self.attn_norm(x, layer), layer, at))
         x = at.site("resid_mid", x)
         x = x + at.site("mlp_out", self.mlp(self.mlp_norm(x, layer), layer, at))  # each token on its own
         return at.site("resid_post", x)
@@ -154,7 +167,8 @@ class Transformer:
         head's context vector z [T, H, Dh] (site z; the weights [H, T, S] are site attn).
         `mask`: window= (a sliding layer sees only its last `window` positions) and softcap=."""
         want = at.wants("attn")
-        z, weights = at.cache.attend(at.index, at.start, q, k, v, at.run.attention, want, **mask)  # [T, H, Dh], [H, T, S]
+        # [T, H, Dh], [H, T, S]
+        z, weights = at.cache.attend(at.index, at.start, q, k, v, at.run.attention, want, **mask)
         if want and weights is not None:
             at.site("attn", weights)  # read only: z is already their weighted sum
         return at.site("z", z)
@@ -190,7 +204,8 @@ class Transformer:
     def frozen_final_norm(self, x: np.ndarray):  # x [D] -> (linear map of parts of x, constant [D] or None)
         raise NotImplementedError
 
-    def frozen_attn_out(self, layer, o: np.ndarray):  # o [D], the attention output after W_O -> linear map of its parts, or None
+    # o [D], the attention output after W_O -> linear map of its parts, or None
+    def frozen_attn_out(self, layer, o: np.ndarray):
         return None  # the attention output joins the residual stream as it is (Gemma 3 norms it first)
 
     def unembed(self, x: np.ndarray, run: Plain = PLAIN) -> np.ndarray:

@@ -30,7 +30,10 @@ def _header(f, what: str, error: type[TfcliError]) -> tuple[tuple[int, ...], np.
         else:
             raise ValueError(f"version {version}")
     except (ValueError, OSError, EOFError, SyntaxError, TypeError) as e:
-        raise error(f"{what} is not a NumPy array file ({str(e).splitlines()[0][:80] if str(e) else type(e).__name__})", "save it with numpy.save") from None
+        raise error(
+            f"{what} is not a NumPy array file ({str(e).splitlines()[0][:80] if str(e) else type(e).__name__})",
+            "save it with numpy.save",
+        ) from None
     if dtype.hasobject or dtype.kind not in "fiuU":  # U: a short text (the model a file was made on)
         raise error(f"{what} holds {dtype} values, not numbers", "save a float32 array")
     return tuple(int(n) for n in shape), dtype, fortran
@@ -39,12 +42,18 @@ def _header(f, what: str, error: type[TfcliError]) -> tuple[tuple[int, ...], np.
 def check_shape(what: str, shape: tuple[int, ...], ndim: int, limit: int, error: type[TfcliError]) -> int:
     """The number of elements, refused when the shape is not ndim-dimensional or holds more than limit."""
     if len(shape) != ndim:
-        raise error(f"{what} is an array of shape {list(shape)}; {'a vector' if ndim == 1 else f'a {ndim}-dimensional array'} is needed")
+        raise error(
+            f"{what} is an array of shape {list(shape)}; {'a vector' if ndim == 1 else f'a {ndim}-dimensional array'} "
+            "is needed"
+        )
     n = 1
     for s in shape:
         n *= s
     if n > limit:
-        raise error(f"{what} declares {n:,} elements ({list(shape)}), more than the {limit:,} it may hold", "the file is damaged or not the one meant")
+        raise error(
+            f"{what} declares {n:,} elements ({list(shape)}), more than the {limit:,} it may hold",
+            "the file is damaged or not the one meant",
+        )
     return n
 
 
@@ -60,7 +69,11 @@ def open_npy(path: Path, error: type[TfcliError], limit: int) -> np.ndarray:
         if dtype.kind not in "fiu":
             raise error(f"{path} holds {dtype} values, not numbers", "save a float32 array")
         if n * dtype.itemsize > size - offset:
-            raise error(f"{path} is truncated: its header declares {list(shape)} ({n * dtype.itemsize:,} bytes), the file holds {size - offset:,}", "save it again")
+            raise error(
+                f"{path} is truncated: its header declares {list(shape)} ({n * dtype.itemsize:,} bytes), the file "
+                f"holds {size - offset:,}",
+                "save it again",
+            )
         if n == 0:
             raise error(f"{path} holds no vectors ({list(shape)})", "give an [N, D] array with N, D > 0")
         # the file checked is the file mapped (the map outlives the descriptor), not one put at the path since
@@ -85,7 +98,10 @@ def read_npz(path: Path, expect: dict[str, tuple[int, int]], error: type[TfcliEr
                     n = check_shape(f"{path}:{name}", shape, ndim, limit, error)
                     data = f.read(n * dtype.itemsize + 1)
                 if len(data) != n * dtype.itemsize:
-                    raise error(f"{path}:{name} holds {len(data):,} bytes, its header declares {n * dtype.itemsize:,}", "save the file again")
+                    raise error(
+                        f"{path}:{name} holds {len(data):,} bytes, its header declares {n * dtype.itemsize:,}",
+                        "save the file again",
+                    )
                 out[name] = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, NotImplementedError) as e:
         raise error(f"{path} is not a readable .npz archive ({type(e).__name__})", "save the file again") from None

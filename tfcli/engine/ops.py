@@ -34,7 +34,8 @@ def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.nd
 
 def rms_norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:
     """[T, D] -> [T, D]: divide by the root mean square, then scale; no centring, no bias (Llama)."""
-    ms = np.square(x).sum(axis=-1, keepdims=True) / np.float32(x.shape[-1])  # [T, 1]; sum(): np.mean's Python layer costs more than the math here
+    # [T, 1]; sum(): np.mean's Python layer costs more than the math here
+    ms = np.square(x).sum(axis=-1, keepdims=True) / np.float32(x.shape[-1])
     return x / np.sqrt(ms + np.float32(eps)) * g
 
 
@@ -136,7 +137,9 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s, x[..., 2 * half :]], axis=-1)  # [T, n, Dh]
 
 
-def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, window: int | None = None, softcap: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def reference_attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, window: int | None = None, softcap: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """softmax(q kᵀ / √Dh + mask) v, written as the formula reads (picoGPT's `attention`).
 
     q: [H, T, Dh] queries of the last T of S positions; k, v: [H, S, Dh] keys and values of all S

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .formats import BLOCK_TYPES
+from .formats import BLOCK_TYPES, GGMLType
 
 TILE_BYTES = 1 << 21  # float32 bytes of one dequantized tile: small enough to stay in cache for the product
 
@@ -50,7 +50,7 @@ class Part:
     def dequantize(self, stored: np.ndarray | slice, cols: int) -> np.ndarray:
         """The stored rows `stored` as float32 [n, K] (formats.dequantize of their blocks)."""
         data = self.data[stored]  # [n, row_bytes]
-        if self.type_id == 0:
+        if self.type_id == GGMLType.F32:
             return np.array(data, dtype=np.float32)
         bt = BLOCK_TYPES[self.type_id]
         return bt.dequantize(data.reshape(-1, bt.nbytes)).reshape(len(data), cols)  # [n, K]
@@ -95,7 +95,8 @@ class Quantized:
         an int, else [n, K]. Only the blocks of those rows are dequantized."""
         if isinstance(key, (int, np.integer)):
             return self.rows(np.array([key]))[0]  # [K]
-        if isinstance(key, np.ndarray) and key.dtype.kind in "iu" and key.ndim == 1:  # a decode step's tokens: no arange of the vocabulary
+        # a decode step's tokens: no arange of the vocabulary
+        if isinstance(key, np.ndarray) and key.dtype.kind in "iu" and key.ndim == 1:
             index = key.astype(np.int64)  # [n]
             if len(index) and (index.min() < -self.n_rows or index.max() >= self.n_rows):
                 np.arange(self.n_rows)[key]  # raises NumPy's IndexError
@@ -119,7 +120,13 @@ class Quantized:
             return np.asarray(self)[key]
         if not self.transposed:
             first = self.rows(key[0])  # [n, K] or [K]
-            return first[(slice(None), key[1])] if len(key) == 2 and first.ndim == 2 else first[key[1]] if len(key) == 2 else first
+            return (
+                first[(slice(None), key[1])]
+                if len(key) == 2 and first.ndim == 2
+                else first[key[1]]
+                if len(key) == 2
+                else first
+            )
         stored = self.rows(key[1] if len(key) == 2 else slice(None))  # [n, K] or [K]: the columns asked for
         return stored.T[key[0]]  # [K, n] (or [K]) indexed by the rows asked for
 
@@ -186,7 +193,9 @@ def quantize_weights(model, kind: str) -> None:
             q = quantized_rows(np.ascontiguousarray(w.T), kind)
             return q.T if isinstance(q, Quantized) else w
         if dataclasses.is_dataclass(w) and not isinstance(w, type):
-            return dataclasses.replace(w, **{f.name: matrix(getattr(w, f.name)) for f in dataclasses.fields(w) if f.init})
+            return dataclasses.replace(
+                w, **{f.name: matrix(getattr(w, f.name)) for f in dataclasses.fields(w) if f.init}
+            )
         return w
 
     tied = isinstance(model.unembedding, np.ndarray) and np.shares_memory(model.unembedding, model.token_embedding)

@@ -2,7 +2,8 @@
 
 The order is that of transformers' logits processors (penalty, temperature, top-k, top-p), with
 min-p last as in llama.cpp. Under a grammar (engine/grammar.py) the tokens it forbids are removed
-after the penalty and before the temperature, so every later step sees the allowed ones alone. The sampler owns its random generator, so one seed gives one output
+after the penalty and before the temperature, so every later step sees the allowed ones alone. The sampler owns its
+random generator, so one seed gives one output
 whatever else the program does with randomness.
 """
 
@@ -38,7 +39,9 @@ class SamplingParams:
         gets greedy decoding unless --temperature says otherwise."""
         base = cls()
         model: dict = {}
-        for key, kind in (("temperature", float), ("top_k", int), ("top_p", float), ("min_p", float), ("repetition_penalty", float)):
+        for key, kind in (
+            ("temperature", float), ("top_k", int), ("top_p", float), ("min_p", float), ("repetition_penalty", float),
+        ):
             value = generation.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 model[key] = kind(value)
@@ -54,7 +57,9 @@ class SamplingParams:
 
     def validate(self) -> None:
         if not np.isfinite(self.temperature) or self.temperature < 0:
-            raise UsageError(f"{{temperature}} must be 0 or more, not {self.temperature}", "0 is greedy; 0.7-1.0 is typical")
+            raise UsageError(
+                f"{{temperature}} must be 0 or more, not {self.temperature}", "0 is greedy; 0.7-1.0 is typical"
+            )
         if self.top_k < 0:
             raise UsageError(f"{{top_k}} must be 0 (off) or a positive count, not {self.top_k}")
         if not (0 < self.top_p <= 1):
@@ -63,7 +68,8 @@ class SamplingParams:
             raise UsageError(f"{{min_p}} must be in [0, 1), not {self.min_p}", "0 turns it off; 0.05 is typical")
         if not np.isfinite(self.repetition_penalty) or self.repetition_penalty <= 0:
             raise UsageError(
-                f"{{repetition_penalty}} must be a positive number, not {self.repetition_penalty}", "1 turns it off; 1.1 is typical"
+                f"{{repetition_penalty}} must be a positive number, not {self.repetition_penalty}",
+                "1 turns it off; 1.1 is typical",
             )
         if self.repeat_last_n < 0:
             raise UsageError(f"{{repeat_last_n}} must be 0 or more, not {self.repeat_last_n}")
@@ -90,7 +96,9 @@ class Sampler:
         self.params = params
         self.rng = np.random.default_rng(params.seed)
 
-    def candidates(self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(
+        self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """logits [V] -> the distribution sampled from, as (token ids [K], probabilities [K]).
 
         Only the tokens that survive the filters are carried: with top-k on, the softmax and the
@@ -113,7 +121,8 @@ class Sampler:
         return pool[ids], probs
 
     def _penalized(self, logits: np.ndarray, history: list[int]) -> np.ndarray:
-        """logits [V] with the repetition penalty applied to the tokens of the last repeat_last_n (a copy), or as given."""
+        """logits [V] with the repetition penalty applied to the tokens of the last repeat_last_n (a copy), or as
+        given."""
         p = self.params
         if p.repetition_penalty != 1.0 and p.repeat_last_n > 0 and history:
             logits = logits.copy()  # [V]
@@ -138,7 +147,8 @@ class Sampler:
             return np.array([int(np.argmax(logits))]), np.ones(1, dtype=np.float32)
         vocab = logits.shape[0]
         if 0 < p.top_k < vocab:
-            ids = top_k_ids(logits, p.top_k) if top is None else top  # [>= k]: ties with the k-th are kept, as in transformers
+            # [>= k]: ties with the k-th are kept, as in transformers
+            ids = top_k_ids(logits, p.top_k) if top is None else top
         else:
             ids = np.arange(vocab)
         probs = _tempered(logits[ids], p.temperature)  # [K]
@@ -160,7 +170,9 @@ class Sampler:
         dense[ids] = probs
         return dense
 
-    def sample(self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None, allowed: np.ndarray | None = None) -> int:
+    def sample(
+        self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None, allowed: np.ndarray | None = None
+    ) -> int:
         return self._pick(*self.candidates(logits, history, top, allowed))
 
     @property
@@ -168,7 +180,11 @@ class Sampler:
         """The k of the top-k ids candidates() may be given (found for several rows at once), or 0:
         none (greedy, no top-k, or a repetition penalty, which changes the logits first)."""
         p = self.params
-        return p.top_k if p.temperature != 0 and p.top_k > 0 and (p.repetition_penalty == 1.0 or p.repeat_last_n <= 0) else 0
+        return (
+            p.top_k
+            if p.temperature != 0 and p.top_k > 0 and (p.repetition_penalty == 1.0 or p.repeat_last_n <= 0)
+            else 0
+        )
 
     def choose(self, logits: np.ndarray, history: list[int], top_n: int, allowed: np.ndarray | None = None) -> Choice:
         """Sample like `sample`, and report the top candidates before and after the knobs (and,
@@ -183,7 +199,8 @@ class Sampler:
         p_final = np.array([final.get(int(i), 0.0) for i in top], dtype=np.float32)  # [N]
         if allowed is None:
             return Choice(token, top, p_model[top], p_final, len(ids))
-        ruled_out = float(p_model[~allowed].sum(dtype=np.float64))  # the model's probability on what the grammar forbade
+        # the model's probability on what the grammar forbade
+        ruled_out = float(p_model[~allowed].sum(dtype=np.float64))
         return Choice(token, top, p_model[top], p_final, len(ids), allowed[top].copy(), ruled_out)
 
     def _pick(self, ids: np.ndarray, probs: np.ndarray) -> int:
@@ -223,7 +240,8 @@ def check_finite(logits: np.ndarray) -> None:
         what = f"NaN in {nan:,}" if nan else f"Inf in {int(np.isinf(logits).sum()):,}"
         raise NonFiniteError(
             f"the model's logits are not finite ({what} of {logits.shape[-1]:,} tokens)",
-            "its weights likely hold NaN or Inf, or its activations overflow float32; check or fetch the weight file again",
+            "its weights likely hold NaN or Inf, or its activations overflow float32; check or fetch the weight file "
+            "again",
         )
 
 

@@ -53,7 +53,9 @@ class Slots:
         for c, p in zip(self.caches, positions):
             c.length = int(p) + 1
 
-    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
+    def attend(
+        self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask
+    ):
         """q [B, H, Dh], k, v [B, Hkv, Dh]: one new token per row, each at its own position
         (`start`, the first row's, is not used) -> z [B, H, Dh]. No attention weights are kept.
         `mask`: a sliding window, if the layer has one (Gemma 3, Phi-3)."""
@@ -88,18 +90,23 @@ class Prompts:
             c.advance(positions[a : a + n])
             a += n
 
-    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
+    def attend(
+        self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask
+    ):
         """q [T, H, Dh], k, v [T, Hkv, Dh]: each sequence's rows through its own cache (`start` is
         not used) -> z [T, H, Dh]. No attention weights are kept."""
         return _each_own(self.groups, layer, q, k, v, attention, mask), None  # [T, H, Dh]
 
 
-def _each_own(groups: list[tuple[KVCache, int]], layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, mask: dict) -> np.ndarray:
+def _each_own(
+    groups: list[tuple[KVCache, int]], layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, mask: dict
+) -> np.ndarray:
     """The rows of q [T, H, Dh], k, v [T, Hkv, Dh], n at a time for each (cache, n) of `groups` in
     turn, through that cache at its next positions, as the sequence alone attends (KVCache.attend)
     -> z [T, H, Dh]."""
     z, a = np.empty_like(q), 0  # [T, H, Dh]
     for c, n in groups:
-        z[a : a + n], _ = c.attend(layer, c.length, q[a : a + n], k[a : a + n], v[a : a + n], attention, False, **mask)  # [n, H, Dh]
+        # [n, H, Dh]
+        z[a : a + n], _ = c.attend(layer, c.length, q[a : a + n], k[a : a + n], v[a : a + n], attention, False, **mask)
         a += n
     return z

@@ -7,9 +7,9 @@ rewrites the parsed template so that each loop draws its items through _Checked 
 generates code), and at every call, filter, test, attribute, operator and piece of output (the
 sandbox's hooks in chat._bounded_environment). What a value would write is estimated before it is
 built (_estimated_chars: a list of a thousand references to one long string costs nothing to hold
-and gigabytes to print). A timer interrupts the main thread at the deadline (_alarm); elsewhere a
-watchdog raises the bound in the rendering thread (_Watchdog), for Python loops inside a library a
-filter calls. The names are private to engine/chat.py, which re-exports what callers use.
+and gigabytes to print). A timer interrupts the main thread at the deadline; elsewhere a watchdog
+raises the bound in the rendering thread, for Python loops inside a library a filter calls (both in
+template_timers.py). The names are private to engine/chat.py, which re-exports what callers use.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import signal
 import threading
 import time
 
@@ -69,7 +68,9 @@ class _ThreadBudget(threading.local):
 
 
 def _time_bound() -> TemplateBoundError:
-    return TemplateBoundError(f"the model's chat template ran for more than {RENDER_SECONDS:g} s", f"it does not end in time; {FIX}")
+    return TemplateBoundError(
+        f"the model's chat template ran for more than {RENDER_SECONDS:g} s", f"it does not end in time; {FIX}"
+    )
 
 
 class _Expired(BaseException):
@@ -87,7 +88,12 @@ class _Limits:
             self.expired = True
             raise _Stop(_time_bound())
         if size > self.max_chars:
-            raise _Stop(TemplateBoundError(f"the model's chat template {what} more than {self.max_chars:,} characters", f"it does not stop; {FIX}"))
+            raise _Stop(
+                TemplateBoundError(
+                    f"the model's chat template {what} more than {self.max_chars:,} characters",
+                    f"it does not stop; {FIX}",
+                )
+            )
 
     def sized(self, value):
         """value, refused when it is a string or a container longer than the output may be."""
@@ -110,7 +116,12 @@ class _Limits:
         """Refuse a number a call would build that much from (a width, a count, a range)."""
         for value in (*args, *kwargs.values()):
             if isinstance(value, int) and not isinstance(value, bool) and abs(value) > self.max_chars:
-                raise _Stop(TemplateBoundError(f"the model's chat template asks for a size of {_digits(value)}", f"that is more than any output; {FIX}"))
+                raise _Stop(
+                    TemplateBoundError(
+                        f"the model's chat template asks for a size of {_digits(value)}",
+                        f"that is more than any output; {FIX}",
+                    )
+                )
 
 
 _WIDE = re.compile(r"\d{8,}")  # a field width in a format string of 10^7 characters or more
@@ -237,9 +248,11 @@ def _check_str_method(limits: _Limits, s: str, name: str, args, kwargs) -> None:
 
 
 # Filters that turn their value into text: its size is estimated before they run.
-_WRITING_FILTERS = frozenset(["string", "tojson", "pprint", "join", "e", "escape", "forceescape", "safe", "trim", "upper", "lower",
-                              "title", "capitalize", "center", "replace", "indent", "wordwrap", "truncate", "striptags", "urlencode",
-                              "urlize", "xmlattr", "format", "wordcount", "int", "float"])  # fmt: skip
+_WRITING_FILTERS = frozenset([
+    "string", "tojson", "pprint", "join", "e", "escape", "forceescape", "safe", "trim", "upper", "lower",
+    "title", "capitalize", "center", "replace", "indent", "wordwrap", "truncate", "striptags", "urlencode",
+    "urlize", "xmlattr", "format", "wordcount", "int", "float",
+])  # fmt: skip
 
 
 WRAP_CHARS = 250_000  # wordwrap's split takes about 0.4 s on this much (1.8 s a million characters)
@@ -265,7 +278,11 @@ def _check_filter(limits: _Limits, name: str, args, kwargs) -> None:
         _check_str_method(limits, value, "replace", args[1:], {})
     elif name == "wordwrap":
         if len(value) > WRAP_CHARS:  # textwrap splits the text with one regular expression: no check can enter it
-            raise _Stop(TemplateBoundError(f"the model's chat template wraps a text of more than {WRAP_CHARS:,} characters", FIX))
+            raise _Stop(
+                TemplateBoundError(
+                    f"the model's chat template wraps a text of more than {WRAP_CHARS:,} characters", FIX
+                )
+            )
         wrap = args[3] if len(args) > 3 else kwargs.get("wrapstring")
         if isinstance(wrap, str):
             limits.check(len(value) + (len(value) + 1) * len(wrap), "would write")
@@ -303,7 +320,12 @@ def _bounded_lipsum(limits: _Limits):
     def lipsum(n=5, html=True, min=20, max=100):  # noqa: A002 - jinja's own names
         words = n * max if isinstance(n, int) and isinstance(max, int) and n > 0 and max > 0 else 0
         if words * 12 > limits.max_chars:
-            raise _Stop(TemplateBoundError(f"the model's chat template asks lipsum for {_digits(words)} words", f"that is more than any output; {FIX}"))
+            raise _Stop(
+                TemplateBoundError(
+                    f"the model's chat template asks lipsum for {_digits(words)} words",
+                    f"that is more than any output; {FIX}",
+                )
+            )
         return generate_lorem_ipsum(n, html, min, max)
 
     return lipsum
@@ -382,7 +404,10 @@ def _check_binop(limits: _Limits, operator: str, left, right) -> None:
     if operator == "*":
         for seq, n in ((left, right), (right, left)):
             if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * max(n, 0) > limits.max_chars:
-                raise big(f"the model's chat template repeats a value {_digits(n)} times", f"that is more than any output; {FIX}")
+                raise big(
+                    f"the model's chat template repeats a value {_digits(n)} times",
+                    f"that is more than any output; {FIX}",
+                )
         if isinstance(left, int) and isinstance(right, int) and left.bit_length() + right.bit_length() > 100_000:
             raise big("the model's chat template multiplies numbers of more than 100,000 bits", FIX)
     elif operator == "**":
@@ -391,7 +416,11 @@ def _check_binop(limits: _Limits, operator: str, left, right) -> None:
             if bits > 100_000:
                 raise big(f"the model's chat template raises a number to the power {_digits(right)}", FIX)
     elif operator == "+":
-        if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)) and len(left) + len(right) > limits.max_chars:
+        if (
+            isinstance(left, (str, list, tuple))
+            and isinstance(right, (str, list, tuple))
+            and len(left) + len(right) > limits.max_chars
+        ):
             limits.check(len(left) + len(right), "built a value of")
     elif operator == "%" and isinstance(left, str):
         _check_format(limits, left)
@@ -399,97 +428,13 @@ def _check_binop(limits: _Limits, operator: str, left, right) -> None:
 
 def _check_format(limits: _Limits, fmt: str) -> None:
     if _WIDE.search(fmt):
-        raise _Stop(TemplateBoundError("the model's chat template formats a field of ten million characters or more", FIX))
+        raise _Stop(
+            TemplateBoundError("the model's chat template formats a field of ten million characters or more", FIX)
+        )
 
 
 def _digits(n) -> str:
-    text = f"{n:,}" if isinstance(n, int) and abs(n) < 10**30 else "an enormous number" if isinstance(n, int) else f"{n:g}"
+    text = (
+        f"{n:,}" if isinstance(n, int) and abs(n) < 10**30 else "an enormous number" if isinstance(n, int) else f"{n:g}"
+    )
     return text
-
-
-class _alarm:
-    """On the main thread, a timer that interrupts the render at its deadline even inside a loop
-    that calls nothing (the checks above never run there). Restored on the way out."""
-
-    def __init__(self, limits: _Limits):
-        self.limits = limits
-        self.armed = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-
-    def __enter__(self):
-        if self.armed:
-            def expire(signum, frame):
-                self.limits.expired = True
-                self.limits.check()
-
-            try:
-                self.previous = signal.signal(signal.SIGALRM, expire)
-                signal.setitimer(signal.ITIMER_REAL, max(self.limits.deadline - time.monotonic(), 0.001))
-            except (ValueError, OSError):  # not allowed here (an embedded interpreter)
-                self.armed = False
-        return self
-
-    def __exit__(self, *exc):
-        if self.armed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self.previous)
-        return False
-
-
-class _Watchdog:
-    """Off the main thread, where no signal can be delivered: from the deadline on, a timer thread
-    raises _Expired in the rendering thread (PyThreadState_SetAsyncExc, which takes effect at the
-    thread's next Python instruction), again every REPEAT seconds until the render has ended: an
-    exception that strikes inside a weakref callback or a __del__ is printed and dropped by Python,
-    so one is not enough. The checks in the template's own loops and calls stop it first; this stops
-    Python code of a library the template called that loops a long time (textwrap in `wordwrap`,
-    `urlize`, `unique`, `batch`). A pending exception is withdrawn on the way out, under the lock
-    the timer raises under, so it can never strike after the render."""
-
-    REPEAT = 0.2
-
-    def __init__(self, limits: _Limits):
-        self.limits = limits
-        self.armed = threading.current_thread() is not threading.main_thread()
-        self.lock = threading.Lock()
-        self.done = threading.Event()
-        self.active = self.fired = False
-
-    def _raise(self, exc) -> None:
-        import ctypes
-
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread), ctypes.py_object(exc) if exc else None)
-
-    def _watch(self) -> None:
-        delay = max(self.limits.deadline - time.monotonic(), 0) + 0.1
-        while not self.done.wait(delay):
-            with self.lock:
-                if not self.active:
-                    return
-                self.limits.expired = self.fired = True
-                self._raise(_Expired)
-            delay = self.REPEAT
-
-    def __enter__(self):
-        if self.armed:
-            self.thread, self.active = threading.get_ident(), True
-            self.timer = threading.Thread(target=self._watch, name="tfcli-template-watchdog", daemon=True)
-            self.timer.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-        return False
-
-    def stop(self) -> None:
-        """No exception raised from here on; one pending is withdrawn. Safe to call again (the
-        render calls it once more on its way out, in case one struck as this began)."""
-        while self.armed:
-            try:
-                self.done.set()
-                with self.lock:
-                    self.active = False
-                    if self.fired:
-                        self._raise(None)  # withdraw one that has not struck yet
-                return
-            except _Expired:  # struck while stopping: stop again
-                continue

@@ -31,11 +31,14 @@ class Tokenizer:
         check_utf8_file(path, text, TokenizerError)
         try:
             with _stderr_captured():
-                self._tok = HFTokenizer.from_buffer(text)  # bytes: a str of a large vocabulary would take 4 bytes a character
+                # bytes: a str of a large vocabulary would take 4 bytes a character
+                self._tok = HFTokenizer.from_buffer(text)
         except BaseException as e:  # the tokenizers library raises a bare Exception (or panics) on malformed files
             if not _library_failure(e):
                 raise
-            raise TokenizerError(f"{path} is not a valid tokenizer.json ({_first_line(e)})", "re-save or re-convert the tokenizer") from None
+            raise TokenizerError(
+                f"{path} is not a valid tokenizer.json ({_first_line(e)})", "re-save or re-convert the tokenizer"
+            ) from None
         self.path = path
         vocab = self._run(self._tok.get_vocab, with_added_tokens=True)  # {piece: id}
         # The ids the tokenizer can produce run up to the largest one, not up to how many there are:
@@ -82,7 +85,8 @@ class Tokenizer:
             if not _library_failure(e):
                 raise
             raise TokenizerError(
-                f"the tokenizer of {self.path.parent.name} failed: {_first_line(e)}", f"check {self.path.name}; re-save or re-convert the tokenizer"
+                f"the tokenizer of {self.path.parent.name} failed: {_first_line(e)}",
+                f"check {self.path.name}; re-save or re-convert the tokenizer",
             ) from None
 
     def token_text(self, token_id: int) -> str:
@@ -144,7 +148,8 @@ def _stderr_captured():
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip().removeprefix("Cannot instantiate Tokenizer from buffer: ")  # the library's words for "while loading"
+    # the library's words for "while loading"
+    text = str(e).strip().removeprefix("Cannot instantiate Tokenizer from buffer: ")
     return printable(text.splitlines()[0][:160]) if text else type(e).__name__
 
 

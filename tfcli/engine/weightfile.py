@@ -25,15 +25,8 @@ from .files import open_regular, read_at
 # safetensors dtype name -> (NumPy dtype of the stored bytes, item size). BF16 has no NumPy dtype:
 # it is kept as raw uint16 and widened to float32 by `to_float32`.
 DTYPES: dict[str, np.dtype] = {
-    "F64": np.dtype("<f8"),
-    "F32": np.dtype("<f4"),
-    "F16": np.dtype("<f2"),
-    "BF16": np.dtype("<u2"),
-    "I64": np.dtype("<i8"),
-    "I32": np.dtype("<i4"),
-    "I16": np.dtype("<i2"),
-    "I8": np.dtype("i1"),
-    "U8": np.dtype("u1"),
+    "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"),
+    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"), "U8": np.dtype("u1"),
     "BOOL": np.dtype("?"),
 }
 FLOAT_DTYPES = ("F32", "F16", "BF16")
@@ -130,7 +123,9 @@ def read_header(path: Path) -> tuple[dict[str, str], dict[str, TensorInfo]]:
     if not os.path.lexists(path):
         raise CheckpointError(f"{path} is missing", "a model folder needs its model.safetensors")
     if path.is_dir():
-        raise CheckpointError(f"{path} is a directory, not a safetensors file", "remove it, and put the weight file there")
+        raise CheckpointError(
+            f"{path} is a directory, not a safetensors file", "remove it, and put the weight file there"
+        )
     fd = open_regular(path)  # a named pipe or a device is refused here, before any read could block
     try:
         size = os.fstat(fd).st_size
@@ -142,11 +137,14 @@ def read_header(path: Path) -> tuple[dict[str, str], dict[str, TensorInfo]]:
         n = int.from_bytes(prefix, "little")
         if n > size - 8:
             raise CheckpointError(
-                f"{name}: header length {n:,} is larger than the file ({size:,} bytes); the file is truncated or not safetensors",
+                f"{name}: header length {n:,} is larger than the file ({size:,} bytes); the file is truncated or not "
+                "safetensors",
                 "fetch or save the file again",
             )
         if n > MAX_HEADER_BYTES:
-            raise CheckpointError(f"{name}: header of {n:,} bytes is larger than the 100 MB safetensors allows", CORRUPT)
+            raise CheckpointError(
+                f"{name}: header of {n:,} bytes is larger than the 100 MB safetensors allows", CORRUPT
+            )
         header_bytes = _pread_all(fd, n, 8)
         if len(header_bytes) < n:
             raise CheckpointError(f"{name} ended inside its header", "the file is truncated; fetch or save it again")
@@ -157,7 +155,9 @@ def read_header(path: Path) -> tuple[dict[str, str], dict[str, TensorInfo]]:
     try:
         header = json.loads(header_bytes.decode("utf-8"), object_pairs_hook=_unique_keys)
     except DuplicateKey as e:
-        raise CheckpointError(f"{name}: the header names {shown(e.key)} twice", f"a tensor or field appears once; {CORRUPT}") from None
+        raise CheckpointError(
+            f"{name}: the header names {shown(e.key)} twice", f"a tensor or field appears once; {CORRUPT}"
+        ) from None
     except (UnicodeDecodeError, ValueError, RecursionError) as e:  # ValueError: also an int of > 4300 digits
         raise CheckpointError(f"{name}: the header is not valid JSON ({type(e).__name__})", CORRUPT) from None
     if not isinstance(header, dict):
@@ -231,14 +231,16 @@ def _tensor_info(fname: str, tname: str, entry: object, data_start: int, data_si
     begin, end = offsets
     if not 0 <= begin <= end <= data_size:
         raise CheckpointError(
-            f"{fname}: tensor {shown(tname)} lies outside the file (bytes {shown_number(begin)}..{shown_number(end)} of {data_size:,})",
+            f"{fname}: tensor {shown(tname)} lies outside the file (bytes {shown_number(begin)}..{shown_number(end)} "
+            f"of {data_size:,})",
             "the file is truncated or corrupt; fetch or save it again",
         )
     nbytes = _nbytes(shape, DTYPES[dtype].itemsize, data_size)
     if nbytes != end - begin:
         need = f"{nbytes:,} bytes" if nbytes is not None else f"more than the {data_size:,} bytes of data in the file"
         raise CheckpointError(
-            f"{fname}: tensor {shown(tname)} of shape {shown(tuple(shape))} and dtype {dtype} needs {need} but has {end - begin:,}",
+            f"{fname}: tensor {shown(tname)} of shape {shown(tuple(shape))} and dtype {dtype} needs {need} but has "
+            f"{end - begin:,}",
             CORRUPT,
         )
     return TensorInfo(tname, dtype, tuple(shape), data_start + begin, data_start + end)
@@ -255,5 +257,3 @@ def _nbytes(shape: list[int], itemsize: int, limit: int) -> int | None:
         if n > limit:
             return None
     return n
-
-

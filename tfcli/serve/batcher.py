@@ -30,7 +30,7 @@ import numpy as np
 from tfcli.engine import batch
 from tfcli.engine.errors import TfcliError
 from tfcli.engine.fast import FAST, Fast, RowByRow
-from tfcli.engine.fast.run.kernel_products import FEW_ROWS
+from tfcli.engine.fast.run.kernel_products import KERNEL_ROWS
 from tfcli.engine.generate import Generation, Session, prefill_together
 from tfcli.engine.grammar import Grammar
 from tfcli.engine.kvcache import KVCache
@@ -259,7 +259,7 @@ class Batcher:
             cached = self.prompts and any(
                 self.prompts.longest(ids)[0] for ids in job.prompts
             )  # its own pass, from the prefix kept
-            if job.max_tokens > 0 and not job.echo_logprobs and not cached and rows + n <= FEW_ROWS:
+            if job.max_tokens > 0 and not job.echo_logprobs and not cached and rows + n <= KERNEL_ROWS:
                 together.append(job)
                 rows += n
         if sum(len(job.prompts) for job in together) < 2 or not self.run.rows_apart(self.model, rows):

@@ -44,13 +44,18 @@ def family_of(raw: dict[str, Any]) -> ModuleType:
             if isinstance(arch, str) and arch in fam.ARCHITECTURES:
                 return fam
     known = ", ".join(sorted(t for fam in FAMILIES.values() for t in fam.MODEL_TYPES))
-    raise ConfigError(f"config.json: model_type {shown(model_type)} is not supported", f"tfcli runs these model types: {known}")
+    raise ConfigError(
+        f"config.json: model_type {shown(model_type)} is not supported", f"tfcli runs these model types: {known}"
+    )
 
 
 def config_from_hf(raw: Any) -> ModelConfig:
     """A ModelConfig from the dict of a Hugging Face config.json; ConfigError on anything impossible."""
     if not isinstance(raw, dict):
-        raise ConfigError("config.json does not hold a JSON object", "a config.json is one {...} object of settings; use the one saved with the weights")
+        raise ConfigError(
+            "config.json does not hold a JSON object",
+            "a config.json is one {...} object of settings; use the one saved with the weights",
+        )
     return family_of(raw).config_from_hf(raw)
 
 

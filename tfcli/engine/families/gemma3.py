@@ -12,7 +12,8 @@ modeling_gemma3.py):
   positions and rotate with their own RoPE base (10,000); the others see everything, with the
   main base (1,000,000) and its scaling;
 - tied embeddings (an untied lm_head.weight is read too); final logits soft-capped where a config
-  sets final_logit_softcapping (Gemma 2 style). attn_logit_softcapping is read but not applied, as transformers' Gemma 3 does not apply
+  sets final_logit_softcapping (Gemma 2 style). attn_logit_softcapping is read but not applied, as transformers' Gemma 3
+  does not apply
   it (its attention never passes it on; released Gemma 3 configs set it to null).
 
 The KV cache of a sliding layer holds about its window, not every position (engine/kvcache.py).
@@ -65,16 +66,24 @@ def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
     _softcap(raw, "attn_logit_softcapping")  # checked, not applied (see above)
     act = raw.get("hidden_activation", raw.get("hidden_act", "gelu_pytorch_tanh"))
     if act != "gelu_pytorch_tanh":
-        raise ConfigError(f"config.json: hidden_activation {shown(act)} is not supported", "Gemma 3 models use gelu_pytorch_tanh")
+        raise ConfigError(
+            f"config.json: hidden_activation {shown(act)} is not supported", "Gemma 3 models use gelu_pytorch_tanh"
+        )
     if raw.get("use_bidirectional_attention"):
-        raise ConfigError("config.json: bidirectional attention is not supported", "tfcli runs causal language models; set use_bidirectional_attention to false")
+        raise ConfigError(
+            "config.json: bidirectional attention is not supported",
+            "tfcli runs causal language models; set use_bidirectional_attention to false",
+        )
     if n_head % n_kv_head:
         raise ConfigError(
             f"config.json: num_attention_heads {n_head} is not a multiple of num_key_value_heads {n_kv_head}",
             "grouped-query attention needs each key/value head shared by the same number of query heads",
         )
     if head_dim % 2:
-        raise ConfigError(f"config.json: head_dim {head_dim} is odd; rotary embeddings need an even head size", "fix head_dim in config.json")
+        raise ConfigError(
+            f"config.json: head_dim {head_dim} is odd; rotary embeddings need an even head size",
+            "fix head_dim in config.json",
+        )
     window = r.int("sliding_window", default=4096)
     types = raw.get("layer_types")
     if types is None:  # older files: every `sliding_window_pattern`-th layer is global
@@ -82,53 +91,45 @@ def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
         types = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layer)]
     if not isinstance(types, list) or len(types) != n_layer:
         size = f"{len(types)} entries" if isinstance(types, list) else shown(types)
-        raise ConfigError(f"config.json: layer_types must list one type for each of the {n_layer} layers, not {size}", "fix layer_types in config.json")
+        raise ConfigError(
+            f"config.json: layer_types must list one type for each of the {n_layer} layers, not {size}",
+            "fix layer_types in config.json",
+        )
     for t in types:
         if t not in LAYER_TYPES:
-            raise ConfigError(f"config.json: layer type {shown(t)} is not supported", f"layer_types holds {' or '.join(LAYER_TYPES)}")
+            raise ConfigError(
+                f"config.json: layer type {shown(t)} is not supported", f"layer_types holds {' or '.join(LAYER_TYPES)}"
+            )
     # transformers 5: rope_parameters by layer type; older files: rope_theta, rope_scaling and rope_local_base_freq.
     params = settings_object(raw, "rope_parameters")
     if "full_attention" in params or "sliding_attention" in params:
         theta, scaling = rope_settings({}, settings_object(params, "full_attention", "rope_parameters."), NAME)
-        local_theta, local_scaling = rope_settings({}, settings_object(params, "sliding_attention", "rope_parameters."), NAME)
+        local_theta, local_scaling = rope_settings(
+            {}, settings_object(params, "sliding_attention", "rope_parameters."), NAME
+        )
     else:
         theta, scaling = rope_settings(raw, params, NAME)
-        local_theta, local_scaling = positive_float(raw.get("rope_local_base_freq", 10000.0), "rope_local_base_freq"), None
+        local_theta = positive_float(raw.get("rope_local_base_freq", 10000.0), "rope_local_base_freq")
+        local_scaling = None
     if local_scaling is not None:
-        raise ConfigError("config.json: RoPE scaling on the sliding layers is not supported", "Gemma 3 scales only the global layers' RoPE")
+        raise ConfigError(
+            "config.json: RoPE scaling on the sliding layers is not supported",
+            "Gemma 3 scales only the global layers' RoPE",
+        )
     settings = GemmaSettings(
-        windows=tuple(window if t == "sliding_attention" else None for t in types),
-        local_theta=local_theta,
+        windows=tuple(window if t == "sliding_attention" else None for t in types), local_theta=local_theta,
         scaling=scaling,
         query_scale=positive_float(raw.get("query_pre_attn_scalar", head_dim), "query_pre_attn_scalar") ** -0.5,
         logit_softcap=_softcap(raw, "final_logit_softcapping"),
     )
     attention_bias = bool(raw.get("attention_bias", False))
     return ModelConfig(
-        family=NAME,
-        vocab_size=r.int("vocab_size"),
-        n_ctx=r.int("max_position_embeddings"),
-        n_layer=n_layer,
-        d_model=d_model,
-        n_head=n_head,
-        n_kv_head=n_kv_head,
-        head_dim=head_dim,
-        d_ff=r.int("intermediate_size"),
-        norm_eps=r.float("rms_norm_eps", default=1e-6),
-        tie_embeddings=bool(raw.get("tie_word_embeddings", True)),
-        norm="rmsnorm1p",
-        mlp="geglu",
-        positions="rope",
-        qkv_bias=attention_bias,
-        o_bias=attention_bias,
-        mlp_bias=False,
-        rope_theta=theta,
-        qk_norm=True,
-        norms_per_block=4,
-        windows=settings.windows if any(settings.windows) else (),
-        extra=settings,
-        bos_token_id=r.opt_int("bos_token_id"),
-        eos_token_ids=r.int_tuple("eos_token_id"),
+        family=NAME, vocab_size=r.int("vocab_size"), n_ctx=r.int("max_position_embeddings"), n_layer=n_layer,
+        d_model=d_model, n_head=n_head, n_kv_head=n_kv_head, head_dim=head_dim, d_ff=r.int("intermediate_size"),
+        norm_eps=r.float("rms_norm_eps", default=1e-6), tie_embeddings=bool(raw.get("tie_word_embeddings", True)),
+        norm="rmsnorm1p", mlp="geglu", positions="rope", qkv_bias=attention_bias, o_bias=attention_bias, mlp_bias=False,
+        rope_theta=theta, qk_norm=True, norms_per_block=4, windows=settings.windows if any(settings.windows) else (),
+        extra=settings, bos_token_id=r.opt_int("bos_token_id"), eos_token_ids=r.int_tuple("eos_token_id"),
     )
 
 
@@ -137,6 +138,7 @@ CENSUS = (
     *llama.CENSUS,
     (r"layers\.\d+\.(pre|post)_feedforward_layernorm\.weight", "norms"),
 )
+
 
 def gguf_settings(meta: llama.GGUFMetadata, config: dict[str, Any]) -> dict[str, Any]:
     """Gemma 3's own entries from a llama.cpp GGUF (src/llama-model.cpp, LLM_ARCH_GEMMA3): which
@@ -148,14 +150,21 @@ def gguf_settings(meta: llama.GGUFMetadata, config: dict[str, Any]) -> dict[str,
     hidden_size / heads; final logits soft-capped where the file says."""
     name, n_layer, head_dim = meta.name, config["num_hidden_layers"], config["head_dim"]
     if meta.count("rope.dimension_count", head_dim) != head_dim:
-        raise GGUFError(f"{name}: RoPE on part of each head (rope.dimension_count) is not supported", "Gemma 3 rotates whole heads")
+        raise GGUFError(
+            f"{name}: RoPE on part of each head (rope.dimension_count) is not supported", "Gemma 3 rotates whole heads"
+        )
     window = meta.get("attention.sliding_window", 0)
     pattern = meta.get("attention.sliding_window_pattern", 6)
     if not window:
         sliding = [False] * n_layer
     elif isinstance(pattern, list):
-        if len(pattern) != n_layer or not all(isinstance(p, int) and p in (0, 1) for p in pattern):  # GGUF bools read as 0 and 1
-            raise GGUFError(f"{name}: gemma3.attention.sliding_window_pattern must hold one true/false for each of the {n_layer} layers", "the file is corrupt")
+        # GGUF bools read as 0 and 1
+        if len(pattern) != n_layer or not all(isinstance(p, int) and p in (0, 1) for p in pattern):
+            raise GGUFError(
+                f"{name}: gemma3.attention.sliding_window_pattern must hold one true/false for each of the {n_layer} "
+                "layers",
+                "the file is corrupt",
+            )
         sliding = [bool(p) for p in pattern]
     else:
         period = meta.count("attention.sliding_window_pattern", 6)
@@ -165,12 +174,18 @@ def gguf_settings(meta: llama.GGUFMetadata, config: dict[str, Any]) -> dict[str,
     if scaling == "linear":
         full = {"rope_type": "linear", "rope_theta": config["rope_theta"], "factor": meta.number("rope.scaling.factor")}
     elif scaling != "none":
-        raise GGUFError(f"{name}: RoPE scaling ({shown(scaling)}) is not supported", "Gemma 3 scales its global layers' RoPE linearly")
+        raise GGUFError(
+            f"{name}: RoPE scaling ({shown(scaling)}) is not supported",
+            "Gemma 3 scales its global layers' RoPE linearly",
+        )
     cap = meta.get("final_logit_softcapping")
     return {
         "sliding_window": meta.count("attention.sliding_window") if window else 4096,  # unused when no layer slides
         "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding],
-        "rope_parameters": {"full_attention": full, "sliding_attention": {"rope_type": "default", "rope_theta": meta.number("rope.freq_base_swa", 10000.0)}},
+        "rope_parameters": {
+            "full_attention": full,
+            "sliding_attention": {"rope_type": "default", "rope_theta": meta.number("rope.freq_base_swa", 10000.0)},
+        },
         "query_pre_attn_scalar": config["hidden_size"] // config["num_attention_heads"] if n_layer == 62 else head_dim,
         "final_logit_softcapping": None if cap is None else meta.number("final_logit_softcapping"),
     }
@@ -180,8 +195,7 @@ def gguf_settings(meta: llama.GGUFMetadata, config: dict[str, Any]) -> dict[str,
 GGUF = llama.GGUFNames(
     arch="gemma3",
     names={
-        "token_embd.weight": "model.embed_tokens.weight",
-        "output_norm.weight": "model.norm.weight",
+        "token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
         "blk.{i}.attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
         "blk.{i}.attn_q.weight": "model.layers.{i}.self_attn.q_proj.weight",
         "blk.{i}.attn_k.weight": "model.layers.{i}.self_attn.k_proj.weight",
@@ -196,7 +210,10 @@ GGUF = llama.GGUFNames(
         "blk.{i}.ffn_down.weight": "model.layers.{i}.mlp.down_proj.weight",
         "blk.{i}.post_ffw_norm.weight": "model.layers.{i}.post_feedforward_layernorm.weight",
     },
-    config={"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False},
+    config={
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_activation": "gelu_pytorch_tanh",
+        "attention_bias": False,
+    },
     # llama.cpp runs Gemma 3 with NEOX RoPE (halves, as Hugging Face): rows as they are.
     permuted_qk=False,
     settings=gguf_settings,
@@ -256,7 +273,11 @@ class Gemma3(Transformer):
             return GemmaLayer(
                 attn_norm=scale(p + "input_layernorm.weight", D),
                 w_qkv=t.fused(qkv, D),
-                b_qkv=np.concatenate([t.get(a + f"{n}_proj.bias", (k,)) for n, k in zip("qkv", (q_dim, kv_dim, kv_dim))]) if cfg.qkv_bias else None,
+                b_qkv=np.concatenate(
+                    [t.get(a + f"{n}_proj.bias", (k,)) for n, k in zip("qkv", (q_dim, kv_dim, kv_dim))]
+                )
+                if cfg.qkv_bias
+                else None,
                 q_norm=scale(a + "q_norm.weight", Dh),
                 k_norm=scale(a + "k_norm.weight", Dh),
                 wo=t.get(a + "o_proj.weight", (D, q_dim)).T,  # [out, in] -> [in, out] view
@@ -325,7 +346,8 @@ class Gemma3(Transformer):
 
     def _cap(self, logits: np.ndarray) -> np.ndarray:
         cap = self.config.extra.logit_softcap
-        return logits if cap is None else np.float32(cap) * np.tanh(logits / np.float32(cap))  # [T, V] within (-cap, cap)
+        # [T, V] within (-cap, cap)
+        return logits if cap is None else np.float32(cap) * np.tanh(logits / np.float32(cap))
 
     def output_projection(self, layer: GemmaLayer):
         return layer.wo, layer.bo  # W_O [H*Dh, D] (o_proj), b_O [D] or None
@@ -340,7 +362,11 @@ class Gemma3(Transformer):
         """The final (1 + w) RMSNorm at the residual x [D] with its scale held fixed, as a linear
         map of a part c [.., D] of x, and the constant it adds (none)."""
         if self.config.extra.logit_softcap is not None:
-            raise ConfigError("direct logit attribution is not defined with soft-capped logits", "the tanh cap on the final logits is not linear; released Gemma 3 configs set final_logit_softcapping to null")
+            raise ConfigError(
+                "direct logit attribution is not defined with soft-capped logits",
+                "the tanh cap on the final logits is not linear; released Gemma 3 configs set final_logit_softcapping "
+                "to null",
+            )
         rms = np.sqrt(np.square(x).mean() + self.config.norm_eps)
         return (lambda c: c / rms * self.norm), None
 

@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from .. import ops
-from ..config import ConfigReader, ModelConfig, positive_float, positive_int, settings_object
+from ..config import ConfigReader, ModelConfig, settings_object
 from ..errors import ConfigError, GGUFError, shown
+# gemma3, phi3 and the store read these here
+from .rope_scaling import RopeScaling, rope_frequencies, rope_settings  # noqa: F401
 from ..memory import check_allocation
 from ..model import LayerCall, Transformer
 
@@ -33,19 +35,6 @@ ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
 
 
 @dataclass(frozen=True)
-class RopeScaling:
-    """How a model stretches RoPE's frequencies to reach a longer context than it was trained on."""
-
-    kind: str  # "llama3" (Llama 3.1+), "linear" (every frequency divided by factor) or "longrope" (Phi-3, Phi-4-mini)
-    factor: float  # how much longer the context is (>= 1)
-    low_freq_factor: float = 1.0  # llama3: wavelengths longer than original / low_freq_factor are divided by factor,
-    high_freq_factor: float = 4.0  # those shorter than original / high_freq_factor are kept, the ones between blended
-    original_context: int = 8192  # original_max_position_embeddings, the context it was trained on
-    short_factor: tuple[float, ...] = ()  # longrope: each frequency's divisor within the original context [R/2]
-    attention_factor: float = 1.0  # longrope: cos and sin are multiplied by it
-
-
-@dataclass(frozen=True)
 class LlamaExtra:
     """What only Llama's block reads (ModelConfig.extra)."""
 
@@ -53,74 +42,9 @@ class LlamaExtra:
     window: int | None = None  # Phi-3's sliding window on every layer (sliding_window)
 
 
-def rope_settings(raw: dict[str, Any], params: dict[str, Any], family: str) -> tuple[float, RopeScaling | None]:
-    """The RoPE base and scaling of a config.json: transformers 5 keeps both in `params`
-    (rope_parameters), older files have rope_theta at the top level and a rope_scaling object."""
-    theta = positive_float(params.get("rope_theta", raw.get("rope_theta", 10000.0)), "rope_theta")
-    old = settings_object(raw, "rope_scaling")
-    given = params if params.get("rope_type", "default") != "default" else old
-    kind = given.get("rope_type", given.get("type", "default"))
-    if kind == "default":
-        return theta, None
-    if kind not in ("llama3", "linear", "longrope"):
-        raise ConfigError(f"config.json: RoPE scaling {shown(kind)} is not supported", "only plain RoPE and the llama3, linear and longrope scalings are implemented")
-    if kind == "longrope":
-        return theta, longrope(raw, given)
-    factor = positive_float(given.get("factor"), "rope_scaling factor")
-    if factor < 1:
-        raise ConfigError(f"config.json: rope_scaling factor must be at least 1, not {shown(given.get('factor'))}", "a scaling factor stretches the context; fix it in config.json")
-    if kind == "linear":
-        return theta, RopeScaling(kind, factor)
-    low = positive_float(given.get("low_freq_factor"), "rope_scaling low_freq_factor")
-    high = positive_float(given.get("high_freq_factor"), "rope_scaling high_freq_factor")
-    if high <= low:
-        raise ConfigError(f"config.json: rope_scaling high_freq_factor {shown(given.get('high_freq_factor'))} must be above low_freq_factor {shown(given.get('low_freq_factor'))}", "fix the values in config.json")
-    original = positive_int(given.get("original_max_position_embeddings"), "rope_scaling original_max_position_embeddings")
-    return theta, RopeScaling(kind, factor, low, high, original)
-
-
-def longrope(raw: dict[str, Any], given: dict[str, Any]) -> RopeScaling:
-    """Phi-3's longrope (transformers' _compute_longrope_parameters) within the original context:
-    the short factors, and cos and sin scaled by √(1 + ln(factor) / ln(original)). Beyond that
-    context transformers switches to the long factors for the whole sequence; tfcli stops there."""
-    original = positive_int(given.get("original_max_position_embeddings", raw.get("original_max_position_embeddings")), "original_max_position_embeddings")
-    short = given.get("short_factor")
-    if not isinstance(short, list) or not short:
-        raise ConfigError(f"config.json: rope_scaling short_factor must be a list of numbers, not {shown(short)}", "fix the value in config.json")
-    factors = tuple(positive_float(f, "rope_scaling short_factor") for f in short)
-    factor = given.get("factor") or ConfigReader(raw).int("max_position_embeddings") / original
-    factor = positive_float(factor, "rope_scaling factor")
-    attention = given.get("attention_factor")
-    if attention is None:
-        attention = math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0
-    return RopeScaling("longrope", factor, original_context=original, short_factor=factors, attention_factor=positive_float(attention, "rope_scaling attention_factor"))
-
-
-def rope_frequencies(rotary_dim: int, theta: float, scaling: RopeScaling | None) -> np.ndarray:
-    """The angle per position of each rotated pair [R/2], stretched as `scaling` says.
-
-    Llama 3 (Meta's llama-models `apply_scaling`; transformers' _compute_llama3_parameters): the
-    slow rotations, whose wavelength exceeds what the original context could show, are slowed down
-    by `factor`; the fast ones, which already turned many times, stay; those between are blended.
-    """
-    inv_freq = ops.rope_frequencies(rotary_dim, theta)  # [R/2]
-    if scaling is None:
-        return inv_freq
-    if scaling.kind == "linear":
-        return inv_freq / scaling.factor  # [R/2]
-    if scaling.kind == "longrope":
-        if len(scaling.short_factor) != len(inv_freq):
-            raise ConfigError(f"config.json: rope_scaling short_factor has {len(scaling.short_factor)} entries for {len(inv_freq)} rotated pairs", "fix the value in config.json")
-        return inv_freq / np.array(scaling.short_factor)  # [R/2]
-    wavelength = 2 * np.pi / inv_freq  # [R/2] positions per turn
-    smooth = (scaling.original_context / wavelength - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor)  # [R/2]
-    blended = (1 - smooth) * inv_freq / scaling.factor + smooth * inv_freq  # [R/2]
-    long, short = scaling.original_context / scaling.low_freq_factor, scaling.original_context / scaling.high_freq_factor
-    return np.where(wavelength > long, inv_freq / scaling.factor, np.where(wavelength < short, inv_freq, blended))  # [R/2]
-
-
 def config_from_hf(
-    raw: dict[str, Any], *, family: str = NAME, qkv_bias: bool | None = None, o_bias: bool | None = None, qk_norm: bool = False
+    raw: dict[str, Any], *, family: str = NAME, qkv_bias: bool | None = None, o_bias: bool | None = None,
+    qk_norm: bool = False,
 ) -> ModelConfig:
     """Llama's config.json keys. Families built on Llama's block (Qwen2, Qwen3, Phi-3) pass their own
     biases and whether queries and keys are normalised."""
@@ -129,7 +53,9 @@ def config_from_hf(
     n_head = r.int("num_attention_heads")
     n_kv_head = r.int("num_key_value_heads", default=n_head)
     if raw.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"config.json: hidden_act {shown(raw.get('hidden_act'))} is not supported", f"{family} models use silu")
+        raise ConfigError(
+            f"config.json: hidden_act {shown(raw.get('hidden_act'))} is not supported", f"{family} models use silu"
+        )
     rope_params = settings_object(raw, "rope_parameters")
     theta, scaling = rope_settings(raw, rope_params, family)
     if raw.get("head_dim") is not None:
@@ -204,7 +130,8 @@ class GGUFMetadata(Protocol):
 
     def get(self, suffix: str, default: Any = None) -> Any: ...  # `{arch}.{suffix}` as stored, unchecked
     def count(self, suffix: str, default: Any = None) -> int: ...  # a positive integer; GGUFError otherwise
-    def number(self, suffix: str, default: Any = None) -> float: ...  # a positive finite number (float32 read as its shortest decimal)
+    # a positive finite number (float32 read as its shortest decimal)
+    def number(self, suffix: str, default: Any = None) -> float: ...
     def tensor(self, name: str) -> np.ndarray | None: ...  # a settings tensor as float32, None if the file has none
 
 
@@ -228,10 +155,15 @@ def plain_rope(meta: GGUFMetadata, config: dict[str, Any]) -> dict[str, Any]:
     """The `settings` of a family whose GGUFs have plain RoPE over whole heads: nothing to add, and
     anything else (partial rotation, a scaling llama.cpp names) refused."""
     if meta.count("rope.dimension_count", config["head_dim"]) != config["head_dim"]:
-        raise GGUFError(f"{meta.name}: RoPE on part of each head (rope.dimension_count) is not supported", f"tfcli converts plain {config['model_type']} models")
+        raise GGUFError(
+            f"{meta.name}: RoPE on part of each head (rope.dimension_count) is not supported",
+            f"tfcli converts plain {config['model_type']} models",
+        )
     scaling = meta.get("rope.scaling.type", "none")
     if scaling != "none":
-        raise GGUFError(f"{meta.name}: RoPE scaling ({shown(scaling)}) is not supported", "only plain RoPE is implemented")
+        raise GGUFError(
+            f"{meta.name}: RoPE scaling ({shown(scaling)}) is not supported", "only plain RoPE is implemented"
+        )
     return {}
 
 
@@ -267,7 +199,11 @@ def llama3_from_factors(factors: np.ndarray, inv_freq: np.ndarray) -> tuple[floa
     else:  # every frequency stretched: an original context below the shortest wavelength
         high, original = 4.0, math.ceil(1 / x.max()) - 1
     high, original = float(f"{high:.6g}"), int(round(original))
-    if original < 1 or high <= 1 or not np.allclose(llama3_factors(inv_freq, factor, 1.0, high, original), factors, rtol=1e-5):
+    if (
+        original < 1
+        or high <= 1
+        or not np.allclose(llama3_factors(inv_freq, factor, 1.0, high, original), factors, rtol=1e-5)
+    ):
         return None
     return factor, high, original
 
@@ -283,26 +219,34 @@ def llama_settings(meta: GGUFMetadata, config: dict[str, Any]) -> dict[str, Any]
     theta, head_dim = config["rope_theta"], config["head_dim"]
     inv_freq = ops.rope_frequencies(head_dim, theta).astype(np.float64)  # [Dh/2]
     if factors.shape != inv_freq.shape:
-        raise GGUFError(f"{meta.name}: rope_freqs.weight has shape {list(factors.shape)}, not one factor for each of the {len(inv_freq)} rotated pairs", "the file is corrupt")
+        raise GGUFError(
+            f"{meta.name}: rope_freqs.weight has shape {list(factors.shape)}, not one factor for each of the "
+            f"{len(inv_freq)} rotated pairs",
+            "the file is corrupt",
+        )
     if not np.isfinite(factors).all() or factors.min() < 1:
         raise GGUFError(f"{meta.name}: rope_freqs.weight holds factors below 1 or not finite", "the file is corrupt")
     if np.allclose(factors, 1.0, rtol=1e-6):
         return {}
     fitted = llama3_from_factors(factors.astype(np.float64), inv_freq)
     if fitted is None:
-        raise GGUFError(f"{meta.name}: its RoPE frequency factors (rope_freqs.weight) do not follow Llama 3's scaling", "only Llama 3's scaling is implemented")
+        raise GGUFError(
+            f"{meta.name}: its RoPE frequency factors (rope_freqs.weight) do not follow Llama 3's scaling",
+            "only Llama 3's scaling is implemented",
+        )
     factor, high, original = fitted
-    scaling = {"rope_type": "llama3", "factor": float(str(np.float32(factor))), "low_freq_factor": 1.0, "high_freq_factor": high, "original_max_position_embeddings": original}
+    scaling = {
+        "rope_type": "llama3", "factor": float(str(np.float32(factor))), "low_freq_factor": 1.0,
+        "high_freq_factor": high, "original_max_position_embeddings": original,
+    }
     return {"rope_parameters": {"rope_theta": theta, **scaling}}
 
 
 GGUF = GGUFNames(
     arch="llama",
     names={
-        "token_embd.weight": "model.embed_tokens.weight",
-        "output_norm.weight": "model.norm.weight",
-        "output.weight": "lm_head.weight",
-        "blk.{i}.attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
+        "token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+        "output.weight": "lm_head.weight", "blk.{i}.attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
         "blk.{i}.attn_q.weight": "model.layers.{i}.self_attn.q_proj.weight",
         "blk.{i}.attn_k.weight": "model.layers.{i}.self_attn.k_proj.weight",
         "blk.{i}.attn_v.weight": "model.layers.{i}.self_attn.v_proj.weight",
@@ -312,7 +256,10 @@ GGUF = GGUFNames(
         "blk.{i}.ffn_up.weight": "model.layers.{i}.mlp.up_proj.weight",
         "blk.{i}.ffn_down.weight": "model.layers.{i}.mlp.down_proj.weight",
     },
-    config={"architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False, "mlp_bias": False, "hidden_act": "silu"},
+    config={
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False, "mlp_bias": False,
+        "hidden_act": "silu",
+    },
     permuted_qk=True,
     settings=llama_settings,
     settings_tensors=("rope_freqs.weight",),
@@ -348,7 +295,9 @@ class Rotary:
         first, last = int(positions[0]), int(positions[-1])
         # a prompt or a decode step; not a batch step, whose rows may stand at different positions
         # (engine/slots.py): [3, 9, 5] has its first and last two apart without being consecutive
-        consecutive = last - first == len(positions) - 1 and (len(positions) <= 2 or bool((np.diff(positions) == 1).all()))
+        consecutive = last - first == len(positions) - 1 and (
+            len(positions) <= 2 or bool((np.diff(positions) == 1).all())
+        )
         end = last + 1 if consecutive else int(positions.max()) + 1
         if end > len(cos):
             n = min(self.n_ctx, max(end, 2 * len(cos), 256))
@@ -373,7 +322,10 @@ class Llama(Transformer):
         self.unembedding = lm_head.T  # [D, V]; a view of embed_tokens when tied
         rotary_dim = config.rotary_dim or config.head_dim  # R
         scaling = config.extra.scaling
-        self.rope = Rotary(rope_frequencies(rotary_dim, config.rope_theta, scaling), config.n_ctx, scaling.attention_factor if scaling else 1.0)
+        self.rope = Rotary(
+            rope_frequencies(rotary_dim, config.rope_theta, scaling), config.n_ctx,
+            scaling.attention_factor if scaling else 1.0,
+        )
         self.window = config.extra.window
 
     @classmethod
@@ -392,17 +344,17 @@ class Llama(Transformer):
             return LlamaLayer(
                 attn_norm=t.get(p + "input_layernorm.weight", (D,)),
                 w_qkv=t.fused(qkv, D),
-                b_qkv=np.concatenate([t.get(a + f"{n}_proj.bias", (k,)) for n, k in zip("qkv", (q_dim, kv_dim, kv_dim))])
+                b_qkv=np.concatenate(
+                    [t.get(a + f"{n}_proj.bias", (k,)) for n, k in zip("qkv", (q_dim, kv_dim, kv_dim))]
+                )
                 if cfg.qkv_bias
                 else None,
                 wo=t.get(a + "o_proj.weight", (D, q_dim)).T,  # [out, in] -> [in, out] view
                 bo=t.get(a + "o_proj.bias", (D,)) if cfg.o_bias else None,
                 mlp_norm=t.get(p + "post_attention_layernorm.weight", (D,)),
                 mlp=ops.MLP(
-                    w_in=t.fused([(p + "mlp.gate_proj.weight", F), (p + "mlp.up_proj.weight", F)], D),
-                    act=ops.silu,
-                    gated=True,
-                    w_out=t.get(p + "mlp.down_proj.weight", (D, F)).T,
+                    w_in=t.fused([(p + "mlp.gate_proj.weight", F), (p + "mlp.up_proj.weight", F)], D), act=ops.silu,
+                    gated=True, w_out=t.get(p + "mlp.down_proj.weight", (D, F)).T,
                 ),
                 q_norm=t.get(a + "q_norm.weight", (cfg.head_dim,)) if cfg.qk_norm else None,
                 k_norm=t.get(a + "k_norm.weight", (cfg.head_dim,)) if cfg.qk_norm else None,
@@ -414,7 +366,8 @@ class Llama(Transformer):
             t.ignore("lm_head.weight")  # a copy of the embedding some savers write out; not read
         else:
             lm_head = t.get("lm_head.weight", (V, D))
-        t.ignore(*(name for name in t.names if name.endswith("rotary_emb.inv_freq")))  # non-persistent buffers some converters save
+        # non-persistent buffers some converters save
+        t.ignore(*(name for name in t.names if name.endswith("rotary_emb.inv_freq")))
         return cls(cfg, embed, [layer(i) for i in range(cfg.n_layer)], t.get("model.norm.weight", (D,)), lm_head)
 
     def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -432,7 +385,13 @@ class Llama(Transformer):
         qkv = qkv.reshape(t_len, H + 2 * Hkv, cfg.head_dim)  # [T, H+2Hkv, Dh]
         qk = qkv[:, : H + Hkv]  # [T, H+Hkv, Dh]
         if layer.q_norm is not None:  # Qwen3: each head's queries and keys normalised before they rotate
-            qk = np.concatenate([ops.rms_norm(qk[:, :H], layer.q_norm, cfg.norm_eps), ops.rms_norm(qk[:, H:], layer.k_norm, cfg.norm_eps)], axis=1)
+            qk = np.concatenate(
+                [
+                    ops.rms_norm(qk[:, :H], layer.q_norm, cfg.norm_eps),
+                    ops.rms_norm(qk[:, H:], layer.k_norm, cfg.norm_eps),
+                ],
+                axis=1,
+            )
         cos, sin = self.rope(at.positions)  # [T, R/2] each
         qk = ops.apply_rope(qk, cos, sin)  # [T, H+Hkv, Dh]: queries and keys rotate together
         z = self.attend(qk[:, :H], qk[:, H:], qkv[:, H + Hkv :], at, window=self.window)  # [T, H, Dh]

@@ -18,7 +18,10 @@ ARCHITECTURES = ("Qwen2ForCausalLM",)
 
 def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
     if raw.get("use_sliding_window"):
-        raise ConfigError("config.json: Qwen2 sliding-window attention is not supported", "set use_sliding_window to false (as the released models do)")
+        raise ConfigError(
+            "config.json: Qwen2 sliding-window attention is not supported",
+            "set use_sliding_window to false (as the released models do)",
+        )
     return llama.config_from_hf(raw, family=NAME, qkv_bias=True, o_bias=False)
 
 
@@ -27,12 +30,13 @@ CENSUS = llama.CENSUS
 GGUF = llama.GGUFNames(
     arch="qwen2",
     names={
-        **llama.GGUF.names,
-        "blk.{i}.attn_q.bias": "model.layers.{i}.self_attn.q_proj.bias",
+        **llama.GGUF.names, "blk.{i}.attn_q.bias": "model.layers.{i}.self_attn.q_proj.bias",
         "blk.{i}.attn_k.bias": "model.layers.{i}.self_attn.k_proj.bias",
         "blk.{i}.attn_v.bias": "model.layers.{i}.self_attn.v_proj.bias",
     },
-    config={"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "use_sliding_window": False, "hidden_act": "silu"},
+    config={
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "use_sliding_window": False, "hidden_act": "silu",
+    },
     # llama.cpp runs Qwen2 with NEOX-style RoPE (halves, as Hugging Face), so its converter leaves the rows alone.
     permuted_qk=False,
     settings=llama.plain_rope,

@@ -18,7 +18,10 @@ ARCHITECTURES = ("Qwen3ForCausalLM",)
 
 def config_from_hf(raw: dict[str, Any]) -> ModelConfig:
     if raw.get("use_sliding_window"):
-        raise ConfigError("config.json: Qwen3 sliding-window attention is not supported", "set use_sliding_window to false (as the released models do)")
+        raise ConfigError(
+            "config.json: Qwen3 sliding-window attention is not supported",
+            "set use_sliding_window to false (as the released models do)",
+        )
     return llama.config_from_hf(raw, family=NAME, qk_norm=True)
 
 
@@ -27,11 +30,13 @@ CENSUS = llama.CENSUS
 GGUF = llama.GGUFNames(
     arch="qwen3",
     names={
-        **llama.GGUF.names,
-        "blk.{i}.attn_q_norm.weight": "model.layers.{i}.self_attn.q_norm.weight",
+        **llama.GGUF.names, "blk.{i}.attn_q_norm.weight": "model.layers.{i}.self_attn.q_norm.weight",
         "blk.{i}.attn_k_norm.weight": "model.layers.{i}.self_attn.k_norm.weight",
     },
-    config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "use_sliding_window": False, "hidden_act": "silu", "attention_bias": False},
+    config={
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "use_sliding_window": False, "hidden_act": "silu",
+        "attention_bias": False,
+    },
     # convert_hf_to_gguf.py's Qwen3Model is its Qwen2Model: NEOX RoPE, rows as Hugging Face stores them.
     permuted_qk=False,
     settings=llama.plain_rope,

@@ -31,20 +31,6 @@ def cpu_name() -> str:
         return platform.machine() + " " + platform.processor()
 
 
-def cpu_features() -> frozenset[str]:
-    """The host CPU's features LLVM knows, for the kernels' choice of instructions (llvm.py; cache_dir
-    keys the compiled code to the CPU). TFCLI_KERNEL_FEATURES (comma-separated) compiles as for
-    another CPU's, a test's way to check them. Imports llvmlite: called in build.py's process."""
-    import llvmlite.binding as binding
-
-    if os.environ.get("TFCLI_KERNEL_FEATURES") is not None:
-        return frozenset(f for f in os.environ["TFCLI_KERNEL_FEATURES"].split(",") if f)
-    try:
-        return frozenset(name for name, on in binding.get_host_cpu_features().items() if on)
-    except RuntimeError:
-        return frozenset()
-
-
 def cache_dir() -> Path:
     """<home>/kernels/<key>: one folder per version of the kernels' sources (every file of fast/source/,
     and fast/arguments.py), of numba and llvmlite, and CPU, so that a folder holding the `ready` marker
@@ -157,8 +143,15 @@ def key_taken(folder: Path) -> str | None:
             return None
         except OSError:
             pass
-    what = "a folder tfcli did not write" if stat.S_ISDIR(st.st_mode) else "a link" if stat.S_ISLNK(st.st_mode) else "a file"
-    return f"{folder} is {what}, where tfcli keeps its compiled kernels: move it away, or set TFCLI_KERNEL_CACHE to another folder"
+    what = "a file"
+    if stat.S_ISDIR(st.st_mode):
+        what = "a folder tfcli did not write"
+    elif stat.S_ISLNK(st.st_mode):
+        what = "a link"
+    return (
+        f"{folder} is {what}, where tfcli keeps its compiled kernels: "
+        "move it away, or set TFCLI_KERNEL_CACHE to another folder"
+    )
 
 
 def orphan_guard() -> str:

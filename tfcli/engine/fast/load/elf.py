@@ -24,11 +24,15 @@ import sys
 SHF_ALLOC, SHT_NOBITS, SHT_RELA, SHT_SYMTAB = 0x2, 8, 4, 2
 SHN_UNDEF, SHN_ABS, SHN_COMMON = 0, 0xFFF1, 0xFFF2
 R_64, R_PC32, R_PLT32, R_GOTPCREL, R_GOTPCRELX, R_REX_GOTPCRELX, R_PC64 = 1, 2, 4, 9, 41, 42, 24
-HANDLED = {R_64: "R_X86_64_64", R_PC32: "R_X86_64_PC32", R_PLT32: "R_X86_64_PLT32", R_GOTPCREL: "R_X86_64_GOTPCREL",
-           R_GOTPCRELX: "R_X86_64_GOTPCRELX", R_REX_GOTPCRELX: "R_X86_64_REX_GOTPCRELX", R_PC64: "R_X86_64_PC64"}  # fmt: skip
-OTHERS = {10: "R_X86_64_32", 11: "R_X86_64_32S", 16: "R_X86_64_DTPMOD64", 17: "R_X86_64_DTPOFF64", 18: "R_X86_64_TPOFF64",
-          19: "R_X86_64_TLSGD", 20: "R_X86_64_TLSLD", 21: "R_X86_64_DTPOFF32", 22: "R_X86_64_GOTTPOFF", 23: "R_X86_64_TPOFF32",
-          26: "R_X86_64_GOTPC32"}  # the System V x86-64 ABI's names, for the message  # fmt: skip
+HANDLED = {
+    R_64: "R_X86_64_64", R_PC32: "R_X86_64_PC32", R_PLT32: "R_X86_64_PLT32", R_GOTPCREL: "R_X86_64_GOTPCREL",
+    R_GOTPCRELX: "R_X86_64_GOTPCRELX", R_REX_GOTPCRELX: "R_X86_64_REX_GOTPCRELX", R_PC64: "R_X86_64_PC64",
+}  # fmt: skip
+OTHERS = {  # the System V x86-64 ABI's names, for the message
+    10: "R_X86_64_32", 11: "R_X86_64_32S", 16: "R_X86_64_DTPMOD64", 17: "R_X86_64_DTPOFF64", 18: "R_X86_64_TPOFF64",
+    19: "R_X86_64_TLSGD", 20: "R_X86_64_TLSLD", 21: "R_X86_64_DTPOFF32", 22: "R_X86_64_GOTTPOFF",
+    23: "R_X86_64_TPOFF32", 26: "R_X86_64_GOTPC32",
+}  # fmt: skip
 
 
 class ObjectError(Exception):
@@ -47,12 +51,15 @@ class Loaded:
     (calling one stops the process at an `ud2`); any other unresolved name is refused."""
 
     def __init__(self, data: bytes, may_trap: tuple[str, ...] = ()) -> None:
-        if len(data) < 64 or data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01" or struct.unpack_from("<HH", data, 16) != (1, 62):  # fmt: skip
+        elf64_le = len(data) >= 64 and data[:4] == b"\x7fELF" and data[4:6] == b"\x02\x01"
+        if not elf64_le or struct.unpack_from("<HH", data, 16) != (1, 62):  # a relocatable object for x86-64
             raise ObjectError("not an x86-64 ELF relocatable object")
-        shoff, = struct.unpack_from("<Q", data, 0x28)
+        (shoff,) = struct.unpack_from("<Q", data, 0x28)
         entsize, count, names_at = struct.unpack_from("<HHH", data, 0x3A)
         if entsize < 64 or shoff + count * entsize > len(data) or names_at >= count:
-            raise ObjectError(f"the section headers run past the end of the file ({len(data):,} bytes): it is cut short")
+            raise ObjectError(
+                f"the section headers run past the end of the file ({len(data):,} bytes): it is cut short"
+            )
         # name, type, flags, addr, offset, size, link, info, align, entsize
         sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entsize) for i in range(count)]
 
@@ -66,7 +73,9 @@ class Loaded:
             if s[1] != SHT_NOBITS and s[1] != 0 and s[4] + s[5] > len(data):
                 shstr = sections[names_at]
                 where = text(shstr[4] + s[0]) if shstr[4] + shstr[5] <= len(data) else "?"
-                raise ObjectError(f"section {where} ends at byte {s[4] + s[5]:,} of a {len(data):,}-byte file: it is cut short")
+                raise ObjectError(
+                    f"section {where} ends at byte {s[4] + s[5]:,} of a {len(data):,}-byte file: it is cut short"
+                )
 
         place, size = {}, 0  # section index -> offset in the region
         for i, s in enumerate(sections):
@@ -76,7 +85,8 @@ class Loaded:
                 size += s[5]
         symtab = next(s for s in sections if s[1] == SHT_SYMTAB)
         strings = sections[symtab[6]][4]
-        symbols = [struct.unpack_from("<IBBHQQ", data, symtab[4] + 24 * k) for k in range(symtab[5] // 24)]  # name, info, other, shndx, value, size
+        # name, info, other, shndx, value, size
+        symbols = [struct.unpack_from("<IBBHQQ", data, symtab[4] + 24 * k) for k in range(symtab[5] // 24)]
         names = [text(strings + s[0]) for s in symbols]
         common = {}
         for k, s in enumerate(symbols):
@@ -87,19 +97,24 @@ class Loaded:
         external = [k for k, s in enumerate(symbols) if s[3] == SHN_UNDEF and names[k]]
         process = ctypes.CDLL(None)
         found = {k: _defined(process, names[k]) for k in external}
-        missing = sorted({names[k] for k, at in found.items() if at is None and not (may_trap and names[k].startswith(may_trap))})
+        missing = sorted(
+            {names[k] for k, at in found.items() if at is None and not (may_trap and names[k].startswith(may_trap))}
+        )
         if missing:
             shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
-            raise ObjectError(f"unresolved symbol{'s' if len(missing) > 1 else ''}: {shown} (nothing in this process defines it)")
+            raise ObjectError(
+                f"unresolved symbol{'s' if len(missing) > 1 else ''}: {shown} (nothing in this process defines it)"
+            )
         relocations = []  # (the section they apply to, its RELA section)
         for s in sections:
             if s[1] == SHT_RELA and s[7] in place:
                 relocations.append((s[7], s))
                 for r in range(s[5] // 24):
-                    info, = struct.unpack_from("<Q", data, s[4] + 24 * r + 8)
+                    (info,) = struct.unpack_from("<Q", data, s[4] + 24 * r + 8)
                     kind, k = info & 0xFFFFFFFF, info >> 32
                     if kind not in HANDLED:
-                        what, against = OTHERS.get(kind, f"type {kind}"), names[k] if k < len(names) and names[k] else "a section"
+                        what = OTHERS.get(kind, f"type {kind}")
+                        against = names[k] if k < len(names) and names[k] else "a section"
                         raise ObjectError(f"relocation {what} against {against!r} is not supported")
         size = _align(size, 16)
         jumps = {k: size + 16 * j for j, k in enumerate(external)}  # jmp *0(%rip); .quad address
@@ -158,7 +173,7 @@ def undefined(data: bytes) -> list[str]:
     another format. What another loader must resolve (kernels.py's llvmlite one)."""
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
         return []
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     entsize, count = struct.unpack_from("<HH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entsize) for i in range(count)]
     names = []

@@ -28,32 +28,37 @@ from pathlib import Path
 
 import numpy as np
 
-from ...formats import BLOCK_TYPES
-from . import elf
-from .. import arguments as S
+from ...formats import BLOCK_TYPES, GGMLType
+from . import elf, workers
+from ..arguments import ATTENTION_THREADS_FROM, PART_WIDTH, SLOTS, X8, Attention, Blocks, PartColumn, Product
 from ..run.activations import layout as x_layout
 from .compiled import cache_dir, key_taken, orphan_guard, ours, read_regular, remove_stale, writable
 from ..run.interleave import TYPES, Interleaved, interleave
 
-__all__ = ["KernelsUnavailable", "SUPPORTED", "attention", "cache_dir", "dequantize_rows", "layout", "load", "Parts", "product", "product_parts", "quantize_activations", "will_compile", "writable"]
+__all__ = [
+    "KernelsUnavailable", "SUPPORTED", "attention", "cache_dir", "dequantize_rows", "layout", "load", "PartTable",
+    "product", "product_parts", "quantize_activations", "will_compile", "writable",
+]
 
 
 class KernelsUnavailable(Exception):
     """The kernels cannot be compiled or loaded here; str() is a one-line reason."""
 
 
-F32, F16, BF16 = S.F32, S.F16, S.BF16
 BLOCKS32 = frozenset(TYPES)  # blocks of 32 weights (interleave.py lays them out), x quantized Q8_0-style
-K_QUANTS = frozenset({S.Q4_K, S.Q5_K, S.Q6_K})  # blocks of 256, x quantized Q8_K-style
-FLOATS = frozenset({F32, F16, BF16})  # x stays float32
+K_QUANTS = frozenset({GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K})  # blocks of 256, x quantized Q8_K-style
+FLOATS = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.BF16})  # x stays float32
 SUPPORTED: frozenset[int] = BLOCKS32 | K_QUANTS | FLOATS
-INTERLEAVED = frozenset(t + S.X8 for t in BLOCKS32)  # the same blocks, rows interleaved 8 at a time (interleave.py): a Parts entry's kind
+# the same blocks, rows interleaved 8 at a time (interleave.py): a PartTable row's kind
+INTERLEAVED = frozenset(t + X8 for t in BLOCKS32)
 
 _lock = threading.Lock()
 _k: dict[str, object] = {}  # filled once by load(): the jobs' addresses, `run`, the loaded objects, the pool
-_JOB = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+_JOB = ctypes.CFUNCTYPE(
+    ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64
+)
 _WORK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
-_PACK = struct.Struct(f"<{S.SLOTS}q")
+_PACK = struct.Struct(f"<{SLOTS}q")
 
 
 # --- loading ------------------------------------------------------------------------------------------
@@ -96,8 +101,9 @@ def _load(again: bool = True) -> dict[str, object]:
             raise ValueError("a compiled file does not match its sha256")
         symbols, keep = _place(objects, index)
         pool = index["pool"]
-        return {"jobs": {name: symbols[name] for name in index["jobs"]}, "run": _JOB(symbols["pool"]), "run_at": symbols["pool"],
-                "work": _WORK(symbols["pool.work"]) if pool["threads"] else None, "keep": keep}  # fmt: skip
+        jobs = {name: symbols[name] for name in index["jobs"]}
+        work = _WORK(symbols["pool.work"]) if pool["threads"] else None
+        return {"jobs": jobs, "run": _JOB(symbols["pool"]), "run_at": symbols["pool"], "work": work, "keep": keep}
     except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, RuntimeError) as e:
         if again and temporary is None and ours(folder) and writable(folder.parent):
             shutil.rmtree(folder, ignore_errors=True)
@@ -110,39 +116,25 @@ def _load(again: bool = True) -> dict[str, object]:
 
 def _place(objects: dict[str, bytes], index: dict) -> tuple[dict[str, int], list]:
     """Each object placed in memory -> ({job: address, "pool": run's, "pool.work": work's}, what keeps them alive)."""
-    wanted = {name: ([index["jobs"][name]] if name != "pool" else [index["pool"]["run"], index["pool"]["work"]]) for name in objects}
+    wanted = {
+        name: ([index["jobs"][name]] if name != "pool" else [index["pool"]["run"], index["pool"]["work"]])
+        for name in objects
+    }
     addresses, keep = {}, []
     if elf.supported() and os.environ.get("TFCLI_KERNEL_LOADER", "") != "llvm":
         for name, data in objects.items():
             try:
-                placed = elf.Loaded(data, may_trap=("NRT_", "numba_"))  # numba's runtime: only in paths the jobs never take
+                # numba's runtime: only in paths the jobs never take
+                placed = elf.Loaded(data, may_trap=("NRT_", "numba_"))
             except elf.ObjectError as e:
                 raise ValueError(str(e)) from e
             keep.append(placed)
             found = [placed.symbols[s] for s in wanted[name]]
             addresses.update({name: found[0]} if name != "pool" else {"pool": found[0], "pool.work": found[1]})
         return addresses, keep
-    return _place_with_llvm(objects, wanted)
+    from . import llvm_loader  # the one module of the process that multiplies to import llvmlite
 
-
-def _place_with_llvm(objects: dict[str, bytes], wanted: dict[str, list[str]]):
-    """Where elf.py cannot place them (not Linux on x86-64): llvmlite's own loader, in this process."""
-    import llvmlite.binding as binding
-    binding.initialize_native_target()
-    binding.initialize_native_asmprinter()
-    machine = binding.Target.from_default_triple().create_target_machine()
-    for name in {n for data in objects.values() for n in elf.undefined(data) if n.startswith(("NRT_", "numba_"))}:  # numba's runtime,
-        binding.add_symbol(name, ctypes.cast(ctypes.CDLL(None).abort, ctypes.c_void_p).value)  # absent: one unresolved name left LLVM
-    # resolving none of an object's names (memset at 0, a crash): they abort, as elf.py's trap stops, on paths the jobs never take
-    engines, addresses = [], {}
-    for name, data in objects.items():  # one engine per object: the jobs define the same helpers
-        engine = binding.create_mcjit_compiler(binding.parse_assembly(""), machine)
-        engine.add_object_file(binding.ObjectFileRef.from_data(data))
-        engine.finalize_object()
-        engines.append(engine)
-        found = [engine.get_function_address(s) for s in wanted[name]]
-        addresses.update({name: found[0]} if name != "pool" else {"pool": found[0], "pool.work": found[1]})
-    return addresses, engines
+    return llvm_loader.place(objects, wanted)
 
 
 def _build_into(folder: Path) -> None:
@@ -170,52 +162,19 @@ def _build(folder: Path) -> None:
     package_root = str(Path(__file__).resolve().parents[4])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
     try:
-        code = orphan_guard() + f"from pathlib import Path; from tfcli.engine.fast.source.build import build; build(Path({str(folder)!r}))"
+        build = f"from tfcli.engine.fast.source.build import build; build(Path({str(folder)!r}))"
+        code = orphan_guard() + "from pathlib import Path; " + build
         r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise KernelsUnavailable(f"the kernels did not compile ({type(e).__name__})") from e
     if r.returncode != 0:
         lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
         why = lines[-1] if lines else f"exit status {r.returncode}"
-        raise KernelsUnavailable(f"numba is not importable ({why.strip()})" if why.startswith(("ModuleNotFoundError", "ImportError")) else f"the kernels did not compile ({why.strip()})")
-
-
-# --- the pool -----------------------------------------------------------------------------------------
-
-
-class _Pool:
-    """pool.py's fields in an int64 array, and the Python threads that each run tfcli_work for life."""
-
-    def __init__(self) -> None:
-        from ..source import pool
-
-        self._bytes = np.zeros(pool.SIZE // 8 + 8, np.int64)
-        start = (-self._bytes.ctypes.data % 64) // 8  # fields a cache line apart from a line's start
-        self.fields = self._bytes[start : start + pool.SIZE // 8]  # [SIZE/8] int64
-        self.address = self.fields.ctypes.data
-        self.workers = 0
-        self.lock = threading.Lock()  # one product on the pool at a time; another caller runs its chunks alone
-        self._workers_at = pool.WORKERS // 8
-
-    def grow(self, workers: int) -> None:
-        """At least `workers` workers (called with self.lock held, so no product is running)."""
-        while self.workers < workers:
-            seen = int(self.fields[:1].view(np.int32)[0])  # GEN: the worker waits for the next product
-            threading.Thread(target=_k["work"], args=(self.address, seen), daemon=True, name="tfcli-kernels").start()
-            self.workers += 1
-            self.fields[self._workers_at] = self.workers
-
-
-_pool: list[_Pool] = []  # made on first use; forgotten in a forked child, which has no worker threads
-os.register_at_fork(after_in_child=_pool.clear)
-
-
-def _the_pool() -> _Pool:
-    if not _pool:
-        with _lock:
-            if not _pool:
-                _pool.append(_Pool())
-    return _pool[0]
+        raise KernelsUnavailable(
+            f"numba is not importable ({why.strip()})"
+            if why.startswith(("ModuleNotFoundError", "ImportError"))
+            else f"the kernels did not compile ({why.strip()})"
+        )
 
 
 # --- calling ------------------------------------------------------------------------------------------
@@ -230,6 +189,7 @@ def _data_address(a: np.ndarray) -> int:
 _DATA_OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p)
 _probe = np.arange(3, dtype=np.float32)[1:]
 if ctypes.c_void_p.from_address(id(_probe) + _DATA_OFFSET).value != _probe.ctypes.data:  # a NumPy laid out otherwise
+
     def _data_address(a: np.ndarray) -> int:  # noqa: F811
         return a.ctypes.data
 
@@ -244,8 +204,9 @@ class _Buffers(threading.local):
 _buffers = _Buffers()
 
 
-def _activations(parts: Parts, T: int, K: int) -> list[int]:
-    """The addresses of this thread's buffers for x [T, K] quantized for `parts` (Parts.buffers), kept between calls."""
+def _activations(parts: PartTable, T: int, K: int) -> list[int]:
+    """The addresses of this thread's buffers for x [T, K] quantized for `parts` (PartTable.buffers), kept between
+    calls."""
     key = (T, K, parts.block)
     got = _buffers.by_shape.get(key)
     if got is None:
@@ -266,47 +227,30 @@ class _Args(threading.local):
     """Each thread's argument array for the jobs (arguments.py), reused from call to call."""
 
     def __init__(self) -> None:
-        self.a = (ctypes.c_int64 * S.SLOTS)()
+        self.a = (ctypes.c_int64 * SLOTS)()
         self.address = ctypes.addressof(self.a)
 
 
 _args = _Args()
 
 
-def _slots(**named: int) -> list[int]:
-    """The jobs' argument `a` (arguments.py), each slot given by its name there; the rest 0."""
-    a = [0] * S.SLOTS
+def _product_args(**named: int) -> list[int]:
+    """A product job's argument `a`, each field given by its name in arguments.Product; the rest 0."""
+    a = [0] * SLOTS
     for name, value in named.items():
-        a[_SLOT[name]] = value
+        a[getattr(Product, name)] = value
     return a
-
-
-_SLOT = {name: value for name, value in vars(S).items() if name.isupper() and isinstance(value, int)}  # name -> index
-
-
-def _acquire(threads: int) -> _Pool | None:
-    """The pool for a call on `threads` threads, its lock taken (the caller releases it) and its
-    workers started; None when one thread is asked for, the pool cannot have workers, or another
-    call holds it (then the call runs every chunk on its own thread: the same bits)."""
-    pool = _the_pool() if threads > 1 and _k["work"] is not None else None
-    if pool is None or not pool.lock.acquire(blocking=False):
-        return None
-    try:
-        if pool.workers < threads - 1:
-            pool.grow(threads - 1)
-    except BaseException:
-        pool.lock.release()
-        raise
-    return pool
 
 
 def _call(first: str | None, job: str, slots: list[int], chunks: int, threads: int) -> None:
     args = _args
     _PACK.pack_into(args.a, 0, *slots)
     jobs = _k["jobs"]
-    pool = _acquire(threads)
+    pool = workers.acquire(threads, _k["work"])
     try:
-        status = _k["run"](pool.address if pool is not None else None, jobs[first] if first else None, jobs[job], args.address, chunks)
+        status = _k["run"](
+            pool.address if pool is not None else None, jobs[first] if first else None, jobs[job], args.address, chunks
+        )
     finally:
         if pool is not None:
             pool.lock.release()
@@ -334,9 +278,9 @@ def decode_blocks(slots: np.ndarray, threads: int = 1) -> None:
     free (else every chunk here: the same bits). Releases the GIL."""
     if not _k:
         load()
-    pool = _acquire(threads)
+    pool = workers.acquire(threads, _k["work"])
     try:
-        slots[S.B_POOL] = pool.address if pool is not None else 0  # the calls inside hand their chunks to it
+        slots[Blocks.POOL] = pool.address if pool is not None else 0  # the calls inside hand their chunks to it
         status = _k["run"](None, None, _k["jobs"]["decode_blocks"], slots.ctypes.data, 1)
     finally:
         if pool is not None:
@@ -346,7 +290,7 @@ def decode_blocks(slots: np.ndarray, threads: int = 1) -> None:
 
 
 def layout(type_id: int) -> str:
-    """Which job multiplies weights of this type: parts of one layout share a call (Parts)."""
+    """Which job multiplies weights of this type: parts of one layout share a call (PartTable)."""
     return "k" if type_id in K_QUANTS else "floats" if type_id in FLOATS else "blocks32"
 
 
@@ -357,32 +301,48 @@ def _held(rows, type_id: int):
     return interleave(_rows_ok(rows), type_id) if type_id in BLOCKS32 else _rows_ok(rows)
 
 
-def _entry(rows, type_id: int, col: int) -> tuple:
-    """A parts table row (slots.P_*): an Interleaved part's groups, else its stored rows."""
+def _entry(rows, type_id: int, col: int) -> list[int]:
+    """A row of a PartTable (arguments.PartColumn): an Interleaved part's groups, else its stored rows."""
+    e = [0] * PART_WIDTH
     if isinstance(rows, Interleaved):
-        return (_data_address(rows.groups), rows.groups.strides[0], rows.type_id + S.X8, col, rows.rows)
-    return (_data_address(rows), rows.strides[0], type_id, col, len(rows))
+        e[PartColumn.ROWS], e[PartColumn.RB] = _data_address(rows.groups), rows.groups.strides[0]
+        e[PartColumn.KIND], e[PartColumn.N] = rows.type_id + X8, rows.rows
+    else:
+        e[PartColumn.ROWS], e[PartColumn.RB], e[PartColumn.KIND] = _data_address(rows), rows.strides[0], type_id
+        e[PartColumn.N] = len(rows)
+    e[PartColumn.COL] = col
+    return e
 
 
-class Parts:
+class PartTable:
     """Weight rows that one call multiplies: a list of (rows, type_id, col), each the n rows of a
     matrix as product() takes them (the 32-weight types interleaved here, unless given as an
     interleave.Interleaved) and the column of out its first row fills, all of one layout(). Their
-    table of addresses (slots.P_*) is made once: a matrix keeps its Parts (fast/run/kernel_products.py)."""
+    table of addresses (arguments.PartColumn) is made once: a matrix keeps its PartTable
+    (fast/run/kernel_products.py)."""
 
     def __init__(self, parts: list[tuple[np.ndarray | Interleaved, int, int]]) -> None:
         types = {t for _, t, _ in parts}
-        if not types <= SUPPORTED or len({layout(t) for t in types}) != 1 or any(isinstance(r, Interleaved) and t != r.type_id for r, t, _ in parts):
-            raise ValueError(f"no compiled product for tensor types {sorted(types)} in one call (see SUPPORTED, layout)")
+        if (
+            not types <= SUPPORTED
+            or len({layout(t) for t in types}) != 1
+            or any(isinstance(r, Interleaved) and t != r.type_id for r, t, _ in parts)
+        ):
+            raise ValueError(
+                f"no compiled product for tensor types {sorted(types)} in one call (see SUPPORTED, layout)"
+            )
         self.parts = [(_held(rows, t), t, col) for rows, t, col in parts]  # held: the table points into them
-        self.table = np.array([_entry(*p) for p in self.parts], np.int64)  # [P, 5]
+        self.table = np.array([_entry(*p) for p in self.parts], np.int64)  # [P, PART_WIDTH]
         self.address, self.count = self.table.ctypes.data, len(self.table)
-        self.rows = int(self.table[:, S.P_N].sum())
+        self.rows = int(self.table[:, PartColumn.N].sum())
         self.kind = layout(parts[0][1])
         self.job = "product_floats" if self.kind == "floats" else "product_quantized"
         self.first = None if self.kind == "floats" else "quantize"  # the job run once before the chunks: x quantized
-        self.block, self.group = x_layout(parts[0][1])
-        self.slots = _slots(BLOCK=self.block, GROUP=self.group, HI=self.rows, PARTS=self.address, NPARTS=self.count)  # what every call shares
+        self.block, self.sum_size = x_layout(parts[0][1])
+        # what every call shares
+        self.slots = _product_args(
+            BLOCK=self.block, SUM_SIZE=self.sum_size, HI=self.rows, PARTS=self.address, NPARTS=self.count
+        )
 
     def chunks(self, threads: int) -> int:
         """How many chunks a call on `threads` threads cuts the rows into (under 32 rows a thread: one)."""
@@ -390,21 +350,25 @@ class Parts:
 
     def buffers(self, T: int, K: int, chunks: int) -> tuple[np.ndarray, ...]:
         """What a call on x [T, K] writes besides out: W32 [chunks, K] float32 (each chunk's F16 or BF16
-        weight row as float32), or x quantized: q [T*K] int8, d [T, K/block] float32, sums [T, K/group]
+        weight row as float32), or x quantized: q [T*K] int8, d [T, K/block] float32, sums [T, K/sum_size]
         int32, xm [T, K/32] float32 (arguments.py)."""
         if self.kind == "floats":
             return (np.empty((chunks, K), np.float32),)
-        return np.empty(T * K, np.int8), np.empty((T, K // self.block), np.float32), np.empty((T, K // self.group), np.int32), np.empty((T, K // 32), np.float32)
+        return (
+            np.empty(T * K, np.int8), np.empty((T, K // self.block), np.float32),
+            np.empty((T, K // self.sum_size), np.int32), np.empty((T, K // 32), np.float32),
+        )
 
     def call(self, x_at: int, T: int, K: int, out_at: int, ld: int, chunks: int, buffers: list[int]) -> list[int]:
         """The slots of a call: x [T, K] at address x_at into out at out_at (rows ld elements apart), in
         `chunks` chunks, writing the buffers (the addresses of buffers()' arrays)."""
         slots = self.slots.copy()
-        slots[S.X], slots[S.T], slots[S.K], slots[S.OUT], slots[S.LD], slots[S.CHUNKS] = x_at, T, K, out_at, ld, chunks
+        slots[Product.X], slots[Product.T], slots[Product.K] = x_at, T, K
+        slots[Product.OUT], slots[Product.LD], slots[Product.CHUNKS] = out_at, ld, chunks
         if self.kind == "floats":
-            slots[S.W32] = buffers[0]
+            slots[Product.W32] = buffers[0]
         else:
-            slots[S.XQ], slots[S.XD], slots[S.XS], slots[S.XM] = buffers
+            slots[Product.XQ], slots[Product.XD], slots[Product.XS], slots[Product.XM] = buffers
         return slots
 
 
@@ -412,10 +376,10 @@ def product(x: np.ndarray, rows: np.ndarray, type_id: int, out: np.ndarray, lo: 
     """out[:, lo:hi] = x @ W[lo:hi].T, W the [N, K] matrix whose rows are `rows` (uint8 [N, row bytes];
     F32: float32 [N, K]). x [T, K] float32 C-contiguous; out [T, N] float32, any strides. Releases the
     GIL. `threads` > 1: the rows in that many chunks on the pool's threads."""
-    product_parts(x, Parts([(rows[lo:hi], type_id, lo)]), out, threads)
+    product_parts(x, PartTable([(rows[lo:hi], type_id, lo)]), out, threads)
 
 
-def product_parts(x: np.ndarray, parts: Parts, out: np.ndarray, threads: int = 1) -> None:
+def product_parts(x: np.ndarray, parts: PartTable, out: np.ndarray, threads: int = 1) -> None:
     """For each (rows, type_id, col) of `parts`: out[:, col:col+n] = x @ rows.T. The parts share one
     call, x quantized once for all, and their rows are cut into chunks together."""
     if not _k:
@@ -423,7 +387,7 @@ def product_parts(x: np.ndarray, parts: Parts, out: np.ndarray, threads: int = 1
     if out.strides[1] != 4 or out.strides[0] % 4:
         into = np.empty(out.shape, np.float32)
         product_parts(x, parts, into, threads)
-        for col, n in parts.table[:, [S.P_COL, S.P_N]]:
+        for col, n in parts.table[:, [PartColumn.COL, PartColumn.N]]:
             out[:, col : col + n] = into[:, col : col + n]
         return
     if not x.flags.c_contiguous or x.dtype != np.float32:
@@ -432,11 +396,10 @@ def product_parts(x: np.ndarray, parts: Parts, out: np.ndarray, threads: int = 1
     chunks = parts.chunks(threads)
     scratch = parts.buffers(T, K, chunks) if parts.kind == "floats" else None  # held until the call returns
     buffers = [scratch[0].ctypes.data] if scratch is not None else _activations(parts, T, K)
-    _call(parts.first, parts.job, parts.call(_data_address(x), T, K, _data_address(out), out.strides[0] // 4, chunks, buffers), chunks, threads)
-
-
-_ATTENTION = (S.A_Q, S.A_ROWS, S.A_DH, S.A_HKV, S.A_K, S.A_KH, S.A_KS, S.A_V, S.A_VH, S.A_VS, S.A_S, S.A_OUT, S.A_CHUNKS, S.A_SCRATCH, S.A_SPLIT)
-assert _ATTENTION == tuple(range(len(_ATTENTION))), "attention() fills the attention job's slots in this order"
+    _call(
+        parts.first, parts.job,
+        parts.call(_data_address(x), T, K, _data_address(out), out.strides[0] // 4, chunks, buffers), chunks, threads,
+    )
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> np.ndarray:
@@ -455,23 +418,29 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> 
     if k.dtype != np.float32 or v.dtype != np.float32 or kd != 4 or vd != 4 or (kh | ks | vh | vs) % 4:
         k, v = np.ascontiguousarray(k, np.float32), np.ascontiguousarray(v, np.float32)
     out = np.empty(q.shape, np.float32)  # [Hkv, G, 1, Dh]
-    chunks = threads if threads > 1 and s_len * n_kv * group * head_dim >= S.A_THREADS_FROM else 1  # shorter: not worth a hand-off
-    split = 1 if n_kv % chunks == 0 else min(group, chunks)  # fewer heads than threads (Gemma 3's one), or not a multiple: their queries in parts
+    # shorter: not worth a hand-off
+    chunks = threads if threads > 1 and s_len * n_kv * group * head_dim >= ATTENTION_THREADS_FROM else 1
+    # fewer heads than threads (Gemma 3's one), or not a multiple: their queries in parts
+    split = 1 if n_kv % chunks == 0 else min(group, chunks)
     chunks = min(chunks, n_kv * split)
     scratch = np.empty((chunks, group, s_len), np.float32)  # [chunks, G, S]: a head's scores, then their exponentials
-    slots = [0] * S.SLOTS  # _ATTENTION's slots in their order (a call of _slots by name costs 3 µs, 30 times a step)
-    slots[: len(_ATTENTION)] = (_data_address(q), group, head_dim, n_kv, _data_address(k), k.strides[0] // 4, k.strides[1] // 4, _data_address(v),
-                              v.strides[0] // 4, v.strides[1] // 4, s_len, _data_address(out), chunks, _data_address(scratch), split)  # fmt: skip
-    _call(None, "attention", slots, chunks, threads)
+    a = [0] * SLOTS
+    a[Attention.Q], a[Attention.ROWS], a[Attention.DH], a[Attention.HKV] = _data_address(q), group, head_dim, n_kv
+    a[Attention.K], a[Attention.KH], a[Attention.KS] = _data_address(k), k.strides[0] // 4, k.strides[1] // 4
+    a[Attention.V], a[Attention.VH], a[Attention.VS] = _data_address(v), v.strides[0] // 4, v.strides[1] // 4
+    a[Attention.S], a[Attention.OUT], a[Attention.CHUNKS] = s_len, _data_address(out), chunks
+    a[Attention.SCRATCH], a[Attention.SPLIT] = _data_address(scratch), split
+    _call(None, "attention", a, chunks, threads)
     return out
 
 
 def dequantize_rows(rows: np.ndarray, type_id: int, out: np.ndarray, lo: int, hi: int) -> None:
-    """out[lo:hi] = the weights of rows lo..hi-1 ([hi-lo, K] float32), bit for bit formats.BLOCK_TYPES[type_id].dequantize.
+    """out[lo:hi] = the weights of rows lo..hi-1 ([hi-lo, K] float32), bit for bit
+    formats.BLOCK_TYPES[type_id].dequantize.
     Types without a compiled product (Q2_K, Q3_K) run that NumPy dequantizer. Releases the GIL."""
     if not _k:
         load()
-    if type_id == F32:
+    if type_id == GGMLType.F32:
         out[lo:hi] = rows[lo:hi].view(np.float32) if rows.dtype == np.uint8 else rows[lo:hi]
         return
     if type_id not in SUPPORTED or out.strides[1] != 4 or out.strides[0] % 4:
@@ -482,19 +451,26 @@ def dequantize_rows(rows: np.ndarray, type_id: int, out: np.ndarray, lo: int, hi
     K = out.shape[1]
     scratch = [np.empty(K, np.int16), np.empty(K // 32, np.float32), np.empty(K // 32, np.float32),
                np.empty(K // 16, np.int32), np.empty(K // 32, np.int32), np.empty(K, np.float32)]  # fmt: skip
-    slots = _slots(K=K, ROWS=_data_address(rows), RB=rows.shape[1], KIND=type_id, OUT=_data_address(out), LD=out.strides[0] // 4, LO=lo, HI=hi,
-                   CHUNKS=1, **{name: a.ctypes.data for name, a in zip(("WQ", "WD", "WM", "SC", "MN", "W32"), scratch)})  # fmt: skip
+    buffers = {name: a.ctypes.data for name, a in zip(("WQ", "WD", "WM", "SC", "MN", "W32"), scratch)}
+    slots = _product_args(
+        K=K, ROWS=_data_address(rows), RB=rows.shape[1], KIND=type_id, OUT=_data_address(out), LD=out.strides[0] // 4,
+        LO=lo, HI=hi, CHUNKS=1, **buffers,
+    )  # fmt: skip
     _call(None, "dequantize", slots, 1, 1)
 
 
 def quantize_activations(x: np.ndarray, type_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The compiled quantization of x [T, K] that product() uses for weights of type_id: (q [T, K] int8,
-    d [T, K/block] float32, sums [T, K/group] int32). A test hook: activations.quantize is its twin."""
+    d [T, K/block] float32, sums [T, K/sum_size] int32). A test hook: activations.quantize is its twin."""
     load()
     x = np.ascontiguousarray(x, np.float32)
     T, K = x.shape
-    block, group = x_layout(type_id)
-    q, d, sums, xm = np.empty(T * K, np.int8), np.empty((T, K // block), np.float32), np.empty((T, K // group), np.int32), np.empty((T, K // 32), np.float32)
-    slots = _slots(X=x.ctypes.data, T=T, K=K, BLOCK=block, GROUP=group, XQ=q.ctypes.data, XD=d.ctypes.data, XS=sums.ctypes.data, XM=xm.ctypes.data)
+    block, sum_size = x_layout(type_id)
+    q, d, sums = np.empty(T * K, np.int8), np.empty((T, K // block), np.float32), np.empty((T, K // sum_size), np.int32)
+    xm = np.empty((T, K // 32), np.float32)
+    slots = _product_args(
+        X=x.ctypes.data, T=T, K=K, BLOCK=block, SUM_SIZE=sum_size, XQ=q.ctypes.data, XD=d.ctypes.data,
+        XS=sums.ctypes.data, XM=xm.ctypes.data,
+    )
     _call("quantize", "quantize", slots, 0, 1)  # `first` alone: no chunk of rows
     return q.reshape(T, K), d, sums

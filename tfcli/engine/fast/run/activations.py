@@ -22,24 +22,26 @@ from __future__ import annotations
 
 import numpy as np
 
-KQUANT_TYPES = frozenset({12, 13, 14})  # Q4_K, Q5_K, Q6_K take Q8_K-style activations
+from ...formats import GGMLType
+
+KQUANT_TYPES = frozenset({GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K})  # take Q8_K-style activations
 QMAX = 127  # the largest |q|
 
 
 def layout(type_id: int) -> tuple[int, int]:
-    """(values per scale, values per sum) of the activations for weights of type_id."""
+    """(block, sum_size): values per scale, values per sum of q, of the activations for weights of type_id."""
     return (256, 16) if type_id in KQUANT_TYPES else (32, 32)
 
 
 def quantize(x: np.ndarray, type_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x [T, K] float32 -> (q [T, K] int8, d [T, K/block] float32, sums [T, K/group] int32)."""
-    block, group = layout(type_id)
+    """x [T, K] float32 -> (q [T, K] int8, d [T, K/block] float32, sums [T, K/sum_size] int32)."""
+    block, sum_size = layout(type_id)
     T, K = x.shape
     blocks = np.asarray(x, np.float32).reshape(T, K // block, block)  # [T, K/block, block]
     d = np.abs(blocks).max(axis=2) / np.float32(QMAX)  # [T, K/block]
     inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, np.float32(1)), np.float32(0))  # [T, K/block]
     q = np.clip(np.rint(blocks * inv[:, :, None]), -QMAX, QMAX).astype(np.int8).reshape(T, K)  # [T, K]
-    sums = q.reshape(T, K // group, group).sum(axis=2, dtype=np.int32)  # [T, K/group]
+    sums = q.reshape(T, K // sum_size, sum_size).sum(axis=2, dtype=np.int32)  # [T, K/sum_size]
     return q, d, sums
 
 

@@ -12,7 +12,7 @@ compiled code (within a few float32 roundings of NumPy's).
 
 A Recipe is what they need of a model, read here from its family's layers (recipe_of: Llama's
 block and the families built on it, Gemma 3's); a pass with hooks, more rows than the kernels'
-products take (quantized.FEW_ROWS) or a family without a recipe runs the textbook block.
+products take (kernel_products.KERNEL_ROWS) or a family without a recipe runs the textbook block.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from ...families.llama import Llama
 from ...kvcache import BatchCache, KVCache
 from ...slots import Prompts, Slots
 from ...quantized import Quantized
-from .. import arguments as S
-from .kernel_products import FEW_ROWS, plan_of
+from ..arguments import BLOCKS_WIDTH, CALL_WIDTH, LAYER_WIDTH, ROW_WIDTH, SLOTS, Blocks, Call, LayerColumn, RowColumn
+from .kernel_products import KERNEL_ROWS, plan_of
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,8 @@ class Layer:
     w_out: np.ndarray | Quantized  # [F, D]
     q_norm: np.ndarray | None = None  # [Dh] (Qwen3, Gemma 3)
     k_norm: np.ndarray | None = None  # [Dh]
-    post_attn_norm: np.ndarray | None = None  # [D]: the attention's output normed before it joins the residual stream (Gemma 3)
+    # [D]: the attention's output normed before it joins the residual stream (Gemma 3)
+    post_attn_norm: np.ndarray | None = None
     post_mlp_norm: np.ndarray | None = None  # [D]: the MLP's (Gemma 3)
     rope: int = 0  # which of the Recipe's RoPE tables its positions rotate by
     window: int | None = None  # its sliding window
@@ -76,16 +77,21 @@ def recipe_of(model) -> Recipe | None:
         if not all(_gated(l.mlp, textbook.gelu) for l in model.layers):
             return None
         layers = tuple(
-            Layer(l.attn_norm, l.w_qkv, l.b_qkv, l.wo, l.bo, l.mlp_norm, l.mlp.w_in, l.mlp.w_out, l.q_norm, l.k_norm,
-                  l.post_attn_norm, l.post_mlp_norm, rope=int(l.window is not None), window=l.window, gelu=True)  # fmt: skip
+            Layer(
+                l.attn_norm, l.w_qkv, l.b_qkv, l.wo, l.bo, l.mlp_norm, l.mlp.w_in, l.mlp.w_out, l.q_norm, l.k_norm,
+                l.post_attn_norm, l.post_mlp_norm, rope=int(l.window is not None), window=l.window, gelu=True,
+            )  # fmt: skip
             for l in model.layers
         )
         return Recipe(layers, model.config.norm_eps, (model.rope_global, model.rope_local), float(model.q_factor))
     if isinstance(model, Llama):
         if not all(_gated(l.mlp, textbook.silu) for l in model.layers):
             return None
-        layers = tuple(Layer(l.attn_norm, l.w_qkv, l.b_qkv, l.wo, l.bo, l.mlp_norm, l.mlp.w_in, l.mlp.w_out, l.q_norm, l.k_norm,
-                             window=model.window) for l in model.layers)  # fmt: skip
+        layers = tuple(
+            Layer(l.attn_norm, l.w_qkv, l.b_qkv, l.wo, l.bo, l.mlp_norm, l.mlp.w_in, l.mlp.w_out, l.q_norm, l.k_norm,
+                  window=model.window)
+            for l in model.layers
+        )  # fmt: skip
         return Recipe(layers, model.config.norm_eps, (model.rope,))
     return None
 
@@ -111,48 +117,60 @@ class _Program:
             self.keep.append(a)
             return a.ctypes.data
 
-        a = np.zeros(S.B_SLOTS, np.int64)
-        a[S.B_RUN], a[S.B_ATTENTION], a[S.B_THREADS] = jobs["run"], jobs["attention"], threads
-        a[S.B_ROWJOB], a[S.B_SELF] = jobs["block_rows"], a.ctypes.data
-        a[S.B_T], a[S.B_D], a[S.B_H], a[S.B_HKV], a[S.B_DH], a[S.B_F] = rows, D, H, Hkv, Dh, F
-        a[S.B_L] = cfg.n_layer
-        a[S.B_EPS], a[S.B_QSCALE] = (int(np.float32(v).view(np.int32)) for v in (recipe.eps, recipe.q_scale))  # float32 bits
-        a[S.B_HB] = buffer(rows, D)  # [T, D] the normed residual, the products' x
-        a[S.B_QKV], a[S.B_QM] = buffer(rows, nq), buffer(rows, nq)  # [T, (H+2Hkv)*Dh] as the product leaves it; in the model's order, rotated
-        a[S.B_Z], a[S.B_O] = buffer(rows, H * Dh), buffer(rows, D)  # [T, H*Dh] each head's context vector; [T, D] after W_o
-        a[S.B_GU], a[S.B_ACT], a[S.B_MO] = buffer(rows, 2 * F), buffer(rows, F), buffer(rows, D)  # [T, 2F] gate | up; [T, F]; [T, D]
-        aslots = np.zeros(rows * S.SLOTS, np.int64)  # [T, SLOTS]: each row's attention slots
+        a = np.zeros(BLOCKS_WIDTH, np.int64)
+        a[Blocks.RUN], a[Blocks.ATTENTION], a[Blocks.THREADS] = jobs["run"], jobs["attention"], threads
+        a[Blocks.ROWJOB], a[Blocks.SELF] = jobs["block_rows"], a.ctypes.data
+        a[Blocks.T], a[Blocks.D], a[Blocks.H], a[Blocks.HKV], a[Blocks.DH], a[Blocks.F] = rows, D, H, Hkv, Dh, F
+        a[Blocks.L] = cfg.n_layer
+        # float32 bits
+        a[Blocks.EPS], a[Blocks.QSCALE] = (int(np.float32(v).view(np.int32)) for v in (recipe.eps, recipe.q_scale))
+        a[Blocks.HB] = buffer(rows, D)  # [T, D] the normed residual, the products' x
+        # [T, (H+2Hkv)*Dh] as the product leaves it; in the model's order, rotated
+        a[Blocks.QKV], a[Blocks.QM] = buffer(rows, nq), buffer(rows, nq)
+        # [T, H*Dh] each head's context vector; [T, D] after W_o
+        a[Blocks.Z], a[Blocks.O] = buffer(rows, H * Dh), buffer(rows, D)
+        # [T, 2F] gate | up; [T, F]; [T, D]
+        a[Blocks.GU], a[Blocks.ACT], a[Blocks.MO] = buffer(rows, 2 * F), buffer(rows, F), buffer(rows, D)
+        aslots = np.zeros(rows * SLOTS, np.int64)  # [T, SLOTS]: each row's attention slots
         self.keep.append(aslots)
-        a[S.B_ASLOTS] = aslots.ctypes.data
+        a[Blocks.ASLOTS] = aslots.ctypes.data
         windows = cfg.windows or (None,) * cfg.n_layer  # which layers the cache keeps as sliding (KVCache)
         counts = [0, 0]
-        table = np.zeros((cfg.n_layer, S.LS), np.int64)
+        table = np.zeros((cfg.n_layer, LAYER_WIDTH), np.int64)
         for i, layer in enumerate(recipe.layers):
             row = table[i]
-            vectors = ((S.L_NORM1, layer.attn_norm), (S.L_NORM2, layer.mlp_norm), (S.L_QNORM, layer.q_norm), (S.L_KNORM, layer.k_norm),
-                       (S.L_BQKV, layer.b_qkv), (S.L_BO, layer.bo), (S.L_POST1, layer.post_attn_norm), (S.L_POST2, layer.post_mlp_norm))
+            vectors = (
+                (LayerColumn.NORM1, layer.attn_norm), (LayerColumn.NORM2, layer.mlp_norm),
+                (LayerColumn.QNORM, layer.q_norm), (LayerColumn.KNORM, layer.k_norm), (LayerColumn.BQKV, layer.b_qkv),
+                (LayerColumn.BO, layer.bo), (LayerColumn.POST1, layer.post_attn_norm),
+                (LayerColumn.POST2, layer.post_mlp_norm),
+            )
             for col, w in vectors:
                 if w is not None:
                     w = np.ascontiguousarray(w, np.float32)
                     self.keep.append(w)
                     row[col] = w.ctypes.data
             sliding = bool(windows[i])
-            row[S.L_SLIDING], row[S.L_CACHE], row[S.L_WINDOW] = sliding, counts[sliding], layer.window or 0
-            row[S.L_ROPE], row[S.L_ACT] = layer.rope, layer.gelu
+            row[LayerColumn.SLIDING], row[LayerColumn.CACHE] = sliding, counts[sliding]
+            row[LayerColumn.WINDOW] = layer.window or 0
+            row[LayerColumn.ROPE], row[LayerColumn.ACT] = layer.rope, layer.gelu
             counts[sliding] += 1
-            products = ((layer.w_qkv, S.B_HB, S.B_QKV, nq), (layer.wo, S.B_Z, S.B_O, D),  # (w, its x, its out, out's width)
-                        (layer.w_in, S.B_HB, S.B_GU, 2 * F), (layer.w_out, S.B_ACT, S.B_MO, D))
+            # (w, its x, its out, out's width)
+            products = (
+                (layer.w_qkv, Blocks.HB, Blocks.QKV, nq), (layer.wo, Blocks.Z, Blocks.O, D),
+                (layer.w_in, Blocks.HB, Blocks.GU, 2 * F), (layer.w_out, Blocks.ACT, Blocks.MO, D),
+            )
             for m, (w, x_at, out_at, width) in enumerate(products):
                 calls, order = self._calls(k, jobs, w, a[x_at], a[out_at], rows, width, threads)
                 if order is not None:
                     order = np.ascontiguousarray(order, np.int64)
                     self.keep.append(order)
-                    row[S.L_ORDER] = order.ctypes.data
+                    row[LayerColumn.ORDER] = order.ctypes.data
                 for j, call in enumerate(calls):
-                    at = S.L_CALLS + (m * 2 + j) * 4
-                    row[at : at + 4] = call
+                    at = LayerColumn.CALLS + (m * 2 + j) * CALL_WIDTH
+                    row[at + Call.FIRST], row[at + Call.JOB], row[at + Call.ARGS], row[at + Call.CHUNKS] = call
         self.keep.append(table)
-        a[S.B_LAYERS] = table.ctypes.data
+        a[Blocks.LAYERS] = table.ctypes.data
         self.slots = a
         self.scratch = np.zeros(0, np.float32)
         self.group = H // Hkv
@@ -166,7 +184,9 @@ class _Program:
         for parts in groups:
             chunks = parts.chunks(threads)
             buffers = parts.buffers(rows, K, chunks)
-            slots = np.array(parts.call(x_at, rows, K, out_at, width, chunks, [b.ctypes.data for b in buffers]), np.int64)
+            slots = np.array(
+                parts.call(x_at, rows, K, out_at, width, chunks, [b.ctypes.data for b in buffers]), np.int64
+            )
             self.keep += [parts, slots, *buffers]
             calls.append((jobs[parts.first] if parts.first else 0, jobs[parts.job], slots.ctypes.data, chunks))
         return calls, order
@@ -174,17 +194,21 @@ class _Program:
     def run(self, k, x: np.ndarray, cache, positions: np.ndarray, first: int, ropes, threads: int) -> np.ndarray:
         a = self.slots
         rows, room = _rows(cache, positions)  # [T, RS], the most positions a row's layer holds
-        tables = [np.ascontiguousarray(t, np.float32) for rope in ropes for t in rope(positions)]  # cos, sin [T, R/2] of each RoPE
+        # cos, sin [T, R/2] of each RoPE
+        tables = [np.ascontiguousarray(t, np.float32) for rope in ropes for t in rope(positions)]
         if len(tables) == 2:
             tables *= 2
         cos, sin, cos2, sin2 = tables
-        a[S.B_COS2], a[S.B_SIN2] = cos2.ctypes.data, sin2.ctypes.data
+        a[Blocks.COS2], a[Blocks.SIN2] = cos2.ctypes.data, sin2.ctypes.data
         x = np.array(x, np.float32, order="C")  # [T, D]: changed in place
         if self.scratch.size < max(threads, len(positions)) * self.group * room:
-            self.scratch = np.zeros(max(threads, len(positions)) * self.group * room, np.float32)  # [threads or T, G, room]
-        a[S.B_X], a[S.B_ROWS], a[S.B_FROM], a[S.B_SCRATCH] = x.ctypes.data, rows.ctypes.data, first, self.scratch.ctypes.data
-        a[S.B_SHARED] = isinstance(cache, Prompts) or (isinstance(cache, KVCache) and len(positions) > 1)  # rows of a sequence (or of each of several)
-        a[S.B_COS], a[S.B_SIN], a[S.B_R2] = cos.ctypes.data, sin.ctypes.data, cos.shape[1]
+            # [threads or T, G, room]
+            self.scratch = np.zeros(max(threads, len(positions)) * self.group * room, np.float32)
+        a[Blocks.X], a[Blocks.ROWS], a[Blocks.FROM] = x.ctypes.data, rows.ctypes.data, first
+        a[Blocks.SCRATCH] = self.scratch.ctypes.data
+        # rows of a sequence (or of each of several)
+        a[Blocks.SHARED] = isinstance(cache, Prompts) or (isinstance(cache, KVCache) and len(positions) > 1)
+        a[Blocks.COS], a[Blocks.SIN], a[Blocks.R2] = cos.ctypes.data, sin.ctypes.data, cos.shape[1]
         k.decode_blocks(a, threads)
         return x
 
@@ -192,12 +216,14 @@ class _Program:
 def _rows(cache, positions: np.ndarray) -> tuple[np.ndarray, int]:
     """The row table (slots.R_*) of a pass's rows through `cache`, its room made first, and the most
     positions any of its layers holds (the attention's scratch)."""
-    table = np.zeros((len(positions), S.RS), np.int64)  # [T, RS]
+    table = np.zeros((len(positions), ROW_WIDTH), np.int64)  # [T, ROW_WIDTH]
     if isinstance(cache, BatchCache):  # row b: sequence b, every layer keeping every position
-        for at, array in ((S.R_KG, cache.k), (S.R_VG, cache.v)):  # [L, B, Hkv, ...]
+        for at, array in ((RowColumn.KG, cache.k), (RowColumn.VG, cache.v)):  # [L, B, Hkv, ...]
             table[:, at] = array.ctypes.data + np.arange(len(positions)) * array.strides[1]
-            table[:, at + 1], table[:, at + 2], table[:, at + 3] = (s // 4 for s in (array.strides[0], *array.strides[2:4]))
-        table[:, S.R_POS] = positions
+            table[:, at + 1], table[:, at + 2], table[:, at + 3] = (
+                s // 4 for s in (array.strides[0], *array.strides[2:4])
+            )
+        table[:, RowColumn.POS] = positions
         return table, cache.capacity
     caches = cache.caches if isinstance(cache, (Slots, Prompts)) else [cache] * len(positions)
     start = int(positions[0])
@@ -209,9 +235,9 @@ def _rows(cache, positions: np.ndarray) -> tuple[np.ndarray, int]:
     for t, (c, p) in enumerate(zip(caches, positions)):
         if isinstance(cache, Slots):
             c.reserve(int(p) + 1, int(p))
-        for at, array in ((S.R_KG, c.k), (S.R_VG, c.v), (S.R_KW, c.ks), (S.R_VW, c.vs)):
+        for at, array in ((RowColumn.KG, c.k), (RowColumn.VG, c.v), (RowColumn.KW, c.ks), (RowColumn.VW, c.vs)):
             table[t, at], table[t, at + 1 : at + 4] = array.ctypes.data, [s // 4 for s in array.strides[:3]]
-        table[t, S.R_OFF], table[t, S.R_POS], table[t, S.R_SLIDES] = c.off, p, 1
+        table[t, RowColumn.OFF], table[t, RowColumn.POS], table[t, RowColumn.SLIDES] = c.off, p, 1
         room = max(room, c.room, c.ks.shape[2])
     return table, room
 
@@ -245,14 +271,14 @@ _made = _Made()
 def takes(k, model, rows: int) -> bool:
     """Whether run() takes a pass of `rows` rows of `model` (without hooks): then each row's numbers
     are the same bits whatever the other rows are, so that several sequences may share a pass."""
-    return rows <= FEW_ROWS and _recipe(k, model)[0] is not None
+    return rows <= KERNEL_ROWS and _recipe(k, model)[0] is not None
 
 
 def run(k, model, first: int, x: np.ndarray, cache, positions: np.ndarray, threads: int) -> np.ndarray | None:
     """Blocks first..L-1 of `model` on x [T, D] at `positions` through a KVCache (a sequence's rows),
     a BatchCache or Slots (a row per sequence), or Prompts (the rows of several sequences) -> [T, D],
     or None where the compiled blocks do not run it (no recipe, another cache, too many rows)."""
-    if type(cache) not in (KVCache, BatchCache, Slots, Prompts) or len(positions) > FEW_ROWS:
+    if type(cache) not in (KVCache, BatchCache, Slots, Prompts) or len(positions) > KERNEL_ROWS:
         return None
     recipe, programs = _recipe(k, model)
     if recipe is None:
@@ -267,7 +293,8 @@ def _recipe(k, model) -> tuple[Recipe | None, dict]:
     """The model's recipe (None: the compiled blocks do not run it) and this thread's programs of it."""
     made = _made.by_model
     got = made.get(id(model))
-    if got is None or got[0]() is not model or any(a is not b for a, b in zip(got[1], model.layers)):  # new, or its weights changed (quantize_weights)
+    # new, or its weights changed (quantize_weights)
+    if got is None or got[0]() is not model or any(a is not b for a, b in zip(got[1], model.layers)):
         recipe = recipe_of(model)
         if recipe is not None and not recipe_supported(k, recipe):
             recipe = None

@@ -14,7 +14,7 @@ from ...threads import ON_THIS_THREAD
 
 
 FEW_ROWS = 16  # products of up to this many rows go through few_rows()
-BLOCK = 1 << 19  # rows x weights per block of few_rows(): under OpenBLAS's limit for its small-matrix kernel
+FEW_ROWS_TILE = 1 << 19  # rows x weights per block of few_rows(): under OpenBLAS's limit for its small-matrix kernel
 
 
 def linear(x: np.ndarray, w: np.ndarray, pool: Executor | None = None) -> np.ndarray:
@@ -28,7 +28,8 @@ def linear(x: np.ndarray, w: np.ndarray, pool: Executor | None = None) -> np.nda
     """
     t_len = x.shape[0]
     rows = stored_rows(w)
-    if pool is not None and 1 < t_len <= FEW_ROWS and rows and 0 < t_len * w.shape[0] * 16 <= BLOCK:  # blocks of 16+ rows
+    # blocks of 16+ rows
+    if pool is not None and 1 < t_len <= FEW_ROWS and rows and 0 < t_len * w.shape[0] * 16 <= FEW_ROWS_TILE:
         return few_rows(x, w.T, pool)
     if 1 < t_len <= 256 and rows:
         return (w.T @ x.T).T  # [out, in] @ [in, T] -> [out, T] -> [T, out] view
@@ -40,7 +41,9 @@ def stored_rows(w: np.ndarray) -> bool:
     return w.strides[0] == w.itemsize
 
 
-def in_halves(run: Callable[[int, int], None], n: int, pool: Executor | None, rest: Callable[[], None] | None = None) -> None:
+def in_halves(
+    run: Callable[[int, int], None], n: int, pool: Executor | None, rest: Callable[[], None] | None = None
+) -> None:
     """run(0, m) on this thread and run(m, n) on `pool` at the same time (m: the larger half),
     then `rest` here; returns when both halves are done, raising the pool's error if any."""
     mine = n if pool is None or pool is ON_THIS_THREAD else n - n // 2  # this thread's blocks
@@ -59,14 +62,14 @@ def few_rows(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> n
 
     Why not plain x @ rows.T: for a few rows, OpenBLAS's general kernel spends most of its time
     copying (packing) the weights, so 4 rows cost twice the time of 1 (benchmarks/README.md). Cut
-    into blocks of `BLOCK // (T*in)` weight rows, each product is small enough for its small-matrix
+    into blocks of `FEW_ROWS_TILE // (T*in)` weight rows, each product is small enough for its small-matrix
     kernel, which reads the weights in place; NumPy runs all the blocks in one stacked matmul call.
     That kernel runs on the calling thread only, so `pool` takes half the blocks: with a thread
     of its own, the two halves stream their weights on two cores at once.
     """
     t_len, n_in = x.shape
     n_out = rows.shape[0]
-    size = max(16, min(n_out, BLOCK // (t_len * n_in)) // 16 * 16)  # weight rows per block
+    size = max(16, min(n_out, FEW_ROWS_TILE // (t_len * n_in)) // 16 * 16)  # weight rows per block
     n = n_out // size
     y = np.empty((t_len, n_out), dtype=np.float32)  # [T, out]
     blocks = rows[: n * size].reshape(n, size, n_in)  # [n, size, in], a view
@@ -110,7 +113,8 @@ def each_row(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> n
     y = np.empty((t_len, n_out), dtype=np.float32)  # [T, out]
 
     def rest() -> None:  # the rows after the last whole block
-        y[:, n * ROW_BLOCK :] = np.matmul(rows[n * ROW_BLOCK :][None], x[:, :, None])[..., 0]  # [1, rest, in] @ [T, in, 1] -> [T, rest]
+        # [1, rest, in] @ [T, in, 1] -> [T, rest]
+        y[:, n * ROW_BLOCK :] = np.matmul(rows[n * ROW_BLOCK :][None], x[:, :, None])[..., 0]
 
     in_halves(run, n, pool, rest if n * ROW_BLOCK < n_out else None)
     y[:, : n * ROW_BLOCK] = parts[..., 0].transpose(1, 0, 2).reshape(t_len, n * ROW_BLOCK)  # [T, n*32]
@@ -121,7 +125,8 @@ ATTN_BLOCK = 128  # queries per block in a long prompt pass
 
 
 def attention(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_weights: bool = False, window: int | None = None, softcap: float | None = None
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, return_weights: bool = False, window: int | None = None,
+    softcap: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Causal scaled dot-product attention with grouped heads: `reference_attention`, made fast.
 
@@ -154,14 +159,17 @@ def attention(
         e = min(b + ATTN_BLOCK, t_len)
         seen = start + e  # keys this block may look at
         first = max(0, start + b - window + 1) if window else 0  # the oldest key its first query sees
-        out[:, :, b:e], w = _attention_block(q[:, :, b:e], k[:, :, first:seen], v[:, first:seen], return_weights, window, softcap)
+        out[:, :, b:e], w = _attention_block(
+            q[:, :, b:e], k[:, :, first:seen], v[:, first:seen], return_weights, window, softcap
+        )
         if weights is not None:
             weights[:, :, b:e, first:seen] = w
     return out, weights
 
 
 def _attention_block(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, return_weights: bool, window: int | None = None, softcap: float | None = None
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, return_weights: bool, window: int | None = None,
+    softcap: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """softmax(q k^T / sqrt(Dh) + mask) v for the queries of the last T positions over keys 0..S-1
     (k given transposed, [Hkv, Dh, S]).
@@ -176,8 +184,10 @@ def _attention_block(
     n_kv, group, t_len, head_dim = q.shape
     s_len = k.shape[2]
     qf = q.reshape(n_kv, group * t_len, head_dim) * np.float32(1.0 / np.sqrt(head_dim))  # [Hkv, G*T, Dh], scaled
-    if group * t_len <= 16 and k.strides[1] == k.itemsize:  # a decode step on keys kept [Hkv, S, Dh]: OpenBLAS's q k^T for a few rows is 2x slower
-        scores = (k.transpose(0, 2, 1) @ qf.transpose(0, 2, 1)).transpose(0, 2, 1)  # ([Hkv, S, Dh] @ [Hkv, Dh, G*T])^T, a view
+    # a decode step on keys kept [Hkv, S, Dh]: OpenBLAS's q k^T for a few rows is 2x slower
+    if group * t_len <= 16 and k.strides[1] == k.itemsize:
+        # ([Hkv, S, Dh] @ [Hkv, Dh, G*T])^T, a view
+        scores = (k.transpose(0, 2, 1) @ qf.transpose(0, 2, 1)).transpose(0, 2, 1)
     else:
         scores = qf @ k  # [Hkv, G*T, Dh] @ [Hkv, Dh, S] -> [Hkv, G*T, S]
     scores = scores.reshape(n_kv, group, t_len, s_len)  # [Hkv, G, T, S]

@@ -32,7 +32,7 @@ from ...executor import Plain, Plan, check_pass
 from ...kvcache import KVCache
 from ...quantized import Quantized
 from ...threads import ON_THIS_THREAD, new_helper, single_threaded_blas
-from . import dense_ops as ops, kernel_products as quantized
+from . import dense_ops, kernel_products
 from .parts import PartCache, Relay
 
 
@@ -51,26 +51,32 @@ class Fast(Plain):
         self.batch = batch
         self.helper = helper if helper is not None or workers < 2 else new_helper()
 
-    kernels = None  # the kernels module, in a pass of a model on them (on_kernels): its float32 products and decode attention too
+    # the kernels module, in a pass of a model on them (on_kernels): its float32 products and decode attention too
+    kernels = None
 
     def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
-        y = quantized.product(x, w, self.workers, self.kernels) if isinstance(w, Quantized) else self.dense(x, w)  # [T, out]
+        # [T, out]
+        y = kernel_products.product(x, w, self.workers, self.kernels) if isinstance(w, Quantized) else self.dense(x, w)
         if y is None:
-            y = ops.linear(x, w)  # [T, out]
+            y = dense_ops.linear(x, w)  # [T, out]
         if b is not None:
             y += b
         return y
 
     def dense(self, x: np.ndarray, w: np.ndarray) -> np.ndarray | None:
-        """x @ w on the kernels' float32 product in a pass on the kernels (quantized.dense_product),
+        """x @ w on the kernels' float32 product in a pass on the kernels (kernel_products.dense_product),
         else None: the caller's NumPy product runs."""
-        return quantized.dense_product(self.kernels, x, w, self.workers) if self.kernels is not None else None
+        return kernel_products.dense_product(self.kernels, x, w, self.workers) if self.kernels is not None else None
 
-    def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None, softcap: float | None = None):
+    def attention(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, weights: bool, window: int | None = None,
+        softcap: float | None = None,
+    ):
         t_len, s_len = q.shape[2], k.shape[2]
-        compiled = self.kernels if not weights and not softcap and t_len <= ops.FEW_ROWS else None
+        compiled = self.kernels if not weights and not softcap and t_len <= dense_ops.FEW_ROWS else None
         if compiled is None:
-            return ops.attention(q, k, v, start, weights, window, softcap)  # grouped heads, masked square only, blocks of queries
+            # grouped heads, masked square only, blocks of queries
+            return dense_ops.attention(q, k, v, start, weights, window, softcap)
         # A decode step on the kernels: their attention, one call for every head. A few rows (a lookup
         # check, a short prompt): the same call for each row over the keys it sees, so that each row's
         # numbers are a decode step's, bit for bit: a lookup check then accepts what greedy decoding chose.
@@ -81,11 +87,14 @@ class Fast(Plain):
         for t in range(t_len):
             end = s_len - t_len + t + 1  # the keys up to this row's position
             first = end - window if window and end > window else 0
-            out[:, :, t : t + 1] = compiled.attention(q[:, :, t : t + 1], k[:, :, first:end], v[:, first:end], self.workers)
+            out[:, :, t : t + 1] = compiled.attention(
+                q[:, :, t : t + 1], k[:, :, first:end], v[:, first:end], self.workers
+            )
         return out, None
 
     def blocks(self, model, first: int, x: np.ndarray, cache, positions: np.ndarray) -> np.ndarray | None:
-        """A few rows of a model on the kernels through its blocks in one compiled call (fast/run/blocks.py), or None."""
+        """A few rows of a model on the kernels through its blocks in one compiled call (fast/run/blocks.py), or
+        None."""
         if self.kernels is None:
             return None
         from . import blocks
@@ -111,20 +120,20 @@ class Fast(Plain):
             return self
         if getattr(self, "_with_kernels", None) is None:
             self._with_kernels = copy.copy(self)
-            self._with_kernels.kernels = quantized.running()
+            self._with_kernels.kernels = kernel_products.running()
         return self._with_kernels
 
     def sized(self, rows: int) -> Plain:
         """The executor for a pass of `rows` rows in one part."""
-        few = rows > 1 and (self.batch or (self.workers > 1 and rows <= ops.FEW_ROWS))
+        few = rows > 1 and (self.batch or (self.workers > 1 and rows <= dense_ops.FEW_ROWS))
         return _FewRows(self, self.helper if self.workers > 1 else ON_THIS_THREAD) if few else self
 
     def numerics(self, model, rows: int) -> str:
-        """The products of a pass of up to quantized.FEW_ROWS rows of a model on the kernels are
+        """The products of a pass of up to kernel_products.KERNEL_ROWS rows of a model on the kernels are
         theirs: with the activations quantized to 8 bits for quantized weights (as llama.cpp's),
         each row's numbers its own whatever the others; longer passes and other models: float32
         on BLAS, as the textbook's."""
-        if rows > quantized.FEW_ROWS or not on_kernels(model) or self.with_kernels().kernels is None:
+        if rows > kernel_products.KERNEL_ROWS or not on_kernels(model) or self.with_kernels().kernels is None:
             return "float32"
         return "8-bit activations" if model.quantized() else "float32, compiled"
 
@@ -138,7 +147,7 @@ class Fast(Plain):
         for the other (a Gemma 3 step past 512 positions, where OpenBLAS starts threading
         attention: 11 ms -> 260 ms)."""
         kernels = on_kernels(model)
-        if kernels and self.kernels is None and quantized.running() is not None:
+        if kernels and self.kernels is None and kernel_products.running() is not None:
             return self.with_kernels().plan(model, cache, rows, hooks)
         config = model.config
         check_pass(config, cache.length, rows)
@@ -146,7 +155,7 @@ class Fast(Plain):
             parts = split_prompt(config, cache.length, rows, self.workers)
             if len(parts) > 1:
                 return Parts(self, cache, config.n_layer, parts)
-        if kernels and self.workers > 1 and rows <= quantized.FEW_ROWS:
+        if kernels and self.workers > 1 and rows <= kernel_products.KERNEL_ROWS:
             return _BlasAlone(self.sized(rows), cache, rows)
         return Plan(self.sized(rows), cache, rows)
 
@@ -163,15 +172,17 @@ class _FewRows(Fast):
     """A pass of 2-16 rows: products in small-matrix blocks, half on `pool`; the MLP split."""
 
     def __init__(self, fast: Fast, pool: Executor):
-        self.workers, self.batch, self.helper, self.pool, self.kernels = fast.workers, fast.batch, fast.helper, pool, fast.kernels
+        self.workers, self.batch, self.helper, self.pool = fast.workers, fast.batch, fast.helper, pool
+        self.kernels = fast.kernels
 
     def sized(self, rows: int) -> Plain:
         return self
 
     def linear(self, x: np.ndarray, w: np.ndarray | Quantized, b: np.ndarray | None = None) -> np.ndarray:
-        y = quantized.product(x, w, self.workers, self.kernels) if isinstance(w, Quantized) else self.dense(x, w)  # [T, out]
+        # [T, out]
+        y = kernel_products.product(x, w, self.workers, self.kernels) if isinstance(w, Quantized) else self.dense(x, w)
         if y is None:
-            y = ops.linear(x, w, self.pool)  # [T, out]
+            y = dense_ops.linear(x, w, self.pool)  # [T, out]
         if b is not None:
             y += b
         return y
@@ -196,7 +207,8 @@ class _FewRows(Fast):
 FAST = Fast()  # one worker
 
 
-_asked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (its layers, KERNELS_FROM, on_kernels) when asked
+# model -> (its layers, KERNELS_FROM, on_kernels) when asked
+_asked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def on_kernels(model) -> bool:
@@ -246,8 +258,13 @@ def split_prompt(cfg: ModelConfig, start: int, t_len: int, workers: int) -> list
     n = min(workers, t_len // PART_MIN_TOKENS)
     if n < 2:
         return [t_len]
-    matmul = 2 * cfg.d_model * ((cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim + cfg.n_head * cfg.head_dim + cfg.mlp_matrices * cfg.d_ff)
-    attention = 6 * cfg.n_head * cfg.head_dim  # per position attended: q.k and p.v (4 flops), at 2/3 of a matmul's speed (fitted: equal parts on SmolLM2)
+    matmul = (
+        2
+        * cfg.d_model
+        * ((cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim + cfg.n_head * cfg.head_dim + cfg.mlp_matrices * cfg.d_ff)
+    )
+    # per position attended: q.k and p.v (4 flops), at 2/3 of a matmul's speed (fitted: equal parts on SmolLM2)
+    attention = 6 * cfg.n_head * cfg.head_dim
     work = np.cumsum(matmul + attention * np.arange(start + 1, start + t_len + 1, dtype=np.float64))  # [T], per block
     cuts = np.searchsorted(work, work[-1] * np.arange(1, n) / n)  # [n-1] the tokens where each share is reached
     bounds = [0, *(int(c) + 1 for c in cuts), t_len]
@@ -257,12 +274,12 @@ def split_prompt(cfg: ModelConfig, start: int, t_len: int, workers: int) -> list
 class RowByRow(Fast):
     """A batch-invariant executor for decode steps: each row's products are exactly the one-row
     products of a sequence decoding alone (OpenBLAS's vector-matrix product, one row at a time),
-    so a row's numbers never depend on its company. The batched kernels (ops.few_rows) pick their
+    so a row's numbers never depend on its company. The batched kernels (dense_ops.few_rows) pick their
     blocks and OpenBLAS its kernel by the number of rows, which moves a result by a few float32
     steps, enough to flip a greedy choice between two near-equal tokens (the "batch invariance"
     of Thinking Machines, "Defeating Nondeterminism in LLM Inference", 2025). Stored weight rows
     (every family but GPT-2, whose matrices are stored [in, out]) are still read from memory about
-    once per step: ops.each_row runs every row's product on a block of them while it is in cache,
+    once per step: dense_ops.each_row runs every row's product on a block of them while it is in cache,
     half of the blocks on the helper thread with 2 workers. Run a step inside around_step(rows):
     BLAS on one thread, as the two halves are the two threads."""
 
@@ -278,13 +295,14 @@ class RowByRow(Fast):
 
     def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
         if isinstance(w, Quantized):  # each row of x on its own: the kernels' rows never meet
-            y = quantized.product(x, w, self.workers, self.kernels)
+            y = kernel_products.product(x, w, self.workers, self.kernels)
         elif (y := self.dense(x, w)) is not None:  # the same, float32
             pass
-        elif x.shape[0] > 1 and ops.stored_rows(w):
-            y = ops.each_row(x, w.T, self.helper if self.workers > 1 else None)  # [T, out]
+        elif x.shape[0] > 1 and dense_ops.stored_rows(w):
+            y = dense_ops.each_row(x, w.T, self.helper if self.workers > 1 else None)  # [T, out]
         else:
-            y = np.matmul(x[:, None, :], w)[:, 0]  # [T, 1, in] @ [in, out] -> [T, out], one vector-matrix product per row
+            # [T, 1, in] @ [in, out] -> [T, out], one vector-matrix product per row
+            y = np.matmul(x[:, None, :], w)[:, 0]
         if b is not None:
             y += b
         return y

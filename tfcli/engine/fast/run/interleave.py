@@ -31,17 +31,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...formats import BLOCK_TYPES
+from ...formats import BLOCK_TYPES, GGMLType
 from ..load import pages
 
-TYPES = (2, 3, 6, 7, 8)  # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+TYPES = (GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0)
 GROUP = 8  # weight rows per group
 _TILE = 4096  # rows interleaved at a time: bounds the temporary arrays, and the file's pages held at once
 
 
 def _fields(type_id: int) -> tuple[int, int | None, int | None, int]:
     """Where a GGUF block of this type holds (d, m, qh, qs), in bytes from its start (None: absent)."""
-    return {2: (0, None, None, 2), 3: (0, 2, None, 4), 6: (0, None, 2, 6), 7: (0, 2, 4, 8), 8: (0, None, None, 2)}[type_id]
+    return {
+        GGMLType.Q4_0: (0, None, None, 2), GGMLType.Q4_1: (0, 2, None, 4), GGMLType.Q5_0: (0, None, 2, 6),
+        GGMLType.Q5_1: (0, 2, 4, 8), GGMLType.Q8_0: (0, None, None, 2),
+    }[type_id]
 
 
 @dataclass(frozen=True)
@@ -75,14 +78,17 @@ def _tile(blocks: np.ndarray, type_id: int) -> np.ndarray:
     at = 0
     for field in (d_at, m_at):  # float16s moved as uint16, the runs of 4 bytes below as uint32: fewer, wider moves
         if field is not None:
-            out[:, :, at : at + 16].view("<u2")[...] = by_group[:, :, :, field : field + 2].view("<u2")[..., 0]  # [G, nb, 8r]
+            # [G, nb, 8r]
+            out[:, :, at : at + 16].view("<u2")[...] = by_group[:, :, :, field : field + 2].view("<u2")[..., 0]
             at += 16
     if qh_at is not None:  # row r's bit 4j + t -> bit 4r + t of dword j
-        out[:, :, at : at + 32].view("<u4")[...] = _nibbles_swapped(by_group[:, :, :, qh_at : qh_at + 4].view("<u4")[..., 0])
+        out[:, :, at : at + 32].view("<u4")[...] = _nibbles_swapped(
+            by_group[:, :, :, qh_at : qh_at + 4].view("<u4")[..., 0]
+        )
         at += 32
-    chunks = 8 if type_id == 8 else 4  # runs of 4 bytes in a row's qs
-    qs = by_group[:, :, :, qs_at : qs_at + 4 * chunks].view("<u4")  # [G, nb, 8r, chunks]
-    out[:, :, at:].view("<u4").reshape(G, nb, chunks, GROUP)[...] = qs.transpose(0, 1, 3, 2)
+    runs = 8 if type_id == GGMLType.Q8_0 else 4  # runs of 4 bytes in a row's qs
+    qs = by_group[:, :, :, qs_at : qs_at + 4 * runs].view("<u4")  # [G, nb, 8r, runs]
+    out[:, :, at:].view("<u4").reshape(G, nb, runs, GROUP)[...] = qs.transpose(0, 1, 3, 2)
     return out
 
 
@@ -94,7 +100,8 @@ def interleave(data: np.ndarray, type_id: int, release=None) -> Interleaved:
     n, row_bytes = data.shape
     nb = row_bytes // nbytes
     G = -(-n // GROUP)
-    groups = pages.empty(G * nb * GROUP * nbytes).reshape(G, nb * GROUP * nbytes)  # [G, nb * record], on 2 MB pages where the system gives them
+    # [G, nb * record], on 2 MB pages where the system gives them
+    groups = pages.empty(G * nb * GROUP * nbytes).reshape(G, nb * GROUP * nbytes)
     for a in range(0, n, _TILE):
         b = min(a + _TILE, n)
         tile = data[a:b].reshape(b - a, nb, nbytes)  # [n', nb, nbytes]
@@ -117,13 +124,16 @@ def restore(packed: Interleaved, first: int, end: int) -> np.ndarray:
     at = 0
     for field in (d_at, m_at):
         if field is not None:
-            blocks[:, :, :, field : field + 2].view("<u2")[..., 0] = records[:, :, at : at + 16].view("<u2")  # [G, nb, 8r]
+            # [G, nb, 8r]
+            blocks[:, :, :, field : field + 2].view("<u2")[..., 0] = records[:, :, at : at + 16].view("<u2")
             at += 16
     if qh_at is not None:
-        blocks[:, :, :, qh_at : qh_at + 4].view("<u4")[..., 0] = _nibbles_swapped(records[:, :, at : at + 32].view("<u4"))
+        blocks[:, :, :, qh_at : qh_at + 4].view("<u4")[..., 0] = _nibbles_swapped(
+            records[:, :, at : at + 32].view("<u4")
+        )
         at += 32
-    chunks = 8 if packed.type_id == 8 else 4
-    qs = records[:, :, at:].view("<u4").reshape(G, nb, chunks, GROUP)  # [G, nb, chunks, 8r]
+    runs = 8 if packed.type_id == GGMLType.Q8_0 else 4
+    qs = records[:, :, at:].view("<u4").reshape(G, nb, runs, GROUP)  # [G, nb, runs, 8r]
     blocks[:, :, :, qs_at:].view("<u4")[...] = qs.transpose(0, 1, 3, 2)
     rows = blocks.transpose(0, 2, 1, 3).reshape(G * GROUP, nb * nbytes)  # [8G, row bytes]
     return rows[first - GROUP * g0 : end - GROUP * g0]

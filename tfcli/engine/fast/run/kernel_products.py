@@ -31,7 +31,8 @@ from ...gguffile import release
 from ...quantized import Part, Quantized, textbook_product
 from . import interleave
 
-FEW_ROWS = 48  # up to this many rows of x, the integer kernels; more, dequantized tiles and BLAS (one thread, AMD EPYC:
+# up to this many rows of x, the integer kernels; more, dequantized tiles and BLAS (one thread, AMD EPYC:
+KERNEL_ROWS = 48
 # kernels / tiles 0.88 at 32 rows, 0.81-0.90 at 48, 1.00-1.14 at 64 on SmolLM2's and Gemma 3's MLP matrices)
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "kernels": the module once loaded; "why": why not
@@ -84,13 +85,14 @@ def product(x: np.ndarray, w: Quantized, threads: int = 1, k=None) -> np.ndarray
         return textbook_product(x, w)
     if x.dtype != np.float32 or not x.flags.c_contiguous:
         x = np.ascontiguousarray(x, dtype=np.float32)  # [T, K]
-    if x.shape[0] > FEW_ROWS:
+    if x.shape[0] > KERNEL_ROWS:
         return _tiled(k, x, w)
     y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
     calls, order = plan_of(k, w)
     for parts in calls:
         k.product_parts(x, parts, y, threads)
-    return y if order is None else y.take(order, axis=1)  # computed in the stored order; the model's is a permutation of it
+    # computed in the stored order; the model's is a permutation of it
+    return y if order is None else y.take(order, axis=1)
 
 
 _made: dict[int, tuple] = {}  # id(w) -> (a weak reference to w, what _kept made for it): forgotten with w
@@ -111,7 +113,7 @@ def plan_of(k, w) -> tuple[list, np.ndarray | None]:
     per-product path (product, dense_product) and the compiled blocks (fast/run/blocks.py) share them."""
     if isinstance(w, Quantized):
         return _kept(w, lambda: _plan(k, w))
-    return _kept(w, lambda: ([k.Parts([(w.T, 0, 0)])], None))
+    return _kept(w, lambda: ([k.PartTable([(w.T, 0, 0)])], None))
 
 
 def rows_of(p: Part):
@@ -134,7 +136,7 @@ def _plan(k, w: Quantized) -> tuple[list, np.ndarray | None]:
         if p.order is not None:
             order[first : first + p.rows] = first + p.order
         first += p.rows
-    return [k.Parts(g) for g in groups.values()], None if all(p.order is None for p in w.parts) else order
+    return [k.PartTable(g) for g in groups.values()], None if all(p.order is None for p in w.parts) else order
 
 
 def dense_product(k, x: np.ndarray, w: np.ndarray, threads: int = 1) -> np.ndarray | None:
@@ -143,7 +145,7 @@ def dense_product(k, x: np.ndarray, w: np.ndarray, threads: int = 1) -> np.ndarr
     x the same bits whatever the others): measured 1.6-2.2x OpenBLAS's on a decode step's matrices
     (benchmarks/README.md). None when w is not such a view. k: the kernels module."""
     rows = w.T  # [N, K]
-    if w.dtype != np.float32 or not rows.flags.c_contiguous or x.shape[0] > FEW_ROWS:
+    if w.dtype != np.float32 or not rows.flags.c_contiguous or x.shape[0] > KERNEL_ROWS:
         return None
     y = np.empty((x.shape[0], rows.shape[0]), dtype=np.float32)  # [T, N]
     k.product_parts(x, plan_of(k, w)[0][0], y, threads)
@@ -164,7 +166,8 @@ def _tiled(k, x: np.ndarray, w: Quantized) -> np.ndarray:
         rows = rows_of(p)
         for a in range(0, p.rows, TILE_ROWS):
             b = min(a + TILE_ROWS, p.rows)
-            data = interleave.restore(rows, a, b) if isinstance(rows, interleave.Interleaved) else rows[a:b]  # the file's bytes
+            # the file's bytes
+            data = interleave.restore(rows, a, b) if isinstance(rows, interleave.Interleaved) else rows[a:b]
             k.dequantize_rows(data, p.type_id, tile, 0, b - a)  # [b-a, K]
             into = stored[:, a:b] if stored is not None else y[:, first + a : first + b]
             np.matmul(x, tile[: b - a].T, out=into)  # [T, K] @ [K, b-a] -> [T, b-a]

@@ -9,12 +9,12 @@ from numba import carray
 
 from .llvm_attention import ask, dots, tile_1, tile_4
 from .jobs import _exp, _f32, _float_bits, _i64, _quantize_rows
-from ..arguments import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KH, A_KS, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
-                    A_Q, A_QKV, A_QNORM, A_QZ, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_V, A_VH, A_VS, PREP, PREP_ONLY,
-                    L_CALLS, LS, SLOTS)  # fmt: skip
+from ..arguments import CALL_WIDTH, LAYER_WIDTH, PREP, PREP_ONLY, SLOTS, Attention, Call, LayerColumn
 
 
-ASK_AHEAD = 64  # positions whose values (and the next head's keys) a head asks for before its scores: more were slower after 2,000 positions
+# positions whose values (and the next head's keys) a head asks for before its scores: more were slower after 2,000
+# positions
+ASK_AHEAD = 64
 
 
 def attention(a, c):
@@ -22,53 +22,56 @@ def attention(a, c):
     scores of a head's G queries over its S keys, their exponentials, and the values they weight,
     summed before dividing by the exponentials' sum, as fast/run/dense_ops._attention_block does. The keys,
     kept position by position, 16 at a time for each query (llvm_attention.dots); the values 64
-    (then 16) columns at a time, read once for the G queries (or for each of A_SPLIT parts of them,
+    (then 16) columns at a time, read once for the G queries (or for each of Attention.SPLIT parts of them,
     so that more threads than heads share the work; llvm_attention.tile_*). Each query's numbers
     are the same bits however the queries are cut.
 
-    Several rows of a batch step in one call (A_COUNT > 1): `a` is the first of A_COUNT rows of
-    slots (at A_TABLE, SLOTS apart), each row's heads in one chunk (its A_CHUNKS 1), and chunk c
-    takes the rows that the rows of slots c, c + A_SHARE, ... name (A_TAKE: the longest first, so
+    Several rows of a batch step in one call (Attention.COUNT > 1): `a` is the first of Attention.COUNT rows of
+    slots (at Attention.TABLE, SLOTS apart), each row's heads in one chunk (its Attention.CHUNKS 1), and chunk c
+    takes the rows that the rows of slots c, c + Attention.SHARE, ... name (Attention.TAKE: the longest first, so
     that the threads, taking chunks as they come, end together): the same code, so the same bits,
     as a row alone.
 
-    A row of the compiled blocks (block_job.py, A_PREP) first turns its Q/K/V product into its
+    A row of the compiled blocks (block_job.py, Attention.PREP) first turns its Q/K/V product into its
     queries and writes its key and value into its cache (_prep): on the thread that then reads
     them, and for each row of a batch step on the thread its chunk runs on; such a row then quantizes
-    its output for W_o's product (A_QZ: its layer's row of the layer table), as block_rows does its x
+    its output for W_o's product (Attention.QZ: its layer's row of the layer table), as block_rows does its x
     for the others: on the two threads, where W_o's first job would quantize all the rows on one."""
-    count = a[A_COUNT]
-    first, step = (c, a[A_SHARE]) if count > 1 else (0, 1)
-    table = carray(_i64(a[A_TABLE]), (count, SLOTS)) if count > 1 else carray(a, (1, SLOTS))  # [rows, SLOTS]
+    count = a[Attention.COUNT]
+    first, step = (c, a[Attention.SHARE]) if count > 1 else (0, 1)
+    table = carray(_i64(a[Attention.TABLE]), (count, SLOTS)) if count > 1 else carray(a, (1, SLOTS))  # [rows, SLOTS]
     for k in range(first, max(count, 1), step):
-        t = table[k, A_TAKE] if count > 1 else 0
+        t = table[k, Attention.TAKE] if count > 1 else 0
         s = table[t]
-        if s[A_PREP] & PREP:
+        if s[Attention.PREP] & PREP:
             _prep(s)
-        if not s[A_PREP] & PREP_ONLY:
+        if not s[Attention.PREP] & PREP_ONLY:
             _attend(s, c if count <= 1 else 0)
-            if s[A_QZ] != 0:  # its output quantized for W_o's calls, as their first job would (the same bits)
-                _quantized_for(carray(_i64(s[A_QZ]), (LS,)), 1, t)
+            if s[Attention.QZ] != 0:  # its output quantized for W_o's calls, as their first job would (the same bits)
+                _quantized_for(carray(_i64(s[Attention.QZ]), (LAYER_WIDTH,)), 1, t)
 
 
 def _attend(a, c):
     """attention() of one row: its slots `a`, chunk c of its heads."""
-    rows, dh, n_kv, s_len, chunks = a[A_ROWS], a[A_DH], a[A_HKV], a[A_S], a[A_CHUNKS]
-    q = carray(_f32(a[A_Q]), (n_kv * rows * dh,))
-    out = carray(_f32(a[A_OUT]), (n_kv * rows * dh,))
-    e = carray(_f32(a[A_SCRATCH]), (chunks * rows * s_len,))
-    ks, vs = a[A_KS], a[A_VS]
+    rows, dh, n_kv, s_len = a[Attention.ROWS], a[Attention.DH], a[Attention.HKV], a[Attention.S]
+    chunks = a[Attention.CHUNKS]
+    q = carray(_f32(a[Attention.Q]), (n_kv * rows * dh,))
+    out = carray(_f32(a[Attention.OUT]), (n_kv * rows * dh,))
+    e = carray(_f32(a[Attention.SCRATCH]), (chunks * rows * s_len,))
+    ks, vs = a[Attention.KS], a[Attention.VS]
     scale = np.float32(1.0 / np.sqrt(np.float64(dh)))
-    split = a[A_SPLIT]  # a head's queries in this many parts (jobs run the parts: Gemma 3's one head on two threads)
+    # a head's queries in this many parts (jobs run the parts: Gemma 3's one head on two threads)
+    split = a[Attention.SPLIT]
     per = (rows + split - 1) // split
     size = (n_kv * split + chunks - 1) // chunks
     for u in range(c * size, min(n_kv * split, (c + 1) * size)):
         h, part = u // split, u % split
-        k = carray(_f32(a[A_K] + 4 * h * a[A_KH]), (s_len * ks,))
-        v = carray(_f32(a[A_V] + 4 * h * a[A_VH]), (s_len * vs,))
+        k = carray(_f32(a[Attention.K] + 4 * h * a[Attention.KH]), (s_len * ks,))
+        v = carray(_f32(a[Attention.V] + 4 * h * a[Attention.VH]), (s_len * vs,))
         _ask_ahead(v, vs, s_len, dh)  # the first of this head's values, read after its scores, asked for now
-        if part == split - 1 and h + 1 < n_kv and u + 1 < min(n_kv * split, (c + 1) * size):  # and of the next head's keys
-            _ask_ahead(carray(_f32(a[A_K] + 4 * (h + 1) * a[A_KH]), (s_len * ks,)), ks, s_len, dh)
+        # and of the next head's keys
+        if part == split - 1 and h + 1 < n_kv and u + 1 < min(n_kv * split, (c + 1) * size):
+            _ask_ahead(carray(_f32(a[Attention.K] + 4 * (h + 1) * a[Attention.KH]), (s_len * ks,)), ks, s_len, dh)
         for r0 in range(part * per, min(rows, (part + 1) * per), 4):
             n = min(4, min(rows, (part + 1) * per) - r0)
             qo = (h * rows + r0) * dh
@@ -87,7 +90,8 @@ def _attend(a, c):
                             acc += qr[d] * key[d]
                         e[eo + r * s_len + j] = acc * scale
             for r in range(n):
-                row = e[eo + r * s_len : eo + (r + 1) * s_len]  # [S] a view: indices from 0 up, which LLVM runs in vector lanes
+                # [S] a view: indices from 0 up, which LLVM runs in vector lanes
+                row = e[eo + r * s_len : eo + (r + 1) * s_len]
                 t0 = t1 = t2 = t3 = row[0]  # the largest score, in four chains (a maximum is exact in any order)
                 for j in range(0, s_len - 3, 4):
                     t0, t1, t2, t3 = max(t0, row[j]), max(t1, row[j + 1]), max(t2, row[j + 2]), max(t3, row[j + 3])
@@ -105,7 +109,8 @@ def _attend(a, c):
                     tile_1(n, v, d, vs, e, eo, s_len, s_len, out, qo + d, dh)
                 d += 64 if wide else 16
             for r in range(n):
-                row, o = e[eo + r * s_len : eo + (r + 1) * s_len], out[qo + r * dh : qo + (r + 1) * dh]  # views (indices from 0 up: vector lanes)
+                # views (indices from 0 up: vector lanes)
+                row, o = e[eo + r * s_len : eo + (r + 1) * s_len], out[qo + r * dh : qo + (r + 1) * dh]
                 for dd in range(d, dh):
                     acc = np.float32(0)
                     for j in range(s_len):
@@ -113,7 +118,8 @@ def _attend(a, c):
                     o[dd] = acc
                 total = np.float32(0)
                 for j in range(s_len):
-                    total += e[eo + r * s_len + j]  # not the view: a sum in order, as before (in vector lanes it moved Gemma 3's greedy text)
+                    # not the view: a sum in order, as before (in vector lanes it moved Gemma 3's greedy text)
+                    total += e[eo + r * s_len + j]
                 for dd in range(dh):
                     o[dd] /= total
 
@@ -127,46 +133,46 @@ def _ask_ahead(x, stride, s_len, dh):
 
 def _quantized_for(layer, m, t):
     """Row t of matrix m's x quantized for each of its calls on quantized weights (`layer`: its row of
-    the layer table, L_CALLS), into the call's buffers, as the quantize job does for all the rows
+    the layer table, LayerColumn.CALLS), into the call's buffers, as the quantize job does for all the rows
     (jobs._quantize_rows: the same bits)."""
     for j in range(2):
-        at = L_CALLS + (m * 2 + j) * 4
-        if layer[at] != 0 and layer[at + 2] != 0:
-            _quantize_rows(carray(_i64(layer[at + 2]), (SLOTS,)), t, t + 1)
+        at = LayerColumn.CALLS + (m * 2 + j) * CALL_WIDTH
+        if layer[at + Call.FIRST] != 0 and layer[at + Call.ARGS] != 0:
+            _quantize_rows(carray(_i64(layer[at + Call.ARGS]), (SLOTS,)), t, t + 1)
 
 
 def _prep(r):
-    """Row r's steps of Transformer.block between its Q/K/V product (A_QKV, in the stored order of its
+    """Row r's steps of Transformer.block between its Q/K/V product (Attention.QKV, in the stored order of its
     columns) and its attention: the model's order of the columns, the bias, each head's norm (Qwen3,
     Gemma 3), the queries' factor (Gemma 3), RoPE (pair i with i + R/2 of each query and key head,
-    ops.apply_rope), into A_Q; then its key and value into column A_COL of its cache."""
-    n_head, n_kv, dh, half = r[A_NHEAD], r[A_HKV], r[A_DH], r[A_HALF]
+    ops.apply_rope), into Attention.Q; then its key and value into column Attention.COL of its cache."""
+    n_head, n_kv, dh, half = r[Attention.NHEAD], r[Attention.HKV], r[Attention.DH], r[Attention.HALF]
     nq = (n_head + 2 * n_kv) * dh
-    kh, ks, vh, vs, col = r[A_KH], r[A_KS], r[A_VH], r[A_VS], r[A_COL]
-    keys, values = carray(_f32(r[A_K]), (n_kv * kh,)), carray(_f32(r[A_V]), (n_kv * vh,))
-    qkv, qm = carray(_f32(r[A_QKV]), (nq,)), carray(_f32(r[A_Q]), (nq,))
-    if r[A_ORDER] != 0:
-        order = carray(_i64(r[A_ORDER]), (nq,))
+    kh, ks, vh, vs, col = r[Attention.KH], r[Attention.KS], r[Attention.VH], r[Attention.VS], r[Attention.COL]
+    keys, values = carray(_f32(r[Attention.K]), (n_kv * kh,)), carray(_f32(r[Attention.V]), (n_kv * vh,))
+    qkv, qm = carray(_f32(r[Attention.QKV]), (nq,)), carray(_f32(r[Attention.Q]), (nq,))
+    if r[Attention.ORDER] != 0:
+        order = carray(_i64(r[Attention.ORDER]), (nq,))
         for j in range(nq):
             qm[j] = qkv[np.uint64(order[j])]  # an index never negative: no wrap-around test
     else:
         for j in range(nq):
             qm[j] = qkv[j]
-    if r[A_BQKV] != 0:
-        bias = carray(_f32(r[A_BQKV]), (nq,))
+    if r[Attention.BQKV] != 0:
+        bias = carray(_f32(r[Attention.BQKV]), (nq,))
         for j in range(nq):
             qm[j] += bias[j]
-    eps = _float_bits(np.int32(r[A_EPS]))
-    if r[A_QNORM] != 0:
-        qn, kn = carray(_f32(r[A_QNORM]), (dh,)), carray(_f32(r[A_KNORM]), (dh,))
+    eps = _float_bits(np.int32(r[Attention.EPS]))
+    if r[Attention.QNORM] != 0:
+        qn, kn = carray(_f32(r[Attention.QNORM]), (dh,)), carray(_f32(r[Attention.KNORM]), (dh,))
         for hd in range(n_head + n_kv):
             head = qm[hd * dh : (hd + 1) * dh]
             _rms_row(head, qn if hd < n_head else kn, head, eps)
-    qscale = _float_bits(np.int32(r[A_QSCALE]))
+    qscale = _float_bits(np.int32(r[Attention.QSCALE]))
     if qscale != 1:  # Gemma 3: scores scaled by query_pre_attn_scalar^-1/2, not Dh^-1/2
         for j in range(n_head * dh):
             qm[j] *= qscale
-    cos, sin = carray(_f32(r[A_COS]), (half,)), carray(_f32(r[A_SIN]), (half,))
+    cos, sin = carray(_f32(r[Attention.COS]), (half,)), carray(_f32(r[Attention.SIN]), (half,))
     for hd in range(n_head + n_kv):
         head = qm[hd * dh : (hd + 1) * dh]  # a view, as below: indices from 0 up, which LLVM runs in vector lanes
         for i in range(half):
@@ -174,8 +180,10 @@ def _prep(r):
             head[i] = x1 * cos[i] - x2 * sin[i]
             head[half + i] = x2 * cos[i] + x1 * sin[i]
     for g in range(n_kv):
-        key, value = qm[(n_head + g) * dh : (n_head + g + 1) * dh], qm[(n_head + n_kv + g) * dh : (n_head + n_kv + g + 1) * dh]
-        krow, vrow = keys[g * kh + col * ks : g * kh + col * ks + dh], values[g * vh + col * vs : g * vh + col * vs + dh]
+        key = qm[(n_head + g) * dh : (n_head + g + 1) * dh]
+        value = qm[(n_head + n_kv + g) * dh : (n_head + n_kv + g + 1) * dh]
+        krow = keys[g * kh + col * ks : g * kh + col * ks + dh]
+        vrow = values[g * vh + col * vs : g * vh + col * vs + dh]
         for e in range(dh):
             krow[e] = key[e]
             vrow[e] = value[e]
@@ -191,5 +199,6 @@ def _rms_row(x, g, out, eps):
         out[i] = x[i] / r * g[i]
 
 
-HELPERS = ("_attend", "_prep", "_rms_row", "_exp", "_quantize_rows", "_quantized_for", "_ask_ahead")  # compiled into the job
+# compiled into the job
+HELPERS = ("_attend", "_prep", "_rms_row", "_exp", "_quantize_rows", "_quantized_for", "_ask_ahead")
 JOBS = ("attention",)

@@ -1,4 +1,5 @@
-"""Compile the kernels (jobs.py, attention_job.py, block_job.py) and the pool (pool.py) to machine code for this CPU, once per
+"""Compile the kernels (jobs.py, attention_job.py, block_job.py) and the pool (pool.py) to machine code for this CPU,
+once per
 machine, into object files that kernels.py loads without numba or LLVM (elf.py).
 
     python -c "from pathlib import Path; from tfcli.engine.fast.source.build import build; build(Path(FOLDER))"
@@ -37,15 +38,28 @@ def build(folder: Path) -> None:
     from ..load.compiled import marker
 
     binding, machine = _target_machine()
-    for module in (jobs, attention_job, block_job, top_job):  # each module's helpers compiled in its own namespace, where its jobs find them
-        vars(module).update({name: numba.njit(nogil=True, inline="always", error_model="numpy")(getattr(module, name)) for name in module.HELPERS})
+    # each module's helpers compiled in its own namespace, where its jobs find them
+    for module in (jobs, attention_job, block_job, top_job):
+        vars(module).update(
+            {
+                name: numba.njit(nogil=True, inline="always", error_model="numpy")(getattr(module, name))
+                for name in module.HELPERS
+            }
+        )
     jobs._dot_rows = numba.njit(nogil=True, error_model="numpy", fastmath={"reassoc", "contract"})(jobs._dot_rows)
-    vars(jobs).update({name: numba.njit(nogil=True, error_model="numpy")(getattr(jobs, name)) for name in jobs.ROWS_OF_X})
+    vars(jobs).update(
+        {name: numba.njit(nogil=True, error_model="numpy")(getattr(jobs, name)) for name in jobs.ROWS_OF_X}
+    )
     signature = types.void(types.CPointer(types.int64), types.int64)
     symbols, digests = {}, {}
-    for module, name in [(module, name) for module in (jobs, attention_job, block_job, top_job) for name in module.JOBS]:
-        fast = {"fastmath": {"reassoc", "contract"}} if name == "attention" else {}  # sums in vector lanes, multiply-adds fused
-        compiled = numba.njit([signature], nogil=True, error_model="numpy", **fast)(getattr(module, name)).overloads[signature.args]
+    for module, name in [
+        (module, name) for module in (jobs, attention_job, block_job, top_job) for name in module.JOBS
+    ]:
+        # sums in vector lanes, multiply-adds fused
+        fast = {"fastmath": {"reassoc", "contract"}} if name == "attention" else {}
+        compiled = numba.njit([signature], nogil=True, error_model="numpy", **fast)(getattr(module, name)).overloads[
+            signature.args
+        ]
         code = machine.emit_object(binding.parse_assembly(compiled.library.get_llvm_str()))
         (folder / f"{name}.o").write_bytes(code)
         symbols[name], digests[name] = compiled.fndesc.mangled_name, hashlib.sha256(code).hexdigest()
@@ -54,7 +68,10 @@ def build(folder: Path) -> None:
     code = machine.emit_object(binding.parse_assembly(ir))
     (folder / "pool.o").write_bytes(code)
     digests["pool"] = hashlib.sha256(code).hexdigest()
-    index = {"jobs": symbols, "pool": {"run": "tfcli_run", "work": "tfcli_work", "threads": futex is not None}, "sha256": digests}
+    index = {
+        "jobs": symbols, "pool": {"run": "tfcli_run", "work": "tfcli_work", "threads": futex is not None},
+        "sha256": digests,
+    }
     (folder / "index.json").write_text(json.dumps(index, indent=1), encoding="utf-8")
-    (folder / "ready").write_text(f"{marker()}numba {numba.__version__}\n", encoding="utf-8")  # last: the folder is complete
-
+    # last: the folder is complete
+    (folder / "ready").write_text(f"{marker()}numba {numba.__version__}\n", encoding="utf-8")

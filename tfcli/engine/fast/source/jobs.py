@@ -14,7 +14,7 @@ same product runs on the stored bytes, the way llama.cpp's ggml-cpu kernels do i
 (activations.py is the NumPy twin, and says what that costs), and each block of weights is
 unpacked in registers and dotted with up to 4 rows of x at a time, in integers, with one float
 multiply-add per block: the 32-weight types on rows interleaved 8 at a time (interleave.py,
-llvm_x8.py: one instruction serves 8 weight rows), the k-quants row by row (llvm.py):
+llvm_x8.py: one instruction serves 8 weight rows), the k-quants row by row (llvm_kquants.py):
 
     Q4_0 Q5_0 Q8_0   x in blocks of 32 values, one float32 scale: w.x = dw dx sum(qw qx)
     Q4_1 Q5_1        the same, plus the block's sum of qx for the minimum: + mw dx sum(qx)
@@ -28,9 +28,9 @@ import numpy as np
 from numba import carray, types
 from numba.extending import intrinsic
 
-from . import llvm, llvm_q8, llvm_x8
-from ..arguments import (BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1,
-                    Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC, W32, WD, WM, WQ, X, X8, XD, XM, XQ, XS, K, T)  # fmt: skip
+from . import llvm, llvm_kquants, llvm_q8, llvm_x8
+from ...formats import GGMLType
+from ..arguments import PART_WIDTH, X8, PartColumn, Product
 
 
 def _pointer(numba_type):
@@ -46,14 +46,16 @@ def _pointer(numba_type):
     return at
 
 
-_f32, _i8, _i16, _i32, _i64, _u8 = (_pointer(t) for t in (types.float32, types.int8, types.int16, types.int32, types.int64, types.uint8))
+_f32, _i8, _i16, _i32, _i64, _u8 = (
+    _pointer(t) for t in (types.float32, types.int8, types.int16, types.int32, types.int64, types.uint8)
+)
 
 
 # --- the activations (NumPy twin: activations.py) ----------------------------------------------------
 
 
-def _quantize_x(x, block, group, q, d, sums):
-    """x [T, K] float32 -> q [T*K] int8, d [T, K/block] float32, sums [T, K/group] int32: per block
+def _quantize_x(x, block, sum_size, q, d, sums):
+    """x [T, K] float32 -> q [T*K] int8, d [T, K/block] float32, sums [T, K/sum_size] int32: per block
     d = max|x| / 127 and q = rint(x / d) (activations.quantize computes the same numbers), 32 values
     at a time in vector registers (llvm_q8.py)."""
     T, K = x.shape
@@ -70,20 +72,20 @@ def _quantize_x(x, block, group, q, d, sums):
             inv = np.float32(1) / scale if scale > 0 else np.float32(0)
             for k in range(t * K + b * block, t * K + (b + 1) * block, 32):
                 llvm_q8.round32(x, k, inv, q, k)
-        for g in range(K // group):
-            at = t * K + g * group
-            sums[t, g] = llvm_q8.sum16(q, at) + (llvm_q8.sum16(q, at + 16) if group == 32 else 0)
+        for g in range(K // sum_size):
+            at = t * K + g * sum_size
+            sums[t, g] = llvm_q8.sum16(q, at) + (llvm_q8.sum16(q, at + 16) if sum_size == 32 else 0)
 
 
 def _quantize_rows(a, first, end):
     """Rows first..end-1 of a product's x (its slots `a`) quantized into its buffers: xq, xd, xs, and
     xm = xd * xs for blocks of 32. Each row on its own: the same bits however the rows are cut."""
-    n, k, block, group = a[T], a[K], a[BLOCK], a[GROUP]
-    d, sums = carray(_f32(a[XD]), (n, k // block)), carray(_i32(a[XS]), (n, k // group))
-    q = carray(_i8(a[XQ] + first * k), ((end - first) * k,))
-    _quantize_x(carray(_f32(a[X]), (n, k))[first:end], block, group, q, d[first:end], sums[first:end])
+    n, k, block, sum_size = a[Product.T], a[Product.K], a[Product.BLOCK], a[Product.SUM_SIZE]
+    d, sums = carray(_f32(a[Product.XD]), (n, k // block)), carray(_i32(a[Product.XS]), (n, k // sum_size))
+    q = carray(_i8(a[Product.XQ] + first * k), ((end - first) * k,))
+    _quantize_x(carray(_f32(a[Product.X]), (n, k))[first:end], block, sum_size, q, d[first:end], sums[first:end])
     if block == 32:
-        xm = carray(_f32(a[XM]), (n, k // 32))  # x's block sums, scaled, for the minimum term
+        xm = carray(_f32(a[Product.XM]), (n, k // 32))  # x's block sums, scaled, for the minimum term
         for t in range(first, end):
             for b in range(k // 32):
                 xm[t, b] = d[t, b] * np.float32(sums[t, b])
@@ -91,7 +93,7 @@ def _quantize_rows(a, first, end):
 
 def quantize(a, c):
     """first: quantize x for the product (xq, xd, xs; and xm = xd * xs, blocks of 32)."""
-    _quantize_rows(a, 0, a[T])
+    _quantize_rows(a, 0, a[Product.T])
 
 
 # --- unpacking one weight row: int8 q, float scales (the layouts are formats.py's) ------------------
@@ -103,14 +105,14 @@ def _unpack_blocks32(kind, nbytes, row, wq, wd, wm):
     for b in range(wd.size):
         o, j = b * nbytes, 32 * b
         wd[b] = llvm.half(row, o)
-        if kind == Q4_0:  # d · qs[16]
+        if kind == GGMLType.Q4_0:  # d · qs[16]
             llvm.unpack_q4(row, o + 2, wq, j, 8)
-        elif kind == Q4_1:  # d · m · qs[16]
+        elif kind == GGMLType.Q4_1:  # d · m · qs[16]
             wm[b] = llvm.half(row, o + 2)
             llvm.unpack_q4(row, o + 4, wq, j, 0)
-        elif kind == Q5_0:  # d · qh u32 · qs[16]
+        elif kind == GGMLType.Q5_0:  # d · qh u32 · qs[16]
             llvm.unpack_q5(row, o + 6, o + 2, wq, j, 16)
-        elif kind == Q5_1:  # d · m · qh u32 · qs[16]
+        elif kind == GGMLType.Q5_1:  # d · m · qh u32 · qs[16]
             wm[b] = llvm.half(row, o + 2)
             llvm.unpack_q5(row, o + 8, o + 4, wq, j, 0)
         else:  # Q8_0: d · qs i8[32]
@@ -118,7 +120,8 @@ def _unpack_blocks32(kind, nbytes, row, wq, wd, wm):
 
 
 def _k_scales(row, o, sc, mn, j):
-    """The 12 bytes at row[o:] -> the 6-bit scales sc[j:j+8] and mins mn[j:j+8] of a Q4_K/Q5_K block (formats._k_scales)."""
+    """The 12 bytes at row[o:] -> the 6-bit scales sc[j:j+8] and mins mn[j:j+8] of a Q4_K/Q5_K block
+    (formats._k_scales)."""
     for i in range(4):
         sc[j + i] = row[o + i] & 63
         mn[j + i] = row[o + 4 + i] & 63
@@ -131,9 +134,9 @@ def _unpack_k(kind, nbytes, row, wq, wd, wdmin, sc, mn):
     [K/256] the float16 d and dmin, sc and mn the sub-block scales and mins ([K/32] each; Q6_K: sc [K/16])."""
     for s in range(wd.size):
         o, j = s * nbytes, 256 * s
-        if kind == Q6_K:  # ql[128] · qh[64] · scales i8[16] · d
-            llvm.unpack_q6k_half(row, o, o + 128, wq, j)
-            llvm.unpack_q6k_half(row, o + 64, o + 160, wq, j + 128)
+        if kind == GGMLType.Q6_K:  # ql[128] · qh[64] · scales i8[16] · d
+            llvm_kquants.unpack_q6k_half(row, o, o + 128, wq, j)
+            llvm_kquants.unpack_q6k_half(row, o + 64, o + 160, wq, j + 128)
             for i in range(16):
                 sc[16 * s + i] = np.int8(row[o + 192 + i])
             wd[s] = llvm.half(row, o + 208)
@@ -141,16 +144,16 @@ def _unpack_k(kind, nbytes, row, wq, wd, wdmin, sc, mn):
         wd[s], wdmin[s] = llvm.half(row, o), llvm.half(row, o + 2)
         _k_scales(row, o + 4, sc, mn, 8 * s)
         for r in range(4):  # a run of 32 bytes: sub-blocks 2r (low nibbles), 2r+1 (high)
-            if kind == Q4_K:  # d · dmin · scales[12] · qs[128]
-                llvm.unpack_q4k_run(row, o + 16 + 32 * r, wq, j + 64 * r)
+            if kind == GGMLType.Q4_K:  # d · dmin · scales[12] · qs[128]
+                llvm_kquants.unpack_q4k_run(row, o + 16 + 32 * r, wq, j + 64 * r)
             else:  # Q5_K: d · dmin · scales[12] · qh[32] · qs[128]
-                llvm.unpack_q5k_run(row, o + 48 + 32 * r, o + 16, r, wq, j + 64 * r)
+                llvm_kquants.unpack_q5k_run(row, o + 48 + 32 * r, o + 16, r, wq, j + 64 * r)
 
 
 def _float_row(kind, row, w):
     """A row of F16 or BF16 weights (bytes) -> w [K] float32."""
     K = w.size
-    if kind == F16:
+    if kind == GGMLType.F16:
         for k in range(0, K - K % 16, 16):
             llvm.halves16(row, 2 * k, w, k)
         for k in range(K - K % 16, K):
@@ -201,15 +204,23 @@ def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
         t = 0
         while t + 4 <= T:
             if two:
-                llvm_x8.dot_x16x4(kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
+                llvm_x8.dot_x16x4(
+                    kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
+                )
             else:
-                llvm_x8.dot_x8x4(kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
+                llvm_x8.dot_x8x4(
+                    kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
+                )
             t += 4
         for t in range(t, T):
             if two:
-                llvm_x8.dot_x16x1(kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
+                llvm_x8.dot_x16x1(
+                    kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
+                )
             else:
-                llvm_x8.dot_x8x1(kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
+                llvm_x8.dot_x8x1(
+                    kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
+                )
         g += 2 if two else 1
 
 
@@ -222,21 +233,21 @@ def _rows_k(xq, xd, xs, rows, kind, out, lo, hi):
         # ggml_vec_dot_q4_K_q8_K, ggml_vec_dot_q6_K_q8_K): 4 rows of x per pass over the weight row, then one at a time
         t = 0
         while t + 4 <= T:
-            if kind == Q4_K:
-                r4 = llvm.dot_q4_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
-            elif kind == Q5_K:
-                r4 = llvm.dot_q5_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            if kind == GGMLType.Q4_K:
+                r4 = llvm_kquants.dot_q4_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            elif kind == GGMLType.Q5_K:
+                r4 = llvm_kquants.dot_q5_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
             else:
-                r4 = llvm.dot_q6_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+                r4 = llvm_kquants.dot_q6_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
             out[t, n], out[t + 1, n], out[t + 2, n], out[t + 3, n] = r4
             t += 4
         for t in range(t, T):
-            if kind == Q4_K:
-                out[t, n] = llvm.dot_q4_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
-            elif kind == Q5_K:
-                out[t, n] = llvm.dot_q5_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            if kind == GGMLType.Q4_K:
+                out[t, n] = llvm_kquants.dot_q4_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+            elif kind == GGMLType.Q5_K:
+                out[t, n] = llvm_kquants.dot_q5_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
             else:
-                out[t, n] = llvm.dot_q6_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+                out[t, n] = llvm_kquants.dot_q6_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
 
 
 # --- the jobs: chunk c of a product (x @ W[lo:hi].T into out[:, lo:hi]) or of a dequantization ------
@@ -249,47 +260,52 @@ def _chunk(lo, hi, chunks):
 
 def _span(a, c):
     """Rows (first, end) of chunk c."""
-    size = _chunk(a[LO], a[HI], a[CHUNKS])
-    return a[LO] + c * size, min(a[HI], a[LO] + (c + 1) * size)
+    size = _chunk(a[Product.LO], a[Product.HI], a[Product.CHUNKS])
+    return a[Product.LO] + c * size, min(a[Product.HI], a[Product.LO] + (c + 1) * size)
 
 
 def _part(a, p, first, end):
-    """Part p's rows in chunk [first, end) of all the rows: (its rows, out from its first column, lo, hi), lo >= hi when none."""
-    parts = carray(_i64(a[PARTS]), (a[NPARTS], 5))
+    """Part p's rows in chunk [first, end) of all the rows: (its rows, out from its first column, lo, hi), lo >= hi when
+    none."""
+    parts = carray(_i64(a[Product.PARTS]), (a[Product.NPARTS], PART_WIDTH))
     start = 0
     for q in range(p):
-        start += parts[q, P_N]
-    n = parts[p, P_N]
-    stored = (n + 7) // 8 if parts[p, P_KIND] & X8 else n  # interleaved: groups of 8 rows (interleave.py)
-    rows = carray(_u8(parts[p, P_ROWS]), (stored, parts[p, P_RB]))
-    out = carray(_f32(a[OUT] + 4 * parts[p, P_COL]), (a[T], a[LD]))
-    return rows, out, parts[p, P_KIND], max(first - start, 0), min(end - start, n)
+        start += parts[q, PartColumn.N]
+    n = parts[p, PartColumn.N]
+    stored = (n + 7) // 8 if parts[p, PartColumn.KIND] & X8 else n  # interleaved: groups of 8 rows (interleave.py)
+    rows = carray(_u8(parts[p, PartColumn.ROWS]), (stored, parts[p, PartColumn.RB]))
+    out = carray(_f32(a[Product.OUT] + 4 * parts[p, PartColumn.COL]), (a[Product.T], a[Product.LD]))
+    return rows, out, parts[p, PartColumn.KIND], max(first - start, 0), min(end - start, n)
 
 
 def product_quantized(a, c):
     """Blocks of 32 weights (Q4_0 .. Q8_0, x in blocks of 32) or k-quants (Q4_K .. Q6_K, x in blocks
-    of 256), as a[BLOCK] says: quantized x against chunk c of the parts' rows."""
-    n, k, block = a[T], a[K], a[BLOCK]
+    of 256), as a[Product.BLOCK] says: quantized x against chunk c of the parts' rows."""
+    n, k, block = a[Product.T], a[Product.K], a[Product.BLOCK]
     first, end = _span(a, c)
-    xq, xd = carray(_i8(a[XQ]), (n * k,)), carray(_f32(a[XD]), (n, k // block))
-    for p in range(a[NPARTS]):
+    xq, xd = carray(_i8(a[Product.XQ]), (n * k,)), carray(_f32(a[Product.XD]), (n, k // block))
+    for p in range(a[Product.NPARTS]):
         rows, out, kind, lo, hi = _part(a, p, first, end)
         if lo >= hi:
             continue
         if kind & X8:
-            _rows_x8(xq, xd, carray(_i32(a[XS]), (n, k // 32)), carray(_f32(a[XM]), (n, k // 32)), rows, kind - X8, out, lo, hi)
+            _rows_x8(
+                xq, xd, carray(_i32(a[Product.XS]), (n, k // 32)), carray(_f32(a[Product.XM]), (n, k // 32)), rows,
+                kind - X8, out, lo, hi,
+            )
         else:
-            _rows_k(xq, xd, carray(_i32(a[XS]), (n, k // 16)), rows, kind, out, lo, hi)
+            _rows_k(xq, xd, carray(_i32(a[Product.XS]), (n, k // 16)), rows, kind, out, lo, hi)
 
 
 def product_floats(a, c):
-    """F32, F16, BF16: an F16 or BF16 weight row is converted to float32 once (into chunk c's row of the scratch W32 [chunks, K])."""
+    """F32, F16, BF16: an F16 or BF16 weight row is converted to float32 once (into chunk c's row of the scratch W32
+    [chunks, K])."""
     first, end = _span(a, c)
-    x = carray(_f32(a[X]), (a[T], a[K]))
-    w = carray(_f32(a[W32]), (a[CHUNKS], a[K]))[c]
-    for p in range(a[NPARTS]):
+    x = carray(_f32(a[Product.X]), (a[Product.T], a[Product.K]))
+    w = carray(_f32(a[Product.W32]), (a[Product.CHUNKS], a[Product.K]))[c]
+    for p in range(a[Product.NPARTS]):
         rows, out, kind, lo, hi = _part(a, p, first, end)
-        if kind == F32:
+        if kind == GGMLType.F32:
             floats = rows.view(np.float32)  # [n, K]
             for n in range(lo, hi):
                 _dot_rows(x, floats[n], out, n)
@@ -304,24 +320,28 @@ def dequantize(a, c):
     Scratch, a row per chunk: WQ [chunks, K] int16, WD WM [chunks, K/32] float32, SC [chunks, K/16], MN [chunks, K/32]
     int32; F16, BF16: W32 [chunks, K] float32."""
     first, end = _span(a, c)
-    kind, k, chunks = a[KIND], a[K], a[CHUNKS]
-    rows, out = carray(_u8(a[ROWS]), (a[HI], a[RB])), carray(_f32(a[OUT]), (a[HI], a[LD]))
-    wq, wd, wm = carray(_i16(a[WQ]), (chunks, k))[c], carray(_f32(a[WD]), (chunks, k // 32))[c], carray(_f32(a[WM]), (chunks, k // 32))[c]
-    sc, mn = carray(_i32(a[SC]), (chunks, k // 16))[c], carray(_i32(a[MN]), (chunks, k // 32))[c]
-    if kind == F16 or kind == BF16:
-        w = carray(_f32(a[W32]), (chunks, k))[c]
+    kind, k, chunks = a[Product.KIND], a[Product.K], a[Product.CHUNKS]
+    rows = carray(_u8(a[Product.ROWS]), (a[Product.HI], a[Product.RB]))
+    out = carray(_f32(a[Product.OUT]), (a[Product.HI], a[Product.LD]))
+    wq, wd = carray(_i16(a[Product.WQ]), (chunks, k))[c], carray(_f32(a[Product.WD]), (chunks, k // 32))[c]
+    wm = carray(_f32(a[Product.WM]), (chunks, k // 32))[c]
+    sc, mn = carray(_i32(a[Product.SC]), (chunks, k // 16))[c], carray(_i32(a[Product.MN]), (chunks, k // 32))[c]
+    if kind == GGMLType.F16 or kind == GGMLType.BF16:
+        w = carray(_f32(a[Product.W32]), (chunks, k))[c]
         for n in range(first, end):
             _float_row(kind, rows[n], w)
             out[n, :k] = w
-    elif kind == Q4_K or kind == Q5_K or kind == Q6_K:
-        _dequantize_k(rows, kind, a[RB] // (k // 256), out, first, end, wq, wd[: k // 256], wm[: k // 256], sc, mn)
+    elif kind == GGMLType.Q4_K or kind == GGMLType.Q5_K or kind == GGMLType.Q6_K:
+        _dequantize_k(
+            rows, kind, a[Product.RB] // (k // 256), out, first, end, wq, wd[: k // 256], wm[: k // 256], sc, mn
+        )
     else:
-        _dequantize_blocks32(rows, kind, a[RB] // (k // 32), out, first, end, wq, wd, wm)
+        _dequantize_blocks32(rows, kind, a[Product.RB] // (k // 32), out, first, end, wq, wd, wm)
 
 
 def _dequantize_blocks32(rows, kind, nbytes, out, lo, hi, wq, wd, wm):
     """formats._q4_0 .. _q8_0, operation for operation: w = q * d (+ m)."""
-    with_min = kind == Q4_1 or kind == Q5_1
+    with_min = kind == GGMLType.Q4_1 or kind == GGMLType.Q5_1
     wm[:] = 0
     for n in range(lo, hi):
         _unpack_blocks32(kind, nbytes, rows[n], wq, wd, wm)
@@ -336,7 +356,7 @@ def _dequantize_k(rows, kind, nbytes, out, lo, hi, wq, wd, wdmin, sc, mn):
     for n in range(lo, hi):
         _unpack_k(kind, nbytes, rows[n], wq, wd, wdmin, sc, mn)
         for k in range(wq.size):
-            if kind == Q6_K:  # no minimum: formats subtracts dmin * 0 = +0.0, which changes no bit
+            if kind == GGMLType.Q6_K:  # no minimum: formats subtracts dmin * 0 = +0.0, which changes no bit
                 out[n, k] = (wd[k // 256] * np.float32(sc[k // 16])) * np.float32(wq[k])
             else:
                 low = wdmin[k // 256] * np.float32(mn[k // 32])
@@ -373,7 +393,9 @@ def _exp(x):
     return p * _float_bits(np.int32((np.int32(n) + 127) << 23))
 
 
-HELPERS = ("_quantize_x", "_quantize_rows", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
-           "_dequantize_blocks32", "_dequantize_k", "_part")  # compiled into the jobs that call them  # fmt: skip
+HELPERS = (  # compiled into the jobs that call them
+    "_quantize_x", "_quantize_rows", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
+    "_dequantize_blocks32", "_dequantize_k", "_part",
+)  # fmt: skip
 ROWS_OF_X = ("_rows_x8", "_rows_k")  # compiled on their own, called by the jobs
 JOBS = ("quantize", "product_quantized", "product_floats", "dequantize")  # and attention_job.py's, block_job.py's

@@ -11,7 +11,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .llvm import F32, I8, I32, _ask, _at, _fma, _intrinsic, _load, _plus, _scalar, _splat, _switch, _vec, intp
+from .llvm import FLOAT, I8, I32, _ask, _at, _fma, _intrinsic, _load, _plus, _scalar, _splat, _switch, _vec, intp
 
 
 def _tile(width: int):
@@ -24,7 +24,9 @@ def _tile(width: int):
     @intrinsic
     def tile(typingctx, rows, m, mo, ms, a, ao, as_, n, out, oo, os):
         def codegen(context, builder, sig, args):
-            _switch(builder, args[0], (1, 2, 3, 4), lambda r: _emit_tile(context, builder, sig.args[1:], args[1:], width, r))
+            _switch(
+                builder, args[0], (1, 2, 3, 4), lambda r: _emit_tile(context, builder, sig.args[1:], args[1:], width, r)
+            )
 
         return types.void(rows, m, intp, intp, a, intp, intp, intp, out, intp, intp), codegen
 
@@ -34,21 +36,24 @@ def _tile(width: int):
 def _emit_tile(context, builder, t, args, width: int, rows: int) -> None:
     """tile's code for `rows` rows."""
     m_, mo_, ms_, a_, ao_, as__, n_, out_, oo_, os_ = args
-    zeros = ir.Constant(_vec(F32, 16), [ir.Constant(F32, 0.0)] * 16)
+    zeros = ir.Constant(_vec(FLOAT, 16), [ir.Constant(FLOAT, 0.0)] * 16)
     acc = [[cgutils.alloca_once_value(builder, zeros) for _ in range(width)] for _ in range(rows)]
     with cgutils.for_range(builder, n_) as loop:
         i = loop.index
         at = builder.add(mo_, builder.mul(i, ms_))
-        vectors = [_load(context, builder, t[0], m_, _plus(builder, at, 16 * w), _vec(F32, 16)) for w in range(width)]
+        vectors = [_load(context, builder, t[0], m_, _plus(builder, at, 16 * w), _vec(FLOAT, 16)) for w in range(width)]
         for r in range(rows):
-            weight = _scalar(context, builder, t[3], a_, builder.add(builder.add(ao_, builder.mul(as__, ir.Constant(as__.type, r))), i))
-            splat = _splat(weight, F32, 16, builder)
+            weight = _scalar(
+                context, builder, t[3], a_,
+                builder.add(builder.add(ao_, builder.mul(as__, ir.Constant(as__.type, r))), i),
+            )
+            splat = _splat(weight, FLOAT, 16, builder)
             for w in range(width):
                 builder.store(_fma(builder, vectors[w], splat, builder.load(acc[r][w])), acc[r][w])
     for r in range(rows):
         base = builder.add(oo_, builder.mul(os_, ir.Constant(os_.type, r)))
         for w in range(width):
-            at = _at(context, builder, t[7], out_, _plus(builder, base, 16 * w), _vec(F32, 16))
+            at = _at(context, builder, t[7], out_, _plus(builder, base, 16 * w), _vec(FLOAT, 16))
             builder.store(builder.load(acc[r][w]), at, align=1)
 
 
@@ -73,16 +78,22 @@ def dots(typingctx, cols, m, mo, ms, a, ao, n, scale, out, oo):
 def _emit_dots(context, builder, t, args, cols: int) -> None:
     """dots' code for `cols` keys."""
     m_, mo_, ms_, a_, ao_, n_, scale_, out_, oo_ = args
-    v16 = _vec(F32, 16)
-    zeros = ir.Constant(v16, [ir.Constant(F32, 0.0)] * 16)
+    v16 = _vec(FLOAT, 16)
+    zeros = ir.Constant(v16, [ir.Constant(FLOAT, 0.0)] * 16)
     acc = [cgutils.alloca_once_value(builder, zeros) for _ in range(cols)]
     with cgutils.for_range(builder, builder.udiv(n_, ir.Constant(n_.type, 16))) as loop:
         i = builder.mul(loop.index, ir.Constant(n_.type, 16))
         q = _load(context, builder, t[3], a_, builder.add(ao_, i), v16)
         for j in range(cols):
-            key = _load(context, builder, t[0], m_, builder.add(builder.add(mo_, builder.mul(ms_, ir.Constant(ms_.type, j))), i), v16)
+            key = _load(
+                context, builder, t[0], m_,
+                builder.add(builder.add(mo_, builder.mul(ms_, ir.Constant(ms_.type, j))), i), v16,
+            )
             builder.store(_fma(builder, q, key, builder.load(acc[j])), acc[j])
-    sums = builder.fmul(_fold(builder, [builder.load(acc[j]) if j < cols else zeros for j in range(16)]), _splat(scale_, F32, 16, builder))
+    sums = builder.fmul(
+        _fold(builder, [builder.load(acc[j]) if j < cols else zeros for j in range(16)]),
+        _splat(scale_, FLOAT, 16, builder),
+    )
     at = _at(context, builder, t[7], out_, oo_, v16)
     if cols == 16:
         builder.store(sums, at, align=1)
@@ -95,7 +106,8 @@ def _fold(builder, vectors):
     """16 vectors of 16 floats -> one whose lane p is the sum of vector p's lanes: pairs of vectors
     folded together (each block of lanes of one vector added to its other half, side by side with
     the other vector's) four times, then the lanes put in order; every sum by the same additions."""
-    items, size = [(v, [p] * 16) for p, v in enumerate(vectors)], 16  # (vector, whose sum each lane holds); lanes of one sum side by side, `size` of them
+    # (vector, whose sum each lane holds); lanes of one sum side by side, `size` of them
+    items, size = [(v, [p] * 16) for p, v in enumerate(vectors)], 16
     while len(items) > 1:
         folded = []
         for (a, owners_a), (b, owners_b) in zip(items[0::2], items[1::2]):
@@ -106,7 +118,9 @@ def _fold(builder, vectors):
                     high += [shift + first + size // 2 + k for k in range(size // 2)]
                     owners += [owners_v[first]] * (size // 2)
             pick = [ir.Constant(_vec(I32, 16), low), ir.Constant(_vec(I32, 16), high)]
-            folded.append((builder.fadd(builder.shuffle_vector(a, b, pick[0]), builder.shuffle_vector(a, b, pick[1])), owners))
+            folded.append(
+                (builder.fadd(builder.shuffle_vector(a, b, pick[0]), builder.shuffle_vector(a, b, pick[1])), owners)
+            )
         items, size = folded, size // 2
     v, owners = items[0]
     return builder.shuffle_vector(v, v, ir.Constant(_vec(I32, 16), [owners.index(p) for p in range(16)]))

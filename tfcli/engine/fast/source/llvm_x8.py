@@ -23,13 +23,17 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ...formats import BLOCK_TYPES
+from ...formats import BLOCK_TYPES, GGMLType
 from ..run.interleave import TYPES
-from .llvm import _FEATURES, _VNNI, F32, I8, I32, _at, _dot4, _fma, _intrinsic, _load, _plus, _prefetch, _scalar, _signed_dot4, _splat, _switch, _vec, intp
+from .llvm import (
+    _FEATURES, _VNNI, FLOAT, I8, I32, _at, _dot4, _fma, _intrinsic, _load, _plus, _prefetch, _scalar, _signed_dot4,
+    _splat, _switch, _vec, intp,
+)
 
 
 KINDS = TYPES  # the block types interleave.py lays out: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
-WIDE = _VNNI and "avx512vnni" in _FEATURES and "avx512bw" in _FEATURES  # two groups at once in 512-bit vectors (dot_x16*)
+# two groups at once in 512-bit vectors (dot_x16*)
+WIDE = _VNNI and "avx512vnni" in _FEATURES and "avx512bw" in _FEATURES
 
 
 def _dot_x8(rows: int, lanes: int):
@@ -46,7 +50,9 @@ def _dot_x8(rows: int, lanes: int):
     @intrinsic
     def dot(typingctx, kind, src, i, step, xq, ix, xd, xs, xm, ixb, nb, out, oo, os, lo, hi):
         def codegen(context, builder, sig, args):
-            _switch(builder, args[0], KINDS, lambda kind: _emit(context, builder, sig.args[1:], args[1:], kind, rows, lanes))
+            _switch(
+                builder, args[0], KINDS, lambda kind: _emit(context, builder, sig.args[1:], args[1:], kind, rows, lanes)
+            )
 
         return types.void(kind, src, intp, intp, xq, intp, xd, xs, xm, intp, intp, out, intp, intp, intp, intp), codegen
 
@@ -58,13 +64,13 @@ def _emit(context, builder, t, args, kind: int, rows: int, lanes: int) -> None:
     src_, i_, step_, xq_, ix_, xd_, xs_, xm_, ixb_, nb_, out_, oo_, os_, lo_, hi_ = args
     nbytes = BLOCK_TYPES[kind].nbytes
     record = 8 * nbytes
-    has_min, has_fifth = kind in (3, 7), kind in (6, 7)
-    hb_at = 32 if kind == 7 else 16
-    qs_at = record - (256 if kind == 8 else 128)
-    bias = {2: 8, 6: 16, 8: 128}.get(kind)
+    has_min, has_fifth = kind in (GGMLType.Q4_1, GGMLType.Q5_1), kind in (GGMLType.Q5_0, GGMLType.Q5_1)
+    hb_at = 32 if kind == GGMLType.Q5_1 else 16
+    qs_at = record - (256 if kind == GGMLType.Q8_0 else 128)
+    bias = {GGMLType.Q4_0: 8, GGMLType.Q5_0: 16, GGMLType.Q8_0: 128}.get(kind)
     K = builder.mul(nb_, ir.Constant(nb_.type, 32))
-    fv = _vec(F32, lanes)
-    zeros = ir.Constant(fv, [ir.Constant(F32, 0.0)] * lanes)
+    fv = _vec(FLOAT, lanes)
+    zeros = ir.Constant(fv, [ir.Constant(FLOAT, 0.0)] * lanes)
     izero = ir.Constant(_vec(I32, lanes), [ir.Constant(I32, 0)] * lanes)
     acc = [cgutils.alloca_once_value(builder, zeros) for _ in range(rows)]
     low = [cgutils.alloca_once_value(builder, zeros) for _ in range(rows)] if has_min else None
@@ -86,46 +92,61 @@ def _emit(context, builder, t, args, kind: int, rows: int, lanes: int) -> None:
         d8 = builder.fpext(load(o, 0, ir.HalfType(), 8), fv)
         m8 = builder.fpext(load(o, 16, ir.HalfType(), 8), fv) if has_min else None
         width = 4 * lanes  # bytes: 4 weights of each weight row
-        if kind == 8:
+        if kind == GGMLType.Q8_0:
             w = [load(o, qs_at + 32 * j, I8, 32) for j in range(8)]
             if _VNNI:  # q + 128, unsigned
                 w = [builder.xor(v, _splat(0x80 - 256, I8, width)) for v in w]
         else:
             packed = [load(o, qs_at + 32 * k, I8, 32) for k in range(4)]
-            w = [builder.and_(v, _splat(0x0F, I8, width)) for v in packed] + [builder.lshr(v, _splat(4, I8, width)) for v in packed]
+            w = [builder.and_(v, _splat(0x0F, I8, width)) for v in packed] + [
+                builder.lshr(v, _splat(4, I8, width)) for v in packed
+            ]
             if has_fifth:  # dword j of hb: bit 4r + t is the fifth bit of byte 4r + t of w[j]
                 for j in range(8):
                     bits = builder.bitcast(load(o, hb_at + 4 * j, I32, 1), _vec(ir.IntType(1), width))
                     w[j] = builder.or_(w[j], builder.shl(builder.zext(bits, _vec(I8, width)), _splat(4, I8, width)))
         for r in range(rows):
-            xo = builder.add(builder.add(ix_, builder.mul(K, ir.Constant(K.type, r))), builder.mul(b, ir.Constant(b.type, 32)))
+            xo = builder.add(
+                builder.add(ix_, builder.mul(K, ir.Constant(K.type, r))), builder.mul(b, ir.Constant(b.type, 32))
+            )
             sums = [izero, izero]  # two chains of 4
             for j in range(8):
                 x4 = builder.load(_at(context, builder, t[3], xq_, _plus(builder, xo, 4 * j), I32), align=1)
                 x = builder.bitcast(_splat(x4, I32, lanes, builder), _vec(I8, width))
-                if kind == 8 and not _VNNI:  # signed bytes as llama.cpp multiplies them (vpmaddubsw would saturate on q + 128)
+                # signed bytes as llama.cpp multiplies them (vpmaddubsw would saturate on q + 128)
+                if kind == GGMLType.Q8_0 and not _VNNI:
                     sums[j % 2] = builder.add(sums[j % 2], _signed_dot4(builder, w[j], x))
                 else:
                     sums[j % 2] = _dot4(builder, w[j], x, sums[j % 2])
             isum = builder.add(sums[0], sums[1])  # [lanes] int32, exact
             xb = builder.add(builder.add(ixb_, builder.mul(nb_, ir.Constant(nb_.type, r))), b)
-            if bias is not None and (kind != 8 or _VNNI):
+            if bias is not None and (kind != GGMLType.Q8_0 or _VNNI):
                 sx = _scalar(context, builder, t[6], xs_, xb)
                 isum = builder.sub(isum, _splat(builder.mul(sx, ir.Constant(sx.type, bias)), I32, lanes, builder))
-            scale = builder.fmul(d8, _splat(_scalar(context, builder, t[5], xd_, xb), F32, lanes, builder))
+            scale = builder.fmul(d8, _splat(_scalar(context, builder, t[5], xd_, xb), FLOAT, lanes, builder))
             builder.store(_fma(builder, builder.sitofp(isum, fv), scale, builder.load(acc[r])), acc[r])
             if has_min:
-                builder.store(_fma(builder, m8, _splat(_scalar(context, builder, t[7], xm_, xb), F32, lanes, builder), builder.load(low[r])), low[r])
+                builder.store(
+                    _fma(
+                        builder, m8, _splat(_scalar(context, builder, t[7], xm_, xb), FLOAT, lanes, builder),
+                        builder.load(low[r]),
+                    ),
+                    low[r],
+                )
     numbers = ir.Constant(_vec(I32, lanes), list(range(lanes)))
     lo32, hi32 = builder.trunc(lo_, I32), builder.trunc(hi_, I32)
-    mask = builder.and_(builder.icmp_signed(">=", numbers, _splat(lo32, I32, lanes, builder)), builder.icmp_signed("<", numbers, _splat(hi32, I32, lanes, builder)))
+    mask = builder.and_(
+        builder.icmp_signed(">=", numbers, _splat(lo32, I32, lanes, builder)),
+        builder.icmp_signed("<", numbers, _splat(hi32, I32, lanes, builder)),
+    )
     for r in range(rows):
         y = builder.fadd(builder.load(acc[r]), builder.load(low[r])) if has_min else builder.load(acc[r])
         at = _at(context, builder, t[10], out_, builder.add(oo_, builder.mul(os_, ir.Constant(os_.type, r))), fv)
         _intrinsic(builder, f"llvm.masked.store.v{lanes}f32.p0", ir.VoidType(), y, at, ir.Constant(I32, 4), mask)
 
 
-# dot_x8x4(kind, src, i, step, xq, ix, xd, xs, xm, ixb, nb, out, oo, os, lo, hi): 4 rows of x against a group of 8 interleaved
+# dot_x8x4(kind, src, i, step, xq, ix, xd, xs, xm, ixb, nb, out, oo, os, lo, hi): 4 rows of x against a group of 8
+# interleaved
 # weight rows (step unused); dot_x8x1 one row; dot_x16x4, dot_x16x1 against two groups (WIDE CPUs only)
 dot_x8x1, dot_x8x4 = _dot_x8(1, 8), _dot_x8(4, 8)
 dot_x16x1, dot_x16x4 = (_dot_x8(1, 16), _dot_x8(4, 16)) if WIDE else (dot_x8x1, dot_x8x4)

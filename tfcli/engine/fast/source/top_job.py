@@ -4,7 +4,7 @@ imported only in build.py's process: importing it imports numba.
 
 A row's values are only compared, float32 against float32, never summed into a result or rounded, so
 the ids are exactly top_k_ids' (the values at least the k-th largest, ties kept, in order). The row is
-read as TK_COLS columns (column j: every TK_COLS-th value from j, so that each pass runs down
+read as TOPK_COLUMNS columns (column j: every TOPK_COLUMNS-th value from j, so that each pass runs down
 contiguous values in vector lanes): the k-th largest column maximum is at most the row's k-th largest
 value, so only the columns whose maximum reaches it hold candidates. The same pass adds each value
 times 0 to its column's sum, which Inf or NaN anywhere in the column turns to NaN.
@@ -16,44 +16,44 @@ import numpy as np
 from numba import carray
 
 from .jobs import _f32, _i64
-from ..arguments import TK_CAP, TK_COLS, TK_COLS_AT, TK_COUNT, TK_K, TK_OUT, TK_ROWS, TK_V, TK_VALS
+from ..arguments import TOPK_COLUMNS, TopK
 
 
 def top_k(a, c):
-    """Row c: TK_COUNT[c] = how many ids it writes to its row of TK_OUT; -1 when a value is not
-    finite, -2 when more than TK_CAP values reach the bound, -3 when k is not in 1..min(V, TK_COLS)
+    """Row c: TopK.COUNT[c] = how many ids it writes to its row of TopK.OUT; -1 when a value is not
+    finite, -2 when more than TopK.CAP values reach the bound, -3 when k is not in 1..min(V, TOPK_COLUMNS)
     (then sampling's own checks run on the row)."""
-    v_len, k, cap = a[TK_V], carray(_i64(a[TK_K]), (c + 1,))[c], a[TK_CAP]
-    counts = carray(_i64(a[TK_COUNT]), (c + 1,))
-    if k < 1 or k > min(v_len, TK_COLS):
+    v_len, k, cap = a[TopK.V], carray(_i64(a[TopK.K]), (c + 1,))[c], a[TopK.CAP]
+    counts = carray(_i64(a[TopK.COUNT]), (c + 1,))
+    if k < 1 or k > min(v_len, TOPK_COLUMNS):
         counts[c] = -3
         return
-    x = carray(_f32(carray(_i64(a[TK_ROWS]), (c + 1,))[c]), (v_len,))
-    scratch = carray(_f32(a[TK_COLS_AT] + 4 * c * 3 * TK_COLS), (3 * TK_COLS,))
-    cols, sums, sorted_ = scratch[:TK_COLS], scratch[TK_COLS : 2 * TK_COLS], scratch[2 * TK_COLS :]
-    for j in range(TK_COLS):
+    x = carray(_f32(carray(_i64(a[TopK.ROWS]), (c + 1,))[c]), (v_len,))
+    scratch = carray(_f32(a[TopK.COLS_AT] + 4 * c * 3 * TOPK_COLUMNS), (3 * TOPK_COLUMNS,))
+    cols, sums, sorted_ = scratch[:TOPK_COLUMNS], scratch[TOPK_COLUMNS : 2 * TOPK_COLUMNS], scratch[2 * TOPK_COLUMNS :]
+    for j in range(TOPK_COLUMNS):
         cols[j], sums[j] = -np.inf, np.float32(0)
-    for r in range(0, v_len, TK_COLS):
-        row = x[r : min(v_len, r + TK_COLS)]  # a view: indices from 0 up, which LLVM runs in vector lanes
+    for r in range(0, v_len, TOPK_COLUMNS):
+        row = x[r : min(v_len, r + TOPK_COLUMNS)]  # a view: indices from 0 up, which LLVM runs in vector lanes
         for j in range(row.shape[0]):
             v, m = row[j], cols[j]
             cols[j] = v if v > m else m
             sums[j] = sums[j] + v * np.float32(0)  # NaN from here on if v is Inf or NaN
     finite = True
-    for j in range(TK_COLS):
+    for j in range(TOPK_COLUMNS):
         finite &= sums[j] == 0
     if not finite:
         counts[c] = -1
         return
-    width = min(v_len, TK_COLS)
+    width = min(v_len, TOPK_COLUMNS)
     for j in range(width):
         sorted_[j] = cols[j]
     bound = _kth_largest(sorted_, width, k)  # at most the row's k-th largest value
-    ids, vals = carray(_i64(a[TK_OUT] + 8 * c * cap), (cap,)), carray(_f32(a[TK_VALS] + 4 * c * cap), (cap,))
+    ids, vals = carray(_i64(a[TopK.OUT] + 8 * c * cap), (cap,)), carray(_f32(a[TopK.VALS] + 4 * c * cap), (cap,))
     n = 0
     for j in range(width):  # the columns that reach the bound, then their values that do, in the row's order below
         if cols[j] >= bound:
-            for i in range(j, v_len, TK_COLS):
+            for i in range(j, v_len, TOPK_COLUMNS):
                 if x[i] >= bound:
                     if n == cap:
                         counts[c] = -2
