@@ -94,11 +94,29 @@ def test_no_source_file_over_500_lines():
     assert not long, long
 
 
-def _body_lines(fn: ast.FunctionDef) -> int:
+def _body_lines(fn: ast.FunctionDef, wrapped: set[int]) -> int:
     """Lines from a function's first statement after its docstring to its end: the signature is
-    its options and the docstring its help, neither of which is logic."""
-    body = fn.body[1:] if len(fn.body) > 1 and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) and isinstance(fn.body[0].value.value, str) else fn.body
-    return fn.end_lineno - body[0].lineno + 1
+    its options and the docstring its help, neither of which is logic. A statement wrapped over
+    several lines (the 120-character rule) counts once: `wrapped` holds the continuation lines."""
+    doc = len(fn.body) > 1 and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant)
+    body = fn.body[1:] if doc and isinstance(fn.body[0].value.value, str) else fn.body
+    lines = range(body[0].lineno, fn.end_lineno + 1)
+    return sum(1 for n in lines if n not in wrapped)
+
+
+def _continuations(source: str) -> set[int]:
+    """The lines that continue a logical line begun above (inside brackets, or a string's)."""
+    import io
+    import tokenize
+
+    wrapped, start = set(), None
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if start is None and tok.type not in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+            start = tok.start[0]
+        if tok.type == tokenize.NEWLINE and start is not None:
+            wrapped.update(range(start + 1, tok.end[0] + 1))
+            start = None
+    return wrapped
 
 
 def test_commands_are_thin():
@@ -107,8 +125,10 @@ def test_commands_are_thin():
     the views (cli/views/*.py), a part of the picture each."""
     long = {}
     for path in sorted([*(PACKAGE / "cli").glob("*.py"), *(PACKAGE / "cli" / "views").glob("*.py")]):
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.FunctionDef) and (n := _body_lines(node)) > 50:
+        source = path.read_text(encoding="utf-8")
+        wrapped = _continuations(source)
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef) and (n := _body_lines(node, wrapped)) > 50:
                 long[f"{path.relative_to(PACKAGE / 'cli')}:{node.name}"] = n
     assert not long, long
 

@@ -145,13 +145,14 @@ def _demo(zh: bool, as_json: bool) -> None:
     from tfcli.analysis.attention import worked_example
 
     from .views import attn as view
+    from .views.attn_demo import demo, demo_json
 
     if as_json:
-        view.demo_json(worked_example())
+        demo_json(worked_example())
         return
     from .views import multihead
 
-    view.demo(worked_example(), zh)
+    demo(worked_example(), zh)
     view._say("\n[bold]5. Many heads[/]: a model runs this many times side by side, each head with its own q, k and v.",
               "\n[bold]5. 多个头[/]：模型把这一过程并排运行许多次，"
               "每个头有自己的 q、k 和 v。", zh)

@@ -4,27 +4,17 @@ or a model folder into a GGUF file (--quantize) that llama.cpp, transformers and
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from tfcli.engine.errors import TfcliError
 
 from .console import note, out
+from .unwind import progress_bars, sigterm_unwinds
 
 # What each stage of the engine's progress(stage, done, total) calls is shown as.
-_STAGES = {
-    "wait": "waiting for another pull of this model",
-    "download": "downloading",
-    "extract": "extracting the GGUF",
-    "convert": "dequantizing to float32",
-    "quantize": "writing the GGUF",
-}
-
 
 class Kind(str, Enum):
     q8_0 = "q8_0"
@@ -160,44 +150,3 @@ def _merge_lora(source: str, target: Path, adapter: Path, force: bool, quantize)
         write_files(target, files)
     note(f"{source} with {adapter} merged -> {target} in {time.perf_counter() - t0:.1f} s")
     out.print(str(target), soft_wrap=True, markup=False)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised wherever the process is, so that it unwinds and cleans up exactly as Ctrl-C does."""
-
-
-class TerminatedError(TfcliError):
-    exit_code = 143  # 128 + SIGTERM, what a shell reports for a process ended by it
-
-
-@contextmanager
-def sigterm_unwinds() -> Iterator[None]:
-    """Within the block, SIGTERM (`kill PID`, a container stopping, a CI timeout) unwinds like Ctrl-C:
-    half-written folders are removed on the way out. Without it, Python dies on the spot and leaves
-    them. A second SIGTERM while cleaning up is ignored, so that the clean-up finishes."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        yield
-        return
-
-    def handler(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    except Terminated:
-        raise TerminatedError("terminated (SIGTERM); nothing half-written was left behind") from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def progress_bars():
-    """Bars on a terminal's stderr, one per stage, driven by the engine's progress(stage, done, total)
-    (cli/progress.py's Bars: nothing where stderr is not a terminal)."""
-    from .progress import Bars
-
-    return Bars(_STAGES)

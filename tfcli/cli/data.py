@@ -143,7 +143,7 @@ def pull(
     from tfcli.numbers import size
     from tfcli.store import corpora
 
-    from .convert import sigterm_unwinds
+    from .unwind import sigterm_unwinds
     from .progress import Bars
 
     c = corpora.corpus(name)

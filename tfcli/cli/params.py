@@ -114,7 +114,7 @@ def params(
         if as_json:
             print(json_text({"presets": rows}))
         else:
-            from .views.params import render_presets
+            from .views.params_from import render_presets
 
             render_presets(rows, zh)
         return

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from .console import note, out
-from .convert import progress_bars, sigterm_unwinds
+from .unwind import progress_bars, sigterm_unwinds
 
 
 def pull(

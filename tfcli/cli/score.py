@@ -65,7 +65,7 @@ def score(
     import sys
 
     from tfcli.engine.fast import FAST
-    from tfcli.engine.score import check_chunks, check_window, score as run_score
+    from tfcli.engine.score import score as run_score
 
     from .inputs import text_or_file
     from .progress import Counted
@@ -73,14 +73,7 @@ def score(
     zh = options.chinese(lang)
     body = text_or_file(text, file, "score", "score")
     lm = apply_quantize(with_lora(load(model, threads), lora), quantize)
-    if chunks is not None and (window is not None or stride is not None):
-        from tfcli.engine.errors import UsageError
-
-        raise UsageError("--chunks cuts the text its own way", "leave out --window and --stride")
-    if chunks is not None:
-        check_chunks(lm.model, chunks)
-    else:
-        window, stride = check_window(lm.model, window, stride)
+    window, stride = _cut(lm.model, window, stride, chunks)
     ids = lm.tokenizer.prompt(body)
     options.warn_unknown(lm.tokenizer, body, ids, lm.name)
     bos = ids[0] if chunks is not None and ids[0] in lm.tokenizer.special_ids() else None  # the tokenizer added one
@@ -119,14 +112,33 @@ def score(
         return
     if show_text if show_text is not None else sys.stdout.isatty():
         _show_text(lm.tokenizer, ids, result.logprobs, zh)
-    f = figures
-    n = result.windows
+    _summary(lm.name, result, figures, (chars, nbytes), chunks, zh)
+
+
+def _cut(model, window: int | None, stride: int | None, chunks: int | None) -> tuple[int | None, int | None]:
+    """--window/--stride checked against the model, or --chunks alone (it cuts the text its own way)."""
+    from tfcli.engine.score import check_chunks, check_window
+
+    if chunks is None:
+        return check_window(model, window, stride)
+    if window is not None or stride is not None:
+        from tfcli.engine.errors import UsageError
+
+        raise UsageError("--chunks cuts the text its own way", "leave out --window and --stride")
+    check_chunks(model, chunks)
+    return window, stride
+
+
+def _summary(name: str, result, figures: dict, sizes: tuple[int, int], chunks: int | None, zh: bool) -> None:
+    """The lines under the text: what was scored, and the loss per token, character and byte."""
+    f, (chars, nbytes) = figures, sizes
+    n, window, stride = result.windows, result.window, result.stride
     if zh:
         if chunks:
             how = f"{n:,} 个 {chunks:,} 词元的块，各取后一半，同 llama-perplexity -c {chunks}"
         else:
             how = "一个窗口" if n == 1 else f"{n:,} 个 {window:,} 词元的窗口，步长 {stride:,}"
-        out.print(f"{lm.name}：打分 {result.scored:,} 个词元（{how}）")
+        out.print(f"{name}：打分 {result.scored:,} 个词元（{how}）")
         out.print(f"  {f['nats_per_token']:.4f} nats/词元 · 困惑度 {f['perplexity']:,.2f}")
         if chars:
             out.print(f"  {f['nats_per_char']:.4f} nats/字符（{chars:,}）· {f['nats_per_byte']:.4f} nats/字节（{nbytes:,}）"
@@ -137,7 +149,7 @@ def score(
         how += f", as llama-perplexity -c {chunks}"
     else:
         how = "one window" if n == 1 else f"{n:,} windows of {window:,} tokens, stride {stride:,}"
-    out.print(f"{lm.name}: {result.scored:,} tokens scored ({how})")
+    out.print(f"{name}: {result.scored:,} tokens scored ({how})")
     out.print(f"  {f['nats_per_token']:.4f} nats/token · perplexity {f['perplexity']:,.2f}")
     if chars:
         out.print(f"  {f['nats_per_char']:.4f} nats/char ({chars:,}) · {f['nats_per_byte']:.4f} nats/byte ({nbytes:,})"

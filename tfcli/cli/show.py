@@ -224,7 +224,7 @@ def _render(r: dict[str, Any], template: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from .models import _human, _size
+    from .models import _human
 
     table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
     table.add_column(style="bold", no_wrap=True)
@@ -245,20 +245,7 @@ def _render(r: dict[str, Any], template: bool) -> None:
                       + (" · tied embeddings" if s["tied"] else ""))  # fmt: skip
     table.add_row("parameters", f"{r['params']:,} ({_human(r['params'])})"
                   + (f" · {', '.join(r['dtype'])}" if r.get("dtype") else ""))
-    if r["files"]:
-        for i, f in enumerate(r["files"]):
-            table.add_row("files" if i == 0 else "", f"{escape(f['name'])}  [dim]{_size(f['bytes'])}[/]")
-        table.add_row("size", _size(r["bytes"]))
-        w = r["weights"]
-        held = f"{_size(w['held_bytes'])} in memory when loaded"
-        table.add_row("weights", f"run in place from {escape(w['in_place'])} ({_size(w['file_bytes'])}): {held}"
-                      if w["in_place"] else held + " (float32)")
-        for g in w["formats"]:
-            table.add_row("", f"{g['format']}  {', '.join(g['kinds'])}  [dim]{g['tensors']:,} "
-                              f"tensor{'s' if g['tensors'] != 1 else ''}, {_size(g['bytes'])}[/]")
-    else:
-        table.add_row("size", f"{_size(r['download_bytes'])} download, {_size(r['bytes'])} on disk: tfcli pull "
-                              f"{escape(r['model'])}")
+    _file_rows(table, r)
     table.add_row("source", escape(r["source"]))
     table.add_row("licence", escape(r["licence"] or "not stated"))
     chat = r["chat_template"]
@@ -281,3 +268,25 @@ def _render(r: dict[str, Any], template: bool) -> None:
             out.print(chat["source"], markup=False, highlight=False)
         else:
             note("no chat template to print")
+
+
+def _file_rows(table, r: dict[str, Any]) -> None:
+    """The files, their size and how the weights are held (or, not pulled yet, the download)."""
+    from rich.markup import escape
+
+    from .models import _size
+
+    if r["files"]:
+        for i, f in enumerate(r["files"]):
+            table.add_row("files" if i == 0 else "", f"{escape(f['name'])}  [dim]{_size(f['bytes'])}[/]")
+        table.add_row("size", _size(r["bytes"]))
+        w = r["weights"]
+        held = f"{_size(w['held_bytes'])} in memory when loaded"
+        table.add_row("weights", f"run in place from {escape(w['in_place'])} ({_size(w['file_bytes'])}): {held}"
+                      if w["in_place"] else held + " (float32)")
+        for g in w["formats"]:
+            table.add_row("", f"{g['format']}  {', '.join(g['kinds'])}  [dim]{g['tensors']:,} "
+                              f"tensor{'s' if g['tensors'] != 1 else ''}, {_size(g['bytes'])}[/]")
+    else:
+        table.add_row("size", f"{_size(r['download_bytes'])} download, {_size(r['bytes'])} on disk: tfcli pull "
+                              f"{escape(r['model'])}")

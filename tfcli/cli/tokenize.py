@@ -69,13 +69,27 @@ def tokenize(
 
         emit({"model": model or "shakespeare", "text": text, "n_tokens": len(ids), "tokens": rows})
         return
+    _table(rows, len(ids), text, zh)
+    if len(ids) > len(listed):
+        from .console import note
+
+        shown_part = (
+            f"只列出 {len(ids):,} 个词元中的前 {len(listed):,} 个（--json 列出全部）"
+            if zh
+            else f"the first {len(listed):,} of {len(ids):,} tokens (--json lists them all)"
+        )
+        note(shown_part)
+
+
+def _table(rows: list[dict], n_ids: int, text: str, zh: bool) -> None:
+    """The tokens as a table: position, id, text, the vocabulary's piece and the UTF-8 bytes."""
     from rich.table import Table
 
     n_chars, n_bytes = len(text), len(text.encode("utf-8"))
     title = (
-        f"{len(ids)} 个词元，{n_chars} 个字符，{n_bytes} 字节"
+        f"{n_ids} 个词元，{n_chars} 个字符，{n_bytes} 字节"
         if zh
-        else f"{len(ids)} tokens, {n_chars} characters, {n_bytes} bytes"
+        else f"{n_ids} tokens, {n_chars} characters, {n_bytes} bytes"
     )
     table = Table(title=title, title_justify="left")
     styles = (
@@ -94,15 +108,6 @@ def tokenize(
             shown = f"{row['text']} {'代表' if zh else 'for'} {row['unknown']!r}"
         table.add_row(str(n), str(row["id"]), shown, row["piece"], row["bytes"])
     out.print(table)
-    if len(ids) > len(listed):
-        from .console import note
-
-        shown_part = (
-            f"只列出 {len(ids):,} 个词元中的前 {len(listed):,} 个（--json 列出全部）"
-            if zh
-            else f"the first {len(listed):,} of {len(ids):,} tokens (--json lists them all)"
-        )
-        note(shown_part)
 
 
 HEADERS = {False: ("#", "id", "text", "vocabulary piece", "bytes"), True: ("#", "id", "文本", "词表中的片段", "字节")}

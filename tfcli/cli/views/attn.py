@@ -97,7 +97,7 @@ def _say(en: str, cn: str, zh: bool) -> None:
         out.print(en)
 
 
-# --- the worked example: views/attn_demo.py (demo, demo_json, re-exported at the end) ------------
+# --- the worked example lives in views/attn_demo.py (demo, demo_json) ----------------------------
 
 
 # --- masks ------------------------------------------------------------------------------------
@@ -452,6 +452,3 @@ def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, label
 
         save(csv_path, write)
         note(f"wrote {csv_path} ({weights.size:,} weights)")
-
-
-from .attn_demo import demo, demo_json  # noqa: E402, F401  (cli/attn.py draws --demo through this module)

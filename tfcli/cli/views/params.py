@@ -7,38 +7,14 @@ Drawing only: every number comes from the report dict (tfcli/analysis/params/rep
 
 from __future__ import annotations
 
-from rich import box
 from rich.cells import cell_len
 from rich.markup import escape
-from rich.table import Table
 
 from tfcli import numbers as num
-from tfcli.analysis.params.labels import LABELS
 from tfcli.engine.config import MLPS, NORMS, POSITIONS
 
 from ..console import out
-
-
-class _Say:
-    """Names and sentences in English, or under --lang zh in Chinese only (the one rule of cli/lang.py);
-    symbols, numbers and the names of methods (SwiGLU, RMSNorm) stay as they are."""
-
-    def __init__(self, zh: bool):
-        self.zh = zh
-
-    def name(self, item: dict) -> str:
-        return item["name_zh"] if self.zh else item["name"]
-
-    def label(self, key: str) -> str:
-        en, zh = LABELS[key]
-        return zh if self.zh else en
-
-    def both(self, en: str, zh: str) -> str:
-        return zh if self.zh else en
-
-    def formula(self, item: dict) -> str:
-        """A row's formula; under zh its words in Chinese ("L × 一个块"), its symbols and numbers as they are."""
-        return item.get("formula_zh", item["formula"]) if self.zh else item["formula"]
+from .params_say import _NAME, _Say, _say, _table
 
 
 def render(report: dict, zh: bool) -> None:
@@ -46,6 +22,8 @@ def render(report: dict, zh: bool) -> None:
     say = _Say(zh)
     _header(report, say)
     if "from" in report:
+        from .params_from import _render_from
+
         _render_from(report, say)
         return
     _render_tally(report, say)
@@ -59,18 +37,6 @@ def render(report: dict, zh: bool) -> None:
         ),
         "dim",
     )
-
-
-def _say(text: str, style: str = "") -> None:
-    """A sentence; Chinese wrapped between characters (prose.chinese), not at the ASCII spaces around its numbers."""
-    import re
-
-    from .prose import _CJK, chinese
-
-    if re.search(f"[{_CJK}]", text):
-        chinese(out, text, style)
-        return
-    out.print(escape(text), style=style or None)
 
 
 def _header(report: dict, say: _Say) -> None:
@@ -150,26 +116,6 @@ def _biases(s: dict, zh: bool = False) -> str:
     return some.format(joiner.join(parts)) if parts else none
 
 
-_HEADERS_ZH = {"formula": "公式", "parameters": "参数"}
-
-
-def _table(title: str, *columns: tuple[str, dict], say: _Say | None = None):
-    """A borderless table with a bold title; columns are (header, Rich column options), their
-    headers in Chinese with `say` in Chinese."""
-    table = Table(
-        title=escape(title),
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    for header, opts in columns:
-        table.add_column(say.both(header, _HEADERS_ZH[header]) if say and header in _HEADERS_ZH else header, **opts)
-    return table
-
-
-_NAME = ("", {"ratio": 1, "overflow": "fold"})  # a Chinese name has no spaces to wrap at: folded, never cut with '…'
 _FORMULA = ("formula", {"style": "dim", "no_wrap": True})
 _NUMBERS = ("", {"style": "dim", "no_wrap": True})
 _COUNT = ("parameters", {"justify": "right", "no_wrap": True, "style": "cyan"})
@@ -423,6 +369,3 @@ def _render_costs(report: dict, say: _Say) -> None:
         "dim",
     )
     out.print()
-
-
-from .params_from import _render_from, render_presets  # noqa: E402, F401  (the --from view, and cli/params.py's)

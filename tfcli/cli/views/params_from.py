@@ -10,7 +10,7 @@ from rich.table import Table
 from tfcli import numbers as num
 
 from ..console import out
-from .params import _NAME, _Say, _say, _table
+from .params_say import _NAME, _Say, _say, _table
 
 
 def _render_from(report: dict, say: _Say) -> None:
