@@ -114,7 +114,8 @@ def reference_folder(folder: Path) -> Path:
 def run_child(engine: str, args) -> dict:
     cmd = [sys.executable, __file__, args.model, "--child", engine, "--reference", args.reference, "--tokens", str(args.tokens),
            "--runs", str(args.runs), "--threads", str(args.threads)]  # fmt: skip
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(HERE.parent)}
+    # TFCLI_THREADS: tfcli's passes on --threads threads (prompt parts included), whatever cores look idle when it loads
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(HERE.parent), "TFCLI_THREADS": str(args.threads)}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         sys.exit(f"{engine} failed:\n{out.stderr[-3000:]}")
@@ -153,11 +154,13 @@ def main() -> None:
     args.model = str(folder)
     args.reference = str(reference_folder(Path(args.reference) if args.reference else folder))
     ours, theirs = [], []
+    load0 = os.getloadavg()[0]  # a busy machine slows both engines, not always alike: say how busy it was
     for r in range(args.rounds):
         ours.append(run_child("tfcli", args))
         theirs.append(run_child("lens", args))
         print(f"round {r + 1}: tfcli {ours[-1]['pass']:.2f} s, {ours[-1]['peak_mb']:.0f} MB; "
-              f"TransformerLens {theirs[-1]['pass']:.2f} s, {theirs[-1]['peak_mb']:.0f} MB", file=sys.stderr)  # fmt: skip
+              f"TransformerLens {theirs[-1]['pass']:.2f} s, {theirs[-1]['peak_mb']:.0f} MB; "
+              f"load average {os.getloadavg()[0]:.1f}", file=sys.stderr)  # fmt: skip
     from importlib.metadata import version
 
     med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
@@ -176,7 +179,8 @@ def main() -> None:
     for name, a, b, fmt, ratio in rows:
         print(f"| {name} | {span(a, fmt)} | {span(b, fmt)} | {'' if ratio is None else f'{ratio:.2f}x'} |")
     speed, mem = med(theirs, "pass") / med(ours, "pass"), med(ours, "peak_mb") / med(theirs, "peak_mb")
-    print(f"tfcli is {speed:.2f}x as fast (target >= 2x) with {mem:.2f}x the peak memory (target <= 0.5x)")
+    print(f"tfcli is {speed:.2f}x as fast (target >= 2x) with {mem:.2f}x the peak memory (target <= 0.5x); "
+          f"load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after (on {os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":

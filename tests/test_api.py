@@ -39,6 +39,8 @@ PUBLIC = {
     "Model.hooks": "(self, hooks: 'Mapping[object, Callable]') -> 'Iterator[Model]'",
     "Model.config": "property", "Model.tokenizer": "property", "Model.n_blocks": "property", "Model.sites": "property",
     "Model.name": "property", "Model.warnings": "property",
+    "Model.W_E": "property", "Model.W_U": "property", "Model.W_pos": "property", "Model.W_Q": "property", "Model.W_K": "property",
+    "Model.W_V": "property", "Model.W_O": "property", "Model.W_in": "property", "Model.W_gate": "property", "Model.W_out": "property",
     "ActivationCache.accumulated_resid": "(self, layer: 'int | None' = None) -> 'np.ndarray'",
     "ActivationCache.apply_ln_to_stack": "(self, stack: 'np.ndarray') -> 'np.ndarray'",
     "ActivationCache.names": "(self) -> 'list[str]'",
@@ -52,16 +54,25 @@ def _signature(obj) -> str:
     return "property" if isinstance(obj, property) else str(inspect.signature(obj))
 
 
+def _members(cls) -> dict:
+    """A public class's own members and those of its tfcli bases (Model's weights mixin)."""
+    out: dict = {}
+    for base in reversed(cls.__mro__):
+        if base.__module__.startswith("tfcli"):
+            out.update(vars(base))
+    return out
+
+
 def test_the_public_names_are_the_documented_ones():
     functions = {k for k in PUBLIC if "." not in k}
     assert sorted(tfcli.__all__) == sorted(functions | CLASSES)
     for name in functions:
         assert _signature(getattr(tfcli, name)) == PUBLIC[name], name
     for cls in ("Model", "ActivationCache"):
-        members = {f"{cls}.{n}" for n in vars(getattr(tfcli, cls)) if not n.startswith("_") or n == "__call__"}
+        members = {f"{cls}.{n}" for n in _members(getattr(tfcli, cls)) if not n.startswith("_") or n == "__call__"}
         assert members == {k for k in PUBLIC if k.startswith(cls + ".")}
         for key in members:
-            assert _signature(vars(getattr(tfcli, cls))[key.split(".")[1]]) == PUBLIC[key], key
+            assert _signature(_members(getattr(tfcli, cls))[key.split(".")[1]]) == PUBLIC[key], key
 
 
 def test_every_public_name_has_a_docstring_with_an_example():
@@ -75,7 +86,7 @@ def test_every_public_name_has_a_docstring_with_an_example():
     for key in PUBLIC:
         if "." in key:
             cls, attr = key.split(".")
-            doc = inspect.getdoc(vars(getattr(tfcli, cls))[attr]) or ""
+            doc = inspect.getdoc(_members(getattr(tfcli, cls))[attr]) or ""
             if not doc:
                 missing.append(key)
     assert not missing

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -115,6 +116,36 @@ class ActivationCache(Mapping):
                 f"blocks {_ranges(blocks)}; {self.nbytes / 1e6:,.1f} MB)")  # fmt: skip
 
     __str__ = __repr__
+
+
+class Gathered:
+    """What a pass of `t_len` rows shows at its sites, by key: a reader hook (engine/sites.py) for
+    run_with_cache. A pass run whole shows each site's whole array: kept as it is (the pass's own,
+    no copy). A long prompt the fast executor cuts into parts on threads shows each part's rows
+    from its own thread: written into one array per site, made at the first part that arrives
+    (attn [H, T, T]: each part's keys run up to its last position, the rest stays 0)."""
+
+    def __init__(self, t_len: int, start: int = 0):
+        self.t_len, self.start = t_len, start  # the pass's rows and its first position
+        self.values: dict[Key, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, value: np.ndarray, site) -> None:
+        key = (site.name, None if site.name == "embed" else site.block)
+        attn = site.name == "attn"
+        first, rows = site.start - self.start, value.shape[1 if attn else 0]  # this part's rows: first..first+rows-1
+        if first == 0 and rows == self.t_len:
+            self.values[key] = value  # the whole pass
+            return
+        with self._lock:  # one array per site, whichever part comes first
+            whole = self.values.get(key)
+            if whole is None:
+                t, s = self.t_len, self.start + self.t_len
+                whole = self.values[key] = np.zeros((value.shape[0], t, s), np.float32) if attn else np.empty((t, *value.shape[1:]), np.float32)
+        if attn:
+            whole[:, first : first + rows, : value.shape[2]] = value  # [H, rows, S of this part]
+        else:
+            whole[first : first + rows] = value  # [rows, ...]
 
 
 def _ranges(blocks: list[int]) -> str:

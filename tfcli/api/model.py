@@ -12,8 +12,9 @@ from tfcli.engine.errors import PromptError, UsageError
 from tfcli.engine.sites import SITES, Hooks
 
 from . import hooks as user_hooks
-from .cache import ActivationCache
+from .cache import ActivationCache, Gathered
 from .names import Key, every_key, resolve
+from .weights import Weights
 
 
 def load(name_or_path: str | Path, *, fast: bool = True) -> Model:
@@ -41,10 +42,12 @@ def load(name_or_path: str | Path, *, fast: bool = True) -> Model:
     return Model(lm, fast=fast)
 
 
-class Model:
+class Model(Weights):
     """A loaded model: its config and tokenizer, text in and out, and every site of its passes.
 
-    Made by `tfcli.load`. Token ids are NumPy arrays [T] (no batch axis); logits [T, V].
+    Made by `tfcli.load`. Token ids are NumPy arrays [T] (no batch axis); logits [T, V]. Its
+    weights under TransformerLens's names: W_E, W_pos, W_U, and per block W_Q, W_K, W_V, W_O,
+    W_in, W_gate, W_out (tfcli/api/weights.py).
 
     >>> import tfcli
     >>> model = tfcli.load("shakespeare")
@@ -55,7 +58,7 @@ class Model:
 
     def __init__(self, loaded, fast: bool = True):
         from tfcli.engine.executor import PLAIN
-        from tfcli.engine.fast.executor import Fast
+        from tfcli.engine.fast import Fast
         from tfcli.engine.threads import auto_threads, available_cpus
 
         self._lm = loaded  # engine.loader.LoadedModel
@@ -201,23 +204,21 @@ class Model:
             if isinstance(names, (str, tuple)):
                 names = [names]
             wanted = {resolve(k, n) for k in names}
-        kept: dict[Key, np.ndarray] = {}
-        last: list[np.ndarray] = []
-
-        def keep(value: np.ndarray, site) -> None:
-            key = (site.name, None if site.name == "embed" else site.block)
-            if key in wanted:
-                kept[key] = value
-            if site.name == "resid_post" and site.block == n - 1:
-                last.append(value)
-
-        rec = Hooks()  # one hook per (site, block), added after the user's: the engine calls a site's hooks in order, so the cache keeps what they made
-        for site, block in sorted({k for k in wanted if k[0] in SITES} | {("resid_post", n - 1)}, key=every_key(n).index):
-            rec.add(site, keep, -1 if block is None else block)
+        sites = {k for k in wanted if k[0] in SITES} | {("resid_post", n - 1)}  # the last: for ln_final
+        shared = {}  # resid_pre b -> the key of the same array (the embeddings, resid_post b-1), when no hook of
+        if not self._active:  # the user's may change resid_pre b (those of a `with model.hooks()` block are open now)
+            source = lambda b: ("embed", None) if b == 0 else ("resid_post", b - 1)  # noqa: E731
+            shared = {k: source(k[1]) for k in sites if k[0] == "resid_pre" and source(k[1]) in sites}
+        kept = Gathered(len(ids))
+        rec = Hooks()  # readers, added after the user's hooks: the engine calls a site's hooks in order, so the cache keeps what they made
+        for site, block in sorted(sites - set(shared), key=every_key(n).index):
+            rec.add(site, kept.keep, -1 if block is None else block, reader=True)
         logits = self._forward(ids, self._hooks(rec))  # [T, V]
+        got = {**kept.values, **{k: kept.values[v] for k, v in shared.items()}}
+        last = got[("resid_post", n - 1)] if ("resid_post", n - 1) in wanted else got.pop(("resid_post", n - 1))
         order = {k: i for i, k in enumerate(every_key(n))}
-        values = {k: kept[k] for k in sorted(kept, key=order.__getitem__)}
-        cache = ActivationCache(values, n, self._lm.model.final_norm, last[-1] if last else None, ids)
+        values = {k: got[k] for k in sorted(got, key=order.__getitem__)}
+        cache = ActivationCache(values, n, self._lm.model.final_norm, last, ids)
         return logits, cache
 
     def run_with_hooks(self, text_or_ids, fwd_hooks: Iterable[tuple[object, Callable]] = ()) -> np.ndarray:

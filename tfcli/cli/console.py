@@ -44,7 +44,8 @@ class Console(RichConsole):
     def _render_buffer(self, buffer) -> str:
         # Rich's own escape codes travel as styles and control segments; the text of the other
         # segments is ours or the user's, and a control character in it is shown, never obeyed.
-        text = super()._render_buffer(s if s.control or s.text == "\n" else Segment(_visible(s.text), s.style) for s in buffer)
+        text = super()._render_buffer(s if s.control or s.text == "\n" else Segment(_visible(s.text), s.style)
+                                      for s in buffer)
         if not self.is_terminal:
             # Rich pads table cells and wrapped lines to the width; in a pipe or a file those trailing
             # spaces are only noise for diff, grep and editors.
@@ -113,14 +114,17 @@ def line(label: str, style: str, message: str) -> None:
 def warn(message: str, wrap: bool = False) -> None:
     """`warning: message` on stderr: one line (a script greps it); with `wrap`, prose for a reader
     wrapped between words (Chinese between characters) to the width, as note() wraps it."""
+    from .lang import zh
+
+    label = "警告：" if zh() else "warning:"
     if not wrap:
-        line("warning:", "yellow", message)
+        line(label, "yellow", message)
         return
     from .layout import prose_lines
 
-    for k, piece in enumerate(prose_lines("warning: " + capped(printable(message)), err.width)):
-        label, rest = ("warning:", piece[len("warning:") :]) if k == 0 else ("", piece)
-        err.print(Text.assemble((label, "yellow"), rest), soft_wrap=True)
+    for k, piece in enumerate(prose_lines(label + " " + capped(printable(message)), err.width)):
+        head, rest = (label, piece[len(label) :]) if k == 0 else ("", piece)
+        err.print(Text.assemble((head, "yellow"), rest), soft_wrap=True)
 
 
 def note(message: str, wrap: bool = False) -> None:

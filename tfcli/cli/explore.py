@@ -14,11 +14,13 @@ from .console import note
 from .inputs import load
 
 
-Lang = options.lang_option("The language of the page's labels and explanations (default: from LC_ALL / LANG, else English).")
+Lang = options.lang_option("The language of the page's labels and explanations (default: from LC_ALL / "
+                           "LANG, else English).")
 
 
 def explore(
-    text: Annotated[str, typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)],
+    text: Annotated[str, typer.Argument(
+        help="The text to run through the model ('-' reads stdin).", show_default=False)],
     model: options.Model = None,
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The page to write ('-' prints it to stdout).", dir_okay=False)
@@ -56,18 +58,22 @@ def explore(
 
     size, zh = len(html.encode("utf-8")), options.chinese(lang)
     if zh:
-        note(f"已写入 {output}（{numbers.size(size)}）：{lm.name}，{len(ids)} 个词元，{cfg.n_layer} 个块 × {cfg.n_head} 个头；用浏览器打开它", wrap=True)
+        note(f"已写入 {output}（{numbers.size(size)}）：{lm.name}，{len(ids)} 个词元，"
+             f"{cfg.n_layer} 个块 × {cfg.n_head} 个头；用浏览器打开它", wrap=True)
     else:
         note(
-            f"wrote {output} ({numbers.size(size)}): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} blocks x {cfg.n_head} heads; "
+            f"wrote {output} ({numbers.size(size)}): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, "
+            f"{cfg.n_layer} blocks x {cfg.n_head} heads; "
             "open it in a browser",
             wrap=True,
         )
     if zh or any("\u3400" <= c <= "\u9fff" for c in text):
         # tfcli ships a CJK font for its PNGs, but 4 MB of it in every page is too much, and a
         # subset needs a font library tfcli does not depend on: said, rather than boxes in silence.
-        note("页面用浏览器自带的字体显示中文（没有嵌入字体）：系统里没有中文字体时，请安装一个（例如 fonts-noto-cjk）" if zh
-             else "the page draws Chinese with the browser's own fonts (no font is embedded): on a system without a CJK font, install one (e.g. fonts-noto-cjk)", wrap=True)
+        note("页面用浏览器自带的字体显示中文（没有嵌入字体）："
+             "系统里没有中文字体时，请安装一个（例如 fonts-noto-cjk）" if zh
+             else "the page draws Chinese with the browser's own fonts (no font is embedded): on a system without a "
+                  "CJK font, install one (e.g. fonts-noto-cjk)", wrap=True)
 
 
 def page_tokens(lm, text: str, seen=None) -> list[int]:
@@ -121,8 +127,10 @@ def page_html(lm, text: str, ids: list[int], lang: str, hooks=None) -> str:
         "shape": ex.shapes(cfg),
         "params": ex.parameter_totals(cfg),
         "kv_groups": ex.kv_groups(cfg),
-        "limits": {"tokens": ex.token_limit(cfg), "lens_top": ex.LENS_TOP, "next_top": int(run.next_ids.shape[1]), "quant": ex.QUANT},
-        "sampling": {"temperature": defaults.temperature, "top_k": defaults.top_k, "top_p": defaults.top_p, "min_p": defaults.min_p},
+        "limits": {"tokens": ex.token_limit(cfg), "lens_top": ex.LENS_TOP,
+                   "next_top": int(run.next_ids.shape[1]), "quant": ex.QUANT},
+        "sampling": {"temperature": defaults.temperature, "top_k": defaults.top_k, "top_p": defaults.top_p,
+                     "min_p": defaults.min_p},
         "vocab": vocab,
         "arrays": {name: _encoded(a) for name, a in arrays.items()},
     }

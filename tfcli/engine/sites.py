@@ -20,6 +20,11 @@ A hook is `fn(value, site) -> None | array`: None keeps the value, an array of t
 replaces it for the rest of the pass. Arrays shown to a hook belong to the pass: copy one
 before changing it in place. `site` says where it is (`site.name`, `site.block`, and the
 positions of the pass, `site.start`).
+
+A hook added as a `reader` only reads, and takes a pass's rows in parts: the fast executor may
+then cut a long prompt into parts on threads (engine/fast/), each part showing it its own rows
+(`site.start` says where they begin; attn's keys run up to the part's last position), from the
+part's thread. A pass with any other hook runs whole, so that a hook that changes a value sees it.
 """
 
 from __future__ import annotations
@@ -47,19 +52,29 @@ class Hooks:
 
     def __init__(self) -> None:
         self._by_site: dict[tuple[str, int | None], list[Hook]] = {}  # (site, block or None: every block)
+        self._changers = 0  # hooks not added as readers: they may change a value, so they see a pass whole
 
-    def add(self, name: str, fn: Hook, block: int | None = None) -> Hooks:
-        """Call fn at site `name` of `block` (None: of every block)."""
+    def add(self, name: str, fn: Hook, block: int | None = None, *, reader: bool = False) -> Hooks:
+        """Call fn at site `name` of `block` (None: of every block). `reader`: fn only reads, and
+        takes a pass's rows in parts, from the parts' threads (in_parts)."""
         if name not in SITES:
             raise ValueError(f"unknown site {name!r}; sites are {', '.join(SITES)}")
         self._by_site.setdefault((name, -1 if name == "embed" else block), []).append(fn)
+        self._changers += not reader
         return self
 
     def merge(self, other: Hooks | None) -> Hooks:
         """Add every hook of `other` after this one's (an experiment's, then a recorder's)."""
         for key, fns in (other._by_site.items() if other else ()):
             self._by_site.setdefault(key, []).extend(fns)
+        self._changers += other._changers if other else 0
         return self
+
+    @property
+    def in_parts(self) -> bool:
+        """Whether a pass may show these hooks its rows in parts, on several threads: all of them
+        were added as readers."""
+        return self._changers == 0
 
     def wants(self, name: str, block: int) -> bool:
         return (name, block) in self._by_site or (name, None) in self._by_site
