@@ -39,6 +39,15 @@ MAX_PROPERTIES = 256
 JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 
+# A number of a schema has at most 10 digits after the point (and no exponent): a small model offered any
+# number may write 7.3333... until max_tokens (SmolLM2 and Gemma 3 did in benchmarks/schemas.py). llama.cpp's
+# schema grammars bound the fraction too (16 digits); llguidance takes this bound as multipleOf 1e-10 (its
+# decimal arithmetic refuses smaller steps). Every answer still validates against the schema as given.
+NUMBER_STEP = 1e-10
+VALUES = ("enum", "const", "default", "examples")  # keys whose values are data, not schemas
+MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")  # name -> schema
+
+
 class GrammarError(UsageError):
     """A schema, grammar or expression the grammar library cannot apply (says what), or one no
     text can satisfy."""
@@ -134,6 +143,7 @@ def compile_grammar(
 
 
 def _schema(text: str) -> dict:
+    """The schema's text -> the schema as compiled: checked for size, each number's digits bounded."""
     try:
         schema = json.loads(text)
     except ValueError as e:
@@ -150,7 +160,14 @@ def _schema(text: str) -> dict:
                     f"the JSON schema has an object of {len(props):,} properties; at most {MAX_PROPERTIES} per object",
                     "split it into nested objects",
                 )
-            todo.extend(node.values())
+            kinds = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+            if "number" in kinds and not {"multipleOf", "enum", "const"} & node.keys():
+                node["multipleOf"] = NUMBER_STEP
+            for k, v in node.items():
+                if k in MAPS and isinstance(v, dict):
+                    todo.extend(v.values())  # name -> schema: a property named "enum" is still a schema
+                elif k not in VALUES:
+                    todo.append(v)
         elif isinstance(node, list):
             todo.extend(node)
     return schema

@@ -110,7 +110,7 @@ class Batcher:
         self.prompts = PromptCache(prompt_cache)  # bytes; 0: off
         self.max_rows, self.queue = max_rows, queue
         self.run = Fast(workers)  # prompt passes; its helper thread, if any, is shared with the steps
-        # invariant: each row's numbers those of the sequence alone, whatever its company (fast.executor.RowByRow)
+        # invariant: each row's numbers those of the sequence alone, whatever its company (engine/fast: RowByRow)
         step_run = RowByRow(workers, self.run.helper) if invariant else Fast(workers, self.run.helper, batch=True)
         self.batch = batch.Batch(self.model, Slots([]), step_run)  # the rows decoding, each through its own KVCache
         self.workers = workers

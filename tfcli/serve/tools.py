@@ -2,7 +2,8 @@
 
 The tools reach the model through its own chat template (the `tools` variable transformers passes
 to it), and its answer is read back in the format that template teaches: Hermes' / Qwen2.5's
-`<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks, or Llama 3.x's bare
+`<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks (or, as Qwen2.5-Coder often
+answers, that object alone as the whole answer, bare or in a ```json block), or Llama 3.x's bare
 `{"name": ..., "parameters": {...}}`. A template that does not read `tools` gets them described in
 a system message, in the Hermes format. With `tool_choice` "required" or a named function the
 answer is constrained (engine/grammar.py) to calls whose arguments follow each function's schema;
@@ -24,6 +25,7 @@ MAX_TOOLS = 128  # OpenAI's limit on one request's tools
 CHOICES = ("auto", "none", "required")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # OpenAI's function names
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+_FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)  # a Markdown code block, the whole answer
 
 
 @dataclass
@@ -74,6 +76,10 @@ class Tools:
                 if call is not None:
                     calls.append(call)
                     content = content.replace(m.group(0), "", 1)
+            if not calls:  # the call without its tags (Qwen2.5-Coder's habit): the whole answer, bare or fenced
+                fenced = _FENCED.match(text.strip())
+                call = self._call(fenced.group(1) if fenced else text.strip())
+                calls, content = ([call], "") if call is not None else ([], content)
         else:
             call = self._call(text.strip())
             if call is not None:
