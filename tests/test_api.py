@@ -103,6 +103,25 @@ def test_import_tfcli_imports_nothing_heavy():
         tfcli.nonsense
 
 
+def test_a_notebook_session_imports_no_terminal_library():
+    """Loading a model, a run and every result's _repr_html_ (the pictures drawn by tfcli/draw/) leave
+    typer and rich (the command line's libraries) out of the process."""
+    code = """
+import sys, tfcli
+m = tfcli.load("shakespeare")
+logits, cache = m.run_with_cache("To be")
+results = [tfcli.lens(m, "To be, or not to b"), tfcli.attention(m, "To be", block=0), tfcli.mask("the cat sat"),
+           tfcli.patch(m, "To be, or not to b", "To go, or not to g", site="mlp"), tfcli.ablate(m, "To be, or not to b", answer="e"),
+           tfcli.heads(m, "To be, or not to b"), tfcli.params("gpt2"),
+           tfcli.steer(m, "To be", toward="love", away="death", block=1, max_new_tokens=3, temperature=0)]
+assert all("<svg" in r._repr_html_() or "<table" in r._repr_html_() or "<div" in r._repr_html_() for r in results)
+print(sorted(n for n in sys.modules if n.split(".")[0] in ("typer", "rich", "click") or n.startswith("tfcli.cli")))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]", r.stdout
+
+
 def test_load_by_name_path_and_fast():
     from pathlib import Path
 

@@ -66,8 +66,8 @@ class Attention(Result):
         import math
 
         from tfcli.analysis.attention import causal_mask
-        from tfcli.cli.views import images
-        from tfcli.cli.views.attn import token_labels
+        from tfcli.draw import images
+        from tfcli.draw.labels import token_labels
 
         labels = token_labels(self._tokenizer, self.tokens.tolist())
         allowed = causal_mask(len(self.tokens))
@@ -107,7 +107,7 @@ class Mask(Result):
                 "allowed": self.allowed.tolist(), "weights": self.weights.tolist()}  # fmt: skip
 
     def _drawing(self):
-        from tfcli.cli.views import images
+        from tfcli.draw import images
 
         grid = [[images.Panel("softmax(masked scores)", self.weights, self.allowed, self.labels, self.labels)]]
         images.check_size(grid, False, True)

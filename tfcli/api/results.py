@@ -80,9 +80,8 @@ class Lens(Result):
         return f'<div style="overflow:auto">{self.svg()}</div><div><b>next token</b> after the last position{bars}</div>'
 
     def _drawing(self):
-        from tfcli.cli.views.attn import token_labels
-        from tfcli.cli.views.inside import token_str
-        from tfcli.cli.views.lens import lens_drawing
+        from tfcli.draw.labels import token_labels, token_str
+        from tfcli.draw.lens import lens_drawing
 
         t = self._tokenizer
         names = [[token_str(t, int(i)) for i in row] for row in self.ids[:, :, 0]]
@@ -142,7 +141,7 @@ class Patching(Result):
                 "grid": [{**dict.fromkeys(keys, i), "values": row} for i, row in enumerate(self.grid.tolist())]}  # fmt: skip
 
     def _drawing(self):
-        from tfcli.cli.views.experiments import top_of
+        from tfcli.draw.scales import top_of
 
         rows, cols = self._labels()
         t = self._tokenizer
@@ -187,7 +186,7 @@ class Ablation(Result):
                 "heads": [{"block": b, "values": row} for b, row in enumerate(self.heads.tolist())], "mlps": self.mlps.tolist()}  # fmt: skip
 
     def _drawing(self):
-        from tfcli.cli.views.experiments import top_of
+        from tfcli.draw.scales import top_of
 
         rows, cols, values = self._grid()
         return signed_drawing(f"{self.model} · change in the log-probability of {tok(self._tokenizer, self.answer)!r} with one part taken out",
@@ -245,7 +244,7 @@ class Heads(Result):
                 "induction_tokens": [int(i) for i in self.induction_tokens]}  # fmt: skip
 
     def _drawing(self):
-        from tfcli.cli.views.experiments import top_of
+        from tfcli.draw.scales import top_of
 
         rows = [str(b) for b in range(len(self.heads))]
         cols = [f"h{h}" for h in range(self.heads.shape[1])] + ["mlp"]

@@ -151,7 +151,7 @@ def _fill(lang: str, title: str, data: dict) -> str:
     import re
     from importlib.resources import files
 
-    from .views import escape
+    from tfcli.draw import escape
 
     here = files("tfcli.explore")
     read = lambda name: here.joinpath(name).read_text(encoding="utf-8")  # noqa: E731

@@ -90,7 +90,7 @@ def pictures(png, svg, heading: str, panels: list[tuple[str, np.ndarray]], row_l
     """--png / --svg: the grids as heatmap panels one above the other, on one signed linear scale
     (as `patch` draws its grid: views/experiments.write_pictures)."""
     from ..console import note
-    from . import images
+    from tfcli.draw import images
 
     top = top or 1.0
     grid_ = [[images.Panel(title, shade(values, top), np.ones(values.shape, dtype=bool), row_labels, col_labels)] for title, values in panels]
