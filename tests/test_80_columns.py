@@ -145,6 +145,10 @@ DEFAULT_OUTPUTS = [
     ["ablate", "To be, or not to be"],
     ["steer", "To be", "--toward", "love", "--away", "hate", "--block", "1", "-n", "5", "-t", "0"],
     ["heads", "To be, or not to be"],
+    ["data"],
+    ["data", "--lang", "zh"],
+    ["tokenize", "今天天气很好", "-m", "tang", "--lang", "zh"],
+    ["score", "床前明月光，疑是地上霜。", "-m", "tang", "--text", "--lang", "zh"],
 ]
 
 

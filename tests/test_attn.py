@@ -447,7 +447,7 @@ def test_explain_in_chinese(cli):
     assert r.exit_code == 0, r.stderr
     zh = r.stdout.replace("\n", "")  # Rich wraps Chinese between any two characters
     assert "多头注意力" in zh and "8 × 32 = 256" in _flat(r.stdout) and "拼接" in zh and "普通多头注意力" in zh
-    assert "Multi-head attention in tang" in r.stdout  # Chinese as well as English, as params does
+    assert "Multi-head attention in tang" not in r.stdout  # Chinese only, as every command
     assert "多头注意力" not in cli("attn", "--explain", "-m", "tang", "--lang", "en").stdout
 
 

@@ -139,3 +139,16 @@ def test_a_heads_shares_never_add_past_100_percent(cli):
     shares = [int(x) for x in re.findall(r"(\d+)% to (?:the first token|the previous one|themselves)", r.stdout.replace("\n", " "))]
     assert len(shares) == 3 and sum(shares) <= 101  # rounding
     assert "Most attention goes to" not in r.stdout
+
+
+def test_heads_says_how_its_total_meets_the_logit(cli):
+    from tfcli.cli.views.experiments import total_against_logit
+
+    r = cli("heads", "ROMEO: What light", "-m", "shakespeare")
+    assert r.exit_code == 0, r.stderr
+    logit = float(re.search(r"logit\s+(-?\d+\.\d\d)", r.stdout).group(1))
+    total = float(re.search(r"total (-?\d+\.\d\d)", r.stdout).group(1))
+    flat = " ".join(r.stdout.split())
+    assert total == logit and "The total equals the logit in the header" in flat
+    en, zh = total_against_logit(7.816, 7.811)  # a difference that shows at two decimals is said, with its size
+    assert "differs from the logit in the header by +0.005" in en and "+0.005" in zh

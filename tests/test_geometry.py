@@ -123,3 +123,12 @@ def test_a_long_run_says_how_long_before_it_starts(cli, monkeypatch):
     monkeypatch.setattr(geometry_cli, "MACS_PER_S", 1e4)
     r = cli("geometry", "--dims", "100", "--sample", "100")
     assert r.exit_code == 0 and "about 50 s: 100 vectors in each of 1 dimension up to 100" in r.stderr, r.stderr
+
+
+def test_the_jl_line_for_fewer_than_2_points_says_it_promises_nothing(cli):
+    r = cli("geometry", "--dims", "3")  # the shipped shakespeare: 256 dimensions, 10^0.1 points at 1 ± 0.1
+    assert r.exit_code == 0, r.stderr
+    flat = " ".join(r.stdout.split())
+    assert "the bound holds for fewer than 2 points: it promises nothing here" in flat
+    assert "any 10^0.1 points" not in flat and "any 10^0.5 points map into 256 dimensions" in flat
+    assert "这个界保证的点少于2个" in "".join(cli("geometry", "--dims", "3", "--lang", "zh").stdout.split())

@@ -127,3 +127,28 @@ def test_an_adapter_for_another_model_or_a_damaged_one_is_refused(base, tmp_path
     (tmp_path / "ad" / "adapter_model.safetensors").write_bytes(b"\x00\x01")
     with pytest.raises(LoraError, match="not a readable LoRA adapter"):
         load(tmp_path / "ad", cfg, params)
+
+
+@pytest.mark.parametrize("kind", ["qwen3", "gemma3"])
+def test_the_adapter_s_gradients_equal_those_of_the_full_weights(kind, tmp_path):
+    """A LoRA step forms only A's and B's gradients (lora.AdapterGrads): they equal adapter_grads
+    of the merged weights' full gradients, on families with q/k norms, post-norms and GeGLU."""
+    from test_new_families import gemma3, qwen3
+
+    from tfcli.engine.train.family import FamilyTrainable
+    from tfcli.engine.train.lora import adapter_grads
+
+    {"qwen3": qwen3, "gemma3": gemma3}[kind](tmp_path / "m", tied=True)
+    cfg, _, params = load_params(tmp_path / "m")
+    ad = new_adapter(cfg, params, 4, 8.0, ("q", "k", "v", "o", "gate", "up", "down"), seed=2)
+    for name, t in ad.tensors.items():
+        if name.endswith("lora_B.weight"):
+            t[...] = 0.1 * np.random.default_rng(3).standard_normal(t.shape)
+    rng = np.random.default_rng(5)
+    x, y = rng.integers(0, cfg.vocab_size, (B, T)), rng.integers(0, cfg.vocab_size, (B, T))
+    loss, grads = LoraTrainable(cfg, params, ad).loss_and_grads(x, y)
+    full_loss, full = FamilyTrainable(cfg, merged(params, ad)).loss_and_grads(x, y)
+    want = adapter_grads(ad, full)
+    assert loss == pytest.approx(full_loss, rel=1e-6) and set(grads) == set(want) == set(ad.tensors)
+    for name, g in want.items():
+        assert np.linalg.norm(grads[name] - g) <= 1e-5 * np.linalg.norm(g), name

@@ -339,7 +339,8 @@ def test_short_prompts_that_come_together_start_decoding_together(smol):
     part's positions), so every decode step carries all three rows (one at a time, the first
     would have decoded two steps alone)."""
     from tfcli.engine.sampling import SamplingParams
-    from tfcli.serve.batcher import Batcher, Finished, Job
+    from tfcli.serve.batcher import Batcher, Job
+    from tfcli.serve.events import Finished
 
     batcher = Batcher(smol, max_rows=8)
     done = threading.Semaphore(0)

@@ -42,6 +42,9 @@ class ErrorBoundary(TyperGroup):
             with warnings.catch_warnings():
                 warnings.showwarning = _show_warning
                 given = list(sys.argv[1:] if args is None else args)
+                from .lang import remember
+
+                remember(given)  # this run's --lang, for the errors too
                 if given[:1] in (["--show-completion"], ["--install-completion"]) and len(given) <= 2:
                     rv = _completion(given[0], given[1] if len(given) > 1 else "")
                 else:
@@ -104,9 +107,11 @@ def _other_names(message: str) -> str:
 
 
 def _fail(message: str, code: int, hint: str | None = None) -> None:
+    from . import lang
     from .console import line
 
-    line("error:", "bold red", f"{message} ({hint})" if hint else message)
+    message = f"{message} ({hint})" if hint else message
+    line(*(("错误：", "bold red", lang.error(message)) if lang.zh() else ("error:", "bold red", message)))
     sys.exit(code)
 
 
@@ -224,9 +229,10 @@ def _reopen_closed_streams() -> bool:
 
 ENVIRONMENT = (
     ("TFCLI_HOME", "where pulled models and the chat history are kept (default: $XDG_CACHE_HOME/tfcli, else ~/.cache/tfcli)"),
+    ("TFCLI_DATA_URL", "a mirror (http://, https://, file://) that 'tfcli data pull' reads the corpora from, for offline use"),
     ("TFCLI_THREADS", "threads when --threads is not given (default: the idle cores)"),
     ("TFCLI_FONT", "a .ttf/.otf/.ttc font for the labels of PNG pictures"),
-    ("TFCLI_LANG", "zh: explanations in Chinese where a command has --lang (default: from LC_ALL / LANG)"),
+    ("TFCLI_LANG", "zh: Chinese where a command has --lang, and the errors (default: from LC_ALL / LANG)"),
     ("NO_COLOR", "set to anything: no colours (https://no-color.org)"),
     ("OPENBLAS_THREAD_TIMEOUT", "how long idle BLAS threads spin, 2^N cycles (tfcli sets 20 when it is not set)"),
     ("XDG_CACHE_HOME", "the cache folder TFCLI_HOME defaults under"),
@@ -411,9 +417,10 @@ def main() -> None:
     sys.stdout = Output(sys.stdout, closed=stdout_closed)
     app(prog_name="tfcli")
 
-from . import features, features_look  # noqa: E402, F401  (features_look adds show, top and quality to features)
+from . import data, features, features_look  # noqa: E402, F401  (features_look adds show, top and quality to features)
 
 app.add_typer(features.app, name="features")
+app.add_typer(data.app, name="data")
 
 
 def _unwrapped(doc: str) -> str:
@@ -438,3 +445,4 @@ def _summary(doc: str) -> str:
 
 
 features.tidy_help(_unwrapped, _summary)
+data.tidy_help(_unwrapped, _summary)

@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
-from .console import err, note, out
+from .console import note, out
+from .lang import say, zh
 
 
 def bench(
@@ -22,6 +23,7 @@ def bench(
     runs: Annotated[int, typer.Option("--runs", help="Runs per figure; the median is reported.")] = 3,
     threads: options.Threads = None,
     as_json: options.Json = False,
+    lang: options.LangOption = None,
 ) -> None:
     """Measure load time, prompt (prefill) and decode speed, peak memory, and the roofline.
 
@@ -31,10 +33,13 @@ def bench(
     Example:
 
       tfcli bench -m smollm2 --runs 3
+
+      tfcli bench -m tang --lang zh
     """
     from tfcli.engine import bench as engine_bench
     from tfcli.engine.families import load_config
 
+    options.chinese(lang)
     n_threads = options.apply_threads(threads)
     folder = options.model_folder(model)
     n_ctx = load_config(folder / "config.json").n_ctx  # the shape only: bench.run loads (and times) the model
@@ -55,7 +60,10 @@ def bench(
     _render(name, n_threads, r, new_tokens, runs, fraction, _formats(folder))
     if busy:
         cores = available_cpus()
-        note(f"other processes held {min(busy, cores)} of the {cores} cores during the run: the speeds and the fraction of the ceiling are lower than this machine gives when idle", wrap=True)
+        held = min(busy, cores)
+        note(say(f"other processes held {held} of the {cores} cores during the run: the speeds and the fraction of the ceiling"
+                 " are lower than this machine gives when idle",
+                 f"运行期间其他进程占用了 {cores} 个核心中的 {held} 个：速度和占上限的比例都低于这台机器空闲时的水平"), wrap=True)
 
 
 def _sizes(engine_bench, n_ctx: int, prompt_tokens: str | None, new_tokens: int | None, runs: int) -> tuple[list[int], int]:
@@ -91,40 +99,73 @@ def _formats(folder) -> str:
     w = _weights(open_tensors(folder))
     if w["in_place"]:  # a GGUF: its blocks, as the file has them
         return "\n".join(f"{g['format']} {size(g['bytes'])}" for g in w["formats"])  # a format a line: never a number apart from its unit
-    return f"F32 {size(w['held_bytes'])} (stored as {', '.join(g['format'] for g in w['formats'])})"
+    stored = _word("stored", formats=", ".join(g["format"] for g in w["formats"]))
+    return f"F32 {size(w['held_bytes'])} ({stored})" if not zh() else f"F32 {size(w['held_bytes'])}（{stored}）"
+
+
+# The rows of the table, English and Chinese.
+_ROWS = {
+    "title": ("tfcli bench: {name}, {threads}", "tfcli bench：{name}，{threads}"),
+    "measure": ("measure", "测量"), "value": ("value", "数值"),
+    "load": ("load", "加载"), "first": ("load to first token", "加载到第一个词元"),
+    "prefill": ("prefill, {n}-token prompt", "预填充，{n} 个词元的提示"),
+    "decode": ("decode, {n} tokens (median of {runs})", "解码 {n} 个词元（{runs} 次的中位数）"),
+    "peak": ("peak memory", "内存峰值"), "parts": ("(weights {w}, KV cache {kv})", "（权重 {w}，KV 缓存 {kv}）"),
+    "held": ("weights as held", "运行时权重"), "bandwidth": ("memory read bandwidth", "内存读带宽"),
+    "ceiling": ("decode ceiling = weights / bandwidth", "解码上限 = 带宽 / 权重"),
+    "fraction": ("decode as a fraction of the ceiling", "解码占上限的比例"),
+    "stored": ("stored as {formats}", "存储为 {formats}"),
+}  # fmt: skip
+
+
+def _word(key: str, **values) -> str:
+    return _ROWS[key][zh()].format(**values)
 
 
 def _render(name: str, n_threads: int, r, new_tokens: int, runs: int, fraction: float, formats: str) -> None:
     from rich.table import Table
 
-    t = Table(title=f"tfcli bench: {name}, {n_threads} thread{'s' if n_threads != 1 else ''}", title_justify="left")
-    t.add_column("measure")
-    t.add_column("value", justify="right")
-    t.add_row("load", f"{r.load_s:.3f} s")
-    t.add_row("load to first token", f"{r.first_token_s:.3f} s")
-    for n, tps in r.prefill_tps.items():
-        t.add_row(f"prefill, {n}-token prompt", f"{tps:,.0f} tok/s")
-    t.add_row(f"decode, {new_tokens} tokens (median of {runs})", f"{r.decode_tps:,.1f} tok/s")
     from tfcli.numbers import size
 
-    t.add_row("peak memory", f"{size(r.peak_rss)}\n(weights {size(r.weight_bytes)}, KV cache {size(r.kv_bytes)})")
-    t.add_row("weights as held", formats)
-    t.add_row("memory read bandwidth", f"{size(r.bandwidth)}/s")
-    t.add_row("decode ceiling = weights / bandwidth", f"{r.ceiling_tps:,.1f} tok/s")
-    t.add_row("decode as a fraction of the ceiling", f"[bold]{fraction:.0%}[/]")
+    threads = f"{n_threads} 个线程" if zh() else f"{n_threads} thread{'s' if n_threads != 1 else ''}"
+    t = Table(title=_word("title", name=name, threads=threads), title_justify="left")
+    t.add_column(_word("measure"))
+    t.add_column(_word("value"), justify="right")
+    t.add_row(_word("load"), f"{r.load_s:.3f} s")
+    t.add_row(_word("first"), f"{r.first_token_s:.3f} s")
+    for n, tps in r.prefill_tps.items():
+        t.add_row(_word("prefill", n=n), f"{tps:,.0f} tok/s")
+    t.add_row(_word("decode", n=new_tokens, runs=runs), f"{r.decode_tps:,.1f} tok/s")
+    t.add_row(_word("peak"), f"{size(r.peak_rss)}\n{_word('parts', w=size(r.weight_bytes), kv=size(r.kv_bytes))}")
+    t.add_row(_word("held"), formats)
+    t.add_row(_word("bandwidth"), f"{size(r.bandwidth)}/s")
+    t.add_row(_word("ceiling"), f"{r.ceiling_tps:,.1f} tok/s")
+    t.add_row(_word("fraction"), f"[bold]{fraction:.0%}[/]")
     out.print(t)
 
 
 def _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads):
-    """engine bench.run with its stages shown: a spinner line at a terminal, else one line per stage
-    on stderr (a bench takes tens of seconds; a log should say where it is)."""
-    t0 = time.perf_counter()
-    if err.is_terminal:
-        with err.status("tfcli bench") as status:
-            return engine_bench.run(folder, prompts, new_tokens, runs, workers=n_threads, stage=lambda text: status.update(f"{text}..."))
+    """engine bench.run with its stages shown (a bench takes tens of seconds): a spinner, the stage
+    and the seconds at a terminal (cli/progress.py), nothing in a pipe."""
+    from .progress import Waiting
 
-    def stage(text: str) -> None:
-        note(f"[{time.perf_counter() - t0:5.1f} s] {text}")
-        sys.stderr.flush()
+    with Waiting(_stage("tfcli bench")) as waiting:
+        return engine_bench.run(folder, prompts, new_tokens, runs, workers=n_threads, stage=lambda text: waiting.update(_stage(text)))
 
-    return engine_bench.run(folder, prompts, new_tokens, runs, workers=n_threads, stage=stage)
+
+# The engine's stages (engine/bench.py), in Chinese under --lang zh.
+_STAGES_ZH = [
+    (r"loading the model", "加载模型"),
+    (r"prompt pass, (\d+) tokens \(run (\d+) of (\d+)\)", r"提示前向，\1 个词元（第 \2 / \3 次）"),
+    (r"decoding (\d+) tokens \(run (\d+) of (\d+)\)", r"解码 \1 个词元（第 \2 / \3 次）"),
+    (r"memory read bandwidth", "测内存读带宽"),
+]
+
+
+def _stage(text: str) -> str:
+    import re
+
+    if zh():
+        for pattern, cn in _STAGES_ZH:
+            text = re.sub(f"^{pattern}$", cn, text)
+    return text + "..."

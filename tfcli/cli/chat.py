@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import constrain, options
+from .lora import Lora, with_lora
 from .quantize import Quantize
 from .quantize import apply as apply_quantize
 from .command import interrupted
@@ -21,6 +22,7 @@ from .experiment import AnyModelOption, FeatureOption, ScaleOption, SteerOption,
 from .console import err, note, shown, warn
 from .generate import TemplateFile, with_template
 from .inputs import warned
+from .lang import say, zh
 
 DEFAULT_CHAT_MODEL = "smollm2"
 
@@ -56,10 +58,20 @@ COMMANDS = (
     ("/show", "the model and the settings"),
     ("//TEXT", "send a message that starts with '/'"),
 )
+COMMANDS_ZH = (  # the same list under --lang zh (cli/lang.py)
+    ("/help", "这份列表（也可用 /?）"),
+    ("/bye", "离开（也可用 /exit、/quit、Ctrl-D）"),
+    ("/clear", "忘掉这段对话，保留系统消息（也可用 /reset）"),
+    ("/system TEXT", "设置系统消息（单独输入：显示它；'/system -' 删除它）"),
+    ("/set KNOB VALUE", "改一个设置：" + ", ".join(KNOBS)),
+    ("/show", "模型和当前设置"),
+    ("//TEXT", "发送一条以 '/' 开头的消息"),
+)
 
 
 def chat(
     model: ChatModel = None,
+    lora: Lora = None,
     system: Annotated[Optional[str], typer.Option("--system", help="A system message that opens the conversation.", show_default=False)] = None,
     template: TemplateFile = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Longest reply, in tokens.")] = 512,
@@ -80,6 +92,7 @@ def chat(
     feature: FeatureOption = None,
     scale: ScaleOption = 4.0,
     any_model: AnyModelOption = False,
+    lang: options.LangOption = None,
 ) -> None:
     """Chat with a model that has a chat template; by default smollm2, pulled on first use.
 
@@ -99,10 +112,12 @@ def chat(
     """
     from tfcli.engine.generate import check_max_new_tokens
 
+    options.chinese(lang)  # the banner, /help and the notes speak it
     check_max_new_tokens(max_tokens)
     constrain.check_one(json_schema, grammar, regex)
     n_threads = options.apply_threads(threads)
-    lm = apply_quantize(warned(with_template(options.load_model(model or DEFAULT_CHAT_MODEL), template)), quantize)
+    lm = with_lora(options.load_model(model or DEFAULT_CHAT_MODEL), lora)
+    lm = apply_quantize(warned(with_template(lm, template)), quantize)
     require_template(lm)
     params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
@@ -197,7 +212,9 @@ def _run(state: ChatState, n_threads: int) -> None:
     history_file = _line_editing() if interactive and sys.stdout.isatty() else None
     session = Session(state.lm.model, workers=n_threads, hooks=state.hooks)
     if interactive:
-        note(f"chatting with {state.lm.name} ({state.lm.config.n_ctx:,}-token context); /help lists the commands, /bye or Ctrl-D leaves", wrap=True)
+        name, n_ctx = state.lm.name, state.lm.config.n_ctx
+        note(say(f"chatting with {name} ({n_ctx:,}-token context); /help lists the commands, /bye or Ctrl-D leaves",
+                 f"正在与 {name} 对话（上下文 {n_ctx:,} 个词元）；/help 列出命令，/bye 或 Ctrl-D 离开"), wrap=True)
     try:
         while True:
             user = _read(interactive)
@@ -239,7 +256,7 @@ def _read(interactive: bool) -> str | None:
             if interactive and not asked:
                 # As ollama: a Ctrl-C meant for a reply that just ended must not end the conversation.
                 asked = True
-                note("use /bye or Ctrl-D to leave (Ctrl-C again leaves)")
+                note(say("use /bye or Ctrl-D to leave (Ctrl-C again leaves)", "用 /bye 或 Ctrl-D 离开（再按一次 Ctrl-C 也会离开）"))
                 continue
             raise interrupted() from None
         except (UnicodeDecodeError, PromptError) as e:  # not UTF-8 (a strict stdin raises the first)
@@ -261,16 +278,18 @@ def _command(state: ChatState, line: str) -> str | None:
     if word in ("/bye", "/exit", "/quit"):
         return "leave"
     if word in ("/help", "/?"):
-        _listed(COMMANDS, 16)
+        _listed(COMMANDS_ZH if zh() else COMMANDS, 16)
     elif word in ("/clear", "/reset"):
         state.history.clear()
-        note("conversation cleared")
+        note(say("conversation cleared", "对话已清空"))
     elif word == "/system":
         if not rest:
-            note(f"system message: {state.system}" if state.system else "no system message")
+            note(say(f"system message: {state.system}", f"系统消息：{state.system}") if state.system else say("no system message", "没有系统消息"))
         else:
             state.system = None if rest == "-" else rest
-            note("system message removed" if state.system is None else "system message set; the conversation goes on with it")
+            removed = state.system is None
+            note(say("system message removed", "系统消息已删除") if removed
+                 else say("system message set; the conversation goes on with it", "系统消息已设置；对话带着它继续"))
     elif word == "/set":
         knob, _, value = rest.partition(" ")
         if not knob or not value.strip():
@@ -283,7 +302,8 @@ def _command(state: ChatState, line: str) -> str | None:
     elif word == "/show":
         _listed(state.settings(), 19)
     else:
-        warn(f"unknown command {word}; not sent to the model. The commands: {', '.join(u.split()[0] for u, _ in COMMANDS)}")
+        listed = ", ".join(u.split()[0] for u, _ in COMMANDS)
+        warn(say(f"unknown command {word}; not sent to the model. The commands: {listed}", f"未知命令 {word}；没有发给模型。命令有：{listed}"))
     return None
 
 
@@ -337,13 +357,22 @@ def _reply(state: ChatState, session, user: str) -> None:
     sys.stdout.write("\n")
     sys.stdout.flush()
     s = gen.stats
-    err.print(
-        f"[dim]{s.prompt_tokens} new prompt tokens (of {len(ids)}) · {s.new_tokens} reply · "
-        f"decode {s.decode_tps:,.1f} tok/s · "
-        + (f"lookup: {s.accepted} of {s.drafted} drafted tokens accepted · " if state.lookup else "")
-        + f"stopped: {s.stop_reason}[/]",
-        soft_wrap=True,  # one line whatever the width: scripts read it, and a terminal wraps it itself
-    )
+    if zh():
+        from .views.generate import stopped
+
+        err.print(
+            f"[dim]新的提示词元 {s.prompt_tokens} 个（共 {len(ids)} 个）· 回复 {s.new_tokens} 个 · 解码 {s.decode_tps:,.1f} tok/s · "
+            + (f"查找解码：草拟 {s.drafted} 个，接受 {s.accepted} 个 · " if state.lookup else "") + f"{stopped(s.stop_reason)}[/]",
+            soft_wrap=True,
+        )
+    else:
+        err.print(
+            f"[dim]{s.prompt_tokens} new prompt tokens (of {len(ids)}) · {s.new_tokens} reply · "
+            f"decode {s.decode_tps:,.1f} tok/s · "
+            + (f"lookup: {s.accepted} of {s.drafted} drafted tokens accepted · " if state.lookup else "")
+            + f"stopped: {s.stop_reason}[/]",
+            soft_wrap=True,  # one line whatever the width: scripts read it, and a terminal wraps it itself
+        )
     state.history += [{"role": "user", "content": user}, {"role": "assistant", "content": "".join(reply)}]
 
 

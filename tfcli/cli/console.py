@@ -113,14 +113,17 @@ def line(label: str, style: str, message: str) -> None:
 def warn(message: str, wrap: bool = False) -> None:
     """`warning: message` on stderr: one line (a script greps it); with `wrap`, prose for a reader
     wrapped between words (Chinese between characters) to the width, as note() wraps it."""
+    from .lang import zh
+
+    label = "警告：" if zh() else "warning:"
     if not wrap:
-        line("warning:", "yellow", message)
+        line(label, "yellow", message)
         return
     from .layout import prose_lines
 
-    for k, piece in enumerate(prose_lines("warning: " + capped(printable(message)), err.width)):
-        label, rest = ("warning:", piece[len("warning:") :]) if k == 0 else ("", piece)
-        err.print(Text.assemble((label, "yellow"), rest), soft_wrap=True)
+    for k, piece in enumerate(prose_lines(label + " " + capped(printable(message)), err.width)):
+        head, rest = (label, piece[len(label) :]) if k == 0 else ("", piece)
+        err.print(Text.assemble((head, "yellow"), rest), soft_wrap=True)
 
 
 def note(message: str, wrap: bool = False) -> None:

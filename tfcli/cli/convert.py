@@ -45,6 +45,9 @@ def convert(
             show_default=False,
         ),
     ] = None,
+    merge_lora: Annotated[Optional[Path], typer.Option(
+        "--merge-lora", help="Write SOURCE (a model folder, name or GGUF file) with this LoRA adapter merged into its "
+        "weights as the float32 folder TARGET (what peft's merge_and_unload saves).", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", "-f", help="Replace TARGET if it exists (only once the new one is complete).")] = False,
 ) -> None:
     """Dequantize a GGUF file into a Hugging Face-style folder of float32 weights, or (--quantize) write a folder as a GGUF file. Llama, Qwen2, Qwen3, Gemma 3 and Phi-3 files become folders; Llama and Qwen2 folders (float32, float16 or bf16) become GGUF files.
@@ -73,7 +76,11 @@ def convert(
       tfcli convert ./smollm2 smollm2.q8_0.gguf --quantize q8_0
 
       tfcli generate -m smollm2.q8_0.gguf "The capital of France is" -t 0
+
+      tfcli convert smollm2 smollm2-tuned --merge-lora my-adapter
     """
+    if merge_lora is not None:
+        return _merge_lora(source, target, merge_lora, force, quantize)
     if quantize is not None:
         return _to_gguf(source, target, quantize.value, force)
     if target.suffix.lower() == ".gguf" and not source.lower().endswith(".gguf"):
@@ -119,6 +126,28 @@ def _to_gguf(source: str, target: Path, kind: str, force: bool) -> None:
     out.print(str(result.path), soft_wrap=True, markup=False)
 
 
+def _merge_lora(source: str, target: Path, adapter: Path, force: bool, quantize) -> None:
+    """SOURCE with the adapter merged, written as the model folder TARGET (engine/train/lora.py)."""
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.train.folder import write_files
+    from tfcli.engine.train.lora import merged_folder_files
+
+    from .options import model_folder
+
+    if quantize is not None or target.suffix.lower() == ".gguf":
+        folder = target.with_suffix("")
+        raise UsageError("--merge-lora writes a model folder, not a GGUF file",
+                         f"merge into {folder}, then: tfcli convert {folder} {target} --quantize q8_0")  # fmt: skip
+    if target.exists() and (not target.is_dir() or (any(target.iterdir()) and not force)):
+        raise UsageError(f"{target} already exists", "give another TARGET, or --force to write the merged model in it")
+    t0 = time.perf_counter()
+    files = merged_folder_files(model_folder(source), adapter)
+    with sigterm_unwinds():
+        write_files(target, files)
+    note(f"{source} with {adapter} merged -> {target} in {time.perf_counter() - t0:.1f} s")
+    out.print(str(target), soft_wrap=True, markup=False)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised wherever the process is, so that it unwinds and cleans up exactly as Ctrl-C does."""
 
@@ -152,28 +181,9 @@ def sigterm_unwinds() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@contextmanager
 def progress_bars():
-    """Rich progress bars on stderr, one per stage, driven by the engine's progress(stage, done, total).
+    """Bars on a terminal's stderr, one per stage, driven by the engine's progress(stage, done, total)
+    (cli/progress.py's Bars: nothing where stderr is not a terminal)."""
+    from .progress import Bars
 
-    The display starts with the first report, so that a command failing before any work shows only its error.
-    """
-    from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    bars = Progress(SpinnerColumn(), TextColumn("{task.description:<26}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(), console=err)
-    tasks: dict[str, int] = {}
-
-    def update(stage: str, done: int, total: int) -> None:
-        if not tasks:
-            bars.start()
-        if stage not in tasks:
-            for task in tasks.values():  # a new stage means the previous ones are over
-                bars.update(task, completed=bars.tasks[task].total or 0)
-            tasks[stage] = bars.add_task(_STAGES.get(stage, stage), total=total or None)
-        bars.update(tasks[stage], completed=done, total=total or None)
-
-    try:
-        yield update
-    finally:
-        if tasks:
-            bars.stop()
+    return Bars(_STAGES)

@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 from . import options
 from .command import Command, Tidy
 from .console import err, note, shown
+from .lang import zh
 
 class Group(Tidy, TyperGroup):
     """The features group: its -h/--help a flag without a type, as every command's."""
@@ -74,6 +75,7 @@ def train(
     force: Annotated[bool, typer.Option("--force", help="Write into an existing folder.")] = False,
     as_json: options.Json = False,
     threads: options.Threads = None,
+    lang: options.LangOption = None,
 ) -> None:
     """Train a sparse autoencoder on the vectors a model writes at one site, in NumPy.
 
@@ -91,6 +93,7 @@ def train(
     """
     from tfcli.engine.train.sae import Settings
 
+    options.chinese(lang)
     if output is None:
         raise typer.BadParameter("is required", param_hint="'--output' / '-o'")
     options.check_seed(seed)  # before the model loads: a seed past 2^63-1 is no seed NumPy takes
@@ -178,18 +181,34 @@ def _loop(s, source, buffer_rows: int, as_json: bool):
     first = buf.fill()
     buf.check()  # one batch fits in what the text gives, before the first step
     trainer = Trainer(s, first)
-    note(f"reading {source.describe}")
-    note(f"an SAE of {s.n:,} {s.kind} features on width {source.d}: {s.steps:,} steps of {s.batch_size:,} vectors")
-    cols = (TextColumn("step {task.completed:,.0f}/{task.total:,.0f}"), BarColumn(), TextColumn("{task.fields[info]}"), TimeRemainingColumn())
-    with Progress(*cols, console=err, transient=True, disable=as_json) as bar:
+    from .lang import say
+    from .views.features import MSE_LABEL
+
+    note(say(f"reading {source.describe}", f"读取 {_described_zh(source.describe)}"))
+    note(say(f"an SAE of {s.n:,} {s.kind} features on width {source.d}: {s.steps:,} steps of {s.batch_size:,} vectors",
+             f"{s.n:,} 个 {s.kind} 特征的 SAE，宽度 {source.d}：{s.steps:,} 步，每步 {s.batch_size:,} 个向量"))
+    # The trainer's error is per vector on vectors scaled by trainer.scale; the bar shows it as the
+    # summary does (views/features.py): per element, in the model's units.
+    per_element = 1.0 / (source.d * trainer.scale**2)
+    label, read = MSE_LABEL[zh()], say("vectors read", "个向量已读")
+    cols = (TextColumn(say("step", "步") + " {task.completed:,.0f}/{task.total:,.0f}"), BarColumn(), TextColumn("{task.fields[info]}"),
+            TimeRemainingColumn())
+    # Progress at a terminal only (cli/progress.py's rule): a pipe or a log gets the summary at the end.
+    with Progress(*cols, console=err, transient=True, disable=as_json or not err.is_terminal) as bar:
         task = bar.add_task("train", total=s.steps, info="")
         for _ in range(s.steps):
             parts = trainer.train_step(buf.next_batch())
-            info = f"mse {parts['mse']:.4g} · L0 {parts['l0']:.1f} · {buf.read:,} vectors read"
+            info = f"{label} {parts['mse'] * per_element:.4g} · L0 {parts['l0']:.1f} · {buf.read:,} {read}"
             bar.update(task, completed=trainer.step, info=info)
-            if not err.is_terminal and not as_json and trainer.step % max(1, s.steps // 10) == 0:
-                err.print(f"step {trainer.step:,}/{s.steps:,} · {info}", soft_wrap=True)
     return trainer, time.perf_counter() - t0
+
+
+def _described_zh(what: str) -> str:
+    """What a training reads (analysis/feature_runs.py's words), in Chinese."""
+    import re
+
+    what = re.sub(r"^(.*), block (\d+), (\S+), windows of (\d+) tokens of (.*)$", r"\1，第 \2 块，\3，每窗口 \4 个词元，取自 \5", what)
+    return re.sub(r"^(\S+) vectors of width (\d+) from (.*)$", r"\1 个宽度为 \2 的向量，取自 \3", what)
 
 
 def _save(output: Path, trainer, lm, block: int, site: str, source, seconds: float, as_json: bool, data: str) -> None:
@@ -228,7 +247,10 @@ def _report(output: Path, q: dict, trainer, seconds: float, as_json: bool) -> No
 
     for line in quality_lines(q):
         err.print(shown(line), soft_wrap=True)
-    err.print(shown(f"{trainer.step:,} steps in {seconds:,.0f} s; the SAE is in {output} (tfcli features top {output} TEXT_FILE)"), soft_wrap=True)
+    from .lang import say
+
+    err.print(shown(say(f"{trainer.step:,} steps in {seconds:,.0f} s; the SAE is in {output} (tfcli features top {output} TEXT_FILE)",
+                        f"{trainer.step:,} 步，用时 {seconds:,.0f} s；SAE 写在 {output}（tfcli features top {output} TEXT_FILE）")), soft_wrap=True)
 
 
 def tidy_help(unwrapped, summary) -> None:

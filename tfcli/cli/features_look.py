@@ -34,6 +34,7 @@ def show(
     any_model: AnyModel = False,
     as_json: options.Json = False,
     threads: options.Threads = None,
+    lang: options.LangOption = None,
 ) -> None:
     """Per token, the features that fire and how strongly.
 
@@ -49,6 +50,7 @@ def show(
     from .views.features import show_table
     from .views.inside import token_str
 
+    options.chinese(lang)
     options.check_count("--top", top, 1, MAX_SHOWN)
     lm = load(model, threads)
     f = features_of(lm, sae, any_model)
@@ -74,6 +76,7 @@ def top(
     any_model: AnyModel = False,
     as_json: options.Json = False,
     threads: options.Threads = None,
+    lang: options.LangOption = None,
 ) -> None:
     """For the most active features, the contexts that fire each most (the token marked) and the
     tokens its decoder direction pushes up and down through the unembedding.
@@ -89,6 +92,7 @@ def top(
     from .inputs import load
     from .views.features import cards as draw
 
+    options.chinese(lang)
     options.check_count("-n", n, 1, MAX_SHOWN)
     options.check_count("--contexts", contexts, 1, MAX_CONTEXTS, "contexts are kept for every feature: memory grows as features x contexts")
     options.check_count("--tokens", tokens, 2, MAX_TOKENS)
@@ -108,7 +112,14 @@ def top(
     if html is not None:
         from .features_page import write_page
 
+        from tfcli.numbers import size
+
+        from .console import note
+        from .lang import say
+
         write_page(html, lm.name, str(sae), f, found)
+        n_cards, nbytes = len(found["cards"]), size(html.stat().st_size)
+        note(say(f"wrote {html} ({n_cards} feature cards, {nbytes})", f"已写入 {html}（{n_cards} 张特征卡片，{nbytes}）"))
     if as_json:
         from . import json as js
 
@@ -126,6 +137,7 @@ def quality(
     any_model: AnyModel = False,
     as_json: options.Json = False,
     threads: options.Threads = None,
+    lang: options.LangOption = None,
 ) -> None:
     """The SAE's quality on a text, as SAELens reports it: MSE, explained variance, L0, dead
     features, and the loss recovered (clean loss, with the SAE's reconstruction, site zeroed)."""
@@ -140,6 +152,7 @@ def quality(
     from .inputs import load
     from .views.features import quality_lines
 
+    options.chinese(lang)
     options.check_count("--tokens", tokens, 2, MAX_TOKENS)
     lm = load(model, threads)
     f = features_of(lm, sae, any_model)

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import constrain, options
+from .lora import Lora, with_lora
 from .quantize import Quantize
 from .quantize import apply as apply_quantize
 from .command import interrupted
@@ -63,6 +64,7 @@ def generate(
         typer.Option("--prompt", "-p", help="The text to continue, as the PROMPT argument (llama.cpp's spelling).", show_default=False),
     ] = None,
     model: options.Model = None,
+    lora: Lora = None,
     max_tokens: Annotated[
         Optional[int],
         typer.Option("--max-tokens", "-n", help=f"New tokens to generate (default {DEFAULT_MAX_TOKENS}, or what the context has room for; --slide goes past it).", show_default=False),
@@ -101,6 +103,7 @@ def generate(
     feature: FeatureOption = None,
     scale: ScaleOption = 4.0,
     any_model: AnyModelOption = False,
+    lang: options.LangOption = None,
 ) -> None:
     """Continue PROMPT with a model, token by token.
 
@@ -124,10 +127,13 @@ def generate(
       tfcli generate "ROMEO:" --samples 4 -n 100
 
       tfcli generate -m smollm2 --chat "A user as JSON" --json-schema user.json --show-probs 5
+
+      tfcli generate -m tang "床前明月光" -n 16 --show-probs 3 --lang zh
     """
     from tfcli.engine.generate import Generation, Session
     from tfcli.engine.lookup import Drafter
 
+    options.chinese(lang)  # the statistics and the --show-probs tables speak it (views/generate.py)
     prompt = _given_prompt(prompt, prompt_option)
     lists = {flag: parse_list(value, flag, kind) for flag, value, kind in (("--temperature", temperature, float), ("--top-k", top_k, int), ("--top-p", top_p, float))}
     n_samples = _check_flags(show_probs, max_tokens, samples, lists, lookup, slide, as_json, (json_schema, grammar, regex))
@@ -136,7 +142,7 @@ def generate(
     text = "\n" if prompt is None else read_text(prompt, "the prompt", "give some text to continue, or omit it to start from a newline")
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
-    lm = apply_quantize(with_template(options.load_model(model), template, chat), quantize)
+    lm = apply_quantize(with_template(with_lora(options.load_model(model), lora), template, chat), quantize)
     load_seconds = time.perf_counter() - t0
     warned(lm)
 
@@ -430,6 +436,8 @@ def _generate_samples(lm, session, ids, samplers, seed, want, stop, eos_ids, sho
         run.constraint = rules.start()  # each sample its own place in the grammar
     texts = [[echo] for _ in samplers]
     labels = view.labels(samplers, seed)
+    if not quiet and view.identical(samplers):  # greedy samples: one text N times, and no seed to show
+        warn(view.identical(samplers))
     try:
         for steps in batch:
             for i, step in steps:

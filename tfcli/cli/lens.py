@@ -159,47 +159,21 @@ def _estimate(lm, n_positions: int, k: int):
     n_layers = lm.config.n_layer + 1
     nbytes, flops = lens_cost(lm.model, n_layers * n_positions, k)
     check_allocation(nbytes, f"the lens of {n_layers} residual indices x {n_positions:,} positions", "read fewer positions: --positions START:END, or --position N")
-    return Progress(f"the lens reads {n_layers} residual indices x {n_positions:,} positions ({flops / 1e12:,.2f} TFLOP in its products)")
+    what = f"the lens reads {n_layers} residual indices x {n_positions:,} positions ({flops / 1e12:,.2f} TFLOP in its products)"
+    return _progress(what)
 
 
-class Progress:
-    """A long computation's estimate and progress bar on stderr, both decided after its first part:
-    `with Progress(what) as step: work(progress=step)`, where step(done, total) follows each part."""
+def _progress(what: str):
+    """The lens's progress (cli/progress.py: rows counted at a terminal), and after its first part,
+    when it will take more than LONG_SECONDS, a line that says how long and how to ask for less."""
+    from .progress import Counted
+    from .train import _duration
 
-    def __init__(self, what: str):
-        self.what, self.bar, self.task, self.t0 = what, None, None, 0.0
-
-    def __enter__(self):
-        import time
-
-        self.t0 = time.perf_counter()
-        return self.step
-
-    def step(self, done: int, total: int) -> None:
-        import time
-
-        if self.bar is not None:
-            self.bar.update(self.task, completed=done)
-            return
-        if self.task is not None or done >= total:  # decided already, or finished in one part
-            return
-        self.task = 0
-        seconds = (time.perf_counter() - self.t0) * total / done
+    def estimate(seconds: float) -> None:
         if seconds >= LONG_SECONDS:
-            from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
-            from rich.progress import Progress as Bar
+            note(f"{what}: about {_duration(seconds)} here (fewer: --positions START:END, or --position N)")
 
-            from .console import err
-            from .train import _duration
-
-            note(f"{self.what}: about {_duration(seconds)} here (fewer: --positions START:END, or --position N)")
-            self.bar = Bar(TextColumn("lens"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} rows"), TimeRemainingColumn(), console=err, transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task("lens", total=total, completed=done)
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+    return Counted("lens", "rows", "逻辑透镜", "行", estimate=estimate)
 
 
 def _lens_json(lm, ids: list[int], result, positions: list[int], col: dict[int, int], k: int) -> None:

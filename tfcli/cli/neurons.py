@@ -57,7 +57,11 @@ def neurons(
     if neuron is not None and not 0 <= neuron < cfg.d_ff:
         raise UsageError(f"--neuron {neuron} is not a neuron of {lm.name}'s MLP: it has {cfg.d_ff}, 0 to {cfg.d_ff - 1}")
     ids = text_ids(lm, text, read=True)
-    report = _report(lm, ids, index, neuron, k)
+    from .progress import LONG_SECONDS, Waiting
+
+    what = f"第 {index} 块的神经元：{len(ids):,} 个词元的前向" if zh else f"the neurons of block {index}: a pass over {len(ids):,} tokens"
+    with Waiting(what, after=LONG_SECONDS):  # a long text's pass: a spinner at a terminal after 2 s
+        report = _report(lm, ids, index, neuron, k)
     if as_json:
         from .json import emit
 

@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from .lang import HELP as LANG_HELP
+
 # How the command line names the settings the engine validates (engine/errors.FIELDS): an engine
 # error says `{temperature}`, the error boundary shows `--temperature`.
 FLAGS = {
@@ -236,21 +238,17 @@ def lang_option(help: str):
     return Annotated[Optional[Lang], typer.Option("--lang", help=help, show_default=False)]
 
 
-LangOption = lang_option("zh: explanations in Chinese as well as English (default: from LC_ALL / LANG).")
+LangOption = lang_option(LANG_HELP)
 
 
 def chinese(lang: Lang | None) -> bool:
-    """--lang, else TFCLI_LANG (en or zh), else the locale the way POSIX picks it: LC_ALL, then
-    LC_MESSAGES, then LANG."""
-    import os
+    """--lang, else TFCLI_LANG (en or zh), else the locale (cli/lang.py); a --lang given is this
+    run's language from now on, for whatever prints (statistics, progress, errors)."""
+    from . import lang as language
 
     if lang is not None:
-        return lang is Lang.zh
-    for var in ("TFCLI_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
-        value = os.environ.get(var)
-        if value:
-            return value.lower().startswith("zh")
-    return False
+        language.choose(lang is Lang.zh)
+    return language.zh()
 
 
 def unknown_id(tokenizer) -> int | None:
@@ -275,5 +273,10 @@ def warn_unknown(tokenizer, text: str, ids: list[int], name: str) -> None:
             break
     shown = " ".join(repr(c) for c in missing[:8]) + (" ..." if len(missing) > 8 else "")
     cjk = any("\u3400" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" for c in missing)
+    n = ids.count(unk)
+    if chinese(None):
+        hint = "-m tang 能拼写中文" if cjk else "-m smollm2 能逐字节拼写任何文字"
+        warn(f"{name} 的词表拼不出 {shown}：模型把文本中的 {n} 个词元读作 <unk>（{hint}）")
+        return
     hint = "-m tang spells Chinese" if cjk else "-m smollm2 spells any text, byte by byte"
-    warn(f"{name}'s vocabulary cannot spell {shown}: the model reads {ids.count(unk)} token{'s' if ids.count(unk) != 1 else ''} of the text as <unk> ({hint})")
+    warn(f"{name}'s vocabulary cannot spell {shown}: the model reads {n} token{'s' if n != 1 else ''} of the text as <unk> ({hint})")

@@ -32,7 +32,7 @@ _MLP_HELP = "; ".join(f"{key}: {kind.matrices} matrices ({'gate, up, down' if ki
 _SIZE = {"show_default": False, "rich_help_panel": "Shape"}
 
 
-Lang = options.lang_option("zh: names and explanations in Chinese as well as English (default: from LC_ALL / LANG).")
+Lang = options.LangOption
 
 
 def params(

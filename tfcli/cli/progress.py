@@ -1,17 +1,23 @@
 """Progress on stderr while a command works, one helper for every wait over about 2 seconds.
 
+One rule for every command: progress is for a person at a terminal. It is drawn on stderr, redrawn
+in place and cleared when the work ends or Ctrl-C stops it; where stderr is not a terminal (a
+pipe, a file, a CI log) it writes nothing, so that a log holds the results, the warnings and a
+command's one-off notes (what a long wait is, the figures at its end), never a ticking counter.
+
 Counted: work counted in its own units, "scoring 1,024 of 2,000 tokens · 3 s" (score, patch, ablate,
-steer, heads). Nothing is said for a short run; after the first unit, a run estimated to take
-LONG_SECONDS or more shows a line that counts the units and the seconds so far, redrawn in place at
-a terminal (and cleared when the run ends or Ctrl-C stops it). Where stderr is not a terminal,
-the experiments (log=True) write the line every PLAIN_EVERY seconds, so that a log shows it is
-alive; the others say nothing there.
+steer, heads, lens). Nothing is shown for a short run; after the first unit, a run estimated to take
+LONG_SECONDS or more shows a line that counts the units and the seconds so far.
 
     with Counted("patching", "residual indices", "修补", "个残差位置") as step:
         run_patch(..., progress=step)         # step(done, total) after each unit
 
-Waiting: a wait of unknown length (the kernels' first compile): a spinner and the seconds so far,
-on a terminal only.
+Waiting: a wait of unknown length (the kernels' first compile, bench's stages, a long pass): a
+spinner, what is being done and the seconds so far, shown once the wait passes `after` seconds.
+
+Bars: work counted in bytes, a bar per stage (convert, pull).
+
+Under --lang zh (cli/lang.py) each speaks Chinese.
 
 The analysis and engine functions only call step(done, total): they never print (STYLE.md).
 """
@@ -21,7 +27,6 @@ from __future__ import annotations
 import time
 
 LONG_SECONDS = 2.0  # a run estimated shorter than this stays silent
-PLAIN_EVERY = 5.0  # seconds between two lines when stderr is not a terminal
 
 
 def elapsed(seconds: float) -> str:
@@ -34,14 +39,17 @@ class _Live:
     """What a Live display redraws: text() asked again at every refresh, so the seconds go on
     between two steps; with a spinner in front, for a wait that counts nothing."""
 
-    def __init__(self, text, spinner: bool = False):
+    def __init__(self, text, spinner: bool = False, after: float = 0.0):
         from rich.spinner import Spinner
 
         self.text, self.spinner = text, Spinner("dots", style="cyan") if spinner else None
+        self.shown_at = time.monotonic() + after  # a wait shorter than `after` shows nothing
 
     def __rich__(self):
         from rich.text import Text
 
+        if time.monotonic() < self.shown_at:
+            return Text("")
         line = Text(self.text(), style="dim")
         if self.spinner is None:
             return line
@@ -62,12 +70,18 @@ def _live(renderable):
 
 
 class Counted:
-    def __init__(self, verb: str, unit: str, verb_zh: str = "", unit_zh: str = "", zh: bool = False, *, log: bool = True):
+    def __init__(self, verb: str, unit: str, verb_zh: str = "", unit_zh: str = "", zh: bool | None = None,
+                 estimate=None):
+        """`estimate(seconds)`, if given, is told once, after the first unit, how long the whole run
+        will take (lens: a run of more than 10 s says so first, whatever stderr is)."""
+        from .lang import zh as speaks_zh
+
+        zh = speaks_zh() if zh is None else zh
         self.verb, self.unit = (verb_zh or verb, unit_zh or unit) if zh else (verb, unit)
-        self.zh, self.log = zh, log
-        self.t0 = self.last = 0.0
+        self.zh, self.estimate = zh, estimate
+        self.t0 = 0.0
         self.done = self.total = 0
-        self.shown = False
+        self.decided = False
         self.live = None
 
     def text(self, done: int | None = None, total: int | None = None) -> str:
@@ -78,31 +92,21 @@ class Counted:
         return f"{self.verb} {done:,} of {total:,} {self.unit} · {spent}"
 
     def __enter__(self):
-        self.t0 = self.last = time.perf_counter()
+        self.t0 = time.perf_counter()
         return self.step
 
     def step(self, done: int, total: int) -> None:
-        now = time.perf_counter()
         self.done, self.total = done, total
-        if not self.shown:
-            if done <= 0 or done >= total or (now - self.t0) * total / done < LONG_SECONDS:
-                return
-            self.shown = True
+        if self.decided or done <= 0 or done >= total:
+            return
+        self.decided = True  # after the first unit: how long the whole run will take
+        seconds = (time.perf_counter() - self.t0) * total / done
+        if self.estimate is not None:
+            self.estimate(seconds)
+        if seconds >= LONG_SECONDS:
             self.live = _live(_Live(self.text))
             if self.live is not None:
                 self.live.start(refresh=True)  # drawn now, not at the first refresh
-            elif self.log:
-                self._plain()
-            self.last = now
-            return
-        if self.live is None and self.log and now - self.last >= PLAIN_EVERY and done < total:
-            self._plain()
-            self.last = now
-
-    def _plain(self) -> None:
-        from .console import note
-
-        note(self.text())
 
     def __exit__(self, *exc) -> None:  # Ctrl-C too: the line is cleared, the terminal left as it was
         if self.live is not None:
@@ -112,16 +116,23 @@ class Counted:
 
 class Waiting:
     """A wait that counts nothing: a spinner, what is done and the seconds so far, on a terminal's
-    stderr only. start() and stop() (or `with`); stop() returns the seconds waited."""
+    stderr only, once the wait has lasted `after` seconds. start() and stop() (or `with`); update()
+    says the next stage; stop() returns the seconds waited."""
 
-    def __init__(self, what: str):
-        self.what, self.t0, self.live = what, 0.0, None
+    def __init__(self, what: str, after: float = 0.0):
+        self.what, self.after, self.t0, self.live = what, after, 0.0, None
 
     def start(self) -> None:
         self.t0 = time.perf_counter()
-        self.live = _live(_Live(lambda: f"{self.what} · {elapsed(time.perf_counter() - self.t0)}", spinner=True))
+        text = lambda: f"{self.what} · {elapsed(time.perf_counter() - self.t0)}"  # noqa: E731
+        self.live = _live(_Live(text, spinner=True, after=self.after))
         if self.live is not None:
             self.live.start(refresh=True)
+
+    def update(self, what: str) -> None:
+        self.what = what
+        if self.live is not None:
+            self.live.refresh()  # a stage shorter than a refresh is shown all the same
 
     @property
     def on_terminal(self) -> bool:
@@ -139,3 +150,38 @@ class Waiting:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class Bars:
+    """Bars on a terminal's stderr, one per stage, driven by progress(stage, done, total) in bytes:
+    `with Bars({"download": "downloading"}) as progress: work(progress=progress)`. The display starts
+    with the first report, so that a command failing before any work shows only its error."""
+
+    def __init__(self, names: dict[str, str]):
+        self.names, self.bars, self.tasks = names, None, {}
+
+    def __enter__(self):
+        from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        from .console import err
+
+        if err.is_terminal:
+            description = TextColumn("{task.description:<26}")
+            self.bars = Progress(SpinnerColumn(), description, BarColumn(), DownloadColumn(), TimeElapsedColumn(), console=err)
+        return self.update
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        bars = self.bars
+        if bars is None:
+            return
+        if not self.tasks:
+            bars.start()
+        if stage not in self.tasks:
+            for task in self.tasks.values():  # a new stage means the previous ones are over
+                bars.update(task, completed=bars.tasks[task].total or 0)
+            self.tasks[stage] = bars.add_task(self.names.get(stage, stage), total=total or None)
+        bars.update(self.tasks[stage], completed=done, total=total or None)
+
+    def __exit__(self, *exc) -> None:
+        if self.bars is not None and self.tasks:
+            self.bars.stop()

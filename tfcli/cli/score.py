@@ -12,6 +12,7 @@ from . import options
 from .experiment import AblateOption, pass_hooks
 from .console import out
 from .inputs import load
+from .lora import Lora, with_lora
 from .quantize import Quantize
 from .quantize import apply as apply_quantize
 
@@ -23,6 +24,7 @@ def score(
     text: Annotated[Optional[str], typer.Argument(help="The text to score. '-' reads it from stdin.", show_default=False)] = None,
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Score the text of this UTF-8 file instead.", show_default=False)] = None,
     model: options.Model = None,
+    lora: Lora = None,
     window: Annotated[Optional[int], typer.Option("--window", help="Tokens the model sees at once (default: its context).", show_default=False)] = None,
     stride: Annotated[
         Optional[int],
@@ -33,6 +35,7 @@ def score(
     threads: options.Threads = None,
     quantize: Quantize = None,
     ablate: AblateOption = None,
+    lang: options.LangOption = None,
 ) -> None:
     """The model's loss on a text: mean nats per token, perplexity, and nats per character and per
     byte (comparable across tokenizers). The first token has nothing before it and is not scored.
@@ -45,6 +48,8 @@ def score(
       tfcli score -m smollm2 --file notes.txt --window 1024 --stride 512
 
       tfcli score --file val.txt --stride 256 --json
+
+      tfcli score -m tang "床前明月光，疑是地上霜。" --lang zh
     """
     import sys
 
@@ -54,12 +59,13 @@ def score(
     from .inputs import text_or_file
     from .progress import Counted
 
+    zh = options.chinese(lang)
     body = text_or_file(text, file, "score", "score")
-    lm = apply_quantize(load(model, threads), quantize)
+    lm = apply_quantize(with_lora(load(model, threads), lora), quantize)
     window, stride = check_window(lm.model, window, stride)
     ids = lm.tokenizer.prompt(body)
     options.warn_unknown(lm.tokenizer, body, ids, lm.name)
-    with Counted("scoring", "tokens", "打分", "个词元", options.chinese(None), log=False) as step:  # a terminal's stderr only
+    with Counted("scoring", "tokens", "打分", "个词元", zh) as step:
         result = run_score(lm.model, ids, window, stride, pass_hooks(lm, ablate), FAST, progress=step)
     chars, nbytes = _scored_size(lm.tokenizer, body, ids)
     figures = {
@@ -87,12 +93,22 @@ def score(
         emit(doc)  # the one float policy of every --json (cli/json.py)
         return
     if show_text if show_text is not None else sys.stdout.isatty():
-        _show_text(lm.tokenizer, ids, result.logprobs)
+        _show_text(lm.tokenizer, ids, result.logprobs, zh)
+    f = figures
+    if zh:
+        how = "一个窗口" if result.windows == 1 else f"{result.windows:,} 个 {window:,} 词元的窗口，步长 {stride:,}"
+        out.print(f"{lm.name}：打分 {result.scored:,} 个词元（{how}）")
+        out.print(f"  {f['nats_per_token']:.4f} nats/词元 · 困惑度 {f['perplexity']:,.2f}")
+        if chars:
+            out.print(f"  {f['nats_per_char']:.4f} nats/字符（{chars:,}）· {f['nats_per_byte']:.4f} nats/字节（{nbytes:,}）"
+                      f"· {f['bits_per_byte']:.4f} bits/字节")
+        return
     how = "one window" if result.windows == 1 else f"{result.windows:,} windows of {window:,} tokens, stride {stride:,}"
     out.print(f"{lm.name}: {result.scored:,} tokens scored ({how})")
-    out.print(f"  {figures['nats_per_token']:.4f} nats/token · perplexity {figures['perplexity']:,.2f}")
+    out.print(f"  {f['nats_per_token']:.4f} nats/token · perplexity {f['perplexity']:,.2f}")
     if chars:
-        out.print(f"  {figures['nats_per_char']:.4f} nats/char ({chars:,}) · {figures['nats_per_byte']:.4f} nats/byte ({nbytes:,}) · {figures['bits_per_byte']:.4f} bits/byte")
+        out.print(f"  {f['nats_per_char']:.4f} nats/char ({chars:,}) · {f['nats_per_byte']:.4f} nats/byte ({nbytes:,})"
+                  f" · {f['bits_per_byte']:.4f} bits/byte")
 
 
 def _scored_size(tokenizer, text: str, ids: list[int]) -> tuple[int, int]:
@@ -117,7 +133,7 @@ def _token_texts(tokenizer, ids: list[int]) -> list[str]:
 MARKED = 0.2  # without colour, a token the model gave less than this carries its probability
 
 
-def _show_text(tokenizer, ids: list[int], logprobs) -> None:
+def _show_text(tokenizer, ids: list[int], logprobs, zh: bool = False) -> None:
     from rich.text import Text
 
     from .views.heatmap import uses_colour
@@ -133,14 +149,18 @@ def _show_text(tokenizer, ids: list[int], logprobs) -> None:
         body.append(piece, style=style)
     out.print(body, soft_wrap=True)  # the text's own line breaks, not the terminal's
     if not colour:
-        out.print(f"[p%] after a token: the probability the model gave it, when under {MARKED:.0%}; unmarked tokens had {MARKED:.0%} or more (the first is not scored)", markup=False)
+        if zh:
+            from .views.prose import chinese
+
+            chinese(out, f"词元后的 [p%]：模型给它的概率，低于 {MARKED:.0%} 时标出；没有标记的词元概率在 {MARKED:.0%} 以上（第一个不打分）")
+        else:
+            out.print(f"[p%] after a token: the probability the model gave it, when under {MARKED:.0%}; unmarked tokens had {MARKED:.0%} or more (the first is not scored)", markup=False)
         out.print()
         return
-    legend = Text("token probability: ")  # the whole legend fits 80 columns
+    legend = Text("词元概率：" if zh else "token probability: ")  # the whole legend fits 80 columns
     for _, colour, label in SCALE:
         legend.append(f" {label} ", style=f"black on {colour}")
         legend.append(" ")
-    legend.append("dim: not scored", style="dim")
+    legend.append("暗色：不打分" if zh else "dim: not scored", style="dim")
     out.print(legend)
     out.print()
-

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options
+from .lora import Lora, with_lora
 from .quantize import Quantize
 from .quantize import apply as apply_quantize
 from .command import interrupted
@@ -16,6 +17,7 @@ from .inputs import warned
 
 def serve(
     model: options.Model = None,
+    lora: Lora = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on. Anything but loopback lets other machines in (a warning says so).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
     api_key: Annotated[Optional[str], typer.Option("--api-key", help="Require 'Authorization: Bearer KEY' on every route but /health.", show_default=False)] = None,
@@ -58,7 +60,7 @@ def serve(
     if not http.is_loopback(host):
         warn(f"listening on {host}: other machines can reach this server{'' if api_key else ' and use it without a key (see --api-key)'}")
     n_threads = options.apply_threads(threads)
-    lm = apply_quantize(warned(options.load_model(model)), quantize)
+    lm = apply_quantize(warned(with_lora(options.load_model(model), lora)), quantize)
     name = model or lm.name
     from tfcli.serve.live import Page
 

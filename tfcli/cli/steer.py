@@ -33,7 +33,7 @@ def steer(
 
     Examples:
 
-      tfcli steer -m smollm2 "I went to the market and" --toward " wedding" --away " funeral" --block 6 --scale 8 -t 0
+      tfcli steer ROMEO: --toward "O happy day, my sweet joy!" --away "O sad night, my woe!" --block 2 --scale 2 -t 0
 
       tfcli steer -m smollm2 "My favourite food is" --toward "Paris France" --away "Tokyo Japan" --block 8 --save paris.npz
     """

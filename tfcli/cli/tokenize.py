@@ -18,6 +18,7 @@ def tokenize(
     file: options.TextFile = None,
     model: options.Model = None,
     as_json: options.Json = False,
+    lang: options.LangOption = None,
 ) -> None:
     """Show the tokens of TEXT as the model gets them: each token's id, its text and its UTF-8 bytes
     (with the BOS first where the model's tokenizer adds one).
@@ -29,6 +30,8 @@ def tokenize(
       tfcli tokenize -m tang "今天天气很好"
 
       tfcli tokenize --file notes.txt --json
+
+      tfcli tokenize -m tang "床前明月光" --lang zh
     """
     from tfcli.engine.errors import PromptError
     from tfcli.engine.tokenizer import Tokenizer
@@ -37,6 +40,7 @@ def tokenize(
 
     from .inputs import text_or_file
 
+    zh = options.chinese(lang)
     text = text_or_file(text, file, "tokenize", "tokenize")
     tok = Tokenizer(options.model_folder(model) / "tokenizer.json")
     ids = tok.prompt(text)  # as generate feeds it to the model (a BOS where the tokenizer adds one)
@@ -63,22 +67,29 @@ def tokenize(
         return
     from rich.table import Table
 
-    table = Table(title=f"{len(ids)} tokens, {len(text)} characters, {len(text.encode('utf-8'))} bytes", title_justify="left")
-    table.add_column("#", justify="right", style="dim")
-    table.add_column("id", justify="right", style="cyan")
-    table.add_column("text", style="bold")
-    table.add_column("vocabulary piece")
-    table.add_column("bytes", style="dim")
+    n_chars, n_bytes = len(text), len(text.encode("utf-8"))
+    title = (f"{len(ids)} 个词元，{n_chars} 个字符，{n_bytes} 字节" if zh
+             else f"{len(ids)} tokens, {n_chars} characters, {n_bytes} bytes")
+    table = Table(title=title, title_justify="left")
+    styles = ({"justify": "right", "style": "dim"}, {"justify": "right", "style": "cyan"}, {"style": "bold"}, {}, {"style": "dim"})
+    for header, opts in zip(HEADERS[zh], styles):
+        table.add_column(header, **opts)
+    part = "（一个字符的一部分）" if zh else "(part of a character)"
     for n, row in enumerate(rows):
-        shown = repr(row["text"]) if "\ufffd" not in row["text"] else "(part of a character)"
+        shown = repr(row["text"]) if "\ufffd" not in row["text"] else part
         if "unknown" in row:
-            shown = f"{row['text']} for {row['unknown']!r}"
+            shown = f"{row['text']} {'代表' if zh else 'for'} {row['unknown']!r}"
         table.add_row(str(n), str(row["id"]), shown, row["piece"], row["bytes"])
     out.print(table)
     if len(ids) > len(listed):
         from .console import note
 
-        note(f"the first {len(listed):,} of {len(ids):,} tokens (--json lists them all)")
+        shown_part = (f"只列出 {len(ids):,} 个词元中的前 {len(listed):,} 个（--json 列出全部）" if zh
+                      else f"the first {len(listed):,} of {len(ids):,} tokens (--json lists them all)")
+        note(shown_part)
+
+
+HEADERS = {False: ("#", "id", "text", "vocabulary piece", "bytes"), True: ("#", "id", "文本", "词表中的片段", "字节")}
 
 
 def unknown_characters(tok, text: str, ids: list[int]) -> list[str]:

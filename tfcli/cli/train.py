@@ -19,7 +19,7 @@ from . import options
 from .command import interrupted
 from .console import err, for_terminal, note, shown
 
-_MODEL, _OPT, _RUN = "Model", "Optimisation", "Run"
+_MODEL, _LORA, _OPT, _RUN = "Model", "LoRA", "Optimisation", "Run"
 
 
 class Optimizer(str, Enum):
@@ -48,6 +48,16 @@ def train(
     from_model: Annotated[Optional[str], typer.Option("--from", help="Go on training this model (a GPT-2, Llama, Qwen2, Qwen3, Gemma 3 or Phi-3 folder, GGUF file or model name), with its own tokenizer.", show_default=False, rich_help_panel=_MODEL)] = None,
     no_mask: Annotated[bool, typer.Option("--no-mask", help="Train without the causal mask: each position can read the tokens after it (the experiment in the README).", rich_help_panel=_MODEL)] = False,
     dropout: Annotated[float, typer.Option("--dropout", help="Share of the embedding and residual-branch values zeroed in training.", rich_help_panel=_MODEL)] = 0.0,
+    lora: Annotated[Optional[int], typer.Option(
+        "--lora", help="Train a LoRA adapter of this rank on the frozen --from model; -o gets the adapter "
+        "(PEFT's format).",
+        show_default=False, rich_help_panel=_LORA)] = None,
+    alpha: Annotated[Optional[float], typer.Option(
+        "--alpha", help="LoRA's alpha: the adapter adds (alpha / rank)·B A. (default: 2 x --lora)",
+        show_default=False, rich_help_panel=_LORA)] = None,
+    targets: Annotated[str, typer.Option(
+        "--targets", help="The projections LoRA adapts, from q,k,v,o,gate,up,down.",
+        rich_help_panel=_LORA)] = "q,k,v,o",
     optimizer: Annotated[Optimizer, typer.Option("--optimizer", help="adamw or sgd.", rich_help_panel=_OPT)] = Optimizer.adamw,
     lr: Annotated[float, typer.Option("--lr", help="Peak learning rate.", rich_help_panel=_OPT)] = 1e-3,
     betas: Annotated[str, typer.Option("--betas", help="AdamW's b1,b2.", rich_help_panel=_OPT)] = "0.9,0.99",
@@ -83,6 +93,8 @@ def train(
       tfcli train notes.txt -o notes --tokenizer bpe:512 --layers 2 --d-model 64
 
       tfcli train more.txt -o tuned --from shakespeare --lr 3e-4 --steps 200
+
+      tfcli train notes.txt -o my-adapter --from smollm2 --lora 8 --steps 100
     """
     from tfcli.engine.train import folder, run as runs
 
@@ -92,7 +104,7 @@ def train(
     else:
         folder.check_output(output, force, resume)
         settings = _settings(locals())
-        run = runs.start(settings, output)
+        run = runs.start(settings, output, base_name=from_model or "")
     command = shlex.join(["tfcli", *sys.argv[1:]]) if sys.argv and "tfcli" in Path(sys.argv[0]).name else "tfcli train ..."
     _describe(run)
     _loop(run, command, as_json)
@@ -122,6 +134,7 @@ def _settings(flags: dict):
     if seq_len > context:
         raise UsageError(f"--seq-len {seq_len:,} is beyond the context of {context:,}", "use a --seq-len up to --context, or a larger --context")
     _check_ranges(f)
+    lora = _lora(f, from_folder)
     return Settings(
         text=str(f["text_file"]), layers=layers, d_model=d_model, heads=heads, context=context,
         tokenizer="model" if from_folder else _tokenizer(f["tokenizer"] or "char"), from_model=from_folder,
@@ -129,8 +142,35 @@ def _settings(flags: dict):
         weight_decay=f["weight_decay"], warmup=f["warmup"], lr_schedule=f["lr_schedule"].value, clip=f["clip"],
         batch_size=f["batch_size"], seq_len=seq_len, steps=_positive(f["steps"], "--steps") or 1000, seed=f["seed"],
         val_fraction=f["val_fraction"], data_order=f["data_order"].value,
-        eval_every=_positive(f["eval_every"], "--eval-every") or 100, causal=not f["no_mask"],
+        eval_every=_positive(f["eval_every"], "--eval-every") or 100, causal=not f["no_mask"], **lora,
     )  # fmt: skip
+
+
+def _lora(f: dict, from_folder: str | None) -> dict:
+    """The Settings fields of --lora, --alpha and --targets, each checked (a bad value: exit 2); the
+    rank against the model's matrices is checked when the adapter is made (engine/train/lora.py)."""
+    from tfcli.engine.errors import UsageError
+    from tfcli.engine.train.lora import MODULES
+
+    if f["lora"] is None:
+        used = "--alpha" if f["alpha"] is not None else "--targets" if f["targets"] != "q,k,v,o" else None
+        if used:
+            raise UsageError(f"{used} is a LoRA setting", "add --lora RANK (with --from MODEL) to train an adapter")
+        return {}
+    if not from_folder:
+        raise UsageError("--lora trains an adapter on a model: it needs --from MODEL", "e.g. --from smollm2 --lora 8")
+    if f["dropout"] or f["no_mask"]:
+        raise UsageError(f"{'--dropout' if f['dropout'] else '--no-mask'} cannot be given with --lora", "drop it")
+    if not 1 <= f["lora"] <= 1 << 16:
+        raise UsageError(f"--lora {f['lora']} is not a rank", "give a rank from 1 to the model's width, e.g. 8")
+    alpha = 2.0 * f["lora"] if f["alpha"] is None else f["alpha"]
+    if not 0 < alpha < 1e6:
+        raise UsageError(f"--alpha {alpha:g} is out of range", "give a positive number, e.g. 16")
+    targets = [t.strip() for t in f["targets"].split(",") if t.strip()]
+    unknown = [t for t in targets if t not in MODULES]
+    if unknown or not targets or len(set(targets)) != len(targets):
+        raise UsageError(f"--targets {f['targets']!r} is not a list of projections", f"choose from {','.join(MODULES)}")
+    return {"lora": f["lora"], "lora_alpha": float(alpha), "lora_targets": targets}
 
 
 def _from_context(folder: str, context: int | None) -> int:
@@ -198,10 +238,15 @@ def _tokenizer(text: str) -> str:
 
 def _describe(run) -> None:
     s, cfg = run.settings, run.config
-    n = sum(a.size for a in run.model.params.values())
+    n = f"{sum(a.size for a in run.model.params.values()):,}"
     what = f"continuing {Path(s.from_model).name}" if s.from_model else "a GPT-2" if run.step else "a new GPT-2"
+    if run.adapter is not None:
+        ad, n_base = run.adapter, sum(a.size for a in run.model.base.values())
+        what = f"a LoRA adapter (rank {ad.rank}, alpha {ad.alpha:g}, on {','.join(ad.targets)}) for {ad.base}"
+        n = f"{n} trainable of {n_base:,}"
     mask = "" if s.causal else ", WITHOUT the causal mask"
-    note(f"{what}: {cfg.n_layer} blocks, d_model {cfg.d_model}, {cfg.n_head} heads, context {cfg.n_ctx}, vocabulary {cfg.vocab_size:,}, {n:,} parameters{mask}")
+    shape = f"{cfg.n_layer} blocks, d_model {cfg.d_model}, {cfg.n_head} heads, context {cfg.n_ctx}"
+    note(f"{what}: {shape}, vocabulary {cfg.vocab_size:,}, {n} parameters{mask}")
     note(f"data: {len(run.split.train):,} training tokens, {len(run.split.val):,} validation tokens; batch {s.batch_size} x {s.seq_len}")
     if run.step:
         note(f"resuming at step {run.step:,} of {s.steps:,}")
@@ -313,4 +358,9 @@ def _finish(run, png: Path | None, as_json: bool) -> None:
     else:
         from tfcli.store.registry import as_model_arg
 
-        err.print(shown(f"{run.step:,} steps, {summary['tokens']:,} tokens in {run.seconds:,.0f} s; the model is in {run.out} (tfcli generate -m {as_model_arg(run.out)})"), soft_wrap=True)
+        where = f"the model is in {run.out} (tfcli generate -m {as_model_arg(run.out)})"
+        if run.adapter is not None:
+            base = shlex.quote(run.adapter.base or run.settings.from_model)
+            where = f"the adapter is in {run.out} (tfcli generate -m {base} --lora {shlex.quote(str(run.out))})"
+        done = f"{run.step:,} steps, {summary['tokens']:,} tokens in {run.seconds:,.0f} s"
+        err.print(shown(f"{done}; {where}"), soft_wrap=True)

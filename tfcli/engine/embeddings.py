@@ -51,7 +51,9 @@ def last_hidden(model: Transformer, ids: list[int], run: Plain = PLAIN) -> np.nd
         raise PromptError("the input is empty (it encodes to no tokens)", "give some text")
     n_ctx = model.config.n_ctx
     if len(ids) > n_ctx:
-        raise PromptError(f"the input is {len(ids):,} tokens; the model's context holds {n_ctx:,}", "shorten it, or embed it in parts")
+        raise PromptError(
+            f"the input is {len(ids):,} tokens; the model's context holds {n_ctx:,}", "shorten it, or embed it in parts"
+        )
     last = model.config.n_layer - 1
     kept: list[np.ndarray] = []
 
@@ -88,8 +90,9 @@ def normalized(v: np.ndarray, dimensions: int | None = None) -> np.ndarray:
     return (v / norm).astype(np.float32) if norm > 0 else v.astype(np.float32)
 
 
-def embedding(model: Transformer, ids: list[int], pooling: str = "mean", dimensions: int | None = None,
-              run: Plain = PLAIN) -> np.ndarray:
+def embedding(
+    model: Transformer, ids: list[int], pooling: str = "mean", dimensions: int | None = None, run: Plain = PLAIN
+) -> np.ndarray:
     """A token sequence's embedding: [d], length 1 (d = dimensions, or the model width D; `run`: the executor)."""
     if pooling not in POOLINGS:
         raise UsageError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")

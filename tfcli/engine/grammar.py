@@ -71,7 +71,9 @@ class Constraint:
         if m.is_error():
             raise GrammarError(f"the grammar stopped: {_first_line(m.get_error())}")
         m.unsafe_compute_mask_ptr(self._words.ctypes.data, self._words.nbytes)
-        bits = np.unpackbits(self._words.view(np.uint8), bitorder="little")  # [32 * ceil(V/32)]: bit i of word j is token 32j+i
+        bits = np.unpackbits(
+            self._words.view(np.uint8), bitorder="little"
+        )  # [32 * ceil(V/32)]: bit i of word j is token 32j+i
         return bits[: self.vocab_size].view(bool)
 
     def advance(self, token: int) -> None:
@@ -91,7 +93,9 @@ class Constraint:
         return self._m.is_accepting()
 
 
-def compile_grammar(kind: str, text: str, tokenizer: Tokenizer, vocab_size: int, eos_ids: tuple[int, ...], strict: bool = True) -> Grammar:
+def compile_grammar(
+    kind: str, text: str, tokenizer: Tokenizer, vocab_size: int, eos_ids: tuple[int, ...], strict: bool = True
+) -> Grammar:
     """`text` as `kind` (KINDS; json_object takes no text) against the tokenizer -> Grammar, or a
     GrammarError naming what the library could not apply. `strict`: a JSON schema keyword the
     library does not implement is an error (OpenAI's strict); otherwise it is ignored."""
@@ -122,7 +126,10 @@ def compile_grammar(kind: str, text: str, tokenizer: Tokenizer, vocab_size: int,
     first = grammar.start().allowed()  # [V]
     first[[t for t in (*eos_ids, *tok.eos_tokens) if t < len(first)]] = False
     if not first.any():  # a $ref loop, `root ::= root`: nothing but the empty text (or nothing at all) matches
-        raise GrammarError(f"the {_what(kind)} matches no text (no token can start one)", "check it for a rule or $ref that only refers to itself")
+        raise GrammarError(
+            f"the {_what(kind)} matches no text (no token can start one)",
+            "check it for a rule or $ref that only refers to itself",
+        )
     return grammar
 
 
@@ -139,7 +146,10 @@ def _schema(text: str) -> dict:
         if isinstance(node, dict):
             props = node.get("properties")
             if isinstance(props, dict) and len(props) > MAX_PROPERTIES:
-                raise GrammarError(f"the JSON schema has an object of {len(props):,} properties; at most {MAX_PROPERTIES} per object", "split it into nested objects")
+                raise GrammarError(
+                    f"the JSON schema has an object of {len(props):,} properties; at most {MAX_PROPERTIES} per object",
+                    "split it into nested objects",
+                )
             todo.extend(node.values())
         elif isinstance(node, list):
             todo.extend(node)
@@ -147,7 +157,13 @@ def _schema(text: str) -> dict:
 
 
 def _what(kind: str) -> str:
-    return {"json_schema": "JSON schema", "json_object": "JSON object grammar", "gbnf": "GBNF grammar", "regex": "regular expression", "lark": "Lark grammar"}[kind]
+    return {
+        "json_schema": "JSON schema",
+        "json_object": "JSON object grammar",
+        "gbnf": "GBNF grammar",
+        "regex": "regular expression",
+        "lark": "Lark grammar",
+    }[kind]
 
 
 def _first_line(message: str) -> str:
@@ -167,7 +183,9 @@ def _lltokenizer(tokenizer: Tokenizer, vocab_size: int, eos_ids: tuple[int, ...]
     key = (vocab_size, tuple(sorted(eos_ids)))
     per = _built.setdefault(tokenizer, {})
     if key not in per:
-        text = tokenizer.path.read_text(encoding="utf-8")  # the tokenizer.json tfcli reads (a GGUF's is written beside it)
+        text = tokenizer.path.read_text(
+            encoding="utf-8"
+        )  # the tokenizer.json tfcli reads (a GGUF's is written beside it)
         n_vocab = max(vocab_size, tokenizer.vocab_size)
         eos = list(eos_ids) or None
         try:

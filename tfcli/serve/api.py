@@ -68,7 +68,12 @@ def check_model(body: dict, served: str) -> None:
     if not isinstance(model, str):
         raise bad(f"'model' must be a string, not {_kind(model)}", "model")
     if model != served:
-        raise ApiError(404, f"The model {quoted(model)} does not exist; this server serves {quoted(served)}", "model", "model_not_found")
+        raise ApiError(
+            404,
+            f"The model {quoted(model)} does not exist; this server serves {quoted(served)}",
+            "model",
+            "model_not_found",
+        )
 
 
 def completion(body: dict, lm: LoadedModel, served: str) -> Asked:
@@ -80,7 +85,9 @@ def completion(body: dict, lm: LoadedModel, served: str) -> Asked:
     logprobs = _int(body, "logprobs", None, 0, MAX_TOP)
     given = _int(body, "max_tokens", None, 0, None)
     if given == 0 and not echo:
-        raise bad("'max_tokens' must be at least 1 (0 only with echo: the prompt's log-probabilities alone)", "max_tokens")
+        raise bad(
+            "'max_tokens' must be at least 1 (0 only with echo: the prompt's log-probabilities alone)", "max_tokens"
+        )
     max_tokens = _fit(prompts, given, COMPLETION_DEFAULT_TOKENS, lm, "prompt")
     asked = _knobs(body, lm, prompts, max_tokens, lm.config.eos_token_ids)
     asked.echo, asked.logprobs = echo, logprobs
@@ -91,7 +98,11 @@ def completion(body: dict, lm: LoadedModel, served: str) -> Asked:
 def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
     check_model(body, served)
     if lm.chat is None:
-        raise bad(f"{served} has no chat template (no chat_template in its tokenizer_config.json): use /v1/completions", "messages", "no_chat_template")
+        raise bad(
+            f"{served} has no chat template (no chat_template in its tokenizer_config.json): use /v1/completions",
+            "messages",
+            "no_chat_template",
+        )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad("'messages' must be a non-empty list of {role, content} objects", "messages")
@@ -100,7 +111,9 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
     try:
         text = lm.chat.render(plain, add_generation_prompt=True, **variables)
     except TfcliError as e:
-        raise bad(f"the chat template could not lay out these messages: {shown(str(e), QUOTE_CHARS)}", "messages") from None
+        raise bad(
+            f"the chat template could not lay out these messages: {shown(str(e), QUOTE_CHARS)}", "messages"
+        ) from None
     ids = encode(text, lm, "messages", special=False)
     if _bool(body, "logprobs", False):
         top = _int(body, "top_logprobs", 0, 0, MAX_TOP)
@@ -117,7 +130,11 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
     asked.tools = tools
     if tools is not None and tools.forced:
         if asked.grammar is not None:
-            raise bad(f"tool_choice {quoted(body.get('tool_choice'))} makes the answer a tool call: it cannot also follow 'response_format' or 'grammar'", "tool_choice")
+            raise bad(
+                f"tool_choice {quoted(body.get('tool_choice'))} makes the answer a tool call: "
+                "it cannot also follow 'response_format' or 'grammar'",
+                "tool_choice",
+            )
         asked.grammar = _compiled("lark", tools.grammar(), lm, asked.eos_ids, "tools")
     return asked
 
@@ -129,9 +146,13 @@ def _message(m, i: int) -> dict:
     calls = m.get("tool_calls")
     if calls is not None and m["role"] == "assistant":
         if not isinstance(calls, list) or not all(
-            isinstance(c, dict) and isinstance(c.get("function"), dict) and isinstance(c["function"].get("name"), str) for c in calls
+            isinstance(c, dict) and isinstance(c.get("function"), dict) and isinstance(c["function"].get("name"), str)
+            for c in calls
         ):
-            raise bad(f"messages[{i}].tool_calls must be a list of {{id, type: function, function: {{name, arguments}}}}", f"messages[{i}].tool_calls")
+            raise bad(
+                f"messages[{i}].tool_calls must be a list of {{id, type: function, function: {{name, arguments}}}}",
+                f"messages[{i}].tool_calls",
+            )
         content = "" if m.get("content") is None else _content(m.get("content"), i)
         return {"role": "assistant", "content": content, "tool_calls": calls}
     out = {"role": m["role"], "content": _content(m.get("content"), i)}
@@ -162,12 +183,22 @@ def constrained(body: dict, lm: LoadedModel, eos_ids: tuple[int, ...]) -> Gramma
     if kind == "json_object":
         return _compiled("json_object", "", lm, eos_ids, "response_format")
     if kind != "json_schema":
-        raise bad(f"'response_format' must be {{\"type\": \"text\"}}, {{\"type\": \"json_object\"}} or {{\"type\": \"json_schema\", \"json_schema\": {{...}}}}, not {quoted(fmt)}", "response_format")
+        raise bad(
+            '\'response_format\' must be {"type": "text"}, {"type": "json_object"} or '
+            f'{{"type": "json_schema", "json_schema": {{...}}}}, not {quoted(fmt)}',
+            "response_format",
+        )
     spec = fmt.get("json_schema")
     if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
-        raise bad("'response_format.json_schema' must be an object with a 'schema' object (and a 'name')", "response_format.json_schema")
+        raise bad(
+            "'response_format.json_schema' must be an object with a 'schema' object (and a 'name')",
+            "response_format.json_schema",
+        )
     if spec.get("strict") is not None and not isinstance(spec["strict"], bool):
-        raise bad(f"'response_format.json_schema.strict' must be true or false, not {quoted(spec['strict'])}", "response_format.json_schema.strict")
+        raise bad(
+            f"'response_format.json_schema.strict' must be true or false, not {quoted(spec['strict'])}",
+            "response_format.json_schema.strict",
+        )
     return _compiled("json_schema", json.dumps(spec["schema"]), lm, eos_ids, "response_format.json_schema")
 
 
@@ -213,7 +244,11 @@ def embeddings(body: dict, lm: LoadedModel, served: str) -> EmbeddingsAsked:
         if isinstance(v, str):
             ids = encode(v, lm, "input", special=True)
         elif isinstance(v, list) and len(v) > lm.config.n_ctx:
-            raise bad(f"This model's maximum context length is {lm.config.n_ctx} tokens; input[{i}] is {len(v)} tokens", "input", "context_length_exceeded")
+            raise bad(
+                f"This model's maximum context length is {lm.config.n_ctx} tokens; input[{i}] is {len(v)} tokens",
+                "input",
+                "context_length_exceeded",
+            )
         elif isinstance(v, list) and all(_is_int(t) for t in v):
             ids = [int(t) for t in v]
             _check_ids(ids, lm, "input")
@@ -222,7 +257,11 @@ def embeddings(body: dict, lm: LoadedModel, served: str) -> EmbeddingsAsked:
         if not ids:
             raise bad(f"input[{i}] is empty (it encodes to no tokens)", "input")
         if len(ids) > lm.config.n_ctx:
-            raise bad(f"This model's maximum context length is {lm.config.n_ctx} tokens; input[{i}] is {len(ids)} tokens", "input", "context_length_exceeded")
+            raise bad(
+                f"This model's maximum context length is {lm.config.n_ctx} tokens; input[{i}] is {len(ids)} tokens",
+                "input",
+                "context_length_exceeded",
+            )
         inputs.append(ids)
     fmt = body.get("encoding_format")
     fmt = "float" if fmt is None else fmt
@@ -263,7 +302,11 @@ def _prompts(value, lm: LoadedModel) -> list[list[int]]:
         if isinstance(p, str):
             ids = encode(p, lm, "prompt", special=True)
         elif isinstance(p, list) and len(p) > lm.config.n_ctx:  # refused by its length, before its ids are looked at
-            raise bad(f"This model's maximum context length is {lm.config.n_ctx} tokens; the prompt is {len(p)} tokens", "prompt", "context_length_exceeded")
+            raise bad(
+                f"This model's maximum context length is {lm.config.n_ctx} tokens; the prompt is {len(p)} tokens",
+                "prompt",
+                "context_length_exceeded",
+            )
         elif isinstance(p, list) and all(_is_int(t) for t in p):
             ids = [int(t) for t in p]
             _check_ids(ids, lm, "prompt")
@@ -288,13 +331,16 @@ def encode(text: str, lm: LoadedModel, param: str, special: bool) -> list[int]:
             counted, at, parts = 0, 0, 0
             while at < len(text):
                 end = min(at + COUNT_PART, len(text))
-                cut = text.rfind(" ", at + COUNT_PART // 2, end) if end < len(text) else -1  # cut before a space: where words part anyway
+                cut = (
+                    text.rfind(" ", at + COUNT_PART // 2, end) if end < len(text) else -1
+                )  # cut before a space: where words part anyway
                 end = cut if cut > 0 else end
                 counted, at, parts = counted + len(tok.encode(text[at:end])), end, parts + 1
                 if counted > n_ctx + MARGIN * parts:
                     raise bad(
-                        f"This model's maximum context length is {n_ctx} tokens; the {param} is longer: its first {at:,} of "
-                        f"{len(text):,} characters are already about {counted:,} tokens (counting stopped there)",
+                        f"This model's maximum context length is {n_ctx} tokens; the {param} is longer: "
+                        f"its first {at:,} of {len(text):,} characters are already about {counted:,} tokens "
+                        "(counting stopped there)",
                         param, "context_length_exceeded",
                     )  # fmt: skip
         return tok.prompt(text) if special else tok.encode(text)
@@ -318,14 +364,19 @@ def _fit(prompts: list[list[int]], given: int | None, default: int | None, lm: L
     n_ctx = lm.config.n_ctx
     longest = max(len(p) for p in prompts)
     if longest > n_ctx:
-        raise bad(f"This model's maximum context length is {n_ctx} tokens; the {param} is {longest} tokens", param, "context_length_exceeded")
+        raise bad(
+            f"This model's maximum context length is {n_ctx} tokens; the {param} is {longest} tokens",
+            param,
+            "context_length_exceeded",
+        )
     room = n_ctx - longest + 1
     if given is None:
         return room if default is None else min(default, room)
     if given > room:
         raise bad(
-            f"This model's maximum context length is {n_ctx} tokens. However, you requested {longest + given - 1} tokens "
-            f"({longest} in the {param}, {given} for the completion, the last of which is not fed back); "
+            f"This model's maximum context length is {n_ctx} tokens. "
+            f"However, you requested {longest + given - 1} tokens ({longest} in the {param}, "
+            f"{given} for the completion, the last of which is not fed back); "
             f"ask for at most {room} new tokens",
             "max_tokens",
             "context_length_exceeded",
@@ -336,7 +387,11 @@ def _fit(prompts: list[list[int]], given: int | None, default: int | None, lm: L
 def _knobs(body: dict, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, eos_ids: tuple[int, ...]) -> Asked:
     n = _int(body, "n", 1, 1, MAX_CHOICES)
     if n * len(prompts) > MAX_CHOICES:
-        raise bad(f"{n} choices of {len(prompts)} prompts are {n * len(prompts)} sequences; at most {MAX_CHOICES} per request", "n")
+        raise bad(
+            f"{n} choices of {len(prompts)} prompts are {n * len(prompts)} sequences; "
+            f"at most {MAX_CHOICES} per request",
+            "n",
+        )
     temperature = _number(body, "temperature", 0.0, None)
     top_p = _number(body, "top_p", None, 1.0)
     if top_p is not None and top_p <= 0:
@@ -360,7 +415,15 @@ def _knobs(body: dict, lm: LoadedModel, prompts: list[list[int]], max_tokens: in
         raise bad("'stream_options' must be an object", "stream_options")
     include_usage = bool(options and options.get("include_usage"))
     params = [
-        SamplingParams.merged(lm.generation, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=penalty, seed=None if seed is None else seed + i)
+        SamplingParams.merged(
+            lm.generation,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            min_p=min_p,
+            repetition_penalty=penalty,
+            seed=None if seed is None else seed + i,
+        )
         for i in range(n * len(prompts))
     ]
     if _bool(body, "ignore_eos", False):  # vLLM's extension: exactly max_tokens (benchmarks)
@@ -373,7 +436,9 @@ def _content(content, i: int) -> str:
     """A message's content: a string, or a list of text parts (OpenAI's newer shape)."""
     if isinstance(content, str):
         return content
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content
+    ):
         return "".join(p["text"] for p in content)
     raise bad(f"messages[{i}].content must be a string or a list of text parts", f"messages[{i}].content")
 
@@ -414,7 +479,9 @@ def _number(body: dict, key: str, low: float | None, high: float | None) -> floa
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float, Huge)):
         raise bad(f"'{key}' must be a number, not {quoted(v)}", key)
-    value = math.inf if isinstance(v, Huge) or (isinstance(v, int) and abs(v) > 1e300) else abs(float(v))  # an int past any float: too large
+    value = (
+        math.inf if isinstance(v, Huge) or (isinstance(v, int) and abs(v) > 1e300) else abs(float(v))
+    )  # an int past any float: too large
     if not math.isfinite(value):
         raise bad(f"'{key}' must be a number of ordinary size, not {quoted(v)}", key)
     value = float(v)

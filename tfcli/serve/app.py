@@ -29,13 +29,21 @@ from tfcli.engine.loader import LoadedModel
 
 from . import api, body
 from .api import ApiError
-from .batcher import Arrival, Batcher, Busy, Failed, Finished, Job
+from .batcher import Arrival, Batcher, Busy, Job
+from .events import Failed, Finished
 from .shapes import ChatShape, CompletionShape, Shape, embeddings_body
 
 OPEN_PATHS = ("/health",)  # answered without the API key
 
 
-def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None = None, page=None, max_body: int = body.MAX_BODY_MB << 20) -> Starlette:
+def create_app(
+    lm: LoadedModel,
+    name: str,
+    batcher: Batcher,
+    api_key: str | None = None,
+    page=None,
+    max_body: int = body.MAX_BODY_MB << 20,
+) -> Starlette:
     """page: the live explorer (serve/live.py), or None; max_body: the longest body read, in bytes.
 
     The event loop only moves bytes: a body is parsed, checked and tokenized on the request thread
@@ -53,13 +61,25 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
         return JSONResponse({"status": "ok", "model": name, **batcher.load})
 
     async def models(request: Request) -> Response:
-        card = {"id": name, "object": "model", "created": int(lm.path.stat().st_mtime), "owned_by": "tfcli", "max_model_len": lm.config.n_ctx}
+        card = {
+            "id": name,
+            "object": "model",
+            "created": int(lm.path.stat().st_mtime),
+            "owned_by": "tfcli",
+            "max_model_len": lm.config.n_ctx,
+        }
         return JSONResponse({"object": "list", "data": [card]})
 
     async def completions(request: Request) -> Response:
         with batcher.arriving() as arrival:
             asked = await checked(request, api.completion, lm, name)
-            return await _answer(request, asked, CompletionShape(asked, lm.tokenizer, name), arrival, echo_logprobs=asked.echo and asked.logprobs is not None)
+            return await _answer(
+                request,
+                asked,
+                CompletionShape(asked, lm.tokenizer, name),
+                arrival,
+                echo_logprobs=asked.echo and asked.logprobs is not None,
+            )
 
     async def chat(request: Request) -> Response:
         with batcher.arriving() as arrival:
@@ -77,7 +97,14 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
         try:
             vectors = await asyncio.wrap_future(batcher.call(run))
         except Busy as e:
-            raise ApiError(503, f"the server is busy ({e}); retry in a moment", None, "server_busy", "server_error", {"Retry-After": "1"}) from None
+            raise ApiError(
+                503,
+                f"the server is busy ({e}); retry in a moment",
+                None,
+                "server_busy",
+                "server_error",
+                {"Retry-After": "1"},
+            ) from None
         except TfcliError as e:
             raise ApiError(400, str(e), "input") from None
         return JSONResponse(embeddings_body(asked, vectors, name))
@@ -88,13 +115,17 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
     async def detokenize(request: Request) -> Response:
         return JSONResponse(await checked(request, api.detokenize, lm))
 
-    async def _answer(request: Request, asked: api.Asked, shape: Shape, arrival: Arrival, echo_logprobs: bool) -> Response:
+    async def _answer(
+        request: Request, asked: api.Asked, shape: Shape, arrival: Arrival, echo_logprobs: bool
+    ) -> Response:
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()  # events, or lists of them
         held: list = []  # a whole answer's events so far (not streamed)
 
         def emit(ev) -> None:  # on the engine thread
-            if not asked.stream:  # nothing is sent before the end: the events go to the event loop together, with the last,
+            if (
+                not asked.stream
+            ):  # nothing is sent before the end: the events go to the event loop together, with the last,
                 held.append(ev)  # not one wake-up of the loop (a thread on the engine's cores) per token
                 if not isinstance(ev, Finished):
                     return
@@ -104,17 +135,41 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
             except RuntimeError:  # the event loop has closed: nobody is listening any more
                 pass
 
-        job = Job(asked.prompts, asked.params, asked.n, asked.max_tokens, emit, stop=asked.stop, eos_ids=asked.eos_ids, logprobs=asked.logprobs, echo_logprobs=echo_logprobs, grammar=asked.grammar)
+        job = Job(
+            asked.prompts,
+            asked.params,
+            asked.n,
+            asked.max_tokens,
+            emit,
+            stop=asked.stop,
+            eos_ids=asked.eos_ids,
+            logprobs=asked.logprobs,
+            echo_logprobs=echo_logprobs,
+            grammar=asked.grammar,
+        )
         shape.job = job
         if batcher.prompts and not echo_logprobs:
             job.cached_tokens = 0
         try:
             batcher.submit(job, arrival)  # no longer arriving (Batcher.arriving)
         except Busy as e:
-            raise ApiError(503, f"the server is busy ({e}); retry in a moment", None, "server_busy", "server_error", {"Retry-After": "1"}) from None
+            raise ApiError(
+                503,
+                f"the server is busy ({e}); retry in a moment",
+                None,
+                "server_busy",
+                "server_error",
+                {"Retry-After": "1"},
+            ) from None
         if asked.stream:
-            return StreamingResponse(_stream(job, events, shape, asked.include_usage), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        watch = asyncio.ensure_future(_gone(request, job))  # nothing is sent before the answer: listen for the client leaving
+            return StreamingResponse(
+                _stream(job, events, shape, asked.include_usage),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
+        watch = asyncio.ensure_future(
+            _gone(request, job)
+        )  # nothing is sent before the answer: listen for the client leaving
         try:
             async for ev in _events(job, events):
                 shape.add(ev)
@@ -137,7 +192,9 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
                 if isinstance(ev, Finished):
                     return
                 if isinstance(ev, Failed):
-                    raise ApiError(ev.status, ev.message, kind="server_error" if ev.status >= 500 else "invalid_request_error")
+                    raise ApiError(
+                        ev.status, ev.message, kind="server_error" if ev.status >= 500 else "invalid_request_error"
+                    )
                 yield ev
 
     async def _stream(job: Job, events: asyncio.Queue, shape: Shape, include_usage: bool):
@@ -167,7 +224,13 @@ def create_app(lm: LoadedModel, name: str, batcher: Batcher, api_key: str | None
     ]
     if page is not None:
         routes += page.routes(batcher)
-    handlers = {ApiError: _api_error, HTTPException: _http_error, body.Gone: _gone_client, ClientDisconnect: _gone_client, Exception: _server_error}
+    handlers = {
+        ApiError: _api_error,
+        HTTPException: _http_error,
+        body.Gone: _gone_client,
+        ClientDisconnect: _gone_client,
+        Exception: _server_error,
+    }
     app = Starlette(routes=routes, exception_handlers=handlers)
     return Keyed(app, api_key) if api_key else app
 
@@ -188,11 +251,17 @@ async def _gone_client(request: Request, e: Exception) -> Response:
 async def _http_error(request: Request, e: HTTPException) -> Response:
     kind = "not_found_error" if e.status_code == 404 else "invalid_request_error"
     message = f"no route {request.method} {request.url.path}" if e.status_code in (404, 405) else str(e.detail)
-    return JSONResponse(ApiError(e.status_code, message, kind=kind).body(), status_code=e.status_code, headers=getattr(e, "headers", None))
+    return JSONResponse(
+        ApiError(e.status_code, message, kind=kind).body(),
+        status_code=e.status_code,
+        headers=getattr(e, "headers", None),
+    )
 
 
 async def _server_error(request: Request, e: Exception) -> Response:
-    return JSONResponse(ApiError(500, f"internal error: {type(e).__name__}: {e}", kind="server_error").body(), status_code=500)
+    return JSONResponse(
+        ApiError(500, f"internal error: {type(e).__name__}: {e}", kind="server_error").body(), status_code=500
+    )
 
 
 class Keyed:
@@ -205,7 +274,9 @@ class Keyed:
         if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, b"Bearer " + self.key):
-                body = ApiError(401, "a valid API key is required: send 'Authorization: Bearer KEY'", None, "invalid_api_key").body()
+                body = ApiError(
+                    401, "a valid API key is required: send 'Authorization: Bearer KEY'", None, "invalid_api_key"
+                ).body()
                 await JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -2,8 +2,9 @@
 
 Every request becomes a `Job` of rows (one per prompt and choice). The one thread that runs the
 model loops: it admits waiting jobs while the batch has room (each row's prompt pass fills its own
-KVCache; the short prompts of jobs that arrive together share one pass), and steps its rows as `generate --samples` does (engine/batch.py, Batch): every row draws
-its next token from its logits with its own sampler, seed, stop strings and budget, and the rows
+KVCache; the short prompts of jobs that arrive together share one pass), and steps its rows as
+`generate --samples` does (engine/batch.py, Batch): every row draws its next token from its logits
+with its own sampler, seed, stop strings and budget, and the rows
 still going run as one decode step over `Slots` (engine/slots.py), each at its own position. A
 finished or cancelled row leaves the batch: it is not listed in the next step. HTTP handlers never
 touch the model: they submit jobs and receive `Event`s through the job's `emit`, which is called on
@@ -38,61 +39,18 @@ from tfcli.engine.sampling import Sampler, SamplingParams
 from tfcli.engine.score import log_softmax
 from tfcli.engine.slots import Slots
 
+from .events import Done, Echoed, Event, Failed, Finished, Token, TokenLogprob
 from .promptcache import PromptCache
 
 log = logging.getLogger("tfcli.serve")
 
 PROMPT_CHUNK = 256  # prompt positions per pass: a longer prompt is run a part at a time, between decode steps
-GATHER = 0.003  # seconds an idle engine waits for the requests being read and checked, so that prompts that came together share a pass
+# Seconds an idle engine waits for the requests being read and checked, so that prompts that came together share a pass.
+GATHER = 0.003
 
 
 class Busy(Exception):
     """The waiting line is full, or the server is stopping."""
-
-
-@dataclass
-class TokenLogprob:
-    token: int
-    logprob: float
-    top: list[tuple[int, float]]  # the N most likely tokens and their log-probabilities, most likely first
-
-
-@dataclass
-class Echoed:
-    """The prompt's tokens and their log-probabilities (None for the first: nothing predicts it)."""
-
-    prompt: int  # which prompt of the job
-    tokens: list[int]
-    logprobs: list[TokenLogprob | None]
-
-
-@dataclass
-class Token:
-    choice: int
-    token: int
-    text: str  # text this token releases ("" while a character or a possible stop string is incomplete)
-    logprob: TokenLogprob | None
-
-
-@dataclass
-class Done:
-    choice: int
-    finish_reason: str  # "stop", "length", or "abort" when the server stops
-    completion_tokens: int
-
-
-@dataclass
-class Failed:
-    message: str
-    status: int = 500
-
-
-@dataclass
-class Finished:
-    """The job has nothing more to say."""
-
-
-Event = Echoed | Token | Done | Failed | Finished
 
 
 @dataclass
@@ -139,7 +97,15 @@ class Call:
 
 
 class Batcher:
-    def __init__(self, lm: LoadedModel, workers: int = 1, max_rows: int = 8, queue: int = 16, invariant: bool = True, prompt_cache: int = 0):
+    def __init__(
+        self,
+        lm: LoadedModel,
+        workers: int = 1,
+        max_rows: int = 8,
+        queue: int = 16,
+        invariant: bool = True,
+        prompt_cache: int = 0,
+    ):
         self.lm, self.model = lm, lm.model
         self.prompts = PromptCache(prompt_cache)  # bytes; 0: off
         self.max_rows, self.queue = max_rows, queue
@@ -150,7 +116,8 @@ class Batcher:
         self.workers = workers
         self.waiting: deque[Job] = deque()
         self.calls: deque[Call] = deque()
-        self.filling: deque[tuple[Job, Iterator[None]]] = deque()  # admitted jobs whose prompts are being run, a part's positions per turn
+        # admitted jobs whose prompts are being run, a part's positions per turn
+        self.filling: deque[tuple[Job, Iterator[None]]] = deque()
         self.ran = 0  # prompt positions run in this turn of the loop
         self.changed = threading.Condition()
         self.stopping = False
@@ -236,7 +203,9 @@ class Batcher:
             with self.changed:
                 while not (self.waiting or self.rows or self.filling or self.calls or self.stopping):
                     self.changed.wait()
-                if self.waiting and self.coming and not (self.rows or self.filling):  # more are on their way: start them together
+                if (
+                    self.waiting and self.coming and not (self.rows or self.filling)
+                ):  # more are on their way: start them together
                     self.changed.wait_for(lambda: not self.coming or self.stopping, GATHER)
                 if self.stopping:
                     self._end_all()
@@ -249,8 +218,11 @@ class Batcher:
                         c.future.set_result(c.fn())
                     except BaseException as e:  # noqa: BLE001 - handed to the waiting handler
                         c.future.set_exception(e)
-            self.ran = 0  # prompt positions run this turn: up to one part's, then a decode step, so that a long prompt does not
-            while self.ran < PROMPT_CHUNK:  # stall the others; jobs that arrive meanwhile are admitted too, so that prompts that came together start together
+            # Prompt positions run this turn: up to one part's, then a decode step, so that a long prompt does not
+            # stall the others; jobs that arrive meanwhile are admitted too, so that prompts that came together
+            # start together.
+            self.ran = 0
+            while self.ran < PROMPT_CHUNK:
                 admit = self._admit()
                 self._begin(admit)
                 self.filling = deque(f for f in self.filling if not f[0].cancelled)
@@ -267,7 +239,11 @@ class Batcher:
         batch when nothing else runs."""
         with self.changed:
             admit, used = [], self._used()
-            while not self.stopping and self.waiting and (used + self.waiting[0].rows <= self.max_rows or (used == 0 and not admit)):
+            while (
+                not self.stopping
+                and self.waiting
+                and (used + self.waiting[0].rows <= self.max_rows or (used == 0 and not admit))
+            ):
                 job = self.waiting.popleft()
                 admit.append(job)
                 used += job.rows
@@ -280,7 +256,9 @@ class Batcher:
         together, rows = [], 0
         for job in admit:
             n = sum(len(ids) for ids in job.prompts)
-            cached = self.prompts and any(self.prompts.longest(ids)[0] for ids in job.prompts)  # its own pass, from the prefix kept
+            cached = self.prompts and any(
+                self.prompts.longest(ids)[0] for ids in job.prompts
+            )  # its own pass, from the prefix kept
             if job.max_tokens > 0 and not job.echo_logprobs and not cached and rows + n <= FEW_ROWS:
                 together.append(job)
                 rows += n
@@ -367,11 +345,15 @@ class Batcher:
 
     def _session(self, job: Job, ids: list[int]) -> Session:
         """A new session for a prompt of the job, on the engine's executor."""
-        session = Session(self.model, capacity=max(len(ids), len(ids) + job.max_tokens - 1))  # the last token is never fed back
+        session = Session(
+            self.model, capacity=max(len(ids), len(ids) + job.max_tokens - 1)
+        )  # the last token is never fed back
         session.run, session.workers = self.run, self.workers
         return session
 
-    def _choices(self, job: Job, p: int, session: Session, ids: list[int], logits: np.ndarray) -> list[tuple[Row, KVCache]]:
+    def _choices(
+        self, job: Job, p: int, session: Session, ids: list[int], logits: np.ndarray
+    ) -> list[tuple[Row, KVCache]]:
         """Prompt p's rows, a choice each, from its logits after the prompt [V]; each row with its own
         cache (the prompt's, copied for the choices after the first)."""
         new = []
@@ -379,7 +361,16 @@ class Batcher:
             i = p * job.n + j
             cache = session.cache if j == 0 else session.cache.copy()
             constraint = None if job.grammar is None else job.grammar.start()
-            gen = Generation(session, self.lm.tokenizer, ids, Sampler(job.params[i]), job.max_tokens, stop=job.stop, eos_ids=job.eos_ids, constraint=constraint)
+            gen = Generation(
+                session,
+                self.lm.tokenizer,
+                ids,
+                Sampler(job.params[i]),
+                job.max_tokens,
+                stop=job.stop,
+                eos_ids=job.eos_ids,
+                constraint=constraint,
+            )
             gen.begin()
             new.append((Row(gen=gen, logits=logits, job=job, choice=i, cache=cache), cache))
         return new
@@ -417,7 +408,11 @@ class Batcher:
     def _step(self) -> None:
         """Each row draws a token (a finished row leaves); the rows still going run one decode step together."""
         for r, step in self.batch.draw():
-            lp = _token_logprob(log_softmax(r.logits[None])[0], step.token, r.job.logprobs) if r.job.logprobs is not None else None
+            lp = (
+                _token_logprob(log_softmax(r.logits[None])[0], step.token, r.job.logprobs)
+                if r.job.logprobs is not None
+                else None
+            )
             r.job.emit(Token(r.choice, step.token, step.text, lp))
             reason = r.gen.stats.stop_reason
             if reason:
@@ -427,7 +422,9 @@ class Batcher:
             self.steps += 1
 
     def _close(self, r: Row, reason: str) -> None:
-        if self.prompts and r.cache is not None and r.choice % r.job.n == 0:  # a prompt's first choice: its prompt and answer kept
+        if (
+            self.prompts and r.cache is not None and r.choice % r.job.n == 0
+        ):  # a prompt's first choice: its prompt and answer kept
             self.prompts.keep(r.gen.history, r.cache)
         r.job.emit(Done(r.choice, reason, r.gen.stats.new_tokens))
         r.job.open_rows -= 1

@@ -50,20 +50,29 @@ async def read(request, limit: int) -> bytes:
 
 def too_large(n: int, limit: int, more: bool = False) -> ApiError:
     size = f"more than {limit:,}" if more else f"{n:,}"
-    return ApiError(413, f"the body is {size} bytes; this server takes at most {limit:,} (tfcli serve --max-body)", None, "body_too_large")
+    return ApiError(
+        413,
+        f"the body is {size} bytes; this server takes at most {limit:,} (tfcli serve --max-body)",
+        None,
+        "body_too_large",
+    )
 
 
 def parse(raw: bytes) -> dict:
     """The body as a JSON object, or a 400 that says what is wrong with it. Runs off the event loop."""
     depth = nesting(raw)
     if depth > MAX_DEPTH:
-        raise bad(f"the body nests arrays and objects {depth:,} deep; at most {MAX_DEPTH} are accepted", None, "invalid_json")
+        raise bad(
+            f"the body nests arrays and objects {depth:,} deep; at most {MAX_DEPTH} are accepted", None, "invalid_json"
+        )
     try:
         body = json.loads(raw, parse_int=_integer)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise bad(f"the body is not valid JSON ({str(e)[:200]})", None, "invalid_json") from None
     except RecursionError:  # not reached after the depth check; kept so that no body can reach a traceback
-        raise bad(f"the body nests arrays and objects too deeply; at most {MAX_DEPTH} are accepted", None, "invalid_json") from None
+        raise bad(
+            f"the body nests arrays and objects too deeply; at most {MAX_DEPTH} are accepted", None, "invalid_json"
+        ) from None
     if not isinstance(body, dict):
         raise bad("the body must be a JSON object", None, "invalid_json")
     return body

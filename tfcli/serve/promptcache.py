@@ -88,7 +88,11 @@ class PromptCache:
             return
         held = np.asarray(tokens[:n])
         with self._lock:
-            for k in [k for k, e in self.entries.items() if len(e.tokens) <= n and np.array_equal(e.tokens, held[: len(e.tokens)])]:
+            for k in [
+                k
+                for k, e in self.entries.items()
+                if len(e.tokens) <= n and np.array_equal(e.tokens, held[: len(e.tokens)])
+            ]:
                 self.used -= self.entries.pop(k).nbytes  # a prefix of the new entry: it says nothing more
             while self.entries and self.used + size > self.budget:
                 self.used -= self.entries.popitem(last=False)[1].nbytes

@@ -41,11 +41,28 @@ class Server(uvicorn.Server):
         self.batcher.stop(timeout=0)
 
 
-def build(lm: LoadedModel, name: str, host: str, port: int, workers: int = 1, max_rows: int = 8, queue: int = 16, api_key: str | None = None, page=None, invariant: bool = True, max_body: int = MAX_BODY_MB << 20, prompt_cache: int = 0) -> Server:
+def build(
+    lm: LoadedModel,
+    name: str,
+    host: str,
+    port: int,
+    workers: int = 1,
+    max_rows: int = 8,
+    queue: int = 16,
+    api_key: str | None = None,
+    page=None,
+    invariant: bool = True,
+    max_body: int = MAX_BODY_MB << 20,
+    prompt_cache: int = 0,
+) -> Server:
     """prompt_cache: bytes of earlier requests' keys and values kept (serve/promptcache.py); 0: none."""
-    batcher = Batcher(lm, workers=workers, max_rows=max_rows, queue=queue, invariant=invariant, prompt_cache=prompt_cache)
+    batcher = Batcher(
+        lm, workers=workers, max_rows=max_rows, queue=queue, invariant=invariant, prompt_cache=prompt_cache
+    )
     app = create_app(lm, name, batcher, api_key=api_key, page=page, max_body=max_body)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS, lifespan="off")
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS, lifespan="off"
+    )
     return Server(config, batcher)
 
 
@@ -59,11 +76,16 @@ def listen(host: str, port: int) -> socket.socket:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError, ValueError) as e:
         why = e.strerror if isinstance(e, socket.gaierror) and e.strerror else type(e).__name__
-        raise UsageError(f"--host {shown(host, 200)} is not an address this machine can listen on ({why})", "give an IP address such as 127.0.0.1, or a name that resolves") from None
+        raise UsageError(
+            f"--host {shown(host, 200)} is not an address this machine can listen on ({why})",
+            "give an IP address such as 127.0.0.1, or a name that resolves",
+        ) from None
     family, kind, proto, _, address = found[0]
     sock = socket.socket(family, kind, proto)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart need not wait for TIME_WAIT
+        sock.setsockopt(
+            socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+        )  # as uvicorn does: a restart need not wait for TIME_WAIT
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind(address)
@@ -72,11 +94,19 @@ def listen(host: str, port: int) -> socket.socket:
         sock.close()
         where = f"{shown(host, 200)}:{port}"
         if e.errno == errno.EADDRINUSE:
-            raise TfcliError(f"port {port} is in use on {where}: another server listens there", "stop it, or choose another --port") from None
+            raise TfcliError(
+                f"port {port} is in use on {where}: another server listens there", "stop it, or choose another --port"
+            ) from None
         if e.errno in (errno.EACCES, errno.EPERM):
-            raise TfcliError(f"listening on {where} is not allowed ({e.strerror})", "ports below 1024 need privileges: use --port 8000 or above") from None
+            raise TfcliError(
+                f"listening on {where} is not allowed ({e.strerror})",
+                "ports below 1024 need privileges: use --port 8000 or above",
+            ) from None
         if e.errno == errno.EADDRNOTAVAIL:
-            raise UsageError(f"--host {shown(host, 200)} is not an address of this machine ({e.strerror})", "use 127.0.0.1, 0.0.0.0, or one of this machine's addresses") from None
+            raise UsageError(
+                f"--host {shown(host, 200)} is not an address of this machine ({e.strerror})",
+                "use 127.0.0.1, 0.0.0.0, or one of this machine's addresses",
+            ) from None
         raise TfcliError(f"cannot listen on {where}: {e.strerror or type(e).__name__}") from None
     return sock
 

@@ -17,7 +17,7 @@ import numpy as np
 from tfcli.engine.tokenizer import Tokenizer
 
 from .api import Asked, EmbeddingsAsked
-from .batcher import Done, Echoed, Token, TokenLogprob
+from .events import Done, Echoed, Token, TokenLogprob
 
 
 class Choice:
@@ -56,7 +56,9 @@ class Shape:
             if ev.token >= 0:
                 c.tokens.append(ev.token)
                 c.logprobs.append(ev.logprob)
-            return [self.chunk(c, ev.text, [ev.token] if ev.token >= 0 else [], [ev.logprob] if ev.logprob else [], None)]
+            return [
+                self.chunk(c, ev.text, [ev.token] if ev.token >= 0 else [], [ev.logprob] if ev.logprob else [], None)
+            ]
         if isinstance(ev, Done):
             c = self.choices[ev.choice]
             c.finish_reason, c.completion_tokens = ev.finish_reason, ev.completion_tokens
@@ -148,7 +150,14 @@ class CompletionShape(Shape):
                 tokens, logprobs = self.echo_tokens.get(c.index // self.asked.n, ([], []))
                 start = 0 if self.asked.echo else len(self.asked.prompt_texts[c.index // self.asked.n])
                 lp = self.logprobs(tokens + c.tokens, logprobs + c.logprobs, start)
-            choices.append({"index": c.index, "text": "".join(c.parts), "logprobs": lp, "finish_reason": c.finish_reason or "length"})
+            choices.append(
+                {
+                    "index": c.index,
+                    "text": "".join(c.parts),
+                    "logprobs": lp,
+                    "finish_reason": c.finish_reason or "length",
+                }
+            )
         return self.envelope(choices, True)
 
 
@@ -157,7 +166,20 @@ class ChatShape(Shape):
     prefix = "chatcmpl"
 
     def first_chunks(self) -> list[dict]:
-        return [self.envelope([{"index": c.index, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}], False) for c in self.choices]
+        return [
+            self.envelope(
+                [
+                    {
+                        "index": c.index,
+                        "delta": {"role": "assistant", "content": ""},
+                        "logprobs": None,
+                        "finish_reason": None,
+                    }
+                ],
+                False,
+            )
+            for c in self.choices
+        ]
 
     def entry(self, token: int, lp: TokenLogprob) -> dict:
         text = self.text(token)
@@ -165,7 +187,9 @@ class ChatShape(Shape):
             "token": text,
             "logprob": lp.logprob,
             "bytes": list(text.encode("utf-8")),
-            "top_logprobs": [{"token": self.text(i), "logprob": v, "bytes": list(self.text(i).encode("utf-8"))} for i, v in lp.top],
+            "top_logprobs": [
+                {"token": self.text(i), "logprob": v, "bytes": list(self.text(i).encode("utf-8"))} for i, v in lp.top
+            ],
         }
 
     def chunk(self, c: Choice, text: str, tokens: list[int], logprobs: list, finish: str | None) -> dict:
@@ -189,13 +213,33 @@ class ChatShape(Shape):
         call (its id and name, then its arguments), then the finish reason ("tool_calls")."""
         content, calls = self.asked.tools.parse("".join(c.parts))
         finish = "tool_calls" if calls else c.finish_reason
-        chunks = [self.envelope([{"index": c.index, "delta": {"content": content}, "logprobs": None, "finish_reason": None}], False)] if content else []
+        chunks = (
+            [
+                self.envelope(
+                    [{"index": c.index, "delta": {"content": content}, "logprobs": None, "finish_reason": None}], False
+                )
+            ]
+            if content
+            else []
+        )
         for k, call in enumerate(calls):
-            head = {"index": k, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+            head = {
+                "index": k,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""},
+            }
             args = {"index": k, "function": {"arguments": call["function"]["arguments"]}}
             for part in (head, args):
-                chunks.append(self.envelope([{"index": c.index, "delta": {"tool_calls": [part]}, "logprobs": None, "finish_reason": None}], False))
-        chunks.append(self.envelope([{"index": c.index, "delta": {}, "logprobs": None, "finish_reason": finish}], False))
+                chunks.append(
+                    self.envelope(
+                        [{"index": c.index, "delta": {"tool_calls": [part]}, "logprobs": None, "finish_reason": None}],
+                        False,
+                    )
+                )
+        chunks.append(
+            self.envelope([{"index": c.index, "delta": {}, "logprobs": None, "finish_reason": finish}], False)
+        )
         return chunks
 
     def whole(self) -> dict:

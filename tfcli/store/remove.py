@@ -29,14 +29,17 @@ def removable(name: str) -> Path:
     if not name.strip():
         from tfcli.engine.errors import UsageError
 
-        raise UsageError("the model name is empty", "give the name of a model in the cache, as 'tfcli models' lists them")
+        raise UsageError("the model name is empty",
+                         "give the name of a model in the cache, as 'tfcli models' lists them")
     if registry.looks_like_path(name):
-        raise RemoveError(f"{name} is a path; tfcli rm removes models from its cache by name", "delete a folder of your own yourself")
+        raise RemoveError(f"{name} is a path; tfcli rm removes models from its cache by name",
+                          "delete a folder of your own yourself")
     folder = registry.cache_dir() / name
     in_cache = registry._NAME.fullmatch(name) is not None and (folder.is_dir() or folder.is_symlink())
     if not in_cache and name in registry.shipped_models():
         raise RemoveError(
-            f"{name} is shipped with tfcli ({registry.shipped_dir() / name}), not pulled; it is part of the installation",
+            f"{name} is shipped with tfcli ({registry.shipped_dir() / name}), not pulled; "
+            "it is part of the installation",
             "only pulled or converted models in the cache can be removed",
         )
     if not in_cache:
@@ -66,13 +69,15 @@ def remove(name: str) -> Path:
         try:
             os.unlink(folder)
         except OSError as e:
-            raise TfcliError(f"cannot remove {folder}: {e.strerror or e}", "check the permissions of the cache folder") from None
+            raise TfcliError(f"cannot remove {folder}: {e.strerror or e}",
+                             "check the permissions of the cache folder") from None
         return folder
     hidden = folder.with_name(f".{folder.name}{_LEFTOVER}{os.getpid()}")
     try:
         os.replace(folder, hidden)
     except OSError as e:
-        raise TfcliError(f"cannot remove {folder}: {e.strerror or e}", "check the permissions of the cache folder") from None
+        raise TfcliError(f"cannot remove {folder}: {e.strerror or e}",
+                         "check the permissions of the cache folder") from None
     shutil.rmtree(hidden, ignore_errors=True)  # what a failure leaves is hidden, and cleared next time
     return folder
 

@@ -32,9 +32,11 @@ def check_target(src: Path, out_dir: Path, *, replace: bool, owned: bool = False
     where, cwd = _real(out_dir), _real(Path.cwd())
     if where == cwd or where in cwd.parents:
         what = "the current folder" if where == cwd else "a folder that holds the current folder"
-        raise CheckpointError(f"{out_dir} is {what}, which tfcli will not replace", f"name a new folder for the model, e.g. ./{_stem(src)}")
+        raise CheckpointError(f"{out_dir} is {what}, which tfcli will not replace",
+                              f"name a new folder for the model, e.g. ./{_stem(src)}")
     if where in _real(src).parents:
-        raise CheckpointError(f"{out_dir} holds the GGUF file being converted ({src.name})", f"write the model into a new folder, e.g. {out_dir / _stem(src)}")
+        raise CheckpointError(f"{out_dir} holds the GGUF file being converted ({src.name})",
+                              f"write the model into a new folder, e.g. {out_dir / _stem(src)}")
     if out_dir.is_dir() and not out_dir.is_symlink():
         check_replaceable(out_dir, replace=replace, owned=owned)
 
@@ -53,7 +55,8 @@ def check_replaceable(out_dir: Path, *, replace: bool, owned: bool, appeared: bo
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
         raise CheckpointError(
-            f"{out_dir} holds files tfcli did not write ({foreign[0]!r}{more}); --force replaces only a model folder tfcli converted",
+            f"{out_dir} holds files tfcli did not write ({foreign[0]!r}{more}); "
+            "--force replaces only a model folder tfcli converted",
             "choose another OUT_DIR, or move those files away",
         )
 
@@ -89,14 +92,18 @@ def os_error(e: OSError, out_dir: Path) -> CheckpointError:
     """An OSError met while writing out_dir, worded for what it is (a full disk, a read-only place...)."""
     code, reason = e.errno, e.strerror or str(e)
     if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        return CheckpointError(f"writing {out_dir} failed: {reason}; nothing was left behind", "free some space, or choose another OUT_DIR")
+        return CheckpointError(f"writing {out_dir} failed: {reason}; nothing was left behind",
+                               "free some space, or choose another OUT_DIR")
     if code in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return CheckpointError(f"cannot write {out_dir}: {reason}; nothing was left behind", "choose a writable OUT_DIR")
+        return CheckpointError(f"cannot write {out_dir}: {reason}; nothing was left behind",
+                               "choose a writable OUT_DIR")
     if code == errno.EBUSY:
-        return CheckpointError(f"{out_dir} is in use (a mount point, or another process's current folder) and cannot be replaced", "choose another OUT_DIR")
+        return CheckpointError(f"{out_dir} is in use (a mount point, or another process's current folder) "
+                               "and cannot be replaced", "choose another OUT_DIR")
     if code == errno.ENAMETOOLONG:
         return CheckpointError(f"the name {out_dir} is too long for the file system", "choose a shorter OUT_DIR")
-    return CheckpointError(f"writing {out_dir} failed: {reason}; nothing was left behind", "check OUT_DIR and the disk, then try again")
+    return CheckpointError(f"writing {out_dir} failed: {reason}; nothing was left behind",
+                           "check OUT_DIR and the disk, then try again")
 
 
 def _real(path: Path) -> Path:

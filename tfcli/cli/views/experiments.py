@@ -207,6 +207,7 @@ def heads(lm, ids, a, d, repeat: int, zh: bool) -> None:
         out.print(legend(top_of(parts), True, zh), style="dim")
     out.print(f"嵌入 {a.embedding:+.2f} · 偏置 {a.bias:+.2f} · 头 {a.heads.sum():+.2f} · MLP {a.mlps.sum():+.2f} · 合计 {a.total:.2f}" if zh
               else f"embeddings {a.embedding:+.2f} · biases {a.bias:+.2f} · heads {a.heads.sum():+.2f} · MLPs {a.mlps.sum():+.2f} · total {a.total:.2f}")
+    say(out, zh, *total_against_logit(a.total, a.logit))
     for name, en, cn in DETECTORS:
         g = getattr(d, name)
         top = [(f"{b}.{h}", g[b, h]) for b, h in zip(*np.unravel_index(np.argsort(-g, axis=None)[:3], g.shape))]
@@ -219,6 +220,22 @@ def heads(lm, ids, a, d, repeat: int, zh: bool) -> None:
         "current token the first time (what a head that copies patterns forward does).",
         f"归因：每个格子是这个头（或这个块的 MLP）直接加到 {token_str(tok, a.target)!r} 的 logit 上的量；它们与嵌入和偏置相加等于这个 logit。"
         f"最后的网格是归纳分数：把 {repeat} 个随机词元重复两遍，在第二遍中每个头有多少注意力落在上一次紧跟当前词元的那个词元上（复制模式的头就是这样做的）。")  # fmt: skip
+
+
+def total_against_logit(total: float, logit: float) -> tuple[str, str]:
+    """Why the parts' total and the header's logit agree, or by how much they do not (English, Chinese).
+
+    The parts are the pass's own float32 vectors, each read through the final norm with its scale
+    frozen at this position and summed in float64; the header is the logit the pass computed in
+    float32. The two differ only by float32 rounding, which is said when it shows at two decimals."""
+    if f"{total:.2f}" == f"{logit:.2f}":
+        return ("The total equals the logit in the header (to two decimals): with the final norm's scale frozen at this "
+                "position, the logit is the sum of these parts.",
+                "合计等于标题中的 logit（两位小数）：最终归一化的缩放在这个位置上固定后，logit 就是这些部分之和。")
+    diff = total - logit
+    return (f"The total differs from the logit in the header by {diff:+.3g}: float32 rounding in the pass (the parts are "
+            "summed in float64, with the final norm's scale frozen at this position).",
+            f"合计与标题中的 logit 相差 {diff:+.3g}：这是前向计算中 float32 的舍入（各部分以 float64 相加，最终归一化的缩放在这个位置上固定）。")
 
 
 def steering(lm, s, prompt: str, toward: str, away: str, seed: int, runs: dict, zh: bool) -> None:

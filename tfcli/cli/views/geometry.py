@@ -113,10 +113,16 @@ def _promises(report: dict, zh: bool) -> None:
                 f"drawing random vectors, the first pair outside comes after {miss_s}; directions that provably fit: {fit}"
             )
     for j in report["jl"]:
-        if zh:
-            chinese(out, f"  Johnson–Lindenstrauss：任意 10^{j['log10_points']:.1f} 个点都能映射到 {j['d']:,} 维，且每个距离都保持在 1 ± {j['eps']:g} 倍以内")
+        d, eps, log10_n = f"{j['d']:,}", f"{j['eps']:g}", j["log10_points"]
+        if log10_n < math.log10(2):  # fewer than 2 points: there is no distance to keep
+            if zh:
+                chinese(out, f"  Johnson–Lindenstrauss：{d} 维、1 ± {eps} 倍时，这个界保证的点少于 2 个：在这里它什么也不保证")
+            else:
+                out.print(f"  Johnson–Lindenstrauss: at {d} dimensions and 1 ± {eps}, the bound holds for fewer than 2 points: it promises nothing here")
+        elif zh:
+            chinese(out, f"  Johnson–Lindenstrauss：任意 10^{log10_n:.1f} 个点都能映射到 {d} 维，且每个距离都保持在 1 ± {eps} 倍以内")
         else:
-            out.print(f"  Johnson–Lindenstrauss: any 10^{j['log10_points']:.1f} points map into {j['d']:,} dimensions with every distance kept within 1 ± {j['eps']:g}")
+            out.print(f"  Johnson–Lindenstrauss: any 10^{log10_n:.1f} points map into {d} dimensions with every distance kept within 1 ± {eps}")
 
 
 def _meaning(report: dict, zh: bool) -> None:

@@ -46,8 +46,8 @@ def explain(s, zh: bool, brief: bool = False) -> None:
 
 
 def _say(zh: bool, en: str, cn: str, style: str = "", bold: tuple[str, str] = ("", "")) -> None:
-    """A sentence (and its Chinese when asked); `bold` is a lead-in of each, shown in bold."""
-    for lead, line, chinese in ((bold[0], en, False), (bold[1], cn, True)) if zh else ((bold[0], en, False),):
+    """A sentence, in Chinese only when asked (cli/lang.py's rule); `bold` is a lead-in of each, shown in bold."""
+    for lead, line, chinese in ((bold[1], cn, True),) if zh else ((bold[0], en, False),):
         text = (f"[bold]{esc(lead)}[/]" if lead else "") + esc(line)
         text = f"[{style}]{text}[/]" if style else text
         if chinese:  # wrapped between characters, never inside a formula
@@ -89,21 +89,23 @@ def _steps(s, zh: bool) -> None:
     table = Table(box=None, pad_edge=False, padding=(0, 1), show_header=True, header_style="bold")
     table.add_column("")
     for col, col_zh in (("step", "步骤"), ("shape", "形状"), (s.name, "此模型")):
-        table.add_column(esc(f"{col}\n{col_zh}" if zh else col), no_wrap=True)
+        table.add_column(esc(col_zh if zh else col), no_wrap=True)
     kv = f"[{Hkv} × {Dh}]" if Hkv != H else f"[{H} × {Dh}]"
     rows = [
         ("the token's vector", "词元的向量", "x", "[D]", f"[{_n(D)}]"),
         ("queries of all heads", "所有头的查询", "q = x W_Q", "[D] → [H × Dh]", f"[{_n(D)}] → [{H} × {Dh}]"),
         ("keys", "键", "k = x W_K", "[D] → [Hkv × Dh]", f"[{_n(D)}] → {kv}"),
         ("values (Value↓)", "值（Value↓）", "v = x W_V", "[D] → [Hkv × Dh]", f"[{_n(D)}] → {kv}"),
-        ("head h's weights over i ≤ t", "第 h 个头对 i ≤ t 的权重", "w_h = softmax(q_h·k_h,i / √Dh)", "[T] per head", f"√{Dh} = {Dh ** 0.5:.3g}"),
-        ("head h's context vector", "第 h 个头的上下文向量", "c_h = Σ_i w_h,i v_h,i", "[Dh] per head", f"[{Dh}] × {H} heads"),
+        ("head h's weights over i ≤ t", "第 h 个头对 i ≤ t 的权重", "w_h = softmax(q_h·k_h,i / √Dh)",
+         "[T] 每个头" if zh else "[T] per head", f"√{Dh} = {Dh ** 0.5:.3g}"),
+        ("head h's context vector", "第 h 个头的上下文向量", "c_h = Σ_i w_h,i v_h,i", "[Dh] 每个头" if zh else "[Dh] per head",
+         f"[{Dh}] × {H} 个头" if zh else f"[{Dh}] × {H} heads"),
         ("the concatenation", "拼接", f"[c_0 c_1 … c_{last}]", "[H × Dh]", f"[{_n(s.config.d_attn)}]"),
         ("the output (Value↑)", "输出（Value↑）", "o = concat W_O", "[H × Dh] → [D]", f"[{_n(s.config.d_attn)}] → [{_n(D)}]"),
         ("added to the residual stream", "加回残差流", "x + o", "[D]", f"[{_n(D)}]"),
     ]
     for i, (en, cn, formula, shape, here) in enumerate(rows, 1):
-        what = f"[dim]{esc(en)}[/]" + (f"\n[dim]{esc(cn)}[/]" if zh else "")
+        what = f"[dim]{esc(cn if zh else en)}[/]"
         table.add_row(f"{i}.", f"{esc(formula)}\n{what}", esc(shape), esc(here))
     out.print(table)
 

@@ -20,26 +20,25 @@ from ..console import out
 
 
 class _Say:
-    """Names and sentences in English, and in Chinese too when asked."""
+    """Names and sentences in English, or under --lang zh in Chinese only (the one rule of cli/lang.py);
+    symbols, numbers and the names of methods (SwiGLU, RMSNorm) stay as they are."""
 
     def __init__(self, zh: bool):
         self.zh = zh
 
     def name(self, item: dict) -> str:
-        return f"{item['name']}\n{item['name_zh']}" if self.zh else item["name"]
+        return item["name_zh"] if self.zh else item["name"]
 
     def label(self, key: str) -> str:
         en, zh = LABELS[key]
-        return f"{en}\n{zh}" if self.zh else en
+        return zh if self.zh else en
 
     def both(self, en: str, zh: str) -> str:
-        return f"{en}\n{zh}" if self.zh else en
+        return zh if self.zh else en
 
     def formula(self, item: dict) -> str:
-        """A row's formula, and under it, when its words have Chinese ("L × one block"), the
-        Chinese ("L × 一个块"); the symbols and numbers stay as they are."""
-        zh = item.get("formula_zh", item["formula"])
-        return self.both(item["formula"], zh) if zh != item["formula"] else item["formula"]
+        """A row's formula; under zh its words in Chinese ("L × 一个块"), its symbols and numbers as they are."""
+        return item.get("formula_zh", item["formula"]) if self.zh else item["formula"]
 
 
 def render(report: dict, zh: bool) -> None:
@@ -57,16 +56,13 @@ def render(report: dict, zh: bool) -> None:
 
 
 def _say(text: str, style: str = "") -> None:
-    """A sentence, or with --lang zh an English line and its Chinese below it: the Chinese wrapped
-    between characters (prose.chinese), not at the ASCII spaces around its numbers."""
+    """A sentence; Chinese wrapped between characters (prose.chinese), not at the ASCII spaces around its numbers."""
     import re
 
     from .prose import _CJK, chinese
 
-    en, sep, zh = text.partition("\n")
-    if sep and re.search(f"[{_CJK}]", zh):
-        out.print(escape(en), style=style or None)
-        chinese(out, zh, style)
+    if re.search(f"[{_CJK}]", text):
+        chinese(out, text, style)
         return
     out.print(escape(text), style=style or None)
 
@@ -105,9 +101,9 @@ def _header(report: dict, say: _Say) -> None:
 
 
 def _items(say: _Say, en: list[str], zh: list[str], style: str = "") -> None:
-    """A line of items joined by ' · ', and with --lang zh its Chinese under it; a line too long for
+    """A line of items joined by ' · ', in Chinese with --lang zh; a line too long for
     the width breaks between items (cli/layout.py), never inside one ('d_ff' / '3,072')."""
-    for parts in (en, zh) if say.zh else (en,):
+    for parts in (zh,) if say.zh else (en,):
         line = ""
         for item in parts:
             if line and cell_len(line + " · " + item) > out.width:
@@ -138,7 +134,7 @@ _HEADERS_ZH = {"formula": "公式", "parameters": "参数"}
 
 def _table(title: str, *columns: tuple[str, dict], say: _Say | None = None):
     """A borderless table with a bold title; columns are (header, Rich column options), their
-    headers in Chinese too with `say` in Chinese."""
+    headers in Chinese with `say` in Chinese."""
     table = Table(title=escape(title), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for header, opts in columns:
         table.add_column(say.both(header, _HEADERS_ZH[header]) if say and header in _HEADERS_ZH else header, **opts)
@@ -152,7 +148,7 @@ _COUNT = ("parameters", {"justify": "right", "no_wrap": True, "style": "cyan"})
 
 
 def _named(r: dict, say: _Say) -> str:
-    """A row's name, and its note (dim) under it, each in Chinese too with --lang zh."""
+    """A row's name, and its note (dim) under it, in Chinese with --lang zh."""
     note = say.both(r["note"], r["note_zh"]) if r["note"] and r.get("note_zh") else r["note"]
     return escape(say.name(r)) + (f"\n[dim]{escape(note)}[/]" if note else "")
 

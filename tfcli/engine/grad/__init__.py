@@ -42,12 +42,13 @@ def backward_of(model) -> Backward:
     return kind(model)
 
 
-def backward(model, tape: Tape, d_logits: np.ndarray) -> Grads:
-    """d scalar / d logits [B*T, V] of the recorded pass -> the gradient of every weight and site."""
-    return backward_of(model).run(tape, np.asarray(d_logits, dtype=np.float32))
+def backward(model, tape: Tape, d_logits: np.ndarray, grads: Grads | None = None) -> Grads:
+    """d scalar / d logits [B*T, V] of the recorded pass -> the gradient of every weight and site
+    (into `grads`: a Grads that freezes some weights, as a LoRA step's does)."""
+    return backward_of(model).run(tape, np.asarray(d_logits, dtype=np.float32), grads)
 
 
-def loss_and_grads(model, tokens: np.ndarray, targets: np.ndarray) -> tuple[float, Grads]:
+def loss_and_grads(model, tokens: np.ndarray, targets: np.ndarray, grads: Grads | None = None) -> tuple[float, Grads]:
     """The mean next-token cross-entropy of `targets` [B, T] after `tokens` [B, T], in nats, and its gradients."""
     logits, tape = record(model, tokens)  # [N, V]
     y = np.asarray(targets).reshape(-1)  # [N]
@@ -57,7 +58,7 @@ def loss_and_grads(model, tokens: np.ndarray, targets: np.ndarray) -> tuple[floa
     d = np.exp(logp)  # [N, V]: d loss / d logits = (softmax - one_hot) / N
     d[np.arange(len(y)), y] -= 1.0
     d /= np.float32(len(y))
-    return loss, backward(model, tape, d)
+    return loss, backward(model, tape, d, grads)
 
 
 def metric_grads(model, tokens: np.ndarray, answer: int, wrong: int) -> tuple[float, Grads]:

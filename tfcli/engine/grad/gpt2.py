@@ -14,7 +14,8 @@ class GPT2Backward(Backward):
     def embed_backward(self, tape: Tape, dx: np.ndarray, grads: Grads) -> None:
         """x = wte[tokens] + wpe[positions]: d x [T, D] goes to both rows read."""
         super().embed_backward(tape, dx, grads)  # wte
-        grads.add("wpe", G.rows_backward(dx, tape.positions, self.model.wpe.shape[0]))  # [n_ctx, D]
+        if grads.wants("wpe"):
+            grads.add("wpe", G.rows_backward(dx, tape.positions, self.model.wpe.shape[0]))  # [n_ctx, D]
 
     def attn_norm_backward(self, x, layer, i, dy, grads):
         dx, dg, db = G.layer_norm_backward(dy, x, layer.ln_1_g, self.config.norm_eps)  # [T, D], [D], [D]

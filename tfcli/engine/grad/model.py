@@ -41,6 +41,21 @@ class Grads:
         g = g.astype(np.float32, copy=False)
         self.weights[path] = self.weights[path] + g if path in self.weights else g
 
+    def wants(self, path: str) -> bool:
+        """Whether the weight at `path` needs its gradient (a subclass may freeze some: LoRA's)."""
+        return True
+
+    def product(self, path: str, x: np.ndarray, dy: np.ndarray) -> None:
+        """The weight's gradient of a product y = x @ w [in, out]: xᵀ dy, added. Every product's
+        weight gradient comes through here, so that a LoRA step (engine/train/lora.py) can take
+        its adapter's share from x and dy instead, and never form the frozen ones."""
+        self.add(path, x.T @ dy)  # [in, T] @ [T, out] -> [in, out]
+
+    def bias(self, path: str, dy: np.ndarray) -> None:
+        """A bias met every row of y: its gradient sums dy [T, out] over them."""
+        if self.wants(path):
+            self.add(path, dy.sum(axis=0))
+
     def site(self, name: str, block: int) -> np.ndarray:
         return self.sites[(name, block)]
 
@@ -52,9 +67,10 @@ class Backward:
         self.model = model
         self.config = model.config
 
-    def run(self, tape: Tape, d_logits: np.ndarray) -> Grads:
-        """d scalar / d logits [B*T, V] (all rows of the recorded pass) -> every weight's and site's gradient."""
-        grads, n = Grads(), self.config.n_layer
+    def run(self, tape: Tape, d_logits: np.ndarray, grads: Grads | None = None) -> Grads:
+        """d scalar / d logits [B*T, V] (all rows of the recorded pass) -> every weight's and site's
+        gradient, in `grads` (a new Grads by default)."""
+        grads, n = Grads() if grads is None else grads, self.config.n_layer
         final = tape.steps[n]
         dh = self.logits_backward(final, d_logits, grads)  # [B*T, D], the normed final stream
         dx = self.final_norm_backward(tape.resid_final, dh, grads)  # [B*T, D]
@@ -80,22 +96,27 @@ class Backward:
         goes to the embedding it is a view of."""
         w = self.model.unembedding  # [D, V]
         h, _ = final.product(w)  # [T, D]
-        dh, dw, _ = G.linear_backward(d_logits, h, w)  # [T, D], [D, V]
         if self.config.tie_embeddings:
-            grads.add("token_embedding", dw.T)  # [V, D]
+            if grads.wants("token_embedding"):
+                grads.add("token_embedding", d_logits.T @ h)  # [V, T] @ [T, D] -> [V, D]
         else:
-            grads.add("unembedding", dw)
-        return dh
+            grads.product("unembedding", h, d_logits)  # [D, V]
+        return G.transposed_product(d_logits, w)  # [T, V] @ [V, D] -> [T, D]
 
     def mlp_backward(self, step: Step, layer, i: int, dout: np.ndarray, grads: Grads) -> np.ndarray:
         """The MLP (ops.MLP): d out [T, D] -> d its input h [T, D]; site mlp_act's gradient kept."""
         m = layer.mlp
         h, u = step.product(m.w_in)  # [T, D], [T, F or 2F]
         a, _ = step.product(m.w_out)  # [T, F]
-        dh, da, weights = G.mlp_backward(dout, h, u, a, m)
+        dh, da, du = G.mlp_backward(dout, u, m)  # [T, D], [T, F], [T, F or 2F]
         grads.sites[("mlp_act", i)] = da  # [T, F]
-        for name, g in weights.items():
-            grads.add(f"layers.{i}.mlp.{name}", g)
+        p = f"layers.{i}.mlp."
+        grads.product(p + "w_out", a, dout)  # [F, D]
+        grads.product(p + "w_in", h, du)  # [D, F or 2F]
+        if m.b_out is not None:
+            grads.bias(p + "b_out", dout)
+        if m.b_in is not None:
+            grads.bias(p + "b_in", du)
         return dh
 
     def attend_backward(self, step: Step, i: int, dz: np.ndarray, tape: Tape, grads: Grads):
@@ -125,15 +146,15 @@ class Backward:
     def linear_backward(self, step: Step, w, b, dy: np.ndarray, grads: Grads, path: str, bias: str | None) -> np.ndarray:
         """A product y = x @ w + b of the block: d y [T, out] -> d x [T, in], the weight's gradient added."""
         x, _ = step.product(w)  # [T, in]
-        dx, dw, db = G.linear_backward(dy, x, w)
-        grads.add(path, dw)
+        grads.product(path, x, dy)
         if b is not None and bias is not None:
-            grads.add(bias, db)
-        return dx
+            grads.bias(bias, dy)
+        return G.transposed_product(dy, w)  # [T, out] @ [out, in] -> [T, in]
 
     def embed_backward(self, tape: Tape, dx: np.ndarray, grads: Grads) -> None:
         """x = token_embedding[tokens]: d x [T, D] -> the rows read."""
-        grads.add("token_embedding", G.rows_backward(dx, tape.tokens, self.config.vocab_size))
+        if grads.wants("token_embedding"):
+            grads.add("token_embedding", G.rows_backward(dx, tape.tokens, self.config.vocab_size))
 
     # -- supplied by each family ---------------------------------------------------------------
 

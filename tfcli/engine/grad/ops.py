@@ -95,10 +95,11 @@ def silu_derivative(x: np.ndarray) -> np.ndarray:
 DERIVATIVES = {ops.gelu: gelu_derivative, ops.silu: silu_derivative}
 
 
-def mlp_backward(dout: np.ndarray, h: np.ndarray, u: np.ndarray, a: np.ndarray, m: ops.MLP):
-    """dout [T, D] of ops.MLP (u = h W_in + b_in [T, F or 2F]; a its hidden activation [T, F]) ->
-    (dh [T, D], da [T, F] (the gradient at site mlp_act), weight gradients by field name)."""
-    da, dw_out, db_out = linear_backward(dout, a, m.w_out)  # [T, F], [F, D], [D]
+def mlp_backward(dout: np.ndarray, u: np.ndarray, m: ops.MLP):
+    """dout [T, D] of ops.MLP (u = h W_in + b_in [T, F or 2F]; a = act(u) its hidden activation
+    [T, F]) -> (dh [T, D], da [T, F] (the gradient at site mlp_act), du [T, F or 2F]). Its two
+    products' weight gradients are aᵀ dout and hᵀ du (grad/model.py: Grads.product)."""
+    da = transposed_product(dout, m.w_out)  # [T, D] @ [D, F] -> [T, F]
     derivative = DERIVATIVES[m.act]
     if m.gated:
         f = m.d_ff
@@ -106,13 +107,8 @@ def mlp_backward(dout: np.ndarray, h: np.ndarray, u: np.ndarray, a: np.ndarray, 
         du = np.concatenate([da * up * derivative(gate), da * m.act(gate)], axis=1)  # [T, 2F]: a = act(gate) * up
     else:
         du = da * derivative(u)  # [T, F]
-    dh, dw_in, db_in = linear_backward(du, h, m.w_in)  # [T, D], [D, F or 2F], [F or 2F]
-    grads = {"w_in": dw_in, "w_out": dw_out}
-    if m.b_in is not None:
-        grads["b_in"] = db_in
-    if m.b_out is not None:
-        grads["b_out"] = db_out
-    return dh, da, grads
+    dh = transposed_product(du, m.w_in)  # [T, F or 2F] @ [F or 2F, D] -> [T, D]
+    return dh, da, du
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,13 @@ def model_card(run, commands: list[tuple[int, str]]) -> str:
     s, cfg = run.settings, run.config
     n_params = sum(a.size for a in run.model.params.values())
     origin = f"continued from `{Path(s.from_model).name}`" if s.from_model else "trained from scratch"
+    what, how = f"a {cfg.family} model {origin}", "(a hand-written backward pass, engine/train/)"
+    if run.adapter is not None:
+        ad = run.adapter
+        n_base = sum(a.size for a in run.model.base.values())
+        what = f"a LoRA adapter for `{ad.base}`"
+        how = f"(engine/grad/'s backward pass; rank {ad.rank}, alpha {ad.alpha:g} on {','.join(ad.targets)}"
+        how += f", {n_base:,} weights frozen)"
     tok = {"char": "one token per character (`<\\|endoftext\\|>` 0, `<unk>` 1, then the file's characters)", "model": "the model's own"}
     tokenizer = tok.get(s.tokenizer, f"byte-level BPE of {s.tokenizer[4:]} tokens trained on the text")
     val = run.evals[-1][1] if run.evals else None
@@ -27,9 +34,9 @@ def model_card(run, commands: list[tuple[int, str]]) -> str:
         else f"SGD, weight decay {s.weight_decay:g} on matrices only"
     )
     schedule = f"{s.lr_schedule}, {s.warmup} warmup steps to {s.lr:g}" + (", down to a tenth at the last step" if s.lr_schedule == "cosine" else "")
-    return f"""# {run.out.name}: a {cfg.family} model {origin} by `tfcli train`
+    return f"""# {run.out.name}: {what} by `tfcli train`
 {mask}
-Trained with tfcli's NumPy engine (a hand-written backward pass, engine/train/), on
+Trained with tfcli's NumPy engine {how}, on
 `{Path(s.text).name}` (sha256 `{run.sha256}`); the last {s.val_fraction:.0%} of its tokens are held out.
 
 | | |

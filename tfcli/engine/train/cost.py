@@ -38,10 +38,12 @@ def parameters(cfg: ModelConfig) -> int:
     return one + (cfg.n_layer - 1) * (two - one)
 
 
-def estimate(cfg: ModelConfig, batch: int, seq_len: int, optimizer: str) -> Cost:
+def estimate(cfg: ModelConfig, batch: int, seq_len: int, optimizer: str, lora: bool = False) -> Cost:
     p = parameters(cfg)
     n, d, f, v, h, L = batch * seq_len, cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.n_head, cfg.n_layer  # noqa: N806
-    weights = p * (4 if optimizer == "adamw" else 2)  # parameters, gradients, and m and v
+    # parameters, gradients, and m and v; LoRA: the base, the merged copy its step builds, the
+    # gradients of the effective weights (the adapter's own are small beside them)
+    weights = p * (3 if lora else 4 if optimizer == "adamw" else 2)
     saved = L * (n * (12 * d + 4 * f) + 4 * batch * h * seq_len * seq_len)
     logits = 3 * n * v
     flops = 6.0 * p * n + 12.0 * L * batch * seq_len * seq_len * d

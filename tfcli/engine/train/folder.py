@@ -96,8 +96,10 @@ SETTINGS = {
     "lr_schedule": (str, lambda v: v in ("cosine", "constant")), "clip": (float, lambda v: v >= 0),
     "batch_size": (int, lambda v: 1 <= v <= 1 << 16), "seq_len": _POSITIVE, "steps": _POSITIVE, "seed": (int, lambda v: 0 <= v < 1 << 63),
     "val_fraction": (float, lambda v: 0 <= v < 1), "data_order": (str, lambda v: v in ("random", "sequential")), "eval_every": _POSITIVE,
-    "causal": (bool, None),
+    "causal": (bool, None), "lora": (int, lambda v: 0 <= v <= 1 << 16), "lora_alpha": (float, lambda v: 0 <= v < 1e6),
+    "lora_targets": (list, lambda v: all(isinstance(t, str) for t in v)),
 }  # fmt: skip
+OPTIONAL = {"causal", "lora", "lora_alpha", "lora_targets"}  # absent from checkpoints written before them
 
 
 def _number(v) -> bool:
@@ -120,8 +122,8 @@ def check_state(state, path: Path) -> None:
     if not isinstance(settings, dict):
         raise wrong("'settings' is missing or not an object")
     for name, (kind, ok) in SETTINGS.items():
-        if name not in settings and name == "causal":
-            continue  # checkpoints from before --no-mask
+        if name not in settings and name in OPTIONAL:
+            continue
         v = settings.get(name)
         typed = _number(v) if kind is float else (isinstance(v, kind) and not (kind is int and isinstance(v, bool)))
         if not typed or (ok is not None and not ok(v)):

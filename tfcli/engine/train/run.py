@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,7 @@ from ..config import ModelConfig
 from ..families import config_from_hf
 from ..memory import check_allocation
 from ..errors import shown_number
-from . import TrainError, cost, data, folder, gpt2, trainable
+from . import TrainError, cost, data, folder, gpt2, lora, trainable
 from .card import model_card
 from .optim import SGD, AdamW, clip_by_global_norm, lr_at
 
@@ -52,13 +52,21 @@ class Settings:
     data_order: str  # "random" or "sequential"
     eval_every: int
     causal: bool = True  # False: --no-mask
+    lora: int = 0  # the rank of a LoRA adapter trained on the frozen --from model (0: train every weight)
+    lora_alpha: float = 0.0  # its alpha: the adapter adds (alpha / rank)·B A
+    lora_targets: list[str] = field(default_factory=list)  # the projections it adapts (lora.MODULES' names)
 
 
 class Run:
-    def __init__(self, settings: Settings, out: Path, tokenizer: data.Tokenizer, sha256: str, config: ModelConfig, raw_config: dict | None, params):
+    def __init__(self, settings: Settings, out: Path, tokenizer: data.Tokenizer, sha256: str, config: ModelConfig,
+                 raw_config: dict | None, params, adapter: lora.Adapter | None = None):  # fmt: skip
         self.settings, self.out, self.tokenizer, self.sha256 = settings, Path(out), tokenizer, sha256
         self.config, self.raw_config = config, raw_config
-        self.model = trainable(config, params, settings.causal, settings.dropout)
+        self.adapter = adapter  # --lora: what learns; `params` are the frozen base's
+        if adapter is not None:
+            self.model = lora.LoraTrainable(config, params, adapter)
+        else:
+            self.model = trainable(config, params, settings.causal, settings.dropout)
         s = settings
         self.optimizer = AdamW(tuple(s.betas), s.eps, s.weight_decay) if s.optimizer == "adamw" else SGD(s.weight_decay)
         self.step = 0  # steps done
@@ -70,7 +78,7 @@ class Run:
         self.started = time.perf_counter()
         self.saved_step: int | None = None  # the step of the last checkpoint written
         self.extra_files: dict[str, bytes] = {}  # --from: the source's own files that travel with it (sampling defaults, chat template)
-        self.cost = cost.estimate(config, settings.batch_size, settings.seq_len, settings.optimizer)
+        self.cost = cost.estimate(config, s.batch_size, s.seq_len, s.optimizer, bool(s.lora))
 
     # ------------------------------------------------------------------ data
 
@@ -146,7 +154,11 @@ class Run:
         from ..generate import Session
         from ..loader import load_folder
 
-        session = Session(load_folder(self.out).model)
+        if self.adapter is not None:  # the base with the adapter just saved
+            lm = lora.adapted(load_folder(Path(self.settings.from_model)), self.out)
+        else:
+            lm = load_folder(self.out)
+        session = Session(lm.model)
         first, _ = session.prefill(prompt)  # [V]
         return lambda token: first if token is None else session.step(token)
 
@@ -164,6 +176,8 @@ class Run:
 
     def save(self, command: str) -> None:
         """Write the checkpoint (atomically: folder.write_files)."""
+        if self.adapter is not None:
+            return self._save_adapter(command)
         generation = {"bos_token_id": self.config.bos_token_id, "eos_token_id": (self.config.eos_token_ids or [None])[0], "do_sample": True, "temperature": 0.8, "top_k": 40}
         files = {
             folder.WEIGHTS: folder.safetensors_bytes(self.model.params),
@@ -177,6 +191,20 @@ class Run:
             files["generation_config.json"] = folder.json_bytes(generation)
         if self.tokenizer.config is not None:
             files["tokenizer_config.json"] = folder.json_bytes(self.tokenizer.config)
+        opt = self.optimizer.state()
+        if opt:
+            files[folder.OPTIMIZER] = folder.safetensors_bytes(opt)
+        folder.write_files(self.out, files)
+        self.saved_step = self.step
+
+    def _save_adapter(self, command: str) -> None:
+        """--lora: the adapter as PEFT saves it, beside the run's state and card (no base weights)."""
+        files = {
+            lora.CONFIG: lora.config_bytes(self.adapter),
+            lora.WEIGHTS: lora.weights_bytes(self.adapter),
+            folder.STATE: folder.json_bytes(self.state(command)),
+            "README.md": model_card(self, self.commands(command)).encode("utf-8"),
+        }
         opt = self.optimizer.state()
         if opt:
             files[folder.OPTIMIZER] = folder.safetensors_bytes(opt)
@@ -199,25 +227,30 @@ class Run:
         }
 
 
-def start(settings: Settings, out: Path) -> Run:
+def start(settings: Settings, out: Path, base_name: str = "") -> Run:
     """A new run: a new GPT-2 (with a tokenizer made from the text), or --from a model folder."""
     s = settings
     text, sha = data.read_text(Path(s.text))
+    adapter = None
     if s.from_model:
         from ..families import load_config
 
         affordable(load_config(Path(s.from_model) / "config.json"), s)
         cfg, raw, params = folder.load_params(Path(s.from_model))
         if s.seq_len > cfg.n_ctx:
-            raise TrainError(f"--seq-len {s.seq_len:,} is beyond {Path(s.from_model).name}'s context of {cfg.n_ctx:,}", f"use --seq-len {cfg.n_ctx} or less")
+            raise TrainError(f"--seq-len {s.seq_len:,} is beyond {Path(s.from_model).name}'s context of {cfg.n_ctx:,}",
+                             f"use --seq-len {cfg.n_ctx} or less")  # fmt: skip
         tok = data.folder_tokenizer(Path(s.from_model))
+        if s.lora:
+            base = base_name or Path(s.from_model).name
+            adapter = lora.new_adapter(cfg, params, s.lora, s.lora_alpha, tuple(s.lora_targets), s.seed, base)
     else:
         tok = data.char_tokenizer(text, s.context) if s.tokenizer == "char" else data.bpe_tokenizer(text, int(s.tokenizer[4:]), s.context)
         cfg = new_gpt2_config(s, tok.vocab_size)
         affordable(cfg, s)
         raw, params = None, gpt2.init_params(cfg, np.random.default_rng(s.seed))
-    run = Run(s, out, tok, sha, cfg, raw, params)
-    if s.from_model:
+    run = Run(s, out, tok, sha, cfg, raw, params, adapter)
+    if s.from_model and not adapter:
         run.extra_files = folder.companions(Path(s.from_model))
     run.load_data(text)
     return run
@@ -226,7 +259,7 @@ def start(settings: Settings, out: Path) -> Run:
 def affordable(cfg: ModelConfig, s: Settings) -> cost.Cost:
     """The run's cost; a ResourceError with the figures, before anything is allocated, if its steps
     would need more memory than this process can have."""
-    c = cost.estimate(cfg, s.batch_size, s.seq_len, s.optimizer)
+    c = cost.estimate(cfg, s.batch_size, s.seq_len, s.optimizer, bool(s.lora))
     check_allocation(
         c.nbytes, f"training {shown_number(c.parameters)} parameters ({cfg.n_layer:,} layers, d_model {cfg.d_model:,}) on batches of {s.batch_size:,} x {s.seq_len:,}",
         "use fewer --layers, a smaller --d-model, --batch-size or --seq-len",
@@ -254,6 +287,8 @@ def resume(out: Path, text_path: Path, steps: int | None, eval_every: int | None
         raise TrainError(f"{text_path} is not the text the run in {out} was trained on", "resume with the same TEXT_FILE, or start a new run")
     from ..families import load_config
 
+    if s.lora:
+        return _resume_adapter(out, s, state, opt, sha, text)
     affordable(load_config(Path(out) / "config.json"), s)
     cfg, raw, params = folder.load_params(out)
     if not s.from_model and (cfg.n_layer, cfg.d_model, cfg.n_head, cfg.n_ctx) != (s.layers, s.d_model, s.heads, s.context):
@@ -267,6 +302,30 @@ def resume(out: Path, text_path: Path, steps: int | None, eval_every: int | None
     folder.check_optimizer(opt, params, s.optimizer, out, state["step"])
     run = Run(s, out, data.folder_tokenizer(out), sha, cfg, raw if s.from_model else None, params)
     run.extra_files = folder.companions(out) if s.from_model else {}
+    return _continued(run, state, opt, text)
+
+
+def _resume_adapter(out: Path, s: Settings, state: dict, opt, sha: str, text: str) -> Run:
+    """--resume of a --lora run: the base from its folder, the adapter and AdamW's moments from `out`."""
+    from ..families import load_config
+
+    base = Path(s.from_model or "")
+    if not (base / "config.json").is_file():
+        raise TrainError(f"{out} adapts {base}, which is no longer a model folder",
+                         "restore the base model, or start a new run")  # fmt: skip
+    affordable(load_config(base / "config.json"), s)
+    cfg, raw, params = folder.load_params(base)
+    adapter = lora.load(out, cfg, params)
+    if (adapter.rank, adapter.alpha, sorted(adapter.targets)) != (s.lora, s.lora_alpha, sorted(s.lora_targets)):
+        raise TrainError(f"{out}: {lora.CONFIG} and {folder.STATE} describe different adapters",
+                         "the files come from different runs: start the run again without --resume")  # fmt: skip
+    folder.check_optimizer(opt, adapter.tensors, s.optimizer, out, state["step"])
+    run = Run(s, out, data.folder_tokenizer(base), sha, cfg, raw, params, adapter)
+    return _continued(run, state, opt, text)
+
+
+def _continued(run: Run, state: dict, opt, text: str) -> Run:
+    """`run` put back where its checkpoint left it: the step, AdamW's moments, the losses, the time."""
     run.optimizer.load_state(opt, state["step"])
     run.step, run.saved_step, run.begun_at = state["step"], state["step"], state["step"]
     run.commands_before = [(int(c[0]), str(c[1])) for c in state.get("commands", [])]  # none in checkpoints before it was kept

@@ -1,4 +1,5 @@
-"""GGUF, llama.cpp's model file: read it, dequantize it, turn it into a Hugging Face folder, and write one from a folder.
+"""GGUF, llama.cpp's model file: read it, dequantize it, turn it into a Hugging Face folder, and write one from
+a folder.
 
     quants.py     the tensor types and their dequantizers (ggml's block layouts)
     reader.py     GGUFFile: the header, the metadata and the memory-mapped tensors, checked
@@ -21,7 +22,9 @@ from .tokenizer import end_of_generation_ids, sentencepiece_merges, tokenizer_co
 from .writer import ConvertResult, Plan, Progress, check_convertible, convert
 
 __all__ = [
-    "BLOCK_TYPES", "CONVERTIBLE", "MANIFEST_NAME", "SUPPORTED_TYPES", "TYPE_NAMES", "ConvertResult", "GGUFFile", "GGUFTensor", "Plan",
-    "Progress", "check_convertible", "config_json", "convert", "dequantize", "end_of_generation_ids", "family_of", "sentencepiece_merges",
+    "BLOCK_TYPES", "CONVERTIBLE", "MANIFEST_NAME", "SUPPORTED_TYPES", "TYPE_NAMES",
+    "ConvertResult", "GGUFFile", "GGUFTensor", "Plan", "Progress",
+    "check_convertible", "config_json", "convert", "dequantize", "end_of_generation_ids", "family_of",
+    "sentencepiece_merges",
     "sha256_file", "tokenizer_config", "tokenizer_json", "unpermute_rope_rows", "vocabulary", "_MAX_DIMS",
 ]  # fmt: skip

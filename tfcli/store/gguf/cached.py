@@ -69,7 +69,8 @@ def _entry_of(path: Path, sha256: str) -> Path:
     if mine.is_dir() or mine.is_symlink():
         return mine
     try:
-        others = sorted(p for p in cache_dir().iterdir() if p.name.endswith(f"-{sha256[:12]}") and p.is_dir() and not p.is_symlink())
+        others = sorted(p for p in cache_dir().iterdir()
+                        if p.name.endswith(f"-{sha256[:12]}") and p.is_dir() and not p.is_symlink())
     except OSError:
         return mine
     for other in others:
@@ -108,7 +109,8 @@ def _stale(entry: Path, path: Path, seen: tuple[int, int, str], hashes: dict) ->
 def _seen(path: Path, known) -> tuple[int, int, str]:
     """(size, mtime_ns, sha256) of the file: the remembered hash `known` if size and time are unchanged."""
     st = path.stat()
-    if isinstance(known, list) and len(known) == 3 and known[:2] == [st.st_size, st.st_mtime_ns] and isinstance(known[2], str) and re.fullmatch(r"[0-9a-f]{64}", known[2]):
+    if (isinstance(known, list) and len(known) == 3 and known[:2] == [st.st_size, st.st_mtime_ns]
+            and isinstance(known[2], str) and re.fullmatch(r"[0-9a-f]{64}", known[2])):
         return st.st_size, st.st_mtime_ns, known[2]
     return st.st_size, st.st_mtime_ns, sha256_file(path)
 
@@ -122,7 +124,8 @@ def _hashes() -> dict:
     if not os.path.lexists(path):
         return {}
     try:
-        index = json.loads(read_small(path, HASHES_BYTES, follow=False, missing=("is missing", "run the command again")))
+        index = json.loads(read_small(path, HASHES_BYTES, follow=False,
+                                      missing=("is missing", "run the command again")))
     except TfcliError as e:
         raise TfcliError(e.message, "remove it: tfcli remembers the hashes of GGUF files there") from None
     except (ValueError, RecursionError):  # damaged: hash again

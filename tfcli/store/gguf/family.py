@@ -41,7 +41,8 @@ def family_of(g: GGUFFile) -> ModuleType:
     """The family whose GGUF table has the file's general.architecture; GGUFError otherwise."""
     arch = g.get("general.architecture")
     if not isinstance(arch, str) or arch not in CONVERTIBLE:
-        raise GGUFError(f"{g.path.name}: architecture {shown(arch)} is not supported", f"tfcli converts: {', '.join(CONVERTIBLE)}")
+        raise GGUFError(f"{g.path.name}: architecture {shown(arch)} is not supported",
+                        f"tfcli converts: {', '.join(CONVERTIBLE)}")
     return CONVERTIBLE[arch]
 
 
@@ -73,10 +74,12 @@ def tensor_names(g: GGUFFile, fam: ModuleType, config: dict[str, Any]) -> list[t
     order = [t for t in whole if t[1] == EMBEDDING] + layers + [t for t in whole if t[1] != EMBEDDING]
     missing = [n for n, _ in order if n not in g.tensors]
     if missing:
-        raise GGUFError(f"{g.path.name}: tensor {shown(missing[0])} is missing ({len(missing)} missing in all)", f"the file is not a complete {what}")
+        raise GGUFError(f"{g.path.name}: tensor {shown(missing[0])} is missing ({len(missing)} missing in all)",
+                        f"the file is not a complete {what}")
     extra = sorted(set(g.tensors) - {n for n, _ in order} - set(fam.GGUF.settings_tensors))
     if extra:
-        raise GGUFError(f"{g.path.name}: tensor {shown(extra[0])} does not belong to a {n_layer}-layer {what}", f"the file is not a plain {what}")
+        raise GGUFError(f"{g.path.name}: tensor {shown(extra[0])} does not belong to a {n_layer}-layer {what}",
+                        f"the file is not a plain {what}")
     return order
 
 
@@ -86,10 +89,12 @@ def expected_shape(hf: str, c: dict[str, Any]) -> tuple[int, ...]:
     q, kv = c["num_attention_heads"] * Dh, c["num_key_value_heads"] * Dh
     module, kind = hf.rsplit(".", 2)[-2:]  # "q_proj", "weight"; "input_layernorm", "weight"; ...
     weight = {
-        "embed_tokens": (V, D), "lm_head": (V, D), "norm": (D,), "input_layernorm": (D,), "post_attention_layernorm": (D,),
+        "embed_tokens": (V, D), "lm_head": (V, D), "norm": (D,),
+        "input_layernorm": (D,), "post_attention_layernorm": (D,),
         "q_proj": (q, D), "k_proj": (kv, D), "v_proj": (kv, D), "o_proj": (D, q),
         "gate_proj": (F, D), "up_proj": (F, D), "down_proj": (D, F), "q_norm": (Dh,), "k_norm": (Dh,),
-        "pre_feedforward_layernorm": (D,), "post_feedforward_layernorm": (D,), "qkv_proj": (q + 2 * kv, D), "gate_up_proj": (2 * F, D),
+        "pre_feedforward_layernorm": (D,), "post_feedforward_layernorm": (D,),
+        "qkv_proj": (q + 2 * kv, D), "gate_up_proj": (2 * F, D),
     }[module]  # fmt: skip
     return weight if kind == "weight" else weight[:1]
 
@@ -163,7 +168,8 @@ class Metadata:
     def count(self, suffix: str, default: Any = None) -> int:
         value = self._key(suffix, default)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_COUNT:
-            raise GGUFError(f"{self.name}: {self.arch}.{suffix} must be a positive integer up to {_MAX_COUNT:,}, not {shown(value)}", CORRUPT)
+            raise GGUFError(f"{self.name}: {self.arch}.{suffix} must be a positive integer up to {_MAX_COUNT:,}, "
+                            f"not {shown(value)}", CORRUPT)
         return value
 
     def number(self, suffix: str, default: Any = None) -> float:
@@ -177,7 +183,8 @@ class Metadata:
         if name not in self.g.tensors:
             return None
         if self.g.tensors[name].type_id not in BLOCK_TYPES:
-            raise GGUFError(f"{self.name}: tensor {shown(name)} is {self.g.tensors[name].type_name}, which tfcli cannot dequantize", CORRUPT)
+            raise GGUFError(f"{self.name}: tensor {shown(name)} is {self.g.tensors[name].type_name}, "
+                            "which tfcli cannot dequantize", CORRUPT)
         return self.g.tensor(name)
 
 
@@ -191,13 +198,15 @@ def config_json(g: GGUFFile, fam: ModuleType) -> dict[str, Any]:
     """
     meta = Metadata(g, fam)
     if meta.get("expert_count", 0):
-        raise GGUFError(f"{g.path.name}: mixture-of-experts models are not supported", f"tfcli converts plain {fam.NAME} models")
+        raise GGUFError(f"{g.path.name}: mixture-of-experts models are not supported",
+                        f"tfcli converts plain {fam.NAME} models")
     n_head = meta.count("attention.head_count")
     d_model = meta.count("embedding_length")
     tokens, _types, _merges = vocabulary(g)
     bos, pad = g.get("tokenizer.ggml.bos_token_id"), g.get("tokenizer.ggml.padding_token_id")
     theta = meta.number("rope.freq_base", 10000.0)
-    # The family's fixed entries (architectures, model_type, hidden_act, biases) from its table, the sizes from the file.
+    # The family's fixed entries (architectures, model_type, hidden_act, biases) from its table,
+    # the sizes from the file.
     config = {
         **fam.GGUF.config,
         "vocab_size": meta.count("vocab_size", len(tokens) or None),

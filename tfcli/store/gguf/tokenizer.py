@@ -44,7 +44,8 @@ _NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED = 1, 2, 3, 4
 
 # Tokens llama.cpp ends generation at whatever the file's eos says (llama-vocab.cpp, special_eog_ids):
 # a chat model ends a turn with one and a document with another (SmolLM2: <|im_end|> and <|endoftext|>).
-_EOG_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|end_of_text|>")
+_EOG_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+              "<EOT>", "<|end_of_text|>")
 
 
 def end_of_generation_ids(g: GGUFFile) -> list[int]:
@@ -52,7 +53,8 @@ def end_of_generation_ids(g: GGUFFile) -> list[int]:
     ids = [g.get(k) for k in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id")]
     tokens, types, _merges = vocabulary(g)
     ids += [i for i, (t, kind) in enumerate(zip(tokens, types)) if kind == _CONTROL and t in _EOG_TEXTS]
-    return list(dict.fromkeys(i for i in ids if isinstance(i, int) and not isinstance(i, bool)))  # unique, first occurrence wins
+    # unique, first occurrence wins
+    return list(dict.fromkeys(i for i in ids if isinstance(i, int) and not isinstance(i, bool)))
 
 
 # The special tokens a file may name: each must be a token of its vocabulary. llama.cpp warns and
@@ -68,8 +70,10 @@ def check_special_ids(g: GGUFFile) -> None:
         if i is None:
             continue
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(tokens):
-            what = f"outside the vocabulary of {len(tokens):,} tokens" if isinstance(i, int) and not isinstance(i, bool) else "not a token id"
-            raise GGUFError(f"{g.path.name}: tokenizer.ggml.{key} {shown(i)} is {what}", "the file contradicts itself; fetch or convert it again")
+            inside = isinstance(i, int) and not isinstance(i, bool)
+            what = f"outside the vocabulary of {len(tokens):,} tokens" if inside else "not a token id"
+            raise GGUFError(f"{g.path.name}: tokenizer.ggml.{key} {shown(i)} is {what}",
+                            "the file contradicts itself; fetch or convert it again")
 
 
 # How llama.cpp splits text before BPE, by `tokenizer.ggml.pre` (llama-vocab.cpp, `regex_exprs`), as a
@@ -81,17 +85,26 @@ def check_special_ids(g: GGUFFile) -> None:
 _BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 _DIGITS_THEN_GPT2 = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _BYTE_LEVEL]}
 _LLAMA3_REGEX = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 # Qwen2's: Llama 3's with single digits (\p{N}, not \p{N}{1,3}); llama.cpp spells the (?i:...) out
 # as character classes, the same language. The pipeline of Qwen2's own tokenizer.json.
-_QWEN2_REGEX = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 # Qwen3.5's: Qwen2's with combining marks (\p{M}) kept inside a word.
-_QWEN35_REGEX = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_QWEN35_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+                 r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 _GPT2_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
 _CJK = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"  # llama.cpp's "[一-龥ࠀ-一가-퟿]+"
 # DeepSeek LLM's letters and punctuation, as llama-vocab.cpp lists them.
-_DEEPSEEK_LETTERS = r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+"
+_DEEPSEEK_LETTERS = (
+    r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ"
+    r"-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼι"
+    r"ῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-"
+    r"ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ"
+    r"𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+"
+)
 _DEEPSEEK_PUNCTUATION = r"\s?[!-/:-~！-／：-～‘-‟　-。]+"
 
 
@@ -100,12 +113,15 @@ def _split_then_bytes(*regexes: str) -> dict[str, Any]:
     return {"type": "Sequence", "pretokenizers": [*splits, dict(_BYTE_LEVEL, use_regex=False)]}
 
 
-_LLAMA3, _QWEN2, _QWEN35 = _split_then_bytes(_LLAMA3_REGEX), _split_then_bytes(_QWEN2_REGEX), _split_then_bytes(_QWEN35_REGEX)
+_LLAMA3 = _split_then_bytes(_LLAMA3_REGEX)
+_QWEN2, _QWEN35 = _split_then_bytes(_QWEN2_REGEX), _split_then_bytes(_QWEN35_REGEX)
 # llama-vocab.cpp's names for the same pipelines (its `tokenizer_pre ==` chains).
 _LLAMA3_NAMES = ("llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2")
 PRE_TOKENIZERS: dict[str, dict] = {
-    "default": _BYTE_LEVEL, "gpt2": _BYTE_LEVEL, "gpt-2": _BYTE_LEVEL, "phi-2": _BYTE_LEVEL, "mpt": _BYTE_LEVEL, "olmo": _BYTE_LEVEL,
-    "smollm": _DIGITS_THEN_GPT2, "starcoder": _DIGITS_THEN_GPT2, "refact": _DIGITS_THEN_GPT2, "codeshell": _DIGITS_THEN_GPT2,
+    "default": _BYTE_LEVEL, "gpt2": _BYTE_LEVEL, "gpt-2": _BYTE_LEVEL,
+    "phi-2": _BYTE_LEVEL, "mpt": _BYTE_LEVEL, "olmo": _BYTE_LEVEL,
+    "smollm": _DIGITS_THEN_GPT2, "starcoder": _DIGITS_THEN_GPT2,
+    "refact": _DIGITS_THEN_GPT2, "codeshell": _DIGITS_THEN_GPT2,
     "command-r": _DIGITS_THEN_GPT2,
     **dict.fromkeys(_LLAMA3_NAMES, _LLAMA3), "smaug-bpe": _LLAMA3, "dbrx": _LLAMA3,
     "qwen2": _QWEN2, "deepseek-r1-qwen": _QWEN2, "stablelm2": _QWEN2, "qwen35": _QWEN35,
@@ -126,30 +142,36 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
     name = g.path.name
     model = g.get("tokenizer.ggml.model")
     if model not in ("gpt2", "llama", "gemma4"):
-        hint = "tfcli converts byte-level BPE ('gpt2') and SentencePiece BPE ('llama') vocabularies, and Gemma 4's ('gemma4')"
+        hint = ("tfcli converts byte-level BPE ('gpt2') and SentencePiece BPE ('llama') vocabularies, "
+                "and Gemma 4's ('gemma4')")
         raise GGUFError(f"{name}: tokenizer model {shown(model)} is not supported", hint)
     tokens, types, merges = vocabulary(g)
     if not tokens or len(types) != len(tokens):
-        raise GGUFError(f"{name}: the tokenizer vocabulary is missing or inconsistent", "the file is corrupt or has no tokenizer")
+        raise GGUFError(f"{name}: the tokenizer vocabulary is missing or inconsistent",
+                        "the file is corrupt or has no tokenizer")
     check_special_ids(g)
     vocab = {t: i for i, t in enumerate(tokens)}
     if len(vocab) != len(tokens):
         dup = next(t for t, n in Counter(tokens).items() if n > 1)
-        raise GGUFError(f"{name}: token {shown(dup)} appears twice in the vocabulary", "a tokenizer.json vocabulary needs unique tokens")
+        raise GGUFError(f"{name}: token {shown(dup)} appears twice in the vocabulary",
+                        "a tokenizer.json vocabulary needs unique tokens")
     special = (_CONTROL, _UNKNOWN) if model == "llama" else (_CONTROL,)
     added = [
-        {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": kind in special}
+        {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+         "special": kind in special}
         for i, (t, kind) in enumerate(zip(tokens, types))
         if kind in special or kind == _USER_DEFINED
     ]
     if model == "gpt2":
         pre = g.get("tokenizer.ggml.pre", "default")
         if not isinstance(pre, str) or pre not in PRE_TOKENIZERS:
-            raise GGUFError(f"{name}: pre-tokenizer {shown(pre)} is not supported", f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
+            raise GGUFError(f"{name}: pre-tokenizer {shown(pre)} is not supported",
+                            f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
         _check_merges(name, merges, vocab)
         normalizer, pre_tokenizer = None, PRE_TOKENIZERS[pre]
         decoder = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
-        bpe = {"unk_token": None, "fuse_unk": False, "byte_fallback": False, "merges": merges}  # byte-level pieces never contain a space
+        # byte-level pieces never contain a space
+        bpe = {"unk_token": None, "fuse_unk": False, "byte_fallback": False, "merges": merges}
         bpe["ignore_merges"] = pre in _WHOLE_WORDS
     elif model == "gemma4":
         # BPE on the UTF-8 text itself (no byte-to-character mapping) with spaces as "\u2581", no
@@ -157,8 +179,10 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
         # vocabulary falls back to its <0xNN> bytes (llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_GEMMA4).
         _check_merges(name, merges, vocab)
         normalizer = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
-        pre_tokenizer = {"type": "Split", "pattern": {"Regex": "[^\\n]+|[\\n]+"}, "behavior": "Isolated", "invert": False}
-        steps = [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
+        pre_tokenizer = {"type": "Split", "pattern": {"Regex": "[^\\n]+|[\\n]+"},
+                         "behavior": "Isolated", "invert": False}
+        steps = [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                 {"type": "ByteFallback"}, {"type": "Fuse"}]
         decoder = {"type": "Sequence", "decoders": steps}
         bpe = {"unk_token": None, "fuse_unk": False, "byte_fallback": True, "merges": merges}
     else:
@@ -168,10 +192,13 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
         # outside the vocabulary falls back to its UTF-8 bytes, the <0xNN> tokens. Decoding undoes all three.
         prefix = g.get("tokenizer.ggml.add_space_prefix", True) is not False
         spaces = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
-        normalizer = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, spaces]} if prefix else spaces
+        prepend = {"type": "Prepend", "prepend": "\u2581"}
+        normalizer = {"type": "Sequence", "normalizers": [prepend, spaces]} if prefix else spaces
         pre_tokenizer = None
-        steps = [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
-        decoder = {"type": "Sequence", "decoders": steps + ([{"type": "Strip", "content": " ", "start": 1, "stop": 0}] if prefix else [])}
+        steps = [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                 {"type": "ByteFallback"}, {"type": "Fuse"}]
+        strip = [{"type": "Strip", "content": " ", "start": 1, "stop": 0}] if prefix else []
+        decoder = {"type": "Sequence", "decoders": steps + strip}
         unk = g.get("tokenizer.ggml.unknown_token_id")
         bpe = {
             "unk_token": tokens[unk] if isinstance(unk, int) and 0 <= unk < len(tokens) else None,
@@ -188,7 +215,8 @@ def tokenizer_json(g: GGUFFile) -> dict[str, Any]:
         "pre_tokenizer": pre_tokenizer,
         "post_processor": _post_processor(g, tokens),  # the BOS (and EOS) llama.cpp adds to a prompt
         "decoder": decoder,
-        "model": {"type": "BPE", "dropout": None, "continuing_subword_prefix": None, "end_of_word_suffix": None, "ignore_merges": False, "vocab": vocab, **bpe},
+        "model": {"type": "BPE", "dropout": None, "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "ignore_merges": False, "vocab": vocab, **bpe},
     }
 
 
@@ -214,8 +242,10 @@ def _check_merges(name: str, merges: list[str], vocab: dict[str, int]) -> None:
 
 def _scores(g: GGUFFile, n: int) -> list[float]:
     scores = g.get("tokenizer.ggml.scores")
-    if not isinstance(scores, list) or len(scores) != n or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in scores):
-        raise GGUFError(f"{g.path.name}: tokenizer.ggml.scores is missing or is not one number per token", "a SentencePiece vocabulary needs its scores")
+    sized = isinstance(scores, list) and len(scores) == n
+    if not sized or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in scores):
+        raise GGUFError(f"{g.path.name}: tokenizer.ggml.scores is missing or is not one number per token",
+                        "a SentencePiece vocabulary needs its scores")
     return scores
 
 
@@ -228,7 +258,8 @@ def sentencepiece_merges(tokens: list[str], scores: list[float]) -> list[list[st
     vocab = {t: i for i, t in enumerate(tokens)}
     ranked = []
     for i, piece in enumerate(tokens):
-        cuts = sorted((vocab[piece[:c]], vocab[piece[c:]]) for c in range(1, len(piece)) if piece[:c] in vocab and piece[c:] in vocab)
+        cuts = sorted((vocab[piece[:c]], vocab[piece[c:]]) for c in range(1, len(piece))
+                      if piece[:c] in vocab and piece[c:] in vocab)
         ranked += [(scores[i], tokens[left], tokens[right]) for left, right in cuts]
     ranked.sort(key=lambda m: (m[0], len(m[1]), len(m[2])), reverse=True)  # stable: equal keys keep their order
     return [[left, right] for _, left, right in ranked]
@@ -262,9 +293,11 @@ def _post_processor(g: GGUFFile, tokens: list[str]) -> dict[str, Any] | None:
         def mark(t: str) -> dict[str, Any]:
             return {"SpecialToken": {"id": t, "type_id": type_id}}
 
-        return [mark(t) for t in before] + [{"Sequence": {"id": sequence, "type_id": type_id}}] + [mark(t) for t in after]
+        middle = {"Sequence": {"id": sequence, "type_id": type_id}}
+        return [mark(t) for t in before] + [middle] + [mark(t) for t in after]
 
-    return {"type": "TemplateProcessing", "single": template("A", 0), "pair": template("A", 0) + template("B", 1), "special_tokens": special}
+    return {"type": "TemplateProcessing", "single": template("A", 0), "pair": template("A", 0) + template("B", 1),
+            "special_tokens": special}
 
 
 def tokenizer_config(g: GGUFFile, config: dict[str, Any]) -> dict[str, Any]:

@@ -119,22 +119,28 @@ def plan_gguf(ckpt: Checkpoint, kind: str) -> GGUFPlan:
     c = ckpt.config
     fam = family(c.family)
     if fam.NAME not in WRITABLE or fam.GGUF is None:
-        raise CheckpointError(f"{ckpt.path.name} is a {fam.NAME} model, which tfcli does not write as a GGUF yet", f"tfcli writes: {', '.join(WRITABLE)}")
+        raise CheckpointError(f"{ckpt.path.name} is a {fam.NAME} model, which tfcli does not write as a GGUF yet",
+                              f"tfcli writes: {', '.join(WRITABLE)}")
     scaling = getattr(c.extra, "scaling", None)
     unwritten = [
-        what for what, found in ((f"RoPE scaling {scaling.kind!r}" if scaling else "", scaling is not None and scaling.kind != "llama3"),
-                                 ("sliding windows", bool(c.windows)), ("RoPE on part of each head", 0 < c.rotary_dim != c.head_dim)) if found
+        what for what, found in ((f"RoPE scaling {scaling.kind!r}" if scaling else "",
+                                  scaling is not None and scaling.kind != "llama3"),
+                                 ("sliding windows", bool(c.windows)),
+                                 ("RoPE on part of each head", 0 < c.rotary_dim != c.head_dim)) if found
     ]  # fmt: skip
     if unwritten:
-        raise CheckpointError(f"{ckpt.path.name}: {unwritten[0]} is not written to GGUF yet", "tfcli writes plain RoPE and Llama 3's scaling")
+        raise CheckpointError(f"{ckpt.path.name}: {unwritten[0]} is not written to GGUF yet",
+                              "tfcli writes plain RoPE and Llama 3's scaling")
     hf_config = _shape_config(c)
     tensors, widened = [], []
     for gname, hname in _names(fam, c):
         shape = expected_shape(hname, hf_config)
         if hname not in ckpt.tensors:
-            raise CheckpointError(f"tensor {hname!r} is missing from {ckpt.path.name}", f"the folder is not a complete {fam.NAME} model")
+            raise CheckpointError(f"tensor {hname!r} is missing from {ckpt.path.name}",
+                                  f"the folder is not a complete {fam.NAME} model")
         if ckpt.tensors.shape(hname) != shape:
-            raise CheckpointError(f"tensor {hname!r} has shape {list(ckpt.tensors.shape(hname))} but config.json implies {list(shape)}", "config.json and the weights disagree")
+            raise CheckpointError(f"tensor {hname!r} has shape {list(ckpt.tensors.shape(hname))} but config.json "
+                                  f"implies {list(shape)}", "config.json and the weights disagree")
         type_id = _type_of(shape, kind)
         if len(shape) == 2 and KINDS[kind][0] not in (0, 1) and type_id == 1:
             widened.append(gname)
@@ -142,7 +148,8 @@ def plan_gguf(ckpt: Checkpoint, kind: str) -> GGUFPlan:
     known = {e.hf for e in tensors} | ({LM_HEAD} if c.tie_embeddings else set())  # a saved copy of a tied matrix
     extra = [n for n in ckpt.tensors.names if n not in known and not n.endswith("rotary_emb.inv_freq")]
     if extra:
-        raise CheckpointError(f"tensor {extra[0]!r} of {ckpt.path.name} has no llama.cpp name in a {fam.NAME} model", f"the folder is not a plain {fam.NAME} model")
+        raise CheckpointError(f"tensor {extra[0]!r} of {ckpt.path.name} has no llama.cpp name in a {fam.NAME} model",
+                              f"the folder is not a plain {fam.NAME} model")
     if scaling is not None:  # Llama 3.1+: llama.cpp keeps the divisor of each frequency as a tensor, not config keys
         tensors.append(Entry("rope_freqs.weight", "", (c.head_dim // 2,), 0))
     metadata = _model_metadata(fam, c, ckpt.path.name, kind) + vocabulary_metadata(ckpt.path, c)
@@ -246,17 +253,22 @@ def vocabulary_metadata(folder: Path, c: ModelConfig) -> list[tuple[str, int, An
     has none), and the chat template."""
     path = folder / "tokenizer.json"
     if not path.exists():
-        raise TokenizerError(f"{folder} has no tokenizer.json", "a GGUF holds the tokenizer: the folder needs its tokenizer.json")
+        raise TokenizerError(f"{folder} has no tokenizer.json",
+                             "a GGUF holds the tokenizer: the folder needs its tokenizer.json")
     tj = _read_json(path, TOKENIZER_BYTES, TokenizerError)
     model = tj.get("model") if isinstance(tj, dict) else None
     decoder = tj.get("decoder") if isinstance(tj, dict) else None
-    if not isinstance(model, dict) or model.get("type") != "BPE" or not isinstance(decoder, dict) or decoder.get("type") != "ByteLevel":
-        raise TokenizerError(f"{path}: only byte-level BPE tokenizers (GPT-2, Llama 3, SmolLM2, Qwen2) are written to GGUF so far", "a SentencePiece tokenizer cannot be written yet")
+    if (not isinstance(model, dict) or model.get("type") != "BPE"
+            or not isinstance(decoder, dict) or decoder.get("type") != "ByteLevel"):
+        raise TokenizerError(f"{path}: only byte-level BPE tokenizers (GPT-2, Llama 3, SmolLM2, Qwen2) "
+                             "are written to GGUF so far", "a SentencePiece tokenizer cannot be written yet")
     pre = _pre_name(tj.get("pre_tokenizer"))
     if pre is None:
-        raise TokenizerError(f"{path}: its pre-tokenizer is not one llama.cpp knows by a name tfcli knows", f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
+        raise TokenizerError(f"{path}: its pre-tokenizer is not one llama.cpp knows by a name tfcli knows",
+                             f"tfcli knows: {', '.join(sorted(PRE_TOKENIZERS))}")
     vocab, added = model.get("vocab"), tj.get("added_tokens") or []
-    if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()) or not isinstance(added, list):
+    if (not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values())
+            or not isinstance(added, list)):
         raise TokenizerError(f"{path} has no vocabulary of token ids", "use the tokenizer.json saved with the model")
     by_id = {i: t for t, i in vocab.items()}
     special: dict[int, bool] = {}
@@ -264,19 +276,22 @@ def vocabulary_metadata(folder: Path, c: ModelConfig) -> list[tuple[str, int, An
         if isinstance(a, dict) and isinstance(a.get("id"), int) and isinstance(a.get("content"), str):
             by_id[a["id"]], special[a["id"]] = a["content"], bool(a.get("special"))
     if max(by_id, default=-1) >= c.vocab_size:
-        raise TokenizerError(f"{path}: token id {max(by_id):,} is beyond the model's {c.vocab_size:,} embeddings", "the tokenizer and the model do not belong together")
+        raise TokenizerError(f"{path}: token id {max(by_id):,} is beyond the model's {c.vocab_size:,} embeddings",
+                             "the tokenizer and the model do not belong together")
     tokens, types = [], []
     for i in range(c.vocab_size):
         token = by_id.get(i)
         tokens.append(f"[PAD{i}]" if token is None else token)
-        kind = _UNUSED if token is None else _NORMAL if i not in special else _CONTROL if special[i] or _looks_special(token) else _USER_DEFINED
+        kind = (_UNUSED if token is None else _NORMAL if i not in special
+                else _CONTROL if special[i] or _looks_special(token) else _USER_DEFINED)
         types.append(kind)
     merges = []
     for m in model.get("merges") or []:
         if isinstance(m, list) and len(m) == 2 and all(isinstance(p, str) and " " not in p for p in m):
             m = " ".join(m)
         if not isinstance(m, str) or m.count(" ") != 1:
-            raise TokenizerError(f"{path}: the merge {shown(m)} is not two byte-level pieces", "use the tokenizer.json saved with the model")
+            raise TokenizerError(f"{path}: the merge {shown(m)} is not two byte-level pieces",
+                                 "use the tokenizer.json saved with the model")
         merges.append(m)
     keys = [
         ("tokenizer.ggml.model", STRING, "gpt2"),
@@ -290,13 +305,17 @@ def vocabulary_metadata(folder: Path, c: ModelConfig) -> list[tuple[str, int, An
     tok_cfg = tok_cfg if isinstance(tok_cfg, dict) else {}
     ids = {t: i for i, t in enumerate(tokens)}
     raw = read_config_json(folder / "config.json")
-    for what, key in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("unk", "unknown_token_id"), ("pad", "padding_token_id")):
-        i = _special_id(tok_cfg.get(f"{what}_token"), ids, raw.get(f"{what}_token_id") if isinstance(raw, dict) else None)
+    for what, key in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("unk", "unknown_token_id"),
+                      ("pad", "padding_token_id")):
+        i = _special_id(tok_cfg.get(f"{what}_token"), ids,
+                        raw.get(f"{what}_token_id") if isinstance(raw, dict) else None)
         if i is not None and 0 <= i < len(tokens):
             keys.append((f"tokenizer.ggml.{key}", U32, i))
-    for flag, adds in (("add_bos_token", tok_cfg.get("add_bos_token")), ("add_eos_token", tok_cfg.get("add_eos_token"))):
+    for flag, adds in (("add_bos_token", tok_cfg.get("add_bos_token")),
+                       ("add_eos_token", tok_cfg.get("add_eos_token"))):
         if not isinstance(adds, bool):
-            adds = _post_processor_adds(tj.get("post_processor"), "bos" if flag == "add_bos_token" else "eos", tokens, keys)
+            adds = _post_processor_adds(tj.get("post_processor"), "bos" if flag == "add_bos_token" else "eos",
+                                        tokens, keys)
         if adds is not None:
             keys.append((f"tokenizer.ggml.{flag}", BOOL, adds))
     from tfcli.engine.chat import load_chat_template
@@ -322,7 +341,8 @@ def _special_id(token: Any, ids: dict[str, int], fallback: Any) -> int | None:
 def _post_processor_adds(post: Any, what: str, tokens: list[str], keys: list) -> bool | None:
     """Whether tokenizer.json's TemplateProcessing puts the BOS first ("bos") or the EOS last ("eos")
     of a single sequence (Llama 3's adds <|begin_of_text|>); None when it says nothing."""
-    if not isinstance(post, dict) or post.get("type") != "TemplateProcessing" or not isinstance(post.get("single"), list):
+    if (not isinstance(post, dict) or post.get("type") != "TemplateProcessing"
+            or not isinstance(post.get("single"), list)):
         return None
     single = post["single"]
     if not single:
@@ -362,7 +382,8 @@ def header(plan: GGUFPlan) -> bytes:
     offset = 0
     for e in plan.tensors:
         dims = e.shape[::-1]  # ggml's order: ne[0] is the row length
-        parts += [_string(e.name), struct.pack(f"<I{len(dims)}Q", len(dims), *dims), struct.pack("<IQ", e.type_id, offset)]
+        parts += [_string(e.name), struct.pack(f"<I{len(dims)}Q", len(dims), *dims),
+                  struct.pack("<IQ", e.type_id, offset)]
         offset += e.nbytes + _pad(e.nbytes)
     head = b"".join(parts)
     return head + bytes(_pad(len(head)))
@@ -382,7 +403,8 @@ def tensor_data(ckpt: Checkpoint, plan: GGUFPlan) -> Iterator[tuple[Entry, np.nd
             from tfcli.engine.families.llama import llama3_factors
 
             inv_freq = ops.rope_frequencies(c.head_dim, c.rope_theta)  # [Dh/2]
-            yield e, llama3_factors(inv_freq, s.factor, s.low_freq_factor, s.high_freq_factor, s.original_context).astype("<f4")
+            yield e, llama3_factors(inv_freq, s.factor, s.low_freq_factor, s.high_freq_factor,
+                                    s.original_context).astype("<f4")
             continue
         w = ckpt.tensors.get(e.hf, e.shape)  # [rows, cols] or [n] float32
         heads = transform(plan.family, e.hf, hf_config).get("heads")
@@ -397,7 +419,8 @@ def tensor_data(ckpt: Checkpoint, plan: GGUFPlan) -> Iterator[tuple[Entry, np.nd
             yield e, quantize(w, kind)[1]
 
 
-def write_gguf(folder: Path, out: Path, kind: str, *, replace: bool = False, progress: Progress | None = None) -> WriteResult:
+def write_gguf(folder: Path, out: Path, kind: str, *, replace: bool = False,
+               progress: Progress | None = None) -> WriteResult:
     """Write the model folder `folder` as the GGUF file `out`, its matrices in `kind` (q8_0, q4_0,
     f16, f32). Everything is checked first; the file is written under a hidden name beside `out`
     and renamed into place at the end, so that an error, Ctrl-C or SIGTERM leaves nothing behind.
@@ -416,7 +439,8 @@ def write_gguf(folder: Path, out: Path, kind: str, *, replace: bool = False, pro
     except OSError as e:
         raise os_error(e, out) from None
     if free < total + 50_000_000:
-        raise ResourceError(f"writing {out.name} needs about {total / 1e6:,.0f} MB of disk space; {parent} has {free / 1e6:,.0f} MB free", "free some space or choose another place")
+        raise ResourceError(f"writing {out.name} needs about {total / 1e6:,.0f} MB of disk space; {parent} has "
+                            f"{free / 1e6:,.0f} MB free", "free some space or choose another place")
     remove_dead_partials(out)
     tmp = parent / f"{partial_name(out)}{os.getpid()}-{secrets.token_hex(3)}"
     try:

@@ -64,24 +64,29 @@ def check_convertible(g: GGUFFile) -> Plan:
     try:
         config_from_hf(config)  # the rules every config.json is held to (head counts that divide...)
     except ConfigError as e:
-        raise GGUFError(f"{g.path.name}: its metadata describes an impossible model: {e.message.removeprefix('config.json: ')}", CORRUPT) from None
+        raise GGUFError(f"{g.path.name}: its metadata describes an impossible model: "
+                        f"{e.message.removeprefix('config.json: ')}", CORRUPT) from None
     for t in g.tensors.values():
         if t.type_id not in BLOCK_TYPES:
-            raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} is {t.type_name}, which tfcli cannot dequantize", f"supported types: {SUPPORTED_TYPES}")
+            raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} is {t.type_name}, which tfcli cannot dequantize",
+                            f"supported types: {SUPPORTED_TYPES}")
         if hf_name(fam, t.name) is None and t.name not in fam.GGUF.settings_tensors:
             hf_class = fam.GGUF.config["architectures"][0]
             hint = f"the file is not a plain {fam.NAME} model"
-            raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} has no counterpart in a Hugging Face {hf_class}", hint)
+            raise GGUFError(f"{g.path.name}: tensor {shown(t.name)} has no counterpart in a Hugging Face {hf_class}",
+                            hint)
     n_tokens = len(vocabulary(g)[0])
     if n_tokens > config["vocab_size"]:  # the tokenizer would produce ids the model has no embedding for
-        raise GGUFError(f"{g.path.name}: the vocabulary has {n_tokens:,} tokens but the model embeds only {config['vocab_size']:,}", CORRUPT)
+        raise GGUFError(f"{g.path.name}: the vocabulary has {n_tokens:,} tokens but the model embeds only "
+                        f"{config['vocab_size']:,}", CORRUPT)
     tokenizer = tokenizer_json(g)  # raises on an unsupported tokenizer
     tok_cfg = tokenizer_config(g, config)  # raises on a chat template that is not text
     return Plan(fam, config, tokenizer, tok_cfg, tensor_names(g, fam, config))
 
 
 def convert(
-    src: Path, out_dir: Path, *, replace: bool = False, owned: bool = False, progress: Progress | None = None, keep: str | None = None, extra: list[Path] = (),
+    src: Path, out_dir: Path, *, replace: bool = False, owned: bool = False, progress: Progress | None = None,
+    keep: str | None = None, extra: list[Path] = (),
     sha256: str | None = None,
 ) -> ConvertResult:
     """Write a Hugging Face folder (float32 safetensors, config, tokenizer, chat template, manifest of
@@ -109,7 +114,8 @@ def convert(
             free = shutil.disk_usage(parent).free
             if free < need + 50_000_000:
                 raise ResourceError(
-                    f"converting {src.name} needs about {need / 1e6:,.0f} MB of disk space; {parent} has {free / 1e6:,.0f} MB free",
+                    f"converting {src.name} needs about {need / 1e6:,.0f} MB of disk space; {parent} has "
+                    f"{free / 1e6:,.0f} MB free",
                     "free some space or choose another OUT_DIR",
                 )
             remove_dead_partials(out_dir)
@@ -131,7 +137,8 @@ def convert(
     return ConvertResult(out_dir, manifest["n_params"], nbytes, manifest["source"]["tensor_types"])
 
 
-def _write_folder(g: GGUFFile, plan: Plan, folder: Path, progress: Progress | None, keep: str | None = None, sha256: str | None = None) -> dict[str, Any]:
+def _write_folder(g: GGUFFile, plan: Plan, folder: Path, progress: Progress | None, keep: str | None = None,
+                  sha256: str | None = None) -> dict[str, Any]:
     """Every file of the model folder, the manifest of their sizes, times and checksums last (see
     store/manifest.py: a cached model is checked against it before use); returns the manifest."""
     _check_shapes(g, plan)
@@ -145,7 +152,8 @@ def _write_folder(g: GGUFFile, plan: Plan, folder: Path, progress: Progress | No
             files["model.gguf"] = file_entry(folder / "model.gguf", digest)
         ref = "model.gguf" if keep == "move" else str(g.path.resolve())
         tensors = {hname: {"name": gname, **transform(plan.family, hname, plan.config)} for gname, hname in plan.order}
-        texts_index = json.dumps({"format": 1, "file": ref, "bytes": g.size, "sha256": digest, "tensors": tensors}, indent=1)
+        texts_index = json.dumps({"format": 1, "file": ref, "bytes": g.size, "sha256": digest,
+                                  "tensors": tensors}, indent=1)
         (folder / GGUF_INDEX).write_text(texts_index, encoding="utf-8")
         files[GGUF_INDEX] = file_entry(folder / GGUF_INDEX, hashlib.sha256(texts_index.encode("utf-8")).hexdigest())
     for path in sorted(folder.iterdir()):  # files moved in beside the model (licence terms)
@@ -214,7 +222,8 @@ def _check_shapes(g: GGUFFile, plan: Plan) -> None:
     for gname, hname in plan.order:
         shape, want = g.tensors[gname].shape, expected_shape(hname, plan.config)
         if shape != want:
-            raise GGUFError(f"{g.path.name}: tensor {shown(gname)} has shape {list(shape)} but the metadata implies {list(want)}", CORRUPT)
+            raise GGUFError(f"{g.path.name}: tensor {shown(gname)} has shape {list(shape)} "
+                            f"but the metadata implies {list(want)}", CORRUPT)
 
 
 def _generation_config(config: dict[str, Any]) -> dict[str, Any]:
