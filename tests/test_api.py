@@ -26,6 +26,12 @@ PUBLIC = {
     "mask": "(text: 'str', *, pattern: 'str' = 'causal') -> 'Mask'",
     "features": "(model: 'Model', folder: 'str | Path', *, any_model: 'bool' = False) -> 'Features'",
     "params": "(preset: 'str | None' = None, *, model: 'str | Path | None' = None) -> 'Params'",
+    "train_features": "(model, text_file: 'str | Path | None', folder: 'str | Path', *, block: 'int | None' = None, site: 'str' = 'resid_post', "
+                      "activations: 'str | Path | None' = None, features: 'int | None' = None, kind: 'str' = 'relu', k: 'int' = 32, "
+                      "l1: 'float' = 5.0, lr: 'float' = 0.001, betas: 'tuple[float, float]' = (0.9, 0.999), eps: 'float' = 1e-08, "
+                      "weight_decay: 'float' = 0.0, warmup: 'int' = 20, lr_schedule: 'str' = 'constant', clip: 'float' = 1.0, "
+                      "batch_size: 'int' = 1024, steps: 'int' = 1000, buffer: 'int' = 65536, seed: 'int' = 0, val_fraction: 'float' = 0.1, "
+                      "force: 'bool' = False) -> 'Training'",
     "Model.__call__": "(self, text_or_ids) -> 'np.ndarray'",
     "Model.to_tokens": "(self, text: 'str') -> 'np.ndarray'",
     "Model.to_str_tokens": "(self, text_or_ids) -> 'list[str]'",
@@ -47,7 +53,7 @@ PUBLIC = {
     "ActivationCache.nbytes": "property",
 }  # fmt: skip
 CLASSES = {"Model", "ActivationCache", "TfcliError", "Features", "Lens", "Patching", "Ablation", "Heads", "Steering",
-           "Attention", "Mask", "FeatureShow", "FeatureCards", "Params"}  # fmt: skip
+           "Attention", "Mask", "FeatureShow", "FeatureCards", "Params", "Training"}  # fmt: skip
 
 
 def _signature(obj) -> str:

@@ -53,7 +53,7 @@ def train(
     text_file: Annotated[Optional[Path], typer.Argument(help="The UTF-8 text whose vectors are learnt (not with --activations).", show_default=False)] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="The SAE's folder (sae.safetensors and cfg.json, as SAELens names them).", show_default=False)] = None,
     model: options.Model = None,
-    block: Annotated[int, typer.Option("--block", help="The block (from 0) whose vectors are read.", rich_help_panel=_SAE)] = 0,
+    block: Annotated[Optional[int], typer.Option("--block", help="The block (from 0) whose vectors are read. (default: 0 for a text; with --activations, the block they came from, recorded; none if not given)", show_default=False, rich_help_panel=_SAE)] = None,
     site: Annotated[SiteName, typer.Option("--site", help="Which vectors of the block: the residual stream after it (resid_post), before it, between its two steps, or what its attention or MLP adds.", rich_help_panel=_SAE)] = SiteName.resid_post,
     features: Annotated[Optional[int], typer.Option("--features", help="N, the number of features. (default: 8 x the model's width)", show_default=False, rich_help_panel=_SAE)] = None,
     kind: Annotated[Kind, typer.Option("--kind", help="relu: L1 times the decoder norms (Anthropic 2024); topk: keep the K largest (OpenAI).", rich_help_panel=_SAE)] = Kind.relu,
@@ -99,6 +99,8 @@ def train(
     options.check_seed(seed)  # before the model loads: a seed past 2^63-1 is no seed NumPy takes
     options.apply_threads(threads)
     _check_output(output, force)
+    if block is None and activations is None:
+        block = 0  # a text's vectors: block 0 unless --block says; vectors from a file keep no block unless it says
     lm, source = _source(text_file, activations, model, block, site.value, val_fraction)
     s = Settings(kind=kind.value, n=_features(features, source.d), k=k, l1=l1, lr=lr, betas=_betas(betas), eps=eps, weight_decay=weight_decay,
                  warmup=warmup, lr_schedule=lr_schedule, clip=clip, batch_size=batch_size, steps=steps, seed=seed)  # fmt: skip
