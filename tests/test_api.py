@@ -26,6 +26,7 @@ PUBLIC = {
     "mask": "(text: 'str', *, pattern: 'str' = 'causal') -> 'Mask'",
     "features": "(model: 'Model', folder: 'str | Path', *, any_model: 'bool' = False) -> 'Features'",
     "params": "(preset: 'str | None' = None, *, model: 'str | Path | None' = None) -> 'Params'",
+    "explore_page": "(model, text, *, lang: 'str' = 'en') -> 'ExplorePage'",
     "train_features": "(model, text_file: 'str | Path | None', folder: 'str | Path', *, block: 'int | None' = None, site: 'str' = 'resid_post', "
                       "activations: 'str | Path | None' = None, features: 'int | None' = None, kind: 'str' = 'relu', k: 'int' = 32, "
                       "l1: 'float' = 5.0, lr: 'float' = 0.001, betas: 'tuple[float, float]' = (0.9, 0.999), eps: 'float' = 1e-08, "
@@ -53,7 +54,7 @@ PUBLIC = {
     "ActivationCache.nbytes": "property",
 }  # fmt: skip
 CLASSES = {"Model", "ActivationCache", "TfcliError", "Features", "Lens", "Patching", "Ablation", "Heads", "Steering",
-           "Attention", "Mask", "FeatureShow", "FeatureCards", "Params", "Training"}  # fmt: skip
+           "Attention", "Mask", "FeatureShow", "FeatureCards", "Params", "Training", "ExplorePage"}  # fmt: skip
 
 
 def _signature(obj) -> str:
@@ -119,8 +120,9 @@ logits, cache = m.run_with_cache("To be")
 results = [tfcli.lens(m, "To be, or not to b"), tfcli.attention(m, "To be", block=0), tfcli.mask("the cat sat"),
            tfcli.patch(m, "To be, or not to b", "To go, or not to g", site="mlp"), tfcli.ablate(m, "To be, or not to b", answer="e"),
            tfcli.heads(m, "To be, or not to b"), tfcli.params("gpt2"),
-           tfcli.steer(m, "To be", toward="love", away="death", block=1, max_new_tokens=3, temperature=0)]
-assert all("<svg" in r._repr_html_() or "<table" in r._repr_html_() or "<div" in r._repr_html_() for r in results)
+           tfcli.steer(m, "To be", toward="love", away="death", block=1, max_new_tokens=3, temperature=0),
+           tfcli.explore_page(m, "To be")]
+assert all(any(tag in r._repr_html_() for tag in ("<svg", "<table", "<div", "<iframe")) for r in results)
 print(sorted(n for n in sys.modules if n.split(".")[0] in ("typer", "rich", "click") or n.startswith("tfcli.cli")))
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -13,7 +13,7 @@ import pytest
 
 MODULES = ["tfcli", "tfcli.api.model", "tfcli.api.cache", "tfcli.api.experiments", "tfcli.api.results", "tfcli.api.attention",
            "tfcli.api.features", "tfcli.api.params", "tfcli.api.weights",
-           "tfcli.api.training"]
+           "tfcli.api.training", "tfcli.api.page"]
 TEXT = ("First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. First Citizen: You are all "
         "resolved rather to die than to famish? All: Resolved. resolved. ") * 8  # fmt: skip
 

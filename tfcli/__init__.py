@@ -43,6 +43,7 @@ _PUBLIC = {
     "features": "tfcli.api.experiments",
     "params": "tfcli.api.experiments",
     "train_features": "tfcli.api.training",
+    "explore_page": "tfcli.api.page",
     "Features": "tfcli.api.experiments",
     # what the experiments return (tfcli/api/results.py, attention.py, features.py, params.py)
     "Lens": "tfcli.api.results",
@@ -56,6 +57,7 @@ _PUBLIC = {
     "FeatureCards": "tfcli.api.features",
     "Params": "tfcli.api.params",
     "Training": "tfcli.api.training",
+    "ExplorePage": "tfcli.api.page",
 }
 
 __all__ = sorted(_PUBLIC)
