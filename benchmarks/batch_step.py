@@ -28,9 +28,9 @@ import tfcli  # noqa: E402,F401  # before NumPy: it sets how long OpenBLAS's idl
 
 import numpy as np  # noqa: E402
 
-from tfcli.engine.fast.executor import FAST, Fast  # noqa: E402
+from tfcli.engine.fast.run.fast_executor import FAST, Fast  # noqa: E402
 from tfcli.engine.generate import Session  # noqa: E402
-from tfcli.engine.fast.executor import RowByRow
+from tfcli.engine.fast.run.fast_executor import RowByRow
 from tfcli.engine.slots import Slots  # noqa: E402
 from tfcli.engine.threads import set_blas_threads  # noqa: E402
 from tfcli.store import load  # noqa: E402

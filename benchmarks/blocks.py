@@ -22,8 +22,8 @@ import tfcli  # noqa: E402,F401  # before NumPy: it sets how long OpenBLAS's idl
 
 import numpy as np  # noqa: E402
 
-from tfcli.engine.fast.executor import Fast, on_kernels  # noqa: E402
-from tfcli.engine.fast.quantized import prepare  # noqa: E402
+from tfcli.engine.fast.run.fast_executor import Fast, on_kernels  # noqa: E402
+from tfcli.engine.fast.run.kernel_products import prepare  # noqa: E402
 from tfcli.engine.threads import set_blas_threads  # noqa: E402
 from tfcli.store import load  # noqa: E402
 

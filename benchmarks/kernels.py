@@ -24,7 +24,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from tfcli.engine import formats
-from tfcli.engine.fast import kernels
+from tfcli.engine.fast.load import kernels
 
 SMOLLM2 = {"q": (576, 576), "k": (192, 576), "v": (192, 576), "o": (576, 576), "gate": (1536, 576), "up": (1536, 576), "down": (576, 1536)}
 GEMMA_DOWN = (640, 2048)

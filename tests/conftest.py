@@ -196,7 +196,7 @@ def near_tie_at_first_difference(model, prompt, want: list[int], got: list[int])
 def decoded_alone(model, prompt, tokens, capacity: int = 32) -> list[np.ndarray]:
     """The sequence decoding alone, as tfcli generate does: the prompt in one pass, then one token
     per pass through its KVCache. Each token's next-token logits [V]."""
-    from tfcli.engine.fast.executor import FAST
+    from tfcli.engine.fast.run.fast_executor import FAST
 
     cache = model.new_cache(capacity)
     model.forward(prompt, cache, run=FAST)
@@ -287,7 +287,7 @@ def kernels(tmp_path_factory):
     module's own; the test is skipped where they cannot be compiled here."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TFCLI_HOME", str(tmp_path_factory.mktemp("tfcli-home")))
-        from tfcli.engine.fast import kernels
+        from tfcli.engine.fast.load import kernels
 
         try:
             kernels.load()

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from tfcli.engine.executor import PLAIN
-from tfcli.engine.fast.executor import Fast
+from tfcli.engine.fast.run.fast_executor import Fast
 import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near, decoded_alone, interrupt_call, one_line_error
@@ -46,7 +46,7 @@ def test_each_row_of_a_batched_step_equals_the_sequence_alone(lm, workers):
 def test_a_batch_of_samples_steps_each_row_as_alone_to_the_bit(lm, workers):
     """generate --samples's executor (fast.executor.RowByRow, BLAS on one thread with 2 workers): each
     row of a step equals, bit for bit, its sequence decoding one token at a time alone."""
-    from tfcli.engine.fast.executor import RowByRow
+    from tfcli.engine.fast.run.fast_executor import RowByRow
     from tfcli.engine.threads import new_helper
 
     model, rng = lm.model, np.random.default_rng(2)
@@ -120,7 +120,7 @@ def test_the_servers_stepping_is_the_samples_one_over_slots(lm):
     """engine/batch.py's Batch over Slots, as tfcli serve steps it: prompts of different lengths,
     budgets and seeds, one joining after two steps; each row's tokens are its generation's alone."""
     from tfcli.engine.batch import Batch, Row
-    from tfcli.engine.fast.executor import RowByRow
+    from tfcli.engine.fast.run.fast_executor import RowByRow
     from tfcli.engine.slots import Slots
 
     prompts = [lm.tokenizer.prompt(t) for t in ("The", "Once upon a time there", "A")]
@@ -250,7 +250,7 @@ def test_the_product_for_a_few_rows_equals_the_plain_one(t_len):
     the stored rows' columns (half of an MLP's hidden units, as Transformer.block takes them)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tfcli.engine.fast import ops as fast_ops
+    from tfcli.engine.fast.run import dense_ops as fast_ops
     from tfcli.engine.threads import ON_THIS_THREAD
 
     rng = np.random.default_rng(t_len)
@@ -269,7 +269,7 @@ def test_the_product_for_a_few_rows_equals_the_plain_one(t_len):
 def test_an_error_in_the_second_thread_reaches_the_caller():
     from concurrent.futures import ThreadPoolExecutor
 
-    from tfcli.engine.fast import ops as fast_ops
+    from tfcli.engine.fast.run import dense_ops as fast_ops
 
     class Failing(ThreadPoolExecutor):
         def submit(self, fn, *args):

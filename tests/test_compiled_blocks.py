@@ -20,10 +20,10 @@ from conftest import assert_f32_near, decoded_alone  # noqa: E402
 from test_convert_quantize import tiny_checkpoint  # noqa: E402
 from test_new_families import gemma3, llama3, phi3, qwen3  # noqa: E402
 from tfcli.engine import kvcache  # noqa: E402
-from tfcli.engine.fast import kernels  # noqa: E402
-from tfcli.engine.fast import executor  # noqa: E402
-from tfcli.engine.fast.executor import Fast, on_kernels  # noqa: E402
-from tfcli.engine.fast.quantized import running  # noqa: E402
+from tfcli.engine.fast.load import kernels  # noqa: E402
+from tfcli.engine.fast.run import fast_executor as executor  # noqa: E402
+from tfcli.engine.fast.run.fast_executor import Fast, on_kernels  # noqa: E402
+from tfcli.engine.fast.run.kernel_products import running  # noqa: E402
 from tfcli.engine.kvcache import BatchCache  # noqa: E402
 from tfcli.engine.slots import Slots  # noqa: E402
 from tfcli.store import load  # noqa: E402
@@ -92,7 +92,7 @@ def test_compiled_blocks_equal_the_blocks_step_by_step(model, calls, monkeypatch
 
 
 def test_a_prompt_of_more_rows_than_the_kernels_take_runs_step_by_step(model, calls):
-    from tfcli.engine.fast.quantized import FEW_ROWS
+    from tfcli.engine.fast.run.kernel_products import FEW_ROWS
 
     model.forward(np.arange(1, FEW_ROWS + 2), model.new_cache(FEW_ROWS + 2), run=Fast(2))
     assert calls == []

@@ -201,7 +201,7 @@ def test_prompt_pass_in_chunks_equals_one_pass(lm, monkeypatch):
 def test_blocked_attention_equals_one_block(monkeypatch):
     """Long prompt passes score queries in blocks; the result must equal a single block, and the
     assembled weights must keep rows summing to 1 and the future at exactly 0."""
-    from tfcli.engine.fast import ops as fast_ops
+    from tfcli.engine.fast.run import dense_ops as fast_ops
 
     rng = np.random.default_rng(0)
     q = rng.standard_normal((2, 3, 70, 16)).astype(np.float32)  # [Hkv, G, T, Dh]

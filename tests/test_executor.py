@@ -14,8 +14,8 @@ import pytest
 from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_close
 from tfcli.engine import executor
 from tfcli.engine.executor import PLAIN
-from tfcli.engine.fast.executor import Fast
-from tfcli.engine.fast import executor as fast_executor
+from tfcli.engine.fast.run.fast_executor import Fast
+from tfcli.engine.fast.run import fast_executor as fast_executor
 from tfcli.engine.kvcache import BatchCache
 from tfcli.store import load
 

@@ -33,7 +33,7 @@ def ref() -> dict:
 
 
 def logits_of(lm, ids, run=None) -> np.ndarray:
-    from tfcli.engine.fast.executor import FAST
+    from tfcli.engine.fast.run.fast_executor import FAST
 
     return lm.model.forward(np.array(ids), lm.model.new_cache(len(ids)), all_logits=True, run=run or FAST)  # [T, V]
 

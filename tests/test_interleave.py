@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tfcli.engine import formats
-from tfcli.engine.fast.interleave import GROUP, TYPES, interleave, restore
+from tfcli.engine.fast.run.interleave import GROUP, TYPES, interleave, restore
 
 gguf = pytest.importorskip("gguf")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tfcli.engine.fast import compiled, kernels
-from tfcli.engine.fast.compiled import KEEP, cpu_name, marker, ours, remove_stale
+from tfcli.engine.fast.load import compiled, kernels
+from tfcli.engine.fast.load.compiled import KEEP, cpu_name, marker, ours, remove_stale
 
 
 def _key_folder(parent: Path, key: str, *, cpu: str | None = None, age: int = 0, mark: str | None = None) -> Path:
@@ -158,7 +158,7 @@ def test_the_compiling_child_ends_with_the_process_that_started_it(tmp_path, how
     fake.chmod(0o755)
     parent_code = (
         f"import sys; from pathlib import Path; sys.executable = {str(fake)!r}\n"
-        f"from tfcli.engine.fast import kernels; kernels._build(Path({str(tmp_path / 'out')!r}))\n"
+        f"from tfcli.engine.fast.load import kernels; kernels._build(Path({str(tmp_path / 'out')!r}))\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", parent_code])
     try:

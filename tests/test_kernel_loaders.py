@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 
-from tfcli.engine.fast import elf
+from tfcli.engine.fast.load import elf
 
 TRIPLE = "x86_64-unknown-linux-gnu"
 
@@ -140,7 +140,7 @@ def test_the_llvm_loader_gives_the_elf_loaders_results(kernels, tmp_path, monkey
     want["attention"] = kernels.attention(q, keys, values)
     code = (
         "import sys, numpy as np\n"
-        "from tfcli.engine.fast import kernels\n"
+        "from tfcli.engine.fast.load import kernels\n"
         "kernels.load()\n"
         "assert all(type(e).__module__.startswith('llvmlite') for e in kernels._k['keep']), 'not llvmlite'\n"
         f"folder = {str(tmp_path)!r}\n"

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tfcli.engine import formats
-from tfcli.engine.fast import activations
+from tfcli.engine.fast.run import activations
 
 EPS = np.finfo(np.float32).eps
 C = 16  # the products may differ from the float64 reference by C float32 roundings of |x_q| @ |W|.T
@@ -187,7 +187,7 @@ def test_the_compiled_activation_quantizer_is_its_twin(kernels, t):
 
 
 def test_importing_the_kernels_does_not_import_numba():
-    code = "import sys, tfcli.engine.fast.kernels as k; k.will_compile(); assert 'numba' not in sys.modules, 'numba'"
+    code = "import sys, tfcli.engine.fast.load.kernels as k; k.will_compile(); assert 'numba' not in sys.modules, 'numba'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -197,7 +197,7 @@ def test_the_compiling_process_imports_this_tfcli_whatever_the_working_directory
     another version), whose code would then be loaded under this version's key. The real command
     line, its build code swapped for a report of where tfcli came from."""
     import tfcli
-    from tfcli.engine.fast import kernels
+    from tfcli.engine.fast.load import kernels
 
     (tmp_path / "tfcli").mkdir()
     (tmp_path / "tfcli" / "__init__.py").write_text("raise SystemExit('the tfcli of the working directory')\n")
@@ -206,7 +206,7 @@ def test_the_compiling_process_imports_this_tfcli_whatever_the_working_directory
 
     def run(argv, **kw):
         swap = "import tfcli; print(tfcli.__file__)"  # the build line, after the guard against orphans
-        argv = [a if "from tfcli.engine.fast.build import build" not in a else a[: a.index("from pathlib")] + swap for a in argv]
+        argv = [a if "from tfcli.engine.fast.source.build import build" not in a else a[: a.index("from pathlib")] + swap for a in argv]
         seen["r"] = real_run(argv, **kw)
         return seen["r"]
 
@@ -227,7 +227,7 @@ def test_a_process_that_multiplies_holds_no_compiler(kernels):
 # A product in a process of its own: 3 rows of x against 5 Q4_1 rows whose scales are 0, on 2 threads.
 ZERO_PRODUCT = (
     "import sys, numpy as np\n"
-    "from tfcli.engine.fast import kernels\n"
+    "from tfcli.engine.fast.load import kernels\n"
     "x, rows, out = np.ones((3, 64), np.float32), np.zeros((5, 40), np.uint8), np.empty((3, 5), np.float32)\n"
     "kernels.product(x, rows, 3, out, 0, 5, threads=2)\n"
     "assert (out == 0).all(), out\n"
@@ -246,7 +246,7 @@ def test_will_compile_is_honest(kernels, tmp_path, monkeypatch):
     assert (kernels.cache_dir() / "ready").exists() or not kernels.writable(kernels.cache_dir())
     monkeypatch.setenv("TFCLI_HOME", str(tmp_path))
     monkeypatch.delenv("TFCLI_KERNEL_CACHE", raising=False)  # the suite's shared cache (conftest.py): a fresh home has none
-    code = "import tfcli.engine.fast.kernels as k; print(k.will_compile())"
+    code = "import tfcli.engine.fast.load.kernels as k; print(k.will_compile())"
     fresh = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert fresh.stdout.strip() == "True"
 
@@ -289,7 +289,7 @@ def test_each_row_of_x_is_its_product_alone(kernels, t):
 )
 def test_commands_without_a_quantized_product_never_import_numba(args, tmp_path):
     """Nobody pays who does not use it: the JIT is imported when a quantized product first runs."""
-    code = f"import sys, runpy; sys.argv = ['tfcli', *{args!r}]\ntry:\n    runpy.run_module('tfcli', run_name='__main__')\nexcept SystemExit:\n    pass\nassert 'numba' not in sys.modules and 'tfcli.engine.fast.kernels' not in sys.modules, sorted(m for m in sys.modules if 'numba' in m or 'kernels' in m)"
+    code = f"import sys, runpy; sys.argv = ['tfcli', *{args!r}]\ntry:\n    runpy.run_module('tfcli', run_name='__main__')\nexcept SystemExit:\n    pass\nassert 'numba' not in sys.modules and 'tfcli.engine.fast.load.kernels' not in sys.modules, sorted(m for m in sys.modules if 'numba' in m or 'kernels' in m)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**__import__("os").environ, "TFCLI_HOME": str(tmp_path)})
     assert r.returncode == 0, r.stderr[-2000:]
 
@@ -313,7 +313,7 @@ def test_other_cpus_compute_the_same_bits(kernels, features, tmp_path):
             kernels.product(x[: len(out)], rows, t, out, 0, n)
     code = (
         "import json, sys, numpy as np\n"
-        "from tfcli.engine.fast import kernels\n"
+        "from tfcli.engine.fast.load import kernels\n"
         "kernels.load()\n"
         f"folder = {str(tmp_path)!r}\n"
         f"for t in {QUANTIZED!r}:\n"
@@ -367,7 +367,7 @@ def test_decode_attention_is_the_numpy_attention(kernels, shape):
     that are not (the keys' dot products without the 16-wide kernel): within a few float32 steps of
     the largest output, the same bits on one thread and on two, and each key/value head the same
     whatever the others; keys given as a contiguous [Hkv, Dh, S] array, the same numbers."""
-    from tfcli.engine.fast import ops
+    from tfcli.engine.fast.run import dense_ops as ops
 
     n_kv, group, head_dim, s_len = shape
     rng = np.random.default_rng(sum(shape))

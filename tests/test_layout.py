@@ -187,4 +187,4 @@ def test_numba_is_imported_only_by_the_kernel_sources():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             if any(n.split(".")[0] == "numba" for n in names):
                 found.add(_module(path))
-    assert found == {f"tfcli.engine.fast.{m}" for m in NUMBA_MODULES}, found
+    assert found == {f"tfcli.engine.fast.source.{m}" for m in NUMBA_MODULES}, found

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from tfcli.engine.executor import PLAIN
-from tfcli.engine.fast.executor import Fast  # noqa: E402
+from tfcli.engine.fast.run.fast_executor import Fast  # noqa: E402
 from tfcli.engine.inspect import Recorder  # noqa: E402
 from tfcli.store import load  # noqa: E402
 

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import EPS32, assert_f32_near
 from tfcli.engine import ops
-from tfcli.engine.fast import ops as fast_ops
+from tfcli.engine.fast.run import dense_ops as fast_ops
 
 
 @pytest.mark.parametrize("n_kv, group, t_len, start", [(2, 1, 5, 0), (3, 3, 7, 4), (1, 4, 1, 9), (2, 2, 300, 20)])

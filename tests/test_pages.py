@@ -6,7 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from tfcli.engine.fast import interleave, pages
+from tfcli.engine.fast.load import pages
+from tfcli.engine.fast.run import interleave
 
 
 def _flags(address: int) -> set[str]:

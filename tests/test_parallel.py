@@ -10,8 +10,8 @@ import pytest
 
 from tfcli.engine import threads
 from tfcli.store import load
-from tfcli.engine.fast import executor as model_module
-from tfcli.engine.fast.executor import Fast, split_prompt
+from tfcli.engine.fast.run import fast_executor as model_module
+from tfcli.engine.fast.run.fast_executor import Fast, split_prompt
 
 from conftest import DATA, assert_f32_near, reference
 from tfcli.engine.fast import FAST

@@ -88,7 +88,7 @@ def _waiting_code(seconds: float) -> str:
     """kernels_ready() with a compile that takes `seconds` (prepare replaced by one that calls its
     on_compile and sleeps): what the first quantized run shows while the kernels compile."""
     return (
-        "import time; from tfcli.engine.fast import quantized\n"
+        "import time; from tfcli.engine.fast.run import kernel_products as quantized\n"
         f"def prepare(on_compile=None):\n    on_compile(); time.sleep({seconds}); return None\n"
         "quantized.prepare = prepare\n"
         "from tfcli.cli.quantize import kernels_ready; kernels_ready()\n"

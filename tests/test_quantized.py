@@ -281,7 +281,7 @@ def test_quantize_flag(cli, mixed_gguf):
 def test_the_first_run_lines_fit_the_width(cli, mixed_gguf, monkeypatch):
     """-m FILE.gguf's first run says where the index went and that the kernels compile: prose,
     wrapped to the terminal's width like every view (a path whole on a line of its own)."""
-    import tfcli.engine.fast.quantized as fast_quantized
+    import tfcli.engine.fast.run.kernel_products as fast_quantized
     from test_width import too_wide
 
     monkeypatch.setattr(fast_quantized, "prepare", lambda on_compile=None: on_compile() if on_compile else None)  # as if nothing were compiled yet
@@ -300,7 +300,7 @@ def test_a_kernel_pass_on_two_workers_runs_blas_on_one_thread(monkeypatch, in_pl
     from threadpoolctl import threadpool_limits
 
     from tfcli.engine import threads
-    from tfcli.engine.fast.executor import Fast, on_kernels
+    from tfcli.engine.fast.run.fast_executor import Fast, on_kernels
 
     def blas_threads() -> int:  # of the BLAS libraries NumPy had loaded when tfcli first looked (numba may load SciPy's later)
         return max(c.num_threads for c in threads._blas_controller().lib_controllers if c.user_api == "blas")
@@ -323,7 +323,7 @@ def test_a_kernel_pass_on_two_workers_runs_blas_on_one_thread(monkeypatch, in_pl
 def test_quantizing_a_loaded_model_makes_it_hold_blocks():
     from conftest import TINY_LLAMA
 
-    from tfcli.engine.fast.executor import on_kernels
+    from tfcli.engine.fast.run.fast_executor import on_kernels
     from tfcli.engine.quantized import quantize_weights
 
     lm = load_folder(TINY_LLAMA)

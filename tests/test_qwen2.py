@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tfcli.engine.fast.executor import Fast  # noqa: E402
+from tfcli.engine.fast.run.fast_executor import Fast  # noqa: E402
 from tfcli.store import load  # noqa: E402
 
 from conftest import TINY_LLAMA, reference, assert_greedy_equals_transformers, torch_logits  # noqa: E402

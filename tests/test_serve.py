@@ -381,7 +381,7 @@ def test_short_prompts_that_come_together_share_one_pass_and_each_answers_as_alo
 def test_a_request_of_two_prompts_and_two_choices_shares_the_pass_as_they_run_apart(smol, monkeypatch):
     """A request of two prompts with two choices each, beside a request of one: the three prompts share
     one pass, and each choice's tokens are those it gets with every prompt run on its own."""
-    from tfcli.engine.fast.executor import Fast
+    from tfcli.engine.fast.run.fast_executor import Fast
     from tfcli.engine.sampling import SamplingParams
     from tfcli.serve import batcher as B
 

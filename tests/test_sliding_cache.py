@@ -18,7 +18,7 @@ from conftest import assert_f32_near  # noqa: E402
 from test_new_families import gemma3, phi3  # noqa: E402
 from tfcli.engine import kvcache  # noqa: E402
 from tfcli.engine.batch import BatchCache  # noqa: E402
-from tfcli.engine.fast.executor import Fast  # noqa: E402
+from tfcli.engine.fast.run.fast_executor import Fast  # noqa: E402
 from tfcli.engine.generate import Session  # noqa: E402
 from tfcli.store import load  # noqa: E402
 from tfcli.engine.fast import FAST  # noqa: E402
@@ -145,8 +145,8 @@ def test_a_few_row_pass_on_the_kernels_is_its_decode_steps_bit_for_bit(family, t
     attention as a decode step's call over the keys that row's window sees (in the compiled blocks,
     fast/blocks.py, or Fast.attention): each row's logits are those of the decode step at its
     position, bit for bit, here across the sliding window."""
-    from tfcli.engine.fast.executor import on_kernels
-    from tfcli.engine.fast.quantized import running
+    from tfcli.engine.fast.run.fast_executor import on_kernels
+    from tfcli.engine.fast.run.kernel_products import running
     from tfcli.engine.quantized import quantize_weights
 
     if running() is None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA, assert_f32_near, decoded_alone
-from tfcli.engine.fast.executor import Fast
+from tfcli.engine.fast.run.fast_executor import Fast
 from tfcli.engine.slots import Slots
 from tfcli.store import load
 from tfcli.engine.fast import FAST
@@ -62,7 +62,7 @@ def test_row_by_row_steps_are_the_sequence_alone_to_the_bit(lm, workers):
     decoding alone (one token per pass through a KVCache, as tfcli generate does). With 2
     workers, as the server runs its steps: half of each product's blocks on the helper thread,
     BLAS on one thread."""
-    from tfcli.engine.fast.executor import RowByRow
+    from tfcli.engine.fast.run.fast_executor import RowByRow
     from tfcli.engine.threads import new_helper
 
     run = RowByRow(workers, new_helper() if workers > 1 else None)
@@ -89,8 +89,8 @@ def test_a_model_on_the_kernels_is_the_sequence_alone_to_the_bit(workers, monkey
     on the compiled kernels (fast.executor.on_kernels; the tiny Llama is made to ask for them): the
     server's row-by-row steps still give each row exactly its sequence's logits alone, and those
     stay within float32 steps of the same model on NumPy's products and attention."""
-    from tfcli.engine.fast import executor, quantized
-    from tfcli.engine.fast.executor import RowByRow
+    from tfcli.engine.fast.run import fast_executor as executor, kernel_products as quantized
+    from tfcli.engine.fast.run.fast_executor import RowByRow
     from tfcli.engine.threads import new_helper
 
     if quantized.prepare() is not None or quantized.running() is None:

@@ -16,7 +16,7 @@ import pytest
 
 from tfcli.engine.executor import PLAIN
 from tfcli.engine.score import log_softmax
-from tfcli.engine.fast.executor import Fast
+from tfcli.engine.fast.run.fast_executor import Fast
 from tfcli.store import load
 from tfcli.engine.tokenizer import Tokenizer
 from tfcli.engine.gguffile import GGUFFile

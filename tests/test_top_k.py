@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tfcli.engine.fast.quantized import running
+from tfcli.engine.fast.run.kernel_products import running
 from tfcli.engine.sampling import top_k_ids
 
 
@@ -31,7 +31,7 @@ def rows_with_edges(rng) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("k", [1, 5, 40, 200, 1024])
 def test_each_rows_ids_are_top_k_ids(k):
-    from tfcli.engine.fast.top import top_k_rows
+    from tfcli.engine.fast.run.top import top_k_rows
 
     rows = rows_with_edges(np.random.default_rng(3))
     for same_length in ([r for r in rows if len(r) == len(rows[0])], *[[r] for r in rows if len(r) != len(rows[0])]):
@@ -46,7 +46,7 @@ def test_each_rows_ids_are_top_k_ids(k):
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_a_row_that_is_not_finite_gets_none_and_the_others_their_ids(bad):
-    from tfcli.engine.fast.top import top_k_rows
+    from tfcli.engine.fast.run.top import top_k_rows
 
     rng = np.random.default_rng(5)
     rows = [(rng.standard_normal(49_152) * 3).astype(np.float32) for _ in range(3)]

@@ -58,7 +58,7 @@ class Model(Weights):
 
     def __init__(self, loaded, fast: bool = True):
         from tfcli.engine.executor import PLAIN
-        from tfcli.engine.fast.executor import Fast
+        from tfcli.engine.fast import Fast
         from tfcli.engine.threads import auto_threads, available_cpus
 
         self._lm = loaded  # engine.loader.LoadedModel

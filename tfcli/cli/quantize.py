@@ -46,7 +46,7 @@ def apply(lm, kind: Kind | None):
 def kernels_ready() -> str | None:
     """Load the compiled kernels now, saying once on stderr when they have to be compiled (a first
     run); the one-line reason they cannot run (the NumPy path runs), or None."""
-    from tfcli.engine.fast.quantized import prepare
+    from tfcli.engine.fast import prepare
 
     from .console import note
     from .progress import Waiting

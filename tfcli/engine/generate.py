@@ -23,7 +23,7 @@ from .model import Transformer
 from .sampling import Choice, Sampler
 from .sites import Hooks
 from .slots import Prompts
-from .fast.executor import Fast
+from .fast.run.fast_executor import Fast
 from .tokenizer import TextStream, Tokenizer
 
 

@@ -132,7 +132,7 @@ _MAPS: weakref.WeakSet = weakref.WeakSet()  # the read-only file mappings GGUFFi
 
 def release(view: np.ndarray) -> None:
     """Drop the pages under `view` (raw()'s bytes, or a view of them) from this process's resident
-    memory, once the kernels hold a copy of them (fast/interleave.py). The file's pages stay in the
+    memory, once the kernels hold a copy of them (fast/run/interleave.py). The file's pages stay in the
     OS page cache; a later read of the view faults them back in, so this is always safe. Anything
     but a view of a GGUFFile's mapping is left alone (its memory would be lost, not dropped)."""
     root = view

@@ -143,7 +143,7 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, window: int
     (for grouped-query attention, repeat each key/value head for the query heads that share it).
     `window`: a query sees only itself and the window - 1 positions before it (Gemma's sliding
     layers); `softcap`: scores become softcap·tanh(scores / softcap) before the mask (Gemma 2).
-    Returns (out [H, T, Dh], weights [H, T, S]). fast/ops.py's `attention` computes the same thing
+    Returns (out [H, T, Dh], weights [H, T, S]). fast/run/dense_ops.py's `attention` computes the same thing
     faster; tests/test_ops.py checks that they agree.
     """
     t_len, s_len, head_dim = q.shape[1], k.shape[1], q.shape[2]

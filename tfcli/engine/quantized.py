@@ -11,7 +11,7 @@ no float32 copy, and stands in for the float32 matrix wherever a family keeps a 
 - `np.asarray(w)` dequantizes all of it (the few analyses that read a whole matrix);
 - the products themselves go through the executor (engine/executor.py): the textbook one
   dequantizes a tile of rows and multiplies (`tiles`), the fast one runs a compiled kernel on the
-  blocks (engine/fast/quantized.py).
+  blocks (engine/fast/run/kernel_products.py).
 
 A matrix may be stacked from parts of different block types (Llama's fused Q, K and V projections
 of a Q4_K_M file are Q4_K, Q4_K and Q6_K), each part with an optional order of its rows (llama.cpp

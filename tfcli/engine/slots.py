@@ -11,7 +11,7 @@ step computes what the sequence alone computes; only the matrix products see all
 A row joins the batch by running its prompt through its own cache (Session.prefill; the short
 prompts of requests that arrive together in one pass, `Prompts` below) and leaves it by no longer
 being listed (`keep`): nothing is copied when the company changes. The products of
-such a step run row by row (fast/executor.py, RowByRow), so that a row's numbers never depend on
+such a step run row by row (fast/run/fast_executor.py, RowByRow), so that a row's numbers never depend on
 its company.
 """
 

@@ -29,8 +29,8 @@ import numpy as np
 
 from tfcli.engine import batch
 from tfcli.engine.errors import TfcliError
-from tfcli.engine.fast.executor import FAST, Fast, RowByRow
-from tfcli.engine.fast.quantized import FEW_ROWS
+from tfcli.engine.fast import FAST, Fast, RowByRow
+from tfcli.engine.fast.run.kernel_products import FEW_ROWS
 from tfcli.engine.generate import Generation, Session, prefill_together
 from tfcli.engine.grammar import Grammar
 from tfcli.engine.kvcache import KVCache

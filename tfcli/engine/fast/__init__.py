@@ -1,18 +1,25 @@
 """The fast room: what the executor door (engine/executor.py) opens onto. A reader may skip it.
 
 Everything here computes what the textbook computes (engine/ops.py, engine/formats.py), faster, and
-each piece has a test that holds it equal to its twin: compiled products on quantized blocks
-(kernels.py, imported only when such a product first runs; their sources are jobs.py, llvm.py,
-llvm_q8.py, llvm_x8.py, attention_job.py and block_job.py, compiled by build.py, loaded by
-elf.py, run on pool.py's threads).
+each piece has a test that holds it equal to its twin. Three rooms, by kind:
+
+    run/       run-time Python: the fast executor (run/fast_executor.py), products and attention,
+               the compiled blocks' driver, prompt parts, activations, interleaved rows
+    source/    the kernels' sources, build-time: numba jobs and LLVM vector code, the thread pool's
+               IR, and build.py that compiles them in a process of its own (the only numba imports)
+    load/      where the compiled code lives (compiled.py), the ELF loader (elf.py), the caller of
+               the loaded kernels (load/kernels.py, imported only when a product first runs), pages
+    arguments.py   what each compiled job takes, read by both sides
 
 The callers that pick the fast executor (a Session, the CLI, the server) import it from here:
-`from tfcli.engine.fast import FAST, Fast, RowByRow, on_kernels`, looked up on first use.
+`from tfcli.engine.fast import FAST, Fast, RowByRow, on_kernels` (and `prepare`, which compiles or
+loads the kernels ahead of a first product), looked up on first use.
 """
 
 from __future__ import annotations
 
-_LAZY = {"FAST": "executor", "Fast": "executor", "RowByRow": "executor", "on_kernels": "executor"}
+_LAZY = {**{name: "run.fast_executor" for name in ("FAST", "Fast", "RowByRow", "on_kernels")},
+         "prepare": "run.kernel_products"}
 
 __all__ = sorted(_LAZY)
 

@@ -1,7 +1,7 @@
 """Compile the kernels (jobs.py, attention_job.py, block_job.py) and the pool (pool.py) to machine code for this CPU, once per
 machine, into object files that kernels.py loads without numba or LLVM (elf.py).
 
-    python -c "from pathlib import Path; from tfcli.engine.fast.build import build; build(Path(FOLDER))"
+    python -c "from pathlib import Path; from tfcli.engine.fast.source.build import build; build(Path(FOLDER))"
 
 Runs in a process of its own (kernels._build starts it; a failure's last line of stderr is the
 reason), so that the process that multiplies never imports numba: numba and LLVM cost about 130 MB
@@ -34,7 +34,7 @@ def build(folder: Path) -> None:
     from numba import types
 
     from . import attention_job, block_job, jobs, pool, top_job
-    from .compiled import marker
+    from ..load.compiled import marker
 
     binding, machine = _target_machine()
     for module in (jobs, attention_job, block_job, top_job):  # each module's helpers compiled in its own namespace, where its jobs find them

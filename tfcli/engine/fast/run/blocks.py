@@ -24,14 +24,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import ops as textbook
-from ..families.gemma3 import Gemma3
-from ..families.llama import Llama
-from ..kvcache import BatchCache, KVCache
-from ..slots import Prompts, Slots
-from ..quantized import Quantized
-from . import slots as S
-from .quantized import FEW_ROWS, plan_of
+from ... import ops as textbook
+from ...families.gemma3 import Gemma3
+from ...families.llama import Llama
+from ...kvcache import BatchCache, KVCache
+from ...slots import Prompts, Slots
+from ...quantized import Quantized
+from .. import arguments as S
+from .kernel_products import FEW_ROWS, plan_of
 
 
 @dataclass(frozen=True)

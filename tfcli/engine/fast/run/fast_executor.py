@@ -3,16 +3,16 @@
 What measurement justified, each in benchmarks/README.md:
 
 - a product of up to 256 rows with a stored [out, in] matrix as (w x^T)^T, which reads the stored
-  rows instead of repacking the matrix (fast/ops.py, linear);
+  rows instead of repacking the matrix (fast/run/dense_ops.py, linear);
 - a product of 2-16 rows (a batch step, a lookup check, a short prompt) in blocks small enough for
   OpenBLAS's small-matrix kernel, half of them on a helper thread (few_rows);
 - the MLP of such a pass split by hidden units, a share on each thread, one hand-off per MLP;
 - a long prompt cut into parts, each part on its own thread through all the blocks, waiting at
-  each block for the keys and values of the part before it (split_prompt, Parts, fast/parts.py);
-- quantized weights multiplied by compiled kernels on their blocks (fast/quantized.py); in the
+  each block for the keys and values of the part before it (split_prompt, Parts, fast/run/parts.py);
+- quantized weights multiplied by compiled kernels on their blocks (fast/run/kernel_products.py); in the
   passes of a model on the kernels (quantized, or KERNELS_FROM bytes of float32 weights or more:
   on_kernels), its float32 few-row products and its decode-step attention compiled as well, and
-  its blocks in one compiled call (fast/blocks.py);
+  its blocks in one compiled call (fast/run/blocks.py);
 - RowByRow, the batch-invariant executor a server's decode steps use: each row's products are the
   one-row products, on blocks of weights kept in cache for all rows (each_row).
 """
@@ -26,13 +26,13 @@ from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
-from .. import ops as textbook
-from ..config import ModelConfig
-from ..executor import Plain, Plan, check_pass
-from ..kvcache import KVCache
-from ..quantized import Quantized
-from ..threads import ON_THIS_THREAD, new_helper, single_threaded_blas
-from . import ops, quantized
+from ... import ops as textbook
+from ...config import ModelConfig
+from ...executor import Plain, Plan, check_pass
+from ...kvcache import KVCache
+from ...quantized import Quantized
+from ...threads import ON_THIS_THREAD, new_helper, single_threaded_blas
+from . import dense_ops as ops, kernel_products as quantized
 from .parts import PartCache, Relay
 
 
@@ -85,7 +85,7 @@ class Fast(Plain):
         return out, None
 
     def blocks(self, model, first: int, x: np.ndarray, cache, positions: np.ndarray) -> np.ndarray | None:
-        """A few rows of a model on the kernels through its blocks in one compiled call (fast/blocks.py), or None."""
+        """A few rows of a model on the kernels through its blocks in one compiled call (fast/run/blocks.py), or None."""
         if self.kernels is None:
             return None
         from . import blocks
@@ -94,7 +94,7 @@ class Fast(Plain):
 
     def rows_apart(self, model, rows: int) -> bool:
         """Whether a pass of `rows` rows of `model` (no hooks) gives each row the same bits whatever
-        the other rows are: on the compiled blocks (fast/blocks.py), so that the prompts of several
+        the other rows are: on the compiled blocks (fast/run/blocks.py), so that the prompts of several
         sequences may share one pass (generate.prefill_together)."""
         if not on_kernels(model):
             return False

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..formats import BLOCK_TYPES
-from . import pages
+from ...formats import BLOCK_TYPES
+from ..load import pages
 
 TYPES = (2, 3, 6, 7, 8)  # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 GROUP = 8  # weight rows per group

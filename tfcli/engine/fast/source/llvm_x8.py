@@ -23,8 +23,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..formats import BLOCK_TYPES
-from .interleave import TYPES
+from ...formats import BLOCK_TYPES
+from ..run.interleave import TYPES
 from .llvm import _FEATURES, _VNNI, F32, I8, I32, _at, _dot4, _fma, _intrinsic, _load, _plus, _prefetch, _scalar, _signed_dot4, _splat, _switch, _vec, intp
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import slots as S
-from .quantized import running
+from .. import arguments as S
+from .kernel_products import running
 
 CAP = 1024  # ids a row may have (its values that reach the bound): more, and sampling's own top_k_ids runs
 

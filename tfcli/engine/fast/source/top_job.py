@@ -1,5 +1,5 @@
 """The compiled candidates of a sampling step: sampling.top_k_ids of a batch's rows at once, a row a
-chunk on the pool's threads (fast/top.py calls it). A numba job, compiled by build.py with jobs.py's;
+chunk on the pool's threads (fast/run/top.py calls it). A numba job, compiled by build.py with jobs.py's;
 imported only in build.py's process: importing it imports numba.
 
 A row's values are only compared, float32 against float32, never summed into a result or rounded, so
@@ -16,7 +16,7 @@ import numpy as np
 from numba import carray
 
 from .jobs import _f32, _i64
-from .slots import TK_CAP, TK_COLS, TK_COLS_AT, TK_COUNT, TK_K, TK_OUT, TK_ROWS, TK_V, TK_VALS
+from ..arguments import TK_CAP, TK_COLS, TK_COLS_AT, TK_COUNT, TK_K, TK_OUT, TK_ROWS, TK_V, TK_VALS
 
 
 def top_k(a, c):

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..formats import BLOCK_TYPES
+from ...formats import BLOCK_TYPES
 from . import elf
-from . import slots as S
-from .activations import layout as x_layout
+from .. import arguments as S
+from ..run.activations import layout as x_layout
 from .compiled import cache_dir, key_taken, orphan_guard, ours, read_regular, remove_stale, writable
-from .interleave import TYPES, Interleaved, interleave
+from ..run.interleave import TYPES, Interleaved, interleave
 
 __all__ = ["KernelsUnavailable", "SUPPORTED", "attention", "cache_dir", "dequantize_rows", "layout", "load", "Parts", "product", "product_parts", "quantize_activations", "will_compile", "writable"]
 
@@ -167,10 +167,10 @@ def _build(folder: Path) -> None:
     It imports tfcli from this package's root: -P keeps the working directory off its path, where
     another tfcli (a checkout of another version, say) would come first and write its code under
     this version's key. The child ends when this process ends, however it ends (compiled.orphan_guard)."""
-    package_root = str(Path(__file__).resolve().parents[3])
+    package_root = str(Path(__file__).resolve().parents[4])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
     try:
-        code = orphan_guard() + f"from pathlib import Path; from tfcli.engine.fast.build import build; build(Path({str(folder)!r}))"
+        code = orphan_guard() + f"from pathlib import Path; from tfcli.engine.fast.source.build import build; build(Path({str(folder)!r}))"
         r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise KernelsUnavailable(f"the kernels did not compile ({type(e).__name__})") from e
@@ -187,7 +187,7 @@ class _Pool:
     """pool.py's fields in an int64 array, and the Python threads that each run tfcli_work for life."""
 
     def __init__(self) -> None:
-        from . import pool
+        from ..source import pool
 
         self._bytes = np.zeros(pool.SIZE // 8 + 8, np.int64)
         start = (-self._bytes.ctypes.data % 64) // 8  # fields a cache line apart from a line's start
@@ -263,7 +263,7 @@ def _rows_ok(rows: np.ndarray) -> np.ndarray:
 
 
 class _Args(threading.local):
-    """Each thread's argument array for the jobs (slots.py), reused from call to call."""
+    """Each thread's argument array for the jobs (arguments.py), reused from call to call."""
 
     def __init__(self) -> None:
         self.a = (ctypes.c_int64 * S.SLOTS)()
@@ -274,7 +274,7 @@ _args = _Args()
 
 
 def _slots(**named: int) -> list[int]:
-    """The jobs' argument `a` (slots.py), each slot given by its name there; the rest 0."""
+    """The jobs' argument `a` (arguments.py), each slot given by its name there; the rest 0."""
     a = [0] * S.SLOTS
     for name, value in named.items():
         a[_SLOT[name]] = value
@@ -368,7 +368,7 @@ class Parts:
     """Weight rows that one call multiplies: a list of (rows, type_id, col), each the n rows of a
     matrix as product() takes them (the 32-weight types interleaved here, unless given as an
     interleave.Interleaved) and the column of out its first row fills, all of one layout(). Their
-    table of addresses (slots.P_*) is made once: a matrix keeps its Parts (fast/quantized.py)."""
+    table of addresses (slots.P_*) is made once: a matrix keeps its Parts (fast/run/kernel_products.py)."""
 
     def __init__(self, parts: list[tuple[np.ndarray | Interleaved, int, int]]) -> None:
         types = {t for _, t, _ in parts}
@@ -391,7 +391,7 @@ class Parts:
     def buffers(self, T: int, K: int, chunks: int) -> tuple[np.ndarray, ...]:
         """What a call on x [T, K] writes besides out: W32 [chunks, K] float32 (each chunk's F16 or BF16
         weight row as float32), or x quantized: q [T*K] int8, d [T, K/block] float32, sums [T, K/group]
-        int32, xm [T, K/32] float32 (slots.py)."""
+        int32, xm [T, K/32] float32 (arguments.py)."""
         if self.kind == "floats":
             return (np.empty((chunks, K), np.float32),)
         return np.empty(T * K, np.int8), np.empty((T, K // self.block), np.float32), np.empty((T, K // self.group), np.int32), np.empty((T, K // 32), np.float32)
@@ -440,7 +440,7 @@ assert _ATTENTION == tuple(range(len(_ATTENTION))), "attention() fills the atten
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> np.ndarray:
-    """fast/ops._attention_block for a decode step, without weights, softcap or window, compiled
+    """fast/run/dense_ops._attention_block for a decode step, without weights, softcap or window, compiled
     (attention_job.attention): q [Hkv, G, 1, Dh] for the last of S positions, k [Hkv, Dh, S] and v [Hkv, S,
     Dh] as the caches give them (views of keys and values kept [Hkv, S, Dh]) -> out [Hkv, G, 1, Dh]."""
     if q.shape[2] != 1:

@@ -2,7 +2,7 @@
 machine by build.py (in a process of its own) into machine code that kernels.py loads. Imported
 only there: importing it imports numba.
 
-Each kernel is a job `(a, c)`: `a` an int64 array of addresses and sizes laid out as slots.py says,
+Each kernel is a job `(a, c)`: `a` an int64 array of addresses and sizes laid out as arguments.py says,
 `c` which chunk of the weight rows lo..hi-1 to compute (chunks are cut as _chunk says, so that a
 row's result never depends on how many chunks there are). The pool (pool.py) runs a job's chunks
 on its threads; `first`, when given, runs once before them on the caller's thread (quantizing x).
@@ -29,7 +29,7 @@ from numba import carray, types
 from numba.extending import intrinsic
 
 from . import llvm, llvm_q8, llvm_x8
-from .slots import (BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1,
+from ..arguments import (BF16, BLOCK, CHUNKS, F16, F32, GROUP, HI, KIND, LD, LO, MN, NPARTS, OUT, P_COL, P_KIND, P_N, P_RB, P_ROWS, PARTS, Q4_0, Q4_1,
                     Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, RB, ROWS, SC, W32, WD, WM, WQ, X, X8, XD, XM, XQ, XS, K, T)  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from numba import carray
 
 from .llvm_attention import ask, dots, tile_1, tile_4
 from .jobs import _exp, _f32, _float_bits, _i64, _quantize_rows
-from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KH, A_KS, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
+from ..arguments import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KH, A_KS, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
                     A_Q, A_QKV, A_QNORM, A_QZ, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_V, A_VH, A_VS, PREP, PREP_ONLY,
                     L_CALLS, LS, SLOTS)  # fmt: skip
 
@@ -20,7 +20,7 @@ ASK_AHEAD = 64  # positions whose values (and the next head's keys) a head asks 
 def attention(a, c):
     """softmax(q k^T / sqrt(Dh)) v for a decode step (T = 1), chunk c of the Hkv key/value heads: the
     scores of a head's G queries over its S keys, their exponentials, and the values they weight,
-    summed before dividing by the exponentials' sum, as fast/ops._attention_block does. The keys,
+    summed before dividing by the exponentials' sum, as fast/run/dense_ops._attention_block does. The keys,
     kept position by position, 16 at a time for each query (llvm_attention.dots); the values 64
     (then 16) columns at a time, read once for the G queries (or for each of A_SPLIT parts of them,
     so that more threads than heads share the work; llvm_attention.tile_*). Each query's numbers

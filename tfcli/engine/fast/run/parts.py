@@ -1,4 +1,4 @@
-"""A prompt pass cut into parts, one per thread (fast/executor.py, Parts): the cache as
+"""A prompt pass cut into parts, one per thread (fast/run/fast_executor.py, Parts): the cache as
 each part sees it, and the relay that makes each part wait, at every layer, for the keys and values
 of the part before it."""
 
@@ -8,8 +8,8 @@ import threading
 
 import numpy as np
 
-from ..errors import ResourceError
-from ..kvcache import KVCache
+from ...errors import ResourceError
+from ...kvcache import KVCache
 
 
 class PartCache(KVCache):

@@ -27,8 +27,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..gguffile import release
-from ..quantized import Part, Quantized, textbook_product
+from ...gguffile import release
+from ...quantized import Part, Quantized, textbook_product
 from . import interleave
 
 FEW_ROWS = 48  # up to this many rows of x, the integer kernels; more, dequantized tiles and BLAS (one thread, AMD EPYC:
@@ -52,7 +52,7 @@ def prepare(on_compile: Callable[[], None] | None = None) -> str | None:
         if "kernels" in _state or "why" in _state:
             return _state.get("why")  # type: ignore[return-value]
         try:
-            from . import kernels
+            from ..load import kernels
         except ImportError as e:
             _state["why"] = f"compiled kernels unavailable ({e}): quantized products run in NumPy, several times slower"
             return _state["why"]  # type: ignore[return-value]
@@ -108,7 +108,7 @@ def _kept(w, make: Callable[[], object]):
 def plan_of(k, w) -> tuple[list, np.ndarray | None]:
     """The calls that multiply w and the order of its columns (_plan), made once and kept as long as
     w: a Quantized matrix's, or a float32 [in, out] view's stored rows [N, K] as one call. The
-    per-product path (product, dense_product) and the compiled blocks (fast/blocks.py) share them."""
+    per-product path (product, dense_product) and the compiled blocks (fast/run/blocks.py) share them."""
     if isinstance(w, Quantized):
         return _kept(w, lambda: _plan(k, w))
     return _kept(w, lambda: ([k.Parts([(w.T, 0, 0)])], None))

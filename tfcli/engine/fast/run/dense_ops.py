@@ -9,8 +9,8 @@ from concurrent.futures import Executor
 
 import numpy as np
 
-from ..ops import softmax  # noqa: F401  (the textbook's, for readers comparing the two attentions)
-from ..threads import ON_THIS_THREAD
+from ...ops import softmax  # noqa: F401  (the textbook's, for readers comparing the two attentions)
+from ...threads import ON_THIS_THREAD
 
 
 FEW_ROWS = 16  # products of up to this many rows go through few_rows()

@@ -46,14 +46,15 @@ def cpu_features() -> frozenset[str]:
 
 
 def cache_dir() -> Path:
-    """<home>/kernels/<key>: one folder per version of the kernels' sources (jobs.py, block_job.py, llvm.py,
-    llvm_x8.py, llvm_attention.py, top_job.py, pool.py, build.py, slots.py), of numba and llvmlite, and CPU, so that a folder holding the `ready` marker
+    """<home>/kernels/<key>: one folder per version of the kernels' sources (every file of fast/source/,
+    and fast/arguments.py), of numba and llvmlite, and CPU, so that a folder holding the `ready` marker
     holds machine code for these sources on this machine."""
     from importlib.metadata import PackageNotFoundError, version
 
+    fast = Path(__file__).resolve().parents[1]
     key = hashlib.sha256()
-    for name in ("jobs.py", "attention_job.py", "block_job.py", "llvm.py", "llvm_q8.py", "llvm_x8.py", "llvm_attention.py", "top_job.py", "pool.py", "build.py", "slots.py"):
-        key.update(Path(__file__).with_name(name).read_bytes())  # their bytes: a fresh checkout of the same sources finds its kernels
+    for path in [*sorted((fast / "source").glob("*.py")), fast / "arguments.py"]:
+        key.update(path.read_bytes())  # their bytes: a fresh checkout of the same sources finds its kernels
     for package in ("numba", "llvmlite"):
         try:
             key.update(version(package).encode())
@@ -95,8 +96,8 @@ def marker() -> str:
 def read_regular(path: Path, limit: int) -> bytes:
     """files.read_small for the cache's own files (a link refused too: tfcli writes none there); an
     OSError when `path` is not a regular file of at most `limit` bytes. Never blocks on a FIFO."""
-    from ..errors import TfcliError
-    from ..files import read_small
+    from ...errors import TfcliError
+    from ...files import read_small
 
     try:
         return read_small(path, limit, follow=False)

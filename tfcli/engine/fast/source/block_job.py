@@ -1,4 +1,4 @@
-"""The compiled decode blocks' source (fast/blocks.py runs it): numba jobs, compiled by build.py with
+"""The compiled decode blocks' source (fast/run/blocks.py runs it): numba jobs, compiled by build.py with
 jobs.py's, that take T rows through a model's blocks from the caller's thread, handing each
 product, each row's attention and each row's steps between two products to the pool (the jobs of
 jobs.py, attention_job.py and block_rows here). Imported only in build.py's process: importing it
@@ -12,7 +12,7 @@ from numba import carray
 from . import llvm
 from .attention_job import _quantized_for, _rms_row
 from .jobs import _exp, _f32, _float_bits, _i64
-from .slots import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KH, A_KS, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
+from ..arguments import (A_BQKV, A_CHUNKS, A_COL, A_COS, A_COUNT, A_DH, A_EPS, A_HALF, A_HKV, A_K, A_KH, A_KS, A_KNORM, A_NHEAD, A_ORDER, A_OUT, A_PREP,
                     A_Q, A_QKV, A_QNORM, A_QZ, A_QSCALE, A_ROWS, A_S, A_SCRATCH, A_SHARE, A_SIN, A_SPLIT, A_TABLE, A_TAKE, A_THREADS_FROM, A_V, A_VH, A_VS, B_ACT,
                     B_ASLOTS, B_ATTENTION, B_COS, B_COS2, B_D, B_DH, B_EPS, B_F, B_FROM, B_GU, B_H, B_HB, B_HKV, B_L, B_LAYER, B_LAYERS, B_MO, B_O,
                     B_POOL, B_QKV, B_QM, B_QSCALE, B_R2, B_ROWJOB, B_ROWS, B_RUN, B_SCRATCH, B_SELF, B_SHARED, B_SIN, B_SIN2, B_STAGE, B_T,

@@ -28,8 +28,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..formats import BLOCK_TYPES
-from .compiled import cpu_features
+from ...formats import BLOCK_TYPES
+from ..load.compiled import cpu_features
 
 I8, I16, I32, F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
 intp = types.intp
