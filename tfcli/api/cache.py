@@ -32,11 +32,15 @@ class ActivationCache(Mapping):
     The arrays are the pass's own (no copies): change a copy, not them.
     """
 
-    def __init__(self, values: dict[Key, np.ndarray], n_blocks: int, final_norm, last: np.ndarray | None, tokens: np.ndarray):
+    def __init__(
+        self, values: dict[Key, np.ndarray], n_blocks: int, final_norm, last: np.ndarray | None, tokens: np.ndarray
+    ):
         self._values = values
         self._n_blocks = n_blocks
         self._final_norm = final_norm  # [.., D] -> [.., D], the model's
-        self._last = last  # [T, D] the residual stream after the last block (for ln_final), kept even when not asked for
+        self._last = (
+            last  # [T, D] the residual stream after the last block (for ln_final), kept even when not asked for
+        )
         self.tokens = tokens  # [T] the ids the pass ran
 
     def __getitem__(self, key) -> np.ndarray:
@@ -48,8 +52,10 @@ class ActivationCache(Mapping):
         try:
             return self._values[k]
         except KeyError:
-            raise UsageError(f"{alias(k)} ({k[0]}{'' if k[1] is None else f', {k[1]}'}) was not kept by this run",
-                             "run_with_cache(names=None) keeps every site") from None  # fmt: skip
+            raise UsageError(
+                f"{alias(k)} ({k[0]}{'' if k[1] is None else f', {k[1]}'}) was not kept by this run",
+                "run_with_cache(names=None) keeps every site",
+            ) from None
 
     def __contains__(self, key) -> bool:
         try:
@@ -112,8 +118,10 @@ class ActivationCache(Mapping):
     def __repr__(self) -> str:
         blocks = sorted({b for _, b in self._values if b is not None})
         sites = sorted({s for s, _ in self._values}, key=lambda s: (s != "embed", s))
-        return (f"ActivationCache({len(self.tokens)} tokens, {len(self)} arrays: {', '.join(sites)}; "
-                f"blocks {_ranges(blocks)}; {self.nbytes / 1e6:,.1f} MB)")  # fmt: skip
+        return (
+            f"ActivationCache({len(self.tokens)} tokens, {len(self)} arrays: {', '.join(sites)}; "
+            f"blocks {_ranges(blocks)}; {self.nbytes / 1e6:,.1f} MB)"
+        )
 
     __str__ = __repr__
 
@@ -141,7 +149,11 @@ class Gathered:
             whole = self.values.get(key)
             if whole is None:
                 t, s = self.t_len, self.start + self.t_len
-                whole = self.values[key] = np.zeros((value.shape[0], t, s), np.float32) if attn else np.empty((t, *value.shape[1:]), np.float32)
+                whole = self.values[key] = (
+                    np.zeros((value.shape[0], t, s), np.float32)
+                    if attn
+                    else np.empty((t, *value.shape[1:]), np.float32)
+                )
         if attn:
             whole[:, first : first + rows, : value.shape[2]] = value  # [H, rows, S of this part]
         else:

@@ -35,17 +35,22 @@ class ExplorePage(Result):
 
     def text(self) -> str:
         size = len(self.html.encode("utf-8"))
-        return (f"{self.model} · explore page · {self.tokens} tokens · {size / 1e3:,.0f} kB of HTML\n"
-                "shown inline in Jupyter; .save('page.html') writes it to open in a browser")  # fmt: skip
+        return (
+            f"{self.model} · explore page · {self.tokens} tokens · {size / 1e3:,.0f} kB of HTML\n"
+            "shown inline in Jupyter; .save('page.html') writes it to open in a browser"
+        )
 
     def to_dict(self) -> dict:
         raise UsageError("an explore page saves as .html", "save('page.html')")
 
     def _repr_html_(self) -> str:
-        # srcdoc: the page inline, escaped as an attribute; the frame keeps its script and styles apart from the notebook's
-        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" title="{html.escape(self.model)} explore page" '
-                f'style="width:100%;height:{int(self.height)}px;border:1px solid #ddd" '
-                'sandbox="allow-scripts allow-downloads"></iframe>')  # fmt: skip
+        # srcdoc: the page inline, escaped as an attribute; the frame keeps its script and styles apart from the
+        # notebook's
+        return (
+            f'<iframe srcdoc="{html.escape(self.html, quote=True)}" title="{html.escape(self.model)} explore page" '
+            f'style="width:100%;height:{int(self.height)}px;border:1px solid #ddd" '
+            'sandbox="allow-scripts allow-downloads"></iframe>'
+        )
 
     def save(self, path: str | Path) -> Path:
         """Write the page to `path` (.html). Returns the path."""

@@ -39,7 +39,13 @@ def grid_text(rows: list[str], cols: list[str], values: np.ndarray, fmt: str = "
     shown = list(range(len(cols)))[-fit:]
     lines = [" " * lead + "".join(clip(cols[j], cell - 1).rjust(cell) for j in shown)]
     for i, r in enumerate(rows):
-        lines.append(r.rjust(lead - 1) + " " + "".join(fmt.format(values[i, j]).rjust(cell) if np.isfinite(values[i, j]) else "·".rjust(cell) for j in shown))
+        lines.append(
+            r.rjust(lead - 1)
+            + " "
+            + "".join(
+                fmt.format(values[i, j]).rjust(cell) if np.isfinite(values[i, j]) else "·".rjust(cell) for j in shown
+            )
+        )
     if len(shown) < len(cols):
         lines.append(f"(the last {len(shown)} of {len(cols)} columns; .save('x.json') or the picture for all)")
     return "\n".join(lines)
@@ -67,7 +73,11 @@ class Result:
         import textwrap
 
         lines = self.text().splitlines()
-        return "\n".join(part for line in lines for part in ([line] if len(line) <= WIDTH else textwrap.wrap(line, WIDTH, subsequent_indent="  ")))
+        return "\n".join(
+            part
+            for line in lines
+            for part in ([line] if len(line) <= WIDTH else textwrap.wrap(line, WIDTH, subsequent_indent="  "))
+        )
 
     __repr__ = __str__
 
@@ -84,7 +94,7 @@ class Result:
         body = self._html_body()
         if body is None:
             body = f'<div style="overflow:auto">{self.svg()}</div>'
-        return f'{body}<details><summary>text</summary><pre>{html.escape(str(self))}</pre></details>'
+        return f"{body}<details><summary>text</summary><pre>{html.escape(str(self))}</pre></details>"
 
     def save(self, path: str | Path) -> Path:
         """Write the result to `path`: .png (needs Pillow), .svg or .json (the command's --json).
@@ -115,7 +125,9 @@ class Result:
         return path
 
 
-def signed_drawing(heading: str, title: str, values: np.ndarray, rows: list[str], cols: list[str], top: float, log: bool = False):
+def signed_drawing(
+    heading: str, title: str, values: np.ndarray, rows: list[str], cols: list[str], top: float, log: bool = False
+):
     """A signed grid (patching, ablation) as the commands' --png/--svg draw it."""
     from tfcli.draw import images
     from tfcli.draw.scales import shade
@@ -124,6 +136,6 @@ def signed_drawing(heading: str, title: str, values: np.ndarray, rows: list[str]
     panel = images.Panel(title, shade(values, top, log), np.ones(values.shape, dtype=bool), rows, cols)
     images.check_size([[panel]], False, True)
     fonts = images.fonts_or_none()
-    return images.layout([[panel]], heading, measure=fonts.measure if fonts else images.estimate, signed=images.picture_scale(top, log))
-
-
+    return images.layout(
+        [[panel]], heading, measure=fonts.measure if fonts else images.estimate, signed=images.picture_scale(top, log)
+    )

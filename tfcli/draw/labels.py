@@ -42,7 +42,9 @@ def token_labels(tokenizer, ids: list[int]) -> list[str]:
 def _part_labels(tokenizer, group: list[int], text: str) -> list[str]:
     """Labels for tokens that only together spell `text`: each names the character it starts in
     (and any it completes), numbered when that character spans several tokens."""
-    done = [len(tokenizer.decode(group[: k + 1]).rstrip("\ufffd")) for k in range(len(group))]  # whole characters so far
+    done = [
+        len(tokenizer.decode(group[: k + 1]).rstrip("\ufffd")) for k in range(len(group))
+    ]  # whole characters so far
     first = [0] + done[:-1]  # the character each token starts in
     labels = []
     for k, a in enumerate(first):
