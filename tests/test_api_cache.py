@@ -142,6 +142,7 @@ def test_a_prompt_in_parts_on_threads_keeps_the_same_cache(monkeypatch):
     for key in whole:
         assert cache[key].shape == whole[key].shape, key
         assert_f32_near(cache[key], whole[key], 32)  # the same sums, each part's products in their own blocks
+    assert cache.nbytes == whole.nbytes  # every site read, so put together: each array once
     for b in range(model.n_blocks):
         np.testing.assert_array_equal(np.triu(cache["attn", b], 1), 0)  # no part saw its future
     assert_f32_near(logits, whole_logits, 32)
