@@ -48,9 +48,9 @@ def test_the_listing_says_source_licence_size_and_presence(cli):
     assert "no file to download" in r.stdout  # the Tang poems: said plainly
     doc = json.loads(cli("data", "--json").stdout)
     names = {c["name"]: c for c in doc["corpora"]}
-    assert set(names) == {"shakespeare", "tang", "tang-simplified"} and not any(c["present"] for c in names.values())
-    assert names["shakespeare"]["url"].startswith("https://") and names["tang-simplified"]["url"] is None
-    assert "OpenCC" in names["tang-simplified"]["derived"]
+    assert set(names) == {"shakespeare", "tang-traditional", "tang"} and not any(c["present"] for c in names.values())
+    assert names["shakespeare"]["url"].startswith("https://") and names["tang"]["url"] is None
+    assert "OpenCC" in names["tang"]["derived"]
 
 
 def test_path_before_a_pull_says_how_to_pull(cli):
@@ -87,11 +87,11 @@ def test_a_mirror_with_other_bytes_is_refused_and_leaves_nothing(cli, serve, mon
 @needs_corpora
 def test_a_corpus_with_no_public_file_takes_a_local_copy(cli, monkeypatch):
     monkeypatch.delenv("TFCLI_DATA_URL", raising=False)
-    one_line_error(cli("data", "pull", "tang-simplified"), 1, "has no public download", "OpenCC", "--from FILE")
-    r = cli("data", "pull", "tang-simplified", "--from", SHARED / "tang_poems_simplified.txt")
+    one_line_error(cli("data", "pull", "tang"), 1, "has no public download", "OpenCC", "--from FILE")
+    r = cli("data", "pull", "tang", "--from", SHARED / "tang_poems_simplified.txt")
     assert r.exit_code == 0, r.stderr
-    assert Path(cli("data", "path", "tang-simplified").stdout.strip()).stat().st_size == 12_664_857
-    one_line_error(cli("data", "pull", "tang", "--from", SHARED / "tinyshakespeare.txt"), 1, "is not the tang_poems.txt")
+    assert Path(cli("data", "path", "tang").stdout.strip()).stat().st_size == 12_664_857
+    one_line_error(cli("data", "pull", "tang-traditional", "--from", SHARED / "tinyshakespeare.txt"), 1, "is not the tang_poems.txt")
 
 
 def test_the_recipes_read_their_corpus_through_tfcli_data():

@@ -560,7 +560,7 @@ def test_cli_convert_writes_the_folder(cli, mixed_gguf, tmp_path):
     r = cli("convert", mixed_gguf, out)
     assert r.exit_code == 0, r.stderr
     assert r.stdout.strip() == str(out)
-    assert f"{TINY_PARAMS:,} parameters" in r.stderr and "dequantizing" in r.stderr
+    assert f"{TINY_PARAMS:,} parameters" in r.stderr and "dequantizing" not in r.stderr  # no progress bars in a pipe
     assert sorted(p.name for p in out.iterdir()) == [
         "chat_template.jinja", "config.json", "generation_config.json", "model.safetensors",
         "tfcli-manifest.json", "tokenizer.json", "tokenizer_config.json",

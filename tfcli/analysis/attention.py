@@ -2,8 +2,8 @@
 
 Pure NumPy, no I/O. The real attention weights come from the engine's forward pass, which records
 them when asked (`attention_weights` below, through engine.inspect.Recorder); the rest of this module
-builds masks, applies softmax the way the engine does (ops.softmax), and measures patterns. Axes (STYLE.md): T query tokens, S key
-positions; for a whole text run from an empty cache S = T.
+builds masks, applies softmax the way the engine does (ops.softmax), and measures patterns.
+Axes (STYLE.md): T query tokens, S key positions; for a whole text run from an empty cache S = T.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ class HeadSplit:
     """
 
     name: str  # the model, for the title
-    config: ModelConfig  # an engine.config.ModelConfig: a config.json, or a preset of `tfcli params` (no weights needed)
+    # an engine.config.ModelConfig: a config.json, or a preset of `tfcli params` (no weights needed)
+    config: ModelConfig
 
     def kv_head_of(self, h: int) -> int:
         """The key/value head that query head h reads: h // G (transformers' repeat_kv, engine/model.py)."""
@@ -76,7 +77,8 @@ class HeadSplit:
     def weights_per_layer(self) -> dict[str, int]:
         """Parameters of the four matrices of one layer (no biases): W_Q, W_K, W_V, W_O."""
         c = self.config
-        return {"W_Q": c.d_model * c.d_attn, "W_K": c.d_model * c.d_kv, "W_V": c.d_model * c.d_kv, "W_O": c.d_attn * c.d_model}
+        return {"W_Q": c.d_model * c.d_attn, "W_K": c.d_model * c.d_kv, "W_V": c.d_model * c.d_kv,
+                "W_O": c.d_attn * c.d_model}
 
 
 # --- masks ------------------------------------------------------------------------------------
@@ -140,7 +142,8 @@ class Pattern:
 
     def describe_zh(self) -> str:
         if self.kind == "sliding":
-            before = {1: "只看它自己", 2: "看它自己和它前面的一个词元"}.get(self.width, f"看它自己和它前面的 {self.width - 1} 个词元")
+            before = {1: "只看它自己", 2: "看它自己和它前面的一个词元"}.get(
+                self.width, f"看它自己和它前面的 {self.width - 1} 个词元")
             return f"每个词元{before}，从不看未来"
         if self.kind == "banded":
             return f"词元被切成每块 {self.width} 个；每个词元看它自己和它所在块中更早的词元"
@@ -148,10 +151,12 @@ class Pattern:
 
     def describe(self) -> str:
         if self.kind == "sliding":
-            before = {1: "only itself", 2: "itself and the token before it"}.get(self.width, f"itself and the {self.width - 1} tokens before it")
+            before = {1: "only itself", 2: "itself and the token before it"}.get(
+                self.width, f"itself and the {self.width - 1} tokens before it")
             return f"each token sees {before}, never the future"
         if self.kind == "banded":
-            return f"tokens are cut into blocks of {self.width}; each sees itself and the earlier tokens of its own block"
+            return (f"tokens are cut into blocks of {self.width}; "
+                    "each sees itself and the earlier tokens of its own block")
         return "each token sees itself and every token before it, never the future"
 
 
@@ -247,7 +252,8 @@ def worked_example() -> WorkedExample:
         ],
         dtype=np.float32,
     )
-    return WorkedExample(["the", "cat", "sat", "on", "the", "mat"], scores, values, ["animal", "action", "place"], row=2)
+    return WorkedExample(["the", "cat", "sat", "on", "the", "mat"], scores, values,
+                         ["animal", "action", "place"], row=2)
 
 
 # --- summaries --------------------------------------------------------------------------------
@@ -277,7 +283,8 @@ class HeadSummary:
     @property
     def kind(self) -> str:
         """A rough name for the pattern: where at least half the weight goes, else how spread it is."""
-        for name, value in (("first token", self.to_first), ("previous token", self.to_previous), ("itself", self.to_self)):
+        for name, value in (("first token", self.to_first), ("previous token", self.to_previous),
+                            ("itself", self.to_self)):
             if value >= 0.5:
                 return name
         if math.isnan(self.to_first):
@@ -304,7 +311,8 @@ def summarize(weights: np.ndarray, layer: int, head: int) -> HeadSummary:
     with np.errstate(divide="ignore", invalid="ignore"):
         bits = -np.where(weights > 0, weights * np.log2(weights), 0.0).sum(axis=1)  # [T]
     uniform = float(np.log2(np.arange(1, t_len + 1)).mean())
-    return HeadSummary(layer, head, top, float(received[top] / len(looking)), first, previous, itself, float(bits.mean()), uniform)
+    return HeadSummary(layer, head, top, float(received[top] / len(looking)), first, previous, itself,
+                       float(bits.mean()), uniform)
 
 
 # --- fitting a pattern into fewer cells -------------------------------------------------------

@@ -88,7 +88,8 @@ class _Seen(Plain):
     q [Hkv, G, T, Dh], keys [Hkv, Dh, S] (the cache's transposed view), values [Hkv, S, Dh]."""
 
     def attention(self, q, k, v, start, weights, window=None, softcap=None):
-        self.q, self.k, self.v, self.window, self.softcap = q.copy(), k.transpose(0, 2, 1).copy(), v.copy(), window, softcap
+        self.q, self.k, self.v = q.copy(), k.transpose(0, 2, 1).copy(), v.copy()
+        self.window, self.softcap = window, softcap
         return super().attention(q, k, v, start, weights, window, softcap)
 
 
@@ -129,6 +130,7 @@ def attention_steps(model, ids: list[int], block: int, head: int) -> AttentionSt
     output = Plain().linear(alone, w_o)  # [T, H*Dh] @ [H*Dh, D] -> [T, D]
     return AttentionSteps(
         block, head, kv, list(range(kv * g, (kv + 1) * g)), q_unrotated is not None, seen.window, seen.softcap,
-        x=model.attn_norm(x_in, layer), q=q, k=k, v=v, q_unrotated=q_unrotated, scores=scores, scale=float(1 / np.sqrt(dh)),
+        x=model.attn_norm(x_in, layer), q=q, k=k, v=v, q_unrotated=q_unrotated, scores=scores,
+        scale=float(1 / np.sqrt(dh)),
         scaled=scaled, allowed=allowed, weights=weights, context=context, output=output,
     )  # fmt: skip

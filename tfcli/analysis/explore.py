@@ -52,7 +52,8 @@ class Exploration:
     next_lse: np.ndarray  # [T] float32, log(sum(exp(logits))) over the whole vocabulary
 
 
-def explore(model, ids: list[int], lens_top: int = LENS_TOP, next_top: int = NEXT_TOP, hooks=None, run=None) -> Exploration:
+def explore(model, ids: list[int], lens_top: int = LENS_TOP, next_top: int = NEXT_TOP, hooks=None,
+            run=None) -> Exploration:
     """Run `ids` once through `model` (a tfcli Transformer) from an empty cache and keep what the page
     needs. `hooks`: an experiment's (steering), which change the pass before the recorder sees it;
     `run`: the executor of its products (None: the textbook, engine/executor.py)."""
@@ -63,7 +64,8 @@ def explore(model, ids: list[int], lens_top: int = LENS_TOP, next_top: int = NEX
     cfg = model.config
     tokens = np.asarray(ids)
     rec = Recorder(attention=True, residual=True)
-    logits = model.forward(tokens, model.new_cache(len(ids)), all_logits=True, hooks=hooks.merge(rec) if hooks else rec, run=run)  # [T, V]
+    logits = model.forward(tokens, model.new_cache(len(ids)), all_logits=True,
+                           hooks=hooks.merge(rec) if hooks else rec, run=run)  # [T, V]
     attn = np.stack([rec.attn[i] for i in range(cfg.n_layer)]).astype(np.float32)  # [L, H, T, T]
 
     stream = [rec.embedded] + [rec.post[i] for i in range(cfg.n_layer)]  # [L+1] x [T, D]

@@ -40,13 +40,16 @@ def check_text(path: Path) -> int:
         size = os.fstat(f.fileno()).st_size
         head = f.read(PIECE)
     if not head.strip():
-        raise TrainError(f"{path} is empty" if not head else f"{path} holds only white space", "give a file with some text")
+        raise TrainError(f"{path} is empty" if not head else f"{path} holds only white space",
+                         "give a file with some text")
     try:
         if b"\x00" in head:
             raise UnicodeDecodeError("utf-8", head, head.index(b"\x00"), head.index(b"\x00") + 1, "NUL")
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < PIECE)  # a character cut at the end is fine
+        # a character cut at the end is fine
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < PIECE)
     except UnicodeDecodeError as e:
-        raise TrainError(f"{path} is not a UTF-8 text file (byte {head[e.start]:#04x} at offset {e.start:,})", "convert it to UTF-8 first") from None
+        raise TrainError(f"{path} is not a UTF-8 text file (byte {head[e.start]:#04x} at offset {e.start:,})",
+                         "convert it to UTF-8 first") from None
     return size
 
 
@@ -123,7 +126,8 @@ def array_source(path: Path, val_fraction: float, limit: int) -> Source:
         for a in range(0, cut, chunk):
             block = np.asarray(x[a : min(cut, a + chunk)], dtype=np.float32)  # [rows, D]
             if not np.isfinite(block).all():
-                raise UsageError(f"{path} holds NaN or infinite values (rows {a:,} to {min(cut, a + chunk):,})", "give finite vectors")
+                raise UsageError(f"{path} holds NaN or infinite values (rows {a:,} to {min(cut, a + chunk):,})",
+                                 "give finite vectors")
             yield block
 
     held = np.asarray(x[cut : cut + 65_536], dtype=np.float32)

@@ -101,7 +101,8 @@ class Buffer:
     def check(self) -> None:
         if self._store is not None and len(self._store) < self.batch:
             n = self.pass_rows if self.pass_rows is not None else len(self._store)
-            raise UsageError(f"the text gives {n:,} vectors, fewer than one batch of {self.batch:,}", "give a longer text, or a smaller --batch-size")
+            raise UsageError(f"the text gives {n:,} vectors, fewer than one batch of {self.batch:,}",
+                             "give a longer text, or a smaller --batch-size")
 
     def next_batch(self) -> np.ndarray:
         """The next batch [B, D], drawn without replacement from the store (refilled when used up)."""
@@ -155,16 +156,21 @@ def load_features(path: Path, model, identity: str | None, any_model: bool = Fal
     k = int((cfg.get("activation_fn_kwargs") or {}).get("k", 0))
     d = model.config.d_model
     if int(cfg["d_in"]) != d:
-        raise SAEError(f"{path} reads vectors of width {cfg['d_in']}, this model's are {d}", "use an SAE trained on this model")
+        raise SAEError(f"{path} reads vectors of width {cfg['d_in']}, this model's are {d}",
+                       "use an SAE trained on this model")
     block, site = t.get("block", cfg.get("hook_layer")), t.get("site", "resid_post")
     if block is None:
-        raise SAEError(f"{path} was trained on vectors of no recorded block (--activations without --block)", "train it again with --block B, the block the vectors came from")
-    if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block < model.config.n_layer or not isinstance(site, str) or site not in SITES:
-        raise SAEError(f"{path} reads block {block!r}, site {site!r}; this model has blocks 0 to {model.config.n_layer - 1}", "use an SAE trained on this model")
+        raise SAEError(f"{path} was trained on vectors of no recorded block (--activations without --block)",
+                       "train it again with --block B, the block the vectors came from")
+    if (isinstance(block, bool) or not isinstance(block, int) or not 0 <= block < model.config.n_layer
+            or not isinstance(site, str) or site not in SITES):
+        raise SAEError(f"{path} reads block {block!r}, site {site!r}; this model has blocks 0 to "
+                       f"{model.config.n_layer - 1}", "use an SAE trained on this model")
     made_on = t.get("model_hash")
     if not any_model and identity is not None and made_on != identity:
         whose = f"{cfg.get('model_name')!s} ({made_on})" if made_on else "a model it does not record"
-        raise SAEError(f"{path} was trained on {whose}, not on this model ({identity})", "use it with that model, or pass --any-model to use it anyway")
+        raise SAEError(f"{path} was trained on {whose}, not on this model ({identity})",
+                       "use it with that model, or pass --any-model to use it anyway")
     return Features(path, cfg, SAE(params, kind, k), block, site)
 
 
@@ -176,9 +182,11 @@ def parse_feature(spec: str) -> tuple[Path, int]:
 
     folder, sep, idx = spec.rpartition(":")
     if not sep or not folder or not re.fullmatch(r"\s*[0-9]+\s*", idx):
-        raise UsageError(f"--feature {shown(spec, 80)} is not SAE:IDX", "e.g. --feature my-sae:42 (the SAE's folder, a colon, a feature's number)")
+        raise UsageError(f"--feature {shown(spec, 80)} is not SAE:IDX",
+                         "e.g. --feature my-sae:42 (the SAE's folder, a colon, a feature's number)")
     if len(idx.strip()) > 12:  # more features than any SAE holds (and past Python's 4,300 digits, no int at all)
-        raise UsageError(f"--feature {shown(spec, 80)}: feature {shown(idx.strip(), 24)} is out of range", "give a feature's number, from 0")
+        raise UsageError(f"--feature {shown(spec, 80)}: feature {shown(idx.strip(), 24)} is out of range",
+                         "give a feature's number, from 0")
     return Path(folder), int(idx)
 
 
@@ -236,7 +244,8 @@ def top_contexts(model, f: Features, ids: np.ndarray, contexts: int, window: int
 
     n, c = f.n, contexts
     # best and where, and their concatenation with a window's activations while merging
-    check_allocation(2 * n * (c + window) * (4 + 8), f"keeping {c:,} contexts for each of {n:,} features", "ask for fewer --contexts")
+    check_allocation(2 * n * (c + window) * (4 + 8), f"keeping {c:,} contexts for each of {n:,} features",
+                     "ask for fewer --contexts")
     best = np.full((n, c), -np.inf, np.float32)
     where = np.full((n, c), -1, np.int64)
     total, fired, seen, xsum = np.zeros(n), np.zeros(n), 0, 0.0
@@ -255,7 +264,8 @@ def top_contexts(model, f: Features, ids: np.ndarray, contexts: int, window: int
         keep = np.argsort(-both, axis=1, kind="stable")[:, :c]  # [N, C]
         best, where = np.take_along_axis(both, keep, axis=1), np.take_along_axis(pos, keep, axis=1)
     where = np.where(best > 0, where, -1)
-    centre = (np.asarray(xsum) / max(seen, 1)).astype(np.float32) if seen else np.zeros(model.config.d_model, np.float32)
+    centre = ((np.asarray(xsum) / max(seen, 1)).astype(np.float32) if seen
+              else np.zeros(model.config.d_model, np.float32))
     return Top(seen, fired / max(seen, 1), total / max(seen, 1), np.maximum(best, 0), where, centre)
 
 
@@ -324,7 +334,8 @@ def quality(model, f: Features, ids: np.ndarray, window: int, run: Plain = PLAIN
     }
 
 
-def ablate_feature(model, f: Features, idx: int, ids: list[int], answer: int | None, top: int = 5, run: Plain = PLAIN) -> dict:
+def ablate_feature(model, f: Features, idx: int, ids: list[int], answer: int | None, top: int = 5,
+                   run: Plain = PLAIN) -> dict:
     """The next-token distribution after `ids` with and without feature idx (the rest of the
     vector, the SAE's error included, kept): the answer's log-probability both ways, and the top tokens."""
     from tfcli.engine.score import log_softmax
@@ -334,5 +345,7 @@ def ablate_feature(model, f: Features, idx: int, ids: list[int], answer: int | N
     gone = log_softmax(model.forward(arr, model.new_cache(len(arr)), hooks=ablate_hooks(f, idx), run=run)[-1])  # [V]
     answer = int(np.argmax(clean)) if answer is None else answer
     act = float(f.encode(site_rows(model, arr, f.block, f.site, run))[-1, idx])
-    return {"answer": answer, "activation_last": act, "logprob": float(clean[answer]), "logprob_ablated": float(gone[answer]),
-            "top": [int(i) for i in np.argsort(-clean)[:top]], "top_ablated": [int(i) for i in np.argsort(-gone)[:top]]}  # fmt: skip
+    return {"answer": answer, "activation_last": act,
+            "logprob": float(clean[answer]), "logprob_ablated": float(gone[answer]),
+            "top": [int(i) for i in np.argsort(-clean)[:top]],
+            "top_ablated": [int(i) for i in np.argsort(-gone)[:top]]}  # fmt: skip

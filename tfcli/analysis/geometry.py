@@ -121,7 +121,8 @@ def embedding_stats(embedding: np.ndarray, n: int = SAMPLE, seed: int = 0) -> li
     """The same for n random rows of a token embedding [V, D]: as they are, and centred (the mean
     row subtracted first: token vectors share a common direction that pushes cosines up)."""
     rng = np.random.default_rng(seed)
-    rows = np.asarray(embedding[np.sort(rng.choice(len(embedding), size=min(n, len(embedding)), replace=False))], dtype=np.float64)
+    picked = np.sort(rng.choice(len(embedding), size=min(n, len(embedding)), replace=False))
+    rows = np.asarray(embedding[picked], dtype=np.float64)
     d = rows.shape[1]
     mean = np.asarray(embedding, dtype=np.float64).mean(axis=0)  # [D]
     out = []

@@ -51,7 +51,9 @@ def top_k(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return ids, np.take_along_axis(vals, order, axis=-1)
 
 
-CHUNK_ROWS = 256  # rows of (layer, position) per product: [256, V] floats, 50 MB for V = 49,152 (larger: page faults cost more than BLAS gains)
+# rows of (layer, position) per product: [256, V] floats, 50 MB for V = 49,152
+# (larger: page faults cost more than BLAS gains)
+CHUNK_ROWS = 256
 
 
 def lens_cost(model, n_rows: int, k: int) -> tuple[int, float]:
@@ -74,7 +76,8 @@ def logit_lens(model, hidden: list[np.ndarray], k: int = 5, progress=None, run: 
     given, is called after each chunk of rows; `run`: the executor of the unembedding's products."""
     n_layers, t_len = len(hidden), hidden[0].shape[0]
     rows = np.concatenate(hidden)  # [(L+1) * T, D]
-    step = CHUNK_ROWS  # rows are independent: a long text is not one [T, V] block (4,001 x 49,152 floats, and as many int64 in top_k)
+    # rows are independent: a long text is not one [T, V] block (4,001 x 49,152 floats, and as many int64 in top_k)
+    step = CHUNK_ROWS
     ids = np.empty((len(rows), min(k, model.unembedding.shape[1])), dtype=np.int64)
     probs = np.empty(ids.shape, dtype=np.float64)
     ent = np.empty(len(rows), dtype=np.float64)
@@ -101,7 +104,8 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     den = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
-    return np.divide((a * b).sum(axis=-1), den, out=np.zeros(np.broadcast_shapes(a.shape[:-1], b.shape[:-1])), where=den > 0)
+    return np.divide((a * b).sum(axis=-1), den,
+                     out=np.zeros(np.broadcast_shapes(a.shape[:-1], b.shape[:-1])), where=den > 0)
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,8 @@ def baseline_cosine(streams: list[list[np.ndarray]], skip_first: bool = True) ->
     left out when skip_first: it often carries an outsized state of its own (an "attention sink")."""
     out = []
     for layer in range(len(streams[0])):
-        rows = np.concatenate([s[layer][1:] if skip_first and len(s[layer]) > 1 else s[layer] for s in streams])  # [N, D]
+        rows = np.concatenate([s[layer][1:] if skip_first and len(s[layer]) > 1 else s[layer]
+                               for s in streams])  # [N, D]
         if len(rows) < 2:
             out.append(float("nan"))
             continue

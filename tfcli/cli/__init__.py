@@ -48,7 +48,8 @@ class ErrorBoundary(TyperGroup):
                 if given[:1] in (["--show-completion"], ["--install-completion"]) and len(given) <= 2:
                     rv = _completion(given[0], given[1] if len(given) > 1 else "")
                 else:
-                    rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+                    rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
+                                      standalone_mode=False, **extra)
                 _flush_stdout()  # a full disk is noticed here, not by the interpreter as it exits
         except TfcliError as e:
             from .options import FLAGS
@@ -64,7 +65,8 @@ class ErrorBoundary(TyperGroup):
         except ReaderGone:
             sys.exit(0)  # stdout already points at /dev/null (Output.write)
         except OutputClosed:
-            _fail("the standard output is closed (>&-): what this command prints cannot be written", 1, "send it to a file, or to /dev/null to discard it")
+            _fail("the standard output is closed (>&-): what this command prints cannot be written", 1,
+                  "send it to a file, or to /dev/null to discard it")
         except BrokenPipeError:
             # The reader went away (`tfcli ... | head`): not an error worth a message.
             sys.stderr.close()
@@ -93,7 +95,8 @@ class ErrorBoundary(TyperGroup):
 
 
 # What other tools call a command, and tfcli's name for it (ollama run, llm list, git help).
-OTHER_NAMES = {"run": "generate", "complete": "generate", "list": "models", "ls": "models", "help": "--help", "info": "show", "remove": "rm", "delete": "rm", "count": "params"}
+OTHER_NAMES = {"run": "generate", "complete": "generate", "list": "models", "ls": "models", "help": "--help",
+               "info": "show", "remove": "rm", "delete": "rm", "count": "params"}
 
 
 def _other_names(message: str) -> str:
@@ -228,8 +231,9 @@ def _reopen_closed_streams() -> bool:
 
 
 ENVIRONMENT = (
-    ("TFCLI_HOME", "where pulled models and the chat history are kept (default: $XDG_CACHE_HOME/tfcli, else ~/.cache/tfcli)"),
-    ("TFCLI_DATA_URL", "a mirror (http://, https://, file://) that 'tfcli data pull' reads the corpora from, for offline use"),
+    ("TFCLI_HOME", "where pulled models and the chat history are kept (default: $XDG_CACHE_HOME/tfcli, "
+                   "else ~/.cache/tfcli)"),
+    ("TFCLI_DATA_URL", "a mirror (http://, https://, file://) 'tfcli data pull' reads the corpora from, offline"),
     ("TFCLI_THREADS", "threads when --threads is not given (default: the idle cores)"),
     ("TFCLI_FONT", "a .ttf/.otf/.ttc font for the labels of PNG pictures"),
     ("TFCLI_LANG", "zh: Chinese where a command has --lang, and the errors (default: from LC_ALL / LANG)"),
@@ -257,7 +261,8 @@ class _Lazy:
             import typer.main
 
             self.commands[name] = typer.main.get_command_from_info(
-                command_info(name), pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
+                command_info(name), pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=app.rich_markup_mode
             )
         return super().get_command(ctx, name)
 
@@ -327,7 +332,8 @@ def _completion(flag: str, shell: str) -> int:
 app = typer.Typer(
     cls=App,
     name="tfcli",
-    help="See inside a GPT-style transformer: generate text with a NumPy engine, count its parameters, draw its attention.",
+    help="See inside a GPT-style transformer: generate text with a NumPy engine, count its parameters, "
+         "draw its attention.",
     # Rich help puts each paragraph of an epilog on a line of its own.
     epilog="\n\n".join(["Environment variables:", *(f"{name}: {what}" for name, what in ENVIRONMENT)]),
     invoke_without_command=True,  # bare `tfcli` prints the help and exits 0 (see _root)
@@ -348,7 +354,8 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    version: Annotated[bool, typer.Option("--version", "-V", help="Print the version and exit.", callback=_version, is_eager=True)] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", "-V", help="Print the version and exit.", callback=_version, is_eager=True)] = False,
 ) -> None:
     # click's no_args_is_help ends with a usage error (exit 2, and an empty "error:" through the
     # boundary); a command line asked for nothing has done nothing wrong, so: the help, and 0.
@@ -375,7 +382,8 @@ COMMANDS = {
     "show": "Show one model.",
     "pull": "Fetch a model into the cache ($TFCLI_HOME/models) once; later runs reuse it.",
     "rm": "Remove a pulled (or converted) model from the cache, freeing its disk space.",
-    "convert": "Dequantize a GGUF file into a Hugging Face-style folder of float32 weights, or (--quantize) write a folder as a GGUF file.",
+    "convert": "Dequantize a GGUF file into a Hugging Face-style folder of float32 weights, or (--quantize) write a "
+               "folder as a GGUF file.",
     "lens": "The logit lens: at each residual index, what would the model predict if it stopped there?",
     "embed": "The model's own token vectors (the rows of its embedding matrix) as a space of directions.",
     "neurons": "The MLP as questions: which of a block's neurons each token's vector turns on.",
@@ -430,7 +438,8 @@ def _unwrapped(doc: str) -> str:
     paragraphs = []
     for para in doc.split("\n\n"):
         lines = para.split("\n")
-        paragraphs.append(para if any(line.startswith(" ") for line in lines) else " ".join(line.strip() for line in lines))
+        paragraphs.append(para if any(line.startswith(" ") for line in lines)
+                          else " ".join(line.strip() for line in lines))
     return "\n\n".join(paragraphs)
 
 

@@ -11,13 +11,18 @@ from .experiment import Png, Svg
 
 
 def ablate(
-    text: Annotated[str, typer.Argument(help="The text whose next token is traced ('-' reads stdin).", show_default=False)],
+    text: Annotated[str, typer.Argument(
+        help="The text whose next token is traced ('-' reads stdin).", show_default=False)],
     model: options.Model = None,
-    answer: Annotated[Optional[str], typer.Option("--answer", help="The answer token (default: the model's top next token).", show_default=False)] = None,
+    answer: Annotated[Optional[str], typer.Option(
+        "--answer", help="The answer token (default: the model's top next token).", show_default=False)] = None,
     png: Png = None,
     svg: Svg = None,
-    feature: Annotated[Optional[str], typer.Option("--feature", help="Instead of the grid: take one SAE feature out, SAE:IDX (the SAE's error kept, so nothing else changes).", show_default=False)] = None,
-    any_model: Annotated[bool, typer.Option("--any-model", help="With --feature: use the SAE even on another model.")] = False,
+    feature: Annotated[Optional[str], typer.Option(
+        "--feature", help="Instead of the grid: take one SAE feature out, SAE:IDX (the SAE's error kept, so "
+                          "nothing else changes).", show_default=False)] = None,
+    any_model: Annotated[bool, typer.Option(
+        "--any-model", help="With --feature: use the SAE even on another model.")] = False,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -46,7 +51,8 @@ def ablate(
     ids = text_ids(lm, text)
     a = None if answer is None else one_token(lm, answer, "--answer")
     if a is not None:
-        options.warn_unknown(lm.tokenizer, answer, [a], lm.name)  # an answer the vocabulary cannot spell is scored as <unk>: said, as for the text
+        # an answer the vocabulary cannot spell is scored as <unk>: said, as for the text
+        options.warn_unknown(lm.tokenizer, answer, [a], lm.name)
     if feature is not None:
         return _feature(lm, ids, a, feature, any_model, as_json)
     from .progress import Counted
@@ -81,11 +87,17 @@ def _feature(lm, ids, answer, feature: str, any_model: bool, as_json: bool) -> N
     r = ablate_feature(lm.model, f, f.feature(idx), ids, answer, run=FAST)
     tok = lm.tokenizer
     if as_json:
-        js.emit({"model": lm.name, "tokens": tokens_json(lm, ids), "feature": feature, "activation_last": r["activation_last"],
-                 "answer": {**js.token(tok, r["answer"]), "logprob": r["logprob"], "logprob_ablated": r["logprob_ablated"]},
-                 "top": [js.token(tok, i) for i in r["top"]], "top_ablated": [js.token(tok, i) for i in r["top_ablated"]]})  # fmt: skip
+        js.emit({"model": lm.name, "tokens": tokens_json(lm, ids), "feature": feature,
+                 "activation_last": r["activation_last"],
+                 "answer": {**js.token(tok, r["answer"]), "logprob": r["logprob"],
+                            "logprob_ablated": r["logprob_ablated"]},
+                 "top": [js.token(tok, i) for i in r["top"]],
+                 "top_ablated": [js.token(tok, i) for i in r["top_ablated"]]})  # fmt: skip
         return
     name = lambda i: repr(token_str(tok, i))  # noqa: E731
-    out.print(shown(f"{lm.name} · feature {feature} (activation {r['activation_last']:.3g} at the last token) taken out, the SAE's error kept", "bold"), soft_wrap=True)
-    out.print(shown(f"answer {name(r['answer'])}: log-probability {r['logprob']:.4f} -> {r['logprob_ablated']:.4f} ({r['logprob_ablated'] - r['logprob']:+.4f})"), soft_wrap=True)
-    out.print(shown(f"top next tokens: {' '.join(name(i) for i in r['top'])}  ->  {' '.join(name(i) for i in r['top_ablated'])}"), soft_wrap=True)
+    out.print(shown(f"{lm.name} · feature {feature} (activation {r['activation_last']:.3g} at the last token) "
+                    "taken out, the SAE's error kept", "bold"), soft_wrap=True)
+    out.print(shown(f"answer {name(r['answer'])}: log-probability {r['logprob']:.4f} -> {r['logprob_ablated']:.4f} "
+                    f"({r['logprob_ablated'] - r['logprob']:+.4f})"), soft_wrap=True)
+    out.print(shown(f"top next tokens: {' '.join(name(i) for i in r['top'])}  ->  "
+                    f"{' '.join(name(i) for i in r['top_ablated'])}"), soft_wrap=True)

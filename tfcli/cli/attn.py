@@ -27,32 +27,58 @@ class Fit(str, Enum):
 
 
 Block = options.block_option(str, "The block to draw: 0 to L-1, negative from the end (-1 = the last), or 'all'.")
-Png = options.png_option("the heatmap(s)", " with token labels (Chinese ones too: a CJK font ships with tfcli; TFCLI_FONT picks another)")
+Png = options.png_option("the heatmap(s)", " with token labels (Chinese ones too: a CJK font ships with tfcli; "
+                                           "TFCLI_FONT picks another)")
 Svg = options.svg_option("the heatmap(s)")
 
 
 def attn(
     text: Annotated[
         Optional[str],
-        typer.Argument(help="The text to run through the model ('-' reads stdin). With --show-mask, the text whose tokens label the mask.", show_default=False),
+        typer.Argument(help="The text to run through the model ('-' reads stdin). With --show-mask, the text whose "
+                            "tokens label the mask.", show_default=False),
     ] = None,
     model: options.Model = None,
     layer: Block = "0",
-    head: Annotated[str, typer.Option("--head", help="The head to draw, counting from 0, or 'all': small heatmaps side by side and what each head mostly attends to.")] = "0",
-    values: Annotated[bool, typer.Option("--values", help="Print the weights as numbers (2 decimals, each row's sum at the end) instead of cells.")] = False,
-    fit: Annotated[Fit, typer.Option("--fit", help="When the tokens do not fit the terminal: show the last ones, the first ones, or pool blocks of tokens.")] = Fit.last,
-    show_mask: Annotated[bool, typer.Option("--show-mask", help="Draw the mask for the tokens of TEXT: the scores with -inf where a token may not look, then the weights after softmax. Without -m, one token per character (or per word if TEXT has spaces); no model is run.")] = False,
+    head: Annotated[str, typer.Option(
+        "--head", help="The head to draw, counting from 0, or 'all': small heatmaps side by side and what each head "
+                       "mostly attends to.")] = "0",
+    values: Annotated[bool, typer.Option(
+        "--values",
+        help="Print the weights as numbers (2 decimals, each row's sum at the end) instead of cells.")] = False,
+    fit: Annotated[Fit, typer.Option(
+        "--fit", help="When the tokens do not fit the terminal: show the last ones, the first ones, "
+                      "or pool blocks of tokens.")] = Fit.last,
+    show_mask: Annotated[bool, typer.Option(
+        "--show-mask", help="Draw the mask for the tokens of TEXT: the scores with -inf where a token may not look, "
+                            "then the weights after softmax. Without -m, one token per character (or per word if TEXT "
+                            "has spaces); no model is run.")] = False,
     pattern: Annotated[
         Optional[str],
-        typer.Option("--pattern", help="The mask for --show-mask: causal, sliding:W (each token sees the last W) or banded:W (blocks of W, the local attention of GPT-3). Implies --show-mask.", show_default=False),
+        typer.Option("--pattern",
+                     help="The mask for --show-mask: causal, sliding:W (each token sees the last W) or banded:W "
+                          "(blocks of W, the local attention of GPT-3). Implies --show-mask.",
+                     show_default=False),
     ] = None,
-    steps: Annotated[bool, typer.Option("--steps", help="One head's attention on TEXT, step by step with its shapes and formulas: the token vectors X, q, k and v (after RoPE), the scores q·k, ÷√Dh, the mask, the softmax weights, the context vectors c_t = Σ w_ti v_i and the head's output. One --block and one --head.")] = False,
-    demo: Annotated[bool, typer.Option("--demo", help="A worked example with hand-set scores: scores, masked scores, softmax weights and the context vector of one token, step by step.")] = False,
-    explain: Annotated[bool, typer.Option("--explain", help="Many heads: how D splits into H heads of Dh, each head's context vector, the concatenation and W_O, with the shapes of -m MODEL (read from its config.json), of --preset, or of GPT-3.")] = False,
-    preset: Annotated[Optional[str], typer.Option("--preset", help="With --explain: a shape from 'tfcli params --list-presets' instead of a model (default gpt3).", show_default=False)] = None,
+    steps: Annotated[bool, typer.Option(
+        "--steps", help="One head's attention on TEXT, step by step with its shapes and formulas: the token vectors X, "
+                        "q, k and v (after RoPE), the scores q·k, ÷√Dh, the mask, the softmax weights, the context "
+                        "vectors c_t = Σ w_ti v_i and the head's output. One --block and one --head.")] = False,
+    demo: Annotated[bool, typer.Option(
+        "--demo", help="A worked example with hand-set scores: scores, masked scores, softmax weights and the context "
+                       "vector of one token, step by step.")] = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Many heads: how D splits into H heads of Dh, each head's context vector, the concatenation "
+                          "and W_O, with the shapes of -m MODEL (read from its config.json), of "
+                          "--preset, or of GPT-3.")] = False,
+    preset: Annotated[Optional[str], typer.Option(
+        "--preset", help="With --explain: a shape from 'tfcli params --list-presets' instead of a "
+                         "model (default gpt3).", show_default=False)] = None,
     png: Png = None,
     svg: Svg = None,
-    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the weights as CSV: block, head, query, key, their tokens, weight.", show_default=False, dir_okay=False)] = None,
+    csv_path: Annotated[Optional[Path], typer.Option(
+        "--csv", help="Also write the weights as CSV: block, head, query, key, their tokens, weight.",
+        show_default=False, dir_okay=False)] = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -86,18 +112,22 @@ def attn(
         raise UsageError("--preset goes with --explain", "e.g. tfcli attn --explain --preset smollm2-135m")
     if steps:
         if explain or demo or show_mask or pattern is not None or csv_path or values:
-            raise UsageError("--steps follows one head of a model over TEXT; it takes no --explain, --demo, --show-mask, --pattern, --csv or --values")
+            raise UsageError("--steps follows one head of a model over TEXT; it takes no --explain, --demo, "
+                             "--show-mask, --pattern, --csv or --values")
         _steps(text, model, layer, head, as_json, png, svg, options.chinese(lang))
     elif explain:
         if demo or show_mask or pattern is not None or text is not None or png or svg or csv_path:
-            raise UsageError("--explain shows the shapes of a model's heads; it takes no TEXT, --demo, --show-mask, --png, --svg or --csv")
+            raise UsageError("--explain shows the shapes of a model's heads; it takes no TEXT, --demo, --show-mask, "
+                             "--png, --svg or --csv")
         _explain(model, preset, options.chinese(lang), as_json)
     elif demo:
         if text is not None:
-            raise UsageError("--demo works its own example with hand-set scores ('the cat sat on the mat'); it takes no TEXT",
+            raise UsageError("--demo works its own example with hand-set scores ('the cat sat on the mat'); "
+                             "it takes no TEXT",
                              f"for the real numbers of a model on your text: tfcli attn --steps {_quoted(text)}")
         if png or svg or csv_path:
-            raise UsageError("--demo prints a worked example; --png, --svg and --csv draw a mask or a model's attention")
+            raise UsageError("--demo prints a worked example; "
+                             "--png, --svg and --csv draw a mask or a model's attention")
         _demo(options.chinese(lang), as_json)
     elif show_mask or pattern is not None:
         if layer != "0" or head != "0":  # the defaults; a mask has no blocks or heads
@@ -123,7 +153,8 @@ def _demo(zh: bool, as_json: bool) -> None:
 
     view.demo(worked_example(), zh)
     view._say("\n[bold]5. Many heads[/]: a model runs this many times side by side, each head with its own q, k and v.",
-              "\n[bold]5. 多个头[/]：模型把这一过程并排运行许多次，每个头有自己的 q、k 和 v。", zh)
+              "\n[bold]5. 多个头[/]：模型把这一过程并排运行许多次，"
+              "每个头有自己的 q、k 和 v。", zh)
     multihead.explain(_head_split(None, None), zh, brief=True)
     view._say("[dim]tfcli attn --explain (-m MODEL) shows every step with the shapes of a real model.[/]",
               "[dim]tfcli attn --explain (-m MODEL) 用真实模型的形状展示每一步。[/]", zh)
@@ -147,7 +178,8 @@ def _steps(text, model, layer_spec, head_spec, as_json, png, svg, zh: bool) -> N
     from .views import attn_steps
 
     if text is None:
-        raise UsageError("give the TEXT whose attention to follow", 'e.g. tfcli attn --steps "今天天气很好" -m tang --block 0 --head 0')
+        raise UsageError("give the TEXT whose attention to follow",
+                         'e.g. tfcli attn --steps "今天天气很好" -m tang --block 0 --head 0')
     for spec, flag in ((layer_spec, "--block"), (head_spec, "--head")):
         if spec.strip().lower() == "all":
             raise UsageError(f"--steps follows one head: {flag} takes a number, not 'all'", "e.g. --block 0 --head 0")
@@ -160,7 +192,8 @@ def _steps(text, model, layer_spec, head_spec, as_json, png, svg, zh: bool) -> N
     if len(ids) > MAX_MASK_TOKENS:  # [T, T] arrays as JSON or a picture grow as T²
         from tfcli.engine.errors import PromptError
 
-        raise PromptError(f"--steps follows at most {MAX_MASK_TOKENS:,} tokens; the text has {len(ids):,}", "shorten the text")
+        raise PromptError(f"--steps follows at most {MAX_MASK_TOKENS:,} tokens; the text has {len(ids):,}",
+                          "shorten the text")
     s = attention_steps(lm.model, ids, block, head)
     labels = view.token_labels(lm.tokenizer, ids)
     if png or svg:
@@ -241,16 +274,19 @@ def _mask(text, model, spec, as_json, png, svg, csv_path, zh: bool = False) -> N
 
     def weights(t_len):
         allowed = pat.mask(t_len)  # [T, T]
-        return allowed, masked_softmax(np.zeros((t_len, t_len), dtype=np.float32), allowed)  # equal scores: only the mask shapes them
+        # equal scores: only the mask shapes them
+        return allowed, masked_softmax(np.zeros((t_len, t_len), dtype=np.float32), allowed)
 
     if png or svg or csv_path or as_json:
         if n > MAX_MASK_TOKENS:  # [T, T] weights, and JSON or a picture of them, grow as T²
             raise PromptError(
-                f"--json, --png, --svg and --csv write a mask of at most {MAX_MASK_TOKENS:,} tokens; the text has {n:,}",
+                f"--json, --png, --svg and --csv write a mask of at most {MAX_MASK_TOKENS:,} tokens; "
+                f"the text has {n:,}",
                 "shorten the text, or leave them out: the terminal view shows the first tokens",
             )
         allowed, w = weights(n)
-        view.write_files(png, svg, csv_path, f"{pat.name} mask · {n} tokens", [[view.panel("softmax(masked scores)", w, allowed, labels)]], w[None, None], [0], [0], labels)
+        view.write_files(png, svg, csv_path, f"{pat.name} mask · {n} tokens",
+                         [[view.panel("softmax(masked scores)", w, allowed, labels)]], w[None, None], [0], [0], labels)
         if as_json:
             view.mask_json(model, pat, labels, allowed, w, tok, ids)
             return
@@ -268,7 +304,8 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     from .views import attn as view
 
     if text is None:
-        raise UsageError("give the TEXT to run through the model", 'e.g. tfcli attn "To be, or not to be" --head all; or try --demo or --show-mask')
+        raise UsageError("give the TEXT to run through the model",
+                         'e.g. tfcli attn "To be, or not to be" --head all; or try --demo or --show-mask')
     lm = load(model)
     cfg = lm.config
     layers = _pick(layer_spec, cfg.n_layer, "--block", "block", lm.name)
@@ -279,11 +316,13 @@ def _patterns(text, model, layer_spec, head_spec, values, fit, as_json, png, svg
     labels = view.token_labels(lm.tokenizer, ids)
     allowed = causal_mask(len(ids))  # [T, T]
     if png or svg or csv_path:
-        panels = [view.panel(view.panel_title(l, h, layers, heads), weights[a, b], allowed, labels) for a, l in enumerate(layers) for b, h in enumerate(heads)]
+        panels = [view.panel(view.panel_title(l, h, layers, heads), weights[a, b], allowed, labels)
+                  for a, l in enumerate(layers) for b, h in enumerate(heads)]
         # A row per block when both are 'all'; otherwise a roughly square grid.
         per_row = len(heads) if len(layers) > 1 and len(heads) > 1 else math.ceil(math.sqrt(len(panels)))
         grid = [panels[i : i + per_row] for i in range(0, len(panels), per_row)]
-        heading = f"{lm.name} · {view.which(layers, cfg.n_layer, 'block')} · {view.which(heads, cfg.n_head, 'head')} · {len(ids)} tokens"
+        heading = (f"{lm.name} · {view.which(layers, cfg.n_layer, 'block')} "
+                   f"· {view.which(heads, cfg.n_head, 'head')} · {len(ids)} tokens")
         view.write_files(png, svg, csv_path, heading, grid, weights, layers, heads, labels)
     if as_json:
         view.patterns_json(lm.name, cfg, lm.tokenizer, text, ids, labels, layers, heads, weights)
@@ -303,5 +342,6 @@ def _pick(spec: str, n: int, flag: str, what: str, name: str) -> list[int]:
     if k is not None and k < 0:  # from the end, as everywhere in tfcli (-1 = the last)
         k += n
     if k is None or not 0 <= k < n:
-        raise UsageError(f"{flag} {spec} is not a {what} of {name}: it has {n} {what}s, 0 to {n - 1} (-1 = the last, or 'all')")
+        raise UsageError(f"{flag} {spec} is not a {what} of {name}: it has {n} {what}s, 0 to {n - 1} "
+                         "(-1 = the last, or 'all')")
     return [k]

@@ -12,13 +12,22 @@ from .experiment import Png, Svg
 
 
 def attribute(
-    clean: Annotated[str, typer.Argument(help="The clean text, whose answer is traced ('-' reads stdin); with --saliency, the one text.", show_default=False)],
-    corrupt: Annotated[Optional[str], typer.Argument(help="The corrupt text: as many tokens, one thing changed (not with --saliency).", show_default=False)] = None,
+    clean: Annotated[str, typer.Argument(
+        help="The clean text, whose answer is traced ('-' reads stdin); with --saliency, the one text.",
+        show_default=False)],
+    corrupt: Annotated[Optional[str], typer.Argument(
+        help="The corrupt text: as many tokens, one thing changed (not with --saliency).", show_default=False)] = None,
     model: options.Model = None,
-    site: Annotated[str, typer.Option("--site", help="resid: the residual stream at each index and position; heads: each head's context vector; mlp: each MLP's output at each position.")] = "resid",
-    answer: Annotated[Optional[str], typer.Option("--answer", help="The answer token (default: the clean run's top next token).", show_default=False)] = None,
-    wrong: Annotated[Optional[str], typer.Option("--wrong", help="The wrong token (default: the corrupt run's top next token; with --saliency, none).", show_default=False)] = None,
-    saliency: Annotated[bool, typer.Option("--saliency", help="Gradient x input of each token of one text for logit(answer) (- logit(wrong)).")] = False,
+    site: Annotated[str, typer.Option(
+        "--site", help="resid: the residual stream at each index and position; heads: each head's context vector; mlp: "
+                       "each MLP's output at each position.")] = "resid",
+    answer: Annotated[Optional[str], typer.Option(
+        "--answer", help="The answer token (default: the clean run's top next token).", show_default=False)] = None,
+    wrong: Annotated[Optional[str], typer.Option(
+        "--wrong", help="The wrong token (default: the corrupt run's top next token; with --saliency, none).",
+        show_default=False)] = None,
+    saliency: Annotated[bool, typer.Option(
+        "--saliency", help="Gradient x input of each token of one text for logit(answer) (- logit(wrong)).")] = False,
     png: Png = None,
     svg: Svg = None,
     lang: options.LangOption = None,
@@ -47,9 +56,11 @@ def attribute(
     if site not in SITES:
         raise UsageError(f"--site must be one of {', '.join(SITES)}, not {site!r}")
     if saliency and corrupt is not None:
-        raise UsageError("--saliency reads one text; a corrupt text was given too", "drop the second text, or --saliency")
+        raise UsageError("--saliency reads one text; a corrupt text was given too",
+                         "drop the second text, or --saliency")
     if not saliency and corrupt is None:
-        raise UsageError("attribution patching needs a clean and a corrupt text", "give both, or --saliency for one text")
+        raise UsageError("attribution patching needs a clean and a corrupt text",
+                         "give both, or --saliency for one text")
     zh = options.chinese(lang)
     lm = load(model)
     clean_ids = text_ids(lm, clean, "the clean text" if not saliency else "the text")
@@ -77,7 +88,8 @@ def _attribution(lm, clean: str, corrupt: str, clean_ids, site: str, a, w, zh: b
     if len(clean_ids) != len(corrupt_ids):
         show = lambda ids: " ".join(repr(token_str(lm.tokenizer, i)) for i in ids)  # noqa: E731
         raise UsageError(
-            f"the clean text is {len(clean_ids)} tokens ({show(clean_ids)}) and the corrupt one {len(corrupt_ids)} ({show(corrupt_ids)})",
+            f"the clean text is {len(clean_ids)} tokens ({show(clean_ids)}) and the corrupt one {len(corrupt_ids)} "
+            f"({show(corrupt_ids)})",
             "attribution compares position by position: change words of the same token count",
         )
     r = run_attribute(lm.model, clean_ids, corrupt_ids, site, a, w)
@@ -89,8 +101,10 @@ def _attribution(lm, clean: str, corrupt: str, clean_ids, site: str, a, w, zh: b
     r_value = correlation(r.grid, real.grid)
     if as_json:
         tok = lm.tokenizer
-        keys = ("resid", "layer") if site == "resid" else ("block",) if site == "heads" else ("block", "layer")  # as patch --json
-        rows = lambda grid: [{**dict.fromkeys(keys, i), "values": row} for i, row in enumerate(grid.tolist())]  # noqa: E731
+        # as patch --json
+        keys = ("resid", "layer") if site == "resid" else ("block",) if site == "heads" else ("block", "layer")
+        rows = lambda grid: [{**dict.fromkeys(keys, i), "values": row}  # noqa: E731
+                             for i, row in enumerate(grid.tolist())]
         js.emit({
             "model": lm.name, "site": site,
             "clean": {"text": clean, "tokens": tokens_json(lm, clean_ids)},

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from typing import Annotated, Optional
 
 import typer
@@ -17,9 +15,12 @@ def bench(
     model: options.Model = None,
     prompt_tokens: Annotated[
         Optional[str],
-        typer.Option("--prompts", help="Prompt lengths to time the prompt pass with, comma-separated. (default: 16,128,512, the longer ones cut to the model's context)", show_default=False),
+        typer.Option("--prompts", help="Prompt lengths to time the prompt pass with, comma-separated. (default: "
+                                       "16,128,512, the longer ones cut to the model's context)", show_default=False),
     ] = None,
-    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", "-n", help="Tokens to decode per run. (default: 128, or what the context has room for)", show_default=False)] = None,
+    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", "-n", help="Tokens to decode per run. (default: "
+                                                                                 "128, or what the context has room "
+                                                                                 "for)", show_default=False)] = None,
     runs: Annotated[int, typer.Option("--runs", help="Runs per figure; the median is reported.")] = 3,
     threads: options.Threads = None,
     as_json: options.Json = False,
@@ -49,24 +50,45 @@ def bench(
     before = busy_cpus()
     r = _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads)
     after = busy_cpus()
-    busy = max((n for n in (before, after) if n is not None), default=None)  # other processes' running tasks, at the start and the end
+    busy = max(
+        (n for n in (before, after) if n is not None), default=None
+    )  # other processes' running tasks, at the start and the end
     fraction = r.decode_tps / r.ceiling_tps if r.ceiling_tps else 0.0
     name = model or "shakespeare"
     if as_json:
         from .json import emit
 
-        emit({"model": name, **r.__dict__, "prompts": prompts, "new_tokens": new_tokens, "runs": runs, "ceiling_fraction": fraction, "threads": n_threads, "busy_cores": busy})
+        emit(
+            {
+                "model": name,
+                **r.__dict__,
+                "prompts": prompts,
+                "new_tokens": new_tokens,
+                "runs": runs,
+                "ceiling_fraction": fraction,
+                "threads": n_threads,
+                "busy_cores": busy,
+            }
+        )
         return
     _render(name, n_threads, r, new_tokens, runs, fraction, _formats(folder))
     if busy:
         cores = available_cpus()
         held = min(busy, cores)
-        note(say(f"other processes held {held} of the {cores} cores during the run: the speeds and the fraction of the ceiling"
-                 " are lower than this machine gives when idle",
-                 f"运行期间其他进程占用了 {cores} 个核心中的 {held} 个：速度和占上限的比例都低于这台机器空闲时的水平"), wrap=True)
+        note(
+            say(
+                f"other processes held {held} of the {cores} cores during the run: the speeds and the fraction of the "
+                "ceiling"
+                " are lower than this machine gives when idle",
+                f"运行期间其他进程占用了 {cores} 个核心中的 {held} 个：速度和占上限的比例都低于这台机器空闲时的水平",
+            ),
+            wrap=True,
+        )
 
 
-def _sizes(engine_bench, n_ctx: int, prompt_tokens: str | None, new_tokens: int | None, runs: int) -> tuple[list[int], int]:
+def _sizes(
+    engine_bench, n_ctx: int, prompt_tokens: str | None, new_tokens: int | None, runs: int
+) -> tuple[list[int], int]:
     """--prompts and --new-tokens, checked against each other and the model's context."""
     from tfcli.engine.errors import UsageError
 
@@ -85,7 +107,10 @@ def _sizes(engine_bench, n_ctx: int, prompt_tokens: str | None, new_tokens: int 
         raise UsageError("--new-tokens and --runs must be at least 1")
     start = engine_bench.DECODE_PROMPT
     if max(prompts) > n_ctx or start + new_tokens > n_ctx:
-        raise UsageError(f"the model's context is {n_ctx} tokens", f"use --prompts and --new-tokens that fit ({start} + new tokens <= {n_ctx})")
+        raise UsageError(
+            f"the model's context is {n_ctx} tokens",
+            f"use --prompts and --new-tokens that fit ({start} + new tokens <= {n_ctx})",
+        )
     return prompts, new_tokens
 
 
@@ -98,7 +123,9 @@ def _formats(folder) -> str:
 
     w = _weights(open_tensors(folder))
     if w["in_place"]:  # a GGUF: its blocks, as the file has them
-        return "\n".join(f"{g['format']} {size(g['bytes'])}" for g in w["formats"])  # a format a line: never a number apart from its unit
+        return "\n".join(
+            f"{g['format']} {size(g['bytes'])}" for g in w["formats"]
+        )  # a format a line: never a number apart from its unit
     stored = _word("stored", formats=", ".join(g["format"] for g in w["formats"]))
     return f"F32 {size(w['held_bytes'])} ({stored})" if not zh() else f"F32 {size(w['held_bytes'])}（{stored}）"
 
@@ -150,7 +177,9 @@ def _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads):
     from .progress import Waiting
 
     with Waiting(_stage("tfcli bench")) as waiting:
-        return engine_bench.run(folder, prompts, new_tokens, runs, workers=n_threads, stage=lambda text: waiting.update(_stage(text)))
+        return engine_bench.run(
+            folder, prompts, new_tokens, runs, workers=n_threads, stage=lambda text: waiting.update(_stage(text))
+        )
 
 
 # The engine's stages (engine/bench.py), in Chinese under --lang zh.

@@ -284,7 +284,8 @@ def _command(state: ChatState, line: str) -> str | None:
         note(say("conversation cleared", "对话已清空"))
     elif word == "/system":
         if not rest:
-            note(say(f"system message: {state.system}", f"系统消息：{state.system}") if state.system else say("no system message", "没有系统消息"))
+            note(say(f"system message: {state.system}", f"系统消息：{state.system}") if state.system
+                 else say("no system message", "没有系统消息"))
         else:
             state.system = None if rest == "-" else rest
             removed = state.system is None
@@ -303,7 +304,8 @@ def _command(state: ChatState, line: str) -> str | None:
         _listed(state.settings(), 19)
     else:
         listed = ", ".join(u.split()[0] for u, _ in COMMANDS)
-        warn(say(f"unknown command {word}; not sent to the model. The commands: {listed}", f"未知命令 {word}；没有发给模型。命令有：{listed}"))
+        warn(say(f"unknown command {word}; not sent to the model. The commands: {listed}",
+                 f"未知命令 {word}；没有发给模型。命令有：{listed}"))
     return None
 
 

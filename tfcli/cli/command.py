@@ -45,7 +45,8 @@ def interrupted() -> typer.Exit:
     return typer.Exit(INTERRUPTED)
 
 
-_NEGATIVES: dict[str, str] = {}  # an on/off flag's long names, as the help joins them -> its --no- names (names_on_lines)
+# an on/off flag's long names, as the help joins them -> its --no- names (names_on_lines)
+_NEGATIVES: dict[str, str] = {}
 
 
 def tidy(params: list) -> None:
@@ -183,10 +184,12 @@ def _light(param):
     kind = annotation.__args__[0] if many and len(getattr(annotation, "__args__", ())) == 1 else annotation
     if kind is Path or (isinstance(kind, type) and issubclass(kind, Path)):
         # A path as typed; any check click would make on it (exists=, dir_okay=, ...) is Typer's to do.
-        checks = {"exists": False, "file_okay": True, "dir_okay": True, "writable": False, "resolve_path": False, "allow_dash": False, "path_type": None}
+        checks = {"exists": False, "file_okay": True, "dir_okay": True, "writable": False, "resolve_path": False,
+                  "allow_dash": False, "path_type": None}
         if any(getattr(info, k, v) != v for k, v in checks.items()):
             return None
-    elif not (kind in (str, int, float, bool) or (isinstance(kind, type) and issubclass(kind, Enum) and issubclass(kind, str))):
+    elif not (kind in (str, int, float, bool)
+              or (isinstance(kind, type) and issubclass(kind, Enum) and issubclass(kind, str))):
         return None
     return _Plain(parameter_info=info, annotation=annotation, kind=kind, many=many)
 
@@ -232,7 +235,8 @@ if RuntimeParam is not None:
                 return _member(kind, text, self.parameter_info.case_sensitive)
             except ValueError:
                 pass
-            shown = repr(text) if len(text) <= 60 else repr(text[:40]) + f"... ({len(text):,} characters)"  # an echo is capped
+            # an echo is capped
+            shown = repr(text) if len(text) <= 60 else repr(text[:40]) + f"... ({len(text):,} characters)"
             digits = text.strip().lstrip("+-")
             if issubclass(kind, Enum):
                 choices = ", ".join(repr(m.value) for m in kind)
@@ -241,7 +245,8 @@ if RuntimeParam is not None:
                 # More digits than Python converts (4,300): a number, but larger than any option takes.
                 message = f"{shown} is far too large a number ({len(digits):,} digits)."
             else:
-                message = f"{shown} is not a valid {dict([(int, 'integer'), (float, 'number'), (bool, 'boolean')]).get(kind, kind.__name__)}."
+                kinds = {int: "integer", float: "number", bool: "boolean"}
+                message = f"{shown} is not a valid {kinds.get(kind, kind.__name__)}."
             raise BadParameter(message, ctx=ctx, param=param)
 else:  # pragma: no cover - older Typer
     _Plain = None

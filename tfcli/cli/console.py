@@ -44,7 +44,8 @@ class Console(RichConsole):
     def _render_buffer(self, buffer) -> str:
         # Rich's own escape codes travel as styles and control segments; the text of the other
         # segments is ours or the user's, and a control character in it is shown, never obeyed.
-        text = super()._render_buffer(s if s.control or s.text == "\n" else Segment(_visible(s.text), s.style) for s in buffer)
+        text = super()._render_buffer(s if s.control or s.text == "\n" else Segment(_visible(s.text), s.style)
+                                      for s in buffer)
         if not self.is_terminal:
             # Rich pads table cells and wrapped lines to the width; in a pipe or a file those trailing
             # spaces are only noise for diff, grep and editors.

@@ -12,15 +12,21 @@ MAX_FILE_BYTES = 1 << 20  # a schema or grammar file: far past any real one
 
 JsonSchema = Annotated[
     Optional[str],
-    typer.Option("--json-schema", help="Only text that is a JSON document valid under this JSON Schema (a file, or the schema's JSON itself): each step the tokens it forbids are removed before sampling.", show_default=False, rich_help_panel=_PANEL),
+    typer.Option(
+        "--json-schema",
+        help="Only text that is a JSON document valid under this JSON Schema (a file, or the schema's JSON itself): "
+             "each step the tokens it forbids are removed before sampling.",
+        show_default=False, rich_help_panel=_PANEL),
 ]
 Grammar = Annotated[
     Optional[Path],
-    typer.Option("--grammar", help="Only text this GBNF grammar (llama.cpp's format, a .gbnf file) matches.", show_default=False, dir_okay=False, rich_help_panel=_PANEL),
+    typer.Option("--grammar", help="Only text this GBNF grammar (llama.cpp's format, a .gbnf file) matches.",
+                 show_default=False, dir_okay=False, rich_help_panel=_PANEL),
 ]
 Regex = Annotated[
     Optional[str],
-    typer.Option("--regex", help="Only text this regular expression matches whole.", show_default=False, rich_help_panel=_PANEL),
+    typer.Option("--regex", help="Only text this regular expression matches whole.", show_default=False,
+                 rich_help_panel=_PANEL),
 ]
 
 
@@ -28,7 +34,8 @@ def check_one(json_schema: str | None, grammar: Path | None, regex: str | None) 
     """At most one of the three (before a model is loaded)."""
     from tfcli.engine.errors import UsageError
 
-    given = [flag for flag, v in (("--json-schema", json_schema), ("--grammar", grammar), ("--regex", regex)) if v is not None]
+    given = [flag for flag, v in (("--json-schema", json_schema), ("--grammar", grammar), ("--regex", regex))
+             if v is not None]
     if len(given) > 1:
         raise UsageError(f"give one of {' and '.join(given)}", "a generation follows one grammar")
 
@@ -55,7 +62,8 @@ def _read(path: Path, flag: str) -> str:
 
     try:
         if not path.is_file():
-            raise UsageError(f"{flag} {path}: no such file", "give a file, or (--json-schema) the schema's JSON itself, starting with {")
+            raise UsageError(f"{flag} {path}: no such file",
+                             "give a file, or (--json-schema) the schema's JSON itself, starting with {")
         with path.open("rb") as f:
             data = f.read(MAX_FILE_BYTES + 1)
     except OSError as e:

@@ -14,7 +14,7 @@ import typer
 
 from tfcli.engine.errors import TfcliError
 
-from .console import err, note, out
+from .console import note, out
 
 # What each stage of the engine's progress(stage, done, total) calls is shown as.
 _STAGES = {

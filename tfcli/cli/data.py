@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 from . import options
 from .command import Command, Tidy
 from .console import note, out
-from .lang import say
+from .lang import say, zh
 
 
 class Group(Tidy, TyperGroup):
@@ -32,7 +32,9 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-Name = Annotated[str, typer.Argument(help="The corpus: shakespeare, tang or tang-simplified (see 'tfcli data').", show_default=False)]
+Name = Annotated[
+    str, typer.Argument(help="The corpus: shakespeare, tang or tang-traditional (see 'tfcli data').", show_default=False)
+]
 
 
 @app.callback()
@@ -48,36 +50,53 @@ def listing(ctx: typer.Context, as_json: options.Json = False, lang: options.Lan
 
       tfcli features train -m shakespeare "$(tfcli data path shakespeare)" --block 2 -o sae-shakespeare
 
-      TFCLI_DATA_URL=http://mirror.example/corpora tfcli data pull tang-simplified
+      TFCLI_DATA_URL=http://mirror.example/corpora tfcli data pull tang
     """
     from tfcli.numbers import size
     from tfcli.store.corpora import CORPORA, MIRROR, is_present, path_of
 
     if ctx.invoked_subcommand is not None:
         return
-    zh = options.chinese(lang)
+    options.chinese(lang)
     if as_json:
         from .json import emit
 
         emit({"corpora": [
-            {"name": c.name, "file": c.file, "bytes": c.size, "sha256": c.sha256, "source": c.source, "licence": c.licence,
-             "url": c.url, "derived": c.derived, "present": is_present(c), "path": str(path_of(c))}
+            {"name": c.name, "file": c.file, "bytes": c.size, "sha256": c.sha256, "source": c.source,
+             "licence": c.licence, "url": c.url, "derived": c.derived, "present": is_present(c),
+             "path": str(path_of(c))}
             for c in CORPORA.values()
         ]})  # fmt: skip
         return
     from rich.table import Table
 
     t = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
-    for header in (say("name", "名称"), say("size", "大小"), say("here", "已下载"), say("source and licence", "来源与许可")):
+    for header in (
+        say("name", "名称"),
+        say("size", "大小"),
+        say("here", "已下载"),
+        say("source and licence", "来源与许可"),
+    ):
         t.add_column(header, overflow="fold")
     for c in CORPORA.values():
-        how = (say(f"tfcli data pull {c.name} downloads it", f"tfcli data pull {c.name} 可下载") if c.url
-               else say("made from its source, no file to download: --from FILE", "由来源加工而成，无文件可下载：用 --from 文件"))
+        how = (
+            say(f"tfcli data pull {c.name} downloads it", f"tfcli data pull {c.name} 可下载")
+            if c.url
+            else say(
+                "made from its source, no file to download: --from FILE", "由来源加工而成，无文件可下载：用 --from 文件"
+            )
+        )
         here = say("yes", "是") if is_present(c) else say("no", "否")
-        t.add_row(c.name, size(c.size), here, f"{c.source} ({c.licence})\n[dim]{how}[/]")
+        source = f"{c.source_zh}（{c.licence_zh}）" if zh() else f"{c.source} ({c.licence})"
+        t.add_row(c.name, size(c.size), here, f"{source}\n[dim]{how}[/]")
     out.print(t)
-    note(say(f"pull one with 'tfcli data pull NAME'; {MIRROR} names a mirror that holds the files, for offline use",
-             f"用 'tfcli data pull 名称' 下载；{MIRROR} 可指向存放这些文件的镜像，供离线使用"), wrap=True)
+    note(
+        say(
+            f"pull one with 'tfcli data pull NAME'; {MIRROR} names a mirror that holds the files, for offline use",
+            f"用 'tfcli data pull 名称' 下载；{MIRROR} 可指向存放这些文件的镜像，供离线使用",
+        ),
+        wrap=True,
+    )
 
 
 @app.command("path", cls=Command)
@@ -100,7 +119,15 @@ def path(name: Name) -> None:
 @app.command("pull", cls=Command)
 def pull(
     name: Name,
-    source: Annotated[Optional[Path], typer.Option("--from", help="Your copy of the file instead of a download (its sha256 is checked).", show_default=False, dir_okay=False)] = None,
+    source: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--from",
+            help="Your copy of the file instead of a download (its sha256 is checked).",
+            show_default=False,
+            dir_okay=False,
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Download (or copy) again even if it is there.")] = False,
 ) -> None:
     """Download a corpus from its public source into the cache ($TFCLI_HOME/data), checked against
@@ -111,7 +138,7 @@ def pull(
 
       tfcli data pull shakespeare
 
-      tfcli data pull tang-simplified --from ~/corpora/tang_poems_simplified.txt
+      tfcli data pull tang --from ~/corpora/tang_poems_simplified.txt
     """
     from tfcli.numbers import size
     from tfcli.store import corpora
@@ -123,8 +150,8 @@ def pull(
     was = corpora.is_present(c)
     with sigterm_unwinds(), Bars({"download": f"downloading {c.file}", "copy": f"copying {c.file}"}) as progress:
         where = corpora.pull(name, source, force, progress)
-    said = "already there" if was and not force and source is None else "checked (sha256)"
-    note(f"{name}: {where} ({size(c.size)}, {said})")
+    said = say("already there", "已在缓存中") if was and not force and source is None else say("checked (sha256)", "已核对 sha256")
+    note(f"{name}: {where} ({size(c.size)}, {said})" if not zh() else f"{name}：{where}（{size(c.size)}，{said}）")
 
 
 def tidy_help(unwrapped, summary) -> None:

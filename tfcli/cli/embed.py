@@ -21,7 +21,8 @@ class Action(str, Enum):
     text = "text"
 
 
-ARITY = {Action.neighbors: (1, 1), Action.analogy: (3, 3), Action.similarity: (2, 2), Action.direction: (3, None), Action.text: (1, None)}
+ARITY = {Action.neighbors: (1, 1), Action.analogy: (3, 3), Action.similarity: (2, 2), Action.direction: (3, None),
+         Action.text: (1, None)}
 USAGE = {
     Action.neighbors: "tfcli embed neighbors WORD",
     Action.analogy: "tfcli embed analogy king man woman (king - man + woman)",
@@ -36,13 +37,26 @@ Top = options.top_option("How many nearest tokens to show.")
 
 
 def embed(
-    action: Annotated[Action, typer.Argument(help="neighbors WORD | analogy A B C (A - B + C) | similarity A B | direction PLUS MINUS WORD... | text TEXT... (a whole text's embedding)", show_default=False)],
-    words: Annotated[list[str], typer.Argument(help="The words (with text: the texts; - reads one from stdin).", show_default=False)],
+    action: Annotated[Action, typer.Argument(
+        help="neighbors WORD | analogy A B C (A - B + C) | similarity A B | direction PLUS MINUS WORD... "
+             "| text TEXT... (a whole text's embedding)", show_default=False)],
+    words: Annotated[list[str], typer.Argument(
+        help="The words (with text: the texts; - reads one from stdin).", show_default=False)],
     model: options.Model = None,
     k: Top = 10,
-    expect: Annotated[Optional[str], typer.Option("--expect", help="analogy: the answer you expect; its rank among all tokens is shown.", show_default=False)] = None,
-    layer: Annotated[Optional[int], typer.Option("--resid", "-r", "--layer", "-l", help="Use the word's residual stream at residual index I instead of its embedding row: 0 = the embeddings, I = before block I (after block I-1), negative from the end (-1 = after the last block); --layer is its older name; the word alone, after the model's start-of-text token. Neighbours are still looked up among the embedding rows.", show_default=False)] = None,
-    dimensions: Annotated[Optional[int], typer.Option("--dimensions", help="text: keep the first N values of each embedding (then scaled to length 1 again), as the API's dimensions does.", show_default=False)] = None,
+    expect: Annotated[Optional[str], typer.Option(
+        "--expect", help="analogy: the answer you expect; its rank among all tokens is shown.",
+        show_default=False)] = None,
+    layer: Annotated[Optional[int], typer.Option(
+        "--resid", "-r", "--layer", "-l",
+        help="Use the word's residual stream at residual index I instead of its embedding row: 0 = the embeddings, "
+             "I = before block I (after block I-1), negative from the end (-1 = after the last block); --layer is its "
+             "older name; the word alone, after the model's start-of-text token. Neighbours are still looked up "
+             "among the embedding rows.",
+        show_default=False)] = None,
+    dimensions: Annotated[Optional[int], typer.Option(
+        "--dimensions", help="text: keep the first N values of each embedding (then scaled to length 1 again), as the "
+                             "API's dimensions does.", show_default=False)] = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -91,12 +105,14 @@ def embed(
     lm = load(model)
     n = lm.config.n_layer + 1  # residual indices: the embeddings, then after each block
     if layer is not None and not -n <= layer < n:
-        raise UsageError(f"--resid {layer} is not a residual index of {lm.name}: 0 (the embeddings) to {n - 1} (-1 = the last)")
+        raise UsageError(f"--resid {layer} is not a residual index of {lm.name}: 0 (the embeddings) to "
+                         f"{n - 1} (-1 = the last)")
     space = Space(lm, None if layer is None else layer % n)
     looked = [space.word(w) for w in words]
     for w in looked:
         if w.split:
-            pieces = " ".join(repr(p) for p in w.pieces[:8]) + (f" and {len(w.pieces) - 8:,} more" if len(w.pieces) > 8 else "")
+            more = f" and {len(w.pieces) - 8:,} more" if len(w.pieces) > 8 else ""
+            pieces = " ".join(repr(p) for p in w.pieces[:8]) + more
             given = repr(w.given) if len(w.given) <= 60 else repr(w.given[:50]) + f"... ({len(w.given):,} characters)"
             warn(f"{given} is split into {len(w.ids):,} tokens ({pieces}): its vector is the mean of theirs")
     from .views import embed as view
@@ -124,7 +140,8 @@ def _text(words: list[str], model, layer: int | None, dimensions: int | None, as
     from .inputs import load
 
     if layer is not None:
-        raise UsageError("--resid does not go with text", "a text's embedding is the last hidden state, after the final norm")
+        raise UsageError("--resid does not go with text",
+                         "a text's embedding is the last hidden state, after the final norm")
     texts = [options.read_text(w, "the text", "give some text to embed") for w in words]
     report = text_report(load(model), texts, dimensions)
     if as_json:
@@ -148,7 +165,8 @@ def text_report(lm, texts: list[str], dimensions: int | None) -> dict:
     from tfcli.engine.errors import UsageError
 
     if dimensions is not None and not 1 <= dimensions <= lm.config.d_model:
-        raise UsageError(f"--dimensions must be between 1 and {lm.config.d_model} (the width of {lm.name}), not {dimensions}")
+        raise UsageError(f"--dimensions must be between 1 and {lm.config.d_model} (the width of "
+                         f"{lm.name}), not {dimensions}")
     pooling = pooling_of(lm.path if lm.path.is_dir() else lm.path.parent)
     ids = [lm.tokenizer.prompt(t) for t in texts]
     from tfcli.engine.fast import FAST
@@ -160,13 +178,15 @@ def text_report(lm, texts: list[str], dimensions: int | None) -> dict:
         "model": lm.name,
         "pooling": pooling,
         "dimensions": int(rows.shape[1]),
-        "texts": [{"text": t, "tokens": len(i), "embedding": [float(x) for x in v]} for t, i, v in zip(texts, ids, vectors)],
+        "texts": [{"text": t, "tokens": len(i), "embedding": [float(x) for x in v]}
+                  for t, i, v in zip(texts, ids, vectors)],
         "cosines": cosines if len(texts) > 1 else None,
     }
 
 
 def _query(space: "Space", words: list["Word"]) -> dict:
-    return {"words": [w.as_json() for w in words], "resid": space.layer, "layer": space.layer, "space": space.describe()}
+    return {"words": [w.as_json() for w in words], "resid": space.layer, "layer": space.layer,
+            "space": space.describe()}
 
 
 def _neighbor_rows(space: "Space", found) -> list[dict]:
@@ -176,7 +196,8 @@ def _neighbor_rows(space: "Space", found) -> list[dict]:
 
     tok = space.lm.tokenizer
     return [
-        {"token": tok.token_text(int(i)), "id": int(i), "cosine": c, "angle": float(angle_degrees(c)), "shown": token_str(tok, int(i))}
+        {"token": tok.token_text(int(i)), "id": int(i), "cosine": c, "angle": float(angle_degrees(c)),
+         "shown": token_str(tok, int(i))}
         for i, c in zip(found.ids, found.cosines)
     ]
 
@@ -198,7 +219,8 @@ def neighbors_report(space: "Space", w: "Word", k: int) -> dict:
     from tfcli.analysis.embedding import nearest
 
     found = nearest(space.units, space.vector(w), k, exclude=w.ids)
-    return {"model": space.name, "query": _query(space, [w]), "neighbors": _neighbor_rows(space, found), "baseline": _baseline(space)}
+    return {"model": space.name, "query": _query(space, [w]), "neighbors": _neighbor_rows(space, found),
+            "baseline": _baseline(space)}
 
 
 def analogy_report(space: "Space", words: list["Word"], k: int, expected: "Word | None") -> dict:
@@ -231,8 +253,10 @@ def similarity_report(space: "Space", words: list["Word"]) -> dict:
 
     import numpy as np
 
-    c = np.float32(cosine(space.vector(words[0]), space.vector(words[1])))  # of float32 vectors: --json prints its float32 digits
-    return {"model": space.name, "query": _query(space, words), "cosine": c, "angle": float(angle_degrees(c)), "baseline": _baseline(space, c)}
+    # of float32 vectors: --json prints its float32 digits
+    c = np.float32(cosine(space.vector(words[0]), space.vector(words[1])))
+    return {"model": space.name, "query": _query(space, words), "cosine": c, "angle": float(angle_degrees(c)),
+            "baseline": _baseline(space, c)}
 
 
 def direction_report(space: "Space", words: list["Word"]) -> dict:
@@ -244,10 +268,12 @@ def direction_report(space: "Space", words: list["Word"]) -> dict:
     plus, minus = vecs[0], vecs[1]
     proj = direction_projections(plus, minus, np.stack(vecs))  # [N]
     rows = [
-        {"word": w.given, "projection": np.float32(p), "cosine_plus": np.float32(cosine(v, plus)), "cosine_minus": np.float32(cosine(v, minus)), "split": w.split}
+        {"word": w.given, "projection": np.float32(p), "cosine_plus": np.float32(cosine(v, plus)),
+         "cosine_minus": np.float32(cosine(v, minus)), "split": w.split}
         for w, v, p in zip(words, vecs, proj)
     ]
-    return {"model": space.name, "query": _query(space, words) | {"plus": words[0].given, "minus": words[1].given}, "projections": rows}
+    return {"model": space.name, "query": _query(space, words) | {"plus": words[0].given, "minus": words[1].given},
+            "projections": rows}
 
 
 @dataclass(frozen=True)
@@ -262,7 +288,8 @@ class Word:
         return len(self.ids) > 1
 
     def as_json(self) -> dict:
-        return {"word": self.given, "form": self.form, "split": self.split, "tokens": [{"id": i, "text": p} for i, p in zip(self.ids, self.pieces)]}
+        return {"word": self.given, "form": self.form, "split": self.split,
+                "tokens": [{"id": i, "text": p} for i, p in zip(self.ids, self.pieces)]}
 
 
 class Space:
@@ -289,12 +316,15 @@ class Space:
         tok = self.lm.tokenizer
         forms = [given] if given[:1].isspace() else [" " + given, given]
         tried = [(f, tok.encode(f)) for f in forms]
-        tried = [(f, ids) for f, ids in tried if ids and tok.decode(ids).strip() == f.strip()]  # the vocabulary spells it
+        # the vocabulary spells it
+        tried = [(f, ids) for f, ids in tried if ids and tok.decode(ids).strip() == f.strip()]
         if not tried:
-            raise PromptError(f"{given!r} is not in {self.name}'s vocabulary (its tokenizer cannot spell it)", "try another word")
+            raise PromptError(f"{given!r} is not in {self.name}'s vocabulary (its tokenizer cannot spell it)",
+                              "try another word")
         form, ids = min(tried, key=lambda fi: len(fi[1]))  # the spaced form first on a tie (min keeps the first)
         if any(i >= self.lm.config.vocab_size for i in ids):
-            raise PromptError(f"{given!r} has a token id past {self.name}'s vocabulary of {self.lm.config.vocab_size}", "the tokenizer does not match the model")
+            raise PromptError(f"{given!r} has a token id past {self.name}'s vocabulary of {self.lm.config.vocab_size}",
+                              "the tokenizer does not match the model")
         return Word(given, form, tuple(ids), tuple(token_str(tok, i) for i in ids))
 
     def vector(self, w: Word):
@@ -316,7 +346,9 @@ class Space:
         if self.layer is None:
             return "embedding rows"
         after = f"after {self.lm.tokenizer.piece(self.start)!r}" if self.start is not None else "at position 0"
-        return f"residual stream at index {self.layer}, after block {self.layer - 1} (the word alone, {after})" if self.layer else f"residual stream at index 0, the embeddings (the word alone, {after})"
+        if self.layer:
+            return f"residual stream at index {self.layer}, after block {self.layer - 1} (the word alone, {after})"
+        return f"residual stream at index 0, the embeddings (the word alone, {after})"
 
 
 def _start_token(lm) -> int | None:

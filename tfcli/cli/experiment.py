@@ -13,23 +13,29 @@ from . import options
 
 AblateOption = Annotated[
     Optional[list[str]],
-    typer.Option("--ablate", help="Take a part out of every pass: B.H a head (its context vector zeroed), B.mlp an MLP's output, B.nN one neuron (repeatable; blocks from 0).", show_default=False),
+    typer.Option("--ablate", help="Take a part out of every pass: B.H a head (its context vector zeroed), B.mlp an "
+                                  "MLP's output, B.nN one neuron (repeatable; blocks from 0).", show_default=False),
 ]
 SteerOption = Annotated[
     Optional[Path],
-    typer.Option("--steer", help="Add a steering vector saved by 'tfcli steer --save' to every pass.", show_default=False, dir_okay=False),
+    typer.Option("--steer", help="Add a steering vector saved by 'tfcli steer --save' to every pass.",
+                 show_default=False, dir_okay=False),
 ]
 FeatureOption = Annotated[
     Optional[list[str]],
-    typer.Option("--feature", help="Add a sparse autoencoder's feature at its block, SAE:IDX ('tfcli features train'), as if it fired with activation --scale (repeatable).", show_default=False),
+    typer.Option("--feature", help="Add a sparse autoencoder's feature at its block, SAE:IDX ('tfcli features train'), "
+                                   "as if it fired with activation --scale (repeatable).", show_default=False),
 ]
-ScaleOption = Annotated[float, typer.Option("--scale", help="With --feature: the activation the feature is given (the units 'tfcli features show' prints).")]
-AnyModelOption = Annotated[bool, typer.Option("--any-model", help="Use a --steer vector or --feature SAE even if it was made on another model.")]
+ScaleOption = Annotated[float, typer.Option(
+    "--scale", help="With --feature: the activation the feature is given (the units 'tfcli features show' prints).")]
+AnyModelOption = Annotated[bool, typer.Option(
+    "--any-model", help="Use a --steer vector or --feature SAE even if it was made on another model.")]
 Png = options.png_option("the grid")
 Svg = options.svg_option("the grid")
 
 
-def pass_hooks(lm, ablate: list[str] | None, steer: Path | None = None, feature: list[str] | None = None, scale: float = 4.0, any_model: bool = False):
+def pass_hooks(lm, ablate: list[str] | None, steer: Path | None = None, feature: list[str] | None = None,
+               scale: float = 4.0, any_model: bool = False):
     """The hooks of --ablate, --steer and --feature for every pass of a command, or None. A
     steering vector or an SAE made on another model is refused unless any_model."""
     if not ablate and steer is None and not feature:
@@ -65,7 +71,8 @@ def one_token(lm, text: str, flag: str) -> int:
     ids = lm.tokenizer.encode(text)
     if len(ids) != 1:
         pieces = " ".join(repr(token_str(lm.tokenizer, i)) for i in ids) or "nothing"
-        raise UsageError(f"{flag} {text!r} is {len(ids)} tokens ({pieces}); it must be one token", "try it with or without a leading space")
+        raise UsageError(f"{flag} {text!r} is {len(ids)} tokens ({pieces}); it must be one token",
+                         "try it with or without a leading space")
     return ids[0]
 
 

@@ -16,11 +16,13 @@ from .inputs import load
 from tfcli.explore.page import page_html, page_tokens  # noqa: F401  (serve's live page calls them here too)
 
 
-Lang = options.lang_option("The language of the page's labels and explanations (default: from LC_ALL / LANG, else English).")
+Lang = options.lang_option("The language of the page's labels and explanations (default: from LC_ALL / "
+                           "LANG, else English).")
 
 
 def explore(
-    text: Annotated[str, typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)],
+    text: Annotated[str, typer.Argument(
+        help="The text to run through the model ('-' reads stdin).", show_default=False)],
     model: options.Model = None,
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The page to write ('-' prints it to stdout).", dir_okay=False)
@@ -58,15 +60,19 @@ def explore(
 
     size, zh = len(html.encode("utf-8")), options.chinese(lang)
     if zh:
-        note(f"已写入 {output}（{numbers.size(size)}）：{lm.name}，{len(ids)} 个词元，{cfg.n_layer} 个块 × {cfg.n_head} 个头；用浏览器打开它", wrap=True)
+        note(f"已写入 {output}（{numbers.size(size)}）：{lm.name}，{len(ids)} 个词元，"
+             f"{cfg.n_layer} 个块 × {cfg.n_head} 个头；用浏览器打开它", wrap=True)
     else:
         note(
-            f"wrote {output} ({numbers.size(size)}): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, {cfg.n_layer} blocks x {cfg.n_head} heads; "
+            f"wrote {output} ({numbers.size(size)}): {lm.name}, {len(ids)} token{'s' if len(ids) != 1 else ''}, "
+            f"{cfg.n_layer} blocks x {cfg.n_head} heads; "
             "open it in a browser",
             wrap=True,
         )
     if zh or any("\u3400" <= c <= "\u9fff" for c in text):
         # tfcli ships a CJK font for its PNGs, but 4 MB of it in every page is too much, and a
         # subset needs a font library tfcli does not depend on: said, rather than boxes in silence.
-        note("页面用浏览器自带的字体显示中文（没有嵌入字体）：系统里没有中文字体时，请安装一个（例如 fonts-noto-cjk）" if zh
-             else "the page draws Chinese with the browser's own fonts (no font is embedded): on a system without a CJK font, install one (e.g. fonts-noto-cjk)", wrap=True)
+        note("页面用浏览器自带的字体显示中文（没有嵌入字体）："
+             "系统里没有中文字体时，请安装一个（例如 fonts-noto-cjk）" if zh
+             else "the page draws Chinese with the browser's own fonts (no font is embedded): on a system without a "
+                  "CJK font, install one (e.g. fonts-noto-cjk)", wrap=True)

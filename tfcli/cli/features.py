@@ -45,33 +45,122 @@ class SiteName(str, Enum):
 
 
 SaeArg = Annotated[Path, typer.Argument(help="The SAE's folder ('tfcli features train -o').", show_default=False)]
-AnyModel = Annotated[bool, typer.Option("--any-model", help="Use the SAE even on a model other than the one it was trained on.")]
+AnyModel = Annotated[bool, typer.Option("--any-model", help="Use the SAE even on a model other than the one it was "
+                                                            "trained on.")]
 
 
 @app.command("train", cls=Command)
 def train(
-    text_file: Annotated[Optional[Path], typer.Argument(help="The UTF-8 text whose vectors are learnt (not with --activations).", show_default=False)] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="The SAE's folder (sae.safetensors and cfg.json, as SAELens names them).", show_default=False)] = None,
+    text_file: Annotated[
+        Optional[Path],
+        typer.Argument(help="The UTF-8 text whose vectors are learnt (not with --activations).", show_default=False),
+    ] = None,
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            help="The SAE's folder (sae.safetensors and cfg.json, as SAELens names them).",
+            show_default=False,
+        ),
+    ] = None,
     model: options.Model = None,
-    block: Annotated[Optional[int], typer.Option("--block", help="The block (from 0) whose vectors are read. (default: 0 for a text; with --activations, the block they came from, recorded; none if not given)", show_default=False, rich_help_panel=_SAE)] = None,
-    site: Annotated[SiteName, typer.Option("--site", help="Which vectors of the block: the residual stream after it (resid_post), before it, between its two steps, or what its attention or MLP adds.", rich_help_panel=_SAE)] = SiteName.resid_post,
-    features: Annotated[Optional[int], typer.Option("--features", help="N, the number of features. (default: 8 x the model's width)", show_default=False, rich_help_panel=_SAE)] = None,
-    kind: Annotated[Kind, typer.Option("--kind", help="relu: L1 times the decoder norms (Anthropic 2024); topk: keep the K largest (OpenAI).", rich_help_panel=_SAE)] = Kind.relu,
+    block: Annotated[
+        Optional[int],
+        typer.Option(
+            "--block",
+            help="The block (from 0) whose vectors are read. (default: 0 for a text; with --activations, the "
+            "block they came from, recorded; none if not given)",
+            show_default=False,
+            rich_help_panel=_SAE,
+        ),
+    ] = None,
+    site: Annotated[
+        SiteName,
+        typer.Option(
+            "--site",
+            help="Which vectors of the block: the residual stream after it "
+            "(resid_post), before it, between its two steps, or what its "
+            "attention or MLP adds.",
+            rich_help_panel=_SAE,
+        ),
+    ] = SiteName.resid_post,
+    features: Annotated[
+        Optional[int],
+        typer.Option(
+            "--features",
+            help="N, the number of features. (default: 8 x the model's width)",
+            show_default=False,
+            rich_help_panel=_SAE,
+        ),
+    ] = None,
+    kind: Annotated[
+        Kind,
+        typer.Option(
+            "--kind",
+            help="relu: L1 times the decoder norms (Anthropic 2024); topk: keep the K largest (OpenAI).",
+            rich_help_panel=_SAE,
+        ),
+    ] = Kind.relu,
     k: Annotated[int, typer.Option("--k", help="topk: features on per vector.", rich_help_panel=_SAE)] = 32,
-    l1: Annotated[float, typer.Option("--l1", help="relu: the sparsity coefficient (on vectors scaled to mean norm sqrt(D)).", rich_help_panel=_SAE)] = 5.0,
-    activations: Annotated[Optional[Path], typer.Option("--activations", help="Train on these vectors instead ([N, D] .npy).", show_default=False, dir_okay=False, rich_help_panel=_SAE)] = None,
+    l1: Annotated[
+        float,
+        typer.Option(
+            "--l1",
+            help="relu: the sparsity coefficient (on vectors scaled to mean norm sqrt(D)).",
+            rich_help_panel=_SAE,
+        ),
+    ] = 5.0,
+    activations: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--activations",
+            help="Train on these vectors instead ([N, D] .npy).",
+            show_default=False,
+            dir_okay=False,
+            rich_help_panel=_SAE,
+        ),
+    ] = None,
     lr: Annotated[float, typer.Option("--lr", help="Peak learning rate (AdamW).", rich_help_panel=_OPT)] = 1e-3,
     betas: Annotated[str, typer.Option("--betas", help="AdamW's b1,b2.", rich_help_panel=_OPT)] = "0.9,0.999",
     eps: Annotated[float, typer.Option("--eps", help="AdamW's epsilon.", rich_help_panel=_OPT)] = 1e-8,
-    weight_decay: Annotated[float, typer.Option("--weight-decay", help="Weight decay on the two matrices.", rich_help_panel=_OPT)] = 0.0,
-    warmup: Annotated[int, typer.Option("--warmup", help="Steps of linear warmup of the learning rate.", rich_help_panel=_OPT)] = 20,
-    lr_schedule: Annotated[str, typer.Option("--lr-schedule", help="After warmup: constant, or cosine down to lr/10.", rich_help_panel=_OPT)] = "constant",
-    clip: Annotated[float, typer.Option("--clip", help="Clip the gradients to this global norm (0 = off).", rich_help_panel=_OPT)] = 1.0,
+    weight_decay: Annotated[
+        float, typer.Option("--weight-decay", help="Weight decay on the two matrices.", rich_help_panel=_OPT)
+    ] = 0.0,
+    warmup: Annotated[
+        int, typer.Option("--warmup", help="Steps of linear warmup of the learning rate.", rich_help_panel=_OPT)
+    ] = 20,
+    lr_schedule: Annotated[
+        str,
+        typer.Option("--lr-schedule", help="After warmup: constant, or cosine down to lr/10.", rich_help_panel=_OPT),
+    ] = "constant",
+    clip: Annotated[
+        float, typer.Option("--clip", help="Clip the gradients to this global norm (0 = off).", rich_help_panel=_OPT)
+    ] = 1.0,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Vectors per step.", rich_help_panel=_OPT)] = 1024,
-    steps: Annotated[int, typer.Option("--steps", help="Optimisation steps (the text is read again when they need more).", rich_help_panel=_OPT)] = 1000,
-    buffer: Annotated[int, typer.Option("--buffer", help="Vectors held at a time, shuffled (memory: buffer x D x 4 bytes).", rich_help_panel=_OPT)] = 65_536,
-    seed: Annotated[int, typer.Option("--seed", "-s", help="Seed of the initial weights and the shuffling.", rich_help_panel=_OPT)] = 0,
-    val_fraction: Annotated[float, typer.Option("--val-fraction", help="The end of the text (or array) held out for the quality measures.", rich_help_panel=_OPT)] = 0.1,
+    steps: Annotated[
+        int,
+        typer.Option(
+            "--steps", help="Optimisation steps (the text is read again when they need more).", rich_help_panel=_OPT
+        ),
+    ] = 1000,
+    buffer: Annotated[
+        int,
+        typer.Option(
+            "--buffer", help="Vectors held at a time, shuffled (memory: buffer x D x 4 bytes).", rich_help_panel=_OPT
+        ),
+    ] = 65_536,
+    seed: Annotated[
+        int, typer.Option("--seed", "-s", help="Seed of the initial weights and the shuffling.", rich_help_panel=_OPT)
+    ] = 0,
+    val_fraction: Annotated[
+        float,
+        typer.Option(
+            "--val-fraction",
+            help="The end of the text (or array) held out for the quality measures.",
+            rich_help_panel=_OPT,
+        ),
+    ] = 0.1,
     force: Annotated[bool, typer.Option("--force", help="Write into an existing folder.")] = False,
     as_json: options.Json = False,
     threads: options.Threads = None,
@@ -102,8 +191,22 @@ def train(
     if block is None and activations is None:
         block = 0  # a text's vectors: block 0 unless --block says; vectors from a file keep no block unless it says
     lm, source = _source(text_file, activations, model, block, site.value, val_fraction)
-    s = Settings(kind=kind.value, n=_features(features, source.d), k=k, l1=l1, lr=lr, betas=_betas(betas), eps=eps, weight_decay=weight_decay,
-                 warmup=warmup, lr_schedule=lr_schedule, clip=clip, batch_size=batch_size, steps=steps, seed=seed)  # fmt: skip
+    s = Settings(
+        kind=kind.value,
+        n=_features(features, source.d),
+        k=k,
+        l1=l1,
+        lr=lr,
+        betas=_betas(betas),
+        eps=eps,
+        weight_decay=weight_decay,
+        warmup=warmup,
+        lr_schedule=lr_schedule,
+        clip=clip,
+        batch_size=batch_size,
+        steps=steps,
+        seed=seed,
+    )
     _check_settings(s, buffer, source.d)
     trainer, seconds = _loop(s, source, buffer, as_json)
     _save(output, trainer, lm, block, site.value, source, seconds, as_json, str(text_file or activations))
@@ -117,9 +220,14 @@ def _source(text_file, activations, model, block, site, val_fraction):
     from tfcli.engine.fast import FAST
 
     if not 0 <= val_fraction < 1:
-        raise UsageError(f"--val-fraction {val_fraction} is out of range", "give a fraction from 0 up to (not including) 1")
+        raise UsageError(
+            f"--val-fraction {val_fraction} is out of range", "give a fraction from 0 up to (not including) 1"
+        )
     if (text_file is None) == (activations is None):
-        raise UsageError("give a TEXT_FILE or --activations FILE.npy, one of them", "e.g. tfcli features train -m shakespeare text.txt -o my-sae")
+        raise UsageError(
+            "give a TEXT_FILE or --activations FILE.npy, one of them",
+            "e.g. tfcli features train -m shakespeare text.txt -o my-sae",
+        )
     if activations is not None:
         return None, array_source(activations, val_fraction, 1 << 40)
     from .inputs import load
@@ -134,7 +242,10 @@ def _features(n: int | None, d: int) -> int:
 
     n = 8 * d if n is None else n
     if not 1 <= n <= MAX_FEATURES:
-        raise UsageError(f"--features must be between 1 and {MAX_FEATURES:,}, not {shown_number(n)}", f"e.g. --features {8 * d} (8 x the width {d})")
+        raise UsageError(
+            f"--features must be between 1 and {MAX_FEATURES:,}, not {shown_number(n)}",
+            f"e.g. --features {8 * d} (8 x the width {d})",
+        )
     return n
 
 
@@ -151,15 +262,28 @@ def _check_settings(s, buffer: int, d: int) -> None:
     from tfcli.engine.errors import UsageError
     from tfcli.engine.memory import check_allocation
 
-    checks = (("--lr", s.lr, 0 < s.lr < 10), ("--eps", s.eps, 0 < s.eps < 1), ("--l1", s.l1, 0 <= s.l1 < 1e6), ("--clip", s.clip, s.clip >= 0),
-              ("--weight-decay", s.weight_decay, 0 <= s.weight_decay < 1e3), ("--warmup", s.warmup, 0 <= s.warmup <= 1 << 24),
-              ("--batch-size", s.batch_size, 1 <= s.batch_size <= 1 << 20), ("--steps", s.steps, 1 <= s.steps <= 1 << 30),
-              ("--buffer", buffer, s.batch_size <= buffer <= 1 << 30), ("--k", s.k, s.kind == "relu" or 1 <= s.k <= s.n),
-              ("--lr-schedule", s.lr_schedule, s.lr_schedule in ("constant", "cosine")))  # fmt: skip
+    checks = (
+        ("--lr", s.lr, 0 < s.lr < 10),
+        ("--eps", s.eps, 0 < s.eps < 1),
+        ("--l1", s.l1, 0 <= s.l1 < 1e6),
+        ("--clip", s.clip, s.clip >= 0),
+        ("--weight-decay", s.weight_decay, 0 <= s.weight_decay < 1e3),
+        ("--warmup", s.warmup, 0 <= s.warmup <= 1 << 24),
+        ("--batch-size", s.batch_size, 1 <= s.batch_size <= 1 << 20),
+        ("--steps", s.steps, 1 <= s.steps <= 1 << 30),
+        ("--buffer", buffer, s.batch_size <= buffer <= 1 << 30),
+        ("--k", s.k, s.kind == "relu" or 1 <= s.k <= s.n),
+        ("--lr-schedule", s.lr_schedule, s.lr_schedule in ("constant", "cosine")),
+    )
     for flag, value, ok in checks:
         if not ok or (isinstance(value, float) and not math.isfinite(value)):
-            raise UsageError(f"{flag} {value} is out of range", f"see 'tfcli features train --help' for what {flag} means" + (" (at least --batch-size)" if flag == "--buffer" else ""))
-    check_allocation(training_bytes(d, s.n, s.batch_size, buffer), f"an SAE of {s.n:,} features on width {d} (batch {s.batch_size:,}, buffer {buffer:,})",
+            raise UsageError(
+                f"{flag} {value} is out of range",
+                f"see 'tfcli features train --help' for what {flag} "
+                "means" + (" (at least --batch-size)" if flag == "--buffer" else ""),
+            )
+    check_allocation(training_bytes(d, s.n, s.batch_size, buffer), f"an SAE of {s.n:,} features on width {d} (batch "
+                                                                   f"{s.batch_size:,}, buffer {buffer:,})",
                      "use fewer --features, a smaller --batch-size or --buffer")  # fmt: skip
 
 
@@ -187,14 +311,22 @@ def _loop(s, source, buffer_rows: int, as_json: bool):
     from .views.features import MSE_LABEL
 
     note(say(f"reading {source.describe}", f"读取 {_described_zh(source.describe)}"))
-    note(say(f"an SAE of {s.n:,} {s.kind} features on width {source.d}: {s.steps:,} steps of {s.batch_size:,} vectors",
-             f"{s.n:,} 个 {s.kind} 特征的 SAE，宽度 {source.d}：{s.steps:,} 步，每步 {s.batch_size:,} 个向量"))
+    note(
+        say(
+            f"an SAE of {s.n:,} {s.kind} features on width {source.d}: {s.steps:,} steps of {s.batch_size:,} vectors",
+            f"{s.n:,} 个 {s.kind} 特征的 SAE，宽度 {source.d}：{s.steps:,} 步，每步 {s.batch_size:,} 个向量",
+        )
+    )
     # The trainer's error is per vector on vectors scaled by trainer.scale; the bar shows it as the
     # summary does (views/features.py): per element, in the model's units.
     per_element = 1.0 / (source.d * trainer.scale**2)
     label, read = MSE_LABEL[zh()], say("vectors read", "个向量已读")
-    cols = (TextColumn(say("step", "步") + " {task.completed:,.0f}/{task.total:,.0f}"), BarColumn(), TextColumn("{task.fields[info]}"),
-            TimeRemainingColumn())
+    cols = (
+        TextColumn(say("step", "步") + " {task.completed:,.0f}/{task.total:,.0f}"),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(),
+    )
     # Progress at a terminal only (cli/progress.py's rule): a pipe or a log gets the summary at the end.
     with Progress(*cols, console=err, transient=True, disable=as_json or not err.is_terminal) as bar:
         task = bar.add_task("train", total=s.steps, info="")
@@ -209,7 +341,11 @@ def _described_zh(what: str) -> str:
     """What a training reads (analysis/feature_runs.py's words), in Chinese."""
     import re
 
-    what = re.sub(r"^(.*), block (\d+), (\S+), windows of (\d+) tokens of (.*)$", r"\1，第 \2 块，\3，每窗口 \4 个词元，取自 \5", what)
+    what = re.sub(
+        r"^(.*), block (\d+), (\S+), windows of (\d+) tokens of (.*)$",
+        r"\1，第 \2 块，\3，每窗口 \4 个词元，取自 \5",
+        what,
+    )
     return re.sub(r"^(\S+) vectors of width (\d+) from (.*)$", r"\1 个宽度为 \2 的向量，取自 \3", what)
 
 
@@ -228,11 +364,26 @@ def _save(output: Path, trainer, lm, block: int, site: str, source, seconds: flo
     sae = SAE(params, s.kind, s.k)
     window = min(WINDOW, lm.config.n_ctx) if lm else 0
     if lm is not None:
-        q = quality(lm.model, Features(output, {}, sae, block, site), source.heldout, window, FAST) if len(source.heldout) > 1 else {}
+        q = (
+            quality(lm.model, Features(output, {}, sae, block, site), source.heldout, window, FAST)
+            if len(source.heldout) > 1
+            else {}
+        )
     else:
         q = array_quality(sae, source.heldout)
-    t = {"model_hash": identity_of(lm) if lm else None, "block": block, "site": site, "kind": s.kind, "k": s.k if s.kind == "topk" else None,
-         "data": data, "settings": dataclasses.asdict(s), "scale": trainer.scale, "steps": trainer.step, "seconds": round(seconds, 2), "quality": q}  # fmt: skip
+    t = {
+        "model_hash": identity_of(lm) if lm else None,
+        "block": block,
+        "site": site,
+        "kind": s.kind,
+        "k": s.k if s.kind == "topk" else None,
+        "data": data,
+        "settings": dataclasses.asdict(s),
+        "scale": trainer.scale,
+        "steps": trainer.step,
+        "seconds": round(seconds, 2),
+        "quality": q,
+    }
     cfg = sae_config(source.d, s.n, s.kind, s.k, lm.name if lm else "(vectors)", block, site, window, t)
     write_sae(output, params, cfg)
     _report(output, q, trainer, seconds, as_json)
@@ -251,8 +402,16 @@ def _report(output: Path, q: dict, trainer, seconds: float, as_json: bool) -> No
         err.print(shown(line), soft_wrap=True)
     from .lang import say
 
-    err.print(shown(say(f"{trainer.step:,} steps in {seconds:,.0f} s; the SAE is in {output} (tfcli features top {output} TEXT_FILE)",
-                        f"{trainer.step:,} 步，用时 {seconds:,.0f} s；SAE 写在 {output}（tfcli features top {output} TEXT_FILE）")), soft_wrap=True)
+    err.print(
+        shown(
+            say(
+                f"{trainer.step:,} steps in {seconds:,.0f} s; the SAE is in {output} (tfcli features top "
+                f"{output} TEXT_FILE)",
+                f"{trainer.step:,} 步，用时 {seconds:,.0f} s；SAE 写在 {output}（tfcli features top {output} TEXT_FILE）",
+            )
+        ),
+        soft_wrap=True,
+    )
 
 
 def tidy_help(unwrapped, summary) -> None:

@@ -58,7 +58,8 @@ def show(
     rows = fire(lm.model, f, ids, top, FAST)
     if as_json:
         js.emit({"model": lm.name, "sae": str(sae), "block": f.block, "site": f.site,
-                 "tokens": [{**js.token(lm.tokenizer, i), "features": [{"index": j, "activation": a} for j, a in row]} for i, row in zip(ids, rows)]})  # fmt: skip
+                 "tokens": [{**js.token(lm.tokenizer, i), "features": [{"index": j, "activation": a} for j, a in row]}
+                            for i, row in zip(ids, rows)]})  # fmt: skip
         return
     show_table([token_str(lm.tokenizer, i) for i in ids], rows)
 
@@ -66,13 +67,17 @@ def show(
 @app.command("top", cls=Command)
 def top(
     sae: SaeArg,
-    text_file: Annotated[Path, typer.Argument(help="The UTF-8 text to search for each feature's strongest tokens.", show_default=False)],
+    text_file: Annotated[Path, typer.Argument(
+        help="The UTF-8 text to search for each feature's strongest tokens.", show_default=False)],
     model: options.Model = None,
     n: Annotated[int, typer.Option("--n", "-n", help="How many features: the most active over the text.")] = 10,
     contexts: Annotated[int, typer.Option("--contexts", help="Contexts shown per feature.")] = 5,
     tokens: Annotated[int, typer.Option("--tokens", help="Read at most this many tokens of the text.")] = 50_000,
-    feature: Annotated[Optional[list[int]], typer.Option("--feature", help="These features instead of the most active (repeatable).", show_default=False)] = None,
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained page: one card per feature.", show_default=False, dir_okay=False)] = None,
+    feature: Annotated[Optional[list[int]], typer.Option(
+        "--feature", help="These features instead of the most active (repeatable).", show_default=False)] = None,
+    html: Annotated[Optional[Path], typer.Option(
+        "--html", help="Also write a self-contained page: one card per feature.", show_default=False,
+        dir_okay=False)] = None,
     any_model: AnyModel = False,
     as_json: options.Json = False,
     threads: options.Threads = None,
@@ -94,7 +99,8 @@ def top(
 
     options.chinese(lang)
     options.check_count("-n", n, 1, MAX_SHOWN)
-    options.check_count("--contexts", contexts, 1, MAX_CONTEXTS, "contexts are kept for every feature: memory grows as features x contexts")
+    options.check_count("--contexts", contexts, 1, MAX_CONTEXTS,
+                        "contexts are kept for every feature: memory grows as features x contexts")
     options.check_count("--tokens", tokens, 2, MAX_TOKENS)
     for i in feature or ():
         options.check_count("--feature", i, 0, MAX_FEATURE_INDEX, "give a feature's number, from 0")
@@ -119,11 +125,13 @@ def top(
 
         write_page(html, lm.name, str(sae), f, found)
         n_cards, nbytes = len(found["cards"]), size(html.stat().st_size)
-        note(say(f"wrote {html} ({n_cards} feature cards, {nbytes})", f"已写入 {html}（{n_cards} 张特征卡片，{nbytes}）"))
+        note(say(f"wrote {html} ({n_cards} feature cards, {nbytes})",
+                 f"已写入 {html}（{n_cards} 张特征卡片，{nbytes}）"))
     if as_json:
         from . import json as js
 
-        js.emit({"model": lm.name, "sae": str(sae), "block": f.block, "site": f.site, "tokens": found["tokens"], "features": found["cards"]})
+        js.emit({"model": lm.name, "sae": str(sae), "block": f.block, "site": f.site, "tokens": found["tokens"],
+                 "features": found["cards"]})
         return
     draw(found["cards"])
 

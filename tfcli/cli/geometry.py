@@ -18,8 +18,11 @@ Svg = options.svg_option("the histograms")
 
 def geometry(
     model: options.Model = None,
-    dims: Annotated[Optional[str], typer.Option("--dims", help="The dimensions to sample, comma-separated (default: 3,10,100,1000,4096,12288 and the model's own).", show_default=False)] = None,
-    sample: Annotated[int, typer.Option("--sample", help="Random vectors per dimension (all their pairs are measured).")] = 600,
+    dims: Annotated[Optional[str], typer.Option(
+        "--dims", help="The dimensions to sample, comma-separated "
+                       "(default: 3,10,100,1000,4096,12288 and the model's own).", show_default=False)] = None,
+    sample: Annotated[int, typer.Option(
+        "--sample", help="Random vectors per dimension (all their pairs are measured).")] = 600,
     seed: options.Seed = None,
     png: Png = None,
     svg: Svg = None,
@@ -61,16 +64,23 @@ def geometry(
     from tfcli.engine.memory import check_allocation
 
     # The largest dimension's sample as float64 (and its normalised copy), and the sample^2 cosines, angles and mask.
-    check_allocation(2 * sample * max(wanted) * 8 + 4 * sample * sample * 8, f"--sample {sample:,} vectors in {max(wanted):,} dimensions", "use a smaller --sample or smaller --dims")
+    check_allocation(2 * sample * max(wanted) * 8 + 4 * sample * sample * 8,
+                     f"--sample {sample:,} vectors in {max(wanted):,} dimensions",
+                     "use a smaller --sample or smaller --dims")
     _say_if_long(wanted, sample)
-    rows = g.random_stats(wanted, sample, seed) + g.embedding_stats(lm.model.token_embedding[: lm.config.vocab_size], sample, seed)
+    rows = (g.random_stats(wanted, sample, seed)
+            + g.embedding_stats(lm.model.token_embedding[: lm.config.vocab_size], sample, seed))
     promises = []
     for d in sorted({d_model, 12_288}):
         for b in g.BANDS:
             p = next((r.exact_within[b] for r in rows if r.d == d and r.exact_within), None)
-            outside = 1.0 - p if p is not None and p < 0.999 else g.exact_outside(d, b)  # a tiny tail: computed on its own
-            promises.append({"d": d, "band": b, "exact_outside": outside, "random_before_a_miss": _or_none(g.pairs_before_a_miss(outside)), "log10_guaranteed": g.log10_union_bound(d, b)})
-    jl = [{"d": d, "eps": e, "log10_points": g.log10_jl_points(d, e)} for d in sorted({d_model, 12_288}) for e in (0.1, 0.2)]
+            # a tiny tail: computed on its own
+            outside = 1.0 - p if p is not None and p < 0.999 else g.exact_outside(d, b)
+            promises.append({"d": d, "band": b, "exact_outside": outside,
+                             "random_before_a_miss": _or_none(g.pairs_before_a_miss(outside)),
+                             "log10_guaranteed": g.log10_union_bound(d, b)})
+    jl = [{"d": d, "eps": e, "log10_points": g.log10_jl_points(d, e)} for d in sorted({d_model, 12_288})
+          for e in (0.1, 0.2)]
     report = {
         "model": lm.name, "d_model": d_model, "seed": seed, "sample": sample,
         "rows": [_row(r) for r in rows], "promises": promises, "jl": jl,
@@ -112,7 +122,9 @@ def _say_if_long(dims: list[int], sample: int) -> None:
     if seconds > 5:
         from .console import note
 
-        note(f"about {seconds:,.0f} s: {sample:,} vectors in each of {len(dims)} dimension{'s' if len(dims) != 1 else ''} up to {max(dims):,} (use a smaller --sample or --dims for less)")
+        note(f"about {seconds:,.0f} s: {sample:,} vectors in each of {len(dims)} "
+             f"dimension{'s' if len(dims) != 1 else ''} up to {max(dims):,} (use a smaller --sample "
+             "or --dims for less)")
 
 
 def _dims(spec: str | None) -> list[int]:
@@ -123,7 +135,8 @@ def _dims(spec: str | None) -> list[int]:
     try:
         dims = sorted({int(x) for x in spec.split(",") if x.strip()})
     except ValueError:
-        raise UsageError(f"--dims {spec!r} is not a comma-separated list of whole numbers", "e.g. --dims 3,768,12288") from None
+        raise UsageError(f"--dims {spec!r} is not a comma-separated list of whole numbers",
+                         "e.g. --dims 3,768,12288") from None
     if not dims or dims[0] < 2 or dims[-1] > 100_000:
         raise UsageError(f"--dims {spec!r}: each dimension must be between 2 and 100,000")
     return dims

@@ -10,12 +10,24 @@ from . import options
 
 
 def heads(
-    text: Annotated[Optional[str], typer.Argument(help="The text to look at ('-' reads stdin).", show_default=False)] = None,
+    text: Annotated[
+        Optional[str], typer.Argument(help="The text to look at ('-' reads stdin).", show_default=False)
+    ] = None,
     file: options.TextFile = None,
     model: options.Model = None,
-    position: Annotated[int, typer.Option("--position", "-p", help="The prediction to explain (0 = after the first token, -1 = after the last).")] = -1,
-    token: Annotated[Optional[str], typer.Option("--token", help="The target token (default: the top prediction there).", show_default=False)] = None,
-    repeat: Annotated[int, typer.Option("--repeat", help="R: random tokens repeated twice for the induction detector.")] = 20,
+    position: Annotated[
+        int,
+        typer.Option(
+            "--position", "-p", help="The prediction to explain (0 = after the first token, -1 = after the last)."
+        ),
+    ] = -1,
+    token: Annotated[
+        Optional[str],
+        typer.Option("--token", help="The target token (default: the top prediction there).", show_default=False),
+    ] = None,
+    repeat: Annotated[
+        int, typer.Option("--repeat", help="R: random tokens repeated twice for the induction detector.")
+    ] = 20,
     seed: Annotated[int, typer.Option("--seed", "-s", help="Seed of the random tokens.")] = 0,
     lang: options.LangOption = None,
     as_json: options.Json = False,
@@ -54,7 +66,9 @@ def heads(
     p = pick_position(position, len(ids))
     prefix = len(lm.tokenizer.prompt(""))
     if prefix + 2 * repeat > lm.config.n_ctx:
-        raise UsageError(f"--repeat {repeat} needs {prefix + 2 * repeat} positions; {lm.name}'s context is {lm.config.n_ctx}")
+        raise UsageError(
+            f"--repeat {repeat} needs {prefix + 2 * repeat} positions; {lm.name}'s context is {lm.config.n_ctx}"
+        )
     target = None if token is None else one_token(lm, token, "--token")
     from .progress import Counted
 
@@ -69,7 +83,8 @@ def heads(
             "target": {**js.token(tok, a.target), "logit": a.logit},
             "embedding": a.embedding, "heads": [{"block": b, "values": row} for b, row in enumerate(a.heads.tolist())],
             "mlps": a.mlps.tolist(), "bias": a.bias, "total": a.total,
-            "detectors": {k: getattr(d, k).tolist() for k in ("previous_token", "first_token", "induction", "duplicate_token")},
+            "detectors": {k: getattr(d, k).tolist()
+                          for k in ("previous_token", "first_token", "induction", "duplicate_token")},
             "induction_tokens": [int(i) for i in d.induction_tokens],
         })  # fmt: skip
         return

@@ -39,7 +39,8 @@ def text_ids(lm, text: str, what: str = "the text", *, read: bool = False) -> li
         raise PromptError(f"{what} is {len(ids)} tokens but {lm.name}'s context is {lm.config.n_ctx}", "shorten it")
     bad = [i for i in ids if i >= lm.config.vocab_size]
     if bad:
-        raise PromptError(f"{what} has token id {bad[0]}, past {lm.name}'s vocabulary of {lm.config.vocab_size}", "the tokenizer does not match the model")
+        raise PromptError(f"{what} has token id {bad[0]}, past {lm.name}'s vocabulary of {lm.config.vocab_size}",
+                          "the tokenizer does not match the model")
     return ids
 
 
@@ -48,7 +49,8 @@ def pick_position(position: int, t_len: int) -> int:
 
     p = position + t_len if position < 0 else position
     if not 0 <= p < t_len:
-        raise UsageError(f"--position {position} is outside the text's {t_len} tokens (0 to {t_len - 1}, or -1 for the last)")
+        raise UsageError(f"--position {position} is outside the text's {t_len} tokens (0 to {t_len - 1}, "
+                         "or -1 for the last)")
     return p
 
 
@@ -57,7 +59,8 @@ def text_or_file(text: str | None, file: Path | None, command: str, to: str = "r
     from tfcli.engine.errors import UsageError
 
     if (text is None) == (file is None):
-        raise UsageError("give a TEXT or --file FILE (one of the two)", f"e.g. tfcli {command} 'some text', or tfcli {command} --file notes.txt")
+        raise UsageError("give a TEXT or --file FILE (one of the two)",
+                         f"e.g. tfcli {command} 'some text', or tfcli {command} --file notes.txt")
     return read_file(file, to) if file is not None else options.read_text(text, "the text", f"give some text to {to}")
 
 
@@ -70,7 +73,8 @@ def read_file(path: Path, verb: str) -> str:
     try:
         body = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise PromptError(f"{path} is not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start:,})", "convert the text to UTF-8") from None
+        raise PromptError(f"{path} is not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start:,})",
+                          "convert the text to UTF-8") from None
     if not body:
         raise PromptError(f"{path} is empty", f"give a file with some text to {verb}")
     check_utf8(body, str(path))

@@ -49,7 +49,8 @@ def token_bytes(tokenizer, token_id: int, text: str | None = None) -> bytes:
     global _BYTE_DECODER  # a table built once, on first use; nothing the forward pass reads
     if _BYTE_DECODER is None:
         # GPT-2's bytes_to_unicode: printable bytes stand for themselves, the rest are shifted past 255.
-        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+        bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+              + list(range(ord("®"), ord("ÿ") + 1)))
         cs = bs[:]
         n = 0
         for b in range(256):
@@ -84,7 +85,8 @@ def generated(tokenizer, step) -> dict[str, Any]:
     return row
 
 
-def stats(s, *, load_seconds: float | None = None, threads: int | None = None, seed: int | None = None) -> dict[str, Any]:
+def stats(s, *, load_seconds: float | None = None, threads: int | None = None,
+          seed: int | None = None) -> dict[str, Any]:
     """A generation's statistics (tfcli.engine.generate.Stats) as generate prints them on stderr;
     "seed": what the sample drew with (null when greedy), to draw it again with --seed."""
     out: dict[str, Any] = {
@@ -106,7 +108,8 @@ def stats(s, *, load_seconds: float | None = None, threads: int | None = None, s
     return out
 
 
-def generation(model: str, prompt: str, text: str, tokens: list[dict[str, Any]], stats_: dict[str, Any]) -> dict[str, Any]:
+def generation(model: str, prompt: str, text: str, tokens: list[dict[str, Any]],
+               stats_: dict[str, Any]) -> dict[str, Any]:
     """The document `generate --json` prints."""
     return {"model": model, "prompt": prompt, "text": text, "tokens": tokens, "stats": stats_}
 

@@ -56,7 +56,8 @@ def fit_examples(text: str, width: int) -> str:
     return "\n".join(out)
 
 
-_PATH = re.compile(r"([^\s（）：，；。]*/[^\s（）：，；。]*)")  # a path or a URL: a word with a slash (Chinese punctuation ends it)
+# a path or a URL: a word with a slash (Chinese punctuation ends it)
+_PATH = re.compile(r"([^\s（）：，；。]*/[^\s（）：，；。]*)")
 
 
 def prose_lines(text: str, width: int) -> list[str]:

@@ -15,15 +15,17 @@ def models(
     as_json: options.Json = False,
     verify: Annotated[
         bool,
-        typer.Option("--verify", help="Hash every file of the pulled models against the sha256 recorded when they were converted; exit 1 if one is damaged."),
+        typer.Option("--verify", help="Hash every file of the pulled models against the sha256 recorded when they "
+                                      "were converted; exit 1 if one is damaged."),
     ] = False,
 ) -> None:
     """List the shipped models (weights/), the pulled ones (the cache) and the ones 'tfcli pull' can fetch.
 
     Parameter counts are the tensors actually stored in each folder's model files. A cache entry
     made by '-m FILE.gguf' is listed as 'gguf', with the file it runs in place (--json: kind
-    "pulled", as every cache entry, and "gguf_file" that file's path). A cached model is checked as every command checks it before use (sizes and times of its files against its
-    manifest); --verify also hashes every file, and exits with code 1 when a model is damaged.
+    "pulled", as every cache entry, and "gguf_file" that file's path). A cached model is checked
+    as every command checks it before use (sizes and times of its files against its manifest);
+    --verify also hashes every file, and exits with code 1 when a model is damaged.
 
     Examples:
 
@@ -45,8 +47,10 @@ def models(
             recipe = RECIPES[name]
             rows.append(
                 {
-                    "name": name, "kind": "pullable", "params": recipe.n_params, "bytes": None, "download_bytes": recipe.download_bytes,
-                    "family": None, "shape": None, "about": description, "path": None, "gguf_file": None, "source": recipe.source, "problems": [],
+                    "name": name, "kind": "pullable", "params": recipe.n_params, "bytes": None,
+                    "download_bytes": recipe.download_bytes,
+                    "family": None, "shape": None, "about": description, "path": None, "gguf_file": None,
+                    "source": recipe.source, "problems": [],
                 }
             )  # fmt: skip
     if as_json:
@@ -58,7 +62,8 @@ def models(
     bad = [r for r in rows if r["problems"]]
     if verify and bad:
         first = bad[0]
-        fix = f"run: tfcli pull {first['name']} --force" if first["name"] in registry.PULLABLE else f"delete {first['path']} and convert or copy it again"
+        fix = (f"run: tfcli pull {first['name']} --force" if first["name"] in registry.PULLABLE
+               else f"delete {first['path']} and convert or copy it again")
         if len(bad) == 1:
             raise CheckpointError(f"the model {first['name']} is damaged: {first['problems'][0]}", fix)
         names = ", ".join(r["name"] for r in bad)
@@ -76,7 +81,8 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
 
     from .json import model_shape
 
-    row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": None, "family": None, "shape": None, "about": "", "path": str(folder), "gguf_file": None, "problems": []}
+    row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": None, "family": None, "shape": None,
+                           "about": "", "path": str(folder), "gguf_file": None, "problems": []}
     if kind == "pulled":
         row["gguf_file"] = gguf_file(folder)
         row["problems"] = cache_problems(folder, full=verify)
@@ -90,7 +96,8 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
     try:
         cfg = load_config(folder / "config.json")
         row["family"], row["shape"] = cfg.family, model_shape(cfg)
-        row["about"] = f"{cfg.family} · {cfg.n_layer} blocks · d {cfg.d_model} · {cfg.n_head}/{cfg.n_kv_head} heads · ctx {cfg.n_ctx:,}"
+        row["about"] = (f"{cfg.family} · {cfg.n_layer} blocks · d {cfg.d_model} · "
+                        f"{cfg.n_head}/{cfg.n_kv_head} heads · ctx {cfg.n_ctx:,}")
         tensors = open_tensors(folder)
         row["params"] = sum(_numel(tensors.shape(n)) for n in tensors.names)
     except TfcliError as e:
@@ -151,7 +158,9 @@ def _status(r: dict[str, Any]) -> tuple[str, str]:
     if r["kind"] == "shipped":
         return "shipped", "shipped"
     kind = "gguf" if r.get("gguf_file") else "pulled"  # made by -m FILE.gguf: nothing was pulled
-    return (f"[green]{kind} ✓ verified[/]", f"{kind} ✓ verified") if r.get("verified") else (f"[green]{kind}[/]", kind)
+    if r.get("verified"):
+        return f"[green]{kind} ✓ verified[/]", f"{kind} ✓ verified"
+    return f"[green]{kind}[/]", kind
 
 
 def _render(rows: list[dict[str, Any]], cache: Path, quiet: bool = False) -> None:

@@ -10,16 +10,28 @@ import typer
 from . import options
 
 
-Block = options.block_option(int, "The block whose MLP to look at: 0 to L-1, negative from the end (-1 = the last).", show_default=False)
+Block = options.block_option(
+    int, "The block whose MLP to look at: 0 to L-1, negative from the end (-1 = the last).", show_default=False
+)
 Top = options.top_option("How many neurons per token (or tokens per list with --neuron).")
 
 
 def neurons(
     layer: Block,
-    text: Annotated[Optional[str], typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)] = None,
+    text: Annotated[
+        Optional[str], typer.Argument(help="The text to run through the model ('-' reads stdin).", show_default=False)
+    ] = None,
     file: options.TextFile = None,
     model: options.Model = None,
-    neuron: Annotated[Optional[int], typer.Option("--neuron", "-n", help="One neuron: which tokens of the text make it fire, and which tokens its output pushes up and down.", show_default=False)] = None,
+    neuron: Annotated[
+        Optional[int],
+        typer.Option(
+            "--neuron",
+            "-n",
+            help="One neuron: which tokens of the text make it fire, and which tokens its output pushes up and down.",
+            show_default=False,
+        ),
+    ] = None,
     k: Top = 5,
     lang: options.LangOption = None,
     as_json: options.Json = False,
@@ -53,13 +65,22 @@ def neurons(
     cfg = lm.config
     index = layer + cfg.n_layer if layer < 0 else layer
     if not 0 <= index < cfg.n_layer:
-        raise UsageError(f"--block {layer} is not a block of {lm.name}: it has {cfg.n_layer} blocks, 0 to {cfg.n_layer - 1} (-1 = the last)")
+        raise UsageError(
+            f"--block {layer} is not a block of {lm.name}: it has {cfg.n_layer} blocks, 0 to "
+            f"{cfg.n_layer - 1} (-1 = the last)"
+        )
     if neuron is not None and not 0 <= neuron < cfg.d_ff:
-        raise UsageError(f"--neuron {neuron} is not a neuron of {lm.name}'s MLP: it has {cfg.d_ff}, 0 to {cfg.d_ff - 1}")
+        raise UsageError(
+            f"--neuron {neuron} is not a neuron of {lm.name}'s MLP: it has {cfg.d_ff}, 0 to {cfg.d_ff - 1}"
+        )
     ids = text_ids(lm, text, read=True)
     from .progress import LONG_SECONDS, Waiting
 
-    what = f"第 {index} 块的神经元：{len(ids):,} 个词元的前向" if zh else f"the neurons of block {index}: a pass over {len(ids):,} tokens"
+    what = (
+        f"第 {index} 块的神经元：{len(ids):,} 个词元的前向"
+        if zh
+        else f"the neurons of block {index}: a pass over {len(ids):,} tokens"
+    )
     with Waiting(what, after=LONG_SECONDS):  # a long text's pass: a spinner at a terminal after 2 s
         report = _report(lm, ids, index, neuron, k)
     if as_json:
@@ -72,7 +93,11 @@ def neurons(
 
     tok = lm.tokenizer
     labels = token_labels(tok, ids)
-    names = {int(i): _shown(tok, int(i)) for key in ("pushes_up", "pushes_down") for i in (r["id"] for r in report.get(key, []))}
+    names = {
+        int(i): _shown(tok, int(i))
+        for key in ("pushes_up", "pushes_down")
+        for i in (r["id"] for r in report.get(key, []))
+    }
     if neuron is None:
         view.table(report, labels, zh)
     else:
@@ -92,7 +117,12 @@ def _report(lm, ids: list[int], index: int, neuron: int | None, k: int) -> dict:
         top_ids, top_vals = nn.top_neurons(acts, k)  # [T, k]
         report = head | {
             "tokens": [
-                {"position": t, "id": int(i), "text": tok.token_text(int(i)), "neurons": [{"neuron": int(n), "activation": float(v)} for n, v in zip(top_ids[t], top_vals[t])]}
+                {
+                    "position": t,
+                    "id": int(i),
+                    "text": tok.token_text(int(i)),
+                    "neurons": [{"neuron": int(n), "activation": float(v)} for n, v in zip(top_ids[t], top_vals[t])],
+                }
                 for t, i in enumerate(ids)
             ],
             "most_common": [{"neuron": n, "tokens": c} for n, c in nn.most_common(top_ids, 5)],
@@ -102,7 +132,10 @@ def _report(lm, ids: list[int], index: int, neuron: int | None, k: int) -> dict:
         up, down = _ends(logits[: cfg.vocab_size], k)
         report = head | {
             "neuron": neuron,
-            "activations": [{"position": t, "id": int(i), "text": tok.token_text(int(i)), "activation": float(acts[t, neuron])} for t, i in enumerate(ids)],
+            "activations": [
+                {"position": t, "id": int(i), "text": tok.token_text(int(i)), "activation": float(acts[t, neuron])}
+                for t, i in enumerate(ids)
+            ],
             "pushes_up": [{"token": tok.token_text(int(i)), "id": int(i), "logit": float(logits[i])} for i in up],
             "pushes_down": [{"token": tok.token_text(int(i)), "id": int(i), "logit": float(logits[i])} for i in down],
         }
@@ -121,4 +154,3 @@ def _shown(tok, i: int) -> str:
     from .views.inside import token_str
 
     return token_str(tok, i)
-

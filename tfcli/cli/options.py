@@ -24,16 +24,19 @@ Model = Annotated[
     typer.Option(
         "--model",
         "-m",
-        help="A model name (see 'tfcli models': shipped in weights/, or pulled) or a path to a model folder. Default: shakespeare.",
+        help="A model name (see 'tfcli models': shipped in weights/, or pulled) or a path to a model folder. "
+             "Default: shakespeare.",
         show_default=False,
     ),
 ]
-Seed = Annotated[Optional[int], typer.Option("--seed", "-s", help="Random seed: the same seed gives the same output.", show_default=False)]
+Seed = Annotated[Optional[int], typer.Option(
+    "--seed", "-s", help="Random seed: the same seed gives the same output.", show_default=False)]
 Threads = Annotated[
     Optional[int],
     typer.Option(
         "--threads",
-        help="Threads for the matrix products and for the parts of a long prompt (default: the cores idle right now; busy cores stall threads).",
+        help="Threads for the matrix products and for the parts of a long prompt (default: the cores idle right now; "
+             "busy cores stall threads).",
         show_default=False,
     ),
 ]
@@ -45,19 +48,22 @@ def json_option(help: str):
 
 
 Json = json_option("Print JSON for scripts instead of tables.")
-TextFile = Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the text from this UTF-8 file instead of TEXT.", show_default=False)]
+TextFile = Annotated[Optional[Path], typer.Option(
+    "--file", "-f", help="Read the text from this UTF-8 file instead of TEXT.", show_default=False)]
 
 
 # The options of several commands whose help says what they draw or count: their names and types
 # here, once; each command names its alias with its own words (Png = options.png_option("the grid")).
 def png_option(what: str, more: str = ""):
     """--png FILE: also write `what` as a PNG image; `more` says what it needs or holds."""
-    return Annotated[Optional[Path], typer.Option("--png", help=f"Also write {what} as a PNG image{more}.", show_default=False, dir_okay=False)]
+    return Annotated[Optional[Path], typer.Option(
+        "--png", help=f"Also write {what} as a PNG image{more}.", show_default=False, dir_okay=False)]
 
 
 def svg_option(what: str):
     """--svg FILE: also write `what` as an SVG image."""
-    return Annotated[Optional[Path], typer.Option("--svg", help=f"Also write {what} as an SVG image.", show_default=False, dir_okay=False)]
+    return Annotated[Optional[Path], typer.Option(
+        "--svg", help=f"Also write {what} as an SVG image.", show_default=False, dir_okay=False)]
 
 
 def block_option(kind: type, help: str, **extra):
@@ -97,19 +103,33 @@ def check_seed(value: int | None, flag: str = "--seed") -> None:
 _SAMPLING = "Sampling"
 Temperature = Annotated[
     Optional[float],
-    typer.Option("--temperature", "-t", "--temp", help="Divide the logits by this before softmax: 0 = greedy, <1 sharper, >1 flatter. (default: model's, else 0.8)", show_default=False, rich_help_panel=_SAMPLING),
+    typer.Option("--temperature", "-t", "--temp",
+                 help="Divide the logits by this before softmax: 0 = greedy, <1 sharper, >1 flatter. "
+                      "(default: model's, else 0.8)",
+                 show_default=False, rich_help_panel=_SAMPLING),
 ]
-TopK = Annotated[Optional[int], typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off). (default: model's, else 40)", show_default=False, rich_help_panel=_SAMPLING)]
+TopK = Annotated[Optional[int], typer.Option(
+    "--top-k", help="Keep only the k most likely tokens (0 = off). (default: model's, else 40)", show_default=False,
+    rich_help_panel=_SAMPLING)]
 TopP = Annotated[
     Optional[float],
-    typer.Option("--top-p", help="Keep the smallest set of tokens whose probability reaches p (1 = off). (default: model's, else 0.95)", show_default=False, rich_help_panel=_SAMPLING),
+    typer.Option("--top-p",
+                 help="Keep the smallest set of tokens whose probability reaches p (1 = off). "
+                      "(default: model's, else 0.95)",
+                 show_default=False, rich_help_panel=_SAMPLING),
 ]
-MinP = Annotated[Optional[float], typer.Option("--min-p", help="Drop tokens less likely than min-p x the top token (0 = off). (default: model's, else 0.05)", show_default=False, rich_help_panel=_SAMPLING)]
+MinP = Annotated[Optional[float], typer.Option(
+    "--min-p", help="Drop tokens less likely than min-p x the top token (0 = off). (default: model's, else 0.05)",
+    show_default=False, rich_help_panel=_SAMPLING)]
 RepetitionPenalty = Annotated[
     Optional[float],
-    typer.Option("--repetition-penalty", "--repeat-penalty", help="Penalise tokens seen in the last --repeat-last-n (1 = off). (default: model's, else 1)", show_default=False, rich_help_panel=_SAMPLING),
+    typer.Option("--repetition-penalty", "--repeat-penalty",
+                 help="Penalise tokens seen in the last --repeat-last-n (1 = off). (default: model's, else 1)",
+                 show_default=False, rich_help_panel=_SAMPLING),
 ]
-RepeatLastN = Annotated[Optional[int], typer.Option("--repeat-last-n", help="How many recent tokens the repetition penalty looks at. (default: 64)", show_default=False, rich_help_panel=_SAMPLING)]
+RepeatLastN = Annotated[Optional[int], typer.Option(
+    "--repeat-last-n", help="How many recent tokens the repetition penalty looks at. (default: 64)", show_default=False,
+    rich_help_panel=_SAMPLING)]
 
 
 def sampler(generation: dict, **flags):
@@ -139,11 +159,13 @@ def read_text(value: str, what: str, hint: str) -> str:
         if isinstance(data, str):  # a text stream without a buffer (an embedding program's stdin)
             data = data.encode("utf-8", "surrogateescape")
         if len(data) > PROMPT_BYTES:
-            raise PromptError(f"{what} on stdin is more than {PROMPT_BYTES:,} bytes", "give its end only, e.g. with tail -c")
+            raise PromptError(f"{what} on stdin is more than {PROMPT_BYTES:,} bytes",
+                              "give its end only, e.g. with tail -c")
         try:
             value = data.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise PromptError(f"stdin is not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start})", "convert the text to UTF-8") from None
+            raise PromptError(f"stdin is not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start})",
+                              "convert the text to UTF-8") from None
     if value == "":
         raise PromptError(f"{what} is empty", hint)
     check_utf8(value, what)
@@ -174,9 +196,12 @@ def apply_threads(threads: int | None) -> int:
     cores = available_cpus()
     if n > cores:
         given = f"--threads {n:,}" if threads else next(
-            (f"{var}={v if len(v) <= 24 else v[:21] + '...'}" for var in ("TFCLI_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
-             if (v := os.environ.get(var, "")).isascii() and v.isdigit() and v.strip("0")), f"{shown_number(n)} threads")  # fmt: skip
-        warn(f"{given} is more than the {cores} core{'s' if cores != 1 else ''} this process may use: using {cores} (more threads than cores stall each other)")
+            (f"{var}={v if len(v) <= 24 else v[:21] + '...'}"
+             for var in ("TFCLI_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+             if (v := os.environ.get(var, "")).isascii() and v.isdigit() and v.strip("0")),
+             f"{shown_number(n)} threads")  # fmt: skip
+        warn(f"{given} is more than the {cores} core{'s' if cores != 1 else ''} this process may use: using {cores} "
+             "(more threads than cores stall each other)")
         n = cores
     elif threads and n > 1:
         _warn_busy(n, cores)
@@ -194,10 +219,10 @@ def _warn_busy(n: int, cores: int) -> None:
 
     busy = busy_cpus()
     idle = None if busy is None else max(1, cores - busy)
-    if idle is not None and n > idle:
+    if idle is not None and n > idle:  # one line: scripts grep it
         warn(f"--threads {n:,} asks for more threads than the {idle} idle core{'s' if idle != 1 else ''} "
              f"({cores - idle} of {cores} busy with other processes): threads on busy cores wait for each other "
-             f"and can run many times slower than one; omit --threads to use the idle cores")  # one line: scripts grep it  # fmt: skip
+             f"and can run many times slower than one; omit --threads to use the idle cores")  # fmt: skip
 
 
 def model_folder(model: str | None):
@@ -253,7 +278,8 @@ def chinese(lang: Lang | None) -> bool:
 
 def unknown_id(tokenizer) -> int | None:
     """The id of the tokenizer's unknown token (<unk>, [UNK], <|unk|>), or None."""
-    return next((tokenizer.token_id(p) for p in ("<unk>", "[UNK]", "<|unk|>") if tokenizer.token_id(p) is not None), None)
+    return next((tokenizer.token_id(p) for p in ("<unk>", "[UNK]", "<|unk|>")
+                 if tokenizer.token_id(p) is not None), None)
 
 
 def warn_unknown(tokenizer, text: str, ids: list[int], name: str) -> None:
@@ -279,4 +305,5 @@ def warn_unknown(tokenizer, text: str, ids: list[int], name: str) -> None:
         warn(f"{name} 的词表拼不出 {shown}：模型把文本中的 {n} 个词元读作 <unk>（{hint}）")
         return
     hint = "-m tang spells Chinese" if cjk else "-m smollm2 spells any text, byte by byte"
-    warn(f"{name}'s vocabulary cannot spell {shown}: the model reads {n} token{'s' if n != 1 else ''} of the text as <unk> ({hint})")
+    tokens = f"{n} token{'s' if n != 1 else ''}"
+    warn(f"{name}'s vocabulary cannot spell {shown}: the model reads {tokens} of the text as <unk> ({hint})")

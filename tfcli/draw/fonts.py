@@ -37,7 +37,9 @@ LATIN_FONTS = [
     ("/System/Library/Fonts/Helvetica.ttc", 0),
     ("C:/Windows/Fonts/arial.ttf", 0),
 ]
-INSTALL_HINT = "set TFCLI_FONT to a .ttf/.otf/.ttc file that has them, or install one (Debian/Ubuntu: apt install fonts-noto-cjk)"
+INSTALL_HINT = (
+    "set TFCLI_FONT to a .ttf/.otf/.ttc file that has them, or install one (Debian/Ubuntu: apt install fonts-noto-cjk)"
+)
 _NOTDEF_PROBE = "\U0010fffd"  # a noncharacter: no font maps it, so it draws the font's .notdef
 _PROBE_SIZE = 24
 
@@ -78,7 +80,9 @@ def system_fonts() -> list[tuple[str, int]]:
 def _fontconfig_cjk() -> tuple[str, int] | None:
     """fontconfig's best sans-serif face for Simplified Chinese, if it really covers Chinese."""
     try:
-        best = subprocess.run(["fc-match", "-f", "%{file}\n%{index}", "sans:lang=zh-cn"], capture_output=True, text=True, timeout=10)
+        best = subprocess.run(
+            ["fc-match", "-f", "%{file}\n%{index}", "sans:lang=zh-cn"], capture_output=True, text=True, timeout=10
+        )
         zh = subprocess.run(["fc-list", ":lang=zh-cn", "file"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -100,7 +104,9 @@ class Fonts:
 
         self._pil = ImageFont
         given = files is not None
-        self._files = list(files) if given else [f for f in (env_font(), (str(SHIPPED_FONT), 0)) if f and Path(f[0]).is_file()]
+        self._files = (
+            list(files) if given else [f for f in (env_font(), (str(SHIPPED_FONT), 0)) if f and Path(f[0]).is_file()]
+        )
         self._system_added = given  # system fonts are looked up only when the first ones lack a character
         self._faces: dict[tuple[int, int], object] = {}
         self._has: dict[tuple[int, str], bool] = {}
@@ -117,7 +123,10 @@ class Fonts:
             try:
                 self._faces[k, size] = self._pil.truetype(path, size, index=index, layout_engine=self._pil.Layout.BASIC)
             except OSError as e:
-                raise TfcliError(f"cannot open the font {path} (face {index}): {e}", "set TFCLI_FONT to a .ttf, .otf or .ttc font file") from None
+                raise TfcliError(
+                    f"cannot open the font {path} (face {index}): {e}",
+                    "set TFCLI_FONT to a .ttf, .otf or .ttc font file",
+                ) from None
         return self._faces[k, size]
 
     def _covers(self, k: int, ch: str) -> bool:

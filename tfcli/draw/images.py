@@ -44,7 +44,8 @@ def diverging(v) -> np.ndarray:
     zero, neg, pos = (np.array(c, dtype=np.float64) for c in (ZERO, NEGATIVE, POSITIVE))
     return np.where(x < 0, zero + -x * (neg - zero), zero + x * (pos - zero)).round().astype(np.uint8)
 
-SVG_FONTS = "'tfcli CJK Subset', 'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', 'PingFang SC', 'Microsoft YaHei', 'DejaVu Sans', sans-serif"
+SVG_FONTS = ("'tfcli CJK Subset', 'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', 'PingFang SC', "
+             "'Microsoft YaHei', 'DejaVu Sans', sans-serif")
 ROW_LABEL_EMS = 10  # the longest row label, in font sizes; longer ones end in '…'
 COL_LABEL_EMS = 10  # the same for the column labels, written upwards when they do not fit across
 
@@ -106,7 +107,8 @@ def picture_scale(top: float, log: bool, zh: bool = False):
         return Signed.linear(top, "线性刻度" if zh else "linear scale")
     tick = lambda v: f"{v:+.2f}" if abs(v) >= 0.1 else f"{v:+.2g}"  # noqa: E731
     values = (top, top / 10, 0.0, -top / 10, -top)
-    return Signed(tuple((shade(v, top, True), "0" if v == 0 else tick(v)) for v in values), "对数刻度" if zh else "log scale")
+    ticks = tuple((shade(v, top, True), "0" if v == 0 else tick(v)) for v in values)
+    return Signed(ticks, "对数刻度" if zh else "log scale")
 
 
 MAX_PNG_CELLS = 40_000_000  # a 12,288-pixel square of 3-pixel cells is 16.8 M cells, 450 MB as RGB
@@ -120,11 +122,17 @@ def check_size(grid: list[list[Panel]], png: bool, svg: bool) -> None:
     cells = sum(p.weights.size for row in grid for p in row)
     for wanted, limit, flag in ((png, MAX_PNG_CELLS, "--png"), (svg, MAX_SVG_CELLS, "--svg")):
         if wanted and cells > limit:
-            raise PromptError(f"{flag} would draw {cells:,} cells, more than {limit:,}", "use a shorter text, or draw fewer blocks and heads")
+            raise PromptError(
+                f"{flag} would draw {cells:,} cells, more than {limit:,}",
+                "use a shorter text, or draw fewer blocks and heads",
+            )
 
 
 def no_pillow() -> TfcliError:
-    return TfcliError("writing a PNG needs Pillow, which is not installed", "pip install pillow (a dependency of tfcli), or write --svg instead")
+    return TfcliError(
+        "writing a PNG needs Pillow, which is not installed",
+        "pip install pillow (a dependency of tfcli), or write --svg instead",
+    )
 
 
 def fonts_or_none() -> Fonts | None:
@@ -135,7 +143,13 @@ def fonts_or_none() -> Fonts | None:
         return None
 
 
-def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: Measure | None = None, signed: float | Signed | None = None) -> Drawing:
+def layout(
+    grid: list[list[Panel]],
+    heading: str,
+    labels: bool = True,
+    measure: Measure | None = None,
+    signed: float | Signed | None = None,
+) -> Drawing:
     """Panels in rows and columns, each with its title, row labels on the left and column labels
     on top (across when every one fits its column, else written upwards), plus a heading and a
     colour bar. Text is measured with `measure` (default: the PNG's fonts); labels=False leaves the
@@ -174,7 +188,8 @@ def layout(grid: list[list[Panel]], heading: str, labels: bool = True, measure: 
     masked = not all(p.allowed.all() for p in panels)
     caption = signed.caption if signed is not None else ""
     bar_text = [t for _, t in bar] + ([MASKED_LABEL] if masked else [])
-    width = max(bar_x + BAR_WIDTH + 4 + max(math.ceil(measure(t, size)) for t in bar_text) + PAD, 2 * PAD + math.ceil(measure(heading, heading_size)),
+    width = max(bar_x + BAR_WIDTH + 4 + max(math.ceil(measure(t, size)) for t in bar_text) + PAD,
+                2 * PAD + math.ceil(measure(heading, heading_size)),
                 bar_x + math.ceil(measure(caption, size)) + PAD)  # fmt: skip
     by = PAD + heading_h + top  # the colour bar: beside the first row of cells, its caption, then the masked swatch
     bh = max(60, min(ph - top, 240))
@@ -229,7 +244,9 @@ def _draw_labels(d: Drawing, p: Panel, at: tuple[float, float], cell: int, size:
                 d.text(x, y0 - 4, cols[s], size, "lm", upright=False)
 
 
-def _draw_colour_bar(d: Drawing, at: tuple[float, float], bh: int, text: tuple[int, int], signed: Signed | None, masked: bool) -> None:
+def _draw_colour_bar(
+    d: Drawing, at: tuple[float, float], bh: int, text: tuple[int, int], signed: Signed | None, masked: bool
+) -> None:
     """The colour bar, its top value at the top, with its labels (_bar_labels) and, on a signed
     scale, the caption naming the scale under it; then, if a cell is masked, the masked swatch."""
     (bar_x, by), (size, line) = at, text
@@ -301,7 +318,9 @@ def svg_text(drawing: Drawing) -> str:
     ]
     for x, y, cw, ch, rgb in drawing.bitmaps:
         for i, j in np.ndindex(rgb.shape[:2]):
-            parts.append(f'<rect x="{x + j * cw}" y="{y + i * ch}" width="{cw}" height="{ch}" fill="{_hex(rgb[i, j])}"/>')
+            parts.append(
+                f'<rect x="{x + j * cw}" y="{y + i * ch}" width="{cw}" height="{ch}" fill="{_hex(rgb[i, j])}"/>'
+            )
     parts.append("</g>")
     for x, y, s, size, anchor, rgb, upright in drawing.texts:
         turn = "" if upright else f' transform="rotate(-90 {x:.1f} {y:.1f})"'

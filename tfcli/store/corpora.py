@@ -39,28 +39,50 @@ class Corpus:
     licence: str
     url: str | None = None  # a public file that is exactly this corpus; None: none is (see `derived`)
     derived: str | None = None  # why no public file gives these bytes, and how they were made
+    source_zh: str = ""  # `source` and `licence` in Chinese, for `tfcli data --lang zh`
+    licence_zh: str = ""
 
 
 CORPORA: dict[str, Corpus] = {
     c.name: c
     for c in (
         Corpus(
-            "shakespeare", "tinyshakespeare.txt", "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed", 1_115_394,
+            "shakespeare",
+            "tinyshakespeare.txt",
+            "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+            1_115_394,
             "about 40,000 lines of Shakespeare's plays (the shipped shakespeare model's corpus)",
-            "karpathy/char-rnn, data/tinyshakespeare/input.txt", "public domain",
+            "karpathy/char-rnn, data/tinyshakespeare/input.txt",
+            "public domain",
             url="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+            source_zh="karpathy/char-rnn 的 data/tinyshakespeare/input.txt",
+            licence_zh="公有领域",
         ),
         Corpus(
-            "tang", "tang_poems.txt", "9cc119862f7778cb77923557af53b32b32d64b4ffcbc65c41d2de62d442b0aa5", 12_662_844,
+            "tang-traditional",
+            "tang_poems.txt",
+            "9cc119862f7778cb77923557af53b32b32d64b4ffcbc65c41d2de62d442b0aa5",
+            12_662_844,
             "57,603 poems of the Complete Tang Poems (全唐诗), traditional characters, a poem per block",
-            "chinese-poetry/chinese-poetry, the poet.tang.*.json files", "poems public domain; collection MIT",
-            derived="extracted from 58 JSON files (title line, then the lines of each poem): no single public file holds these bytes",
+            "chinese-poetry/chinese-poetry, the poet.tang.*.json files",
+            "poems public domain; collection MIT",
+            derived="extracted from 58 JSON files (title line, then the lines of each poem): no single public file "
+            "holds these bytes",
+            source_zh="chinese-poetry/chinese-poetry 的 poet.tang.*.json 文件",
+            licence_zh="诗作属公有领域；合集为 MIT",
         ),
         Corpus(
-            "tang-simplified", "tang_poems_simplified.txt", "fb17315d413aaf581bc04b2ec990bda1415cf0b8d4d007c33c945b4cb890dfa6",
-            12_664_857, "the same poems in simplified characters (the shipped tang model's corpus)",
-            "tang_poems.txt converted with OpenCC's t2s table", "poems public domain; collection MIT",
-            derived="converted from tang_poems.txt with OpenCC (t2s): the bytes depend on OpenCC's version, so no download rebuilds them",
+            "tang",
+            "tang_poems_simplified.txt",
+            "fb17315d413aaf581bc04b2ec990bda1415cf0b8d4d007c33c945b4cb890dfa6",
+            12_664_857,
+            "the same poems in simplified characters (the shipped tang model's corpus)",
+            "tang_poems.txt converted with OpenCC's t2s table",
+            "poems public domain; collection MIT",
+            derived="converted from tang_poems.txt with OpenCC (t2s): the bytes depend on OpenCC's version, so no "
+                    "download rebuilds them",
+            source_zh="tang_poems.txt 经 OpenCC 的 t2s 表转成简体",
+            licence_zh="诗作属公有领域；合集为 MIT",
         ),
     )
 }
@@ -116,13 +138,16 @@ def pull(name: str, source: Path | None = None, force: bool = False, progress=No
     if source is None and url is None:
         raise PullError(
             f"{c.file} has no public download: {c.derived}",
-            f"give your copy: tfcli data pull {name} --from FILE, or set {MIRROR} to a folder or URL that holds {c.file}",
+            f"give your copy: tfcli data pull {name} --from FILE, or set {MIRROR} to a folder or URL that holds "
+            f"{c.file}",
         )
     root = data_dir()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise PullError(f"cannot create the data folder {root}: {e.strerror}", "set TFCLI_HOME to a writable folder") from None
+        raise PullError(
+            f"cannot create the data folder {root}: {e.strerror}", "set TFCLI_HOME to a writable folder"
+        ) from None
     fd, tmp = tempfile.mkstemp(prefix=f".{c.file}.", dir=root)
     os.close(fd)
     try:
@@ -133,7 +158,8 @@ def pull(name: str, source: Path | None = None, force: bool = False, progress=No
         got = sha256_file(Path(tmp))
         if got != c.sha256:
             said = source if source is not None else url
-            raise PullError(f"{said} is not the {c.file} the recipes use (sha256 {got[:12]}…, expected {c.sha256[:12]}…)",
+            raise PullError(f"{said} is not the {c.file} the recipes use (sha256 {got[:12]}…, expected "
+                            f"{c.sha256[:12]}…)",
                             "check the file or the mirror")  # fmt: skip
         os.replace(tmp, path_of(c))
     finally:
@@ -154,7 +180,8 @@ def _download(url: str, target: Path, c: Corpus, progress) -> None:
     if not url.startswith(("http://", "https://", "file://")):
         raise UsageError(f"{MIRROR}={url.rsplit('/', 1)[0]} is not a URL", "give http://, https:// or file://")
     try:
-        with urllib.request.urlopen(url, timeout=60) as r, open(target, "wb") as f:  # noqa: S310 - the scheme is checked above
+        # the scheme is checked above (S310)
+        with urllib.request.urlopen(url, timeout=60) as r, open(target, "wb") as f:  # noqa: S310
             done = 0
             while block := r.read(1 << 16):
                 done += len(block)

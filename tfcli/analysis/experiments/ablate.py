@@ -44,8 +44,11 @@ def ablate(model, ids, answer: int | None = None, progress=None, run: Plain = PL
         make = lambda group, b=b: np.repeat(clean.resid[b][None], len(group), axis=0)  # noqa: E731  [n, T, D]
 
         def hooks(group, b=b) -> Hooks:
-            return Hooks().add("z", _in_variants(group, t_len, lambda v, j: v[:, j].fill(0) if j < n_head else None), b).add(
-                "mlp_out", _in_variants(group, t_len, lambda v, j: v.fill(0) if j == n_head else None), b)
+            return (
+                Hooks()
+                .add("z", _in_variants(group, t_len, lambda v, j: v[:, j].fill(0) if j < n_head else None), b)
+                .add("mlp_out", _in_variants(group, t_len, lambda v, j: v.fill(0) if j == n_head else None), b)
+            )
 
         last = run_variants(model, b, n_head + 1, t_len, make, hooks, run)  # [H+1, D]
         change = log_softmax(logits_of(model, last, run=run))[:, answer] - base  # [H+1]
@@ -99,17 +102,20 @@ def ablation_hooks(model, specs: list[str], hooks: Hooks | None = None) -> Hooks
     for spec in specs:
         m = SPEC.match(spec.strip())
         if m is None:
-            raise UsageError(f"--ablate {spec!r} is not B.H (a head), B.mlp (an MLP) or B.nN (a neuron)", "e.g. --ablate 3.1 --ablate 5.mlp --ablate 2.n100")
+            raise UsageError(f"--ablate {spec!r} is not B.H (a head), B.mlp (an MLP) or B.nN (a neuron)",
+                             "e.g. --ablate 3.1 --ablate 5.mlp --ablate 2.n100")
         b = check_block(model, int(m.group(1)))
         if m.group(2) is not None:
             h = int(m.group(2))
             if h >= cfg.n_head:
-                raise UsageError(f"--ablate {spec}: head {h} is out of range (each block has heads 0 to {cfg.n_head - 1})")
+                raise UsageError(f"--ablate {spec}: head {h} is out of range "
+                                 f"(each block has heads 0 to {cfg.n_head - 1})")
             hooks.add("z", zero_head(h), b)
         elif m.group(3) is not None:
             n = int(m.group(3))
             if n >= cfg.d_ff:
-                raise UsageError(f"--ablate {spec}: neuron {n} is out of range (each MLP has neurons 0 to {cfg.d_ff - 1})")
+                raise UsageError(f"--ablate {spec}: neuron {n} is out of range "
+                                 f"(each MLP has neurons 0 to {cfg.d_ff - 1})")
             hooks.add("mlp_act", zero_neuron(n), b)
         else:
             hooks.add("mlp_out", zero, b)

@@ -75,14 +75,16 @@ def site_gradients(grads: grad.Grads, site: str, n_layer: int) -> list[np.ndarra
     return [grads.site("z" if site == "heads" else "mlp_out", b) for b in range(n_layer)]
 
 
-def attribute(model, clean_ids, corrupt_ids, site: str = "resid", answer: int | None = None, wrong: int | None = None) -> Attribution:
+def attribute(model, clean_ids, corrupt_ids, site: str = "resid", answer: int | None = None,
+              wrong: int | None = None) -> Attribution:
     """The attribution-patching grid of the clean text against the corrupt one (the same number of
     tokens); answer and wrong default as patch.py's do: the clean and the corrupt run's top token."""
     if site not in SITES:
         raise UsageError(f"unknown site {site!r}; attribution sites are {', '.join(SITES)}")
     clean_ids, corrupt_ids = np.asarray(clean_ids), np.asarray(corrupt_ids)
     if len(clean_ids) != len(corrupt_ids):
-        raise UsageError(f"the clean text has {len(clean_ids)} tokens and the corrupt one {len(corrupt_ids)}; attribution needs the same number")
+        raise UsageError(f"the clean text has {len(clean_ids)} tokens and the corrupt one {len(corrupt_ids)}; "
+                         "attribution needs the same number")
     clean_rec, clean_kept = _recorder(site)
     clean_logits, _ = grad.record(model, clean_ids, clean_rec)  # [T, V]
     corrupt_rec, corrupt_kept = _recorder(site)
@@ -90,14 +92,16 @@ def attribute(model, clean_ids, corrupt_ids, site: str = "resid", answer: int | 
     answer = int(np.argmax(clean_logits[-1])) if answer is None else answer
     wrong = int(np.argmax(corrupt_logits[-1])) if wrong is None else wrong
     if answer == wrong:
-        raise UsageError("the clean and the corrupt text predict the same token, so there is no difference to trace", "give --answer and --wrong")
+        raise UsageError("the clean and the corrupt text predict the same token, so there is no difference to trace",
+                         "give --answer and --wrong")
     d = np.zeros_like(corrupt_logits)  # [T, V]: dM/d logits
     d[-1, answer], d[-1, wrong] = 1.0, -1.0
     grads = grad.backward(model, tape, d)
     ld_clean = float(clean_logits[-1, answer]) - float(clean_logits[-1, wrong])
     ld_corrupt = float(corrupt_logits[-1, answer]) - float(corrupt_logits[-1, wrong])
     rows = []
-    for g, a, b in zip(site_gradients(grads, site, model.config.n_layer), activations(clean_rec, clean_kept, site), activations(corrupt_rec, corrupt_kept, site)):
+    for g, a, b in zip(site_gradients(grads, site, model.config.n_layer), activations(clean_rec, clean_kept, site),
+                       activations(corrupt_rec, corrupt_kept, site)):
         change = g.astype(np.float64) * (a.astype(np.float64) - b)  # [T, D] or [T, H, Dh]
         rows.append(change.sum(axis=(0, 2)) if site == "heads" else change.sum(axis=-1))  # [H] or [T]
     denom = ld_clean - ld_corrupt

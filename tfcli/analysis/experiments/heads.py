@@ -38,7 +38,8 @@ class Attribution:
     total: float  # the sum of all the parts
 
 
-def attribute(model, ids, position: int = -1, target: int | None = None, progress=None, run: Plain = PLAIN) -> Attribution:
+def attribute(model, ids, position: int = -1, target: int | None = None, progress=None,
+              run: Plain = PLAIN) -> Attribution:
     """progress(done, total), if given, is called after each block of the pass; `run`: its executor."""
     ids = np.asarray(ids)
     t_len, cfg = len(ids), model.config
@@ -63,8 +64,10 @@ def attribute(model, ids, position: int = -1, target: int | None = None, progres
     dh = cfg.head_dim
     for b, layer in enumerate(model.layers):
         w_o, b_o = model.output_projection(layer)
-        parts = np.einsum("hd,hdk->hk", z[b].astype(np.float64), np.asarray(w_o, dtype=np.float64).reshape(cfg.n_head, dh, -1))  # [H, D]
-        post = model.frozen_attn_out(layer, parts.sum(axis=0) + (0.0 if b_o is None else b_o))  # Gemma's norm after W_O, frozen
+        parts = np.einsum("hd,hdk->hk", z[b].astype(np.float64),
+                          np.asarray(w_o, dtype=np.float64).reshape(cfg.n_head, dh, -1))  # [H, D]
+        # Gemma's norm after W_O, frozen
+        post = model.frozen_attn_out(layer, parts.sum(axis=0) + (0.0 if b_o is None else b_o))
         if post is not None:
             parts = post(parts)  # [H, D]
             b_o = None if b_o is None else post(np.asarray(b_o, dtype=np.float64))  # [D]
@@ -119,7 +122,10 @@ def detect(model, ids, tokenizer=None, repeat: int = 20, seed: int = 0, progress
     n = model.config.n_layer
     text = attention(model, ids, progress, 0, 2 * n, run)  # [L] x [H, T, T]
     t = np.arange(1, len(ids))
-    prev = np.array([a[:, t, t - 1].mean(axis=-1) for a in text]) if len(ids) > 1 else np.zeros((model.config.n_layer, model.config.n_head))
+    if len(ids) > 1:
+        prev = np.array([a[:, t, t - 1].mean(axis=-1) for a in text])
+    else:
+        prev = np.zeros((model.config.n_layer, model.config.n_head))
     first = np.array([a[:, t, 0].mean(axis=-1) for a in text]) if len(ids) > 1 else np.zeros_like(prev)
     rep, off = repeated_tokens(tokenizer, model.config.vocab_size, repeat, seed)
     att = attention(model, rep, progress, n, 2 * n, run)

@@ -50,21 +50,25 @@ def logit_diff(logits: np.ndarray, answer: int, wrong: int) -> float:
     return float(logits[answer]) - float(logits[wrong])
 
 
-def patch(model, clean_ids, corrupt_ids, site: str = "resid", answer: int | None = None, wrong: int | None = None, progress=None,
+def patch(model, clean_ids, corrupt_ids, site: str = "resid", answer: int | None = None,
+          wrong: int | None = None, progress=None,
           run: Plain = PLAIN) -> Patching:
     """progress(done, total), if given, is called after each residual index (resid) or block (heads,
     mlp); `run`: the executor of the passes (engine/executor.py)."""
     if site not in SITES:
         raise UsageError(f"unknown site {site!r}; patching sites are {', '.join(SITES)}")
     if len(clean_ids) != len(corrupt_ids):
-        raise UsageError(f"the clean text has {len(clean_ids)} tokens and the corrupt one {len(corrupt_ids)}; patching needs the same number")
+        raise UsageError(f"the clean text has {len(clean_ids)} tokens and the corrupt one {len(corrupt_ids)}; "
+                         "patching needs the same number")
     clean, corrupt = _recorded(model, clean_ids, site, run), _recorded(model, corrupt_ids, site, run)
     answer = int(np.argmax(clean[0].logits)) if answer is None else answer
     wrong = int(np.argmax(corrupt[0].logits)) if wrong is None else wrong
     if answer == wrong:
-        raise UsageError("the clean and the corrupt text predict the same token, so there is no difference to trace", "give --answer and --wrong")
+        raise UsageError("the clean and the corrupt text predict the same token, so there is no difference to trace",
+                         "give --answer and --wrong")
     ld_clean, ld_corrupt = logit_diff(clean[0].logits, answer, wrong), logit_diff(corrupt[0].logits, answer, wrong)
-    patched = {"resid": _resid, "mlp": _mlp, "heads": _heads}[site](model, clean, corrupt, answer, wrong, progress or _silent, run)
+    patched = {"resid": _resid, "mlp": _mlp, "heads": _heads}[site](model, clean, corrupt, answer, wrong,
+                                                                    progress or _silent, run)
     denom = ld_clean - ld_corrupt
     grid = (patched - ld_corrupt) / denom if denom != 0 else np.full_like(patched, np.nan)
     return Patching(site, clean[0], corrupt[0], answer, wrong, ld_clean, ld_corrupt, grid)

@@ -59,10 +59,12 @@ def from_texts(model, tokenizer, toward: str, away: str, layer: int, scale: floa
         if len(ids) <= prefix:
             raise PromptError(f"{what} is empty", "give a word or a few for each side of the direction")
         if len(ids) > model.config.n_ctx:
-            raise PromptError(f"{what} is {len(ids):,} tokens; the model reads at most {model.config.n_ctx:,}", "shorten it")
+            raise PromptError(f"{what} is {len(ids):,} tokens; the model reads at most {model.config.n_ctx:,}",
+                              "shorten it")
         return ids, len(ids) - prefix
 
-    return steering_vector(model, side(toward, "the text to steer toward"), side(away, "the text to steer away from"), layer, scale, run)
+    return steering_vector(model, side(toward, "the text to steer toward"),
+                           side(away, "the text to steer away from"), layer, scale, run)
 
 
 def save(path, s: Steering, identity: str | None = None) -> None:
@@ -84,12 +86,14 @@ def load(path, model, identity: str | None = None, any_model: bool = False) -> S
         raise UsageError(f"{what} ({e.message})", "give the file --save wrote") from None
     vector, layer, scale = z["vector"], int(z["layer"]), float(z["scale"])
     if vector.shape != (d,) or not np.isfinite(vector).all() or not np.isfinite(scale):
-        raise UsageError(f"{path} holds a vector of shape {vector.shape}, not this model's width {d}", "save a vector with the same model")
+        raise UsageError(f"{path} holds a vector of shape {vector.shape}, not this model's width {d}",
+                         "save a vector with the same model")
     if identity is not None and not any_model:
         made_on = _made_on(path)
         if made_on != identity:
             whose = f"another model ({made_on})" if made_on else "a model it does not record (saved by an older tfcli)"
-            raise UsageError(f"{path} was made on {whose}, not on this one ({identity})", "save it again with this model, or pass --any-model to use it anyway")
+            raise UsageError(f"{path} was made on {whose}, not on this one ({identity})",
+                             "save it again with this model, or pass --any-model to use it anyway")
     check_block(model, layer, "the saved layer")
     return Steering(layer, vector.astype(np.float32), scale)
 

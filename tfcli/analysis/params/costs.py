@@ -37,7 +37,8 @@ class Compute:
 
 def attention_flops(s: ModelConfig) -> Row:
     """2·L·T·H·Dh: the attention term of Compute, as a row with its formula."""
-    return Row("attention_flops", (const(2), axis("L", s.n_layer), axis("T", s.n_ctx), times(axis("H", s.n_head), axis("Dh", s.head_dim))), sep="·")
+    return Row("attention_flops", (const(2), axis("L", s.n_layer), axis("T", s.n_ctx),
+                                   times(axis("H", s.n_head), axis("Dh", s.head_dim))), sep="·")
 
 
 def compute(s: ModelConfig) -> Compute:
@@ -63,7 +64,8 @@ class KVCache:
 
 def kv_per_token(s: ModelConfig, dtype: str) -> Row:
     """2 × L × Hkv × Dh × bytes: a token's keys and values in every layer, as a row with its formula."""
-    return Row("kv_per_token", (const(2), axis("L", s.n_layer), axis("Hkv", s.n_kv_head), axis("Dh", s.head_dim), const(CACHE_BYTES[dtype])))
+    return Row("kv_per_token", (const(2), axis("L", s.n_layer), axis("Hkv", s.n_kv_head), axis("Dh", s.head_dim),
+                                const(CACHE_BYTES[dtype])))
 
 
 def kv_cache(s: ModelConfig) -> KVCache:

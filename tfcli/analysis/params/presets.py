@@ -57,12 +57,15 @@ def _gpt2(layers: int, d_model: int, heads: int) -> ModelConfig:
     return _gpt(layers, d_model, heads, 1024)
 
 
-def _modern(family: str, vocab: int, context: int, layers: int, d_model: int, heads: int, kv_heads: int, head_dim: int, d_ff: int, **traits) -> ModelConfig:
+def _modern(family: str, vocab: int, context: int, layers: int, d_model: int, heads: int, kv_heads: int, head_dim: int,
+            d_ff: int, **traits) -> ModelConfig:
     """A Llama-style block (RMSNorm, SwiGLU, RoPE, no biases, tied embeddings) unless `traits` say otherwise."""
-    kinds = {"norm": "rmsnorm", "mlp": "swiglu", "positions": "rope", "qkv_bias": False, "o_bias": False, "mlp_bias": False}
+    kinds = {"norm": "rmsnorm", "mlp": "swiglu", "positions": "rope", "qkv_bias": False,
+             "o_bias": False, "mlp_bias": False}
     kinds |= {"norm_eps": 1e-6, "tie_embeddings": True}
     return ModelConfig(
-        family=family, vocab_size=vocab, n_ctx=context, n_layer=layers, d_model=d_model, n_head=heads, n_kv_head=kv_heads,
+        family=family, vocab_size=vocab, n_ctx=context, n_layer=layers, d_model=d_model,
+        n_head=heads, n_kv_head=kv_heads,
         head_dim=head_dim, d_ff=d_ff, **(kinds | traits),
     )  # fmt: skip
 
@@ -74,8 +77,10 @@ SOURCES_ZH = {_GPT3: "GPT-3 论文表 2.1", _GPT2: "GPT-2 论文表 2"}  # a rep
 
 def _gpt2_notes(printed: str, released: str) -> tuple[str, str]:
     """A GPT-2 preset's note, in English and Chinese: the paper's figure against the checkpoint's."""
-    return (f"the GPT-2 paper printed {printed}; the released checkpoint holds the count here (OpenAI's download name: {released})",
-            f"GPT-2 论文印的是 {printed}；发布的检查点存的是这里的计数（OpenAI 的下载名：{released}）")  # fmt: skip
+    return (f"the GPT-2 paper printed {printed}; the released checkpoint holds the count here "
+            f"(OpenAI's download name: {released})",
+            f"GPT-2 论文印的是 {printed}；发布的检查点存的是这里的计数"
+            f"（OpenAI 的下载名：{released}）")  # fmt: skip
 
 
 PRESETS: dict[str, Preset] = {
@@ -156,7 +161,8 @@ PRESETS: dict[str, Preset] = {
         Preset(
             "gemma-3-270m",
             "Gemma-3-270M",
-            _modern("gemma3", 262144, 32768, 18, 640, 4, 1, 256, 2048, norm="rmsnorm1p", mlp="geglu", qk_norm=True, norms_per_block=4, rope_theta=1_000_000.0),
+            _modern("gemma3", 262144, 32768, 18, 640, 4, 1, 256, 2048, norm="rmsnorm1p", mlp="geglu", qk_norm=True,
+                    norms_per_block=4, rope_theta=1_000_000.0),
             "270M",
             "google/gemma-3-270m",
             "the 262,144-token embedding holds most of the parameters (Google: 170M embedding, 100M in the blocks)",
@@ -175,7 +181,8 @@ PRESETS: dict[str, Preset] = {
 # Other spellings people use for the same rows.
 ALIASES = {"gpt3-175b": "gpt3", "gpt3-125m": "gpt3-small", "gpt3-350m": "gpt3-medium", "gpt3-760m": "gpt3-large"}
 ALIASES |= {"gpt3-1.3b": "gpt3-xl", "gpt2-small": "gpt2", "gpt2-124m": "gpt2", "smollm2": "smollm2-135m"}
-ALIASES |= {"qwen3": "qwen3-0.6b", "llama-3.2": "llama-3.2-1b", "llama3.2-1b": "llama-3.2-1b", "gemma-3": "gemma-3-270m", "gemma3-270m": "gemma-3-270m"}
+ALIASES |= {"qwen3": "qwen3-0.6b", "llama-3.2": "llama-3.2-1b", "llama3.2-1b": "llama-3.2-1b",
+            "gemma-3": "gemma-3-270m", "gemma3-270m": "gemma-3-270m"}
 ALIASES |= {"phi-4": "phi-4-mini", "phi4-mini": "phi-4-mini"}
 
 DEFAULT = "gpt3"

@@ -73,7 +73,8 @@ def build(subject: Subject) -> dict[str, Any]:
         "note_zh": subject.note_zh,
         "changed": list(subject.changed),
         "shape": shape_dict(s),
-        "tally_3b1b": {"rows": [_row(r) for r in tally.rows], "steps": [_row(r) for r in tally.steps], "total": tally.total},
+        "tally_3b1b": {"rows": [_row(r) for r in tally.rows], "steps": [_row(r) for r in tally.steps],
+                       "total": tally.total},
         "exact": {"rows": [_row(r) for r in ex.rows], "total": ex.total, "untied_total": untied_total},
         "difference": {"rows": [_row(r) for r in difference(s)], "total": tally.total - ex.total},
         "quoted": None,
@@ -112,11 +113,13 @@ def build(subject: Subject) -> dict[str, Any]:
 
 def _row(r) -> dict[str, Any]:
     en, zh = LABELS[r.key]
-    return {"key": r.key, "name": en, "name_zh": zh, "count": r.count, "formula": r.formula, "formula_zh": r.formula_zh, "numbers": r.numbers,
+    return {"key": r.key, "name": en, "name_zh": zh, "count": r.count, "formula": r.formula, "formula_zh": r.formula_zh,
+            "numbers": r.numbers,
             "note": r.note, "note_zh": r.note_zh}  # fmt: skip
 
 
-def build_from(subject: Subject, path: str, shapes: dict[str, tuple[int, ...]], files: list[str], dtypes: dict[str, int]) -> dict[str, Any]:
+def build_from(subject: Subject, path: str, shapes: dict[str, tuple[int, ...]], files: list[str],
+               dtypes: dict[str, int]) -> dict[str, Any]:
     """The tensors of a weight file (names and shapes, read from its headers) beside the count for
     the shape. Imports the engine's families (census.py): only --from calls it."""
     from .census import compare
@@ -127,7 +130,8 @@ def build_from(subject: Subject, path: str, shapes: dict[str, tuple[int, ...]], 
         "files": files,
         "tensors": len(shapes),
         "dtypes": dtypes,
-        "rows": [{"key": k, "name": LABELS[k][0], "name_zh": LABELS[k][1], "analytic": a, "actual": b} for k, a, b in c.rows],
+        "rows": [{"key": k, "name": LABELS[k][0], "name_zh": LABELS[k][1], "analytic": a, "actual": b}
+                 for k, a, b in c.rows],
         "analytic_total": sum(a for _, a, _ in c.rows),
         "actual_total": c.actual_total,
         "mismatched": c.mismatched,
@@ -141,6 +145,7 @@ def build_from(subject: Subject, path: str, shapes: dict[str, tuple[int, ...]], 
 def presets_list() -> list[dict[str, Any]]:
     """Every preset with its exact count, for --list-presets."""
     return [
-        {"name": p.name, "title": p.title, "quoted": p.quoted, "source": p.source, "exact": exact(p.config).total, "shape": shape_dict(p.config), "note": p.note}
+        {"name": p.name, "title": p.title, "quoted": p.quoted, "source": p.source, "exact": exact(p.config).total,
+         "shape": shape_dict(p.config), "note": p.note}
         for p in presets.PRESETS.values()
     ]

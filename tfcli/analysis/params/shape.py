@@ -38,7 +38,8 @@ def norm_params(cfg: ModelConfig) -> int:
 def shape_dict(cfg: ModelConfig) -> dict:
     """The shape under the names of SHAPE_KEYS (attn_bias: any bias in attention, split into
     qkv_bias and o_bias since Qwen2 has the one without the other), with d_attn and d_kv."""
-    d = {"blocks": cfg.n_layer} | {key: getattr(cfg, field) for key, field in SIZES.items()}  # "layers": the older name of "blocks", kept
+    # "layers": the older name of "blocks", kept
+    d = {"blocks": cfg.n_layer} | {key: getattr(cfg, field) for key, field in SIZES.items()}
     d |= {"tied": cfg.tie_embeddings, "attn_bias": cfg.qkv_bias or cfg.o_bias, "mlp_bias": cfg.mlp_bias}
     d |= {"mlp": cfg.mlp, "norm": cfg.norm, "positions": cfg.positions, "qkv_bias": cfg.qkv_bias, "o_bias": cfg.o_bias}
     d |= {"norms_per_block": cfg.norms_per_block, "qk_norm": cfg.qk_norm}
@@ -112,7 +113,8 @@ def modify(
         follows = base.n_head * base.head_dim == base.d_model
         if follows and (d_model is not None or heads is not None):
             if D % H:
-                raise ShapeError(f"d_model {D:,} is not divisible by {H} heads", "choose heads that divide d_model, or give --head-dim")
+                raise ShapeError(f"d_model {D:,} is not divisible by {H} heads",
+                                 "choose heads that divide d_model, or give --head-dim")
             head_dim = D // H
         else:
             head_dim = base.head_dim
@@ -136,7 +138,8 @@ def _positive(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ShapeError(f"{name} must be a positive whole number, not {shown(value, 40)}")
     if value > MAX_SIZE:
-        raise ShapeError(f"{name} must be at most 10^18, not {shown_number(value)}", "a hypothetical model is counted up to 10^18 in each size")
+        raise ShapeError(f"{name} must be at most 10^18, not {shown_number(value)}",
+                         "a hypothetical model is counted up to 10^18 in each size")
 
 
 def _one_of(name: str, value: str, allowed: dict[str, object]) -> None:

@@ -20,7 +20,8 @@ from .shape import gqa
 
 
 # What each kind of norm stores (engine/config.py's NORMS[...].stores), in Chinese.
-STORES_ZH = {"layernorm": "缩放与平移", "rmsnorm": "只有缩放", "rmsnorm1p": "只有缩放，存为 1 + w 中的 w"}
+STORES_ZH = {"layernorm": "缩放与平移", "rmsnorm": "只有缩放",
+             "rmsnorm1p": "只有缩放，存为 1 + w 中的 w"}
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ class _Axes:
 
     def __init__(self, s: ModelConfig):
         self.L, self.D, self.H = axis("L", s.n_layer), axis("D", s.d_model), axis("H", s.n_head)
-        self.Dh, self.F, self.V, self.T = axis("Dh", s.head_dim), axis("F", s.d_ff), axis("V", s.vocab_size), axis("T", s.n_ctx)
+        self.Dh, self.F = axis("Dh", s.head_dim), axis("F", s.d_ff)
+        self.V, self.T = axis("V", s.vocab_size), axis("T", s.n_ctx)
         self.Hkv = axis("Hkv", s.n_kv_head)
         # Key and value heads: written Hkv under grouped-query attention, H (the same number) without.
         self.kv = self.Hkv if gqa(s) else axis("H", s.n_kv_head)
@@ -62,7 +64,10 @@ def tally_3b1b(s: ModelConfig) -> Tally:
     a = _Axes(s)
     L, D, H, Dh, F, V = a.L, a.D, a.H, a.Dh, a.F, a.V
     # Matrices on the way up: up (GELU), or gate and up (SwiGLU), both D -> F.
-    up = Row("up", (L, const(2), D, F), "gate and up, both D → F", "门控和上投影，都是 D → F") if s.mlp_matrices == 3 else Row("up", (L, D, F))
+    if s.mlp_matrices == 3:
+        up = Row("up", (L, const(2), D, F), "gate and up, both D → F", "门控和上投影，都是 D → F")
+    else:
+        up = Row("up", (L, D, F))
     rows = (
         Row("embedding", (V, D)),
         Row("key", (L, a.kv, Dh, D)),
@@ -83,7 +88,8 @@ def tally_3b1b(s: ModelConfig) -> Tally:
     if gqa(s):
         steps += [
             Row("query_head", (const(2), one), "W_Q and value-up", "W_Q 与值升维"),
-            Row("kv_head", (const(2), one), f"W_K and value-down, shared by {s.q_per_kv} query heads", f"W_K 与值降维，由 {s.q_per_kv} 个查询头共享"),
+            Row("kv_head", (const(2), one), f"W_K and value-down, shared by {s.q_per_kv} query heads",
+                f"W_K 与值降维，由 {s.q_per_kv} 个查询头共享"),
             Row("layer_attention", (plus(H, a.Hkv, parts=True), times(const(2), D, Dh))),
         ]
     else:
@@ -110,18 +116,25 @@ def exact(s: ModelConfig) -> Tally:
     norm = times(const(kind.vectors), D, sep=" × ") if kind.vectors > 1 else D  # LayerNorm: scale and shift
     rows = (
         Row("token_embedding", (V, D)),
-        Row("position_embedding", (T, D)) if POSITIONS[s.positions].table else Row("position_embedding", note="RoPE: rotations, no parameters", note_zh="RoPE：旋转，没有参数"),
+        Row("position_embedding", (T, D)) if POSITIONS[s.positions].table
+        else Row("position_embedding", note="RoPE: rotations, no parameters", note_zh="RoPE：旋转，没有参数"),
         Row("attn_q", (L, D, times(H, Dh))),
         Row("attn_k", (L, D, times(a.kv, Dh))),
         Row("attn_v", (L, D, times(a.kv, Dh))),
         Row("attn_o", (L, times(H, Dh), D)),
-        Row("attn_bias", (L, plus(*attn_bias))) if attn_bias else Row("attn_bias", note="no biases", note_zh="没有偏置"),
-        Row("mlp", (L, const(m), D, F), *(("gate, up, down", "门控、上投影、下投影") if m == 3 else ("up, down", "上投影、下投影"))),
-        Row("mlp_bias", (L, plus(times(const(2), F) if m == 3 else F, D))) if s.mlp_bias else Row("mlp_bias", note="no biases", note_zh="没有偏置"),
-        Row("norms", (L, const(s.norms_per_block), norm), f"{s.norms_per_block} per block, {kind.stores}", f"每个块 {s.norms_per_block} 个，{STORES_ZH.get(s.norm, kind.stores)}"),
-        *([Row("qk_norms", (L, const(2), Dh), "queries and keys, one scale of Dh each, shared by the heads", "查询和键各一个 Dh 维的缩放，各头共享")] if s.qk_norm else []),
+        Row("attn_bias", (L, plus(*attn_bias))) if attn_bias
+        else Row("attn_bias", note="no biases", note_zh="没有偏置"),
+        Row("mlp", (L, const(m), D, F), *(("gate, up, down", "门控、上投影、下投影") if m == 3
+                                         else ("up, down", "上投影、下投影"))),
+        Row("mlp_bias", (L, plus(times(const(2), F) if m == 3 else F, D))) if s.mlp_bias
+        else Row("mlp_bias", note="no biases", note_zh="没有偏置"),
+        Row("norms", (L, const(s.norms_per_block), norm), f"{s.norms_per_block} per block, {kind.stores}",
+            f"每个块 {s.norms_per_block} 个，{STORES_ZH.get(s.norm, kind.stores)}"),
+        *([Row("qk_norms", (L, const(2), Dh), "queries and keys, one scale of Dh each, shared by the heads",
+               "查询和键各一个 Dh 维的缩放，各头共享")] if s.qk_norm else []),
         Row("final_norm", (norm,)),
-        Row("unembedding", note="tied: shares the embedding", note_zh="共享：与嵌入是同一个矩阵") if s.tie_embeddings else Row("unembedding", (V, D)),
+        Row("unembedding", note="tied: shares the embedding", note_zh="共享：与嵌入是同一个矩阵")
+        if s.tie_embeddings else Row("unembedding", (V, D)),
     )
     return Tally(rows)
 
@@ -130,7 +143,8 @@ def difference(s: ModelConfig) -> tuple[Sum, ...]:
     """Why the 3Blue1Brown tally and the exact count differ: rows that sum to tally - exact."""
     t, e = tally_3b1b(s), exact(s)
     if s.tie_embeddings:
-        unembedding = Sum("diff_unembedding", (t.row("unembedding"),), note="counted as its own matrix; a tied checkpoint stores it once",
+        unembedding = Sum("diff_unembedding", (t.row("unembedding"),),
+                          note="counted as its own matrix; a tied checkpoint stores it once",
                           note_zh="当作独立的矩阵计入；共享权重的检查点只存一次")
     else:
         unembedding = Sum("diff_unembedding", note="untied: both count it", note_zh="不共享：两边都计入")

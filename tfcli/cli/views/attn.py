@@ -16,7 +16,7 @@ from . import heatmap
 
 # --- tokens and their labels ------------------------------------------------------------------
 
-from tfcli.draw.labels import token_labels, visible  # noqa: F401, E402  (moved there: the pictures need no terminal)
+from tfcli.draw.labels import token_labels, visible  # noqa: F401, E402  (moved: pictures need no terminal)
 
 
 def offline_labels(text: str) -> tuple[list[str], str]:
@@ -49,98 +49,15 @@ def _say(en: str, cn: str, zh: bool) -> None:
         out.print(en)
 
 
-# --- the worked example -----------------------------------------------------------------------
-
-
-def demo_json(ex) -> None:
-    t = ex.row
-    finite = lambda a: [[None if not np.isfinite(x) else float(x) for x in r] for r in a]  # noqa: E731
-    from ..json import emit
-
-    emit({
-        "model": None, "tokens": ex.tokens, "scores": ex.scores, "masked_scores": finite(ex.masked), "weights": ex.weights,
-        "values": ex.values, "value_dims": ex.value_dims, "row": t, "context": ex.context(t),
-    })  # fmt: skip: a worked example by hand, no model
-
-
-def demo(ex, zh: bool = False) -> None:
-    """The worked example (analysis.attention.WorkedExample), step by step (in Chinese with zh)."""
-    say = functools.partial(_say, zh=zh)
-    _demo_grids(ex, say)
-    _demo_row(ex, say, zh)
-    _demo_meaning(ex, say)
-
-
-def _demo_grids(ex, say) -> None:
-    """Steps 1-3 on the whole grid: the scores, the mask, the softmax."""
-    tokens = ex.tokens
-    masked = ex.masked
-    colour = heatmap.uses_colour(out)
-    everything = np.ones_like(ex.allowed)
-    say(f"[bold]Attention, worked by hand[/]: [italic]{' '.join(tokens)}[/] ({len(tokens)} tokens)\n",
-        f"[bold]手算注意力[/]：[italic]{' '.join(tokens)}[/]（{len(tokens)} 个词元）\n")
-    say("[bold]1. Scores[/] s_ti = q_t · k_i / √d_k: how well token t's query matches token i's key (set by hand here).",
-        "[bold]1. 分数[/] s_ti = q_t · k_i / √d_k：词元 t 的查询与词元 i 的键有多匹配（这里是手工设定的）。")
-    out.print(heatmap.numbers(ex.scores, everything, tokens, tokens, False, fmt="{:.1f}", row_sums=False))
-    say("\n[bold]2. The causal mask[/] sets the future (i > t) to -inf, [italic]before[/] softmax.",
-        "\n[bold]2. 因果遮罩[/]在 softmax [italic]之前[/]把未来（i > t）设为 -inf。")
-    out.print(heatmap.numbers(masked, ex.allowed, tokens, tokens, False, masked_as="-inf", fmt="{:.1f}", row_sums=False, masked_style="red"))
-    say("\n[bold]3. Softmax[/] of each row: e^s / Σ e^s. e^-inf = 0, so the future gets exactly 0 and each row still sums to 1 (Σ).",
-        "\n[bold]3. 对每一行做 softmax[/]：e^s / Σ e^s。e^-inf = 0，所以未来恰好得到 0，每一行之和仍是 1（Σ）。")
-    out.print(heatmap.numbers(ex.weights, ex.allowed, tokens, tokens, colour))
-
-
-def _demo_row(ex, say, zh: bool) -> None:
-    """Step 4: one row, token by token, as a table: score, mask, exponential, weight, value."""
-    from rich.table import Table
-
-    t, tokens = ex.row, ex.tokens
-    w, masked = ex.weights, ex.masked
-    c = ex.context(t)
-    say(f"\n[bold]4. One row, step by step[/]: token {t} [bold]{tokens[t]!r}[/] mixes the value vectors x_i of the tokens it may see.",
-        f"\n[bold]4. 一行，一步一步[/]：词元 {t} [bold]{tokens[t]!r}[/] 把它能看到的词元的值向量 x_i 混合起来。")
-    say(f"[dim]Each x_i is ({', '.join(ex.value_dims)}), set by hand.[/]", f"[dim]每个 x_i 是（{', '.join(ex.value_dims)}），手工设定。[/]")
-    table = Table(box=None, pad_edge=False, padding=(0, 1), show_footer=True)
-    exps = ex.exps(t)
-    table.add_column("i", justify="right")
-    table.add_column("词元" if zh else "token", footer="Σ")
-    table.add_column("分数" if zh else "score", justify="right")
-    table.add_column("遮罩后" if zh else "masked", justify="right")
-    table.add_column("e^(s-max)", justify="right", footer=f"{exps.sum():.3f}")
-    table.add_column("权重 w" if zh else "weight w", justify="right", footer=f"{w[t].sum():.3f}")
-    table.add_column("x_i", footer="c =")
-    table.add_column("w · x_i", footer=_vec(c), footer_style="bold")
-    for i, tok in enumerate(tokens):
-        future = i > t
-        table.add_row(
-            str(i), tok, f"{ex.scores[t, i]:.1f}", "-inf" if future else f"{masked[t, i]:.1f}",
-            f"{exps[i]:.3f}", f"{w[t, i]:.3f}", _vec(ex.values[i], 1), _vec(w[t, i] * ex.values[i]),
-            style="dim" if future else None,
-        )  # fmt: skip
-    out.print(table)
-
-
-def _demo_meaning(ex, say) -> None:
-    """What the row's context vector carries, and what the future would have taken without the mask."""
-    t, tokens, w = ex.row, ex.tokens, ex.weights
-    c = ex.context(t)
-    leak = ex.unmasked_weights(t)
-    top, future = tokens[int(w[t].argmax())], tokens[int(leak[t + 1:].argmax()) + t + 1]
-    say(
-        f"\nc_{t} = Σ_i w_{t}i x_i = {_vec(c)}: {tokens[t]!r} now carries mostly {top!r} "
-        f"({w[t].max():.0%} of its weight). Without the mask, {future!r} from the future "
-        f"would have taken {leak[t + 1:].max():.0%}: at training time the model would read the answer it must predict.",
-        f"\nc_{t} = Σ_i w_{t}i x_i = {_vec(c)}：{tokens[t]!r} 现在主要携带 {top!r} 的信息（占它权重的 {w[t].max():.0%}）。"
-        f"如果没有遮罩，来自未来的 {future!r} 会拿走 {leak[t + 1:].max():.0%}：训练时模型就会读到它要预测的答案。",
-    )
-    say("[dim]In a model, q, k and the values come from learned matrices (x·W_Q, x·W_K, x·W_V); see 'tfcli attn TEXT' for real weights.[/]",
-        "[dim]在模型中，q、k 和值来自学到的矩阵（x·W_Q、x·W_K、x·W_V）；真实的权重见 'tfcli attn TEXT'。[/]")
+# --- the worked example: views/attn_demo.py (demo, demo_json, re-exported at the end) ------------
 
 
 # --- masks ------------------------------------------------------------------------------------
 
 
-def mask_json(model, pat, labels: list[str], allowed: np.ndarray, w: np.ndarray, tokenizer=None, ids: list[int] | None = None) -> None:
+def mask_json(
+    model, pat, labels: list[str], allowed: np.ndarray, w: np.ndarray, tokenizer=None, ids: list[int] | None = None
+) -> None:
     """The mask as JSON. Its tokens are the objects `attn --json` gives (cli/json.token, with the
     position and the label); without a model there is no tokenizer: "id" is null and "text" the
     word or character the label shows."""
@@ -163,18 +80,35 @@ def mask(pat, labels: list[str], how: str, allowed: np.ndarray, w: np.ndarray, k
     colour = heatmap.uses_colour(out)
     n, shown = len(labels), w.shape[0]
     say(f"[bold]Mask: {pat.name}[/] — {pat.describe()}", f"[bold]遮罩：{pat.name}[/] — {pat.describe_zh()}")
-    how_zh = {"one token per word": "每个词一个词元", "one token per character": "每个字一个词元"}.get(how, how.replace("'s tokenizer", " 的分词器"))
+    how_zh = {"one token per word": "每个词一个词元", "one token per character": "每个字一个词元"}.get(
+        how, how.replace("'s tokenizer", " 的分词器")
+    )
     say(f"[dim]{n:,} tokens, {how}.[/]", f"[dim]{n:,} 个词元，{how_zh}。[/]")
     if shown < n:
-        say(f"[dim]Showing the first {shown} of {n:,} tokens: the pattern goes on the same way (--png draws them all).[/]",
-            f"[dim]显示 {n:,} 个词元中的前 {shown} 个：后面的模式相同（--png 会画出全部）。[/]")
+        say(
+            f"[dim]Showing the first {shown} of {n:,} tokens: the pattern goes on the same way (--png draws them "
+            "all).[/]",
+            f"[dim]显示 {n:,} 个词元中的前 {shown} 个：后面的模式相同（--png 会画出全部）。[/]",
+        )
     sub = labels[:shown]
-    scores = np.where(allowed, np.float32(0), np.float32(-np.inf))  # [n, n]: all equal, so only the mask shapes the weights
-    say("\n[bold]1. Scores[/] q·k/√d_k with the mask applied: -inf where a token may not look. All scores are 0 here, so only the mask shapes the weights.",
-        "\n[bold]1. 分数[/] q·k/√d_k 加上遮罩：词元不能看的地方为 -inf。这里所有分数都是 0，所以只有遮罩决定权重。")
-    out.print(heatmap.numbers(scores, allowed, sub, sub, False, masked_as="-inf", fmt="{:g}", row_sums=False, masked_style="red"))
-    say("\n[bold]2. Softmax of each row[/]: e^-inf = 0, so the masked places get exactly 0 and each row still sums to 1 (Σ).",
-        "\n[bold]2. 对每一行做 softmax[/]：e^-inf = 0，所以被遮住的位置恰好得到 0，每一行之和仍是 1（Σ）。")
+    scores = np.where(
+        allowed, np.float32(0), np.float32(-np.inf)
+    )  # [n, n]: all equal, so only the mask shapes the weights
+    say(
+        "\n[bold]1. Scores[/] q·k/√d_k with the mask applied: -inf where a token may not look. All scores are 0 here, "
+        "so only the mask shapes the weights.",
+        "\n[bold]1. 分数[/] q·k/√d_k 加上遮罩：词元不能看的地方为 -inf。这里所有分数都是 0，所以只有遮罩决定权重。",
+    )
+    out.print(
+        heatmap.numbers(
+            scores, allowed, sub, sub, False, masked_as="-inf", fmt="{:g}", row_sums=False, masked_style="red"
+        )
+    )
+    say(
+        "\n[bold]2. Softmax of each row[/]: e^-inf = 0, so the masked places get exactly 0 and each row still sums to "
+        "1 (Σ).",
+        "\n[bold]2. 对每一行做 softmax[/]：e^-inf = 0，所以被遮住的位置恰好得到 0，每一行之和仍是 1（Σ）。",
+    )
     out.print(heatmap.numbers(w, allowed, sub, sub, colour))
     far = 2048
     this = "" if pat.kind == "causal" else f", {pat.name} {count(pat.kept(far))}"
@@ -185,8 +119,11 @@ def mask(pat, labels: list[str], how: str, allowed: np.ndarray, w: np.ndarray, k
         f"在 {far:,} 个词元时：所有词元对 {count(far * far)} 个分数，因果遮罩 {count(far * (far + 1) // 2)}{this}。",
     )
     if pat.kind == "causal":
-        say("[dim]The mask only removes scores; the ones it keeps still grow as T², which is what sliding:W and banded:W avoid.[/]",
-            "[dim]遮罩只是去掉分数；保留下来的仍按 T² 增长，sliding:W 和 banded:W 正是为了避免这一点。[/]")
+        say(
+            "[dim]The mask only removes scores; the ones it keeps still grow as T², which is what sliding:W and "
+            "banded:W avoid.[/]",
+            "[dim]遮罩只是去掉分数；保留下来的仍按 T² 增长，sliding:W 和 banded:W 正是为了避免这一点。[/]",
+        )
 
 
 # --- a model's attention ----------------------------------------------------------------------
@@ -224,7 +161,18 @@ def patterns(name, cfg, weights, allowed, labels, layers, heads, values: bool, h
     if single or values:
         for a, l in enumerate(layers):
             for b, h in enumerate(heads):
-                _one_head(name, cfg, weights[a, b], (l, h), labels, values, colour, fitted_to, summaries[0] if single else None, zh)
+                _one_head(
+                    name,
+                    cfg,
+                    weights[a, b],
+                    (l, h),
+                    labels,
+                    values,
+                    colour,
+                    fitted_to,
+                    summaries[0] if single else None,
+                    zh,
+                )
         if single:
             return
     else:
@@ -239,9 +187,15 @@ def _one_head(name, cfg, w, where: tuple[int, int], labels, values: bool, colour
     width, extra = (5, 6) if values else (2, 0)
     w, al, rows, cols, msg = fitted_to(w, width, extra)
     window = cfg.windows[l] if cfg.windows else None
-    kind = ("", "") if not cfg.windows else (f" · sliding: the last {window:,} positions", f"· 滑动窗口（最近 {window:,} 个位置）") if window else (" · global", "· 全局")
+    kind = (
+        ("", "")
+        if not cfg.windows
+        else (f" · sliding: the last {window:,} positions", f"· 滑动窗口（最近 {window:,} 个位置）")
+        if window
+        else (" · global", "· 全局")
+    )
     _say(f"[bold]{name}[/] · block {l} of {cfg.n_layer}{kind[0]} · head {h} of {cfg.n_head} · {t_len} tokens",
-         f"[bold]{name}[/] · 第 {l} 个块（共 {cfg.n_layer} 个）{kind[1]}· 第 {h} 个头（共 {cfg.n_head} 个）· {t_len} 个词元", zh)  # fmt: skip
+         f"[bold]{name}[/] · 第 {l} 个块（共 {cfg.n_layer} 个）{kind[1]}· 第 {h} 个头（共 {cfg.n_head} 个）· {t_len} 个词元", zh)
     if msg:
         out.print(f"[dim]{msg}{'。' if zh else '.'}[/]")
     out.print(heatmap.numbers(w, al, rows, cols, colour) if values else heatmap.heatmap(w, al, rows, cols, colour))
@@ -273,14 +227,26 @@ def _fitted(w, n: int, allowed, labels, how: str, zh: bool):
         rows = [labels[g.start] if len(g) == 1 else f"{g.start}-{g.stop - 1}" for g in groups]
         cols = [labels[g.start] if len(g) == 1 else str(g.start) for g in groups]
         msg = (f"{t_len} 个词元合并成 {len(groups)} 组（显示位置）：行取平均、列求和，所以每行之和仍为 1" if zh
-               else f"{t_len} tokens pooled into {len(groups)} blocks (positions shown): rows averaged, columns summed, so rows still sum to 1")  # fmt: skip
+               else f"{t_len} tokens pooled into {len(groups)} blocks (positions shown): rows averaged, columns "
+                    "summed, so rows still sum to 1")  # fmt: skip
     else:
         rows = cols = [labels[g.start] for g in groups]
         if zh:
-            msg = f"显示 {t_len} 个词元中的{'后' if how == 'last' else '前'} {len(groups)} 个" + ("，所以各行缺少它们给更早词元的权重" if how == "last" else "")
+            msg = f"显示 {t_len} 个词元中的{'后' if how == 'last' else '前'} {len(groups)} 个" + (
+                "，所以各行缺少它们给更早词元的权重" if how == "last" else ""
+            )
         else:
-            msg = f"showing the {how} {len(groups)} of {t_len} tokens" + (", so the rows miss their weight on earlier tokens" if how == "last" else "")
-    return w2, allowed2, rows, cols, msg + ("（--fit last|first|pool；--png 会画出全部）" if zh else " (--fit last|first|pool; --png draws them all)")
+            msg = f"showing the {how} {len(groups)} of {t_len} tokens" + (
+                ", so the rows miss their weight on earlier tokens" if how == "last" else ""
+            )
+    return (
+        w2,
+        allowed2,
+        rows,
+        cols,
+        msg
+        + ("（--fit last|first|pool；--png 会画出全部）" if zh else " (--fit last|first|pool; --png draws them all)"),
+    )
 
 
 def _fitted_to(w, cell_width: int, extra: int, panels: int = 1, gap: int = 0, *, allowed, labels, how: str, zh: bool):
@@ -306,7 +272,9 @@ def _rates(s, zh: bool = False) -> str:
         return f"Token 1 gives {pct(s.to_first)} to the first (and previous) token, {pct(s.to_self)} to itself."
     if zh:
         return f"词元 2..T-1 平均给第一个词元 {pct(s.to_first)}，给前一个词元 {pct(s.to_previous)}，给自己 {pct(s.to_self)}。"
-    return f"On average tokens 2..T-1 give {pct(s.to_first)} to the first token, {pct(s.to_previous)} to the previous one, {pct(s.to_self)} to themselves."
+    return (f"On average tokens 2..T-1 give {pct(s.to_first)} to the first token, {pct(s.to_previous)} to the previous "
+            "one,"
+            f" {pct(s.to_self)} to themselves.")
 
 
 def _thumbnails(weights, labels, layers, heads, colour, fitted_to, zh: bool = False) -> None:
@@ -323,8 +291,12 @@ def _thumbnails(weights, labels, layers, heads, colour, fitted_to, zh: bool = Fa
     lw = heatmap.label_width(rows) + 1
     per_line = max(1, (out.width - lw + gap) // (n * 2 + gap))
     lines = [panels[i : i + len(heads)] for i in range(0, len(panels), len(heads))] if len(heads) > 1 else [panels]
-    _say(f"[dim]Each panel: rows are queries, columns keys, {len(labels)} tokens from {labels[0]!r} to {labels[-1]!r}.[/]",
-         f"[dim]每个小图：行是查询，列是键，{len(labels)} 个词元，从 {labels[0]!r} 到 {labels[-1]!r}。[/]", zh)
+    _say(
+        f"[dim]Each panel: rows are queries, columns keys, {len(labels)} tokens from {labels[0]!r} to "
+        f"{labels[-1]!r}.[/]",
+        f"[dim]每个小图：行是查询，列是键，{len(labels)} 个词元，从 {labels[0]!r} 到 {labels[-1]!r}。[/]",
+        zh,
+    )
     if note_shown:
         out.print(f"[dim]{note_shown}{'。' if zh else '.'}[/]")
     for line in lines:
@@ -334,25 +306,45 @@ def _thumbnails(weights, labels, layers, heads, colour, fitted_to, zh: bool = Fa
     out.print(heatmap.legend(colour, zh))
 
 
-_KIND_ZH = {"first token": "第一个词元", "previous token": "前一个词元", "itself": "自己", "spread out": "分散", "mixed": "混合", "-": "-"}
+_KIND_ZH = {
+    "first token": "第一个词元",
+    "previous token": "前一个词元",
+    "itself": "自己",
+    "spread out": "分散",
+    "mixed": "混合",
+    "-": "-",
+}
 
 
 def _summary_table(summaries, labels, zh: bool = False) -> None:
     from rich.table import Table
 
-    table = Table(box=None, padding=(0, 1), pad_edge=False, title="每个头主要看向哪里" if zh else "What each head attends to", title_justify="left")
-    names = ("块", "头", "最多的词元", "份额", "first", "prev", "self", "bits", "主要") if zh else ("block", "head", "top token", "share", "first", "prev", "self", "bits", "mostly")
+    table = Table(
+        box=None,
+        padding=(0, 1),
+        pad_edge=False,
+        title="每个头主要看向哪里" if zh else "What each head attends to",
+        title_justify="left",
+    )
+    names = (
+        ("块", "头", "最多的词元", "份额", "first", "prev", "self", "bits", "主要")
+        if zh
+        else ("block", "head", "top token", "share", "first", "prev", "self", "bits", "mostly")
+    )
     for i, col in enumerate(names):
         table.add_column(col, justify="left" if i in (2, 8) else "right", no_wrap=True)
     for s in summaries:
         table.add_row(
             str(s.layer), str(s.head), f"{heatmap.clip(labels[s.top_key], 8)} #{s.top_key}", f"{s.top_share:.0%}",
-            pct(s.to_first), pct(s.to_previous), pct(s.to_self), f"{s.entropy:.2f}", _KIND_ZH.get(s.kind, s.kind) if zh else s.kind,
+            pct(s.to_first), pct(s.to_previous), pct(s.to_self), f"{s.entropy:.2f}",
+            _KIND_ZH.get(s.kind, s.kind) if zh else s.kind,
         )  # fmt: skip
     out.print(table)
     _say(
-        "[dim]top token: the one receiving the largest share of the attention of tokens 1..T-1 (token 0 can only look at itself). first, prev, self: mean weight that "
-        "tokens 2..T-1 give the first token, the one before them, themselves (three different tokens, so they never add up past 100%). "
+        "[dim]top token: the one receiving the largest share of the attention of tokens 1..T-1 (token 0 can only look "
+        "at itself). first, prev, self: mean weight that "
+        "tokens 2..T-1 give the first token, the one before them, themselves (three different tokens, so they never "
+        "add up past 100%). "
         "bits: mean entropy of a row (0 = all on one token).[/]",
         "[dim]最多的词元：在词元 1..T-1 的注意力中得到最大份额的那个（词元 0 只能看它自己）。first、prev、self：词元 2..T-1 "
         "给第一个词元、给它们前一个词元、给自己的平均权重（三个不同的词元，所以加起来不会超过 100%）。bits：一行的平均熵（0 = 全部集中在一个词元上）。[/]",
@@ -384,7 +376,10 @@ def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, label
             note(f"wrote {png} ({drawing.width}×{drawing.height} px)")
             if fonts.missing:
                 chars = "".join(sorted(fonts.missing))
-                warn(f"no font found has {len(chars)} of the characters, drawn as boxes: {visible(chars[:20])} (set TFCLI_FONT to a font that has them)")
+                warn(
+                    f"no font found has {len(chars)} of the characters, drawn as boxes: {visible(chars[:20])} (set "
+                    "TFCLI_FONT to a font that has them)"
+                )
         if svg:
             images.write_svg(svg, drawing)
             note(f"wrote {svg} ({drawing.width}×{drawing.height} px)")
@@ -409,3 +404,6 @@ def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, label
 
         save(csv_path, write)
         note(f"wrote {csv_path} ({weights.size:,} weights)")
+
+
+from .attn_demo import demo, demo_json  # noqa: E402, F401  (cli/attn.py draws --demo through this module)

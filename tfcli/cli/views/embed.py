@@ -43,7 +43,14 @@ def _table(rows: list[dict], colour: bool, top: float | None = None, zh: bool = 
         table.add_column(name, justify=justify, no_wrap=True, style="dim" if name in ("#", "id", "编号") else None)
     top = top or max((r["cosine"] for r in rows), default=1.0)
     for n, r in enumerate(rows, 1):
-        table.add_row(str(n), repr(r["shown"]), str(r["id"]), cell(f"{r['cosine']:.3f}", r["cosine"], 6, colour), f"{r['angle']:.1f}°", bar(r["cosine"], top, 20))
+        table.add_row(
+            str(n),
+            repr(r["shown"]),
+            str(r["id"]),
+            cell(f"{r['cosine']:.3f}", r["cosine"], 6, colour),
+            f"{r['angle']:.1f}°",
+            bar(r["cosine"], top, 20),
+        )
     return table
 
 
@@ -58,7 +65,8 @@ def _baseline_line(b: dict | None, zh: bool) -> None:
 
 
 HONEST_EN = (
-    "What this shows and does not: these are the vectors the model reads tokens with, not word2vec's. A token is often a "
+    "What this shows and does not: these are the vectors the model reads tokens with, not word2vec's. A token is often "
+    "a "
     "piece of a word, the same word comes in several spellings (' king', 'King', 'king'), and in a tied model (GPT-2, "
     "SmolLM2) the same rows also write the prediction, so neighbours are often spellings and near-synonyms rather than "
     "meanings; meaning is built up by the blocks (try --resid I, or tfcli lens)."
@@ -75,7 +83,8 @@ def neighbors(report: dict, zh: bool) -> None:
     _header(report, "nearest tokens by cosine", zh, "按余弦最近的词元")
     out.print(_table(report["neighbors"], colour, zh=zh))
     say(out, zh,
-        "Cosine = the angle between two directions (1 = the same, 0 = at right angles, 90°); the word's own tokens are left out.",
+        "Cosine = the angle between two directions (1 = the same, 0 = at right angles, 90°); the word's own tokens are "
+        "left out.",
         "余弦表示两个方向之间的夹角（1 表示相同，0 表示垂直，即 90°）；这个词自身的词元不计入。")  # fmt: skip
     _baseline_line(report["baseline"], zh)
     say(out, zh, HONEST_EN, HONEST_ZH)
@@ -88,18 +97,28 @@ def analogy(report: dict, zh: bool) -> None:
     if "expected" in report:
         e = report["expected"]
         if report["expected_rank"] is None:
-            out.print(f"预期 {e['word']!r}：没有排名（{report['expected_note']}）" if zh else f"expected {e['word']!r}: no rank ({report['expected_note']})")
+            out.print(
+                f"预期 {e['word']!r}：没有排名（{report['expected_note']}）"
+                if zh
+                else f"expected {e['word']!r}: no rank ({report['expected_note']})"
+            )
         else:
             r = report["expected_rank"]
             pieces = " + ".join(repr(t["text"]) for t in e["tokens"])
             if zh:
                 hit = " [bold green]（就是答案）[/]" if r == 1 else ""
-                out.print(f"预期 {e['word']!r}（{pieces}）：在所有词元中排第 {r:,}{hit}，余弦 {report['expected_cosine']:.3f}")
+                out.print(
+                    f"预期 {e['word']!r}（{pieces}）：在所有词元中排第 {r:,}{hit}，余弦 {report['expected_cosine']:.3f}"
+                )
             else:
                 hit = " [bold green](the answer)[/]" if r == 1 else ""
-                out.print(f"expected {e['word']!r} ({pieces}): rank {r:,} of all tokens{hit}, cosine {report['expected_cosine']:.3f}")
+                out.print(
+                    f"expected {e['word']!r} ({pieces}): rank {r:,} of all tokens{hit}, cosine "
+                    f"{report['expected_cosine']:.3f}"
+                )
     say(out, zh,
-        "Each word's vector is scaled to length 1, then a − b + c is compared with every token; the three input words are "
+        "Each word's vector is scaled to length 1, then a − b + c is compared with every token; the three input words "
+        "are "
         "left out of the answers (word2vec's rule: otherwise a itself is usually nearest).",
         "每个词的向量先缩放到长度 1，再用 a − b + c 与所有词元比较；三个输入词不算作答案（word2vec 的规则：否则最近的通常就是 a 本身）。")  # fmt: skip
     say(out, zh, HONEST_EN, HONEST_ZH)
@@ -111,14 +130,21 @@ def similarity(report: dict, zh: bool) -> None:
     if zh:
         out.print(f"cosine({a!r}, {b!r}) = [bold]{report['cosine']:.4f}[/]，夹角 [bold]{report['angle']:.2f}°[/]")
     else:
-        out.print(f"cosine({a!r}, {b!r}) = [bold]{report['cosine']:.4f}[/], an angle of [bold]{report['angle']:.2f}°[/]")
+        out.print(
+            f"cosine({a!r}, {b!r}) = [bold]{report['cosine']:.4f}[/], an angle of [bold]{report['angle']:.2f}°[/]"
+        )
     base = report["baseline"]
     if base:
-        out.print(f"高于 {base['share_below']:.1%} 的随机词元对" if zh else f"higher than {base['share_below']:.1%} of random token pairs")
+        out.print(
+            f"高于 {base['share_below']:.1%} 的随机词元对"
+            if zh
+            else f"higher than {base['share_below']:.1%} of random token pairs"
+        )
     _baseline_line(base, zh)
     if report["query"]["layer"] is not None:
         say(out, zh,
-            "At a residual index there is no random-pair baseline: hidden states share a common direction, so compare with other pairs at the same index.",
+            "At a residual index there is no random-pair baseline: hidden states share a common direction, so compare "
+            "with other pairs at the same index.",
             "在残差序号处没有随机词对的基线：隐藏状态有一个共同方向，请与同一序号处的其他词对比较。")  # fmt: skip
 
 
@@ -138,8 +164,10 @@ def direction(report: dict, zh: bool) -> None:
         table.add_row(Text(repr(r["word"]), style="dim" if n < 2 else "bold"), left, bar(p, top, 15), f"{p:+.3f}")
     out.print(table)
     say(out, zh,
-        f"Each word's unit vector projected on the unit direction {q['plus']} − {q['minus']} (the first two rows are the "
-        f"anchors themselves): positive leans to {q['plus']!r}, negative to {q['minus']!r}. A direction between two tokens "
+        f"Each word's unit vector projected on the unit direction {q['plus']} − {q['minus']} (the first two rows are "
+        "the "
+        f"anchors themselves): positive leans to {q['plus']!r}, negative to {q['minus']!r}. A direction between two "
+        "tokens "
         "mixes everything that tells them apart, spelling and frequency as well as meaning.",
         f"每个词的单位向量在单位方向 {q['plus']} − {q['minus']} 上的投影（前两行是两个锚点自身）：正值偏向 {q['plus']!r}，"
         f"负值偏向 {q['minus']!r}。两个词元之间的方向混合了区分它们的一切：拼写、频率以及含义。")  # fmt: skip
@@ -156,12 +184,17 @@ def _short(text: str, width: int = 40) -> str:
 def text(report: dict, zh: bool) -> None:
     """Each text's embedding (its first values, its length) and, for several, their cosines."""
     colour = uses_colour(out)
-    pooled = {"mean": "the mean over its tokens", "last": "its last token", "first": "its first token"}[report["pooling"]]
+    pooled = {"mean": "the mean over its tokens", "last": "its last token", "first": "its first token"}[
+        report["pooling"]
+    ]
     pooled_zh = {"mean": "对各词元取平均", "last": "取最后一个词元", "first": "取第一个词元"}[report["pooling"]]
     if zh:
-        out.print(f"[bold]{report['model']}[/] · 文本嵌入 · 最后一层（最终归一化之后）{pooled_zh}，缩放到长度 1，{report['dimensions']} 维")
+        out.print(
+            f"[bold]{report['model']}[/] · 文本嵌入 · 最后一层（最终归一化之后）{pooled_zh}，缩放到长度 1，{report['dimensions']} 维"
+        )
     else:
-        out.print(f"[bold]{report['model']}[/] · text embeddings · the last hidden state after the final norm, {pooled}, "
+        out.print(f"[bold]{report['model']}[/] · text embeddings · the last hidden state after the final norm, "
+                  f"{pooled}, "
                   f"scaled to length 1; {report['dimensions']} values")  # fmt: skip
     for n, t in enumerate(report["texts"], 1):
         head = " ".join(f"{x:+.3f}" for x in t["embedding"][:SHOWN_VALUES])
@@ -178,6 +211,7 @@ def text(report: dict, zh: bool) -> None:
             table.add_row(str(i + 1), *(cell(f"{c:.3f}", c, 6, colour) for c in row))
         out.print(table)
     say(out, zh,
-        "--json gives every value. Cosines of a decoder's raw hidden states tend to be high for any two texts (they share a common "
+        "--json gives every value. Cosines of a decoder's raw hidden states tend to be high for any two texts (they "
+        "share a common "
         "direction): compare pairs with each other, not with 0.",
         "--json 给出全部数值。解码器的隐藏状态之间余弦普遍偏高（它们共有一个方向）：应当在不同文本对之间比较，而不是与 0 比较。")  # fmt: skip

@@ -23,7 +23,8 @@ from rich.markup import escape
 from rich.style import Style
 from rich.text import Text
 
-from tfcli.draw.images import picture_scale  # noqa: F401  (moved there, and the scale beside it: the pictures need no terminal)
+# moved to tfcli/draw/ (the pictures need no terminal); imported here for the views
+from tfcli.draw.images import picture_scale  # noqa: F401
 from tfcli.draw.scales import LOG_SPAN, shade, top_of  # noqa: F401
 
 
@@ -54,8 +55,17 @@ def number(value: float, fmt: str) -> str:
     return "  nan" if not np.isfinite(value) else fmt.format(value)
 
 
-def grid(row_labels: Sequence[str], col_labels: Sequence[str], values: np.ndarray, colour: bool, fmt: str = "{:+.2f}", top: float | None = None,
-         log: bool = False, width: int | None = None, key: str = "columns") -> Text:
+def grid(
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    values: np.ndarray,
+    colour: bool,
+    fmt: str = "{:+.2f}",
+    top: float | None = None,
+    log: bool = False,
+    width: int | None = None,
+    key: str = "columns",
+) -> Text:
     """values [R, C] as a table: one line of column labels, then a row label and C cells per row;
     with colour, coloured on a linear scale, or a symmetric log scale (`log`), to `top`.
 
@@ -90,11 +100,23 @@ def grid(row_labels: Sequence[str], col_labels: Sequence[str], values: np.ndarra
 
 
 def ranked(items: list[tuple[str, float]], fmt: str = "{:+.3f}") -> str:
-    return ", ".join(f"{name} ({number(v, fmt).strip()})" for name, v in items)  # the value in brackets: a line that breaks between them still pairs them
+    return ", ".join(
+        f"{name} ({number(v, fmt).strip()})" for name, v in items
+    )  # the value in brackets: a line that breaks between them still pairs them
 
 
-def write_pictures(png, svg, heading: str, title: str, values: np.ndarray, row_labels: list[str], col_labels: list[str], top: float,
-                   log: bool = False, zh: bool = False) -> None:
+def write_pictures(
+    png,
+    svg,
+    heading: str,
+    title: str,
+    values: np.ndarray,
+    row_labels: list[str],
+    col_labels: list[str],
+    top: float,
+    log: bool = False,
+    zh: bool = False,
+) -> None:
     """--png / --svg: the grid as one heatmap panel on a signed scale from -top to +top (blue,
     white, red, as the terminal's colours), linear or log (`log`) as the terminal's grid is, the
     scale written on its colour bar."""
@@ -107,8 +129,13 @@ def write_pictures(png, svg, heading: str, title: str, values: np.ndarray, row_l
     fonts = images.fonts_or_none()
     if png and fonts is None:
         raise images.no_pillow()
-    drawing = images.layout([[panel]], heading, measure=fonts.measure if fonts else images.estimate, signed=picture_scale(top, log, zh))
-    for path, write in ((png, lambda p: images.write_png(p, drawing, fonts)), (svg, lambda p: images.write_svg(p, drawing))):
+    drawing = images.layout(
+        [[panel]], heading, measure=fonts.measure if fonts else images.estimate, signed=picture_scale(top, log, zh)
+    )
+    for path, write in (
+        (png, lambda p: images.write_png(p, drawing, fonts)),
+        (svg, lambda p: images.write_svg(p, drawing)),
+    ):
         if path:
             write(path)
             note(f"wrote {path} ({drawing.width}×{drawing.height} px)")
@@ -127,34 +154,73 @@ def patching(lm, r, clean_ids, corrupt_ids, zh: bool, png, svg) -> None:
     if r.site == "heads":
         rows, cols = [str(b) for b in range(r.grid.shape[0])], [f"h{h}" for h in range(r.grid.shape[1])]
     else:
-        rows = ["emb", *map(str, range(1, r.grid.shape[0]))] if r.site == "resid" else [str(b) for b in range(r.grid.shape[0])]
+        rows = (
+            ["emb", *map(str, range(1, r.grid.shape[0]))]
+            if r.site == "resid"
+            else [str(b) for b in range(r.grid.shape[0])]
+        )
         cols = labels
-    what = {"resid": ("residual index × position", "残差序号 × 位置"), "heads": ("block × head (context vector at every position)", "块 × 头（每个位置的上下文向量）"),
+    what = {"resid": ("residual index × position", "残差序号 × 位置"), "heads": ("block × head (context vector at every "
+                                                                           "position)", "块 × 头（每个位置的上下文向量）"),
             "mlp": ("block × position (MLP output)", "块 × 位置（MLP 的输出）")}[r.site][zh]  # fmt: skip
     answer, wrong = token_str(tok, r.answer), token_str(tok, r.wrong)
     out.print(f"[bold]{escape(lm.name)}[/] · " + (f"激活修补 · {what}" if zh else f"activation patching · {what}"))
-    out.print(shown(f"答案 {answer!r} 对 {wrong!r}：logit 差，干净运行 {r.clean_ld:+.2f}，改动后 {r.corrupt_ld:+.2f}" if zh
-                    else f"answer {answer!r} vs {wrong!r}: logit difference {r.clean_ld:+.2f} clean, {r.corrupt_ld:+.2f} corrupt"))
-    out.print(grid(rows, cols, r.grid, uses_colour(out), top=1.0, width=out.width, key=("位置" if zh else "positions") if r.site != "heads" else "columns"))
+    out.print(
+        shown(
+            f"答案 {answer!r} 对 {wrong!r}：logit 差，干净运行 {r.clean_ld:+.2f}，改动后 {r.corrupt_ld:+.2f}"
+            if zh
+            else f"answer {answer!r} vs {wrong!r}: logit difference {r.clean_ld:+.2f} clean, "
+            f"{r.corrupt_ld:+.2f} corrupt"
+        )
+    )
+    out.print(
+        grid(
+            rows,
+            cols,
+            r.grid,
+            uses_colour(out),
+            top=1.0,
+            width=out.width,
+            key=("位置" if zh else "positions") if r.site != "heads" else "columns",
+        )
+    )
     flat = np.argsort(-np.nan_to_num(r.grid, nan=-np.inf), axis=None)[:3]
-    best = ranked([(f"{rows[i]}@{cols[j]}", r.grid[i, j]) for i, j in zip(*np.unravel_index(flat, r.grid.shape))], "{:.2f}")
+    best = ranked(
+        [(f"{rows[i]}@{cols[j]}", r.grid[i, j]) for i, j in zip(*np.unravel_index(flat, r.grid.shape))], "{:.2f}"
+    )
     say(out, zh,
         "Each cell: the corrupt text run again with that one activation from the clean run, and how much of the logit "
         "difference between the answer and the wrong token comes back (1 = all of it, 0 = none). "
-        + ("Rows are residual-stream indices (emb = the embeddings, i = after block i-1); " if r.site == "resid" else "Rows are blocks; ")
+        + ("Rows are residual-stream indices (emb = the embeddings, i = after block i-1); " if r.site == "resid"
+           else "Rows are blocks; ")
         + f"the strongest: {best}.",
         "每个格子：把干净文本这一处的激活放进被改动文本的运行中，答案与错误词元的 logit 差恢复了多少（1 = 全部，0 = 没有）。"
         + ("行是残差流的序号（emb 是嵌入，i 是第 i-1 个块之后）；" if r.site == "resid" else "行是块；")
         + f"最强的：{best}。")  # fmt: skip
     if png or svg:
         answer = f"{token_str(tok, r.answer)!r} rather than {token_str(tok, r.wrong)!r}"
-        heading = (f"{lm.name} · 把干净运行的一处放回后，答案 {answer} 恢复了多少" if zh
-                   else f"{lm.name} · how much of the answer {answer} one part of the clean run brings back")
-        title = {"resid": ("rows: residual index, columns: position", "行：残差序号，列：位置"),
-                 "heads": ("rows: block, columns: head", "行：块，列：头"),
-                 "mlp": ("rows: block (its MLP), columns: position", "行：块（其 MLP），列：位置")}[r.site][zh]
+        heading = (
+            f"{lm.name} · 把干净运行的一处放回后，答案 {answer} 恢复了多少"
+            if zh
+            else f"{lm.name} · how much of the answer {answer} one part of the clean run brings back"
+        )
+        title = {
+            "resid": ("rows: residual index, columns: position", "行：残差序号，列：位置"),
+            "heads": ("rows: block, columns: head", "行：块，列：头"),
+            "mlp": ("rows: block (its MLP), columns: position", "行：块（其 MLP），列：位置"),
+        }[r.site][zh]
         # 1 = all of it; a cell can pass 1 or fall below 0 (it pushes the other way): the scale holds both.
-        write_pictures(png, svg, heading, title + (" · 1 = 全部，0 = 没有" if zh else " · 1 = all of it, 0 = none"), r.grid, rows, cols, max(1.0, top_of(r.grid)), zh=zh)
+        write_pictures(
+            png,
+            svg,
+            heading,
+            title + (" · 1 = 全部，0 = 没有" if zh else " · 1 = all of it, 0 = none"),
+            r.grid,
+            rows,
+            cols,
+            max(1.0, top_of(r.grid)),
+            zh=zh,
+        )
 
 
 def ablation(lm, r, zh: bool, png, svg) -> None:
@@ -166,8 +232,15 @@ def ablation(lm, r, zh: bool, png, svg) -> None:
     cols = [f"h{h}" for h in range(cfg.n_head)] + ["mlp"]
     values = np.concatenate([r.heads, r.mlps[:, None]], axis=1)  # [L, H+1]
     answer = token_str(tok, r.answer)
-    out.print(f"[bold]{escape(lm.name)}[/] · ", shown(f"消融 · 答案 {answer!r}（对数概率 {r.logprob:.2f}，p = {np.exp(r.logprob):.0%}）" if zh
-                                              else f"ablation · answer {answer!r} (log-probability {r.logprob:.2f}, p = {np.exp(r.logprob):.0%})"), sep="")
+    out.print(
+        f"[bold]{escape(lm.name)}[/] · ",
+        shown(
+            f"消融 · 答案 {answer!r}（对数概率 {r.logprob:.2f}，p = {np.exp(r.logprob):.0%}）"
+            if zh
+            else f"ablation · answer {answer!r} (log-probability {r.logprob:.2f}, p = {np.exp(r.logprob):.0%})"
+        ),
+        sep="",
+    )
     colour = uses_colour(out)
     out.print(grid(rows, cols, values, colour, log=True, width=out.width))
     if colour:
@@ -183,9 +256,19 @@ def ablation(lm, r, zh: bool, png, svg) -> None:
         f"负数表示答案需要它。最需要的头：{worst}；第 {mlp} 块的 MLP（{r.mlps[mlp]:+.2f}）。")  # fmt: skip
     if png or svg:
         answer = repr(token_str(tok, r.answer))
-        heading = f"{lm.name} · 去掉每个头或 MLP 后，答案 {answer} 的对数概率变化" if zh else f"{lm.name} · the log-probability of the answer {answer} with each head or MLP taken out"
-        title = "行：块，列：头与 MLP；蓝 = 答案需要它" if zh else "rows: block, columns: heads and MLP; blue = the answer needed it"
-        write_pictures(png, svg, heading, title, values, rows, cols, top_of(values), log=True, zh=zh)  # the grid's log scale
+        heading = (
+            f"{lm.name} · 去掉每个头或 MLP 后，答案 {answer} 的对数概率变化"
+            if zh
+            else f"{lm.name} · the log-probability of the answer {answer} with each head or MLP taken out"
+        )
+        title = (
+            "行：块，列：头与 MLP；蓝 = 答案需要它"
+            if zh
+            else "rows: block, columns: heads and MLP; blue = the answer needed it"
+        )
+        write_pictures(
+            png, svg, heading, title, values, rows, cols, top_of(values), log=True, zh=zh
+        )  # the grid's log scale
 
 
 DETECTORS = (("previous_token", "previous-token", "前一个词元"), ("first_token", "first-token", "第一个词元"),
@@ -199,14 +282,26 @@ def heads(lm, ids, a, d, repeat: int, zh: bool) -> None:
     cfg, tok, colour = lm.config, lm.tokenizer, uses_colour(out)
     rows, cols = [str(b) for b in range(cfg.n_layer)], [f"h{h}" for h in range(cfg.n_head)]
     target, at = token_str(tok, a.target), token_str(tok, ids[a.position])
-    out.print(f"[bold]{escape(lm.name)}[/] · ", shown(f"{target!r} 的直接 logit 归因，在位置 {a.position}（{at!r}）之后：logit {a.logit:.2f}" if zh
-                                              else f"direct logit attribution of {target!r} after position {a.position} ({at!r}): logit {a.logit:.2f}"), sep="")
+    out.print(
+        f"[bold]{escape(lm.name)}[/] · ",
+        shown(
+            f"{target!r} 的直接 logit 归因，在位置 {a.position}（{at!r}）之后：logit {a.logit:.2f}"
+            if zh
+            else f"direct logit attribution of {target!r} after position {a.position} ({at!r}): logit {a.logit:.2f}"
+        ),
+        sep="",
+    )
     parts = np.concatenate([a.heads, a.mlps[:, None]], axis=1)  # [L, H+1]
     out.print(grid(rows, [*cols, "mlp"], parts, colour, log=True, width=out.width))
     if colour:
         out.print(legend(top_of(parts), True, zh), style="dim")
-    out.print(f"嵌入 {a.embedding:+.2f} · 偏置 {a.bias:+.2f} · 头 {a.heads.sum():+.2f} · MLP {a.mlps.sum():+.2f} · 合计 {a.total:.2f}" if zh
-              else f"embeddings {a.embedding:+.2f} · biases {a.bias:+.2f} · heads {a.heads.sum():+.2f} · MLPs {a.mlps.sum():+.2f} · total {a.total:.2f}")
+    out.print(
+        f"嵌入 {a.embedding:+.2f} · 偏置 {a.bias:+.2f} · 头 {a.heads.sum():+.2f} · MLP {a.mlps.sum():+.2f} · 合计 "
+        f"{a.total:.2f}"
+        if zh
+        else f"embeddings {a.embedding:+.2f} · biases {a.bias:+.2f} · heads {a.heads.sum():+.2f} · MLPs "
+        f"{a.mlps.sum():+.2f} · total {a.total:.2f}"
+    )
     say(out, zh, *total_against_logit(a.total, a.logit))
     for name, en, cn in DETECTORS:
         g = getattr(d, name)
@@ -214,9 +309,11 @@ def heads(lm, ids, a, d, repeat: int, zh: bool) -> None:
         out.print(f"[bold]{cn + '头' if zh else en + ' heads'}[/] (0-1): {ranked(top, '{:.2f}')}")
     out.print(grid(rows, cols, d.induction, colour, fmt="{:.2f}", top=1.0, width=out.width))
     say(out, zh,
-        f"Attribution: each cell is what that head (or the block's MLP) adds directly to the logit of {token_str(tok, a.target)!r}; "
+        "Attribution: each cell is what that head (or the block's MLP) adds directly to the logit of "
+        f"{token_str(tok, a.target)!r}; "
         "they sum, with the embeddings and the biases, to the logit. The grid at the end is the induction score: on "
-        f"{repeat} random tokens seen twice, how much each head attends, in the second copy, to the token that followed the "
+        f"{repeat} random tokens seen twice, how much each head attends, in the second copy, to the token that "
+        "followed the "
         "current token the first time (what a head that copies patterns forward does).",
         f"归因：每个格子是这个头（或这个块的 MLP）直接加到 {token_str(tok, a.target)!r} 的 logit 上的量；它们与嵌入和偏置相加等于这个 logit。"
         f"最后的网格是归纳分数：把 {repeat} 个随机词元重复两遍，在第二遍中每个头有多少注意力落在上一次紧跟当前词元的那个词元上（复制模式的头就是这样做的）。")  # fmt: skip
@@ -229,13 +326,19 @@ def total_against_logit(total: float, logit: float) -> tuple[str, str]:
     frozen at this position and summed in float64; the header is the logit the pass computed in
     float32. The two differ only by float32 rounding, which is said when it shows at two decimals."""
     if f"{total:.2f}" == f"{logit:.2f}":
-        return ("The total equals the logit in the header (to two decimals): with the final norm's scale frozen at this "
-                "position, the logit is the sum of these parts.",
-                "合计等于标题中的 logit（两位小数）：最终归一化的缩放在这个位置上固定后，logit 就是这些部分之和。")
+        return (
+            "The total equals the logit in the header (to two decimals): with the final norm's scale frozen at "
+            "this "
+            "position, the logit is the sum of these parts.",
+            "合计等于标题中的 logit（两位小数）：最终归一化的缩放在这个位置上固定后，logit 就是这些部分之和。",
+        )
     diff = total - logit
-    return (f"The total differs from the logit in the header by {diff:+.3g}: float32 rounding in the pass (the parts are "
-            "summed in float64, with the final norm's scale frozen at this position).",
-            f"合计与标题中的 logit 相差 {diff:+.3g}：这是前向计算中 float32 的舍入（各部分以 float64 相加，最终归一化的缩放在这个位置上固定）。")
+    return (
+        f"The total differs from the logit in the header by {diff:+.3g}: float32 rounding in the pass (the parts "
+        "are "
+        "summed in float64, with the final norm's scale frozen at this position).",
+        f"合计与标题中的 logit 相差 {diff:+.3g}：这是前向计算中 float32 的舍入（各部分以 float64 相加，最终归一化的缩放在这个位置上固定）。",
+    )
 
 
 def steering(lm, s, prompt: str, toward: str, away: str, seed: int, runs: dict, zh: bool) -> None:
@@ -245,16 +348,29 @@ def steering(lm, s, prompt: str, toward: str, away: str, seed: int, runs: dict, 
     from .inside import say
 
     seeded = "" if seed is None else (f" · 种子 {seed}" if zh else f" · seed {seed}")  # greedy (-t 0): no seed to tell
-    out.print(f"[bold]{escape(lm.name)}[/] · ", shown((f"在第 {s.layer} 块转向：{s.scale:g} × （{toward!r} 的均值 − {away!r} 的均值），|v| = {s.norm:.2f}" if zh
-                                              else f"steering at block {s.layer}: {s.scale:g} × (mean of {toward!r} − mean of {away!r}), |v| = {s.norm:.2f}") + seeded), sep="")
+    out.print(
+        f"[bold]{escape(lm.name)}[/] · ",
+        shown(
+            (
+                f"在第 {s.layer} 块转向：{s.scale:g} × （{toward!r} 的均值 − {away!r} 的均值），|v| = {s.norm:.2f}"
+                if zh
+                else f"steering at block {s.layer}: {s.scale:g} × (mean of {toward!r} − "
+                f"mean of {away!r}), |v| = {s.norm:.2f}"
+            )
+            + seeded
+        ),
+        sep="",
+    )
     table = Table(show_header=True, expand=True, show_lines=False)
     table.add_column("原样" if zh else "plain", ratio=1, overflow="fold")
     table.add_column(f"转向后（×{s.scale:g}）" if zh else f"steered (×{s.scale:g})", ratio=1, overflow="fold")
     table.add_row(prompt + runs["plain"][0], prompt + runs["steered"][0])
     out.print(table)
     say(out, zh,
-        f"Both continuations draw with the same seed and knobs; the right one has {s.scale:g}·v added to block {s.layer}'s output at "
-        "every position. A small model often drifts toward the words of A, or breaks into repetition when the push is too "
+        f"Both continuations draw with the same seed and knobs; the right one has {s.scale:g}·v added to block "
+        f"{s.layer}'s output at "
+        "every position. A small model often drifts toward the words of A, or breaks into repetition when the push is "
+        "too "
         "strong: try smaller and larger --scale, and other --block values.",
         f"两段续写使用同样的种子和参数；右边一段在每个位置都把 {s.scale:g}·v 加到第 {s.layer} 块的输出上。小模型常常会偏向 A 的词语，"
         "推得太猛时则会陷入重复：试试更小或更大的 --scale，以及别的 --block。")  # fmt: skip

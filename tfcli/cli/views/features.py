@@ -14,18 +14,32 @@ def quality_lines(q: dict) -> list[str]:
     per element in the model's own units, as the training bar shows it (cli/features.py)."""
     c = zh()
     if not q:
-        return ["没有留出的向量：不测质量（--val-fraction 0）" if c else "no held-out vectors: no quality measured (--val-fraction 0)"]
+        return [
+            "没有留出的向量：不测质量（--val-fraction 0）"
+            if c
+            else "no held-out vectors: no quality measured (--val-fraction 0)"
+        ]
     mse, ev, l0, dead = q["mse"], 100 * q["explained_variance"], q["l0"], 100 * q["dead_features"]
     if c:
-        lines = [f"留出：{q['tokens']:,} 个向量", f"{MSE_LABEL[c]} {mse:.4g}；解释方差 {ev:.1f}%",
-                 f"L0 {l0:.1f}：每个向量上平均激活的特征数；死特征 {dead:.1f}%（从未激活）"]
+        lines = [
+            f"留出：{q['tokens']:,} 个向量",
+            f"{MSE_LABEL[c]} {mse:.4g}；解释方差 {ev:.1f}%",
+            f"L0 {l0:.1f}：每个向量上平均激活的特征数；死特征 {dead:.1f}%（从未激活）",
+        ]
     else:
-        lines = [f"held out: {q['tokens']:,} vectors", f"{MSE_LABEL[c]} {mse:.4g}; explained variance {ev:.1f}%",
-                 f"L0 {l0:.1f} features on per vector; dead {dead:.1f}% of features never fired"]
+        lines = [
+            f"held out: {q['tokens']:,} vectors",
+            f"{MSE_LABEL[c]} {mse:.4g}; explained variance {ev:.1f}%",
+            f"L0 {l0:.1f} features on per vector; dead {dead:.1f}% of features never fired",
+        ]
     if "loss_recovered" in q:
         rec, clean, sae, zero = 100 * q["loss_recovered"], q["loss_clean"], q["loss_sae"], q["loss_zero"]
-        lines.append(f"恢复的损失 {rec:.1f}%（下一个词元的损失：原样 {clean:.4f}，用 SAE 重建 {sae:.4f}，该处置零 {zero:.4f}）" if c
-                     else f"loss recovered {rec:.1f}% (next-token loss: clean {clean:.4f}, with the SAE {sae:.4f}, site zeroed {zero:.4f})")
+        lines.append(
+            f"恢复的损失 {rec:.1f}%（下一个词元的损失：原样 {clean:.4f}，用 SAE 重建 {sae:.4f}，该处置零 {zero:.4f}）"
+            if c
+            else f"loss recovered {rec:.1f}% (next-token loss: clean {clean:.4f}, with the SAE {sae:.4f}, "
+            f"site zeroed {zero:.4f})"
+        )
     return lines
 
 
@@ -52,11 +66,18 @@ def cards(cards: list[dict]) -> None:
     """One block per feature: its numbers, its contexts with the token marked, its logit effects."""
     for c in cards:
         freq, top = 100 * c["frequency"], c["max"]
-        said = say(f"feature {c['index']}: fires on {freq:.2f}% of tokens, max {top:.3g}", f"特征 {c['index']}：在 {freq:.2f}% 的词元上激活，最大 {top:.3g}")
+        said = say(
+            f"feature {c['index']}: fires on {freq:.2f}% of tokens, max {top:.3g}",
+            f"特征 {c['index']}：在 {freq:.2f}% 的词元上激活，最大 {top:.3g}",
+        )
         out.print(shown(said, "bold"), soft_wrap=True)
         for ctx in c["contexts"]:
             line = Text(f"  {ctx['activation']:7.3f}  ", style="dim")
-            line += Text(_flat(ctx["before"])) + Text("[" + _flat(ctx["token"]) + "]", style="bold reverse") + Text(_flat(ctx["after"]))
+            line += (
+                Text(_flat(ctx["before"]))
+                + Text("[" + _flat(ctx["token"]) + "]", style="bold reverse")
+                + Text(_flat(ctx["after"]))
+            )
             out.print(line, soft_wrap=True, no_wrap=True, overflow="ellipsis")
         up = " ".join(repr(t["text"]) for t in c["up"])
         down = " ".join(repr(t["text"]) for t in c["down"])
@@ -66,7 +87,14 @@ def cards(cards: list[dict]) -> None:
 
 def feature_steering(lm, s, feature: str, seed: int, runs: dict) -> None:
     """steer --feature: the header, then the plain and the steered continuation."""
-    out.print(shown(f"{lm.name} · feature {feature} added at block {s.layer} with activation {s.scale:g}, |direction| = {s.norm:.3g} · seed {seed}", "bold"), soft_wrap=True)
+    out.print(
+        shown(
+            f"{lm.name} · feature {feature} added at block {s.layer} with activation {s.scale:g}, |direction| "
+            f"= {s.norm:.3g} · seed {seed}",
+            "bold",
+        ),
+        soft_wrap=True,
+    )
     for name in ("plain", "steered"):
         out.print(shown(f"{name}:", "bold"))
         out.print(Text(for_terminal(runs[name][0])), soft_wrap=True)

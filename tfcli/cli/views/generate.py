@@ -35,7 +35,10 @@ def labels(samplers, seed: int | None) -> list[str]:
     labels = []
     for i, s in enumerate(samplers):
         parts = [say(f"sample {i + 1}", f"样本 {i + 1}")]
-        parts += [f"{name} {getattr(s.params, attr):{fmt}}" if name != "T" else f"T={s.params.temperature:g}" for name, attr, fmt in varying]
+        parts += [
+            f"{name} {getattr(s.params, attr):{fmt}}" if name != "T" else f"T={s.params.temperature:g}"
+            for name, attr, fmt in varying
+        ]
         if seed is not None and s.params.temperature != 0:
             parts.append(f"{_SEED[zh()]} {s.params.seed}")
         labels.append(" · ".join(parts))
@@ -56,7 +59,8 @@ def identical(samplers) -> str | None:
     if len(greedy) < 2 or len({(s.params.top_k, s.params.top_p) for s in greedy}) > 1:
         return None
     return say(
-        f"the {len(greedy)} greedy samples (T=0) are identical: greedy decoding draws nothing; give -t above 0 for different texts",
+        f"the {len(greedy)} greedy samples (T=0) are identical: greedy decoding draws nothing; give -t above 0 for "
+        "different texts",
         f"{len(greedy)} 个贪心样本（T=0）完全相同：贪心解码不抽样；-t 大于 0 才得到不同的文本",
     )
 
@@ -99,8 +103,14 @@ def finish_samples(batch, labels: list[str], load_seconds: float, threads: int, 
     c = zh()
     for label, run in zip(labels, batch.runs):
         st = run.stats
-        speed = (f"解码 {st.decode_tps:,.1f} tok/s · " if c else f"decode {st.decode_tps:,.1f} tok/s · ") if st.decode_tps else ""
-        note(f"{label}{'：' if c else ': '}{st.new_tokens} {'个新词元' if c else 'new'} · {speed}{stopped(st.stop_reason)}")
+        speed = (
+            (f"解码 {st.decode_tps:,.1f} tok/s · " if c else f"decode {st.decode_tps:,.1f} tok/s · ")
+            if st.decode_tps
+            else ""
+        )
+        note(
+            f"{label}{'：' if c else ': '}{st.new_tokens} {'个新词元' if c else 'new'} · {speed}{stopped(st.stop_reason)}"
+        )
     t = batch.totals
     prefill = t.prompt_tokens / t.prefill_seconds if t.prefill_seconds else 0
     if c:
@@ -123,7 +133,9 @@ def _tokens(n: int, what: str) -> str:
     return f"{n:,} {what}{'' if n == 1 else 's'}"
 
 
-def finish(stream, pieces: list[str], stats, load_seconds: float, threads: int, quiet: bool, lookup: bool = False, params=None) -> None:
+def finish(
+    stream, pieces: list[str], stats, load_seconds: float, threads: int, quiet: bool, lookup: bool = False, params=None
+) -> None:
     """The text held back (and its last newline) on `stream` (None: none), the statistics on stderr,
     with the seed the sample drew with (params.seed; none when greedy), so that it can be drawn again."""
     if stream is not None:
@@ -200,11 +212,16 @@ def show_choice(tokenizer, step, index: int, sampler, top_n: int) -> None:
     if zh():
         err.print(f"[bold]#{index}[/] 选了 [bold]{chosen}[/][dim]（过滤后剩 {kept:,} 个候选）[/]")
     else:
-        err.print(f"[bold]#{index}[/] chose [bold]{chosen}[/] [dim]({kept:,} candidate{'s' if kept != 1 else ''} left after the filters)[/]")
+        err.print(
+            f"[bold]#{index}[/] chose [bold]{chosen}[/] [dim]({kept:,} candidate{'s' if kept != 1 else ''} left "
+            "after the filters)[/]"
+        )
     if choice.allowed is not None:
         out_of_top, top = int((~choice.allowed[:top_n]).sum()), min(top_n, len(choice.allowed))
-        said = say(f"grammar: ruled out {choice.ruled_out:.1%} of the model's probability (✗: {out_of_top} of the top {top})",
-                   f"语法：排除了模型 {choice.ruled_out:.1%} 的概率（✗：前 {top} 个中的 {out_of_top} 个）")
+        said = say(
+            f"grammar: ruled out {choice.ruled_out:.1%} of the model's probability (✗: {out_of_top} of the top {top})",
+            f"语法：排除了模型 {choice.ruled_out:.1%} 的概率（✗：前 {top} 个中的 {out_of_top} 个）",
+        )
         err.print(f"[dim]  {said}[/]")
     err.print(table)
 
@@ -223,14 +240,21 @@ def show_choices(tokenizer, steps, index: int, samplers, labels: list[str], top_
     if index == 1:
         knobs = [filters(samplers[i].params, temperature=False) for i, _ in steps]
         if len(set(knobs)) == 1:
-            after = (say(f", after {knobs[0]}", f"，经过 {knobs[0]} 之后") if knobs[0] else "")
+            after = say(f", after {knobs[0]}", f"，经过 {knobs[0]} 之后") if knobs[0] else ""
             err.print(f"[dim]{say('bars: what each sample draws from', '条形：每个样本抽取的分布')}{after}[/]")
         else:
             for (i, _), k in zip(steps, knobs):
                 err.print(f"[dim]{unseeded(labels[i])}: {k or say('no filters', '无过滤')}[/]")
     per_line = max(1, (err.width + 1) // (PANEL + 1))
     for start in range(0, len(steps), per_line):
-        grid = Table(box=None, show_header=True, pad_edge=False, padding=(0, 1, 0, 0), title=f"#{index}" if start == 0 else None, title_justify="left")
+        grid = Table(
+            box=None,
+            show_header=True,
+            pad_edge=False,
+            padding=(0, 1, 0, 0),
+            title=f"#{index}" if start == 0 else None,
+            title_justify="left",
+        )
         cells = []
         for i, step in steps[start : start + per_line]:
             grid.add_column(unseeded(labels[i]), no_wrap=True, width=PANEL)
@@ -242,7 +266,9 @@ def show_choices(tokenizer, steps, index: int, samplers, labels: list[str], top_
             for n, (tid, pf) in enumerate(zip(choice.top_ids, choice.p_final)):
                 if n == top_n:
                     inner.add_row("", "⋮", "")
-                mark = "▶" if tid == choice.token else "✗" if choice.allowed is not None and not choice.allowed[n] else ""
+                mark = (
+                    "▶" if tid == choice.token else "✗" if choice.allowed is not None and not choice.allowed[n] else ""
+                )
                 inner.add_row(mark, Text(_show_token(tokenizer, int(tid))), _bar(float(pf), "magenta", width=8))
             cells.append(inner)
         grid.add_row(*cells)
@@ -256,7 +282,10 @@ def _bar(p: float, colour: str, width: int = 20):
     full = int(filled)
     partial = " ▏▎▍▌▋▊▉"[int((filled - full) * 8)] if full < width else ""
     bar = Text("█" * full + partial.strip(), style=colour)
-    bar.append(" " * (width - len(bar.plain)) + f" {p:6.1%}" if p < 0.9995 else " " * (width - len(bar.plain)) + "   100%", style="default")
+    bar.append(
+        " " * (width - len(bar.plain)) + f" {p:6.1%}" if p < 0.9995 else " " * (width - len(bar.plain)) + "   100%",
+        style="default",
+    )
     return bar
 
 

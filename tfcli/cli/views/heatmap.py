@@ -19,7 +19,7 @@ from rich.color import Color
 from rich.style import Style
 from rich.text import Text
 
-from tfcli.draw.scales import ink_on, viridis  # noqa: F401  (moved there: the pictures need no terminal)
+from tfcli.draw.scales import ink_on, viridis  # noqa: F401  (moved there: pictures need no terminal)
 
 SHADES = "░▒▓█"
 # Upper bounds of each shade; finer at the bottom because most weights of a long text are small.
@@ -84,7 +84,14 @@ def column_header(col_labels: Sequence[str], cell_width: int) -> list[Text]:
     return lines
 
 
-def matrix(row_labels: Sequence[str], col_labels: Sequence[str], cell_width: int, cell: Cell, row_end: Callable[[int], str] | None = None, end_title: str = "") -> Text:
+def matrix(
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    cell_width: int,
+    cell: Cell,
+    row_end: Callable[[int], str] | None = None,
+    end_title: str = "",
+) -> Text:
     """A labelled grid: column labels on top (column_header), row labels on the left, cell(i, j)
     giving each cell's text (exactly cell_width wide) and style; row_end(i) an optional last column."""
     lw = label_width(row_labels)
@@ -134,7 +141,18 @@ def heatmap(w: np.ndarray, allowed: np.ndarray, row_labels, col_labels, colour: 
     return matrix(row_labels, col_labels, 2, cell)
 
 
-def numbers(w: np.ndarray, allowed: np.ndarray, row_labels, col_labels, colour: bool, *, masked_as: str = "0", masked_style: str = "dim", fmt: str = "{:.2f}", row_sums: bool = True) -> Text:
+def numbers(
+    w: np.ndarray,
+    allowed: np.ndarray,
+    row_labels,
+    col_labels,
+    colour: bool,
+    *,
+    masked_as: str = "0",
+    masked_style: str = "dim",
+    fmt: str = "{:.2f}",
+    row_sums: bool = True,
+) -> Text:
     """w [R, C] as numbers, five characters a cell; masked cells show masked_as, dim.
     With colour the background is the heatmap's; row_sums adds a Σ column (each row's total)."""
     rgb = viridis(np.nan_to_num(w))  # [R, C, 3]
@@ -170,7 +188,9 @@ def thumbnail(w: np.ndarray, allowed: np.ndarray, colour: bool, col_labels: Sequ
     return lines
 
 
-def side_by_side(panels: list[tuple[str, list[Text]]], cell_cols: int, gap: int = 3, row_labels: Sequence[str] = ()) -> Text:
+def side_by_side(
+    panels: list[tuple[str, list[Text]]], cell_cols: int, gap: int = 3, row_labels: Sequence[str] = ()
+) -> Text:
     """Panels (title, lines) of equal width cell_cols * 2 laid out in one row; row_labels, if given,
     on the left of the last len(row_labels) lines (the rows of cells under the column labels)."""
     width = cell_cols * 2
@@ -182,7 +202,9 @@ def side_by_side(panels: list[tuple[str, list[Text]]], cell_cols: int, gap: int 
     for line in range(height):
         text.append("\n")
         if lw:
-            text.append(row_label(row_labels[line - first_row], lw - 1) if line >= first_row else " " * lw, style="bold")
+            text.append(
+                row_label(row_labels[line - first_row], lw - 1) if line >= first_row else " " * lw, style="bold"
+            )
         for k, (_, lines) in enumerate(panels):
             if k:
                 text.append(" " * gap)
@@ -201,5 +223,7 @@ def legend(colour: bool, zh: bool = False) -> Text:
         text.append(" 1")
     else:
         text.append(f"{weight} " + "  ".join(f"{c} ≤{top:g}".replace("0.", ".") for c, top in zip(SHADES, SHADE_TOPS)))
-    text.append(f"    {MASKED} 被遮住（未来，恰好为 0）" if zh else f"    {MASKED} masked (the future, exactly 0)", style="dim")
+    text.append(
+        f"    {MASKED} 被遮住（未来，恰好为 0）" if zh else f"    {MASKED} masked (the future, exactly 0)", style="dim"
+    )
     return text

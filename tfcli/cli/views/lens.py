@@ -44,7 +44,8 @@ def grid(labels: list[str], probs: np.ndarray, names: list[list[str]], colour: b
 
 
 def legend(colour: bool, zh: bool = False) -> Text:
-    t = Text("数字：最可能的词元的概率（百分比，** 表示超过 99.5%）" if zh else "the number: the top token's probability in percent (** = over 99.5%)")
+    t = Text("数字：最可能的词元的概率（百分比，** 表示超过 99.5%）" if zh else "the number: the top token's probability in percent (** = "
+                                                          "over 99.5%)")
     if colour:
         t.append("；颜色：" if zh else "; colour: ")
         for x in np.linspace(0, 1, 11):
@@ -53,7 +54,9 @@ def legend(colour: bool, zh: bool = False) -> Text:
     return t
 
 
-def position_table(lens, position: int, names: list[list[list[str]]], colour: bool, title: str, width: int = 80, zh: bool = False) -> Table:
+def position_table(
+    lens, position: int, names: list[list[list[str]]], colour: bool, title: str, width: int = 80, zh: bool = False
+) -> Table:
     """One position: each layer's top tokens with their probabilities, and the entropy in bits.
     Token names are cut to fit `width` (never the layer or the percentage)."""
     table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, title=title, title_justify="left")
@@ -74,7 +77,15 @@ def position_table(lens, position: int, names: list[list[list[str]]], colour: bo
     return table
 
 
-def compare_tables(texts: list[str], traj, reads: list[list[tuple[str, float]]], base: np.ndarray, colour: bool, width: int = 80, zh: bool = False) -> list[Table | Text]:
+def compare_tables(
+    texts: list[str],
+    traj,
+    reads: list[list[tuple[str, float]]],
+    base: np.ndarray,
+    colour: bool,
+    width: int = 80,
+    zh: bool = False,
+) -> list[Table | Text]:
     """The cosine between each pair of contexts per layer (with the baseline), and per text how far
     its state is from the bare token's embedding, its length and what the lens reads (token, p).
     Columns that do not fit `width` go on into a further table, each with the layer column, so
@@ -91,7 +102,9 @@ def compare_tables(texts: list[str], traj, reads: list[list[tuple[str, float]]],
         chunk = pairs[start : start + per]
         last = start + per >= len(pairs)
         if start == 0:
-            tables.append(Text("两段文本中状态之间的余弦" if zh else "cosine between the contexts' states", style="italic"))
+            tables.append(
+                Text("两段文本中状态之间的余弦" if zh else "cosine between the contexts' states", style="italic")
+            )
         one = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False)
         one.add_column("残差" if zh else "resid", justify="right", style="bold", no_wrap=True, min_width=5)
         for a, b in chunk:
@@ -111,7 +124,14 @@ def compare_tables(texts: list[str], traj, reads: list[list[tuple[str, float]]],
     for start in range(0, c, per):
         group = range(start, min(c, start + per))
         if start == 0:
-            tables.append(Text("每个末尾词元：与其嵌入的余弦、|h|、透镜读出" if zh else "each text's last token: cosine to its bare embedding, |h|, what the lens reads", style="italic"))
+            tables.append(
+                Text(
+                    "每个末尾词元：与其嵌入的余弦、|h|、透镜读出"
+                    if zh
+                    else "each text's last token: cosine to its bare embedding, |h|, what the lens reads",
+                    style="italic",
+                )
+            )
         two = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False)
         two.add_column("残差" if zh else "resid", justify="right", style="bold", no_wrap=True, min_width=5)
         for i in group:
@@ -123,7 +143,11 @@ def compare_tables(texts: list[str], traj, reads: list[list[tuple[str, float]]],
             for i in group:
                 name, p = reads[i][layer]
                 n = norms[i, layer]
-                row += [cell(f"{fe[i, layer]:.3f}", fe[i, layer], 6, colour), f"{n:.0f}" if n >= 10 else f"{n:.1f}", f"{clip(name, tok_room)} {p:.0%}" if p >= 0.01 else f"{clip(name, tok_room)} <1%"]
+                row += [
+                    cell(f"{fe[i, layer]:.3f}", fe[i, layer], 6, colour),
+                    f"{n:.0f}" if n >= 10 else f"{n:.1f}",
+                    f"{clip(name, tok_room)} {p:.0%}" if p >= 0.01 else f"{clip(name, tok_room)} <1%",
+                ]
             two.add_row(layer_name(layer), *row)
         tables.append(two)
     return tables

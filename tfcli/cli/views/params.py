@@ -52,7 +52,13 @@ def render(report: dict, zh: bool) -> None:
     _render_exact(report, say)
     _render_difference(report, say)
     _render_costs(report, say)
-    _say(say.both("Compare with the tensors of a real file: tfcli params --from MODEL_DIR", "与真实权重文件中的张量对照：tfcli params --from 模型目录"), "dim")
+    _say(
+        say.both(
+            "Compare with the tensors of a real file: tfcli params --from MODEL_DIR",
+            "与真实权重文件中的张量对照：tfcli params --from 模型目录",
+        ),
+        "dim",
+    )
 
 
 def _say(text: str, style: str = "") -> None:
@@ -72,12 +78,21 @@ def _header(report: dict, say: _Say) -> None:
     if s["kv_heads"] == s["heads"]:
         heads, heads_zh = f"{s['heads']} heads × {s['head_dim']}", f"{s['heads']} 个头 × {s['head_dim']}"
     else:
-        heads = f"{s['heads']} query heads × {s['head_dim']} ({s['kv_heads']} key/value head{'s' if s['kv_heads'] != 1 else ''})"
+        plural = "s" if s["kv_heads"] != 1 else ""
+        heads = f"{s['heads']} query heads × {s['head_dim']} ({s['kv_heads']} key/value head{plural})"
         heads_zh = f"{s['heads']} 个查询头 × {s['head_dim']}（{s['kv_heads']} 个键值头）"
     out.print(f"[bold]{escape(report['title'])}[/]  [dim]{escape(report['name'])} · {escape(report['source'])}[/]")
     d, ff = num.count(s["d_model"]), num.count(s["d_ff"])
-    _items(say, [f"{num.count(s['layers'])} blocks", f"d_model {d}", heads, f"d_ff {ff}"], [f"{num.count(s['layers'])} 个块", f"d_model {d}", heads_zh, f"d_ff {ff}"])
-    _items(say, [f"vocabulary {num.count(s['vocab'])}", f"context {num.count(s['context'])}"], [f"词表 {num.count(s['vocab'])}", f"上下文 {num.count(s['context'])}"])
+    _items(
+        say,
+        [f"{num.count(s['layers'])} blocks", f"d_model {d}", heads, f"d_ff {ff}"],
+        [f"{num.count(s['layers'])} 个块", f"d_model {d}", heads_zh, f"d_ff {ff}"],
+    )
+    _items(
+        say,
+        [f"vocabulary {num.count(s['vocab'])}", f"context {num.count(s['context'])}"],
+        [f"词表 {num.count(s['vocab'])}", f"上下文 {num.count(s['context'])}"],
+    )
     style = [
         MLPS[s["mlp"]].label,
         NORMS[s["norm"]].label + (f" ×{s['norms_per_block']} per block" if s["norms_per_block"] != 2 else ""),
@@ -96,7 +111,12 @@ def _header(report: dict, say: _Say) -> None:
     ]
     _items(say, style, style_zh, "dim")
     if report["note"]:  # where the preset departs from what its source printed
-        _say(say.both(f"note: {report['note']}", f"注：{report['note_zh']}") if report.get("note_zh") else f"note: {report['note']}", "dim")
+        _say(
+            say.both(f"note: {report['note']}", f"注：{report['note_zh']}")
+            if report.get("note_zh")
+            else f"note: {report['note']}",
+            "dim",
+        )
     out.print()
 
 
@@ -114,7 +134,8 @@ def _items(say: _Say, en: list[str], zh: list[str], style: str = "") -> None:
         out.print(escape(line), style=style or None)
 
 
-# The words of _biases, English and Chinese: all biases, attention (Q/K/V and output), Q/K/V only, output only, MLP, the joiner, "... biases", none
+# The words of _biases, English and Chinese: all biases, attention (Q/K/V and output), Q/K/V only, output only,
+# MLP, the joiner, "... biases", none
 _BIAS_WORDS = {False: ("biases", "attention", "Q/K/V", "attention output", "MLP", " and ", "{} biases", "no biases"),
                True: ("有偏置", "注意力", "Q/K/V", "注意力输出", "MLP", "和", "{}有偏置", "无偏置")}  # fmt: skip
 
@@ -135,7 +156,14 @@ _HEADERS_ZH = {"formula": "公式", "parameters": "参数"}
 def _table(title: str, *columns: tuple[str, dict], say: _Say | None = None):
     """A borderless table with a bold title; columns are (header, Rich column options), their
     headers in Chinese with `say` in Chinese."""
-    table = Table(title=escape(title), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table = Table(
+        title=escape(title),
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     for header, opts in columns:
         table.add_column(say.both(header, _HEADERS_ZH[header]) if say and header in _HEADERS_ZH else header, **opts)
     return table
@@ -155,7 +183,14 @@ def _named(r: dict, say: _Say) -> str:
 
 def _render_tally(report: dict, say: _Say) -> None:
     t, s = report["tally_3b1b"], report["shape"]
-    out.print(_formula_table(say.both("3Blue1Brown's tally: weight matrices only", "3Blue1Brown 的统计：只计权重矩阵"), t["rows"], say, t["total"]))
+    out.print(
+        _formula_table(
+            say.both("3Blue1Brown's tally: weight matrices only", "3Blue1Brown 的统计：只计权重矩阵"),
+            t["rows"],
+            say,
+            t["total"],
+        )
+    )
     notes = [
         say.both(
             "Embedding and unembedding are counted as two matrices. Per head, Value is the value-down map (D → Dh) "
@@ -167,13 +202,19 @@ def _render_tally(report: dict, say: _Say) -> None:
         q = s["heads"] // s["kv_heads"]
         notes.append(
             say.both(
-                f"Grouped-query attention: the Key and Value rows count the {s['kv_heads']} key/value heads, each shared by {q} query heads.",
+                f"Grouped-query attention: the Key and Value rows count the {s['kv_heads']} key/value heads, each "
+                f"shared by {q} query heads.",
                 f"分组查询注意力：键和值两行按 {s['kv_heads']} 个键值头计算，每个键值头由 {q} 个查询头共享。",
             )
         )
     if MLPS[s["mlp"]].matrices == 3:
         label = MLPS[s["mlp"]].label
-        notes.append(say.both(f"{label}: the Up-projection holds two matrices, gate and up.", f"{label}：上投影包含门控和上投影两个矩阵。"))
+        notes.append(
+            say.both(
+                f"{label}: the Up-projection holds two matrices, gate and up.",
+                f"{label}：上投影包含门控和上投影两个矩阵。",
+            )
+        )
     for n in notes:
         _say(n, "dim")
     out.print()
@@ -193,7 +234,9 @@ def _formula_table(title: str, rows: list[dict], say: _Say, total: int | None = 
             table.add_row(_named(r, say), formula, *([escape(r["numbers"])] if apart else []), num.count(r["count"]))
         if total is not None:
             table.add_section()
-            table.add_row(f"[bold]{say.label('total')}[/]", "", *([""] if apart else []), f"[bold]{num.count(total)}[/]")
+            table.add_row(
+                f"[bold]{say.label('total')}[/]", "", *([""] if apart else []), f"[bold]{num.count(total)}[/]"
+            )
         return table
 
     table = build(True)
@@ -202,7 +245,14 @@ def _formula_table(title: str, rows: list[dict], say: _Say, total: int | None = 
 
 def _render_exact(report: dict, say: _Say) -> None:
     e = report["exact"]
-    table = _table(say.both("Exact count: every tensor a checkpoint stores", "精确计数：检查点中存放的每一个张量"), _NAME, _FORMULA, _COUNT, ("%", {"justify": "right", "no_wrap": True, "style": "dim"}), say=say)
+    table = _table(
+        say.both("Exact count: every tensor a checkpoint stores", "精确计数：检查点中存放的每一个张量"),
+        _NAME,
+        _FORMULA,
+        _COUNT,
+        ("%", {"justify": "right", "no_wrap": True, "style": "dim"}),
+        say=say,
+    )
     for r in e["rows"]:
         table.add_row(_named(r, say), escape(say.formula(r)), num.count(r["count"]), num.share(r["count"], e["total"]))
     table.add_section()
@@ -212,7 +262,11 @@ def _render_exact(report: dict, say: _Say) -> None:
 
 def _render_difference(report: dict, say: _Say) -> None:
     d, e, t, s = report["difference"], report["exact"], report["tally_3b1b"], report["shape"]
-    table = _table(say.both("Why the two totals differ", "两个总数为何不同"), _NAME, ("", {"justify": "right", "no_wrap": True, "style": "cyan"}))
+    table = _table(
+        say.both("Why the two totals differ", "两个总数为何不同"),
+        _NAME,
+        ("", {"justify": "right", "no_wrap": True, "style": "cyan"}),
+    )
     table.show_header = False
     # From the exact count to the tally: each row is what the tally adds or leaves out.
     table.add_row(say.label("exact_total"), num.count(e["total"]))
@@ -227,20 +281,29 @@ def _render_difference(report: dict, say: _Say) -> None:
     if s["tied"]:
         _say(
             say.both(
-                f"The tally counts the unembedding as a matrix of its own, but this model ties it to the embedding: a checkpoint "
-                f"stores that {num.count(s['vocab'])} × {num.count(s['d_model'])} matrix once. Stored twice (untied, as some tools report), "
+                "The tally counts the unembedding as a matrix of its own, but this model ties it to the embedding: a "
+                "checkpoint "
+                f"stores that {num.count(s['vocab'])} × {num.count(s['d_model'])} matrix once. Stored twice (untied, "
+                "as some tools report), "
                 f"the exact count would be {num.count(e['untied_total'])}.",
                 f"统计把反嵌入当作独立的矩阵，但本模型的反嵌入与嵌入共享权重：检查点只存一次这个 {num.count(s['vocab'])} × {num.count(s['d_model'])} 矩阵。"
                 f"若存两份（不共享，一些工具这样报告），精确计数将是 {num.count(e['untied_total'])}。",
             )
         )
     if small:
-        left = [(r["count"], en, zh) for r, en, zh in zip(d["rows"][1:], ("the position table", "the biases", "the norms"), ("位置表", "偏置", "归一化参数")) if r["count"]]
+        left = [
+            (r["count"], en, zh)
+            for r, en, zh in zip(
+                d["rows"][1:], ("the position table", "the biases", "the norms"), ("位置表", "偏置", "归一化参数")
+            )
+            if r["count"]
+        ]
         en = " and ".join(", ".join(x[1] for x in left).rsplit(", ", 1))
         zh = "、".join(x[2] for x in left)
         _say(
             say.both(
-                f"The tally also leaves out {en}: {num.count(-small)} parameters, {num.percent(-small, e['total'])} of the exact count.",
+                f"The tally also leaves out {en}: {num.count(-small)} parameters, {num.percent(-small, e['total'])} of "
+                "the exact count.",
                 f"统计还略去了{zh}：共 {num.count(-small)} 个，占精确计数的 {num.percent(-small, e['total'])}。",
             )
         )
@@ -250,11 +313,14 @@ def _render_difference(report: dict, say: _Say) -> None:
 
         source_zh = SOURCES_ZH.get(q["source"], q["source"])
         if q["rounds_to"]:
-            en = f"{q['source']}: {q['figure']}. The exact {num.count(e['total'])} rounds to it ({num.signed_percent(q['relative'])})."
-            zh = f"{source_zh}：{q['figure']}。精确值 {num.count(e['total'])} 四舍五入后与之相符（{num.signed_percent(q['relative'])}）。"
+            exact, off = num.count(e["total"]), num.signed_percent(q["relative"])
+            en = f"{q['source']}: {q['figure']}. The exact {exact} rounds to it ({off})."
+            zh = f"{source_zh}：{q['figure']}。精确值 {exact} 四舍五入后与之相符（{off}）。"
         else:
-            en = f"{q['source']}: {q['figure']}. The exact {num.count(e['total'])} is {num.signed_percent(q['relative'])} from it: the printed figure is not this count rounded."
-            zh = f"{source_zh}：{q['figure']}。精确值 {num.count(e['total'])} 与之相差 {num.signed_percent(q['relative'])}：印出的数字并非此计数的四舍五入。"
+            exact, off = num.count(e["total"]), num.signed_percent(q["relative"])
+            en = (f"{q['source']}: {q['figure']}. The exact {exact} is {off} from it:"
+                  " the printed figure is not this count rounded.")
+            zh = f"{source_zh}：{q['figure']}。精确值 {exact} 与之相差 {off}：印出的数字并非此计数的四舍五入。"
         _say(say.both(en, zh), "bold")
     out.print()
 
@@ -268,40 +334,88 @@ def _cost_names() -> tuple[str, dict]:
 def _render_costs(report: dict, say: _Say) -> None:
     s, c, m = report["shape"], report["compute"], report["memory"]
     T = s["context"]
-    table = _table(say.both("What a token costs", "一个词元的开销"), _cost_names(),
-    ("formula", {"style": "dim", "ratio": 1}), ("", {"justify": "right", "no_wrap": True, "style": "cyan"}), say=say)
+    table = _table(
+        say.both("What a token costs", "一个词元的开销"),
+        _cost_names(),
+        ("formula", {"style": "dim", "ratio": 1}),
+        ("", {"justify": "right", "no_wrap": True, "style": "cyan"}),
+        say=say,
+    )
 
     def row(en: str, zh: str, formula: tuple[str, str] | str, value: str, unit: tuple[str, str] | None = None) -> None:
         """A row: its name, its formula (English and Chinese when it has words), its value (and the
         value's unit, glossed in Chinese under it)."""
         f_en, f_zh = (formula, formula) if isinstance(formula, str) else formula
         text = f"{value} {unit[0]}" if unit else value
-        table.add_row(escape(say.both(en, zh)), escape(say.both(f_en, f_zh) if f_zh != f_en else f_en), say.both(text, unit[1]) if unit else text)
+        table.add_row(
+            escape(say.both(en, zh)),
+            escape(say.both(f_en, f_zh) if f_zh != f_en else f_en),
+            say.both(text, unit[1]) if unit else text,
+        )
 
-    row("N: weights per token", "N：词元要乘过的权重", ("block matrices + unembedding", "块内矩阵 + 反嵌入"), num.count(c["matmul_params"]))
-    row("attention FLOPs per token", "每词元注意力 FLOPs", f"{c['formula']['attention']}\n= {c['numbers']['attention']}", num.si(c["attention"], "FLOP"))
-    row("forward FLOPs per token", "每词元前向 FLOPs", ("2·N + attention", "2·N + 注意力"), num.si(c["forward"], "FLOP"))
-    row("training FLOPs per token", "每词元训练 FLOPs", ("3 × forward ≈ 6·N", "3 × 前向 ≈ 6·N"), num.si(c["training"], "FLOP"))
+    row(
+        "N: weights per token",
+        "N：词元要乘过的权重",
+        ("block matrices + unembedding", "块内矩阵 + 反嵌入"),
+        num.count(c["matmul_params"]),
+    )
+    row(
+        "attention FLOPs per token",
+        "每词元注意力 FLOPs",
+        f"{c['formula']['attention']}\n= {c['numbers']['attention']}",
+        num.si(c["attention"], "FLOP"),
+    )
+    row(
+        "forward FLOPs per token", "每词元前向 FLOPs", ("2·N + attention", "2·N + 注意力"), num.si(c["forward"], "FLOP")
+    )
+    row(
+        "training FLOPs per token",
+        "每词元训练 FLOPs",
+        ("3 × forward ≈ 6·N", "3 × 前向 ≈ 6·N"),
+        num.si(c["training"], "FLOP"),
+    )
     table.add_section()
     for dtype, n in m["weights"].items():
         per = {"fp32": "4", "fp16": "2", "int8": "1", "int4": "½"}[dtype]
-        row(f"weights in {dtype}", f"{dtype} 权重", (f"exact count × {per} byte{'' if per in '1½' else 's'}", f"精确计数 × {per} 字节"), num.size(n))
+        row(
+            f"weights in {dtype}",
+            f"{dtype} 权重",
+            (f"exact count × {per} byte{'' if per in '1½' else 's'}", f"精确计数 × {per} 字节"),
+            num.size(n),
+        )
     table.add_section()
     kv = m["kv_cache"]
     for dtype in ("fp32", "fp16"):
-        row(f"KV cache per token, {dtype}", f"每词元 KV 缓存（{dtype}）", f"{kv['rows'][dtype]['formula']}\n= {kv['rows'][dtype]['numbers']}", num.size(kv["per_token"][dtype]))
-        row(f"  … for {num.count(T)} tokens", f"  … 完整上下文 {num.count(T)}", "× T", num.size(kv["full_context"][dtype]))
+        row(
+            f"KV cache per token, {dtype}",
+            f"每词元 KV 缓存（{dtype}）",
+            f"{kv['rows'][dtype]['formula']}\n= {kv['rows'][dtype]['numbers']}",
+            num.size(kv["per_token"][dtype]),
+        )
+        row(
+            f"  … for {num.count(T)} tokens",
+            f"  … 完整上下文 {num.count(T)}",
+            "× T",
+            num.size(kv["full_context"][dtype]),
+        )
     table.add_section()
     a = m["attention_pattern"]
     scores = ("scores", "个分数")
     row("one head's pattern", "一个头的注意力模式", f"T² = {num.count(T)}²", num.count(a["per_head"]), scores)
-    row("  … a block's heads, fp32", "  … 一个块的全部头（fp32）", ("H × T² × 4 bytes", "H × T² × 4 字节"), num.size(a["bytes_per_layer_fp32"]))
+    row(
+        "  … a block's heads, fp32",
+        "  … 一个块的全部头（fp32）",
+        ("H × T² × 4 bytes", "H × T² × 4 字节"),
+        num.size(a["bytes_per_layer_fp32"]),
+    )
     row("  … all blocks' heads", "  … 全部块的全部头", "L × H × T²", num.count(a["all_layers"]), scores)
     out.print(table)
     _say(
         say.both(
-            "FLOPs count a multiply-add as 2 (Kaplan et al. 2020, Table 1); the attention term averages a causal context of T. "
-            "Embedding lookups, biases and norms are left out. Doubling the context doubles the KV cache but quadruples "
+            "FLOPs count a multiply-add as 2 (Kaplan et al. 2020, Table 1); the attention term averages a causal "
+            "context of T. "
+            "Embedding lookups, biases and norms are left out. Doubling the context doubles the KV cache but "
+            "quadruples "
             "the attention patterns: that square is what limits context length. GB = 10⁹ bytes.",
             "FLOPs 把一次乘加算作 2（Kaplan 等 2020，表 1）；注意力项按长度 T 的因果上下文取平均。嵌入查表、偏置和归一化未计入。"
             "上下文加倍，KV 缓存加倍，注意力模式却变为四倍：正是这个平方限制了上下文长度。GB = 10⁹ 字节。",
@@ -311,103 +425,4 @@ def _render_costs(report: dict, say: _Say) -> None:
     out.print()
 
 
-def _render_from(report: dict, say: _Say) -> None:
-    """--from: the file's tensors against the count from the shape, category by category."""
-    f = report["from"]
-    dtypes = ", ".join(f"{n} {d}" for d, n in f["dtypes"].items())
-    files = f"{len(f['files'])} file" + ("s" if len(f["files"]) != 1 else "")
-    _say(
-        say.both(
-            f"{f['path']}: {f['tensors']} tensors in {files} ({dtypes}), read from the header only",
-            f"{f['path']}：{len(f['files'])} 个文件中的 {f['tensors']} 个张量（{dtypes}），只读文件头",
-        ),
-        "bold",
-    )
-    _from_table(f, say)
-    _from_remarks(report, say)
-
-
-def _from_table(f: dict, say: _Say) -> None:
-    """Each category's count from the shape beside the file's, marked where they differ."""
-    count = {"justify": "right", "no_wrap": True, "style": "cyan"}
-    table = _table("", _NAME, (say.both("from the shape", "按形状计算"), count), (say.both("in the file", "文件中"), count), ("", {"no_wrap": True}))
-    for r in f["rows"]:
-        diff = r["actual"] - r["analytic"]
-        mark = f"[bold red]✗ {num.signed(diff)}[/]" if diff else "[green]✓[/]"
-        table.add_row(escape(say.name(r)), num.count(r["analytic"]), num.count(r["actual"]), mark)
-    if f["uncategorised"]:
-        n = f["uncategorised_total"]
-        table.add_row(escape(say.label("uncategorised")), "0", num.count(n), f"[bold red]✗ {num.signed(n)}[/]")
-    table.add_section()
-    same = f["analytic_total"] == f["actual_total"]
-    table.add_row(f"[bold]{say.label('total')}[/]", f"[bold]{num.count(f['analytic_total'])}[/]", f"[bold]{num.count(f['actual_total'])}[/]", "[green]✓[/]" if same else "[bold red]✗[/]")
-    out.print(table)
-
-
-def _from_remarks(report: dict, say: _Say) -> None:
-    """What the table cannot say: tensors left out, mismatches, buffers, a stored copy of a tied matrix."""
-    f = report["from"]
-    for u in f["uncategorised"]:
-        _say(say.both(f"not categorised: {u['name']} {u['shape']}", f"未归类：{u['name']} {u['shape']}"), "red")
-    if f["mismatched"]:
-        _say(
-            say.both(
-                "A category that differs holds a tensor that is missing, extra, or of another shape than config.json implies.",
-                "数目不符的类别中，有张量缺失、多余，或形状与 config.json 所示不同。",
-            ),
-            "red",
-        )
-    if f["buffers"]:
-        _say(
-            say.both(
-                f"{len(f['buffers'])} stored buffer(s) not counted: constants such as GPT-2's causal mask (attn.bias), not parameters.",
-                f"未计入 {len(f['buffers'])} 个缓冲张量：它们是常量（如 GPT-2 的因果掩码 attn.bias），不是参数。",
-            ),
-            "dim",
-        )
-    unembedding = next(r for r in f["rows"] if r["key"] == "unembedding")
-    if report["shape"]["tied"] and unembedding["actual"]:
-        _say(
-            say.both(
-                "config.json ties the unembedding to the embedding, yet the file also stores lm_head.weight: a copy.",
-                "config.json 让反嵌入与嵌入共享权重，但文件中还存了 lm_head.weight：一份副本。",
-            ),
-            "dim",
-        )
-    if f["agree"]:
-        _say(say.both("The tensors in the file agree with the count from the shape, category by category.", "文件中的张量与按形状计算的结果逐类一致。"), "bold green")
-
-
-def render_presets(rows: list[dict], zh: bool) -> None:
-    """The --list-presets table (rows from tfcli.analysis.params.report.presets_list)."""
-    say = _Say(zh)
-    names = ("preset", "L", "D", "H×Dh", "Hkv", "V", "T", "exact", "quoted")
-    cells = [
-        (escape(r["name"]), str(r["shape"]["layers"]), num.count(r["shape"]["d_model"]), f"{r['shape']['heads']}×{r['shape']['head_dim']}",
-         str(r["shape"]["kv_heads"]), num.count(r["shape"]["vocab"]), num.count(r["shape"]["context"]), num.count(r["exact"]), r["quoted"])
-        for r in rows
-    ]  # fmt: skip
-
-    def table(columns: list[int], title: bool):
-        t = Table(title=say.both("Presets", "预设") if title else None, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        for i in columns:
-            t.add_column(names[i], justify="left" if i == 0 else "right", no_wrap=True)
-        for row in cells:
-            t.add_row(*(row[i] for i in columns))
-        return t
-
-    # The layout rule (cli/layout.py): numbers are never cut; the counts go on in a second table
-    # (the preset's name again first) when the shape and the counts do not fit side by side.
-    whole = table(list(range(len(names))), True)
-    if out.measure(whole, options=out.options.update_width(10_000)).maximum <= out.width:  # its natural width
-        out.print(whole)
-    else:
-        out.print(table([0, 1, 2, 3, 4, 5, 6], True))
-        out.print(table([0, 7, 8], False))
-    _say(
-        say.both(
-            "exact: every tensor a checkpoint stores; quoted: the figure the authors printed (GPT-3 paper Table 2.1, GPT-2 paper Table 2).",
-            "exact：检查点存放的全部参数；quoted：作者公布的数字（GPT-3 论文表 2.1，GPT-2 论文表 2）。",
-        ),
-        "dim",
-    )
+from .params_from import _render_from, render_presets  # noqa: E402, F401  (the --from view, and cli/params.py's)
