@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tfcli.cli.views import experiments, images
+from tfcli.cli.views import experiments
+from tfcli.draw import images
 
 
 def _picture(values, log: bool, zh: bool = False):

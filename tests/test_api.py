@@ -26,6 +26,13 @@ PUBLIC = {
     "mask": "(text: 'str', *, pattern: 'str' = 'causal') -> 'Mask'",
     "features": "(model: 'Model', folder: 'str | Path', *, any_model: 'bool' = False) -> 'Features'",
     "params": "(preset: 'str | None' = None, *, model: 'str | Path | None' = None) -> 'Params'",
+    "explore_page": "(model, text, *, lang: 'str' = 'en') -> 'ExplorePage'",
+    "train_features": "(model, text_file: 'str | Path | None', folder: 'str | Path', *, block: 'int | None' = None, site: 'str' = 'resid_post', "
+                      "activations: 'str | Path | None' = None, features: 'int | None' = None, kind: 'str' = 'relu', k: 'int' = 32, "
+                      "l1: 'float' = 5.0, lr: 'float' = 0.001, betas: 'tuple[float, float]' = (0.9, 0.999), eps: 'float' = 1e-08, "
+                      "weight_decay: 'float' = 0.0, warmup: 'int' = 20, lr_schedule: 'str' = 'constant', clip: 'float' = 1.0, "
+                      "batch_size: 'int' = 1024, steps: 'int' = 1000, buffer: 'int' = 65536, seed: 'int' = 0, val_fraction: 'float' = 0.1, "
+                      "force: 'bool' = False) -> 'Training'",
     "Model.__call__": "(self, text_or_ids) -> 'np.ndarray'",
     "Model.to_tokens": "(self, text: 'str') -> 'np.ndarray'",
     "Model.to_str_tokens": "(self, text_or_ids) -> 'list[str]'",
@@ -47,7 +54,7 @@ PUBLIC = {
     "ActivationCache.nbytes": "property",
 }  # fmt: skip
 CLASSES = {"Model", "ActivationCache", "TfcliError", "Features", "Lens", "Patching", "Ablation", "Heads", "Steering",
-           "Attention", "Mask", "FeatureShow", "FeatureCards", "Params"}  # fmt: skip
+           "Attention", "Mask", "FeatureShow", "FeatureCards", "Params", "Training", "ExplorePage"}  # fmt: skip
 
 
 def _signature(obj) -> str:
@@ -101,6 +108,26 @@ def test_import_tfcli_imports_nothing_heavy():
     assert "load" in dir(tfcli)
     with pytest.raises(AttributeError):
         tfcli.nonsense
+
+
+def test_a_notebook_session_imports_no_terminal_library():
+    """Loading a model, a run and every result's _repr_html_ (the pictures drawn by tfcli/draw/) leave
+    typer and rich (the command line's libraries) out of the process."""
+    code = """
+import sys, tfcli
+m = tfcli.load("shakespeare")
+logits, cache = m.run_with_cache("To be")
+results = [tfcli.lens(m, "To be, or not to b"), tfcli.attention(m, "To be", block=0), tfcli.mask("the cat sat"),
+           tfcli.patch(m, "To be, or not to b", "To go, or not to g", site="mlp"), tfcli.ablate(m, "To be, or not to b", answer="e"),
+           tfcli.heads(m, "To be, or not to b"), tfcli.params("gpt2"),
+           tfcli.steer(m, "To be", toward="love", away="death", block=1, max_new_tokens=3, temperature=0),
+           tfcli.explore_page(m, "To be")]
+assert all(any(tag in r._repr_html_() for tag in ("<svg", "<table", "<div", "<iframe")) for r in results)
+print(sorted(n for n in sys.modules if n.split(".")[0] in ("typer", "rich", "click") or n.startswith("tfcli.cli")))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]", r.stdout
 
 
 def test_load_by_name_path_and_fast():

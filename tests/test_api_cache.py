@@ -122,6 +122,37 @@ def test_textbook_and_fast_paths_keep_the_same_cache(tmp_path):
     assert_f32_near(b_logits, a_logits, 32)
 
 
+def test_a_prompt_in_parts_on_threads_keeps_the_same_cache(monkeypatch):
+    """The cache's hooks only read, so the fast executor may cut a long prompt into parts on threads
+    (engine/fast/, Parts), each part showing them its rows: the cache gathers the rows into the same
+    arrays a whole pass keeps. A hook of the user's, which may change a value, keeps the pass whole."""
+    from tfcli.engine.fast.run import fast_executor as executor
+
+    text = "To be, or not to be: that is the question. Whether 'tis nobler in the mind to suffer"
+    whole_logits, whole = tfcli.load(TINY_LLAMA, fast=True).run_with_cache(text)
+    monkeypatch.setenv("TFCLI_THREADS", "2")
+    monkeypatch.setattr(executor, "PART_MIN_TOKENS", 8)  # this short text in two parts
+    parts = []
+    real = executor.Parts.each_part
+    monkeypatch.setattr(executor.Parts, "each_part", lambda self, trunk: parts.append(self.parts) or real(self, trunk))
+    model = tfcli.load(TINY_LLAMA, fast=True)
+    logits, cache = model.run_with_cache(text)
+    assert len(parts) == 1 and len(parts[0]) == 2, parts
+    assert set(cache) == set(whole)
+    for key in whole:
+        assert cache[key].shape == whole[key].shape, key
+        assert_f32_near(cache[key], whole[key], 32)  # the same sums, each part's products in their own blocks
+    assert cache.nbytes == whole.nbytes  # every site read, so put together: each array once
+    for b in range(model.n_blocks):
+        np.testing.assert_array_equal(np.triu(cache["attn", b], 1), 0)  # no part saw its future
+    assert_f32_near(logits, whole_logits, 32)
+    assert cache["blocks.0.hook_resid_pre"] is cache["hook_embed"] and cache["resid_pre", 2] is cache["resid_post", 1]
+    with model.hooks({("resid_post", 0): lambda value, site: None}):
+        _, hooked = model.run_with_cache(text)
+    assert len(parts) == 1  # a hook of the user's: the pass ran whole
+    assert_f32_near(hooked["attn", 1], whole["attn", 1], 32)
+
+
 def test_names_keep_only_what_is_asked():
     model = tfcli.load("shakespeare")
     logits, every = model.run_with_cache("To be, or not to be")

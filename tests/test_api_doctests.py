@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 MODULES = ["tfcli", "tfcli.api.model", "tfcli.api.cache", "tfcli.api.experiments", "tfcli.api.results", "tfcli.api.attention",
-           "tfcli.api.features", "tfcli.api.params", "tfcli.api.weights"]
+           "tfcli.api.features", "tfcli.api.params", "tfcli.api.weights",
+           "tfcli.api.training", "tfcli.api.page"]
 TEXT = ("First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. First Citizen: You are all "
         "resolved rather to die than to famish? All: Resolved. resolved. ") * 8  # fmt: skip
 
@@ -36,7 +37,8 @@ def test_docstring_examples_run(name, sae_folder, tmp_path):
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder()
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    tests = [t for t in finder.find(module, name, globs={**vars(module), "np": np, "tmp": tmp_path, "sae_folder": sae_folder}) if t.examples]
+    tests = [t for t in finder.find(module, name, globs={**vars(module), "np": np, "tmp": tmp_path, "sae_folder": sae_folder,
+                                                       "text_file": sae_folder.parent / "text.txt"}) if t.examples]
     assert tests, f"{name} has no examples"
     for t in tests:
         runner.run(t)

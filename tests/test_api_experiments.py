@@ -146,3 +146,32 @@ def test_every_result_prints_draws_and_saves(model, tmp_path):
 def test_bad_input_is_one_tfcli_error(model, call, needle):
     with pytest.raises(TfcliError, match=needle):
         call(model)
+
+
+def test_the_explore_page_inline_is_the_page_the_command_writes(model, cli, tmp_path):
+    """tfcli.explore_page gives the page `tfcli explore -o` writes, shown in Jupyter as an iframe
+    whose srcdoc is that page; it saves as .html only, and refuses a text longer than a page."""
+    import base64
+    import html
+    import re
+
+    page = tfcli.explore_page(model, TEXT)
+    r = cli("explore", TEXT, "-m", "shakespeare", "-o", tmp_path / "page.html")
+    assert r.exit_code == 0, r.stderr
+    theirs = (tmp_path / "page.html").read_text(encoding="utf-8")
+    blobs = r'"dtype":\s*"([^"]*)",\s*"shape":\s*\[[^\]]*\],\s*"b64":\s*"([^"]*)"'  # the arrays: the command's pass on its own threads
+    assert re.sub(blobs, "", page.html) == re.sub(blobs, "", theirs)  # may round a last bit otherwise
+    for (dtype, a), (_, b) in zip(re.findall(blobs, page.html), re.findall(blobs, theirs), strict=True):
+        dtype = dtype.replace("\\u003c", "<").replace("\\u003e", ">")  # as json_in_html writes them
+        x, y = (np.frombuffer(base64.b64decode(v), np.dtype(dtype)).astype(float) for v in (a, b))
+        np.testing.assert_allclose(x, y, rtol=1e-3, atol=2)  # quantised probabilities: a step of 1 where one sits on an edge
+    frame = page._repr_html_()
+    assert frame.startswith("<iframe srcdoc=\"") and html.unescape(frame.split('srcdoc="')[1].split('" title=')[0]) == page.html
+    assert page.save(tmp_path / "again.html").read_text(encoding="utf-8") == page.html
+    assert all(len(line) <= 80 for line in str(page).splitlines())
+    with pytest.raises(TfcliError, match=r"\.html"):
+        page.save(tmp_path / "page.json")
+    with pytest.raises(TfcliError, match="at most"):
+        tfcli.explore_page(model, "x" * 200)
+    with pytest.raises(TfcliError, match="lang"):
+        tfcli.explore_page(model, TEXT, lang="fr")

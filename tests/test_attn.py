@@ -24,7 +24,7 @@ from tfcli.analysis.attention import (
     summarize,
     worked_example,
 )
-from tfcli.cli.views import fonts, images
+from tfcli.draw import fonts, images
 from tfcli.cli.views.attn import token_labels
 from tfcli.store import load
 from tfcli.engine.errors import UsageError

@@ -299,7 +299,7 @@ def test_csv_cells_that_look_like_formulas_stay_text(cli, tmp_path):
 
 
 def test_one_escaping_function_per_medium():
-    from tfcli.cli.views import escape
+    from tfcli.draw import escape
 
     assert escape.csv_cell("=1+2") == "'=1+2" and escape.csv_cell(" @SUM(A1)") == "' @SUM(A1)"
     assert escape.csv_cell("\tx") == "'\tx" and escape.csv_cell("＝1") == "'＝1" and escape.csv_cell(-1.5) == -1.5

@@ -36,7 +36,7 @@ def test_the_ablation_grid_in_colour_has_a_legend(monkeypatch, tmp_path):
 def test_a_signed_picture_draws_negatives_blue_and_has_no_masked_swatch():
     import numpy as np
 
-    from tfcli.cli.views import images
+    from tfcli.draw import images
 
     values = np.array([[-0.2, 0.0, 1.0]])
     panel = images.Panel("t", values, np.ones(values.shape, dtype=bool), ["emb"], ["a", "b", "c"])

@@ -133,7 +133,7 @@ def test_one_numbering_in_json(cli, tmp_path):
 
 
 def test_the_numbering_is_declared_once():
-    from tfcli.cli import numbering
+    from tfcli import numbering
 
     from conftest import doc_text
 

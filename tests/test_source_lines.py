@@ -11,11 +11,11 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "tfcli"
 WIDTH, LENGTH = 120, 500
 
-ROOMS = ("store", "analysis", "explore")
-TOP = ("__main__.py", "numbers.py", "start.py")
+ROOMS = ("store", "analysis", "explore", "api", "draw")
+TOP = ("__main__.py", "numbers.py", "numbering.py", "start.py")
 CLI = (
     "__init__", "ablate", "attn", "attribute", "command", "console", "constrain", "embed", "experiment", "explore",
-    "features_look", "features_page", "geometry", "inputs", "json", "layout", "lens", "models", "numbering",
+    "features_look", "features_page", "geometry", "inputs", "json", "layout", "lens", "models",
     "options", "output", "params", "patch", "pull", "quantize", "rm", "show", "steer",
 )
 

@@ -42,6 +42,8 @@ _PUBLIC = {
     "mask": "tfcli.api.experiments",
     "features": "tfcli.api.experiments",
     "params": "tfcli.api.experiments",
+    "train_features": "tfcli.api.training",
+    "explore_page": "tfcli.api.page",
     "Features": "tfcli.api.experiments",
     # what the experiments return (tfcli/api/results.py, attention.py, features.py, params.py)
     "Lens": "tfcli.api.results",
@@ -54,6 +56,8 @@ _PUBLIC = {
     "FeatureShow": "tfcli.api.features",
     "FeatureCards": "tfcli.api.features",
     "Params": "tfcli.api.params",
+    "Training": "tfcli.api.training",
+    "ExplorePage": "tfcli.api.page",
 }
 
 __all__ = sorted(_PUBLIC)

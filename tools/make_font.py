@@ -3,7 +3,7 @@
 The subset holds the characters the shipped models know (the vocabulary of every weights/*/tokenizer.json),
 printable ASCII and Latin-1, the label marks of cli/views/attn.py (␣ ⏎ → ¹ ² ³ ⁴ …) and the common
 punctuation and symbol blocks, so that a PNG of Chinese labels needs no font installed by hand.
-Characters outside it fall back to a system font (cli/views/images.py).
+Characters outside it fall back to a system font (tfcli/draw/images.py).
 
 Noto Sans CJK is under the SIL Open Font License 1.1, which allows a modified (subset) copy to be
 shipped with software, with its copyright notice and licence beside it: this script writes both.
@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tfcli" / "fonts"
-NAME = "tfcli-cjk-subset.otf"  # cli/views/images.py looks for this name
+NAME = "tfcli-cjk-subset.otf"  # tfcli/draw/fonts.py looks for this name
 FAMILY = "tfcli CJK Subset"  # a new name: a modified font must not pass for the original (OFL 1.1, condition 3)
 SOURCE = "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"
 FACE = 2  # the faces of NotoSansCJK-Regular.ttc: 0 JP, 1 KR, 2 SC, 3 TC, 4 HK

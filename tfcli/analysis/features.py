@@ -159,6 +159,9 @@ def load_features(path: Path, model, identity: str | None, any_model: bool = Fal
         raise SAEError(f"{path} reads vectors of width {cfg['d_in']}, this model's are {d}",
                        "use an SAE trained on this model")
     block, site = t.get("block", cfg.get("hook_layer")), t.get("site", "resid_post")
+    if block is None:
+        raise SAEError(f"{path} was trained on vectors of no recorded block (--activations without --block)",
+                       "train it again with --block B, the block the vectors came from")
     if (isinstance(block, bool) or not isinstance(block, int) or not 0 <= block < model.config.n_layer
             or not isinstance(site, str) or site not in SITES):
         raise SAEError(f"{path} reads block {block!r}, site {site!r}; this model has blocks 0 to "

@@ -9,7 +9,8 @@ Private: the names here are free to move; `tfcli.__all__` is the public surface.
     model.py     load() and Model: tokens, generation, scoring, chat, run_with_cache, hooks
     experiments.py   lens, patch, ablate, steer, heads, attention, mask, features, params
     result.py    what every result has: its text form, _repr_html_ and save(), its picture drawn by
-                 the command line's drawing code (tfcli/cli/views/, imported inside the methods)
+                 tfcli/draw/ (the pictures the command line draws too, with no terminal
+                 library: typer and rich stay out of a notebook), imported inside the methods
     results.py   the results that trace an answer: Lens, Patching, Ablation, Heads, Steering
     attention.py Attention and Mask;  features.py FeatureShow and FeatureCards;  params.py Params
 """

@@ -39,12 +39,23 @@ class Attention(Result):
     def text(self) -> str:
         t = self._tokenizer
         labels = [tok(t, i) for i in self.tokens]
-        lines = [f"{self.model} · attention · {len(self.blocks)} block(s) x {len(self.heads)} head(s) · {len(self.tokens)} tokens"]
+        lines = [
+            f"{self.model} · attention · {len(self.blocks)} block(s) x {len(self.heads)} head(s) · "
+            f"{len(self.tokens)} tokens"
+        ]
         if len(self.blocks) == 1 and len(self.heads) == 1:
-            lines.append(f"block {self.blocks[0]}, head {self.heads[0]}: row = the token looking, column = the token looked at")
-            lines.append(grid_text(labels, labels, np.where(np.tri(len(labels), dtype=bool), self.weights[0, 0], np.nan), "{:.2f}", 6))
+            lines.append(
+                f"block {self.blocks[0]}, head {self.heads[0]}: row = the token looking, column = the token looked at"
+            )
+            lines.append(
+                grid_text(
+                    labels, labels, np.where(np.tri(len(labels), dtype=bool), self.weights[0, 0], np.nan), "{:.2f}", 6
+                )
+            )
         else:
-            lines.append("where each head looks most (mean weight over the text's rows): previous token, itself, the first token")
+            lines.append(
+                "where each head looks most (mean weight over the text's rows): previous token, itself, the first token"
+            )
             t_len = len(self.tokens)
             for a, b in enumerate(self.blocks):
                 row = []
@@ -59,27 +70,50 @@ class Attention(Result):
 
     def to_dict(self) -> dict:
         t = self._tokenizer
-        return {"model": self.model, "tokens": [{"id": int(i), "text": t.token_text(int(i)), "position": p} for p, i in enumerate(self.tokens)],
-                "blocks": self.blocks, "heads": self.heads, "weights_shape": list(self.weights.shape), "weights": self.weights.tolist()}  # fmt: skip
+        return {
+            "model": self.model,
+            "tokens": [{"id": int(i), "text": t.token_text(int(i)), "position": p} for p, i in enumerate(self.tokens)],
+            "blocks": self.blocks,
+            "heads": self.heads,
+            "weights_shape": list(self.weights.shape),
+            "weights": self.weights.tolist(),
+        }
 
     def _drawing(self):
         import math
 
         from tfcli.analysis.attention import causal_mask
-        from tfcli.cli.views import images
-        from tfcli.cli.views.attn import token_labels
+        from tfcli.draw import images
+        from tfcli.draw.labels import token_labels
 
         labels = token_labels(self._tokenizer, self.tokens.tolist())
         allowed = causal_mask(len(self.tokens))
         several = len(self.blocks) > 1 and len(self.heads) > 1
-        title = lambda b, h: f"B{b} H{h}" if several else f"block {b}" if len(self.blocks) > 1 else f"head {h}"  # noqa: E731
-        panels = [images.Panel(title(b, h), self.weights[i, j], allowed, labels, labels) for i, b in enumerate(self.blocks) for j, h in enumerate(self.heads)]
+
+        def title(b: int, h: int) -> str:
+            return f"B{b} H{h}" if several else f"block {b}" if len(self.blocks) > 1 else f"head {h}"
+
+        panels = [
+            images.Panel(title(b, h), self.weights[i, j], allowed, labels, labels)
+            for i, b in enumerate(self.blocks)
+            for j, h in enumerate(self.heads)
+        ]
         per_row = len(self.heads) if several else math.ceil(math.sqrt(len(panels)))
         grid = [panels[i : i + per_row] for i in range(0, len(panels), per_row)]
         images.check_size(grid, False, True)
         fonts = images.fonts_or_none()
-        which = lambda picked, n, what: f"all {n} {what}s" if len(picked) == n > 1 else f"{what}s {picked}" if len(picked) > 1 else f"{what} {picked[0]} of {n}"  # noqa: E731
-        heading = f"{self.model} · {which(self.blocks, self._n[0], 'block')} · {which(self.heads, self._n[1], 'head')} · {len(self.tokens)} tokens"
+
+        def which(picked: list[int], n: int, what: str) -> str:
+            return (
+                f"all {n} {what}s"
+                if len(picked) == n > 1
+                else f"{what}s {picked}"
+                if len(picked) > 1
+                else f"{what} {picked[0]} of {n}"
+            )
+
+        blocks, heads = which(self.blocks, self._n[0], "block"), which(self.heads, self._n[1], "head")
+        heading = f"{self.model} · {blocks} · {heads} · {len(self.tokens)} tokens"
         return images.layout(grid, heading, measure=fonts.measure if fonts else images.estimate)
 
 
@@ -99,17 +133,31 @@ class Mask(Result):
     weights: np.ndarray
 
     def text(self) -> str:
-        return (f"{self.pattern} mask · {len(self.labels)} tokens (row: the token looking; 1 = may look)\n"
-                + grid_text([printable(s) for s in self.labels], [printable(s) for s in self.labels], self.allowed.astype(float), "{:.0f}", 4))  # fmt: skip
+        return f"{self.pattern} mask · {len(self.labels)} tokens (row: the token looking; 1 = may look)\n" + grid_text(
+            [printable(s) for s in self.labels],
+            [printable(s) for s in self.labels],
+            self.allowed.astype(float),
+            "{:.0f}",
+            4,
+        )
 
     def to_dict(self) -> dict:
-        return {"model": None, "pattern": self.pattern, "tokens": [{"id": None, "text": s, "position": i, "label": s} for i, s in enumerate(self.labels)],
-                "allowed": self.allowed.tolist(), "weights": self.weights.tolist()}  # fmt: skip
+        return {
+            "model": None,
+            "pattern": self.pattern,
+            "tokens": [{"id": None, "text": s, "position": i, "label": s} for i, s in enumerate(self.labels)],
+            "allowed": self.allowed.tolist(),
+            "weights": self.weights.tolist(),
+        }
 
     def _drawing(self):
-        from tfcli.cli.views import images
+        from tfcli.draw import images
 
         grid = [[images.Panel("softmax(masked scores)", self.weights, self.allowed, self.labels, self.labels)]]
         images.check_size(grid, False, True)
         fonts = images.fonts_or_none()
-        return images.layout(grid, f"{self.pattern} mask · {len(self.labels)} tokens", measure=fonts.measure if fonts else images.estimate)
+        return images.layout(
+            grid,
+            f"{self.pattern} mask · {len(self.labels)} tokens",
+            measure=fonts.measure if fonts else images.estimate,
+        )

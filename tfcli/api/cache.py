@@ -32,11 +32,15 @@ class ActivationCache(Mapping):
     The arrays are the pass's own (no copies): change a copy, not them.
     """
 
-    def __init__(self, values: dict[Key, np.ndarray], n_blocks: int, final_norm, last: np.ndarray | None, tokens: np.ndarray):
+    def __init__(
+        self, values: dict[Key, np.ndarray], n_blocks: int, final_norm, last: np.ndarray | None, tokens: np.ndarray
+    ):
         self._values = values
         self._n_blocks = n_blocks
         self._final_norm = final_norm  # [.., D] -> [.., D], the model's
-        self._last = last  # [T, D] the residual stream after the last block (for ln_final), kept even when not asked for
+        self._last = (
+            last  # [T, D] the residual stream after the last block (for ln_final), kept even when not asked for
+        )
         self.tokens = tokens  # [T] the ids the pass ran
 
     def __getitem__(self, key) -> np.ndarray:
@@ -44,12 +48,17 @@ class ActivationCache(Mapping):
         if k == ("ln_final", None) and k not in self._values:
             if self._last is None:
                 raise UsageError("ln_final is not in this cache")
-            self._values[k] = self._final_norm(self._last)  # [T, D]
+            self._values[k] = self._final_norm(whole(self._last))  # [T, D]
         try:
-            return self._values[k]
+            value = self._values[k]
         except KeyError:
-            raise UsageError(f"{alias(k)} ({k[0]}{'' if k[1] is None else f', {k[1]}'}) was not kept by this run",
-                             "run_with_cache(names=None) keeps every site") from None  # fmt: skip
+            raise UsageError(
+                f"{alias(k)} ({k[0]}{'' if k[1] is None else f', {k[1]}'}) was not kept by this run",
+                "run_with_cache(names=None) keeps every site",
+            ) from None
+        if isinstance(value, Rows):  # the parts of a pass cut into parts, put together now
+            value = self._values[k] = value.array()
+        return value
 
     def __contains__(self, key) -> bool:
         try:
@@ -73,7 +82,8 @@ class ActivationCache(Mapping):
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays kept (each array once)."""
-        return sum({id(a): a.nbytes for a in self._values.values()}.values())
+        same = lambda a: id(a._whole) if isinstance(a, Rows) and a._whole is not None else id(a)  # noqa: E731
+        return sum({same(a): a.nbytes for a in self._values.values()}.values())
 
     def accumulated_resid(self, layer: int | None = None) -> np.ndarray:
         """The residual stream at every residual index, stacked: [L+1, T, D] (index 0 the
@@ -112,22 +122,59 @@ class ActivationCache(Mapping):
     def __repr__(self) -> str:
         blocks = sorted({b for _, b in self._values if b is not None})
         sites = sorted({s for s, _ in self._values}, key=lambda s: (s != "embed", s))
-        return (f"ActivationCache({len(self.tokens)} tokens, {len(self)} arrays: {', '.join(sites)}; "
-                f"blocks {_ranges(blocks)}; {self.nbytes / 1e6:,.1f} MB)")  # fmt: skip
+        return (
+            f"ActivationCache({len(self.tokens)} tokens, {len(self)} arrays: {', '.join(sites)}; "
+            f"blocks {_ranges(blocks)}; {self.nbytes / 1e6:,.1f} MB)"
+        )
 
     __str__ = __repr__
+
+
+class Rows:
+    """A site's rows as the parts of a pass showed them, each part's array as it was (no copy), put
+    together into one array the first time the site is read (and kept: read again, the same array).
+    attn [H, T, S]: each part's keys run up to its last position, the rest of its rows is 0."""
+
+    def __init__(self, t_len: int, start: int, attn: bool):
+        self.t_len, self.start, self.attn = t_len, start, attn
+        self.parts: list[tuple[int, np.ndarray]] = []  # (first row, the part's array)
+        self._whole: np.ndarray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return self._whole.nbytes if self._whole is not None else sum(a.nbytes for _, a in self.parts)
+
+    def array(self) -> np.ndarray:
+        if self._whole is None:
+            first, a = self.parts[0]
+            t, s = self.t_len, self.start + self.t_len
+            if self.attn:
+                whole = np.zeros((a.shape[0], t, s), np.float32)  # [H, T, S]
+                for first, a in self.parts:
+                    whole[:, first : first + a.shape[1], : a.shape[2]] = a  # [H, rows, S of this part]
+            else:
+                whole = np.empty((t, *a.shape[1:]), np.float32)  # [T, ...]
+                for first, a in self.parts:
+                    whole[first : first + a.shape[0]] = a
+            self._whole, self.parts = whole, []
+        return self._whole
+
+
+def whole(value) -> np.ndarray:
+    """A kept value as an array: a Rows put together, an array as it is."""
+    return value.array() if isinstance(value, Rows) else value
 
 
 class Gathered:
     """What a pass of `t_len` rows shows at its sites, by key: a reader hook (engine/sites.py) for
     run_with_cache. A pass run whole shows each site's whole array: kept as it is (the pass's own,
     no copy). A long prompt the fast executor cuts into parts on threads shows each part's rows
-    from its own thread: written into one array per site, made at the first part that arrives
-    (attn [H, T, T]: each part's keys run up to its last position, the rest stays 0)."""
+    from its own thread: kept as Rows, the parts' own arrays, put together when first read (the
+    copy, 4 bytes a value, paid for the sites read, not in the pass)."""
 
     def __init__(self, t_len: int, start: int = 0):
         self.t_len, self.start = t_len, start  # the pass's rows and its first position
-        self.values: dict[Key, np.ndarray] = {}
+        self.values: dict[Key, np.ndarray | Rows] = {}
         self._lock = threading.Lock()
 
     def keep(self, value: np.ndarray, site) -> None:
@@ -137,15 +184,11 @@ class Gathered:
         if first == 0 and rows == self.t_len:
             self.values[key] = value  # the whole pass
             return
-        with self._lock:  # one array per site, whichever part comes first
-            whole = self.values.get(key)
-            if whole is None:
-                t, s = self.t_len, self.start + self.t_len
-                whole = self.values[key] = np.zeros((value.shape[0], t, s), np.float32) if attn else np.empty((t, *value.shape[1:]), np.float32)
-        if attn:
-            whole[:, first : first + rows, : value.shape[2]] = value  # [H, rows, S of this part]
-        else:
-            whole[first : first + rows] = value  # [rows, ...]
+        with self._lock:  # the parts arrive from their own threads
+            got = self.values.get(key)
+            if got is None:
+                got = self.values[key] = Rows(self.t_len, self.start, attn)
+            got.parts.append((first, value))
 
 
 def _ranges(blocks: list[int]) -> str:

@@ -36,7 +36,10 @@ def _one_token(model: Model, token, what: str) -> int | None:
     ids = model.tokenizer.encode(token)
     if len(ids) != 1:
         pieces = " ".join(repr(model.tokenizer.token_text(i)) for i in ids) or "nothing"
-        raise UsageError(f"{what} {token!r} is {len(ids)} tokens ({pieces}); it must be one token", "try it with or without a leading space")
+        raise UsageError(
+            f"{what} {token!r} is {len(ids)} tokens ({pieces}); it must be one token",
+            "try it with or without a leading space",
+        )
     return int(ids[0])
 
 
@@ -62,7 +65,10 @@ def lens(model: Model, text, *, top: int = 5) -> Lens:
         raise UsageError(f"top must be a positive integer, not {top!r}")
     ids = m._ids(text)
     net = m._lm.model
-    check_allocation(lens_cost(net, (m.n_blocks + 1) * len(ids), top)[0], f"the lens of {m.n_blocks + 1} residual indices x {len(ids):,} positions")
+    check_allocation(
+        lens_cost(net, (m.n_blocks + 1) * len(ids), top)[0],
+        f"the lens of {m.n_blocks + 1} residual indices x {len(ids):,} positions",
+    )
     hidden = residual_stream(net, ids, m._hooks(), run=m._run)  # [L+1] x [T, D]
     r = logit_lens(net, hidden, k=top, run=m._run)
     return Lens(m.name, ids, r.ids, r.probs, r.entropy, m.tokenizer)
@@ -86,8 +92,19 @@ def patch(model: Model, clean, corrupt, *, site: str = "resid", answer=None, wro
         raise UsageError(f"site must be one of {', '.join(SITES)}, not {site!r}")
     a, b = m._ids(clean), m._ids(corrupt)
     if len(a) != len(b):
-        raise UsageError(f"the clean text is {len(a)} tokens and the corrupt one {len(b)}", "patching compares position by position: change words of the same token count")
-    r = run_patch(m._lm.model, a.tolist(), b.tolist(), site, _one_token(m, answer, "answer"), _one_token(m, wrong, "wrong"), run=m._run)
+        raise UsageError(
+            f"the clean text is {len(a)} tokens and the corrupt one {len(b)}",
+            "patching compares position by position: change words of the same token count",
+        )
+    r = run_patch(
+        m._lm.model,
+        a.tolist(),
+        b.tolist(),
+        site,
+        _one_token(m, answer, "answer"),
+        _one_token(m, wrong, "wrong"),
+        run=m._run,
+    )
     return Patching(m.name, site, a, b, r.answer, r.wrong, r.clean_ld, r.corrupt_ld, r.grid, m.tokenizer)
 
 
@@ -129,25 +146,56 @@ def heads(model: Model, text, *, position: int = -1, token=None, repeat: int = 2
     ids = m._ids(text)
     p = position + len(ids) if position < 0 else position
     if not 0 <= p < len(ids):
-        raise UsageError(f"position {position} is outside the text's {len(ids)} tokens (0 to {len(ids) - 1}, or -1 for the last)")
+        raise UsageError(
+            f"position {position} is outside the text's {len(ids)} tokens (0 to {len(ids) - 1}, or -1 for the last)"
+        )
     prefix = len(m.tokenizer.prompt(""))
     if prefix + 2 * repeat > m.config.n_ctx:
-        raise UsageError(f"repeat {repeat} needs {prefix + 2 * repeat} positions; {m.name}'s context is {m.config.n_ctx}")
+        raise UsageError(
+            f"repeat {repeat} needs {prefix + 2 * repeat} positions; {m.name}'s context is {m.config.n_ctx}"
+        )
     net = m._lm.model
     a = attribute(net, ids, p, _one_token(m, token, "token"), run=m._run)
     d = detect(net, ids, m.tokenizer, repeat, seed, run=m._run)
-    return Heads(m.name, ids, a.position, a.target, a.logit, a.embedding, a.heads, a.mlps, a.bias, a.total,
-                   d.previous_token, d.first_token, d.induction, d.duplicate_token, list(d.induction_tokens), m.tokenizer)  # fmt: skip
+    return Heads(
+        m.name,
+        ids,
+        a.position,
+        a.target,
+        a.logit,
+        a.embedding,
+        a.heads,
+        a.mlps,
+        a.bias,
+        a.total,
+        d.previous_token,
+        d.first_token,
+        d.induction,
+        d.duplicate_token,
+        list(d.induction_tokens),
+        m.tokenizer,
+    )
 
 
-def steer(model: Model, prompt: str, *, toward: str, away: str, block: int, scale: float = 4.0, max_new_tokens: int = 40,
-          temperature: float | None = None, seed: int | None = None) -> Steering:  # fmt: skip
+def steer(
+    model: Model,
+    prompt: str,
+    *,
+    toward: str,
+    away: str,
+    block: int,
+    scale: float = 4.0,
+    max_new_tokens: int = 40,
+    temperature: float | None = None,
+    seed: int | None = None,
+) -> Steering:
     """Steering (`tfcli steer`): v = the mean residual stream after `block` for `toward` minus the
     same for `away`; `scale`·v is added to that block's output at every position. Returns both
     continuations of `prompt`, plain and steered, drawn with the same seed.
 
     >>> import tfcli
-    >>> r = tfcli.steer(tfcli.load("shakespeare"), "To be, or", toward="love", away="death", block=2, scale=6, max_new_tokens=12, temperature=0)
+    >>> r = tfcli.steer(tfcli.load("shakespeare"), "To be, or", toward="love", away="death", block=2, scale=6,
+    ...                 max_new_tokens=12, temperature=0)
     >>> r.plain != r.steered
     True
     """
@@ -176,10 +224,30 @@ def steer(model: Model, prompt: str, *, toward: str, away: str, block: int, scal
     runs = {}
     for name, hooks in (("plain", None), ("steered", s.hooks())):
         sampler = Sampler(SamplingParams.merged(m._lm.generation, temperature=temperature, seed=seed))
-        gen = Generation(Session(m._lm.model, len(ids) + want, hooks=m._hooks(hooks)), m.tokenizer, ids.tolist(), sampler, max_new_tokens=want, eos_ids=m.config.eos_token_ids)
+        gen = Generation(
+            Session(m._lm.model, len(ids) + want, hooks=m._hooks(hooks)),
+            m.tokenizer,
+            ids.tolist(),
+            sampler,
+            max_new_tokens=want,
+            eos_ids=m.config.eos_token_ids,
+        )
         steps = list(gen)
         runs[name] = ("".join(st.text for st in steps) + gen.flush(), [int(st.token) for st in steps])
-    return Steering(m.name, prompt, s.layer, s.scale, s.vector, runs["plain"][0], runs["steered"][0], runs["plain"][1], runs["steered"][1], seed, toward, away)
+    return Steering(
+        m.name,
+        prompt,
+        s.layer,
+        s.scale,
+        s.vector,
+        runs["plain"][0],
+        runs["steered"][0],
+        runs["plain"][1],
+        runs["steered"][1],
+        seed,
+        toward,
+        away,
+    )
 
 
 def _pick(value, n: int, what: str) -> list[int]:
@@ -266,7 +334,8 @@ class Features:
         return self._f.site
 
     def __repr__(self) -> str:
-        return f"<tfcli.Features {self.folder}: {self.n:,} features of {self.site} of block {self.block} on {self._m.name}>"
+        return (f"<tfcli.Features {self.folder}: {self.n:,} features of {self.site} of block {self.block} "
+                f"on {self._m.name}>")
 
     def show(self, text, *, top: int = 5) -> FeatureShow:
         """Per token of `text`, its `top` strongest features (`tfcli features show`)."""
@@ -276,7 +345,15 @@ class Features:
         rows = show(self._m._lm.model, self._f, ids.tolist(), max(1, int(top)), self._m._run)
         return FeatureShow(self._m.name, str(self.folder), self.block, self.site, ids, rows, self._m.tokenizer)
 
-    def top(self, text: str | Path, *, n: int = 10, contexts: int = 5, features: list[int] | None = None, tokens: int = 50_000) -> FeatureCards:
+    def top(
+        self,
+        text: str | Path,
+        *,
+        n: int = 10,
+        contexts: int = 5,
+        features: list[int] | None = None,
+        tokens: int = 50_000,
+    ) -> FeatureCards:
         """Cards of the `n` most active features over `text` (a str, or a Path to a UTF-8 file), or
         of `features`: the contexts that fire each most and the tokens it pushes up and down
         (`tfcli features top`)."""
@@ -338,7 +415,9 @@ def params(preset: str | None = None, *, model: str | Path | None = None) -> Par
         from tfcli.store.registry import as_model_arg, resolve
 
         folder = resolve(as_model_arg(model) if isinstance(model, Path) else str(model))
-        subject = rep.Subject(folder.name, folder.name, str(folder / "config.json"), check(load_config(folder / "config.json")))
+        subject = rep.Subject(
+            folder.name, folder.name, str(folder / "config.json"), check(load_config(folder / "config.json"))
+        )
     else:
         try:
             subject = rep.of_preset(presets.get(preset or presets.DEFAULT))

@@ -36,21 +36,46 @@ class FeatureShow(Result):
     _tokenizer: object = field(default=None, repr=False)
 
     def text(self) -> str:
-        lines = [f"{self.model} · {self.sae} (block {self.block}, {self.site}) · features per token (index:activation)"]
+        lines = [f"{self.model} · {self.sae} (block {self.block}, {self.site}) · features per token "
+                 "(index:activation)"]
         for p, (i, row) in enumerate(zip(self.tokens, self.rows)):
-            lines.append(clip(f"{p:>4} {clip(repr(self._tokenizer.token_text(int(i)))[1:-1], 10):<10} " + (" ".join(f"{j}:{a:.2f}" for j, a in row) or "-"), WIDTH))
+            lines.append(
+                clip(
+                    f"{p:>4} {clip(repr(self._tokenizer.token_text(int(i)))[1:-1], 10):<10} "
+                    + (" ".join(f"{j}:{a:.2f}" for j, a in row) or "-"),
+                    WIDTH,
+                )
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         t = self._tokenizer
-        return {"model": self.model, "sae": self.sae, "block": self.block, "site": self.site,
-                "tokens": [{"id": int(i), "text": t.token_text(int(i)), "features": [{"index": j, "activation": a} for j, a in row]} for i, row in zip(self.tokens, self.rows)]}  # fmt: skip
+        return {
+            "model": self.model,
+            "sae": self.sae,
+            "block": self.block,
+            "site": self.site,
+            "tokens": [
+                {
+                    "id": int(i),
+                    "text": t.token_text(int(i)),
+                    "features": [{"index": j, "activation": a} for j, a in row],
+                }
+                for i, row in zip(self.tokens, self.rows)
+            ],
+        }
 
     def _html_body(self) -> str:
         e = html.escape
-        rows = "".join(f"<tr><td>{p}</td><td><code>{e(repr(self._tokenizer.token_text(int(i)))[1:-1])}</code></td><td>"
-                       + " ".join(f"{j}:{a:.2f}" for j, a in row) + "</td></tr>" for p, (i, row) in enumerate(zip(self.tokens, self.rows)))  # fmt: skip
-        return f"<div><b>{e(self.model)}</b> · {e(self.sae)} (block {self.block}, {self.site})<table>{rows}</table></div>"
+        rows = "".join(
+            f"<tr><td>{p}</td><td><code>{e(repr(self._tokenizer.token_text(int(i)))[1:-1])}</code></td><td>"
+            + " ".join(f"{j}:{a:.2f}" for j, a in row)
+            + "</td></tr>"
+            for p, (i, row) in enumerate(zip(self.tokens, self.rows))
+        )
+        return (
+            f"<div><b>{e(self.model)}</b> · {e(self.sae)} (block {self.block}, {self.site})<table>{rows}</table></div>"
+        )
 
 
 @dataclass(repr=False)
@@ -79,22 +104,41 @@ class FeatureCards(Result):
         for c in self.cards:
             lines.append(f"feature {c['index']}: fires on {100 * c['frequency']:.2f}% of tokens, max {c['max']:.3g}")
             for ctx in c["contexts"]:
-                lines.append(clip(f"  {ctx['activation']:7.3f}  {flat(ctx['before'])[-30:]}[{flat(ctx['token'])}]{flat(ctx['after'])}", WIDTH))
+                lines.append(
+                    clip(
+                        f"  {ctx['activation']:7.3f}  "
+                        f"{flat(ctx['before'])[-30:]}[{flat(ctx['token'])}]{flat(ctx['after'])}",
+                        WIDTH,
+                    )
+                )
             lines.append(clip("  pushes up: " + " ".join(repr(t["text"]) for t in c["up"]), WIDTH))
             lines.append(clip("  pushes down: " + " ".join(repr(t["text"]) for t in c["down"]), WIDTH))
         return "\n".join(lines) or "no feature fired"
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "sae": self.sae, "block": self.block, "site": self.site, "tokens": self.tokens, "features": self.cards}
+        return {
+            "model": self.model,
+            "sae": self.sae,
+            "block": self.block,
+            "site": self.site,
+            "tokens": self.tokens,
+            "features": self.cards,
+        }
 
     def _html_body(self) -> str:
         e = html.escape
         out = []
         for c in self.cards:
-            ctx = "".join(f"<div><code>{c_['activation']:.3f}</code> {e(c_['before'])}<mark><b>{e(c_['token'])}</b></mark>{e(c_['after'])}</div>" for c_ in c["contexts"])
+            ctx = "".join(
+                f"<div><code>{c_['activation']:.3f}</code> "
+                f"{e(c_['before'])}<mark><b>{e(c_['token'])}</b></mark>{e(c_['after'])}</div>"
+                for c_ in c["contexts"]
+            )
             up = " ".join(f"<code>{e(repr(t['text']))}</code>" for t in c["up"])
             down = " ".join(f"<code>{e(repr(t['text']))}</code>" for t in c["down"])
-            out.append(f'<div style="border:1px solid #ccc;border-radius:6px;padding:8px;margin:6px 0">'
-                       f"<b>feature {c['index']}</b> · fires on {100 * c['frequency']:.2f}% of tokens, max {c['max']:.3g}"
-                       f"{ctx}<div>pushes up: {up}</div><div>pushes down: {down}</div></div>")  # fmt: skip
+            out.append(
+                f'<div style="border:1px solid #ccc;border-radius:6px;padding:8px;margin:6px 0">'
+                f"<b>feature {c['index']}</b> · fires on {100 * c['frequency']:.2f}% of tokens, max {c['max']:.3g}"
+                f"{ctx}<div>pushes up: {up}</div><div>pushes down: {down}</div></div>"
+            )
         return "".join(out) or "<i>no feature fired</i>"

@@ -35,13 +35,22 @@ def checked(fn: Callable, key: Key) -> Callable[[np.ndarray, Site], np.ndarray |
         if new is None:
             return None
         if key[0] == "attn":
-            raise UsageError(f"the hook at {name} returned a value, but the attention weights are read only", "the pass has already used them; change the heads' context vectors z (blocks.B.attn.hook_z) instead")
+            raise UsageError(
+                f"the hook at {name} returned a value, but the attention weights are read only",
+                "the pass has already used them; change the heads' context vectors z (blocks.B.attn.hook_z) instead",
+            )
         if not isinstance(new, np.ndarray):
             raise UsageError(f"the hook at {name} returned a {type(new).__name__}, not a NumPy array or None")
         if new.shape != value.shape:
-            raise UsageError(f"the hook at {name} returned shape {new.shape}; the value there is {value.shape}", "return an array of the same shape, or None to keep it")
+            raise UsageError(
+                f"the hook at {name} returned shape {new.shape}; the value there is {value.shape}",
+                "return an array of the same shape, or None to keep it",
+            )
         if new.dtype.kind != "f":
-            raise UsageError(f"the hook at {name} returned dtype {new.dtype}; the pass runs in float32", "return a float array (e.g. value.copy() changed), or None")
+            raise UsageError(
+                f"the hook at {name} returned dtype {new.dtype}; the pass runs in float32",
+                "return a float array (e.g. value.copy() changed), or None",
+            )
         return new.astype(np.float32, copy=False)
 
     return hook
@@ -53,11 +62,16 @@ def keys_of(name, n_blocks: int) -> list[Key]:
     if callable(name) and not isinstance(name, (str, tuple)):
         keys = [k for k in every_key(n_blocks) if name(alias(k))]
         if not keys:
-            raise UsageError("a hook's name filter accepts none of the sites' names", "names look like blocks.3.hook_resid_post")
+            raise UsageError(
+                "a hook's name filter accepts none of the sites' names", "names look like blocks.3.hook_resid_post"
+            )
         return keys
     key = resolve(name, n_blocks)
     if key[0] in DERIVED:
-        raise UsageError(f"{alias(key)} can be read from a cache but not hooked", "hook the residual stream (blocks.B.hook_resid_post) instead")
+        raise UsageError(
+            f"{alias(key)} can be read from a cache but not hooked",
+            "hook the residual stream (blocks.B.hook_resid_post) instead",
+        )
     return [key]
 
 

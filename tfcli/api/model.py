@@ -13,7 +13,7 @@ from tfcli.engine.sites import SITES, Hooks
 
 from . import hooks as user_hooks
 from .cache import ActivationCache, Gathered
-from .names import Key, every_key, resolve
+from .names import every_key, resolve
 from .weights import Weights
 
 
@@ -108,8 +108,10 @@ class Model(Weights):
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"<tfcli.Model {self.name}: {c.family}, {self.n_blocks} blocks, D={c.d_model}, {c.n_head} heads, "
-                f"V={c.vocab_size:,}, context {c.n_ctx:,}, {'fast' if self.fast else 'textbook'} path>")  # fmt: skip
+        return (
+            f"<tfcli.Model {self.name}: {c.family}, {self.n_blocks} blocks, D={c.d_model}, {c.n_head} heads, "
+            f"V={c.vocab_size:,}, context {c.n_ctx:,}, {'fast' if self.fast else 'textbook'} path>"
+        )
 
     # --- tokens -----------------------------------------------------------------------------
 
@@ -145,7 +147,9 @@ class Model(Weights):
             if ids.ndim == 2 and ids.shape[0] == 1:
                 ids = ids[0]
             if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
-                raise UsageError(f"token ids must be integers of shape [T] (or [1, T]), not {ids.dtype} of shape {ids.shape}")
+                raise UsageError(
+                    f"token ids must be integers of shape [T] (or [1, T]), not {ids.dtype} of shape {ids.shape}"
+                )
             ids = ids.astype(np.int64)
         if not check:
             return ids
@@ -153,7 +157,9 @@ class Model(Weights):
         if len(ids) == 0:
             raise PromptError("the text encodes to no tokens", "give some text to run through the model")
         if len(ids) > cfg.n_ctx:
-            raise PromptError(f"the text is {len(ids):,} tokens but {self.name}'s context is {cfg.n_ctx:,}", "shorten it")
+            raise PromptError(
+                f"the text is {len(ids):,} tokens but {self.name}'s context is {cfg.n_ctx:,}", "shorten it"
+            )
         if ids.min() < 0 or ids.max() >= cfg.vocab_size:
             bad = int(ids[(ids < 0) | (ids >= cfg.vocab_size)][0])
             raise PromptError(f"token id {bad} is outside {self.name}'s vocabulary of {cfg.vocab_size:,}")
@@ -176,7 +182,9 @@ class Model(Weights):
         """Logits [T, V] at every position (the hooks of open `with model.hooks()` blocks applied)."""
         return self._forward(self._ids(text_or_ids), self._hooks())
 
-    def run_with_cache(self, text_or_ids, names: Iterable | Callable | None = None) -> tuple[np.ndarray, ActivationCache]:
+    def run_with_cache(
+        self, text_or_ids, names: Iterable | Callable | None = None
+    ) -> tuple[np.ndarray, ActivationCache]:
         """One pass -> (logits [T, V] at every position, the ActivationCache of its sites).
 
         `names`: the sites to keep, as keys or TransformerLens names (`[("resid_post", 3),
@@ -210,7 +218,9 @@ class Model(Weights):
             source = lambda b: ("embed", None) if b == 0 else ("resid_post", b - 1)  # noqa: E731
             shared = {k: source(k[1]) for k in sites if k[0] == "resid_pre" and source(k[1]) in sites}
         kept = Gathered(len(ids))
-        rec = Hooks()  # readers, added after the user's hooks: the engine calls a site's hooks in order, so the cache keeps what they made
+        # readers, added after the user's hooks: the engine calls a site's hooks in order, so the cache keeps
+        # what they made
+        rec = Hooks()
         for site, block in sorted(sites - set(shared), key=every_key(n).index):
             rec.add(site, kept.keep, -1 if block is None else block, reader=True)
         logits = self._forward(ids, self._hooks(rec))  # [T, V]
@@ -264,9 +274,20 @@ class Model(Weights):
 
     # --- text -------------------------------------------------------------------------------
 
-    def generate(self, prompt: str, *, max_new_tokens: int = 40, temperature: float | None = None, top_k: int | None = None,
-                 top_p: float | None = None, min_p: float | None = None, repetition_penalty: float | None = None,
-                 seed: int | None = None, stop: Iterable[str] = (), stream: bool = False) -> str | Iterator[str]:  # fmt: skip
+    def generate(
+        self,
+        prompt: str,
+        *,
+        max_new_tokens: int = 40,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
+        repetition_penalty: float | None = None,
+        seed: int | None = None,
+        stop: Iterable[str] = (),
+        stream: bool = False,
+    ) -> str | Iterator[str]:
         """Continue a prompt: the new text (a str), or with `stream=True` an iterator of its pieces.
 
         Sampling settings not given come from the model's generation_config.json, then llama.cpp's
@@ -278,11 +299,25 @@ class Model(Weights):
         >>> text == "".join(model.generate("To be, or not to be", max_new_tokens=8, temperature=0, stream=True))
         True
         """
-        pieces = self._pieces(self._ids(prompt), max_new_tokens, tuple(stop), self.config.eos_token_ids,
-                              dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty, seed=seed))  # fmt: skip
+        pieces = self._pieces(
+            self._ids(prompt),
+            max_new_tokens,
+            tuple(stop),
+            self.config.eos_token_ids,
+            dict(
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                min_p=min_p,
+                repetition_penalty=repetition_penalty,
+                seed=seed,
+            ),
+        )
         return pieces if stream else "".join(pieces)
 
-    def _pieces(self, ids: np.ndarray, max_new_tokens: int, stop: tuple[str, ...], eos_ids, sampling: dict) -> Iterator[str]:
+    def _pieces(
+        self, ids: np.ndarray, max_new_tokens: int, stop: tuple[str, ...], eos_ids, sampling: dict
+    ) -> Iterator[str]:
         from tfcli.engine.generate import Generation, Session, check_max_new_tokens
         from tfcli.engine.sampling import Sampler, SamplingParams
 
@@ -291,10 +326,14 @@ class Model(Weights):
         if want < 1:
             raise PromptError(f"the prompt fills {self.name}'s context of {self.config.n_ctx:,} tokens", "shorten it")
         sampler = Sampler(SamplingParams.merged(self._lm.generation, **sampling))
-        session = Session(self._lm.model, capacity=len(ids) + want - 1, workers=getattr(self._run, "workers", 1), hooks=self._hooks())
+        session = Session(
+            self._lm.model, capacity=len(ids) + want - 1, workers=getattr(self._run, "workers", 1), hooks=self._hooks()
+        )
         if not self.fast:
             session.run = self._run  # the textbook executor
-        gen = Generation(session, self.tokenizer, ids.tolist(), sampler, max_new_tokens=want, stop=stop, eos_ids=tuple(eos_ids))
+        gen = Generation(
+            session, self.tokenizer, ids.tolist(), sampler, max_new_tokens=want, stop=stop, eos_ids=tuple(eos_ids)
+        )
 
         def pieces() -> Iterator[str]:
             for step in gen:
@@ -326,19 +365,27 @@ class Model(Weights):
         >>> tfcli.load("shakespeare").chat("Hello")
         Traceback (most recent call last):
         ...
-        tfcli.engine.errors.UsageError: shakespeare has no chat template, so it is not a chat model (use a chat model such as smollm2)
+        tfcli.engine.errors.UsageError: shakespeare has no chat template, so it is not a chat model (use a chat ...
         """
         lm = self._lm
         if lm.chat is None:
-            raise UsageError(f"{lm.name} has no chat template, so it is not a chat model", "use a chat model such as smollm2")
+            raise UsageError(
+                f"{lm.name} has no chat template, so it is not a chat model", "use a chat model such as smollm2"
+            )
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
-        if not isinstance(messages, list) or not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages):
+        if not isinstance(messages, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages
+        ):
             raise UsageError("chat() takes a list of {'role': ..., 'content': ...} messages with str values")
         ids = self._ids(lm.tokenizer.encode(lm.chat.render(messages, add_generation_prompt=True)))
         known = {"max_new_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "seed", "stop"}
         if set(sampling) - known:
-            raise UsageError(f"chat() has no setting {sorted(set(sampling) - known)[0]!r}", f"its settings are {', '.join(sorted(known))}")
+            raise UsageError(
+                f"chat() has no setting {sorted(set(sampling) - known)[0]!r}",
+                f"its settings are {', '.join(sorted(known))}",
+            )
         max_new = sampling.pop("max_new_tokens", 256)
         stop = tuple(sampling.pop("stop", ()))
         return "".join(self._pieces(ids, max_new, stop, lm.chat_eos_ids(), sampling))

@@ -24,23 +24,46 @@ import re
 
 from tfcli.engine.errors import UsageError
 
-SITES = ("embed", "resid_pre", "attn", "z", "attn_out", "resid_mid", "mlp_act", "mlp_out", "resid_post")  # engine/sites.py's order
+SITES = (
+    "embed",
+    "resid_pre",
+    "attn",
+    "z",
+    "attn_out",
+    "resid_mid",
+    "mlp_act",
+    "mlp_out",
+    "resid_post",
+)  # engine/sites.py's order
 DERIVED = ("ln_final",)  # computed from the pass's last residual stream, for a cache only
 
 Key = tuple[str, "int | None"]  # (site, block); block None for embed and ln_final
 
 # TransformerLens's names of the per-block sites (its hook point's path inside a block).
 TL_BLOCK = {
-    "hook_resid_pre": "resid_pre", "attn.hook_pattern": "attn", "attn.hook_z": "z", "hook_attn_out": "attn_out",
-    "hook_resid_mid": "resid_mid", "mlp.hook_post": "mlp_act", "hook_mlp_out": "mlp_out", "hook_resid_post": "resid_post",
-}  # fmt: skip
+    "hook_resid_pre": "resid_pre",
+    "attn.hook_pattern": "attn",
+    "attn.hook_z": "z",
+    "hook_attn_out": "attn_out",
+    "hook_resid_mid": "resid_mid",
+    "mlp.hook_post": "mlp_act",
+    "hook_mlp_out": "mlp_out",
+    "hook_resid_post": "resid_post",
+}
 TL_OF = {site: tl for tl, site in TL_BLOCK.items()}
 TL_GLOBAL = {"hook_embed": "embed", "ln_final.hook_normalized": "ln_final"}
-SHORT = {"pattern": "attn", "post": "mlp_act", "mlp_post": "mlp_act", "normalized": "ln_final"}  # TransformerLens's get_act_name short names
+SHORT = {
+    "pattern": "attn",
+    "post": "mlp_act",
+    "mlp_post": "mlp_act",
+    "normalized": "ln_final",
+}  # TransformerLens's get_act_name short names
 
 _BLOCK_NAME = re.compile(r"^blocks\.(-?\d+)\.(.+)$")
-HINT = ("keys are (site, block) with site one of " + ", ".join(SITES) + ", or TransformerLens's names such as "
-        "blocks.3.hook_resid_post, blocks.5.attn.hook_pattern, blocks.2.mlp.hook_post, hook_embed, ln_final.hook_normalized")  # fmt: skip
+HINT = (
+    "keys are (site, block) with site one of " + ", ".join(SITES) + ", or TransformerLens's names such as "
+    "blocks.3.hook_resid_post, blocks.5.attn.hook_pattern, blocks.2.mlp.hook_post, hook_embed, ln_final.hook_normalized"
+)
 
 
 def resolve(key, n_blocks: int) -> Key:

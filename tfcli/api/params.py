@@ -46,7 +46,13 @@ class Params(Result):
 
     def _html_body(self) -> str:
         e = html.escape
-        rows = "".join(f"<tr><td>{e(x['name'])}</td><td style='text-align:right'>{x['count']:,}</td><td>{e(x['formula'])}</td><td>{e(x['numbers'])}</td></tr>"
-                       for x in self.report["tally_3b1b"]["rows"])  # fmt: skip
-        return (f"<div><b>{e(self.report['title'])}</b><table>{rows}<tr><th>total</th><th style='text-align:right'>{self.tally:,}</th></tr></table>"
-                f"every tensor: {self.total:,}</div>")  # fmt: skip
+        rows = "".join(
+            f"<tr><td>{e(x['name'])}</td><td "
+            f"style='text-align:right'>{x['count']:,}</td><td>{e(x['formula'])}</td><td>{e(x['numbers'])}</td></tr>"
+            for x in self.report["tally_3b1b"]["rows"]
+        )
+        return (
+            f"<div><b>{e(self.report['title'])}</b><table>{rows}"
+            f"<tr><th>total</th><th style='text-align:right'>{self.tally:,}</th></tr></table>"
+            f"every tensor: {self.total:,}</div>"
+        )

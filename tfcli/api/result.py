@@ -2,8 +2,8 @@
 form, draw themselves in Jupyter (`_repr_html_`) and save as `.png`, `.svg` or `.json`.
 
 The JSON is the command's `--json` document (the same keys, floats to 4 significant digits). The
-pictures are drawn by the command line's drawing code (tfcli/cli/views/), imported only when a
-picture is asked for.
+pictures are drawn by tfcli/draw/ (the command line's pictures, without its terminal libraries: a
+notebook showing a result never imports typer or rich), imported only when a picture is asked for.
 """
 
 from __future__ import annotations
@@ -39,7 +39,13 @@ def grid_text(rows: list[str], cols: list[str], values: np.ndarray, fmt: str = "
     shown = list(range(len(cols)))[-fit:]
     lines = [" " * lead + "".join(clip(cols[j], cell - 1).rjust(cell) for j in shown)]
     for i, r in enumerate(rows):
-        lines.append(r.rjust(lead - 1) + " " + "".join(fmt.format(values[i, j]).rjust(cell) if np.isfinite(values[i, j]) else "·".rjust(cell) for j in shown))
+        lines.append(
+            r.rjust(lead - 1)
+            + " "
+            + "".join(
+                fmt.format(values[i, j]).rjust(cell) if np.isfinite(values[i, j]) else "·".rjust(cell) for j in shown
+            )
+        )
     if len(shown) < len(cols):
         lines.append(f"(the last {len(shown)} of {len(cols)} columns; .save('x.json') or the picture for all)")
     return "\n".join(lines)
@@ -56,7 +62,7 @@ class Result:
         raise NotImplementedError
 
     def _drawing(self):
-        """The picture (cli/views/images.Drawing), or None for a result drawn as HTML only."""
+        """The picture (tfcli/draw/images.Drawing), or None for a result drawn as HTML only."""
         return None
 
     def _html_body(self) -> str | None:
@@ -67,30 +73,28 @@ class Result:
         import textwrap
 
         lines = self.text().splitlines()
-        return "\n".join(part for line in lines for part in ([line] if len(line) <= WIDTH else textwrap.wrap(line, WIDTH, subsequent_indent="  ")))
+        return "\n".join(
+            part
+            for line in lines
+            for part in ([line] if len(line) <= WIDTH else textwrap.wrap(line, WIDTH, subsequent_indent="  "))
+        )
 
     __repr__ = __str__
 
     def svg(self) -> str:
         """The picture as SVG text."""
-        import tempfile
-
-        from tfcli.cli.views import images
+        from tfcli.draw import images
 
         d = self._drawing()
         if d is None:
             raise UsageError(f"a {type(self).__name__} has no picture", "save it as .json")
-        with tempfile.TemporaryDirectory(prefix="tfcli-svg-") as tmp:
-            path = Path(tmp) / "x.svg"
-            images.write_svg(path, d)
-            text = path.read_text(encoding="utf-8")
-        return text[text.index("<svg") :]  # inline: without the XML declaration
+        return images.svg_text(d)  # inline: without the XML declaration
 
     def _repr_html_(self) -> str:
         body = self._html_body()
         if body is None:
             body = f'<div style="overflow:auto">{self.svg()}</div>'
-        return f'{body}<details><summary>text</summary><pre>{html.escape(str(self))}</pre></details>'
+        return f"{body}<details><summary>text</summary><pre>{html.escape(str(self))}</pre></details>"
 
     def save(self, path: str | Path) -> Path:
         """Write the result to `path`: .png (needs Pillow), .svg or .json (the command's --json).
@@ -106,7 +110,7 @@ class Result:
             return path
         if kind not in (".png", ".svg"):
             raise UsageError(f"save() writes .png, .svg or .json, not {printable(path.name)!r}")
-        from tfcli.cli.views import images
+        from tfcli.draw import images
 
         d = self._drawing()
         if d is None:
@@ -121,15 +125,17 @@ class Result:
         return path
 
 
-def signed_drawing(heading: str, title: str, values: np.ndarray, rows: list[str], cols: list[str], top: float, log: bool = False):
+def signed_drawing(
+    heading: str, title: str, values: np.ndarray, rows: list[str], cols: list[str], top: float, log: bool = False
+):
     """A signed grid (patching, ablation) as the commands' --png/--svg draw it."""
-    from tfcli.cli.views import images
-    from tfcli.cli.views.experiments import picture_scale, shade
+    from tfcli.draw import images
+    from tfcli.draw.scales import shade
 
     top = top or 1.0
     panel = images.Panel(title, shade(values, top, log), np.ones(values.shape, dtype=bool), rows, cols)
     images.check_size([[panel]], False, True)
     fonts = images.fonts_or_none()
-    return images.layout([[panel]], heading, measure=fonts.measure if fonts else images.estimate, signed=picture_scale(top, log))
-
-
+    return images.layout(
+        [[panel]], heading, measure=fonts.measure if fonts else images.estimate, signed=images.picture_scale(top, log)
+    )

@@ -56,7 +56,9 @@ class Weights:
         dh = c.head_dim
         out = np.empty((c.n_layer, n, c.d_model, dh), dtype=np.float32)  # [L, n, D, Dh]
         for b, layer in enumerate(self._lm.model.layers):
-            w = _qkv(layer)[:, first * dh : (first + n) * dh]  # [D, n*Dh] (a quantized matrix: only these rows dequantized)
+            w = _qkv(layer)[
+                :, first * dh : (first + n) * dh
+            ]  # [D, n*Dh] (a quantized matrix: only these rows dequantized)
             out[b] = np.asarray(w, dtype=np.float32).reshape(c.d_model, n, dh).transpose(1, 0, 2)  # [n, D, Dh]
         return out
 
@@ -100,7 +102,10 @@ class Weights:
         """
         wpe = getattr(self._lm.model, "wpe", None)
         if wpe is None:
-            raise UsageError(f"{self._lm.name} has no position embedding W_pos: its positions enter through RoPE, which turns q and k")
+            raise UsageError(
+                f"{self._lm.name} has no position embedding W_pos: its positions enter through RoPE, which "
+                "turns q and k"
+            )
         return _plain(wpe)
 
     @property
@@ -161,7 +166,9 @@ class Weights:
         c, net = self._lm.config, self._lm.model
         out = np.empty((c.n_layer, c.n_head, c.head_dim, c.d_model), dtype=np.float32)  # [L, H, Dh, D]
         for b, layer in enumerate(net.layers):
-            out[b] = np.asarray(net.output_projection(layer)[0], dtype=np.float32).reshape(c.n_head, c.head_dim, c.d_model)
+            out[b] = np.asarray(net.output_projection(layer)[0], dtype=np.float32).reshape(
+                c.n_head, c.head_dim, c.d_model
+            )
         return out
 
     def _mlp(self, which: str) -> np.ndarray:
@@ -170,7 +177,15 @@ class Weights:
         for layer in self._lm.model.layers:
             m = layer.mlp
             f = m.d_ff
-            w = m.w_out if which == "out" else m.w_in[:, :f] if which == "gate" else m.w_in[:, f:] if m.gated else m.w_in
+            w = (
+                m.w_out
+                if which == "out"
+                else m.w_in[:, :f]
+                if which == "gate"
+                else m.w_in[:, f:]
+                if m.gated
+                else m.w_in
+            )
             mats.append(np.asarray(w, dtype=np.float32))
         return np.stack(mats)
 

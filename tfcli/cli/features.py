@@ -66,8 +66,15 @@ def train(
     ] = None,
     model: options.Model = None,
     block: Annotated[
-        int, typer.Option("--block", help="The block (from 0) whose vectors are read.", rich_help_panel=_SAE)
-    ] = 0,
+        Optional[int],
+        typer.Option(
+            "--block",
+            help="The block (from 0) whose vectors are read. (default: 0 for a text; with --activations, the "
+            "block they came from, recorded; none if not given)",
+            show_default=False,
+            rich_help_panel=_SAE,
+        ),
+    ] = None,
     site: Annotated[
         SiteName,
         typer.Option(
@@ -181,6 +188,8 @@ def train(
     options.check_seed(seed)  # before the model loads: a seed past 2^63-1 is no seed NumPy takes
     options.apply_threads(threads)
     _check_output(output, force)
+    if block is None and activations is None:
+        block = 0  # a text's vectors: block 0 unless --block says; vectors from a file keep no block unless it says
     lm, source = _source(text_file, activations, model, block, site.value, val_fraction)
     s = Settings(
         kind=kind.value,

@@ -143,7 +143,7 @@ def _dims(spec: str | None) -> list[int]:
 
 
 def _images(report: dict, png, svg) -> None:
-    from .views import images
+    from tfcli.draw import images
     from .views.geometry import drawing
 
     d = drawing(report)

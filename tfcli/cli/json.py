@@ -150,7 +150,7 @@ def _shortest(a) -> Any:
 
 def dumps(document: dict[str, Any], *, indent: int | None = None, digits: int = SIGNIFICANT) -> str:
     """The JSON text of a document: floats rounded, characters as themselves (not \\u escapes)."""
-    from .views.escape import json_text
+    from tfcli.draw.escape import json_text
 
     return json_text(rounded(document, digits), indent=indent)
 

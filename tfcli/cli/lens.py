@@ -300,7 +300,7 @@ def _settled(top1) -> int:
 
 
 def _write_images(png, svg, heading, probs, labels, names) -> None:
-    from .views import images
+    from tfcli.draw import images
     from .views.lens import lens_drawing
 
     d = lens_drawing(heading, probs, labels, names)

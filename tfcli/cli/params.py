@@ -18,7 +18,7 @@ from tfcli.engine.config import MLPS
 
 from . import options
 from .console import note, warn
-from .views.escape import json_text
+from tfcli.draw.escape import json_text
 
 if TYPE_CHECKING:
     from tfcli.analysis.params.report import Subject

@@ -1,1 +1,1 @@
-"""The page `tfcli explore` writes: its HTML template, stylesheet and script, inlined into one file (cli/explore.py)."""
+"""The page `tfcli explore` writes: its HTML template, stylesheet and script, inlined into one file (page.py)."""

@@ -1,7 +1,7 @@
 """What `tfcli attn` prints and writes: token labels, the worked example, masks, a model's heads.
 
 Drawing only: the command (cli/attn.py) computes the weights (tfcli.analysis.attention) and hands
-them here. Heatmap cells come from views/heatmap.py, PNG/SVG from views/images.py.
+them here. Heatmap cells come from views/heatmap.py, PNG/SVG from tfcli/draw/images.py.
 """
 
 from __future__ import annotations
@@ -16,55 +16,7 @@ from . import heatmap
 
 # --- tokens and their labels ------------------------------------------------------------------
 
-_SUPERSCRIPTS = "¹²³⁴"  # the ones CJK fonts have too
-_VISIBLE = {" ": "␣", "\n": "⏎", "\t": "→", "\r": "␍"}
-
-
-def visible(s: str) -> str:
-    """A token's text with whitespace and control characters made visible, for a label."""
-    return "".join(_VISIBLE.get(c, c if c.isprintable() else f"\\x{ord(c):02x}") for c in s)
-
-
-def token_labels(tokenizer, ids: list[int]) -> list[str]:
-    """One label per token: its text, made visible.
-
-    With byte-level BPE a character can be split over several tokens (a Chinese character is three
-    UTF-8 bytes), and each piece alone decodes to U+FFFD. Such tokens are grouped until their text
-    is whole again, and each is labelled with the character it belongs to and its place in it: 今¹ 今² 今³.
-    """
-    labels: list[str] = []
-    i = 0
-    while i < len(ids):
-        j, text = i + 1, tokenizer.decode(ids[i : i + 1])
-        if "\ufffd" in text:
-            for k in range(i + 2, min(i + 8, len(ids)) + 1):
-                whole = tokenizer.decode(ids[i:k])
-                if "\ufffd" not in whole:
-                    j, text = k, whole
-                    break
-        if j - i == 1:
-            labels.append(visible(text) or f"<{tokenizer.piece(ids[i])}>")
-        else:
-            labels += _part_labels(tokenizer, ids[i:j], text)
-        i = j
-    return labels
-
-
-def _part_labels(tokenizer, group: list[int], text: str) -> list[str]:
-    """Labels for tokens that only together spell `text`: each names the character it starts in
-    (and any it completes), numbered when that character spans several tokens."""
-    done = [
-        len(tokenizer.decode(group[: k + 1]).rstrip("\ufffd")) for k in range(len(group))
-    ]  # whole characters so far
-    first = [0] + done[:-1]  # the character each token starts in
-    labels = []
-    for k, a in enumerate(first):
-        label = visible(text[a : max(done[k], a + 1)])
-        if first.count(a) > 1:
-            n = first[:k].count(a)
-            label += _SUPERSCRIPTS[n] if n < len(_SUPERSCRIPTS) else f"#{n + 1}"
-        labels.append(label)
-    return labels
+from tfcli.draw.labels import token_labels, visible  # noqa: F401, E402  (moved: pictures need no terminal)
 
 
 def offline_labels(text: str) -> tuple[list[str], str]:
@@ -404,14 +356,14 @@ def _summary_table(summaries, labels, zh: bool = False) -> None:
 
 
 def panel(title, w, allowed, labels):
-    from .images import Panel
+    from tfcli.draw.images import Panel
 
     return Panel(title, w, allowed, labels, labels)
 
 
 def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, labels) -> None:
     """--png, --svg, --csv: the image(s) of the panels in `grid`, the weights [nL, nH, T, T] as rows."""
-    from . import images
+    from tfcli.draw import images
 
     if png or svg:
         images.check_size(grid, bool(png), bool(svg))
@@ -436,7 +388,7 @@ def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, label
         import io
 
         from ..output import save
-        from .escape import csv_cell
+        from tfcli.draw.escape import csv_cell
 
         def write(f) -> None:
             text = io.TextIOWrapper(f, encoding="utf-8", newline="", write_through=True)

@@ -229,7 +229,7 @@ def _results(cfg, s, T: int, v: _Shown) -> None:
 def images_grid(s, labels):
     """The PNG/SVG panels: q, k, v on one row; the masked scores, the weights, the context on the next.
     Each panel is scaled to its own largest |value| (a signed scale: blue < 0 < red)."""
-    from .images import Panel
+    from tfcli.draw.images import Panel
 
     T, Dh = s.q.shape
     n = min(Dh, max(16, T))  # dimensions drawn: as many as tokens, at least 16, so that the [T, T] cells stay readable
@@ -256,7 +256,7 @@ def images_grid(s, labels):
 def write_images(png, svg, heading: str, grid) -> None:
     """--png, --svg: the panels of images_grid, on a signed colour bar."""
     from ..console import note, warn
-    from . import images
+    from tfcli.draw import images
     from .attn import visible
 
     images.check_size(grid, bool(png), bool(svg))

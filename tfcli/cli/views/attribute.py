@@ -146,7 +146,7 @@ def pictures(
     """--png / --svg: the grids as heatmap panels one above the other, on one signed linear scale
     (as `patch` draws its grid: views/experiments.write_pictures)."""
     from ..console import note
-    from . import images
+    from tfcli.draw import images
 
     top = top or 1.0
     grid_ = [

@@ -23,25 +23,12 @@ from rich.markup import escape
 from rich.style import Style
 from rich.text import Text
 
+# moved to tfcli/draw/ (the pictures need no terminal); imported here for the views
+from tfcli.draw.images import picture_scale  # noqa: F401
+from tfcli.draw.scales import LOG_SPAN, shade, top_of  # noqa: F401
+
 
 CELL = 7
-LOG_SPAN = 100.0  # the log scale's colours run from top/LOG_SPAN to top
-
-
-def shade(value, top: float, log: bool = False):
-    """value (a number or an array [...]) -> [-1, 1], the colour's sign and strength: value/top, or
-    on the symmetric log scale sign(v) * log(1 + |v|/s) / log(1 + top/s) with s = top/LOG_SPAN.
-    NaN and infinities get no colour (0). The terminal's cells and the pictures both use it."""
-    v = np.asarray(value, dtype=np.float64)
-    v = np.where(np.isfinite(v), v, 0.0)
-    if top <= 0:
-        x = np.zeros_like(v)
-    elif log:
-        x = np.sign(v) * np.log1p(np.abs(v) / (top / LOG_SPAN)) / np.log1p(LOG_SPAN)
-    else:
-        x = v / top
-    x = np.clip(x, -1.0, 1.0)
-    return float(x) if x.ndim == 0 else x
 
 
 def legend(top: float, log: bool, zh: bool = False) -> str:
@@ -52,21 +39,6 @@ def legend(top: float, log: bool, zh: bool = False) -> str:
         return f"颜色：蓝 = 负，红 = 正；{scale}"
     scale = f"log scale, |value| {lo:.2g} to {top:.2f}" if log else f"linear scale to ±{top:.2f}"
     return f"colour: blue negative, red positive; {scale}"
-
-
-def picture_scale(top: float, log: bool, zh: bool = False):
-    """The colour bar of a picture drawn on `shade`'s scale: ±top and 0, on the log scale ±top/10
-    too (halfway up each side: the scale gives each tenfold step the same length), and a caption
-    that names the scale."""
-    from .images import Signed
-
-    if not log:
-        return Signed.linear(top, "线性刻度" if zh else "linear scale")
-    tick = lambda v: f"{v:+.2f}" if abs(v) >= 0.1 else f"{v:+.2g}"  # noqa: E731
-    values = (top, top / 10, 0.0, -top / 10, -top)
-    return Signed(
-        tuple((shade(v, top, True), "0" if v == 0 else tick(v)) for v in values), "对数刻度" if zh else "log scale"
-    )
 
 
 def _style(value: float, top: float, log: bool = False) -> Style:
@@ -127,11 +99,6 @@ def grid(
     return t
 
 
-def top_of(values: np.ndarray) -> float:
-    values = np.asarray(values, dtype=np.float64)
-    return float(np.nanmax(np.abs(values))) if values.size and np.isfinite(values).any() else 0.0
-
-
 def ranked(items: list[tuple[str, float]], fmt: str = "{:+.3f}") -> str:
     return ", ".join(
         f"{name} ({number(v, fmt).strip()})" for name, v in items
@@ -154,7 +121,7 @@ def write_pictures(
     white, red, as the terminal's colours), linear or log (`log`) as the terminal's grid is, the
     scale written on its colour bar."""
     from ..console import note
-    from . import images
+    from tfcli.draw import images
 
     top = top or 1.0
     panel = images.Panel(title, shade(values, top, log), np.ones(values.shape, dtype=bool), row_labels, col_labels)

@@ -217,7 +217,7 @@ def drawing(report: dict):
     """One bar histogram per row (3° bins, each scaled to its own peak), labelled, as a Drawing
     for images.write_png / write_svg: one rectangle per bar."""
     from .heatmap import viridis
-    from .images import PAD, Drawing
+    from tfcli.draw.images import PAD, Drawing
 
     rows = report["rows"]
     bins = len(rows[0]["histogram"])

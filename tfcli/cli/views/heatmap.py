@@ -19,12 +19,8 @@ from rich.color import Color
 from rich.style import Style
 from rich.text import Text
 
-# Viridis (van der Walt and Smith, matplotlib's default colour map) at 11 even steps; linear in between.
-_VIRIDIS = [
-    (0x44, 0x01, 0x54), (0x48, 0x24, 0x75), (0x41, 0x44, 0x87), (0x35, 0x5F, 0x8D), (0x2A, 0x78, 0x8E),
-    (0x21, 0x91, 0x8C),
-    (0x22, 0xA8, 0x84), (0x44, 0xBF, 0x70), (0x7A, 0xD1, 0x51), (0xBD, 0xDF, 0x26), (0xFD, 0xE7, 0x25),
-]  # fmt: skip
+from tfcli.draw.scales import ink_on, viridis  # noqa: F401  (moved there: pictures need no terminal)
+
 SHADES = "░▒▓█"
 # Upper bounds of each shade; finer at the bottom because most weights of a long text are small.
 SHADE_TOPS = (0.1, 0.3, 0.6, 1.0)
@@ -33,22 +29,8 @@ ROW_LABEL_MAX = 12  # cells; longer labels end in '…'
 COL_LABEL_MAX = 6  # lines
 
 
-def viridis(w) -> np.ndarray:
-    """Weights in [0, 1], any shape [...] -> colours uint8 [..., 3]."""
-    x = np.clip(np.asarray(w, dtype=np.float64), 0.0, 1.0)
-    stops = np.linspace(0.0, 1.0, len(_VIRIDIS))
-    table = np.array(_VIRIDIS, dtype=np.float64)  # [11, 3]
-    return np.stack([np.interp(x, stops, table[:, k]) for k in range(3)], axis=-1).round().astype(np.uint8)
-
-
 def _bg(rgb) -> Style:
     return Style(bgcolor=Color.from_rgb(*(int(c) for c in rgb)))
-
-
-def ink_on(rgb: tuple[int, int, int]) -> tuple[int, int, int]:
-    """Black or white, whichever reads better on this background (relative luminance, ITU-R BT.709)."""
-    r, g, b = rgb
-    return (0, 0, 0) if 0.2126 * r + 0.7152 * g + 0.0722 * b > 140 else (255, 255, 255)
 
 
 def shade(w: float) -> str:

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from .heatmap import clip, ink_on, uses_colour, viridis  # noqa: F401  (uses_colour: for the views)
 from .prose import chinese, chinese_markup, wrap_chinese  # noqa: F401  (for the views)
+from tfcli.draw.labels import token_str  # noqa: F401  (moved there: the pictures need no terminal)
 
 
 def say(console, zh: bool, en: str, cn: str) -> None:
@@ -18,17 +19,6 @@ def say(console, zh: bool, en: str, cn: str) -> None:
         chinese(console, cn, "dim")
     else:
         console.print(f"[dim]{en}[/]", soft_wrap=False)
-
-
-def token_str(tokenizer, token_id: int) -> str:
-    """A vocabulary token as the text it adds, whitespace made visible; a piece of a character
-    (a byte-level token that decodes to U+FFFD alone) is shown as its vocabulary piece in <...>."""
-    from .attn import visible
-
-    text = tokenizer.token_text(int(token_id))
-    if text == "" or "\ufffd" in text:
-        return f"<{tokenizer.piece(int(token_id))}>"
-    return visible(text)
 
 
 def cell(text: str, value: float, width: int, colour: bool, lo: float = 0.0, hi: float = 1.0) -> Text:

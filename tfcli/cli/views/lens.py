@@ -13,7 +13,8 @@ from .inside import cell, clip
 CELL = 10  # a grid cell: 6 cells of token, the probability in percent (3), a space
 
 
-from ..numbering import RESID_RULE as LAYERS, RESID_RULE_ZH as LAYERS_ZH, resid_name as layer_name  # noqa: E402, F401
+from tfcli.draw.lens import lens_drawing  # noqa: E402, F401  (moved there: the pictures need no terminal)
+from tfcli.numbering import RESID_RULE as LAYERS, RESID_RULE_ZH as LAYERS_ZH, resid_name as layer_name  # noqa: E402, F401
 
 
 def grid(labels: list[str], probs: np.ndarray, names: list[list[str]], colour: bool, zh: bool = False) -> Text:
@@ -150,24 +151,3 @@ def compare_tables(
             two.add_row(layer_name(layer), *row)
         tables.append(two)
     return tables
-
-
-def lens_drawing(title: str, probs: np.ndarray, labels: list[str], names: list[list[str]]):
-    """The grid as an image: cells coloured by the top token's probability [L+1, T], the token
-    written in each cell when the cells are large enough to read."""
-    from .images import Panel, layout
-
-    rows = [layer_name(i) for i in range(probs.shape[0])]
-    d = layout([[Panel("top-token probability", probs, np.ones(probs.shape, dtype=bool), rows, labels)]], title)
-    # Nothing is masked in a lens: drop the "0 (masked)" swatch and its label, which layout adds last.
-    d.bitmaps.pop()
-    d.texts.pop()
-    x0, y0, size = d.grids[0]
-    if size >= 22:
-        from .heatmap import ink_on, viridis
-
-        font = max(7, min(12, size // 3))
-        for i, j in np.ndindex(probs.shape):
-            ink = ink_on(tuple(int(v) for v in viridis(probs[i, j])))
-            d.text(x0 + j * size + size / 2, y0 + i * size + size / 2, clip(names[i][j], 4), font, "mm", ink)
-    return d

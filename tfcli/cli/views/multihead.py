@@ -11,7 +11,7 @@ import functools
 from rich.markup import escape as esc
 
 from ..console import out
-from .escape import json_text
+from tfcli.draw.escape import json_text
 
 
 def _n(x: int) -> str:

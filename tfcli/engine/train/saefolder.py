@@ -55,8 +55,8 @@ class SAEError(TfcliError):
     """An SAE folder that cannot be read, or one that does not fit the model it is used with."""
 
 
-def hook_name(site: str, block: int) -> str:
-    return f"blocks.{block}.{HOOKS[site]}"
+def hook_name(site: str, block: int | None) -> str | None:
+    return None if block is None else f"blocks.{block}.{HOOKS[site]}"  # None: vectors of no recorded block (--activations)
 
 
 def sae_config(d: int, n: int, kind: str, k: int, model_name: str, block: int, site: str, context: int,

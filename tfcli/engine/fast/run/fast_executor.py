@@ -138,8 +138,8 @@ class Fast(Plain):
         return "8-bit activations" if model.quantized() else "float32, compiled"
 
     def plan(self, model, cache, rows: int, hooks) -> Plan:
-        """A long prompt pass (no hooks) in parts on threads, when split_prompt cuts it; else one
-        part. A model on the kernels (on_kernels) runs its passes on this
+        """A long prompt pass in parts on threads, when split_prompt cuts it and its hooks (if any)
+        only read (Hooks.in_parts: a cache of its sites, run_with_cache's); else one part. A model on the kernels (on_kernels) runs its passes on this
         executor's with_kernels() twin (loading them the first time), so that every
         pass of the model computes alike. A pass whose products run on the
         kernels' threads (a few rows, more than one worker) runs BLAS on one thread: the two
@@ -151,7 +151,7 @@ class Fast(Plain):
             return self.with_kernels().plan(model, cache, rows, hooks)
         config = model.config
         check_pass(config, cache.length, rows)
-        if hooks is None and not self.batch and isinstance(cache, KVCache):
+        if (hooks is None or hooks.in_parts) and not self.batch and isinstance(cache, KVCache):
             parts = split_prompt(config, cache.length, rows, self.workers)
             if len(parts) > 1:
                 return Parts(self, cache, config.n_layer, parts)

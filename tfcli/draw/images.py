@@ -23,7 +23,7 @@ from tfcli.engine.errors import TfcliError
 
 from .escape import unicode_safe, xml
 from .fonts import Fonts, estimate, needs_cjk_font
-from .heatmap import viridis
+from .scales import shade, viridis
 
 Measure = Callable[[str, int], float]  # (text, font size) -> width in pixels
 
@@ -97,6 +97,18 @@ def clip_px(s: str, size: int, max_px: float, measure: Measure) -> str:
     while s and measure(s + "…", size) > max_px:
         s = s[:-1]
     return s + "…"
+
+
+def picture_scale(top: float, log: bool, zh: bool = False):
+    """The colour bar of a picture drawn on `shade`'s scale: ±top and 0, on the log scale ±top/10
+    too (halfway up each side: the scale gives each tenfold step the same length), and a caption
+    that names the scale."""
+    if not log:
+        return Signed.linear(top, "线性刻度" if zh else "linear scale")
+    tick = lambda v: f"{v:+.2f}" if abs(v) >= 0.1 else f"{v:+.2g}"  # noqa: E731
+    values = (top, top / 10, 0.0, -top / 10, -top)
+    ticks = tuple((shade(v, top, True), "0" if v == 0 else tick(v)) for v in values)
+    return Signed(ticks, "对数刻度" if zh else "log scale")
 
 
 MAX_PNG_CELLS = 40_000_000  # a 12,288-pixel square of 3-pixel cells is 16.8 M cells, 450 MB as RGB
@@ -290,9 +302,15 @@ _ANCHOR = {"l": "start", "m": "middle", "r": "end"}
 
 
 def write_svg(path: Path, drawing: Drawing) -> None:
-    """SVG text: one <rect> per cell, one <text> per label; the viewer picks a font from SVG_FONTS."""
+    """The drawing as an SVG file (svg_text)."""
+    text = '<?xml version="1.0" encoding="UTF-8"?>\n' + svg_text(drawing)
+    _write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def svg_text(drawing: Drawing) -> str:
+    """SVG text: one <rect> per cell, one <text> per label; the viewer picks a font from SVG_FONTS.
+    Without the XML declaration: the text may go inline in an HTML page (the Python API's views)."""
     parts = [
-        '<?xml version="1.0" encoding="UTF-8"?>',
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{drawing.width}" height="{drawing.height}" '
         f'viewBox="0 0 {drawing.width} {drawing.height}" font-family="{xml(SVG_FONTS)}">',
         f'<rect x="0" y="0" width="{drawing.width}" height="{drawing.height}" fill="{_hex(WHITE)}"/>',
@@ -311,7 +329,7 @@ def write_svg(path: Path, drawing: Drawing) -> None:
             f'dominant-baseline="central" fill="{_hex(rgb)}"{turn}>{xml(s)}</text>'
         )
     parts.append("</svg>\n")
-    _write(path, lambda f: f.write("\n".join(parts).encode("utf-8")))
+    return "\n".join(parts)
 
 
 def _hex(rgb) -> str:
@@ -319,6 +337,6 @@ def _hex(rgb) -> str:
 
 
 def _write(path: Path, save) -> None:
-    from ..output import save as save_output
+    from tfcli.cli.output import save as save_output  # only when a file is written: the views' HTML needs none
 
     save_output(path, save)  # a whole new file renamed over the old, or a pipe/device as a stream

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tfcli.engine.errors import TfcliError
 
-SHIPPED_FONT = Path(__file__).resolve().parents[2] / "fonts" / "tfcli-cjk-subset.otf"  # tfcli/fonts/
+SHIPPED_FONT = Path(__file__).resolve().parents[1] / "fonts" / "tfcli-cjk-subset.otf"  # tfcli/fonts/
 # Fonts with CJK glyphs where the usual packages put them (Debian/Ubuntu, Fedora, Arch, macOS, Windows);
 # the number is the face inside a .ttc collection (Noto Sans CJK: 0 JP, 1 KR, 2 SC, 3 TC).
 CJK_FONTS = [
