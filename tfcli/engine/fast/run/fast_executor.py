@@ -139,9 +139,9 @@ class Fast(Plain):
 
     def plan(self, model, cache, rows: int, hooks) -> Plan:
         """A long prompt pass in parts on threads, when split_prompt cuts it and its hooks (if any)
-        only read (Hooks.in_parts: a cache of its sites, run_with_cache's); else one part. A model on the kernels (on_kernels) runs its passes on this
-        executor's with_kernels() twin (loading them the first time), so that every
-        pass of the model computes alike. A pass whose products run on the
+        only read (Hooks.in_parts: a cache of its sites, run_with_cache's); else one part. A model
+        on the kernels (on_kernels) runs its passes on this executor's with_kernels() twin (loading
+        them the first time), so that every pass of the model computes alike. A pass whose products run on the
         kernels' threads (a few rows, more than one worker) runs BLAS on one thread: the two
         libraries' threads each spin a moment after their work, and on the same cores each waits
         for the other (a Gemma 3 step past 512 positions, where OpenBLAS starts threading
