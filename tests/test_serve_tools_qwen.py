@@ -141,13 +141,17 @@ def fetch_qwen(home: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def qwen_url(request):
+def qwen_url(request, tmp_path_factory):
     from test_serve import serving
 
     from tfcli.store import load
 
     base = os.environ.get("TFCLI_TEST_HOME")
-    home = Path(base) / "qwen2.5-coder" if base else Path(request.config.cache.mkdir("qwen2.5-coder"))
+    cache = getattr(request.config, "cache", None)  # none under -p no:cacheprovider: a folder of this run
+    if base:
+        home = Path(base) / "qwen2.5-coder"
+    else:
+        home = Path(cache.mkdir("qwen2.5-coder") if cache else tmp_path_factory.mktemp("qwen2.5-coder"))
     try:
         path = fetch_qwen(home)
     except (RuntimeError, OSError, subprocess.TimeoutExpired, zipfile.BadZipFile) as e:

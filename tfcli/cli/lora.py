@@ -10,8 +10,8 @@ import typer
 
 Lora = Annotated[
     Optional[Path],
-    typer.Option("--lora", help="A LoRA adapter folder (adapter_config.json and adapter_model.safetensors, as "
-                 "tfcli train --lora and PEFT save them) to apply to the model.", show_default=False),
+    typer.Option("--lora", help="A LoRA adapter folder to apply to the model (adapter_config.json and "
+                 "adapter_model.safetensors, as train --lora and PEFT write them).", show_default=False),
 ]  # fmt: skip
 
 
