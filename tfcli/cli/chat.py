@@ -31,7 +31,8 @@ ChatModel = Annotated[
     typer.Option(
         "--model",
         "-m",
-        help=f"A chat model: a name (see 'tfcli models') or a model folder with a chat template. Default: {DEFAULT_CHAT_MODEL} (pulled on first use).",
+        help="A chat model: a name (see 'tfcli models') or a model folder with a chat template. Default: "
+             f"{DEFAULT_CHAT_MODEL} (pulled on first use).",
         show_default=False,
     ),
 ]
@@ -72,7 +73,10 @@ COMMANDS_ZH = (  # the same list under --lang zh (cli/lang.py)
 def chat(
     model: ChatModel = None,
     lora: Lora = None,
-    system: Annotated[Optional[str], typer.Option("--system", help="A system message that opens the conversation.", show_default=False)] = None,
+    system: Annotated[
+        Optional[str],
+        typer.Option("--system", help="A system message that opens the conversation.", show_default=False),
+    ] = None,
     template: TemplateFile = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Longest reply, in tokens.")] = 512,
     temperature: options.Temperature = None,
@@ -82,7 +86,13 @@ def chat(
     repetition_penalty: options.RepetitionPenalty = None,
     repeat_last_n: options.RepeatLastN = None,
     seed: options.Seed = None,
-    lookup: Annotated[bool, typer.Option("--lookup", help="Lookup decoding: guess the next tokens from the conversation and check them in one pass; the same replies, faster when a reply repeats its context.")] = False,
+    lookup: Annotated[
+        bool,
+        typer.Option(
+            "--lookup",
+            help="Lookup decoding: guess the next tokens from the conversation and check them in one pass; the same replies, faster when a reply repeats its context.",
+        ),
+    ] = False,
     json_schema: constrain.JsonSchema = None,
     grammar: constrain.Grammar = None,
     regex: constrain.Regex = None,
@@ -123,7 +133,14 @@ def chat(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
         repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=None if seed == -1 else seed,  # -1: random, as generate
     ).params  # fmt: skip
-    state = ChatState(lm=lm, system=system, params=params, max_tokens=max_tokens, lookup=lookup, hooks=pass_hooks(lm, None, steer, feature, scale, any_model))
+    state = ChatState(
+        lm=lm,
+        system=system,
+        params=params,
+        max_tokens=max_tokens,
+        lookup=lookup,
+        hooks=pass_hooks(lm, None, steer, feature, scale, any_model),
+    )
     state.rules = constrain.compiled(lm, json_schema, grammar, regex, lm.chat_eos_ids())  # every reply follows it
     _run(state, n_threads)
 
@@ -135,7 +152,8 @@ def require_template(lm) -> None:
     if lm.chat is None:
         raise UsageError(
             f"{lm.name} has no chat template, so it cannot chat",
-            f"use a chat model such as {DEFAULT_CHAT_MODEL}, the default; or continue text with: tfcli generate -m {lm.name}",
+            f"use a chat model such as {DEFAULT_CHAT_MODEL}, the default; or continue text with: tfcli generate -m "
+            f"{lm.name}",
         )
 
 
@@ -174,7 +192,9 @@ class ChatState:
             try:
                 number = kind(value)
             except ValueError:
-                raise UsageError(f"{name} takes {'a whole number' if kind is int else 'a number'}, not {value!r}") from None
+                raise UsageError(
+                    f"{name} takes {'a whole number' if kind is int else 'a number'}, not {value!r}"
+                ) from None
         if name == "max_tokens":
             from tfcli.engine.generate import check_max_new_tokens
 
@@ -262,7 +282,11 @@ def _read(interactive: bool) -> str | None:
         except (UnicodeDecodeError, PromptError) as e:  # not UTF-8 (a strict stdin raises the first)
             # The hint of the chat's own input: '-' and argv do not apply to a line read here.
             fix = "set the terminal to UTF-8" if interactive else "convert the input to UTF-8, e.g. with iconv"
-            said = e.message if isinstance(e, PromptError) else f"the message is not valid UTF-8 (byte {e.object[e.start]:#04x})"
+            said = (
+                e.message
+                if isinstance(e, PromptError)
+                else f"the message is not valid UTF-8 (byte {e.object[e.start]:#04x})"
+            )
             problem = PromptError(said, fix)
             if not interactive:
                 raise problem from None
@@ -337,7 +361,8 @@ def _reply(state: ChatState, session, user: str) -> None:
         ids = lm.tokenizer.encode(chat_prompt(lm, user, state.system, state.history))
         room = session.capacity - len(ids) + 1
         if room < 2:  # the message alone does not fit: say so, rather than blame a --max-tokens never given
-            warn(f"the message is {len(ids):,} tokens with the template; the context holds {session.capacity:,}; not sent, send a shorter one")
+            warn(f"the message is {len(ids):,} tokens with the template; the context holds {session.capacity:,}; not "
+                 "sent, send a shorter one")
             return
     from tfcli.engine.lookup import Drafter
 

@@ -33,7 +33,8 @@ app = typer.Typer(
 )
 
 Name = Annotated[
-    str, typer.Argument(help="The corpus: shakespeare, tang or tang-traditional (see 'tfcli data').", show_default=False)
+    str,
+    typer.Argument(help="The corpus: shakespeare, tang or tang-traditional (see 'tfcli data').", show_default=False),
 ]
 
 
@@ -150,7 +151,11 @@ def pull(
     was = corpora.is_present(c)
     with sigterm_unwinds(), Bars({"download": f"downloading {c.file}", "copy": f"copying {c.file}"}) as progress:
         where = corpora.pull(name, source, force, progress)
-    said = say("already there", "已在缓存中") if was and not force and source is None else say("checked (sha256)", "已核对 sha256")
+    said = (
+        say("already there", "已在缓存中")
+        if was and not force and source is None
+        else say("checked (sha256)", "已核对 sha256")
+    )
     note(f"{name}: {where} ({size(c.size)}, {said})" if not zh() else f"{name}：{where}（{size(c.size)}，{said}）")
 
 

@@ -17,18 +17,36 @@ from .quantize import Quantize
 from .quantize import apply as apply_quantize
 
 # How likely the model found each token, as colours from sure to surprised (probability bounds).
-SCALE = ((0.5, "green", "≥ 50%"), (0.2, "bright_green", "20-50%"), (0.05, "yellow", "5-20%"), (0.01, "dark_orange", "1-5%"), (0.0, "red", "< 1%"))
+SCALE = (
+    (0.5, "green", "≥ 50%"),
+    (0.2, "bright_green", "20-50%"),
+    (0.05, "yellow", "5-20%"),
+    (0.01, "dark_orange", "1-5%"),
+    (0.0, "red", "< 1%"),
+)
 
 
 def score(
-    text: Annotated[Optional[str], typer.Argument(help="The text to score. '-' reads it from stdin.", show_default=False)] = None,
-    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Score the text of this UTF-8 file instead.", show_default=False)] = None,
+    text: Annotated[
+        Optional[str], typer.Argument(help="The text to score. '-' reads it from stdin.", show_default=False)
+    ] = None,
+    file: Annotated[
+        Optional[Path],
+        typer.Option("--file", "-f", help="Score the text of this UTF-8 file instead.", show_default=False),
+    ] = None,
     model: options.Model = None,
     lora: Lora = None,
-    window: Annotated[Optional[int], typer.Option("--window", help="Tokens the model sees at once (default: its context).", show_default=False)] = None,
+    window: Annotated[
+        Optional[int],
+        typer.Option("--window", help="Tokens the model sees at once (default: its context).", show_default=False),
+    ] = None,
     stride: Annotated[
         Optional[int],
-        typer.Option("--stride", help="How far the window moves on a text longer than it; each token after the first window sees at least window - stride before it. = --window: windows that do not overlap. (default: half the window)", show_default=False),
+        typer.Option(
+            "--stride",
+            help="How far the window moves on a text longer than it; each token after the first window sees at least window - stride before it. = --window: windows that do not overlap. (default: half the window)",
+            show_default=False,
+        ),
     ] = None,
     chunks: Annotated[
         Optional[int],
@@ -39,7 +57,14 @@ def score(
             show_default=False,
         ),
     ] = None,
-    show_text: Annotated[Optional[bool], typer.Option("--text/--no-text", help="Show the text coloured by each token's probability (default: when stdout is a terminal).", show_default=False)] = None,
+    show_text: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--text/--no-text",
+            help="Show the text coloured by each token's probability (default: when stdout is a terminal).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: options.Json = False,
     threads: options.Threads = None,
     quantize: Quantize = None,
@@ -96,7 +121,10 @@ def score(
         texts = _token_texts(lm.tokenizer, ids)
         doc = {
             "model": lm.name,
-            "tokens": [{"id": i, "text": t, "logprob": None if math.isnan(lp) else round(float(lp), 5)} for i, t, lp in zip(ids, texts, result.logprobs)],
+            "tokens": [
+                {"id": i, "text": t, "logprob": None if math.isnan(lp) else round(float(lp), 5)}
+                for i, t, lp in zip(ids, texts, result.logprobs)
+            ],
             **{k: (None if v is None else round(v, 6)) for k, v in figures.items()},
             "scored_tokens": result.scored,
             "chars": chars,
@@ -194,7 +222,16 @@ def _show_text(tokenizer, ids: list[int], logprobs, zh: bool = False) -> None:
     for piece, lp in zip(_token_texts(tokenizer, ids), logprobs):
         if not colour:  # NO_COLOR, a pipe: the number instead of the colour, on the surprising tokens
             p = math.exp(lp) if not math.isnan(lp) else None
-            body.append(piece + (f"[{p:.0%}]" if p is not None and p < MARKED and p >= 0.005 else "[<1%]" if p is not None and p < 0.005 else ""))
+            body.append(
+                piece
+                + (
+                    f"[{p:.0%}]"
+                    if p is not None and p < MARKED and p >= 0.005
+                    else "[<1%]"
+                    if p is not None and p < 0.005
+                    else ""
+                )
+            )
             continue
         style = "dim" if math.isnan(lp) else next(colour for bound, colour, _ in SCALE if math.exp(lp) >= bound)
         body.append(piece, style=style)

@@ -18,14 +18,50 @@ from .inputs import warned
 def serve(
     model: options.Model = None,
     lora: Lora = None,
-    host: Annotated[str, typer.Option("--host", help="Address to listen on. Anything but loopback lets other machines in (a warning says so).")] = "127.0.0.1",
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host", help="Address to listen on. Anything but loopback lets other machines in (a warning says so)."
+        ),
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
-    api_key: Annotated[Optional[str], typer.Option("--api-key", help="Require 'Authorization: Bearer KEY' on every route but /health.", show_default=False)] = None,
-    parallel: Annotated[int, typer.Option("--parallel", help="Sequences that share a decode step at most (requests join and leave it as they come and go).")] = 8,
-    queue: Annotated[int, typer.Option("--queue", help="Requests that may wait for a place; more are refused with 503 and Retry-After.")] = 16,
-    max_body: Annotated[int, typer.Option("--max-body", help="Largest request body in MiB; a longer one is refused with 413 before it is read.")] = 16,
-    batch_invariant: Annotated[bool, typer.Option("--batch-invariant/--no-batch-invariant", help="Each request's numbers exactly those it gets alone, whatever shares its decode steps (a greedy answer never changes with the company). --no-batch-invariant: OpenBLAS's batched kernels, which round by the number of rows.")] = True,
-    prompt_cache: Annotated[int, typer.Option("--prompt-cache", help="MiB of earlier requests' keys and values to keep (least recently used out): a request that starts like one of them, such as a chat's next turn, reads only what is new. 0 = off.")] = 0,
+    api_key: Annotated[
+        Optional[str],
+        typer.Option(
+            "--api-key", help="Require 'Authorization: Bearer KEY' on every route but /health.", show_default=False
+        ),
+    ] = None,
+    parallel: Annotated[
+        int,
+        typer.Option(
+            "--parallel",
+            help="Sequences that share a decode step at most (requests join and leave it as they come and go).",
+        ),
+    ] = 8,
+    queue: Annotated[
+        int,
+        typer.Option("--queue", help="Requests that may wait for a place; more are refused with 503 and Retry-After."),
+    ] = 16,
+    max_body: Annotated[
+        int,
+        typer.Option(
+            "--max-body", help="Largest request body in MiB; a longer one is refused with 413 before it is read."
+        ),
+    ] = 16,
+    batch_invariant: Annotated[
+        bool,
+        typer.Option(
+            "--batch-invariant/--no-batch-invariant",
+            help="Each request's numbers exactly those it gets alone, whatever shares its decode steps (a greedy answer never changes with the company). --no-batch-invariant: OpenBLAS's batched kernels, which round by the number of rows.",
+        ),
+    ] = True,
+    prompt_cache: Annotated[
+        int,
+        typer.Option(
+            "--prompt-cache",
+            help="MiB of earlier requests' keys and values to keep (least recently used out): a request that starts like one of them, such as a chat's next turn, reads only what is new. 0 = off.",
+        ),
+    ] = 0,
     threads: options.Threads = None,
     quantize: Quantize = None,
 ) -> None:
@@ -58,7 +94,9 @@ def serve(
     sock = http.listen(host, port)  # first: a port in use or a host that is no address is said before the model loads
     port = sock.getsockname()[1]  # --port 0: the port the system chose
     if not http.is_loopback(host):
-        warn(f"listening on {host}: other machines can reach this server{'' if api_key else ' and use it without a key (see --api-key)'}")
+        warn(
+            f"listening on {host}: other machines can reach this server{'' if api_key else ' and use it without a key (see --api-key)'}"
+        )
     n_threads = options.apply_threads(threads)
     lm = apply_quantize(warned(with_lora(options.load_model(model), lora)), quantize)
     name = model or lm.name
@@ -75,7 +113,20 @@ def serve(
         lambda toward, away, layer, scale: from_texts(lm.model, lm.tokenizer, toward, away, layer, scale, FAST),
         lm.config.n_layer,
     )
-    srv = http.build(lm, name, host, port, workers=n_threads, max_rows=parallel, queue=queue, api_key=api_key, page=page, invariant=batch_invariant, max_body=max_body << 20, prompt_cache=prompt_cache << 20)
+    srv = http.build(
+        lm,
+        name,
+        host,
+        port,
+        workers=n_threads,
+        max_rows=parallel,
+        queue=queue,
+        api_key=api_key,
+        page=page,
+        invariant=batch_invariant,
+        max_body=max_body << 20,
+        prompt_cache=prompt_cache << 20,
+    )
     shown_host = f"[{host}]" if ":" in host else host
     cached = f"; prompt cache {prompt_cache:,} MiB" if prompt_cache else ""
     note(f"serving {name} at http://{shown_host}:{port}/ (OpenAI API under /v1{cached}; Ctrl-C stops)")

@@ -25,7 +25,9 @@ from .memory import check_allocation
 
 
 FIRST_ROOM = 256  # positions allocated before the first write asks for more
-SLACK = 256  # positions a sliding layer keeps beyond its window: a rollback within them (lookup, a shorter prompt reuse) needs no recomputation
+# positions a sliding layer keeps beyond its window: a rollback within them (lookup, a shorter prompt
+# reuse) needs no recomputation
+SLACK = 256
 
 
 class Cache(Protocol):
@@ -71,7 +73,9 @@ class BatchRows(Cache, Protocol):
         ...
 
 
-def grouped_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, n_seq: int, start: int, attention, weights: bool, **mask):
+def grouped_attention(
+    q: np.ndarray, keys: np.ndarray, values: np.ndarray, n_seq: int, start: int, attention, weights: bool, **mask
+):
     """The queries q [B*T, H, Dh] of B sequences of T rows each (sequence 0's first) over their keys
     [B*Hkv, Dh, S] (the transposed view of what the caches keep) and values [B*Hkv, S, Dh], each sequence's
     heads over its own: query head h reads key/value head h // G (the grouping of transformers'
@@ -80,9 +84,13 @@ def grouped_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, n_seq
     rows, n_head, head_dim = q.shape
     t_len, n_kv = rows // n_seq, keys.shape[0] // n_seq
     g = n_head // n_kv
-    qg = q.reshape(n_seq, t_len, n_kv, g, head_dim).transpose(0, 2, 3, 1, 4).reshape(n_seq * n_kv, g, t_len, head_dim)  # [B*Hkv, G, T, Dh]
+    qg = (
+        q.reshape(n_seq, t_len, n_kv, g, head_dim).transpose(0, 2, 3, 1, 4).reshape(n_seq * n_kv, g, t_len, head_dim)
+    )  # [B*Hkv, G, T, Dh]
     out, w = attention(qg, keys, values, start, weights, **mask)  # [B*Hkv, G, T, Dh], [B*Hkv, G, T, S]
-    z = out.reshape(n_seq, n_kv, g, t_len, head_dim).transpose(0, 3, 1, 2, 4).reshape(rows, n_head, head_dim)  # [B*T, H, Dh]
+    z = (
+        out.reshape(n_seq, n_kv, g, t_len, head_dim).transpose(0, 3, 1, 2, 4).reshape(rows, n_head, head_dim)
+    )  # [B*T, H, Dh]
     return z, w
 
 
@@ -121,7 +129,9 @@ class KVCache:
 
     def _arrays(self, layers: int, room: int) -> tuple[np.ndarray, np.ndarray]:
         shape = (layers, self.config.n_kv_head, room, self.config.head_dim)
-        return np.zeros(shape, dtype=np.float32), np.zeros(shape, dtype=np.float32)  # keys, values [layers, Hkv, room, Dh]
+        return np.zeros(shape, dtype=np.float32), np.zeros(
+            shape, dtype=np.float32
+        )  # keys, values [layers, Hkv, room, Dh]
 
     def _allocate(self, room: int) -> None:
         k, v = self._arrays(self.config.n_layer - self.n_sliding, room)  # [Lg, Hkv, room, Dh] each
@@ -164,7 +174,10 @@ class KVCache:
         """The positions of the next T tokens [T]; PromptError if they do not fit."""
         start, fits = self.length, min(self.config.n_ctx, self.capacity)
         if start + t_len > fits:
-            raise PromptError(f"{start + t_len} tokens do not fit in the model's context of {fits}", "use a shorter prompt or fewer {max_new_tokens}")
+            raise PromptError(
+                f"{start + t_len} tokens do not fit in the model's context of {fits}",
+                "use a shorter prompt or fewer {max_new_tokens}",
+            )
         return np.arange(start, start + t_len)
 
     def advance(self, positions: np.ndarray) -> None:
@@ -198,14 +211,18 @@ class KVCache:
         self._write(layer, start, k, v)
         return self.held(layer, end)
 
-    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
+    def attend(
+        self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask
+    ):
         """Cache.attend over every cached position: q [T, H, Dh], k, v [T, Hkv, Dh] -> (z [T, H, Dh],
         weights [H, T, S] or None). A sliding layer's keys start at first(layer): positions are
         counted from there, and the positions it dropped get weight 0."""
         t_len, n_head, _ = q.shape
         k_all, v_all = self.store(layer, start, k, v)  # [Hkv, Dh, S'] (keys as a transposed view), [Hkv, S', Dh]
         first = self.first(layer)
-        z, w = grouped_attention(q, k_all, v_all, 1, start - first, attention, weights, **mask)  # [T, H, Dh], [Hkv, G, T, S']
+        z, w = grouped_attention(
+            q, k_all, v_all, 1, start - first, attention, weights, **mask
+        )  # [T, H, Dh], [Hkv, G, T, S']
         if w is not None and first:  # the dropped positions get no weight: they are beyond the window
             w = np.concatenate([np.zeros((*w.shape[:-1], first), dtype=w.dtype), w], axis=-1)  # [Hkv, G, T, S]
         return z, (None if w is None else w.reshape(n_head, t_len, -1))
@@ -247,10 +264,13 @@ class BatchCache:
     """
 
     def __init__(self, config: ModelConfig, rows: int, capacity: int):
-        check_allocation(rows * config.kv_cache_bytes(capacity), f"a KV cache for {rows:,} samples of {capacity:,} positions", BATCH_HINT)
+        check_allocation(rows * config.kv_cache_bytes(capacity), f"a KV cache for {rows:,} samples of {capacity:,} "
+                                                                 "positions", BATCH_HINT)
         L, Hkv, Dh = config.n_layer, config.n_kv_head, config.head_dim
         self.config = config
-        self.k = np.zeros((L, rows, Hkv, capacity, Dh), dtype=np.float32)  # [L, B, Hkv, capacity, Dh]; sized to prompt + new tokens by the caller
+        self.k = np.zeros(
+            (L, rows, Hkv, capacity, Dh), dtype=np.float32
+        )  # [L, B, Hkv, capacity, Dh]; sized to prompt + new tokens by the caller
         self.v = np.zeros((L, rows, Hkv, capacity, Dh), dtype=np.float32)  # [L, B, Hkv, capacity, Dh]
         self.capacity = capacity
         self.rows = rows  # sequences still in the batch: rows 0..rows-1
@@ -273,13 +293,18 @@ class BatchCache:
         if rows != self.rows:
             raise ValueError(f"{rows} new rows for a batch of {self.rows}")
         if self.length + 1 > self.capacity:
-            raise PromptError(f"{self.length + 1} tokens do not fit in the batch's cache of {self.capacity}", "use fewer {max_new_tokens}")
+            raise PromptError(
+                f"{self.length + 1} tokens do not fit in the batch's cache of {self.capacity}",
+                "use fewer {max_new_tokens}",
+            )
         return np.full(rows, self.length)
 
     def advance(self, positions: np.ndarray) -> None:
         self.length = int(positions[0]) + 1
 
-    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
+    def attend(
+        self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask
+    ):
         """q [B, H, Dh], k, v [B, Hkv, Dh]: one new position for each of B sequences -> z [B, H, Dh].
         B sequences of Hkv heads are one attention call over B*Hkv heads, each over its own keys.
         (No attention weights: nothing records inside a batch step.)"""
@@ -307,7 +332,9 @@ class BatchCache:
             raise ResourceError(f"the batch cache holds {self.capacity} positions; position {start} does not fit")
         self.k[layer, :b_len, :, start] = k  # [B, Hkv, Dh]
         self.v[layer, :b_len, :, start] = v  # [B, Hkv, Dh]
-        keys = self.k[layer, :b_len, :, :end].reshape(b_len * n_kv, end, head_dim).transpose(0, 2, 1)  # [B*Hkv, Dh, S], a view
+        keys = (
+            self.k[layer, :b_len, :, :end].reshape(b_len * n_kv, end, head_dim).transpose(0, 2, 1)
+        )  # [B*Hkv, Dh, S], a view
         values = self.v[layer, :b_len, :, :end].reshape(b_len * n_kv, end, head_dim)  # [B*Hkv, S, Dh], a view
         return keys, values
 
@@ -332,7 +359,9 @@ class Sequences:
     def advance(self, positions: np.ndarray) -> None:
         pass
 
-    def attend(self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask):
+    def attend(
+        self, layer: int, start: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, attention, weights: bool, **mask
+    ):
         """q [B*T, H, Dh], k, v [B*T, Hkv, Dh] -> z [B*T, H, Dh]: causal attention in each sequence,
         all B sequences' heads in one call (B*Hkv heads)."""
         b, t = self.n_seq, self.t_len

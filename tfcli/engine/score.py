@@ -80,13 +80,22 @@ def check_window(model: Transformer, window: int | None, stride: int | None) -> 
         raise UsageError(f"{{window}} must be between 1 and the model's context of {n_ctx:,}, not {window}")
     stride = max(1, window // 2) if stride is None else stride
     if not 1 <= stride <= window:
-        raise UsageError(f"{{stride}} must be between 1 and the window ({window:,}), not {stride}", "a stride equal to the window gives windows that do not overlap")
+        raise UsageError(
+            f"{{stride}} must be between 1 and the window ({window:,}), not {stride}",
+            "a stride equal to the window gives windows that do not overlap",
+        )
     return window, stride
 
 
 def score(
-    model: Transformer, ids: list[int], window: int | None = None, stride: int | None = None, hooks: Hooks | None = None,
-    run: Plain = PLAIN, progress: Callable[[int, int], None] | None = None, chunks: int | None = None,
+    model: Transformer,
+    ids: list[int],
+    window: int | None = None,
+    stride: int | None = None,
+    hooks: Hooks | None = None,
+    run: Plain = PLAIN,
+    progress: Callable[[int, int], None] | None = None,
+    chunks: int | None = None,
     bos: int | None = None,
 ) -> Score:
     """Log-probabilities of tokens ids[1:] under the model, windowed as the module docstring says
@@ -96,13 +105,22 @@ def score(
     if chunks is not None:
         return score_chunks(model, ids, chunks, bos, hooks, run, progress)
     if len(ids) < 2:
-        raise PromptError(f"the text is {len(ids)} token{'s' if len(ids) != 1 else ''}; scoring needs at least 2", "the first token has nothing before it to predict it")
+        raise PromptError(
+            f"the text is {len(ids)} token{'s' if len(ids) != 1 else ''}; scoring needs at least 2",
+            "the first token has nothing before it to predict it",
+        )
     window, stride = check_window(model, window, stride)
     tokens = np.asarray(ids)
     logprobs = np.full(len(tokens), np.nan)  # [N]
     plan = plan_windows(len(tokens), window, stride)
-    together = 1 if hooks is not None else max(1, min(MAX_WINDOWS, BATCH_ROWS // window, BATCH_LOGITS // (window * model.config.vocab_size)))
-    full = [w for w in plan if w[1] - w[0] == window] if together > 1 else []  # whole windows: several go through one pass
+    together = (
+        1
+        if hooks is not None
+        else max(1, min(MAX_WINDOWS, BATCH_ROWS // window, BATCH_LOGITS // (window * model.config.vocab_size)))
+    )
+    full = (
+        [w for w in plan if w[1] - w[0] == window] if together > 1 else []
+    )  # whole windows: several go through one pass
     total, done = len(tokens) - 1, 0
     for i in range(0, len(full), together):
         group = full[i : i + together]
@@ -204,7 +222,9 @@ def _logprobs(rows: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return rows[np.arange(len(targets)), targets] - log_sum_exp(rows)
 
 
-def _score_together(model: Transformer, tokens: np.ndarray, group: list[tuple[int, int, int]], logprobs: np.ndarray, run: Plain) -> None:
+def _score_together(
+    model: Transformer, tokens: np.ndarray, group: list[tuple[int, int, int]], logprobs: np.ndarray, run: Plain
+) -> None:
     """Whole windows as B independent sequences of one pass (kvcache.Sequences): every weight is
     read once for all of them, and the products have B times the rows."""
     window = group[0][1] - group[0][0]
@@ -215,8 +235,18 @@ def _score_together(model: Transformer, tokens: np.ndarray, group: list[tuple[in
         logprobs[first : end + 1] = _logprobs(rows, tokens[first : end + 1])
 
 
-def _score_window(model: Transformer, tokens: np.ndarray, b: int, end: int, first: int, cache, hooks: Hooks | None, logprobs: np.ndarray,
-                  run: Plain, targets: np.ndarray | None = None) -> None:
+def _score_window(
+    model: Transformer,
+    tokens: np.ndarray,
+    b: int,
+    end: int,
+    first: int,
+    cache,
+    hooks: Hooks | None,
+    logprobs: np.ndarray,
+    run: Plain,
+    targets: np.ndarray | None = None,
+) -> None:
     """One window through the cache, CHUNK positions per pass (`targets`: the tokens predicted, if
     not the inputs themselves)."""
     targets = tokens if targets is None else targets

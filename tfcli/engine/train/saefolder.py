@@ -56,7 +56,9 @@ class SAEError(TfcliError):
 
 
 def hook_name(site: str, block: int | None) -> str | None:
-    return None if block is None else f"blocks.{block}.{HOOKS[site]}"  # None: vectors of no recorded block (--activations)
+    return (
+        None if block is None else f"blocks.{block}.{HOOKS[site]}"
+    )  # None: vectors of no recorded block (--activations)
 
 
 def sae_config(d: int, n: int, kind: str, k: int, model_name: str, block: int, site: str, context: int,
