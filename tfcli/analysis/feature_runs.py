@@ -144,3 +144,46 @@ def array_quality(sae, x: np.ndarray) -> dict:
     var = float(((x - x.mean(axis=0)) ** 2).sum())
     return {"tokens": len(x), "mse": sq / x.size, "explained_variance": 1 - sq / var if var > 0 else float("nan"),
             "l0": float((f > 0).sum()) / len(x), "dead_features": float(1 - (f > 0).any(axis=0).mean())}  # fmt: skip
+
+
+def save_training(folder: Path, trainer, lm, block: int | None, site: str, source, seconds: float, data: str,
+                  run) -> dict:
+    """Write a finished training's SAE folder (weights, config and the record of how it was trained),
+    as `features train` and tfcli.train_features both save it; -> the quality measures on the held-out
+    rows (on `run`, the executor of the model's passes; vectors without a model need none)."""
+    import dataclasses
+
+    from tfcli.engine.identity import identity_of
+    from tfcli.engine.train.sae import SAE
+    from tfcli.engine.train.saefolder import sae_config, write_sae
+
+    from .features import WINDOW, Features, quality
+
+    s = trainer.s
+    params = trainer.export()
+    sae = SAE(params, s.kind, s.k)
+    window = min(WINDOW, lm.config.n_ctx) if lm else 0
+    if lm is not None:
+        q = (
+            quality(lm.model, Features(folder, {}, sae, block, site), source.heldout, window, run)
+            if len(source.heldout) > 1
+            else {}
+        )
+    else:
+        q = array_quality(sae, source.heldout)
+    t = {
+        "model_hash": identity_of(lm) if lm else None,
+        "block": block,
+        "site": site,
+        "kind": s.kind,
+        "k": s.k if s.kind == "topk" else None,
+        "data": data,
+        "settings": dataclasses.asdict(s),
+        "scale": trainer.scale,
+        "steps": trainer.step,
+        "seconds": round(seconds, 2),
+        "quality": q,
+    }
+    cfg = sae_config(source.d, s.n, s.kind, s.k, lm.name if lm else "(vectors)", block, site, window, t)
+    write_sae(folder, params, cfg)
+    return q

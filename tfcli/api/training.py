@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import math
 import time
@@ -222,39 +221,7 @@ def _loop(s, source, buffer_rows: int):
 
 def _save(folder: Path, trainer, lm, block: int | None, site: str, source, seconds: float, data: str) -> dict:
     """The folder, as the command writes it; -> the quality measures."""
-    from tfcli.analysis.feature_runs import array_quality
-    from tfcli.analysis.features import WINDOW, Features, quality
+    from tfcli.analysis.feature_runs import save_training
     from tfcli.engine.fast import FAST
-    from tfcli.engine.identity import identity_of
-    from tfcli.engine.train.sae import SAE
-    from tfcli.engine.train.saefolder import sae_config, write_sae
 
-    s = trainer.s
-    params = trainer.export()
-    sae = SAE(params, s.kind, s.k)
-    window = min(WINDOW, lm.config.n_ctx) if lm else 0
-    if lm is not None:
-        q = (
-            quality(lm.model, Features(folder, {}, sae, block, site), source.heldout, window, FAST)
-            if len(source.heldout) > 1
-            else {}
-        )
-    else:
-        q = array_quality(sae, source.heldout)
-    t = {
-        "model_hash": identity_of(lm) if lm else None,
-        "block": block,
-        "site": site,
-        "kind": s.kind,
-        "k": s.k if s.kind == "topk" else None,
-        "data": data,
-        "settings": dataclasses.asdict(s),
-        "scale": trainer.scale,
-        "steps": trainer.step,
-        "seconds": round(seconds, 2),
-        "quality": q,
-    }
-    write_sae(
-        folder, params, sae_config(source.d, s.n, s.kind, s.k, lm.name if lm else "(vectors)", block, site, window, t)
-    )
-    return q
+    return save_training(folder, trainer, lm, block, site, source, seconds, data, FAST)

@@ -350,42 +350,10 @@ def _described_zh(what: str) -> str:
 
 
 def _save(output: Path, trainer, lm, block: int, site: str, source, seconds: float, as_json: bool, data: str) -> None:
-    import dataclasses
-
-    from tfcli.analysis.feature_runs import array_quality
-    from tfcli.analysis.features import WINDOW, Features, quality
+    from tfcli.analysis.feature_runs import save_training
     from tfcli.engine.fast import FAST
-    from tfcli.engine.identity import identity_of
-    from tfcli.engine.train.sae import SAE
-    from tfcli.engine.train.saefolder import sae_config, write_sae
 
-    s = trainer.s
-    params = trainer.export()
-    sae = SAE(params, s.kind, s.k)
-    window = min(WINDOW, lm.config.n_ctx) if lm else 0
-    if lm is not None:
-        q = (
-            quality(lm.model, Features(output, {}, sae, block, site), source.heldout, window, FAST)
-            if len(source.heldout) > 1
-            else {}
-        )
-    else:
-        q = array_quality(sae, source.heldout)
-    t = {
-        "model_hash": identity_of(lm) if lm else None,
-        "block": block,
-        "site": site,
-        "kind": s.kind,
-        "k": s.k if s.kind == "topk" else None,
-        "data": data,
-        "settings": dataclasses.asdict(s),
-        "scale": trainer.scale,
-        "steps": trainer.step,
-        "seconds": round(seconds, 2),
-        "quality": q,
-    }
-    cfg = sae_config(source.d, s.n, s.kind, s.k, lm.name if lm else "(vectors)", block, site, window, t)
-    write_sae(output, params, cfg)
+    q = save_training(output, trainer, lm, block, site, source, seconds, data, FAST)
     _report(output, q, trainer, seconds, as_json)
 
 
