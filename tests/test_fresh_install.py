@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 
 def run(args: list, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600, **kw)
+    return subprocess.run([str(a) for a in args], check=False, capture_output=True, text=True, timeout=600, **kw)
 
 
 @pytest.fixture(scope="module")
