@@ -9,7 +9,7 @@ import re
 
 def samples(stdout: str) -> dict[str, str]:
     """{label: text} of the samples generate prints one under another ('── sample 1 · T=0 ──')."""
-    parts = re.split(r"^── (.+?) ──\n", stdout, flags=re.M)[1:]
+    parts = re.split(r"^── (.+?) ──\n", stdout, flags=re.MULTILINE)[1:]
     return dict(zip(parts[::2], (p.rstrip("\n") for p in parts[1::2]), strict=True))
 
 
