@@ -142,9 +142,9 @@ def _save(path: Path, s, lm, zh: bool = False) -> None:
     from tfcli.analysis.experiments import steer as steering
     from tfcli.engine.identity import identity_of
 
-    from .output import save as save_output
+    from tfcli.output import save as save_output
 
-    # the one safe way every output is written (cli/output.py)
+    # the one safe way every output is written (tfcli/output.py)
     save_output(path, lambda f: steering.save(f, s, identity_of(lm)))
     from .console import note
 
