@@ -99,6 +99,32 @@ def test_score_and_bench_take_the_flag(cli):
     assert doc["kv_type"] == "f16" and doc["kv_bytes"] == kv_bytes(load(TINY_GPT2).config, 20, "f16")
 
 
+def test_generate_samples_take_the_flag(cli):
+    """--samples decode together through a BatchCache of the session's type: greedy samples agree."""
+    r = cli("generate", "-m", TINY_GPT2, "--kv-type", "f16", "--samples", "2", "-t", "0", "-n", "12", "ROMEO:")
+    assert r.exit_code == 0, r.stderr
+    texts = [t.split("\n", 1)[1].strip() for t in r.stdout.split("── sample")[1:]]  # each sample's text
+    assert len(texts) == 2 and texts[0] == texts[1] and texts[0].startswith("ROMEO:")
+
+
+def test_the_prompt_cache_keeps_and_gives_back_f16(tiny):
+    """The server's prompt cache (serve/promptcache.py) stores copies of the caches it is given: an f16
+    entry holds half the bytes of an f32 one and a hit continues in f16."""
+    from tfcli.serve.promptcache import PromptCache
+
+    ids = list(range(1, 13))
+    sizes = {}
+    for t in KV_TYPES:
+        c = KVCache(tiny.config, 16, t)
+        tiny.forward(np.array(ids), c)
+        store = PromptCache(1 << 24)
+        store.keep(ids, c)
+        sizes[t] = store.used
+        got, n = store.take(ids + [5], 32)
+        assert n == 12 and got.kv_type == t and np.array_equal(got.k[:, :, :12], c.k[:, :, :12])
+    assert sizes["f32"] == 2 * sizes["f16"]
+
+
 class TestCompiled:
     """The compiled attention and blocks read and write a float16 cache."""
 
