@@ -162,7 +162,8 @@ class TestCompiled:
         BUILDERS["llama3"](tmp_path)
         m = load(tmp_path).model
         quantize_weights(m, "q8_0")
-        assert m.cache_type() == "f16"
+        assert m.cache_type() == "f16" and m.cache_type(fast=False) == "f32"
+        assert m.new_cache(8, fast=True).k.dtype == np.float16 and m.new_cache(8).k.dtype == np.float32  # the textbook's
         prompt = np.random.default_rng(3).integers(1, 300, 9)
         caches = {}
         for t in KV_TYPES:

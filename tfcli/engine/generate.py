@@ -39,7 +39,7 @@ class Session:
         self.workers = workers  # threads a pass may use (engine/executor.py)
         self.run = Fast(workers)  # its helper thread, if any, is kept for the session's passes
         self.capacity = min(capacity or model.config.n_ctx, model.config.n_ctx)
-        self.cache = model.new_cache(self.capacity)
+        self.cache = model.new_cache(self.capacity, fast=True)  # float16 for a quantized model (--kv-type)
         self.tokens: list[int] = []
 
     def prefill(self, tokens: list[int]) -> tuple[np.ndarray, int]:

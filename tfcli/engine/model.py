@@ -98,16 +98,17 @@ class Transformer:
         """Whether any matrix is kept quantized (a GGUF run in place)."""
         return any(isinstance(w, Quantized) for w in self.weights())
 
-    # the KV cache's numbers (kvcache.KV_TYPES: --kv-type); None: float16 if quantized, else float32
+    # the KV cache's numbers (kvcache.KV_TYPES: --kv-type); None: the default of the path (cache_type)
     kv_type: str | None = None
 
-    def cache_type(self) -> str:
-        """The type of the caches new_cache makes: kv_type, else kvcache.default_kv_type's."""
-        return self.kv_type or default_kv_type(self.quantized())
+    def cache_type(self, fast: bool = True) -> str:
+        """The numbers of this model's KV caches: kv_type if asked for; else on the fast paths (a Session,
+        score, the server) kvcache.default_kv_type's (float16 if quantized), on the textbook's float32."""
+        return self.kv_type or (default_kv_type(self.quantized()) if fast else "f32")
 
-    def new_cache(self, capacity: int | None = None) -> KVCache:
-        """A cache for `capacity` positions (default: the whole context)."""
-        return KVCache(self.config, capacity or self.config.n_ctx, self.cache_type())
+    def new_cache(self, capacity: int | None = None, fast: bool = False) -> KVCache:
+        """A cache for `capacity` positions (default: the whole context), for the fast paths or the textbook."""
+        return KVCache(self.config, capacity or self.config.n_ctx, self.cache_type(fast))
 
     def forward(
         self, tokens: np.ndarray, cache: Cache, *, all_logits: bool = False, hooks: Hooks | None = None,

@@ -128,7 +128,7 @@ def score(
         done += sum(end + 1 - first for _, end, first in group)
         if progress is not None:
             progress(done, total)
-    cache = model.new_cache(window)
+    cache = model.new_cache(window, fast=run is not PLAIN)
     for b, end, first in plan:
         if full and end - b == window:
             continue  # scored together above
@@ -165,7 +165,7 @@ def score_chunks(
     if bos is not None:
         inputs[np.arange(n) * chunks] = bos
     logprobs = np.full(len(tokens), np.nan)  # [N]
-    cache = model.new_cache(chunks)
+    cache = model.new_cache(chunks, fast=run is not PLAIN)
     half = chunks // 2
     for i in range(n):
         b = i * chunks
