@@ -13,14 +13,18 @@ function buildAttention() {
   const head = document.getElementById("head");
   const gqa = D.shape.kv_heads !== H;
   for (let h = 0; h < H; h++) {
-    head.appendChild(el("option", { value: h }, gqa ? t("head_option_kv", { h, k: kvOf(h) }) : t("head_option", { h })));
+    head.appendChild(el("option", { value: h },
+      gqa ? t("head_option_kv", { h, k: kvOf(h) }) : t("head_option", { h })));
   }
   layer.addEventListener("change", () => { state.layer = +layer.value; drawAttention(); });
   head.addEventListener("change", () => { state.head = +head.value; drawAttention(); });
   const all = document.getElementById("allheads");
   all.addEventListener("change", () => { state.all = all.checked; drawHeadView(); });
   document.getElementById("gqa").textContent = gqa
-    ? t("gqa", { h: H, hkv: D.shape.kv_heads, groups: D.kv_groups.map((g, k) => t("gqa_group", { list: g.join(", "), k })).join("; ") })
+    ? t("gqa", {
+      h: H, hkv: D.shape.kv_heads,
+      groups: D.kv_groups.map((g, k) => t("gqa_group", { list: g.join(", "), k })).join("; "),
+    })
     : t("no_gqa");
   drawAttention();
 }
@@ -38,9 +42,13 @@ function drawHeadView() {
   const row = 20, top = 24, width = 420, lx = 132, rx = 248;
   const height = top + row * T + 8;
   const heads = state.all ? [...Array(H).keys()] : [state.head];
-  const frame = { id: "headview-svg", tabindex: -1, width, height, viewBox: `0 0 ${width} ${height}`, "data-layer": state.layer, "data-heads": heads.join(",") };
+  const frame = {
+    id: "headview-svg", tabindex: -1, width, height, viewBox: `0 0 ${width} ${height}`,
+    "data-layer": state.layer, "data-heads": heads.join(","),
+  };
   const parts = [];
-  parts.push(tag("text", { x: lx, y: 14, "text-anchor": "end", "font-weight": 600 }, `${esc(t("layer"))} ${state.layer}`));
+  parts.push(tag("text", { x: lx, y: 14, "text-anchor": "end", "font-weight": 600 },
+    `${esc(t("layer"))} ${state.layer}`));
   const which = heads.length === 1 ? t("head_option", { h: heads[0] }) : t("all_heads", { n: H });
   parts.push(tag("text", { x: rx, y: 14, "font-weight": 600 }, esc(which)));
   for (const h of heads) {
@@ -50,7 +58,8 @@ function drawHeadView() {
         if (w < LINE_MIN) continue;
         const y1 = top + q * row + row / 2 - 4, y2 = top + k * row + row / 2 - 4;
         parts.push(tag("line", {
-          class: "w", x1: lx + 6, y1, x2: rx - 6, y2, stroke: headColour(h), "stroke-width": 2, "stroke-opacity": w.toFixed(4),
+          class: "w", x1: lx + 6, y1, x2: rx - 6, y2,
+          stroke: headColour(h), "stroke-width": 2, "stroke-opacity": w.toFixed(4),
           "data-h": h, "data-q": q, "data-k": k, "data-w": w,
         }));
       }
@@ -60,16 +69,22 @@ function drawHeadView() {
     const y = top + i * row + row / 2;
     const label = esc(clip(labels[i], 14));
     // The queries (left) are one tab stop: the arrow keys move between them.
-    parts.push(tag("g", { class: "tok", tabindex: i === 0 ? 0 : -1, role: "button", "data-side": "q", "data-i": i, "aria-label": `${labels[i]} #${i}` },
-      tag("rect", { x: 0, y: y - 14, width: lx + 4, height: row - 2 }) + tag("text", { x: lx, y, "text-anchor": "end" }, label)));
+    parts.push(tag("g", { class: "tok", tabindex: i === 0 ? 0 : -1, role: "button", "data-side": "q", "data-i": i,
+      "aria-label": `${labels[i]} #${i}` },
+      tag("rect", { x: 0, y: y - 14, width: lx + 4, height: row - 2 }) +
+      tag("text", { x: lx, y, "text-anchor": "end" }, label)));
     parts.push(tag("g", { class: "tok", tabindex: -1, "data-side": "k", "data-i": i },
       tag("rect", { x: rx - 4, y: y - 14, width: width - rx + 4, height: row - 2 }) + tag("text", { x: rx, y }, label) +
       tag("text", { class: "wv", x: width - 2, y, "text-anchor": "end" }, "")));
   }
-  parts.push(tag("text", { x: width / 2, y: height - 1, "text-anchor": "middle", "font-size": 10, fill: "#8a90a0" }, esc(t("lines_cut", { w: LINE_MIN }))));
+  parts.push(tag("text", { x: width / 2, y: height - 1, "text-anchor": "middle", "font-size": 10, fill: "#8a90a0" },
+    esc(t("lines_cut", { w: LINE_MIN }))));
   box.innerHTML = tag("svg", frame, parts.join(""));
   const legend = document.getElementById("legend");
-  legend.innerHTML = heads.map((h) => tag("span", {}, tag("span", { class: "swatch", style: `background:${headColour(h)}` }, "") + esc(t("head_option", { h })))).join(" ");
+  legend.innerHTML = heads
+    .map((h) => tag("span", {}, tag("span", { class: "swatch", style: `background:${headColour(h)}` }, "") +
+      esc(t("head_option", { h }))))
+    .join(" ");
   const svg = box.firstChild;
   const over = (e) => {
     const g = e.target.closest(".tok");
@@ -102,7 +117,8 @@ function isolate(svg, side, i) {
     const mine = g.dataset.side === side && +g.dataset.i === i;
     const linked = g.dataset.side !== side && (side === "q" ? +g.dataset.i <= i : +g.dataset.i >= i);
     g.classList.add(mine ? "on" : linked ? "linked" : "off");
-    if (value && linked && side === "q" && !state.all) value.textContent = weight(state.layer, state.head, i, +g.dataset.i).toFixed(3);
+    if (value && linked && side === "q" && !state.all)
+      value.textContent = weight(state.layer, state.head, i, +g.dataset.i).toFixed(3);
   }
   svg.dataset.focus = side === null ? "" : `${side}${i}`;
 }
@@ -119,22 +135,33 @@ function drawHeatmap() {
   // The axes name the tokens (clipped; the readout gives them whole): rows on the left, columns written upwards.
   const padL = 64, padT = 58, width = padL + cell * T + 2, height = padT + cell * T + 2;
   const l = state.layer, h = state.head;
-  const frame = { id: "heatmap-svg", width, height, viewBox: `0 0 ${width} ${height}`, tabindex: 0, "data-layer": l, "data-head": h, "aria-label": t("heatmap_caption") };
+  const frame = {
+    id: "heatmap-svg", width, height, viewBox: `0 0 ${width} ${height}`, tabindex: 0,
+    "data-layer": l, "data-head": h, "aria-label": t("heatmap_caption"),
+  };
   const parts = [];
   const step = [1, 2, 4, 5, 8, 10, 16, 20, 32, 50].find((s) => s * cell >= 20) || 64; // labels 20 px apart at least
   for (let i = 0; i < T; i += step) {
     const name = esc(clip(labels[i], 8));
     const x = padL + i * cell + cell / 2 + 4, y = padT + i * cell + cell / 2 + 4;
-    parts.push(`<text x="${padL - 3}" y="${y}" text-anchor="end" font-size="10" fill="#8a90a0"><title>${i} ${esc(labels[i])}</title>${name}</text>`);
-    parts.push(`<text x="${x}" y="${padT - 4}" transform="rotate(-90 ${x} ${padT - 4})" text-anchor="start" font-size="10" fill="#8a90a0"><title>${i} ${esc(labels[i])}</title>${name}</text>`);
+    parts.push(`<text x="${padL - 3}" y="${y}" text-anchor="end" font-size="10" fill="#8a90a0">` +
+      `<title>${i} ${esc(labels[i])}</title>${name}</text>`);
+    parts.push(`<text x="${x}" y="${padT - 4}" transform="rotate(-90 ${x} ${padT - 4})" text-anchor="start" ` +
+      `font-size="10" fill="#8a90a0"><title>${i} ${esc(labels[i])}</title>${name}</text>`);
   }
   for (let q = 0; q < T; q++) {
     for (let k = 0; k <= q; k++) {
       const w = weight(l, h, q, k);
-      parts.push(tag("rect", { class: "c", x: padL + k * cell, y: padT + q * cell, width: cell, height: cell, fill: heatColour(w), "data-q": q, "data-k": k, "data-w": w }));
+      parts.push(tag("rect", {
+        class: "c", x: padL + k * cell, y: padT + q * cell, width: cell, height: cell, fill: heatColour(w),
+        "data-q": q, "data-k": k, "data-w": w,
+      }));
     }
   }
-  parts.push(tag("rect", { id: "heat-cur", x: 0, y: 0, width: cell, height: cell, fill: "none", stroke: "#f0a500", "stroke-width": 2, visibility: "hidden" }));
+  parts.push(tag("rect", {
+    id: "heat-cur", x: 0, y: 0, width: cell, height: cell, fill: "none", stroke: "#f0a500", "stroke-width": 2,
+    visibility: "hidden",
+  }));
   box.innerHTML = tag("svg", frame, parts.join(""));
   const svg = box.firstChild;
   const readout = document.getElementById("readout");
@@ -143,12 +170,17 @@ function drawHeatmap() {
   const show = (q, k) => {
     cur = [q, k];
     const w = weight(l, h, q, k);
-    readout.textContent = t("readout", { q, ql: JSON.stringify(labels[q]), k, kl: JSON.stringify(labels[k]), w: w.toFixed(4) });
+    readout.textContent = t("readout",
+      { q, ql: JSON.stringify(labels[q]), k, kl: JSON.stringify(labels[k]), w: w.toFixed(4) });
     readout.dataset.q = q; readout.dataset.k = k; readout.dataset.w = w;
     const mark = svg.querySelector("#heat-cur");
-    mark.setAttribute("x", padL + k * cell); mark.setAttribute("y", padT + q * cell); mark.setAttribute("visibility", "visible");
+    mark.setAttribute("x", padL + k * cell);
+    mark.setAttribute("y", padT + q * cell);
+    mark.setAttribute("visibility", "visible");
   };
-  svg.addEventListener("mouseover", (e) => { if (e.target.classList.contains("c")) show(+e.target.dataset.q, +e.target.dataset.k); });
+  svg.addEventListener("mouseover", (e) => {
+    if (e.target.classList.contains("c")) show(+e.target.dataset.q, +e.target.dataset.k);
+  });
   svg.addEventListener("focus", () => show(cur[0], cur[1]));
   svg.addEventListener("keydown", (e) => {
     const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
@@ -175,7 +207,8 @@ function drawThumbs() {
         const o = (q * T + k) * 4;
         if (k > q) { img.data[o] = 243; img.data[o + 1] = 244; img.data[o + 2] = 248; img.data[o + 3] = 255; continue; }
         const s = Math.sqrt(weight(state.layer, h, q, k));
-        img.data[o] = 255 - 219 * s; img.data[o + 1] = 255 - 168 * s; img.data[o + 2] = 255 - 58 * s; img.data[o + 3] = 255;
+        img.data[o] = 255 - 219 * s; img.data[o + 1] = 255 - 168 * s; img.data[o + 2] = 255 - 58 * s;
+        img.data[o + 3] = 255;
       }
     }
     ctx.putImageData(img, 0, 0);
@@ -184,7 +217,11 @@ function drawThumbs() {
     cap.appendChild(el("span", { class: "swatch", style: `background:${headColour(h)}` }));
     cap.appendChild(document.createTextNode(gqa ? t("head_option_kv", { h, k: kvOf(h) }) : t("head_option", { h })));
     b.appendChild(cap);
-    b.addEventListener("click", () => { state.head = h; drawAttention(); document.querySelector(`#thumbs button[data-head="${h}"]`).focus(); });
+    b.addEventListener("click", () => {
+      state.head = h;
+      drawAttention();
+      document.querySelector(`#thumbs button[data-head="${h}"]`).focus();
+    });
     box.appendChild(b);
   }
 }

@@ -11,7 +11,8 @@ function t(key, args) {
 }
 
 function esc(s) {
-  return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+  return String(s).replace(/[&<>"']/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 }
 
 function clip(s, n) {
@@ -89,7 +90,8 @@ function showView(name) {
 function buildTabs() {
   const nav = document.getElementById("tabs");
   VIEWS.forEach((v, i) => {
-    const b = el("button", { id: "tab-" + v, role: "tab", "aria-controls": "view-" + v, type: "button" }, t("tab_" + v));
+    const b = el("button", { id: "tab-" + v, role: "tab", "aria-controls": "view-" + v, type: "button" },
+      t("tab_" + v));
     b.addEventListener("click", () => showView(v));
     b.addEventListener("keydown", (e) => {
       const d = e.key === "ArrowRight" ? 1 : e.key === "ArrowLeft" ? -1 : 0;
@@ -138,7 +140,10 @@ function buildLens() {
       const top = lensAt(row, i)[0];
       const hit = i + 1 < T && top.id === D.tokens[i + 1].id;
       const bg = `rgba(36,87,197,${(0.06 + 0.5 * top.p).toFixed(3)})`;
-      const cell = { "data-row": row, "data-pos": i, "data-id": top.id, "data-p": top.p, class: hit ? "hit" : "", style: `background:${bg}` };
+      const cell = {
+        "data-row": row, "data-pos": i, "data-id": top.id, "data-p": top.p,
+        class: hit ? "hit" : "", style: `background:${bg}`,
+      };
       parts.push(tag("td", cell, esc(clip(vocab(top.id), 7)) + tag("span", { class: "p" }, pct(top.p))));
     }
     parts.push("</tr>");
@@ -156,8 +161,11 @@ function buildLens() {
     for (const x of box.querySelectorAll("td.cur")) x.classList.remove("cur");
     td.classList.add("cur");
     const name = lensRowName(row);
-    const rows = lensAt(row, pos).map((c) => `<tr><td>${esc(vocab(c.id))}</td><td>${pct(c.p)}</td><td>#${c.id}</td></tr>`).join("");
-    tip.innerHTML = `<strong>${esc(name)} · ${esc(t("position"))} ${pos} ${esc(JSON.stringify(labels[pos]))}</strong><table>${rows}</table>`;
+    const rows = lensAt(row, pos)
+      .map((c) => `<tr><td>${esc(vocab(c.id))}</td><td>${pct(c.p)}</td><td>#${c.id}</td></tr>`)
+      .join("");
+    tip.innerHTML = `<strong>${esc(name)} · ${esc(t("position"))} ${pos} ${esc(JSON.stringify(labels[pos]))}</strong>` +
+      `<table>${rows}</table>`;
     tip.hidden = false;
     const r = td.getBoundingClientRect();
     const w = tip.offsetWidth, hgt = tip.offsetHeight;
@@ -204,7 +212,10 @@ function buildNext() {
   document.getElementById("top_k").max = NEXT_N;
   const strip = document.getElementById("positions");
   D.tokens.forEach((tok, i) => {
-    const b = el("button", { type: "button", class: "t", role: "radio", "data-pos": i, "aria-checked": String(i === next.pos), tabindex: i === next.pos ? 0 : -1 });
+    const b = el("button", {
+      type: "button", class: "t", role: "radio", "data-pos": i,
+      "aria-checked": String(i === next.pos), tabindex: i === next.pos ? 0 : -1,
+    });
     b.textContent = tok.label;
     b.appendChild(el("small", {}, String(i)));
     b.addEventListener("click", () => pickPosition(i));
@@ -235,7 +246,8 @@ function pickPosition(i) {
 
 function drawNext() {
   const temperature = knob("temperature"), topK = knob("top_k"), topP = knob("top_p"), minP = knob("min_p");
-  document.getElementById("temperature-v").textContent = temperature === 0 ? `0 (${t("greedy")})` : temperature.toFixed(2);
+  document.getElementById("temperature-v").textContent =
+    temperature === 0 ? `0 (${t("greedy")})` : temperature.toFixed(2);
   document.getElementById("top_k-v").textContent = topK === 0 ? `0 (${t("off")})` : String(topK);
   document.getElementById("top_p-v").textContent = topP >= 1 ? `1 (${t("off")})` : topP.toFixed(2);
   document.getElementById("min_p-v").textContent = minP === 0 ? `0 (${t("off")})` : minP.toFixed(2);
@@ -247,19 +259,26 @@ function drawNext() {
   const model = Array.from(logits, (x) => Math.exp(x - lse)); // the model's own p over the whole vocabulary
   const mass = model.reduce((a, b) => a + b, 0);
   const kept = final.filter((p) => p > 0).length;
-  document.getElementById("next-summary").textContent = t("next_summary", { pos, label: JSON.stringify(labels[pos]), kept, n: NEXT_N, mass: pct(mass) });
+  document.getElementById("next-summary").textContent =
+    t("next_summary", { pos, label: JSON.stringify(labels[pos]), kept, n: NEXT_N, mass: pct(mass) });
   const table = document.getElementById("next-table");
   table.dataset.pos = pos;
   table.dataset.knobs = JSON.stringify({ temperature, top_k: topK, top_p: topP, min_p: minP });
   const swatch = (colour) => tag("span", { class: "swatch", style: `background:${colour}` }, "");
-  const heads = ["col_rank", "col_token", "col_id", "col_logit", "col_model", "col_final"].map((k) => tag("th", {}, esc(t(k))));
-  heads.push(tag("th", {}, `${swatch("#b9c7e6")}${esc(t("col_model"))} ${swatch("var(--accent)")}${esc(t("col_final"))}`));
+  const heads = ["col_rank", "col_token", "col_id", "col_logit", "col_model", "col_final"]
+    .map((k) => tag("th", {}, esc(t(k))));
+  heads.push(tag("th", {},
+    `${swatch("#b9c7e6")}${esc(t("col_model"))} ${swatch("var(--accent)")}${esc(t("col_final"))}`));
   const parts = [`<thead><tr>${heads.join("")}</tr></thead><tbody>`];
   for (let j = 0; j < NEXT_N; j++) {
     const p = final[j];
-    const bars = tag("span", { class: "model", style: `width:${(model[j] * 100).toFixed(2)}%` }, "") + tag("span", { style: `width:${(p * 100).toFixed(2)}%` }, "");
+    const bars = tag("span", { class: "model", style: `width:${(model[j] * 100).toFixed(2)}%` }, "") +
+      tag("span", { style: `width:${(p * 100).toFixed(2)}%` }, "");
     const td = (inner, attrs) => tag("td", attrs || {}, inner);
-    const cells = [td(j + 1), td(esc(vocab(ids[j])), { class: "tok" }), td(ids[j]), td(logits[j].toFixed(3)), td(pct(model[j])), td(p > 0 ? pct(p) : "—"), td(bars, { class: "bar" })];
+    const cells = [
+      td(j + 1), td(esc(vocab(ids[j])), { class: "tok" }), td(ids[j]), td(logits[j].toFixed(3)), td(pct(model[j])),
+      td(p > 0 ? pct(p) : "—"), td(bars, { class: "bar" }),
+    ];
     parts.push(tag("tr", { class: p > 0 ? "" : "cut", "data-id": ids[j], "data-p": p }, cells.join("")));
   }
   parts.push("</tbody>");
@@ -277,11 +296,16 @@ function buildModel() {
   ];
   const num = (v) => (typeof v === "number" ? v.toLocaleString("en-US") : v);
   const parts = rows.map(([k, v]) => `<tr><th>${esc(t(k))}</th><td class="num">${esc(num(v))}</td><td></td></tr>`);
-  parts.push(`<tr><th>${esc(t("params_exact"))}</th><td class="num" id="params-exact">${num(D.params.exact)}</td><td class="why">${esc(t("why_exact"))}</td></tr>`);
-  parts.push(`<tr><th>${esc(t("params_tally"))}</th><td class="num">${num(D.params.tally)}</td><td class="why">${esc(t("why_tally"))}</td></tr>`);
+  parts.push(`<tr><th>${esc(t("params_exact"))}</th><td class="num" id="params-exact">${num(D.params.exact)}</td>` +
+    `<td class="why">${esc(t("why_exact"))}</td></tr>`);
+  parts.push(`<tr><th>${esc(t("params_tally"))}</th><td class="num">${num(D.params.tally)}</td>` +
+    `<td class="why">${esc(t("why_tally"))}</td></tr>`);
   document.getElementById("shape").innerHTML = parts.join("");
   const stored = document.getElementById("stored");
-  for (const line of [t("stored_attn", { q: Q }), t("stored_lens", { k: LENS_K, q: Q }), t("stored_next", { n: NEXT_N }), t("stored_limit", { t: D.limits.tokens })]) {
+  for (const line of [
+    t("stored_attn", { q: Q }), t("stored_lens", { k: LENS_K, q: Q }), t("stored_next", { n: NEXT_N }),
+    t("stored_limit", { t: D.limits.tokens }),
+  ]) {
     stored.appendChild(el("li", {}, line));
   }
   const list = document.getElementById("token-list");
