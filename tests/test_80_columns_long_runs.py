@@ -57,21 +57,14 @@ def sae(cli80, tmp_path, monkeypatch):
     return text, folder, r
 
 
-LOSS_LINE = pytest.mark.xfail(
-    strict=True,
-    reason="views/features.py quality_lines: 'loss recovered ... (next-token loss: clean ..., with the SAE ..., site "
-    "zeroed ...)' is one line of 93 columns",
-)
-
-
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize(
     "command",
     [
-        pytest.param("train", marks=LOSS_LINE),
+        "train",
         "top",
         "show",
-        pytest.param("quality", marks=LOSS_LINE),
+        "quality",
     ],
 )
 def test_features(cli80, sae, command, lang):

@@ -15,10 +15,10 @@ from . import generate_run as run
 from .console import warn
 from .experiment import AblateOption, AnyModelOption, FeatureOption, ScaleOption, SteerOption, pass_hooks
 from .generate_options import (
-    DEFAULT_MAX_TOKENS, Chat, Json, Lookup, MaxTokens, Prompt, PromptOption, Quiet, Samples, Seed, ShowProbs, Slide,
-    Stop, System, Temperature, TemplateFile, TopK, TopP, Truncate,
+    DEFAULT_MAX_TOKENS, Chat, Json, Lookup, MaxTokens, Prompt, PromptFile, PromptOption, Quiet, Samples, Seed,
+    ShowProbs, Slide, Stop, System, Temperature, TemplateFile, TopK, TopP, Truncate,
 )
-from .inputs import warned
+from .inputs import read_file, warned
 from .lora import Lora, with_lora
 from .options import read_text
 from .quantize import Quantize
@@ -44,6 +44,7 @@ def with_template(lm, template: Path | None, chat: bool = True):
 def generate(
     prompt: Prompt = None,
     prompt_option: PromptOption = None,
+    file: PromptFile = None,
     model: options.Model = None,
     lora: Lora = None,
     max_tokens: MaxTokens = None,
@@ -92,6 +93,8 @@ def generate(
 
       tfcli generate "To be" -t 0 -n 40 --show-probs 5
 
+      tfcli generate --file opening.txt -n 60
+
       tfcli generate -m smollm2 --chat "What is the capital of France?" -t 0
 
       tfcli generate "ROMEO:" -t 0.2,0.8,1.5 -n 60 --seed 1
@@ -106,15 +109,18 @@ def generate(
     from tfcli.engine.lookup import Drafter
 
     options.chinese(lang)  # the statistics and the --show-probs tables speak it (views/generate.py)
-    prompt = _given_prompt(prompt, prompt_option)
+    prompt = _given_prompt(prompt, prompt_option, file)
     given_lists = (("--temperature", temperature, float), ("--top-k", top_k, int), ("--top-p", top_p, float))
     lists = {flag: run.parse_list(value, flag, kind) for flag, value, kind in given_lists}
     grammars = (json_schema, grammar, regex)
     n_samples = _check_flags(show_probs, max_tokens, samples, lists, (lookup, slide, as_json), grammars)
-    if prompt is None and _piped_stdin():
+    if prompt is None and file is None and _piped_stdin():
         prompt = "-"  # `echo hi | tfcli generate`: the text piped in is the prompt, as with '-'
     given = "give some text to continue, or omit it to start from a newline"
-    text = "\n" if prompt is None else read_text(prompt, "the prompt", given)
+    if file is not None:
+        text = read_file(file, "continue")
+    else:
+        text = "\n" if prompt is None else read_text(prompt, "the prompt", given)
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
     lm = apply_quantize(with_template(with_lora(options.load_model(model), lora), template, chat), quantize)
@@ -137,7 +143,7 @@ def generate(
     context_bound = max_tokens is None and not slide and want < DEFAULT_MAX_TOKENS
     hooks = pass_hooks(lm, ablate, steer, feature, scale, any_model)
     session = Session(lm.model, capacity=capacity, workers=n_threads, hooks=hooks)
-    ends, echo = (tuple(stop or ()), eos_ids), _echoed(text, chat, prompt)
+    ends, echo = (tuple(stop or ()), eos_ids), _echoed(text, chat, prompt if file is None else file)
     if n_samples > 1:
         stats_args = (load_seconds, n_threads, quiet)
         run.samples(lm, session, ids, samplers, seed, want, ends, show_probs, stats_args, context_bound, echo, rules)
@@ -170,10 +176,13 @@ def _echoed(text: str, chat: bool, prompt: str | None) -> str:
     return "" if chat or prompt is None else text
 
 
-def _given_prompt(prompt: str | None, prompt_option: str | None) -> str | None:
-    """PROMPT or -p/--prompt (llama.cpp's spelling), refused when both are given; None for neither."""
+def _given_prompt(prompt: str | None, prompt_option: str | None, file: Path | None = None) -> str | None:
+    """PROMPT or -p/--prompt (llama.cpp's spelling), refused when both are given, or with --file;
+    None for neither."""
     from tfcli.engine.errors import UsageError
 
+    if file is not None and (prompt is not None or prompt_option is not None):
+        raise UsageError("give the prompt once: as PROMPT, with -p/--prompt or with --file FILE")
     if prompt_option is None:
         return prompt
     if prompt is not None:

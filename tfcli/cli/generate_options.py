@@ -45,6 +45,10 @@ PromptOption = Annotated[
         show_default=False,
     ),
 ]
+PromptFile = Annotated[
+    Optional[Path],
+    typer.Option("--file", "-f", help="Read the prompt from this UTF-8 file instead of PROMPT.", show_default=False),
+]
 MaxTokens = Annotated[
     Optional[int],
     typer.Option(
