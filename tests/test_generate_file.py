@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from conftest import TINY_GPT2, one_line_error
 
 TEXT = "To be, or not to be, that is the question"
