@@ -34,7 +34,7 @@ def recipe_lines(page: Path) -> list[str]:
     """The `tfcli` command lines of a page's fenced blocks ('$ ' and VAR=value prefixes taken off,
     lines ending in '\\' and quotes over several lines joined as a shell joins them)."""
     found = []
-    for block in re.findall(r"```[\w-]*\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+    for block in re.findall(r"```[\w-]*\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL):
         pending = ""
         for line in block.splitlines():
             line = line.rstrip().removeprefix("$ ")
