@@ -42,12 +42,11 @@ def steer(
 
       tfcli steer ROMEO: --toward "O happy day, my sweet joy!" --away "O sad night, my woe!" --block 2 --scale 2 -t 0
 
-      tfcli steer -m smollm2 "My favourite food is" --toward "Paris France" --away "Tokyo Japan" --block 8 \
---save paris.npz
+      tfcli steer -m smollm2 "My favourite food is" --toward "Paris France" --away "Tokyo Japan" --block 8 \\
+        --save paris.npz
     """
     import random
 
-    from tfcli.analysis.experiments import steer as steering
     from tfcli.engine.errors import UsageError
     from tfcli.engine.generate import check_max_new_tokens
 
