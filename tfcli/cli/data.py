@@ -83,9 +83,8 @@ def listing(ctx: typer.Context, as_json: options.Json = False, lang: options.Lan
         how = (
             say(f"tfcli data pull {c.name} downloads it", f"tfcli data pull {c.name} 可下载")
             if c.url
-            else say(
-                "made from its source, no file to download: --from FILE", "由来源加工而成，无文件可下载：用 --from 文件"
-            )
+            else say("made from its source, no file to download: --from FILE",
+                     "由来源加工而成，无文件可下载：用 --from 文件")
         )
         here = say("yes", "是") if is_present(c) else say("no", "否")
         source = f"{c.source_zh}（{c.licence_zh}）" if zh() else f"{c.source} ({c.licence})"
@@ -101,7 +100,7 @@ def listing(ctx: typer.Context, as_json: options.Json = False, lang: options.Lan
 
 
 @app.command("path", cls=Command)
-def path(name: Name) -> None:
+def path(name: Name, lang: options.LangOption = None) -> None:
     """Print the path of a pulled corpus, for --file "$(tfcli data path NAME)".
 
     Example:
@@ -111,6 +110,7 @@ def path(name: Name) -> None:
     from tfcli.engine.errors import PullError
     from tfcli.store.corpora import corpus, is_present, path_of
 
+    options.chinese(lang)
     c = corpus(name)
     if not is_present(c):
         raise PullError(f"the corpus {name} is not in the cache yet", f"run: tfcli data pull {name}")
@@ -130,6 +130,7 @@ def pull(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Download (or copy) again even if it is there.")] = False,
+    lang: options.LangOption = None,
 ) -> None:
     """Download a corpus from its public source into the cache ($TFCLI_HOME/data), checked against
     its pinned sha256; with TFCLI_DATA_URL set, from that mirror instead. A corpus no public file
@@ -144,19 +145,23 @@ def pull(
     from tfcli.numbers import size
     from tfcli.store import corpora
 
-    from .unwind import sigterm_unwinds
     from .progress import Bars
+    from .unwind import sigterm_unwinds
 
+    options.chinese(lang)
     c = corpora.corpus(name)
     was = corpora.is_present(c)
-    with sigterm_unwinds(), Bars({"download": f"downloading {c.file}", "copy": f"copying {c.file}"}) as progress:
+    with sigterm_unwinds(), Bars({"download": say(f"downloading {c.file}", f"正在下载 {c.file}"),
+                                     "copy": say(f"copying {c.file}", f"正在复制 {c.file}")}) as progress:
         where = corpora.pull(name, source, force, progress)
     said = (
         say("already there", "已在缓存中")
         if was and not force and source is None
         else say("checked (sha256)", "已核对 sha256")
     )
-    note(f"{name}: {where} ({size(c.size)}, {said})" if not zh() else f"{name}：{where}（{size(c.size)}，{said}）")
+    # prose for a reader, wrapped between words (never inside the path); scripts read `tfcli data path`
+    note(f"{name}: {where} ({size(c.size)}, {said})" if not zh() else f"{name}：{where}（{size(c.size)}，{said}）",
+         wrap=True)  # fmt: skip
 
 
 def tidy_help(unwrapped, summary) -> None:
