@@ -68,6 +68,7 @@ def generate(
     slide: Slide = False,
     truncate: Truncate = False,
     threads: options.Threads = None,
+    kv_type: options.KvTypeOption = None,
     quantize: Quantize = None,
     quiet: Quiet = False,
     as_json: Json = False,
@@ -124,6 +125,7 @@ def generate(
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
     lm = apply_quantize(with_template(with_lora(options.load_model(model), lora), template, chat), quantize)
+    options.apply_kv_type(lm, kv_type)
     load_seconds = time.perf_counter() - t0
     warned(lm)
 
@@ -136,7 +138,8 @@ def generate(
     if n_samples > 1:
         from tfcli.engine.batch import check_batch
 
-        check_batch(lm.config, n_samples, capacity)  # before a sampler or a cache of the batch exists
+        # before a sampler or a cache of the batch exists
+        check_batch(lm.config, n_samples, capacity, lm.model.cache_type())
     flags = dict(min_p=min_p, repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n)
     samplers, seed = run.make_samplers(lm.generation, lists, samples, seed, flags)
     # Without -n the context can be what stops a generation: said so, not "max tokens".
