@@ -65,7 +65,8 @@ def _quantized(t: int, n: int, k: int, rng) -> Quantized:
 def test_a_long_prompt_product_is_the_kernels_one_row_at_a_time(kernels, t):
     from tfcli.engine.fast.run import kernel_products
 
-    assert t in kernel_products.ALL_ROWS
+    if t not in kernel_products.ALL_ROWS:
+        pytest.skip("long prompts run on the integer kernels where they were measured faster: AVX2 without VNNI")
     rng = np.random.default_rng(990 + t)
     n, k = 52, 32 * 4
     w = _quantized(t, n, k, rng)
@@ -76,13 +77,14 @@ def test_a_long_prompt_product_is_the_kernels_one_row_at_a_time(kernels, t):
 
 
 def test_the_other_types_run_tiles_beyond_kernel_rows(kernels):
-    """Q8_0 and the k-quants multiply a long prompt as dequantized float32 tiles (BLAS): float32's
-    rounding of the float32 weights' product, not the 8-bit activations'."""
+    """Q8_0 and the k-quants (and every type on CPUs other than AVX2 without VNNI) multiply a long prompt
+    as dequantized float32 tiles (BLAS): within float32's rounding of the float32 weights' product, far
+    inside the 8-bit activations' error (about 1/254 of a block's largest |x|)."""
     from tfcli.engine.fast.run import kernel_products
 
     rng = np.random.default_rng(999)
-    for t, k in ((GGMLType.Q8_0, 64), (GGMLType.Q4_K, 256), (GGMLType.Q6_K, 256)):
-        assert t not in kernel_products.ALL_ROWS
+    cases = [(GGMLType.Q8_0, 64), (GGMLType.Q4_K, 256), (GGMLType.Q6_K, 256), (GGMLType.Q4_1, 64)]
+    for t, k in [(t, k) for t, k in cases if t not in kernel_products.ALL_ROWS]:
         w = _quantized(t, 24, k, rng)
         x = rng.standard_normal((kernel_products.KERNEL_ROWS + 1, k)).astype(np.float32)  # [T, K]
         dense = formats.dequantize(w.parts[0].data, t, (24, k))  # [N, K]

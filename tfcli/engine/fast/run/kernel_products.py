@@ -40,8 +40,20 @@ KERNEL_ROWS = 48
 # the int16 sums of llvm_x8.RUN16 (AMD EPYC Zen 1, one core, CPU time: 39-40 GFLOPS on SmolLM2's Q4_1
 # matrices at 64-512 rows, Gemma 3's Q5_0 31-32; OpenBLAS 33-36 on the same float32 shapes at its best,
 # 10 in some processes; benchmarks/README.md). Q8_0 (29: a vpmaddwd per vpmaddubsw without VNNI) and the
-# k-quants (Q4_K 24, Q6_K 21-22, read row by row) stay on tiles beyond KERNEL_ROWS.
+# k-quants (Q4_K 24, Q6_K 21-22, read row by row) stay on tiles beyond KERNEL_ROWS. Measured on AVX2 alone:
+# where BLAS has 512-bit FMAs (AVX-512) or the kernels VNNI (the 64-row figure above), the tiles stay.
 ALL_ROWS = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1})
+
+
+def _avx2_alone() -> bool:
+    """Whether the CPU's widest vectors are AVX2's, without VNNI (the CPUs ALL_ROWS was measured on)."""
+    from ..load.compiled import cpu_name
+
+    flags = set(" ".join(ln.split(":", 1)[-1] for ln in cpu_name().splitlines() if ln.startswith("flags")).split())
+    return "avx2" in flags and not flags & {"avx512f", "avx_vnni", "avx512_vnni"}
+
+
+ALL_ROWS = ALL_ROWS if _avx2_alone() else frozenset()
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "kernels": the module once loaded; "why": why not
 
