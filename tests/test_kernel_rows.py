@@ -92,3 +92,25 @@ def test_the_other_types_run_tiles_beyond_kernel_rows(kernels):
         bound = np.abs(x).astype(np.float64) @ np.abs(dense).astype(np.float64).T
         y = kernel_products.product(x, w)
         assert (np.abs(y - exact) <= 4 * k * EPS * bound).all(), name(t)  # float32 sums of k terms
+
+
+def test_a_matrix_of_two_types_multiplies_each_part_its_own_way(kernels):
+    """A fused matrix (Gemma 3's Q/K/V: Q5_0 beside Q8_0) past KERNEL_ROWS: the part of a type of ALL_ROWS on
+    the integer kernels (its columns the bits of that part's product alone), the other on float32 tiles."""
+    from tfcli.engine.fast.run import kernel_products
+
+    if GGMLType.Q5_0 not in kernel_products.ALL_ROWS:
+        pytest.skip("long prompts run on the integer kernels where they were measured faster: AVX2 without VNNI")
+    rng = np.random.default_rng(1001)
+    k = 64
+    a, b = random_rows(GGMLType.Q5_0, 40, k, rng), random_rows(GGMLType.Q8_0, 16, k, rng)
+    w = Quantized((Part(GGMLType.Q5_0, a), Part(GGMLType.Q8_0, b, np.arange(16)[::-1].copy())), k).T
+    x = rng.standard_normal((kernel_products.KERNEL_ROWS + 3, k)).astype(np.float32)  # [T, K]
+    y = kernel_products.product(x, w, threads=2)  # [T, 56]
+    alone = np.empty((len(x), 40), np.float32)
+    kernels.product(x, a, GGMLType.Q5_0, alone, 0, 40)
+    assert np.array_equal(y[:, :40], alone)
+    dense = formats.dequantize(b, GGMLType.Q8_0, (16, k))[::-1]  # [16, K], the model's order
+    exact = x.astype(np.float64) @ dense.astype(np.float64).T  # [T, 16]
+    bound = np.abs(x).astype(np.float64) @ np.abs(dense).astype(np.float64).T
+    assert (np.abs(y[:, 40:] - exact) <= 4 * k * EPS * bound).all()

@@ -106,7 +106,7 @@ def product(x: np.ndarray, w: Quantized, threads: int = 1, k=None) -> np.ndarray
     if x.dtype != np.float32 or not x.flags.c_contiguous:
         x = np.ascontiguousarray(x, dtype=np.float32)  # [T, K]
     if x.shape[0] > KERNEL_ROWS and not on_integers(w):
-        return _tiled(k, x, w)
+        return _tiled(k, x, w, threads)
     y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
     calls, order = plan_of(k, w)
     for parts in calls:
@@ -180,16 +180,20 @@ def dense_product(k, x: np.ndarray, w: np.ndarray, threads: int = 1) -> np.ndarr
 TILE_ROWS = 256  # weight rows dequantized at a time for a long prompt
 
 
-def _tiled(k, x: np.ndarray, w: Quantized) -> np.ndarray:
+def _tiled(k, x: np.ndarray, w: Quantized, threads: int = 1) -> np.ndarray:
     """A long prompt: tiles of weight rows dequantized (compiled, bit for bit formats.py's), then
-    NumPy's product on BLAS's threads. [T, K] -> [T, N]"""
+    NumPy's product on BLAS's threads; the parts of a type of ALL_ROWS (Gemma 3's Q5_0 queries and keys
+    beside its Q8_0 values) on the integer kernels, on `threads` threads. [T, K] -> [T, N]"""
     y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
     tile = np.empty((TILE_ROWS, w.cols), dtype=np.float32)  # [256, K]
     first = 0
     for p in w.parts:
         stored = np.empty((x.shape[0], p.rows), dtype=np.float32) if p.order is not None else None  # [T, n]
         rows = rows_of(p)
-        for a in range(0, p.rows, TILE_ROWS):
+        if p.type_id in ALL_ROWS:
+            table = _kept(rows, lambda: k.PartTable([(rows, p.type_id, 0)]))  # noqa: B023 (made now, for this part)
+            k.product_parts(x, table, stored if stored is not None else y[:, first : first + p.rows], threads)
+        for a in range(0, p.rows if p.type_id not in ALL_ROWS else 0, TILE_ROWS):
             b = min(a + TILE_ROWS, p.rows)
             # the file's bytes
             data = interleave.restore(rows, a, b) if isinstance(rows, interleave.Interleaved) else rows[a:b]
