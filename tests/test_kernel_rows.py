@@ -114,3 +114,27 @@ def test_a_matrix_of_two_types_multiplies_each_part_its_own_way(kernels):
     exact = x.astype(np.float64) @ dense.astype(np.float64).T  # [T, 16]
     bound = np.abs(x).astype(np.float64) @ np.abs(dense).astype(np.float64).T
     assert (np.abs(y[:, 40:] - exact) <= 4 * k * EPS * bound).all()
+
+
+@pytest.mark.parametrize("t", [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1], ids=name)
+def test_the_largest_sums_do_not_overflow_16_bits(kernels, t):
+    """Every weight's q at its largest (15, or 31 with the fifth bit) against x whose 8-bit q are all 127
+    or all -127: the int16 sums of llvm_x8.RUN16 reach their bound (8 x 3,810 = 30,480 for 4-bit q,
+    4 x 7,874 = 31,496 for 5-bit) and stay exact, for 1, 4 and 9 rows of x."""
+    from test_kernels import HALF_FIELDS, PAYLOAD
+
+    bt = formats.BLOCK_TYPES[t]
+    n, k = 16, 32 * 4
+    blocks = np.full((n * k // 32, bt.nbytes), 0xFF, np.uint8)  # [B, nbytes]: every q and fifth bit set
+    for at in HALF_FIELDS[t]:
+        blocks[:, at : at + 2] = np.full(len(blocks), 0.5, np.float16).view(np.uint8).reshape(-1, 2)
+    assert PAYLOAD[t][1] <= bt.nbytes
+    rows = blocks.reshape(n, -1)
+    w = weights(rows, t, n, k)
+    for T in (1, 4, 9):
+        x = np.where(np.arange(T)[:, None] % 2 == 0, 1.0, -1.0) * np.ones((T, k))  # [T, K]: q all 127 or all -127
+        x = x.astype(np.float32)
+        _, exact, scale = reference(x, w, t)
+        out = np.full((T, n), np.nan, np.float32)
+        kernels.product(x, rows, t, out, 0, n)
+        assert (np.abs(out - exact) <= C * EPS * scale).all(), (T, out[:, 0], exact[:, 0])
