@@ -100,6 +100,43 @@ def test_calls_are_read_back_in_each_style(qwen_template):
     assert content is None and json.loads(calls[0]["function"]["arguments"]) == {"city": "Oslo", "unit": "celsius"}
 
 
+def test_llama3s_required_call_is_its_bare_json_to_the_end_of_turn(llama_cpp_models, tmp_path):
+    """Llama 3.x's templates teach a call as a bare {"name", "parameters"} object, no tag to open it:
+    the required call's grammar, on Llama 3's real vocabulary (llama.cpp's ggml-vocab-llama-bpe.gguf),
+    takes the call as its template writes it, token by token, then <|eot_id|>; it is read back."""
+    from functools import partial
+
+    from tfcli.engine.chat import ChatTemplate
+    from tfcli.engine.grammar import compile_grammar, tag_rule
+    from tfcli.engine.tokenizer import Tokenizer
+    from tfcli.serve.tools import messages_for_template, tools_of
+    from tfcli.store.gguf import GGUFFile
+    from tfcli.store.gguf.tokenizer import tokenizer_json
+
+    with GGUFFile(llama_cpp_models / "ggml-vocab-llama-bpe.gguf") as g:
+        (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer_json(g), ensure_ascii=False), encoding="utf-8")
+        n_vocab = len(g.get("tokenizer.ggml.tokens"))
+    tok, eot = Tokenizer(tmp_path / "tokenizer.json"), 128009
+    for version in ("3.1-8B", "3.2-3B", "3.3-70B"):
+        name = f"meta-llama-Llama-{version}-Instruct"
+        template = (llama_cpp_models / "templates" / f"{name}.jinja").read_text(encoding="utf-8")
+        tools = tools_of({"tools": TOOLS, "tool_choice": "required"}, template)
+        assert (tools.style, tools.in_template) == ("llama", True), name
+        said = {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": '{"zone": "UTC"}'}}
+        turn = [*ASK, {"role": "assistant", "content": None, "tool_calls": [said]}]
+        messages, variables = messages_for_template(turn, tools)
+        text = ChatTemplate(template, eos_token="<|eot_id|>").render(messages, False, **variables)
+        call = text.rsplit("<|end_header_id|>\n\n", 1)[1].split("<|eot_id|>")[0]
+        assert call == '{"name": "get_time", "parameters": {"zone": "UTC"}}', (name, call)
+        tag = partial(tag_rule, tokenizer=tok, vocab_size=n_vocab, eos_ids=(eot,))
+        c = compile_grammar("lark", tools.grammar(tag), tok, n_vocab, (eot,)).start()
+        for t in tok.encode(call):
+            assert c.allowed()[t], (name, tok.token_text(t))
+            c.advance(t)
+        assert c.accepting and c.allowed()[eot]
+        assert tools.parse(call)[1][0]["function"] == {"name": "get_time", "arguments": '{"zone": "UTC"}'}
+
+
 def test_a_required_call_round_trip_through_the_openai_client(client):
     out = client.chat.completions.create(model="tiny-qwen", messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=200, seed=1)
     choice = out.choices[0]

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import partial
 
 from tfcli.engine.errors import TfcliError, shown
-from tfcli.engine.grammar import Grammar, GrammarError
+from tfcli.engine.grammar import Grammar, GrammarError, tag_rule
 from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import SamplingParams
 
@@ -135,7 +136,8 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
                 "it cannot also follow 'response_format' or 'grammar'",
                 "tool_choice",
             )
-        asked.grammar = _compiled("lark", tools.grammar(), lm, asked.eos_ids, "tools")
+        tag = partial(tag_rule, tokenizer=lm.tokenizer, vocab_size=lm.config.vocab_size, eos_ids=asked.eos_ids)
+        asked.grammar = _compiled("lark", tools.grammar(tag), lm, asked.eos_ids, "tools")
     return asked
 
 

@@ -39,8 +39,9 @@ class Tools:
     def forced(self) -> bool:
         return self.choice != "auto"
 
-    def grammar(self) -> str:
-        """A Lark grammar (llguidance's, with %json) of the calls tool_choice requires."""
+    def grammar(self, tag=json.dumps) -> str:
+        """A Lark grammar (llguidance's, with %json) of the calls tool_choice requires; `tag` writes a
+        tag as a rule (engine/grammar.py's tag_rule: the text, or the special token it is)."""
         names = [f["name"] for f in self.functions] if self.choice == "required" else [self.choice]
         key = "parameters" if self.style == "llama" else "arguments"
         calls = [
@@ -55,7 +56,7 @@ class Tools:
         schema = json.dumps({"anyOf": calls, "x-guidance": JSON_OPTIONS})
         if self.style == "llama":
             return f"start: call\ncall: %json {schema}\n"
-        return f'start: "<tool_call>\\n" call "\\n</tool_call>"\ncall: %json {schema}\n'
+        return f'start: {tag("<tool_call>")} "\\n" call "\\n" {tag("</tool_call>")}\ncall: %json {schema}\n'
 
     def _schema(self, name: str) -> dict:
         f = next(f for f in self.functions if f["name"] == name)
