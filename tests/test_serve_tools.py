@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from dataclasses import replace
 
 import pytest
@@ -33,6 +34,20 @@ TOOLS = [
 ]
 SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+LOOP = {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}  # matches nothing
+MANY = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(10_000)}}
+# As pydantic writes a model with a nested one (the openai client's pydantic_function_tool): pointers from its root.
+BOOKING = {
+    "$defs": {"Guest": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}},
+                        "required": ["name"], "additionalProperties": False}},
+    "type": "object", "required": ["guests", "nights"], "additionalProperties": False,
+    "properties": {"guests": {"type": "array", "items": {"$ref": "#/$defs/Guest"}, "minItems": 1, "maxItems": 2},
+                   "nights": {"type": "integer", "minimum": 1, "maximum": 9}},
+}  # fmt: skip
+
+
+def _tool(name: str, parameters: dict) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": parameters}}
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +196,19 @@ def test_a_named_function_and_n3_each_validate(client):
         valid(c.message.tool_calls[0])
 
 
+def test_a_required_call_follows_a_schema_with_its_own_definitions(client):
+    """A tool's schema whose $refs point into its own $defs (pydantic's way): the call's arguments,
+    one branch of the grammar's schema, still find them, and validate."""
+    tools = [*TOOLS, _tool("book", BOOKING)]
+    out = client.chat.completions.create(model="tiny-qwen", messages=ASK, tools=tools, max_tokens=200, n=2, seed=4,
+                                         tool_choice={"type": "function", "function": {"name": "book"}})  # fmt: skip
+    for c in out.choices:
+        assert c.finish_reason == "tool_calls", c
+        call = c.message.tool_calls[0]
+        assert call.function.name == "book"
+        jsonschema.validate(json.loads(call.function.arguments), BOOKING)
+
+
 def test_arguments_cut_by_max_tokens_say_length(client):
     out = client.chat.completions.create(model="tiny-qwen", messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=6, seed=1)
     assert out.choices[0].finish_reason == "length" and not out.choices[0].message.tool_calls
@@ -195,13 +223,19 @@ def test_arguments_cut_by_max_tokens_say_length(client):
         ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice", "auto, none, required"),
         ({"tools": [{"type": "function", "function": {"name": "has space"}}]}, "tools[0]", "letters, digits"),
         ({"tools": [TOOLS[0], TOOLS[0]]}, "tools[1]", "two tools"),
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "strnig"}}}], "tool_choice": "required"}, "tools", "strnig"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "strnig"}}}], "tool_choice": "required"}, "tools[0].function.parameters", "strnig"),
+        ({"tools": [TOOLS[0], _tool("f", LOOP)], "tool_choice": "required"}, "tools[1].function.parameters", "matches no text"),
+        ({"tools": [_tool("f", MANY)], "tool_choice": {"type": "function", "function": {"name": "f"}}}, "tools[0].function.parameters", "10,000 properties"),
         ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice", "cannot also follow"),
     ],
 )
 def test_bad_tool_requests_are_400s(url, extra, param, needle):
+    """Each at once (a schema of 10,000 properties would take the grammar library minutes to build),
+    the tool named."""
     from test_serve import post
 
+    t0 = time.perf_counter()
     status, body, _ = post(url + "/v1/chat/completions", {"messages": ASK, "max_tokens": 8, **extra})
     assert status == 400, body
     assert body["error"]["param"] == param and needle in body["error"]["message"], body
+    assert time.perf_counter() - t0 < 30

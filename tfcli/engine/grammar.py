@@ -158,13 +158,20 @@ def tag_rule(text: str, tokenizer: Tokenizer, vocab_size: int, eos_ids: tuple[in
 
 
 def _schema(text: str) -> dict:
-    """The schema's text -> the schema as compiled: checked for size, each number's digits bounded."""
+    """The schema's text -> the schema as compiled (prepared_schema)."""
     try:
         schema = json.loads(text)
     except ValueError as e:
         raise GrammarError(f"the JSON schema is not JSON: {e}") from None
     if not isinstance(schema, dict):
         raise GrammarError(f"a JSON schema is an object, not {type(schema).__name__}")
+    return prepared_schema(schema)
+
+
+def prepared_schema(schema: dict) -> dict:
+    """A JSON schema -> a copy as compiled: checked for size (MAX_PROPERTIES), each number's digits
+    bounded (NUMBER_STEP); a GrammarError for an object of too many properties."""
+    schema = json.loads(json.dumps(schema))  # a copy: the caller's schema is left as given
     todo = [schema]
     while todo:  # every object of the schema, without recursion
         node = todo.pop()

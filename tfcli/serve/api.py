@@ -108,6 +108,10 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
     if not isinstance(messages, list) or not messages:
         raise bad("'messages' must be a non-empty list of {role, content} objects", "messages")
     tools = tools_of(body, lm.chat.source)
+    for i, f in enumerate(tools.functions if tools is not None and tools.forced else []):
+        if tools.choice in ("required", f["name"]):  # each schema alone, before the prompt: a 400 naming the tool
+            params = json.dumps(tools.parameters(f["name"]))
+            _compiled("json_schema", params, lm, lm.chat_eos_ids(), f"tools[{i}].function.parameters")
     plain, variables = messages_for_template([_message(m, i) for i, m in enumerate(messages)], tools)
     try:
         text = lm.chat.render(plain, add_generation_prompt=True, **variables)
