@@ -90,7 +90,8 @@ def chat(
         bool,
         typer.Option(
             "--lookup",
-            help="Lookup decoding: guess the next tokens from the conversation and check them in one pass; the same replies, faster when a reply repeats its context.",
+            help="Lookup decoding: guess the next tokens from the conversation and check them in one pass; the "
+            "same replies, faster when a reply repeats its context.",
         ),
     ] = False,
     json_schema: constrain.JsonSchema = None,
@@ -131,7 +132,8 @@ def chat(
     require_template(lm)
     params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-        repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=None if seed == -1 else seed,  # -1: random, as generate
+        repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n,
+        seed=None if seed == -1 else seed,  # -1: random, as generate
     ).params  # fmt: skip
     state = ChatState(
         lm=lm,

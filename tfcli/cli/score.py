@@ -44,7 +44,8 @@ def score(
         Optional[int],
         typer.Option(
             "--stride",
-            help="How far the window moves on a text longer than it; each token after the first window sees at least window - stride before it. = --window: windows that do not overlap. (default: half the window)",
+            help="How far the window moves on a text longer than it; each token after the first window sees at "
+            "least window - stride before it. = --window: windows that do not overlap. (default: half the window)",
             show_default=False,
         ),
     ] = None,
