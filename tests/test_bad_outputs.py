@@ -1,6 +1,6 @@
 """Paths tfcli is asked to write (explore -o, attn/lens/geometry --png/--svg/--csv) that are not a
 plain new file: a named pipe, a device node, a link, a folder, a socket, a full disk. Nothing tfcli
-did not write is ever changed: each test looks at the target afterwards (cli/output.py)."""
+did not write is ever changed: each test looks at the target afterwards (tfcli/output.py)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_a_named_pipe_is_written_as_a_stream_and_stays_a_pipe(cli, tmp_path, wri
 
 
 def test_a_named_pipe_nobody_reads_is_refused_in_seconds(cli, tmp_path, monkeypatch):
-    from tfcli.cli import output
+    from tfcli import output
 
     monkeypatch.setattr(output, "PIPE_WAIT", 0.3)
     fifo = tmp_path / "out.fifo"
@@ -104,7 +104,7 @@ def test_dev_stdout_reaches_the_output(tmp_path):
 @pytest.mark.parametrize("writer", FEW)
 def test_an_existing_file_survives_a_full_disk(cli, tmp_path, monkeypatch, writer):
     """The temporary file fills the disk (its descriptor writes to /dev/full): the old file is whole."""
-    from tfcli.cli import output
+    from tfcli import output
 
     real = output._temporary
 

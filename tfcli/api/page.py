@@ -54,7 +54,7 @@ class ExplorePage(Result):
 
     def save(self, path: str | Path) -> Path:
         """Write the page to `path` (.html). Returns the path."""
-        from tfcli.cli import output
+        from tfcli import output
 
         path = Path(path)
         if path.suffix.lower() not in (".html", ".htm"):

@@ -99,7 +99,7 @@ class Result:
     def save(self, path: str | Path) -> Path:
         """Write the result to `path`: .png (needs Pillow), .svg or .json (the command's --json).
         Returns the path."""
-        from tfcli.cli import output
+        from tfcli import output
 
         path = Path(path)
         kind = path.suffix.lower()

@@ -90,13 +90,15 @@ def chat(
         bool,
         typer.Option(
             "--lookup",
-            help="Lookup decoding: guess the next tokens from the conversation and check them in one pass; the same replies, faster when a reply repeats its context.",
+            help="Lookup decoding: guess the next tokens from the conversation and check them in one pass; the "
+            "same replies, faster when a reply repeats its context.",
         ),
     ] = False,
     json_schema: constrain.JsonSchema = None,
     grammar: constrain.Grammar = None,
     regex: constrain.Regex = None,
     threads: options.Threads = None,
+    kv_type: options.KvTypeOption = None,
     quantize: Quantize = None,
     steer: SteerOption = None,
     feature: FeatureOption = None,
@@ -128,10 +130,12 @@ def chat(
     n_threads = options.apply_threads(threads)
     lm = with_lora(options.load_model(model or DEFAULT_CHAT_MODEL), lora)
     lm = apply_quantize(warned(with_template(lm, template)), quantize)
+    options.apply_kv_type(lm, kv_type)
     require_template(lm)
     params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-        repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n, seed=None if seed == -1 else seed,  # -1: random, as generate
+        repetition_penalty=repetition_penalty, repeat_last_n=repeat_last_n,
+        seed=None if seed == -1 else seed,  # -1: random, as generate
     ).params  # fmt: skip
     state = ChatState(
         lm=lm,

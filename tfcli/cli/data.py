@@ -1,6 +1,6 @@
 """tfcli data: the corpora the recipes use, where they come from, and a copy of each in the cache.
 
-    tfcli data                          the corpora: source, licence, size, present or not
+    tfcli data                          the corpora: source, licence, size, present or not (also: data list)
     tfcli data pull shakespeare         download it (sha256 pinned) into $TFCLI_HOME/data
     tfcli data path shakespeare         its path: --file "$(tfcli data path shakespeare)"
 
@@ -53,11 +53,25 @@ def listing(ctx: typer.Context, as_json: options.Json = False, lang: options.Lan
 
       TFCLI_DATA_URL=http://mirror.example/corpora tfcli data pull tang
     """
+    if ctx.invoked_subcommand is None:
+        _list(as_json, lang)
+
+
+@app.command("list", cls=Command)
+def list_corpora(as_json: options.Json = False, lang: options.LangOption = None) -> None:
+    """The corpora, as 'tfcli data' lists them.
+
+    Example:
+
+      tfcli data list --json
+    """
+    _list(as_json, lang)
+
+
+def _list(as_json: bool, lang) -> None:
     from tfcli.numbers import size
     from tfcli.store.corpora import CORPORA, MIRROR, is_present, path_of
 
-    if ctx.invoked_subcommand is not None:
-        return
     options.chinese(lang)
     if as_json:
         from .json import emit
@@ -83,9 +97,8 @@ def listing(ctx: typer.Context, as_json: options.Json = False, lang: options.Lan
         how = (
             say(f"tfcli data pull {c.name} downloads it", f"tfcli data pull {c.name} 可下载")
             if c.url
-            else say(
-                "made from its source, no file to download: --from FILE", "由来源加工而成，无文件可下载：用 --from 文件"
-            )
+            else say("made from its source, no file to download: --from FILE",
+                     "由来源加工而成，无文件可下载：用 --from 文件")
         )
         here = say("yes", "是") if is_present(c) else say("no", "否")
         source = f"{c.source_zh}（{c.licence_zh}）" if zh() else f"{c.source} ({c.licence})"
@@ -101,7 +114,7 @@ def listing(ctx: typer.Context, as_json: options.Json = False, lang: options.Lan
 
 
 @app.command("path", cls=Command)
-def path(name: Name) -> None:
+def path(name: Name, lang: options.LangOption = None) -> None:
     """Print the path of a pulled corpus, for --file "$(tfcli data path NAME)".
 
     Example:
@@ -111,6 +124,7 @@ def path(name: Name) -> None:
     from tfcli.engine.errors import PullError
     from tfcli.store.corpora import corpus, is_present, path_of
 
+    options.chinese(lang)
     c = corpus(name)
     if not is_present(c):
         raise PullError(f"the corpus {name} is not in the cache yet", f"run: tfcli data pull {name}")
@@ -130,6 +144,7 @@ def pull(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Download (or copy) again even if it is there.")] = False,
+    lang: options.LangOption = None,
 ) -> None:
     """Download a corpus from its public source into the cache ($TFCLI_HOME/data), checked against
     its pinned sha256; with TFCLI_DATA_URL set, from that mirror instead. A corpus no public file
@@ -144,19 +159,23 @@ def pull(
     from tfcli.numbers import size
     from tfcli.store import corpora
 
-    from .unwind import sigterm_unwinds
     from .progress import Bars
+    from .unwind import sigterm_unwinds
 
+    options.chinese(lang)
     c = corpora.corpus(name)
     was = corpora.is_present(c)
-    with sigterm_unwinds(), Bars({"download": f"downloading {c.file}", "copy": f"copying {c.file}"}) as progress:
+    with sigterm_unwinds(), Bars({"download": say(f"downloading {c.file}", f"正在下载 {c.file}"),
+                                     "copy": say(f"copying {c.file}", f"正在复制 {c.file}")}) as progress:
         where = corpora.pull(name, source, force, progress)
     said = (
         say("already there", "已在缓存中")
         if was and not force and source is None
         else say("checked (sha256)", "已核对 sha256")
     )
-    note(f"{name}: {where} ({size(c.size)}, {said})" if not zh() else f"{name}：{where}（{size(c.size)}，{said}）")
+    # prose for a reader, wrapped between words (never inside the path); scripts read `tfcli data path`
+    note(f"{name}: {where} ({size(c.size)}, {said})" if not zh() else f"{name}：{where}（{size(c.size)}，{said}）",
+         wrap=True)  # fmt: skip
 
 
 def tidy_help(unwrapped, summary) -> None:

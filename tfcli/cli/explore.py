@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from . import options
-from . import output as output_file
+from tfcli import output as output_file
 from .console import note
 from .inputs import load
 

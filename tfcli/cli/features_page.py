@@ -55,6 +55,6 @@ def page_html(model: str, sae: str, block: int, site: str, found: dict) -> str:
 
 
 def write_page(path: Path, model: str, sae: str, f, found: dict) -> None:
-    from .output import save_text
+    from tfcli.output import save_text
 
     save_text(path, page_html(model, sae, f.block, f.site, found))

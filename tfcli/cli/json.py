@@ -16,7 +16,6 @@ No NumPy import here: callers pass NumPy values, which are converted by duck typ
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 

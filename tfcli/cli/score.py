@@ -44,7 +44,8 @@ def score(
         Optional[int],
         typer.Option(
             "--stride",
-            help="How far the window moves on a text longer than it; each token after the first window sees at least window - stride before it. = --window: windows that do not overlap. (default: half the window)",
+            help="How far the window moves on a text longer than it; each token after the first window sees at "
+            "least window - stride before it. = --window: windows that do not overlap. (default: half the window)",
             show_default=False,
         ),
     ] = None,
@@ -67,6 +68,7 @@ def score(
     ] = None,
     as_json: options.Json = False,
     threads: options.Threads = None,
+    kv_type: options.KvTypeOption = None,
     quantize: Quantize = None,
     ablate: AblateOption = None,
     lang: options.LangOption = None,
@@ -98,6 +100,7 @@ def score(
     zh = options.chinese(lang)
     body = text_or_file(text, file, "score", "score")
     lm = apply_quantize(with_lora(load(model, threads), lora), quantize)
+    options.apply_kv_type(lm, kv_type)
     window, stride = _cut(lm.model, window, stride, chunks)
     ids = lm.tokenizer.prompt(body)
     options.warn_unknown(lm.tokenizer, body, ids, lm.name)

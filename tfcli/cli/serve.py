@@ -52,17 +52,21 @@ def serve(
         bool,
         typer.Option(
             "--batch-invariant/--no-batch-invariant",
-            help="Each request's numbers exactly those it gets alone, whatever shares its decode steps (a greedy answer never changes with the company). --no-batch-invariant: OpenBLAS's batched kernels, which round by the number of rows.",
+            help="Each request's numbers exactly those it gets alone, whatever shares its decode steps (a greedy "
+            "answer never changes with the company). --no-batch-invariant: OpenBLAS's batched kernels, which round "
+            "by the number of rows.",
         ),
     ] = True,
     prompt_cache: Annotated[
         int,
         typer.Option(
             "--prompt-cache",
-            help="MiB of earlier requests' keys and values to keep (least recently used out): a request that starts like one of them, such as a chat's next turn, reads only what is new. 0 = off.",
+            help="MiB of earlier requests' keys and values to keep (least recently used out): a request that starts "
+            "like one of them, such as a chat's next turn, reads only what is new. 0 = off.",
         ),
     ] = 0,
     threads: options.Threads = None,
+    kv_type: options.KvTypeOption = None,
     quantize: Quantize = None,
 ) -> None:
     """Serve a model over the OpenAI API: /v1/completions (with echo and logprobs), /v1/chat/completions
@@ -77,7 +81,8 @@ def serve(
 
       tfcli serve -m smollm2 --prompt-cache 512
 
-      curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' -d '{"prompt": "The sky is", "temperature": 0}'
+      curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\
+        -d '{"prompt": "The sky is", "temperature": 0}'
     """
     from tfcli.engine.errors import UsageError
 
@@ -94,11 +99,11 @@ def serve(
     sock = http.listen(host, port)  # first: a port in use or a host that is no address is said before the model loads
     port = sock.getsockname()[1]  # --port 0: the port the system chose
     if not http.is_loopback(host):
-        warn(
-            f"listening on {host}: other machines can reach this server{'' if api_key else ' and use it without a key (see --api-key)'}"
-        )
+        keyless = "" if api_key else " and use it without a key (see --api-key)"
+        warn(f"listening on {host}: other machines can reach this server{keyless}")
     n_threads = options.apply_threads(threads)
     lm = apply_quantize(warned(with_lora(options.load_model(model), lora)), quantize)
+    options.apply_kv_type(lm, kv_type)
     name = model or lm.name
     from tfcli.serve.live import Page
 

@@ -42,12 +42,11 @@ def steer(
 
       tfcli steer ROMEO: --toward "O happy day, my sweet joy!" --away "O sad night, my woe!" --block 2 --scale 2 -t 0
 
-      tfcli steer -m smollm2 "My favourite food is" --toward "Paris France" --away "Tokyo Japan" --block 8 \
---save paris.npz
+      tfcli steer -m smollm2 "My favourite food is" --toward "Paris France" --away "Tokyo Japan" --block 8 \\
+        --save paris.npz
     """
     import random
 
-    from tfcli.analysis.experiments import steer as steering
     from tfcli.engine.errors import UsageError
     from tfcli.engine.generate import check_max_new_tokens
 
@@ -142,9 +141,9 @@ def _save(path: Path, s, lm, zh: bool = False) -> None:
     from tfcli.analysis.experiments import steer as steering
     from tfcli.engine.identity import identity_of
 
-    from .output import save as save_output
+    from tfcli.output import save as save_output
 
-    # the one safe way every output is written (cli/output.py)
+    # the one safe way every output is written (tfcli/output.py)
     save_output(path, lambda f: steering.save(f, s, identity_of(lm)))
     from .console import note
 

@@ -337,6 +337,6 @@ def _hex(rgb) -> str:
 
 
 def _write(path: Path, save) -> None:
-    from tfcli.cli.output import save as save_output  # only when a file is written: the views' HTML needs none
+    from tfcli.output import save as save_output  # only when a file is written: the views' HTML needs none
 
     save_output(path, save)  # a whole new file renamed over the old, or a pipe/device as a stream

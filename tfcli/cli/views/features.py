@@ -34,11 +34,12 @@ def quality_lines(q: dict) -> list[str]:
         ]
     if "loss_recovered" in q:
         rec, clean, sae, zero = 100 * q["loss_recovered"], q["loss_clean"], q["loss_sae"], q["loss_zero"]
+        # two lines, so that each fits 80 columns
+        lines.append(f"恢复的损失 {rec:.1f}%" if c else f"loss recovered {rec:.1f}%")
         lines.append(
-            f"恢复的损失 {rec:.1f}%（下一个词元的损失：原样 {clean:.4f}，用 SAE 重建 {sae:.4f}，该处置零 {zero:.4f}）"
+            f"  下一个词元的损失：原样 {clean:.4f}，用 SAE 重建 {sae:.4f}，该处置零 {zero:.4f}"
             if c
-            else f"loss recovered {rec:.1f}% (next-token loss: clean {clean:.4f}, with the SAE {sae:.4f}, "
-            f"site zeroed {zero:.4f})"
+            else f"  next-token loss: clean {clean:.4f}, with the SAE {sae:.4f}, site zeroed {zero:.4f}"
         )
     return lines
 

@@ -1,6 +1,6 @@
 """What `tfcli generate` prints besides the text: the statistics line, the --show-probs tables
 (one sample, or a batch side by side) and the texts of a batch. Drawing only: the command
-(cli/generate.py) runs the engine and hands the steps here."""
+(cli/generate_run.py) runs the engine and hands the steps here."""
 
 from __future__ import annotations
 

@@ -14,7 +14,9 @@ CELL = 10  # a grid cell: 6 cells of token, the probability in percent (3), a sp
 
 
 from tfcli.draw.lens import lens_drawing  # noqa: E402, F401  (moved there: the pictures need no terminal)
-from tfcli.numbering import RESID_RULE as LAYERS, RESID_RULE_ZH as LAYERS_ZH, resid_name as layer_name  # noqa: E402, F401
+from tfcli.numbering import RESID_RULE as LAYERS  # noqa: E402, F401
+from tfcli.numbering import RESID_RULE_ZH as LAYERS_ZH  # noqa: E402, F401
+from tfcli.numbering import resid_name as layer_name  # noqa: E402, F401
 
 
 def grid(labels: list[str], probs: np.ndarray, names: list[list[str]], colour: bool, zh: bool = False) -> Text:
