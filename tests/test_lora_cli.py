@@ -237,7 +237,10 @@ def test_an_adapter_on_a_quantized_gguf_gives_peft_s_logits_on_its_weights(cli, 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TFCLI_HOME", str(tmp_path / "tfcli-home"))
         lm = adapted(load(str(gguf)), ad)
-    ours = lm.model.forward(np.array(IDS), lm.model.new_cache(len(IDS)), all_logits=True)
+    from tfcli.engine.kvcache import KVCache
+
+    # a float32 cache, as peft's: a quantized model's default is float16 (kvcache.default_kv_type)
+    ours = lm.model.forward(np.array(IDS), KVCache(lm.model.config, len(IDS), "f32"), all_logits=True)
     ref = peft_logits(wide, ad, IDS)
     assert np.abs(ours - ref).max() <= 1e-4 * max(1.0, np.abs(ref).max())
     one_line_error(cli("generate", "-m", TINY_LLAMA, "hi", "-n", "2", "--lora", ad), 1, "trained on other weights")
