@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import TINY_GPT2, one_line_error
+
 from tfcli.engine.errors import UsageError
 from tfcli.engine.kvcache import KV_TYPES, BatchCache, KVCache, kv_bytes, kv_dtype
 from tfcli.store import load
@@ -150,9 +150,9 @@ class TestCompiled:
         """A quantized model (f16 by default) decoding on the compiled blocks: its keys and values rounded
         to nearest, ties to even, as astype(float16) rounds the same step's float32 keys (the f32 cache's
         decode on the same path); its batch and server rows each equal the sequence alone."""
+        from conftest import decoded_alone
         from test_compiled_blocks import BUILDERS
 
-        from conftest import decoded_alone
         from tfcli.engine.fast.run import fast_executor as executor
         from tfcli.engine.fast.run.fast_executor import Fast
         from tfcli.engine.quantized import quantize_weights

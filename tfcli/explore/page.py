@@ -96,7 +96,8 @@ def _fill(lang: str, title: str, data: dict) -> str:
         "lang": "zh-Hans" if lang == "zh" else "en",
         "title": escape.html(title),
         "style": read("page.css"),
-        "script": "".join(read(name) for name in ("strings.js", "sampler.js", "page.js")),
+        # One script: page.js last, as its main() draws the page once everything before it is defined.
+        "script": "".join(read(name) for name in ("strings.js", "sampler.js", "attention.js", "page.js")),
         "data": escape.json_in_html(data),  # inside <script>: '</script>' cannot end it
     }
     return re.sub(r"\{\{(\w+)\}\}", lambda m: values.get(m.group(1), m.group(0)), read("page.html"))
