@@ -18,7 +18,7 @@ transformers = pytest.importorskip("transformers")
 
 from tfcli.engine.executor import PLAIN  # noqa: E402
 from tfcli.engine.grad import ops as G  # noqa: E402
-from tfcli.engine.grad.tape import unmasked_attention  # noqa: E402
+from tfcli.engine.grad.tape import grouped_attention, unmasked_attention  # noqa: E402
 from tfcli.engine.ops import reference_attention  # noqa: E402
 from tfcli.engine.train import trainable  # noqa: E402
 from tfcli.engine.train.folder import load_params  # noqa: E402
@@ -117,6 +117,19 @@ def test_attention_without_the_mask_reads_the_future():
     open_ = [unmasked_attention(q, kk, vv, None)[0] for kk, vv in ((k, v), (k2, v2))]
     assert np.array_equal(masked[0][:, :, :-1], masked[1][:, :, :-1])
     assert not np.allclose(open_[0][:, :, 0], open_[1][:, :, 0])
+
+
+@pytest.mark.parametrize("window, softcap", [(None, None), (3, None), (None, 2.0), (4, 1.5)])
+def test_the_tapes_attention_equals_the_textbooks(window, softcap):
+    """grad/tape.py's grouped_attention broadcasts the key/value heads and masks in place: the same
+    numbers as executor.Plain.attention, which repeats them (a prompt after 3 cached positions)."""
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((2, 3, 5, 8)).astype(np.float32)  # [N, G, T, Dh]
+    k, v = rng.standard_normal((2, 8, 8)).astype(np.float32), rng.standard_normal((2, 8, 8)).astype(np.float32)
+    ours = grouped_attention(q, k, v, True, window, softcap)
+    ref = PLAIN.attention(q, k, v, 3, True, window, softcap)
+    for a, b in zip(ours, ref):
+        assert a.shape == b.shape and np.abs(a - b).max() <= 1e-6 * max(1.0, np.abs(b).max())
 
 
 @pytest.mark.parametrize("causal", [True, False])

@@ -96,10 +96,7 @@ class Tape(Plain):
         return y
 
     def attention(self, q, k, v, start, weights, window=None, softcap=None):
-        if self.causal:
-            out, w = super().attention(q, k, v, start, True, window, softcap)  # [N, G, T, Dh], [N, G, T, S]
-        else:
-            out, w = unmasked_attention(q, k, v, softcap)  # [N, G, T, Dh], [N, G, T, S]
+        out, w = grouped_attention(q, k, v, self.causal, window, softcap)  # [N, G, T, Dh], [N, G, T, S]
         # k: a view of the cache's keys, copied
         self.steps[self.block].attention = Attention(q, np.array(k), v, w, softcap)
         return out, (w if weights else None)
@@ -108,15 +105,32 @@ class Tape(Plain):
 DROPPED = ("embed", "attn_out", "mlp_out")  # where --dropout acts: the embeddings and each branch's output
 
 
-def unmasked_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, softcap: float | None):
-    """executor.Plain.attention without the causal mask (and without a sliding window): q [N, G, T, Dh],
-    k [N, Dh, S], v [N, S, Dh] -> (out [N, G, T, Dh], weights [N, G, T, S]). Its backward is the
-    masked one's: both are read from the weights."""
-    scores = q @ k[:, None] / np.float32(np.sqrt(q.shape[-1]))  # [N, G, T, Dh] @ [N, 1, Dh, S] -> [N, G, T, S]
+def grouped_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True, window: int | None = None,
+                      softcap: float | None = None):  # fmt: skip
+    """executor.Plain.attention (ops.reference_attention), the key/value heads broadcast over their G
+    query heads instead of repeated, the mask written into the scores in place: q [N, G, T, Dh], k
+    [N, Dh, S], v [N, S, Dh] -> (out [N, G, T, Dh], weights [N, G, T, S]); a training step's
+    attention at about half the textbook's cost (tests/test_train_grads.py holds the two equal).
+    causal False (--no-mask): no mask and no window, each position reads its whole sequence. The
+    backward is the same either way: it reads the weights, and a masked weight is 0."""
+    t_len, s_len = q.shape[2], k.shape[2]
+    scores = q @ k[:, None]  # [N, G, T, Dh] @ [N, 1, Dh, S] -> [N, G, T, S]
+    scores /= np.float32(np.sqrt(q.shape[-1]))
     if softcap:
         scores = softcap * np.tanh(scores / softcap)  # [N, G, T, S]
-    w = ops.softmax(scores.astype(np.float32))  # [N, G, T, S]
+    if causal:
+        query_pos, key_pos = np.arange(s_len - t_len, s_len)[:, None], np.arange(s_len)[None, :]
+        hidden = key_pos > query_pos  # [T, S]
+        if window:
+            hidden |= key_pos <= query_pos - window
+        scores[..., hidden] = -np.inf  # [N, G, T, S]: 0 after softmax
+    w = ops.softmax(scores.astype(np.float32, copy=False))  # [N, G, T, S]
     return w @ v[:, None], w  # [N, G, T, S] @ [N, 1, S, Dh] -> [N, G, T, Dh]
+
+
+def unmasked_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, softcap: float | None):
+    """grouped_attention without the causal mask (tfcli train --no-mask)."""
+    return grouped_attention(q, k, v, False, None, softcap)
 
 
 def record(model, tokens: np.ndarray, hooks: Hooks | None = None, causal: bool = True, dropout: float = 0.0,
