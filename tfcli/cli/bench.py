@@ -23,6 +23,7 @@ def bench(
                                                                                  "for)", show_default=False)] = None,
     runs: Annotated[int, typer.Option("--runs", help="Runs per figure; the median is reported.")] = 3,
     threads: options.Threads = None,
+    kv_type: options.KvTypeOption = None,
     as_json: options.Json = False,
     lang: options.LangOption = None,
 ) -> None:
@@ -48,7 +49,7 @@ def bench(
     from tfcli.engine.threads import available_cpus, busy_cpus
 
     before = busy_cpus()
-    r = _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads)
+    r = _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads, kv_type.value if kv_type else None)
     after = busy_cpus()
     busy = max(
         (n for n in (before, after) if n is not None), default=None
@@ -163,7 +164,8 @@ def _render(name: str, n_threads: int, r, new_tokens: int, runs: int, fraction: 
     for n, tps in r.prefill_tps.items():
         t.add_row(_word("prefill", n=n), f"{tps:,.0f} tok/s")
     t.add_row(_word("decode", n=new_tokens, runs=runs), f"{r.decode_tps:,.1f} tok/s")
-    t.add_row(_word("peak"), f"{size(r.peak_rss)}\n{_word('parts', w=size(r.weight_bytes), kv=size(r.kv_bytes))}")
+    kv = f"{r.kv_type} {size(r.kv_bytes)}"  # the KV cache's numbers and bytes: f16 1.2 MB
+    t.add_row(_word("peak"), f"{size(r.peak_rss)}\n{_word('parts', w=size(r.weight_bytes), kv=kv)}")
     t.add_row(_word("held"), formats)
     t.add_row(_word("bandwidth"), f"{size(r.bandwidth)}/s")
     t.add_row(_word("ceiling"), f"{r.ceiling_tps:,.1f} tok/s")
@@ -171,14 +173,15 @@ def _render(name: str, n_threads: int, r, new_tokens: int, runs: int, fraction: 
     out.print(t)
 
 
-def _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads):
+def _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads, kv_type=None):
     """engine bench.run with its stages shown (a bench takes tens of seconds): a spinner, the stage
     and the seconds at a terminal (cli/progress.py), nothing in a pipe."""
     from .progress import Waiting
 
     with Waiting(_stage("tfcli bench")) as waiting:
         return engine_bench.run(
-            folder, prompts, new_tokens, runs, workers=n_threads, stage=lambda text: waiting.update(_stage(text))
+            folder, prompts, new_tokens, runs, workers=n_threads, stage=lambda text: waiting.update(_stage(text)),
+            kv_type=kv_type,
         )
 
 

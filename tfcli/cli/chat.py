@@ -98,6 +98,7 @@ def chat(
     grammar: constrain.Grammar = None,
     regex: constrain.Regex = None,
     threads: options.Threads = None,
+    kv_type: options.KvTypeOption = None,
     quantize: Quantize = None,
     steer: SteerOption = None,
     feature: FeatureOption = None,
@@ -129,6 +130,7 @@ def chat(
     n_threads = options.apply_threads(threads)
     lm = with_lora(options.load_model(model or DEFAULT_CHAT_MODEL), lora)
     lm = apply_quantize(warned(with_template(lm, template)), quantize)
+    options.apply_kv_type(lm, kv_type)
     require_template(lm)
     params = options.sampler(
         lm.generation, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,

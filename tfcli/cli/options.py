@@ -42,6 +42,36 @@ Threads = Annotated[
 ]
 
 
+
+class KvType(str, Enum):
+    """--kv-type: the numbers the KV cache keeps (engine/kvcache.py, KV_TYPES)."""
+
+    f32 = "f32"
+    f16 = "f16"
+
+
+KvTypeOption = Annotated[
+    Optional[KvType],
+    typer.Option(
+        "--kv-type",
+        help="The KV cache's numbers: f16 halves its memory and what a decode step reads of it, f32 keeps the "
+             "textbook's. Default: f16 for a quantized (GGUF) model, as llama.cpp, f32 for a float one.",
+        show_default=False,
+    ),
+]
+
+
+def apply_kv_type(lm, kv_type: KvType | str | None):
+    """--kv-type on a loaded model: the caches it makes from now on keep these numbers (None: its default)."""
+    if kv_type is not None:
+        from tfcli.engine.kvcache import kv_dtype
+
+        name = kv_type.value if isinstance(kv_type, KvType) else kv_type
+        kv_dtype(name)  # an unknown name: a one-line UsageError
+        lm.model.kv_type = name
+    return lm
+
+
 def json_option(help: str):
     """--json, with what the command's JSON holds."""
     return Annotated[bool, typer.Option("--json", help=help)]

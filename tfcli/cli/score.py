@@ -68,6 +68,7 @@ def score(
     ] = None,
     as_json: options.Json = False,
     threads: options.Threads = None,
+    kv_type: options.KvTypeOption = None,
     quantize: Quantize = None,
     ablate: AblateOption = None,
     lang: options.LangOption = None,
@@ -99,6 +100,7 @@ def score(
     zh = options.chinese(lang)
     body = text_or_file(text, file, "score", "score")
     lm = apply_quantize(with_lora(load(model, threads), lora), quantize)
+    options.apply_kv_type(lm, kv_type)
     window, stride = _cut(lm.model, window, stride, chunks)
     ids = lm.tokenizer.prompt(body)
     options.warn_unknown(lm.tokenizer, body, ids, lm.name)

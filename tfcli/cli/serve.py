@@ -66,6 +66,7 @@ def serve(
         ),
     ] = 0,
     threads: options.Threads = None,
+    kv_type: options.KvTypeOption = None,
     quantize: Quantize = None,
 ) -> None:
     """Serve a model over the OpenAI API: /v1/completions (with echo and logprobs), /v1/chat/completions
@@ -102,6 +103,7 @@ def serve(
         warn(f"listening on {host}: other machines can reach this server{keyless}")
     n_threads = options.apply_threads(threads)
     lm = apply_quantize(warned(with_lora(options.load_model(model), lora)), quantize)
+    options.apply_kv_type(lm, kv_type)
     name = model or lm.name
     from tfcli.serve.live import Page
 

@@ -132,7 +132,8 @@ def _folder(name: str, kind: str, folder: Path, verify: bool) -> dict[str, Any]:
         "source": source, "licence": licence, "chat_template": chat_json, "checksums": checksums,
         "generation": generation,
         "dtype": sorted({tensors.dtype(t) for t in tensors.names}) if hasattr(tensors, "dtype") else None,
-        "weights": _weights(tensors),
+        "weights": (weights := _weights(tensors)),
+        "kv_cache": _kv_cache(cfg, weights["in_place"] is not None),
         "in_cache": kind == "pulled", "manifest": MANIFEST_NAME if manifest is not None else None,
         "removable": kind == "pulled" and not (registry.shipped_dir() / name).is_dir(),
         # made by -m FILE.gguf: the file it runs in place (as models --json)
@@ -170,6 +171,15 @@ def _weights(tensors) -> dict[str, Any]:
     return {"in_place": str(file) if file else None, "file_bytes": file.stat().st_size if file else None,
             "held_bytes": held,
             "formats": sorted(groups.values(), key=lambda g: -g["bytes"])}  # fmt: skip
+
+
+def _kv_cache(cfg, quantized: bool) -> dict[str, Any]:
+    """The KV cache a run keeps by default (engine/kvcache.py: float16 for a GGUF, float32 else; --kv-type):
+    its type, bytes a token and for the whole context."""
+    from tfcli.engine.kvcache import default_kv_type, kv_bytes
+
+    kind = default_kv_type(quantized)
+    return {"type": kind, "bytes_per_token": kv_bytes(cfg, 1, kind), "context_bytes": kv_bytes(cfg, cfg.n_ctx, kind)}
 
 
 def _provenance(name: str, kind: str, folder: Path, manifest: dict | None) -> tuple[str, str | None]:
@@ -287,6 +297,9 @@ def _file_rows(table, r: dict[str, Any]) -> None:
         for g in w["formats"]:
             table.add_row("", f"{g['format']}  {', '.join(g['kinds'])}  [dim]{g['tensors']:,} "
                               f"tensor{'s' if g['tensors'] != 1 else ''}, {_size(g['bytes'])}[/]")
+        kv = r["kv_cache"]
+        table.add_row("KV cache", f"{kv['type']}: {_size(kv['bytes_per_token'])} a token, {_size(kv['context_bytes'])} "
+                                  f"for the whole context [dim](--kv-type)[/]")
     else:
         table.add_row("size", f"{_size(r['download_bytes'])} download, {_size(r['bytes'])} on disk: tfcli pull "
                               f"{escape(r['model'])}")

@@ -21,7 +21,7 @@ from .config import ModelConfig
 from .errors import UsageError
 from .executor import Plain
 from .generate import Generation, Session, Step
-from .kvcache import BATCH_HINT, BatchCache, BatchRows, KVCache
+from .kvcache import BATCH_HINT, BatchCache, BatchRows, KVCache, kv_bytes
 from .memory import check_allocation
 from .model import Transformer
 from .sampling import Sampler
@@ -30,17 +30,18 @@ from .fast.run.fast_executor import RowByRow, on_kernels
 from .tokenizer import Tokenizer
 
 
-def batch_bytes(config: ModelConfig, rows: int, capacity: int) -> int:
+def batch_bytes(config: ModelConfig, rows: int, capacity: int, kv_type: str = "f32") -> int:
     """Memory a batch of `rows` sequences of `capacity` positions needs: their KV caches, and a
     step's largest temporaries (the [B, V] logits and softmax, the [B, 2F] MLP activations)."""
-    return rows * (config.kv_cache_bytes(capacity) + 4 * (3 * config.vocab_size + 3 * 2 * config.d_ff))
+    return rows * (kv_bytes(config, capacity, kv_type) + 4 * (3 * config.vocab_size + 3 * 2 * config.d_ff))
 
 
-def check_batch(config: ModelConfig, rows: int, capacity: int) -> None:
+def check_batch(config: ModelConfig, rows: int, capacity: int, kv_type: str = "f32") -> None:
     """Refuse a batch that does not fit in memory before anything of it is allocated."""
     if rows < 1:
         raise UsageError(f"{{samples}} must be at least 1, not {rows}")
-    check_allocation(batch_bytes(config, rows, capacity), f"{rows:,} samples of {capacity:,} positions", BATCH_HINT)
+    check_allocation(batch_bytes(config, rows, capacity, kv_type), f"{rows:,} samples of {capacity:,} positions",
+                     BATCH_HINT)
 
 
 @dataclass(eq=False)
@@ -161,7 +162,7 @@ class Samples:
         session, totals, runs = self.session, self.totals, self.runs
         model = session.model
         capacity = len(self.prompt) + self.max_new_tokens - 1  # the last token is never fed back
-        check_batch(model.config, len(runs), capacity)
+        check_batch(model.config, len(runs), capacity, model.cache_type())
         for run in runs:
             run.begin()
         t0 = time.perf_counter()
@@ -169,7 +170,7 @@ class Samples:
         totals.prefill_seconds = time.perf_counter() - t0
         for run in runs:
             run.stats.prompt_tokens, run.stats.prefill_seconds = totals.prompt_tokens, totals.prefill_seconds
-        cache = BatchCache(model.config, len(runs), capacity)
+        cache = BatchCache(model.config, len(runs), capacity, model.cache_type())
         cache.fill(session.cache)
         # RowByRow: each sample's numbers those it gets alone; on the session's helper thread, if any
         batch = Batch(model, cache, RowByRow(session.workers, session.run.helper), session.hooks)

@@ -17,6 +17,7 @@ import numpy as np
 
 from .bandwidth import measure_read_bandwidth
 from .generate import Session
+from .kvcache import kv_bytes
 from .memory import proc_bytes
 
 
@@ -35,6 +36,7 @@ class BenchResult:
     peak_rss: int = 0  # bytes, the process's high-water mark
     weight_bytes: int = 0  # float32 bytes of the model's weights (what each decode step reads)
     kv_bytes: int = 0  # the largest KV cache used
+    kv_type: str = "f32"  # its numbers (kvcache.KV_TYPES)
     bandwidth: float = 0.0  # bytes/s, measured with a matrix-vector product
     ceiling_tps: float = 0.0  # bandwidth / weight_bytes
 
@@ -65,10 +67,10 @@ def default_sizes(n_ctx: int) -> tuple[list[int], int]:
 
 def run(
     folder: Path, prompts: list[int], new_tokens: int, runs: int, roofline: bool = True, workers: int = 1,
-    stage: Callable[[str], None] | None = None,
+    stage: Callable[[str], None] | None = None, kv_type: str | None = None,
 ) -> BenchResult:
     """Measure a model folder. `stage(text)`, if given, is told each step before it starts (the CLI
-    shows it: a bench takes tens of seconds)."""
+    shows it: a bench takes tens of seconds). `kv_type`: the KV cache's numbers (default: the model's)."""
     from .loader import load_folder
 
     tell = stage or (lambda text: None)
@@ -77,6 +79,7 @@ def run(
     lm = load_folder(folder)
     load_s = time.perf_counter() - t0
     vocab, net = lm.config.vocab_size, lm.model
+    net.kv_type = kv_type or net.kv_type
     logits, _ = Session(net, capacity=4).prefill(prompt_ids(vocab, 4))
     int(np.argmax(logits))
     res = BenchResult(load_s=load_s, first_token_s=time.perf_counter() - t0)
@@ -102,7 +105,8 @@ def run(
         res.decode_runs.append(new_tokens / (time.perf_counter() - t))
     res.decode_tps = statistics.median(res.decode_runs)
     res.peak_rss = peak_rss()
-    res.kv_bytes = lm.config.kv_cache_bytes(max(prompts + [DECODE_PROMPT + new_tokens]))
+    res.kv_type = net.cache_type()
+    res.kv_bytes = kv_bytes(lm.config, max(prompts + [DECODE_PROMPT + new_tokens]), res.kv_type)
     res.weight_bytes = net.weight_bytes()
     if roofline:
         tell("memory read bandwidth")

@@ -11,6 +11,12 @@ S lines of Dh floats rather than Dh lines of 16 positions: a SmolLM2 decode step
 third less, 1 row or 4 (benchmarks/README.md). Attention reads the keys as views [Hkv, Dh, S]
 (held(), store()), the transposed view of the same floats, so that the scores of a head's queries
 are q [G*T, Dh] @ k [Dh, S] wherever they are computed.
+
+The numbers are float32 or float16 (KV_TYPES, `--kv-type`): float16 halves the cache and what a
+decode step reads of it, as llama.cpp's default cache does; a key is rounded once, when written
+(to the nearest float16, as ggml's fp32_to_fp16), and read back exactly, so a pass sees the same
+keys whether they were written by it or by an earlier one. float16 is the default of quantized
+(GGUF) models, float32 of float ones (default_kv_type).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from .config import ModelConfig
-from .errors import PromptError, ResourceError
+from .errors import PromptError, ResourceError, UsageError
 from .memory import check_allocation
 
 
@@ -28,6 +34,26 @@ FIRST_ROOM = 256  # positions allocated before the first write asks for more
 # positions a sliding layer keeps beyond its window: a rollback within them (lookup, a shorter prompt
 # reuse) needs no recomputation
 SLACK = 256
+
+KV_TYPES = {"f32": np.float32, "f16": np.float16}  # --kv-type: the cache's numbers
+
+
+def default_kv_type(quantized: bool) -> str:
+    """float16 for a quantized model (GGUF's weights are rounded far more than float16 rounds a key;
+    llama.cpp's default), float32 for float weights: the textbook's numbers."""
+    return "f16" if quantized else "f32"
+
+
+def kv_dtype(kv_type: str) -> type:
+    """The NumPy type of a --kv-type name; UsageError naming the choices otherwise."""
+    if kv_type not in KV_TYPES:
+        raise UsageError(f"unknown KV cache type {kv_type!r}", f"use one of {', '.join(KV_TYPES)}")
+    return KV_TYPES[kv_type]
+
+
+def kv_bytes(config: ModelConfig, n_positions: int, kv_type: str = "f32") -> int:
+    """Bytes of a cache of `n_positions` positions holding `kv_type` numbers (ModelConfig.kv_cache_bytes)."""
+    return config.kv_cache_bytes(n_positions, np.dtype(kv_dtype(kv_type)).itemsize)
 
 
 class Cache(Protocol):
@@ -104,10 +130,11 @@ class KVCache:
     layers' 32,768 positions and the 15 sliding layers' ~1,300, not 18 x 32,768. Attention reads
     a sliding layer's keys from `off` on, with positions counted from there."""
 
-    def __init__(self, config: ModelConfig, capacity: int):
-        nbytes = config.kv_cache_bytes(capacity)
-        check_allocation(nbytes, f"a KV cache of {capacity:,} positions")
+    def __init__(self, config: ModelConfig, capacity: int, kv_type: str = "f32"):
         self.config = config
+        self.dtype = kv_dtype(kv_type)  # the numbers kept: float32 or float16
+        self.kv_type = kv_type
+        check_allocation(self.nbytes(capacity), f"a KV cache of {capacity:,} positions")
         self.capacity = capacity
         self.length = 0  # positions filled so far, the same for every layer once a forward pass ends
         windows = config.windows or (None,) * config.n_layer
@@ -127,11 +154,13 @@ class KVCache:
         """Positions allocated now in the global layers (<= capacity)."""
         return self.v.shape[2]
 
+    def nbytes(self, room: int) -> int:
+        """Bytes of this cache's keys and values once it holds `room` positions."""
+        return kv_bytes(self.config, room, self.kv_type)
+
     def _arrays(self, layers: int, room: int) -> tuple[np.ndarray, np.ndarray]:
         shape = (layers, self.config.n_kv_head, room, self.config.head_dim)
-        return np.zeros(shape, dtype=np.float32), np.zeros(
-            shape, dtype=np.float32
-        )  # keys, values [layers, Hkv, room, Dh]
+        return np.zeros(shape, self.dtype), np.zeros(shape, self.dtype)  # keys, values [layers, Hkv, room, Dh]
 
     def _allocate(self, room: int) -> None:
         k, v = self._arrays(self.config.n_layer - self.n_sliding, room)  # [Lg, Hkv, room, Dh] each
@@ -149,7 +178,7 @@ class KVCache:
             raise ResourceError(f"the KV cache holds {self.capacity} positions; position {end - 1} does not fit")
         if end > self.room:
             room = min(self.capacity, max(end, 2 * self.room))
-            check_allocation(self.config.kv_cache_bytes(room), f"a KV cache of {room:,} positions")
+            check_allocation(self.nbytes(room), f"a KV cache of {room:,} positions")
             self._allocate(room)
         if self.n_sliding and end - self.off > self.ks.shape[2]:
             self._slide(self.length if start is None else start, end)
@@ -200,7 +229,8 @@ class KVCache:
         end = start + k.shape[0]
         sliding, i = self.slot[layer]
         keys, values, at = (self.ks, self.vs, start - self.off) if sliding else (self.k, self.v, start)
-        keys[i, :, at : at + end - start] = k.transpose(1, 0, 2)  # [T, Hkv, Dh] -> [Hkv, T, Dh]
+        # [T, Hkv, Dh] -> [Hkv, T, Dh], rounded to the cache's type (float16: to nearest, ties to even)
+        keys[i, :, at : at + end - start] = k.transpose(1, 0, 2)
         values[i, :, at : at + end - start] = v.transpose(1, 0, 2)
 
     def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -242,7 +272,7 @@ class KVCache:
 
     def copy(self, capacity: int | None = None) -> KVCache:
         """A new cache holding the same positions (the shared prompt of n choices)."""
-        new = KVCache(self.config, capacity or self.capacity)
+        new = KVCache(self.config, capacity or self.capacity, self.kv_type)
         n = self.length
         new.ks, new.vs, new.off = self.ks.copy(), self.vs.copy(), self.off  # [Ls, ...]: what the sliding layers hold
         new.reserve(max(n, 1), 0)  # the global layers' room; the sliding layers' is already enough
@@ -263,24 +293,30 @@ class BatchCache:
     (transposed), and B sequences' attention is one call over B*Hkv heads.
     """
 
-    def __init__(self, config: ModelConfig, rows: int, capacity: int):
-        check_allocation(rows * config.kv_cache_bytes(capacity), f"a KV cache for {rows:,} samples of {capacity:,} "
-                                                                 "positions", BATCH_HINT)
-        L, Hkv, Dh = config.n_layer, config.n_kv_head, config.head_dim
+    def __init__(self, config: ModelConfig, rows: int, capacity: int, kv_type: str | None = None):
+        """`kv_type`: the numbers kept (KV_TYPES); None: those of the cache fill() copies (float32 before)."""
+        check_allocation(rows * kv_bytes(config, capacity, kv_type or "f32"), f"a KV cache for {rows:,} samples of "
+                                                                              f"{capacity:,} positions", BATCH_HINT)
         self.config = config
-        self.k = np.zeros(
-            (L, rows, Hkv, capacity, Dh), dtype=np.float32
-        )  # [L, B, Hkv, capacity, Dh]; sized to prompt + new tokens by the caller
-        self.v = np.zeros((L, rows, Hkv, capacity, Dh), dtype=np.float32)  # [L, B, Hkv, capacity, Dh]
-        self.capacity = capacity
+        self.capacity = capacity  # sized to prompt + new tokens by the caller
         self.rows = rows  # sequences still in the batch: rows 0..rows-1
         self.length = 0
+        self.typed = kv_type is not None
+        self._allocate(kv_type or "f32")
+
+    def _allocate(self, kv_type: str) -> None:
+        self.kv_type = kv_type
+        shape = (self.config.n_layer, self.rows, self.config.n_kv_head, self.capacity, self.config.head_dim)
+        self.k = np.zeros(shape, kv_dtype(kv_type))  # [L, B, Hkv, capacity, Dh]
+        self.v = np.zeros(shape, kv_dtype(kv_type))  # [L, B, Hkv, capacity, Dh]
 
     def fill(self, prefix: KVCache) -> None:
         """Give every row the positions a single-sequence cache holds (the shared prompt)."""
         n = prefix.length
         if n > self.capacity:
             raise ResourceError(f"the batch cache holds {self.capacity} positions; the prompt has {n}")
+        if not self.typed and prefix.kv_type != self.kv_type:  # its numbers: the prompt's (nothing written yet)
+            self._allocate(prefix.kv_type)
         for layer in range(self.config.n_layer):
             first = prefix.first(layer)  # a sliding layer's older positions are beyond every window: left zero
             keys, values = prefix.held(layer, n)  # [Hkv, Dh, n - first], [Hkv, n - first, Dh]

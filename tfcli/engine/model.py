@@ -23,7 +23,7 @@ import numpy as np
 from . import ops
 from .config import ModelConfig
 from .executor import PLAIN, Plain
-from .kvcache import Cache, KVCache
+from .kvcache import Cache, KVCache, default_kv_type
 from .quantized import Quantized
 from .sites import Hooks
 from .slots import Prompts
@@ -98,9 +98,16 @@ class Transformer:
         """Whether any matrix is kept quantized (a GGUF run in place)."""
         return any(isinstance(w, Quantized) for w in self.weights())
 
+    # the KV cache's numbers (kvcache.KV_TYPES: --kv-type); None: float16 if quantized, else float32
+    kv_type: str | None = None
+
+    def cache_type(self) -> str:
+        """The type of the caches new_cache makes: kv_type, else kvcache.default_kv_type's."""
+        return self.kv_type or default_kv_type(self.quantized())
+
     def new_cache(self, capacity: int | None = None) -> KVCache:
         """A cache for `capacity` positions (default: the whole context)."""
-        return KVCache(self.config, capacity or self.config.n_ctx)
+        return KVCache(self.config, capacity or self.config.n_ctx, self.cache_type())
 
     def forward(
         self, tokens: np.ndarray, cache: Cache, *, all_logits: bool = False, hooks: Hooks | None = None,

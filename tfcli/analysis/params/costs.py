@@ -15,7 +15,7 @@ from .factors import Row, axis, const, times
 from .tally import tally_3b1b
 
 WEIGHT_BITS = {"fp32": 32, "fp16": 16, "int8": 8, "int4": 4}  # bits per stored weight (bf16 as fp16)
-CACHE_BYTES = {"fp32": 4, "fp16": 2}  # tfcli's engine keeps its KV cache in fp32
+CACHE_BYTES = {"fp32": 4, "fp16": 2}  # tfcli keeps fp16 for a GGUF, fp32 for float weights (--kv-type)
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,7 @@ class Attention:
     ROWS: int
     DH: int
     HKV: int
-    K: int  # keys [Hkv, S, Dh]: head and s strides KH, KS in elements (the d stride is 1)
+    K: int  # keys [Hkv, S, Dh]: head and s strides KH, KS in elements (the d stride is 1), of type KV
     KH: int
     KS: int
     V: int  # values [Hkv, S, Dh]: head and s strides VH, VS (the d stride is 1)
@@ -128,9 +128,16 @@ class Attention:
     TAKE: int  # several rows: in the k-th row of fields, the row that chunk k takes (most keys first)
     QZ: int  # several rows: the address of the layer's row of the layer table (LayerColumn), whose
     # W_o calls a row quantizes its output for (0: none)
+    KV: int  # the keys' and values' numbers: KV_F32 or KV_F16 (engine/kvcache.py's KV_TYPES)
 
 
 PREP, PREP_ONLY = 1, 2  # Attention.PREP's flags
+KV_F32, KV_F16 = 0, 1  # Attention.KV, RowColumn.KV
+
+
+def kv_kind(itemsize: int) -> int:
+    """Attention.KV of a cache whose numbers take `itemsize` bytes (4: float32, 2: float16)."""
+    return KV_F16 if itemsize == 2 else KV_F32
 ATTENTION_THREADS_FROM = 1 << 18  # S x Hkv x G x Dh multiply-adds from which a call is shared among threads
 
 SLOTS = max(len(Product), len(Attention))  # an argument array's length: a thread's, a row's of Attention.TABLE
@@ -251,6 +258,7 @@ class RowColumn:
     POS: int  # the row's position
     # whether its cache keeps sliding layers apart (LayerColumn.SLIDING, CACHE), else layer l is l in KG
     SLIDES: int
+    KV: int  # its cache's numbers (Attention.KV); the strides above count them
 
 
 # The widths of the tables above, as plain ints (numba reads a module's ints as constants, not len() of a class)

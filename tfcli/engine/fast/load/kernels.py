@@ -30,7 +30,7 @@ import numpy as np
 
 from ...formats import BLOCK_TYPES, GGMLType
 from . import elf, workers
-from ..arguments import ATTENTION_THREADS_FROM, PART_WIDTH, SLOTS, X8, Attention, Blocks, PartColumn, Product
+from ..arguments import ATTENTION_THREADS_FROM, PART_WIDTH, SLOTS, X8, Attention, Blocks, PartColumn, Product, kv_kind
 from ..run.activations import layout as x_layout
 from .compiled import cache_dir, key_taken, orphan_guard, ours, read_regular, remove_stale, writable
 from ..run.interleave import TYPES, Interleaved, interleave
@@ -415,8 +415,11 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> 
     s_len = k.shape[2]
     k = k.transpose(0, 2, 1)  # [Hkv, S, Dh], as the caches keep the keys
     (kh, ks, kd), (vh, vs, vd) = k.strides, v.strides
-    if k.dtype != np.float32 or v.dtype != np.float32 or kd != 4 or vd != 4 or (kh | ks | vh | vs) % 4:
+    size = k.itemsize  # float32 or float16 keys and values (engine/kvcache.py's KV_TYPES), read as they are kept
+    if k.dtype not in (np.float32, np.float16) or v.dtype != k.dtype or kd != size or vd != size \
+            or (kh | ks | vh | vs) % size:
         k, v = np.ascontiguousarray(k, np.float32), np.ascontiguousarray(v, np.float32)
+        size = 4
     out = np.empty(q.shape, np.float32)  # [Hkv, G, 1, Dh]
     # shorter: not worth a hand-off
     chunks = threads if threads > 1 and s_len * n_kv * group * head_dim >= ATTENTION_THREADS_FROM else 1
@@ -426,8 +429,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> 
     scratch = np.empty((chunks, group, s_len), np.float32)  # [chunks, G, S]: a head's scores, then their exponentials
     a = [0] * SLOTS
     a[Attention.Q], a[Attention.ROWS], a[Attention.DH], a[Attention.HKV] = _data_address(q), group, head_dim, n_kv
-    a[Attention.K], a[Attention.KH], a[Attention.KS] = _data_address(k), k.strides[0] // 4, k.strides[1] // 4
-    a[Attention.V], a[Attention.VH], a[Attention.VS] = _data_address(v), v.strides[0] // 4, v.strides[1] // 4
+    a[Attention.K], a[Attention.KH], a[Attention.KS] = _data_address(k), k.strides[0] // size, k.strides[1] // size
+    a[Attention.V], a[Attention.VH], a[Attention.VS] = _data_address(v), v.strides[0] // size, v.strides[1] // size
+    a[Attention.KV] = kv_kind(size)
     a[Attention.S], a[Attention.OUT], a[Attention.CHUNKS] = s_len, _data_address(out), chunks
     a[Attention.SCRATCH], a[Attention.SPLIT] = _data_address(scratch), split
     _call(None, "attention", a, chunks, threads)

@@ -31,6 +31,7 @@ from ...kvcache import BatchCache, KVCache
 from ...slots import Prompts, Slots
 from ...quantized import Quantized
 from ..arguments import BLOCKS_WIDTH, CALL_WIDTH, LAYER_WIDTH, ROW_WIDTH, SLOTS, Blocks, Call, LayerColumn, RowColumn
+from ..arguments import kv_kind
 from .kernel_products import KERNEL_ROWS, plan_of
 
 
@@ -221,9 +222,9 @@ def _rows(cache, positions: np.ndarray) -> tuple[np.ndarray, int]:
         for at, array in ((RowColumn.KG, cache.k), (RowColumn.VG, cache.v)):  # [L, B, Hkv, ...]
             table[:, at] = array.ctypes.data + np.arange(len(positions)) * array.strides[1]
             table[:, at + 1], table[:, at + 2], table[:, at + 3] = (
-                s // 4 for s in (array.strides[0], *array.strides[2:4])
+                s // array.itemsize for s in (array.strides[0], *array.strides[2:4])
             )
-        table[:, RowColumn.POS] = positions
+        table[:, RowColumn.POS], table[:, RowColumn.KV] = positions, kv_kind(cache.k.itemsize)
         return table, cache.capacity
     caches = cache.caches if isinstance(cache, (Slots, Prompts)) else [cache] * len(positions)
     start = int(positions[0])
@@ -236,8 +237,10 @@ def _rows(cache, positions: np.ndarray) -> tuple[np.ndarray, int]:
         if isinstance(cache, Slots):
             c.reserve(int(p) + 1, int(p))
         for at, array in ((RowColumn.KG, c.k), (RowColumn.VG, c.v), (RowColumn.KW, c.ks), (RowColumn.VW, c.vs)):
-            table[t, at], table[t, at + 1 : at + 4] = array.ctypes.data, [s // 4 for s in array.strides[:3]]
+            strides = [s // array.itemsize for s in array.strides[:3]]  # in numbers, float32 or float16
+            table[t, at], table[t, at + 1 : at + 4] = array.ctypes.data, strides
         table[t, RowColumn.OFF], table[t, RowColumn.POS], table[t, RowColumn.SLIDES] = c.off, p, 1
+        table[t, RowColumn.KV] = kv_kind(c.k.itemsize)
         room = max(room, c.room, c.ks.shape[2])
     return table, room
 

@@ -7,9 +7,13 @@ from __future__ import annotations
 import numpy as np
 from numba import carray
 
-from .llvm_attention import ask, dots, tile_1, tile_4
-from .jobs import _exp, _f32, _float_bits, _i64, _quantize_rows
-from ..arguments import CALL_WIDTH, LAYER_WIDTH, PREP, PREP_ONLY, SLOTS, Attention, Call, LayerColumn
+from numba import types
+
+from .llvm_attention import ask, dots, kv_get, kv_put, tile_1, tile_4
+from .jobs import _exp, _f32, _float_bits, _i64, _pointer, _quantize_rows
+from ..arguments import CALL_WIDTH, KV_F16, LAYER_WIDTH, PREP, PREP_ONLY, SLOTS, Attention, Call, LayerColumn
+
+_u16 = _pointer(types.uint16)  # a float16 cache's bits
 
 
 # positions whose values (and the next head's keys) a head asks for before its scores: more were slower after 2,000
@@ -52,7 +56,19 @@ def attention(a, c):
 
 
 def _attend(a, c):
-    """attention() of one row: its slots `a`, chunk c of its heads."""
+    """attention() of one row: its slots `a`, chunk c of its heads, on a float32 or a float16 cache
+    (Attention.KV): the same code, compiled for each (_heads)."""
+    n_kv, s_len = a[Attention.HKV], a[Attention.S]
+    kn = (n_kv - 1) * a[Attention.KH] + s_len * a[Attention.KS]  # elements from the first key to past the last
+    vn = (n_kv - 1) * a[Attention.VH] + s_len * a[Attention.VS]
+    if a[Attention.KV] == KV_F16:
+        _heads(a, c, carray(_u16(a[Attention.K]), (kn,)), carray(_u16(a[Attention.V]), (vn,)))
+    else:
+        _heads(a, c, carray(_f32(a[Attention.K]), (kn,)), carray(_f32(a[Attention.V]), (vn,)))
+
+
+def _heads(a, c, keys, values):
+    """_attend over the keys and values of every head (float32 or float16 bits, uint16)."""
     rows, dh, n_kv, s_len = a[Attention.ROWS], a[Attention.DH], a[Attention.HKV], a[Attention.S]
     chunks = a[Attention.CHUNKS]
     q = carray(_f32(a[Attention.Q]), (n_kv * rows * dh,))
@@ -66,12 +82,11 @@ def _attend(a, c):
     size = (n_kv * split + chunks - 1) // chunks
     for u in range(c * size, min(n_kv * split, (c + 1) * size)):
         h, part = u // split, u % split
-        k = carray(_f32(a[Attention.K] + 4 * h * a[Attention.KH]), (s_len * ks,))
-        v = carray(_f32(a[Attention.V] + 4 * h * a[Attention.VH]), (s_len * vs,))
+        k, v = keys[h * a[Attention.KH] :], values[h * a[Attention.VH] :]  # head h's [S, Dh] (views)
         _ask_ahead(v, vs, s_len, dh)  # the first of this head's values, read after its scores, asked for now
         # and of the next head's keys
         if part == split - 1 and h + 1 < n_kv and u + 1 < min(n_kv * split, (c + 1) * size):
-            _ask_ahead(carray(_f32(a[Attention.K] + 4 * (h + 1) * a[Attention.KH]), (s_len * ks,)), ks, s_len, dh)
+            _ask_ahead(keys[(h + 1) * a[Attention.KH] :], ks, s_len, dh)
         for r0 in range(part * per, min(rows, (part + 1) * per), 4):
             n = min(4, min(rows, (part + 1) * per) - r0)
             qo = (h * rows + r0) * dh
@@ -87,7 +102,7 @@ def _attend(a, c):
                         qr = q[qo + r * dh : qo + (r + 1) * dh]
                         acc = np.float32(0)
                         for d in range(dh):
-                            acc += qr[d] * key[d]
+                            acc += qr[d] * kv_get(key, d)
                         e[eo + r * s_len + j] = acc * scale
             for r in range(n):
                 # [S] a view: indices from 0 up, which LLVM runs in vector lanes
@@ -114,7 +129,7 @@ def _attend(a, c):
                 for dd in range(d, dh):
                     acc = np.float32(0)
                     for j in range(s_len):
-                        acc += row[j] * v[j * vs + dd]
+                        acc += row[j] * kv_get(v, j * vs + dd)
                     o[dd] = acc
                 total = np.float32(0)
                 for j in range(s_len):
@@ -148,8 +163,6 @@ def _prep(r):
     ops.apply_rope), into Attention.Q; then its key and value into column Attention.COL of its cache."""
     n_head, n_kv, dh, half = r[Attention.NHEAD], r[Attention.HKV], r[Attention.DH], r[Attention.HALF]
     nq = (n_head + 2 * n_kv) * dh
-    kh, ks, vh, vs, col = r[Attention.KH], r[Attention.KS], r[Attention.VH], r[Attention.VS], r[Attention.COL]
-    keys, values = carray(_f32(r[Attention.K]), (n_kv * kh,)), carray(_f32(r[Attention.V]), (n_kv * vh,))
     qkv, qm = carray(_f32(r[Attention.QKV]), (nq,)), carray(_f32(r[Attention.Q]), (nq,))
     if r[Attention.ORDER] != 0:
         order = carray(_i64(r[Attention.ORDER]), (nq,))
@@ -179,14 +192,26 @@ def _prep(r):
             x1, x2 = head[i], head[half + i]
             head[i] = x1 * cos[i] - x2 * sin[i]
             head[half + i] = x2 * cos[i] + x1 * sin[i]
+    kh, vh = r[Attention.KH], r[Attention.VH]
+    if r[Attention.KV] == KV_F16:
+        _keep(r, qm, carray(_u16(r[Attention.K]), (n_kv * kh,)), carray(_u16(r[Attention.V]), (n_kv * vh,)))
+    else:
+        _keep(r, qm, carray(_f32(r[Attention.K]), (n_kv * kh,)), carray(_f32(r[Attention.V]), (n_kv * vh,)))
+
+
+def _keep(r, qm, keys, values):
+    """Row r's key and value heads (after its queries in qm) into column Attention.COL of its cache
+    (float32, or float16 bits rounded to nearest: kv_put)."""
+    n_head, n_kv, dh = r[Attention.NHEAD], r[Attention.HKV], r[Attention.DH]
+    kh, ks, vh, vs, col = r[Attention.KH], r[Attention.KS], r[Attention.VH], r[Attention.VS], r[Attention.COL]
     for g in range(n_kv):
         key = qm[(n_head + g) * dh : (n_head + g + 1) * dh]
         value = qm[(n_head + n_kv + g) * dh : (n_head + n_kv + g + 1) * dh]
         krow = keys[g * kh + col * ks : g * kh + col * ks + dh]
         vrow = values[g * vh + col * vs : g * vh + col * vs + dh]
         for e in range(dh):
-            krow[e] = key[e]
-            vrow[e] = value[e]
+            kv_put(krow, e, key[e])
+            kv_put(vrow, e, value[e])
 
 
 def _rms_row(x, g, out, eps):
@@ -200,5 +225,5 @@ def _rms_row(x, g, out, eps):
 
 
 # compiled into the job
-HELPERS = ("_attend", "_prep", "_rms_row", "_exp", "_quantize_rows", "_quantized_for", "_ask_ahead")
+HELPERS = ("_attend", "_heads", "_prep", "_keep", "_rms_row", "_exp", "_quantize_rows", "_quantized_for", "_ask_ahead")
 JOBS = ("attention",)

@@ -13,8 +13,8 @@ from . import llvm
 from .attention_job import _quantized_for, _rms_row
 from .jobs import _exp, _f32, _float_bits, _i64
 from ..arguments import (
-    ATTENTION_THREADS_FROM, CALL_WIDTH, LAYER_WIDTH, PREP, PREP_ONLY, ROW_WIDTH, SLOTS, Attention, Blocks, Call,
-    LayerColumn, RowColumn, Stage,
+    ATTENTION_THREADS_FROM, CALL_WIDTH, KV_F16, LAYER_WIDTH, PREP, PREP_ONLY, ROW_WIDTH, SLOTS, Attention, Blocks,
+    Call, LayerColumn, RowColumn, Stage,
 )
 
 
@@ -44,9 +44,10 @@ def _cache_row(row, layer, li):
         sliding, index = 0, li
     kv, vv = (RowColumn.KW, RowColumn.VW) if sliding else (RowColumn.KG, RowColumn.VG)
     off = row[RowColumn.OFF] if sliding else 0
+    size = 2 if row[RowColumn.KV] == KV_F16 else 4  # bytes of a float16 or float32 key
     return (
-        row[kv] + 4 * index * row[kv + 1], row[kv + 2], row[kv + 3], row[vv] + 4 * index * row[vv + 1], row[vv + 2],
-        row[vv + 3], off,
+        row[kv] + size * index * row[kv + 1], row[kv + 2], row[kv + 3], row[vv] + size * index * row[vv + 1],
+        row[vv + 2], row[vv + 3], off,
     )
 
 
@@ -99,8 +100,10 @@ def decode_blocks(a, c):
             r = every[t]
             r[Attention.Q], r[Attention.ROWS], r[Attention.DH] = a[Blocks.QM] + 4 * t * nq, group, dh
             r[Attention.HKV] = n_kv
-            r[Attention.K], r[Attention.KH], r[Attention.KS] = k_at + 4 * first * k_s, k_h, k_s
-            r[Attention.V], r[Attention.VH], r[Attention.VS] = v_at + 4 * first * v_s, v_h, v_s
+            r[Attention.KV] = rows[t, RowColumn.KV]  # float32 or float16 keys and values: 4 or 2 bytes each
+            size = 2 if r[Attention.KV] == KV_F16 else 4
+            r[Attention.K], r[Attention.KH], r[Attention.KS] = k_at + size * first * k_s, k_h, k_s
+            r[Attention.V], r[Attention.VH], r[Attention.VS] = v_at + size * first * v_s, v_h, v_s
             r[Attention.S], r[Attention.OUT], r[Attention.CHUNKS] = s_len, a[Blocks.Z] + 4 * t * n_head * dh, chunks
             r[Attention.SCRATCH], r[Attention.SPLIT] = a[Blocks.SCRATCH] + 4 * used, split
             r[Attention.QKV], r[Attention.ORDER] = a[Blocks.QKV] + 4 * t * nq, layer[LayerColumn.ORDER]

@@ -1,8 +1,10 @@
 """Attention's two products on the caches' layout, in LLVM vector code (attention_job.py): the scores
 of a query over keys kept position by position (dots: a dot product per key, 16 keys' sums folded
 together), and the values weighted by the exponentials (the tile: 16 columns of values per vector,
-up to 4 rows of weights at once). Imported by attention_job.py only, in build.py's process (it
-imports numba through llvm.py)."""
+up to 4 rows of weights at once). The keys and values are float32 arrays or float16 ones (uint16
+arrays holding the bits: numba has no float16 on the CPU), read 16 at a time as float32 (_floats16:
+vcvtph2ps with F16C); their kind is the array's type, so each kernel is compiled once for each.
+Imported by attention_job.py only, in build.py's process (it imports numba through llvm.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,46 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .llvm import FLOAT, I8, I32, _ask, _at, _fma, _intrinsic, _load, _plus, _scalar, _splat, _switch, _vec, intp
+from .llvm import FLOAT, I8, I16, I32, _ask, _at, _fma, _intrinsic, _load, _plus, _scalar, _splat, _switch, _vec, intp
+
+
+def _halves(arrty) -> bool:
+    """Whether a cache array holds float16 bits (uint16) rather than float32."""
+    return arrty.dtype == types.uint16
+
+
+def _floats16(context, builder, arrty, arr, offset):
+    """The 16 numbers of a cache array from element `offset` on, as float32: loaded as they are, or as
+    16 float16 widened exactly (fpext: vcvtph2ps)."""
+    if _halves(arrty):
+        return builder.fpext(_load(context, builder, arrty, arr, offset, _vec(ir.HalfType(), 16)), _vec(FLOAT, 16))
+    return _load(context, builder, arrty, arr, offset, _vec(FLOAT, 16))
+
+
+@intrinsic
+def kv_get(typingctx, x, i):
+    """x[i] of a cache array as float32 (float16 widened exactly)."""
+
+    def codegen(context, builder, sig, args):
+        if _halves(sig.args[0]):
+            return builder.fpext(_load(context, builder, sig.args[0], args[0], args[1], ir.HalfType()), FLOAT)
+        return _scalar(context, builder, sig.args[0], args[0], args[1])
+
+    return types.float32(x, intp), codegen
+
+
+@intrinsic
+def kv_put(typingctx, x, i, value):
+    """x[i] = value (float32) in a cache array: as it is, or rounded to the nearest float16, ties to
+    even (fptrunc: vcvtps2ph), as NumPy's astype(float16) and ggml's fp32_to_fp16 round."""
+
+    def codegen(context, builder, sig, args):
+        v = args[2]
+        if _halves(sig.args[0]):
+            v = builder.bitcast(builder.fptrunc(v, ir.HalfType()), I16)
+        builder.store(v, _at(context, builder, sig.args[0], args[0], args[1], v.type), align=1)
+
+    return types.void(x, intp, types.float32), codegen
 
 
 def _tile(width: int):
@@ -41,7 +82,7 @@ def _emit_tile(context, builder, t, args, width: int, rows: int) -> None:
     with cgutils.for_range(builder, n_) as loop:
         i = loop.index
         at = builder.add(mo_, builder.mul(i, ms_))
-        vectors = [_load(context, builder, t[0], m_, _plus(builder, at, 16 * w), _vec(FLOAT, 16)) for w in range(width)]
+        vectors = [_floats16(context, builder, t[0], m_, _plus(builder, at, 16 * w)) for w in range(width)]
         for r in range(rows):
             weight = _scalar(
                 context, builder, t[3], a_,
@@ -85,9 +126,8 @@ def _emit_dots(context, builder, t, args, cols: int) -> None:
         i = builder.mul(loop.index, ir.Constant(n_.type, 16))
         q = _load(context, builder, t[3], a_, builder.add(ao_, i), v16)
         for j in range(cols):
-            key = _load(
-                context, builder, t[0], m_,
-                builder.add(builder.add(mo_, builder.mul(ms_, ir.Constant(ms_.type, j))), i), v16,
+            key = _floats16(
+                context, builder, t[0], m_, builder.add(builder.add(mo_, builder.mul(ms_, ir.Constant(ms_.type, j))), i)
             )
             builder.store(_fma(builder, q, key, builder.load(acc[j])), acc[j])
     sums = builder.fmul(
