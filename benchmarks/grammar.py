@@ -20,14 +20,18 @@ preparation, build time per JSON schema, and the time of each token's mask along
 
 MODEL_FOLDER holds the tokenizer.json (SmolLM2's: 49,152 tokens, byte-level BPE). Figures in README.md.
 """
+
 import json
 import os
 import statistics
 import sys
 import time
 
-SCHEMA = {"type": "object", "required": ["items"],
-          "properties": {"items": {"type": "array", "items": {"type": "string", "maxLength": 24}, "minItems": 40}}}
+SCHEMA = {
+    "type": "object",
+    "required": ["items"],
+    "properties": {"items": {"type": "array", "items": {"type": "string", "maxLength": 24}, "minItems": 40}},
+}
 ASK = "List forty animals as a JSON object."
 
 
@@ -83,9 +87,11 @@ def decode(model: str, rounds: int, tokens: int) -> None:
         ratio.append(held[-1] / free[-1])
         print(f"round {r + 1}: free {free[-1]:5.1f} tok/s, under the schema {held[-1]:5.1f} tok/s "
               f"({ratio[-1]:.3f}x), the grammar {grammar_ms[-1]:.2f} ms/token; load {_load()}")  # fmt: skip
-    print(f"median: free {statistics.median(free):.1f} ({min(free):.1f}-{max(free):.1f}) tok/s, under the schema "
-          f"{statistics.median(held):.1f} ({min(held):.1f}-{max(held):.1f}) tok/s, ratio {statistics.median(ratio):.3f}x "
-          f"({min(ratio):.3f}-{max(ratio):.3f}), the grammar {statistics.median(grammar_ms):.2f} ms/token")  # fmt: skip
+    def spread(xs: list[float], f: str) -> str:
+        return f"{statistics.median(xs):{f}} ({min(xs):{f}}-{max(xs):{f}})"
+
+    print(f"median (range): free {spread(free, '.1f')} tok/s, under the schema {spread(held, '.1f')} tok/s, "
+          f"ratio {spread(ratio, '.3f')}x, the grammar {statistics.median(grammar_ms):.2f} ms/token")  # fmt: skip
     print(f"load average at the end: {_load()}")
 
 
@@ -96,66 +102,137 @@ def _load() -> str:
 def libraries(lib: str, folder: str) -> None:
     TOK = folder + "/tokenizer.json"
     from tokenizers import Tokenizer
+
     hf = Tokenizer.from_file(TOK)
     V = 49152
     EOS = 2
     SCHEMAS = [
-     ({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer","minimum":0,"maximum":150}},"required":["name","age"]},
-      {"name":"Ada Lovelace","age":36}),
-     ({"type":"object","properties":{"city":{"type":"string","enum":["Paris","London","Tokyo"]},"temps":{"type":"array","items":{"type":"number"},"minItems":2,"maxItems":5},
-       "meta":{"type":"object","properties":{"source":{"type":"string","pattern":"^[a-z]+$"},"ok":{"type":"boolean"}},"required":["source"]}},"required":["city","temps","meta"]},
-      {"city":"Tokyo","temps":[12.5,14.0,9.75],"meta":{"source":"station","ok":True}}),
-     ({"type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{"sku":{"type":"string","pattern":"^[A-Z]{3}-[0-9]{4}$"},"qty":{"type":"integer"},"price":{"type":"number"}},"required":["sku","qty"]},"minItems":1,"maxItems":4},
-       "note":{"type":"string"}},"required":["items"]},
-      {"items":[{"sku":"ABC-1234","qty":2,"price":9.99},{"sku":"XYZ-0001","qty":1}],"note":"leave at the door"}),
+        (
+            {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0, "maximum": 150}},
+                "required": ["name", "age"],
+            },
+            {"name": "Ada Lovelace", "age": 36},
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "enum": ["Paris", "London", "Tokyo"]},
+                    "temps": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 5},
+                    "meta": {
+                        "type": "object",
+                        "properties": {"source": {"type": "string", "pattern": "^[a-z]+$"}, "ok": {"type": "boolean"}},
+                        "required": ["source"],
+                    },
+                },
+                "required": ["city", "temps", "meta"],
+            },
+            {"city": "Tokyo", "temps": [12.5, 14.0, 9.75], "meta": {"source": "station", "ok": True}},
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {
+                    "items": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
+                                "qty": {"type": "integer"},
+                                "price": {"type": "number"},
+                            },
+                            "required": ["sku", "qty"],
+                        },
+                        "minItems": 1,
+                        "maxItems": 4,
+                    },
+                    "note": {"type": "string"},
+                },
+                "required": ["items"],
+            },
+            {
+                "items": [{"sku": "ABC-1234", "qty": 2, "price": 9.99}, {"sku": "XYZ-0001", "qty": 1}],
+                "note": "leave at the door",
+            },
+        ),
     ]
+
     def byte_vocab():
-        from tokenizers import decoders
+
         # byte-level BPE pieces -> bytes (GPT-2's printable stand-ins)
-        bs = list(range(ord("!"), ord("~")+1))+list(range(ord("¡"), ord("¬")+1))+list(range(ord("®"), ord("ÿ")+1))
-        cs = bs[:]; n = 0
+        bs = (
+            list(range(ord("!"), ord("~") + 1))
+            + list(range(ord("¡"), ord("¬") + 1))
+            + list(range(ord("®"), ord("ÿ") + 1))
+        )
+        cs = bs[:]
+        n = 0
         for b in range(256):
-            if b not in bs: bs.append(b); cs.append(256+n); n += 1
+            if b not in bs:
+                bs.append(b)
+                cs.append(256 + n)
+                n += 1
         inv = {chr(c): b for b, c in zip(bs, cs)}
         special = {int(i) for i, t in hf.get_added_tokens_decoder().items() if t.special}
         out = []
         for i in range(V):
             p = hf.id_to_token(i)
-            if p is None: out.append(b""); continue
-            if i in special: out.append(b"\xff" + p.encode()); continue
+            if p is None:
+                out.append(b"")
+                continue
+            if i in special:
+                out.append(b"\xff" + p.encode())
+                continue
             out.append(bytes(inv[c] for c in p))
         return out, special
 
     t0 = time.perf_counter()
     if lib == "llg":
-        import llguidance as llg, numpy as np
+        import llguidance as llg
         from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
+
         t_imp = time.perf_counter() - t0
         t0 = time.perf_counter()
         tok = llg.LLTokenizer(open(TOK).read(), n_vocab=V, eos_token=EOS)
         t_tok = time.perf_counter() - t0
+
         def build(schema):
             g = llg.LLMatcher.grammar_from_json_schema(json.dumps(schema))
             m = llg.LLMatcher(tok, g)
             assert not m.is_error(), m.get_error()
             return m
+
         mask = allocate_token_bitmask(1, V)
+
         def step(m, t):
             fill_next_token_bitmask(m, mask)
             assert (mask[0, t // 32] >> (t % 32)) & 1, t
             assert m.consume_token(t)
     elif lib == "xg":
-        import xgrammar as xgr, torch
+        import torch  # noqa: F401 - xgrammar's own dependency, counted in its import time
+        import xgrammar as xgr
+
         t_imp = time.perf_counter() - t0
         t0 = time.perf_counter()
         vocab, special = byte_vocab()
-        info = xgr.TokenizerInfo([b if not b.startswith(b"\xff") else b"" for b in vocab], xgr.VocabType.RAW, vocab_size=V, stop_token_ids=[EOS])
+        info = xgr.TokenizerInfo(
+            [b if not b.startswith(b"\xff") else b"" for b in vocab],
+            xgr.VocabType.RAW,
+            vocab_size=V,
+            stop_token_ids=[EOS],
+        )
         comp = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
         t_tok = time.perf_counter() - t0
+
         def build(schema):
             c = comp.compile_json_schema(json.dumps(schema), strict_mode=True)
             return xgr.GrammarMatcher(c)
+
         mask = xgr.allocate_token_bitmask(1, V)
+
         def step(m, t):
             m.fill_next_token_bitmask(mask)
             assert (int(mask[0, t // 32]) >> (t % 32)) & 1, t
@@ -163,32 +240,53 @@ def libraries(lib: str, folder: str) -> None:
     elif lib == "oc":
         import outlines_core as oc
         from outlines_core.json_schema import build_regex_from_schema
+
         t_imp = time.perf_counter() - t0
         t0 = time.perf_counter()
         vocab, special = byte_vocab()
         d = {}
         for i, b in enumerate(vocab):
-            if i == EOS or i in special or not b: continue
+            if i == EOS or i in special or not b:
+                continue
             d.setdefault(b, []).append(i)
         voc = oc.Vocabulary(EOS, d)
         t_tok = time.perf_counter() - t0
+
         def build(schema):
             return [oc.Index(build_regex_from_schema(json.dumps(schema)), voc), None]
+
         def step(m, t):
             idx, s = m
             s = idx.get_initial_state() if s is None else s
             allowed = idx.get_allowed_tokens(s)
             assert t in allowed
             m[1] = idx.get_next_state(s, t)
+
     builds, masks = [], []
     for schema, inst in SCHEMAS:
         text = json.dumps(inst, separators=(",", ":")) if lib == "oc" else json.dumps(inst)
         ids = hf.encode(text, add_special_tokens=False).ids
-        t0 = time.perf_counter(); m = build(schema); builds.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        m = build(schema)
+        builds.append(time.perf_counter() - t0)
         for t in ids:
-            t0 = time.perf_counter(); step(m, t); masks.append(time.perf_counter() - t0)
-    print(json.dumps({"lib": lib, "import_s": round(t_imp, 3), "vocab_s": round(t_tok, 3), "build_ms": [round(b*1e3, 1) for b in builds],
-                      "mask_ms_median": round(statistics.median(masks)*1e3, 3), "mask_ms_mean": round(statistics.mean(masks)*1e3, 3), "mask_ms_max": round(max(masks)*1e3, 2), "tokens": len(masks)}))
+            t0 = time.perf_counter()
+            step(m, t)
+            masks.append(time.perf_counter() - t0)
+    print(
+        json.dumps(
+            {
+                "lib": lib,
+                "import_s": round(t_imp, 3),
+                "vocab_s": round(t_tok, 3),
+                "build_ms": [round(b * 1e3, 1) for b in builds],
+                "mask_ms_median": round(statistics.median(masks) * 1e3, 3),
+                "mask_ms_mean": round(statistics.mean(masks) * 1e3, 3),
+                "mask_ms_max": round(max(masks) * 1e3, 2),
+                "tokens": len(masks),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

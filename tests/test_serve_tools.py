@@ -46,6 +46,9 @@ BOOKING = {
 }  # fmt: skip
 
 
+PARAMS = "tools[%d].function.parameters"  # where a 400 about a tool's schema points
+
+
 def _tool(name: str, parameters: dict) -> dict:
     return {"type": "function", "function": {"name": name, "parameters": parameters}}
 
@@ -113,6 +116,37 @@ def test_calls_are_read_back_in_each_style(qwen_template):
     assert llama.style == "llama"
     content, calls = llama.parse('{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "celsius"}}')
     assert content is None and json.loads(calls[0]["function"]["arguments"]) == {"city": "Oslo", "unit": "celsius"}
+
+
+# Templates of llama.cpp's folder that teach the format a forced call is constrained to (a Hermes <tool_call> block
+# of {"name", "arguments"} JSON, or Llama 3.x's bare {"name", "parameters"}). The others teach their own (Mistral's
+# [TOOL_CALLS]name[ARGS], Qwen3-Coder's <function=...> XML, GLM's <arg_key>, DeepSeek's, gpt-oss's channels): tools
+# reach them through their template, but a call they write is not read back, and a forced one is a Hermes block.
+HERMES_TEMPLATES = ["Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B", "Qwen-QwQ-32B", "Bielik-11B-v3.0-Instruct",
+                    "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
+                    "MiMo-VL", "Reka-Edge", "ibm-granite-granite-4.0", "ibm-granite-granite-4.1"]  # fmt: skip
+LLAMA_TEMPLATES = [f"meta-llama-Llama-{v}-Instruct" for v in ("3.1-8B", "3.2-3B", "3.3-70B")]
+
+
+@pytest.mark.parametrize("name", HERMES_TEMPLATES + LLAMA_TEMPLATES)
+def test_each_template_writes_a_call_as_the_forced_grammar_does(llama_cpp_models, name):
+    """The template's own rendering of a call is the text the forced call's grammar produces (its
+    tags, its separators), and it is read back as the call."""
+    from tfcli.engine.chat import ChatTemplate
+    from tfcli.serve.tools import messages_for_template, tools_of
+
+    template = (llama_cpp_models / "templates" / f"{name}.jinja").read_text(encoding="utf-8")
+    tools = tools_of({"tools": TOOLS, "tool_choice": "required"}, template)
+    assert tools.style == ("llama" if name in LLAMA_TEMPLATES else "hermes") and tools.in_template
+    said = {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": '{"zone": "UTC"}'}}
+    turn = [*ASK, {"role": "assistant", "content": "", "tool_calls": [said]}]
+    messages, variables = messages_for_template(turn, tools)
+    text = ChatTemplate(template, eos_token="<|im_end|>").render(messages, False, **variables)
+    key = "parameters" if tools.style == "llama" else "arguments"
+    call = f'{{"name": "get_time", "{key}": {{"zone": "UTC"}}}}'
+    block = call if tools.style == "llama" else f"<tool_call>\n{call}\n</tool_call>"
+    assert block in text, text[-300:]
+    assert tools.parse(block)[1][0]["function"] == said["function"]
 
 
 def test_llama3s_required_call_is_its_bare_json_to_the_end_of_turn(llama_cpp_models, tmp_path):
@@ -223,9 +257,10 @@ def test_arguments_cut_by_max_tokens_say_length(client):
         ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice", "auto, none, required"),
         ({"tools": [{"type": "function", "function": {"name": "has space"}}]}, "tools[0]", "letters, digits"),
         ({"tools": [TOOLS[0], TOOLS[0]]}, "tools[1]", "two tools"),
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "strnig"}}}], "tool_choice": "required"}, "tools[0].function.parameters", "strnig"),
-        ({"tools": [TOOLS[0], _tool("f", LOOP)], "tool_choice": "required"}, "tools[1].function.parameters", "matches no text"),
-        ({"tools": [_tool("f", MANY)], "tool_choice": {"type": "function", "function": {"name": "f"}}}, "tools[0].function.parameters", "10,000 properties"),
+        ({"tools": [_tool("f", {"type": "strnig"})], "tool_choice": "required"}, PARAMS % 0, "strnig"),
+        ({"tools": [TOOLS[0], _tool("f", LOOP)], "tool_choice": "required"}, PARAMS % 1, "matches no text"),
+        ({"tools": [_tool("f", MANY)], "tool_choice": {"type": "function", "function": {"name": "f"}}},
+         PARAMS % 0, "10,000 properties"),
         ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice", "cannot also follow"),
     ],
 )

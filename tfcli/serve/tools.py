@@ -25,8 +25,8 @@ MAX_TOOLS = 128  # OpenAI's limit on one request's tools
 CHOICES = ("auto", "none", "required")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # OpenAI's function names
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
-NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
 _FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)  # a Markdown code block, the whole answer
+NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}  # a function without any
 
 
 @dataclass
