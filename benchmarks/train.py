@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+# not benchmarks/ itself: its kernels.py would shadow the package transformers imports by that name
+sys.path = [str(HERE.parent)] + [q for q in sys.path if Path(q or ".").resolve() != HERE]
 
 
 def main() -> None:

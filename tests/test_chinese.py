@@ -158,8 +158,8 @@ def _untranslated_words(lines: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("preset", ["gpt3", "smollm2-135m", "qwen3-0.6b", "gemma-3-270m"])
 def test_params_in_chinese_says_each_english_sentence_in_chinese_too(cli, monkeypatch, preset):
-    """params --lang zh is bilingual (its help says so): each English sentence has its Chinese
-    right under it, each English word of a table (a name, a formula's words, a note, a unit) its
+    """params --lang zh speaks Chinese (the one rule of every command, cli/lang.py): no English
+    sentence stands without its Chinese, each English word of a table (a name, a formula's words, a note, a unit) its
     Chinese in the same columns, and the Chinese is wrapped between characters, not at its spaces."""
     import re
 

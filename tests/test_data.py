@@ -51,6 +51,7 @@ def test_the_listing_says_source_licence_size_and_presence(cli):
     assert set(names) == {"shakespeare", "tang-traditional", "tang"} and not any(c["present"] for c in names.values())
     assert names["shakespeare"]["url"].startswith("https://") and names["tang"]["url"] is None
     assert "OpenCC" in names["tang"]["derived"]
+    assert cli("data", "list").stdout == r.stdout and json.loads(cli("data", "list", "--json").stdout) == doc
 
 
 def test_path_before_a_pull_says_how_to_pull(cli):

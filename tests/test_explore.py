@@ -560,6 +560,6 @@ def test_a_chinese_page_says_how_it_draws_chinese(cli, tmp_path):
 def test_the_pages_heatmap_axes_name_the_tokens():
     from pathlib import Path
 
-    js = (Path(__file__).resolve().parent.parent / "tfcli" / "explore" / "page.js").read_text(encoding="utf-8")
+    js = (Path(__file__).resolve().parent.parent / "tfcli" / "explore" / "attention.js").read_text(encoding="utf-8")
     body = js[js.index("function drawHeatmap()") : js.index("function drawThumbs()")]
     assert body.count("clip(labels[i], 8)") == 1 and "rotate(-90" in body  # rows and columns: the tokens, not positions

@@ -88,7 +88,7 @@ def test_the_installed_tfcli_is_the_venvs(venv, tmp_path):
 
 
 def test_a_fresh_install_lists_the_corpora_and_says_how_to_get_one(outside):
-    r = outside("data")
+    r = outside("data", "list")
     assert r.returncode == 0, r.stderr
     for name in ("shakespeare", "tang-traditional", "tang"):
         assert f"\n{name} " in r.stdout

@@ -135,7 +135,7 @@ def test_the_adapter_s_gradients_equal_those_of_the_full_weights(kind, tmp_path)
     of the merged weights' full gradients, on families with q/k norms, post-norms and GeGLU."""
     from test_new_families import gemma3, qwen3
 
-    from tfcli.engine.train.family import FamilyTrainable
+    from tfcli.engine.train.model import Trainable
     from tfcli.engine.train.lora import adapter_grads
 
     {"qwen3": qwen3, "gemma3": gemma3}[kind](tmp_path / "m", tied=True)
@@ -147,7 +147,7 @@ def test_the_adapter_s_gradients_equal_those_of_the_full_weights(kind, tmp_path)
     rng = np.random.default_rng(5)
     x, y = rng.integers(0, cfg.vocab_size, (B, T)), rng.integers(0, cfg.vocab_size, (B, T))
     loss, grads = LoraTrainable(cfg, params, ad).loss_and_grads(x, y)
-    full_loss, full = FamilyTrainable(cfg, merged(params, ad)).loss_and_grads(x, y)
+    full_loss, full = Trainable(cfg, merged(params, ad)).loss_and_grads(x, y)
     want = adapter_grads(ad, full)
     assert loss == pytest.approx(full_loss, rel=1e-6) and set(grads) == set(want) == set(ad.tensors)
     for name, g in want.items():

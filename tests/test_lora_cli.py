@@ -146,7 +146,8 @@ def test_resume_refuses_a_lost_optimizer_state(cli, text, tmp_path, adapter):
 @pytest.mark.parametrize("flags, needle", [
     (["--lora", "4"], "needs --from"),
     (["--from", TINY_LLAMA, "--lora", "0"], "not a rank"),
-    (["--from", TINY_LLAMA, "--lora", "4", "--targets", "q,qkv"], "--targets"),
+    (["--from", TINY_LLAMA, "--lora", "4", "--targets", "q,xyz"], "--targets"),
+    (["--from", TINY_LLAMA, "--lora", "4", "--targets", "q,q"], "--targets"),
     (["--from", TINY_LLAMA, "--lora", "4", "--no-mask"], "--no-mask"),
     (["--from", TINY_LLAMA, "--alpha", "8"], "LoRA setting"),
 ])  # fmt: skip
@@ -156,6 +157,19 @@ def test_bad_lora_flags_exit_2_in_one_line(cli, text, tmp_path, flags, needle):
 
 def test_a_rank_beyond_the_matrix_is_one_line(cli, text, tmp_path):
     one_line_error(cli("train", text, "-o", tmp_path / "ad", "--from", TINY_LLAMA, "--lora", "97"), 1, "not a rank")
+    assert not (tmp_path / "ad").exists()  # nothing written for a run that could not start
+
+
+def test_a_target_the_family_does_not_have_is_one_line(cli, text, tmp_path):
+    """qkv is Phi-3's and GPT-2's fused matrix: a Llama has q, k and v apart; GPT-2 has no gate."""
+    r = cli("train", text, "-o", tmp_path / "ad", "--from", TINY_LLAMA, "--lora", "2", "--targets", "qkv")
+    one_line_error(r, 1, "--targets 'qkv' is not a projection of a llama block", "q,k,v,o,gate,up,down")
+    gpt2 = TINY_LLAMA.parent / "tiny-gpt2"
+    r = cli("train", text, "-o", tmp_path / "ad", "--from", gpt2, "--lora", "2", "--targets", "q")
+    one_line_error(r, 1, "a gpt2 model keeps q, k and v in one matrix (c_attn)", "--targets qkv")
+    r = cli("train", text, "-o", tmp_path / "ad", "--from", gpt2, "--lora", "2", "--targets", "gate")
+    one_line_error(r, 1, "--targets 'gate' is not a projection of a gpt2 block")
+    assert not (tmp_path / "ad").exists()
 
 
 def test_bad_adapters_are_one_line(cli, adapter, tmp_path):
@@ -223,7 +237,10 @@ def test_an_adapter_on_a_quantized_gguf_gives_peft_s_logits_on_its_weights(cli, 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TFCLI_HOME", str(tmp_path / "tfcli-home"))
         lm = adapted(load(str(gguf)), ad)
-    ours = lm.model.forward(np.array(IDS), lm.model.new_cache(len(IDS)), all_logits=True)
+    from tfcli.engine.kvcache import KVCache
+
+    # a float32 cache, as peft's: a quantized model's default is float16 (kvcache.default_kv_type)
+    ours = lm.model.forward(np.array(IDS), KVCache(lm.model.config, len(IDS), "f32"), all_logits=True)
     ref = peft_logits(wide, ad, IDS)
     assert np.abs(ours - ref).max() <= 1e-4 * max(1.0, np.abs(ref).max())
     one_line_error(cli("generate", "-m", TINY_LLAMA, "hi", "-n", "2", "--lora", ad), 1, "trained on other weights")

@@ -56,6 +56,37 @@ def test_the_store_stays_within_its_budget_under_many_different_prompts(tiny):
         assert 1 <= cache["entries"] <= 2 and cache["used_mb"] <= cache["mb"]
 
 
+def test_a_thousand_different_long_prompts_keep_the_store_within_its_budget(tiny):
+    """1,000 different prompts of 60 and 72 tokens (the tiny model's context is 128), run as the engine thread
+    runs them (the longest cached prefix taken, the rest through the model, the whole kept), each
+    text then the text with a few tokens more: the store's bytes, counted from the arrays it holds,
+    never pass the budget, and the second of each pair is served from it. (Through the server this
+    takes minutes on a busy machine: benchmarks/prompt_cache.py memory measures the process.)"""
+    import random
+
+    import numpy as np
+
+    from tfcli.engine.kvcache import KVCache
+    from tfcli.engine.threads import single_threaded_blas
+    from tfcli.serve.promptcache import PromptCache, cache_bytes
+
+    budget = 96 * KIB  # 128 positions of the tiny model (768 bytes each): one pair's 72, not two
+    store, rng, capacity = PromptCache(budget), random.Random(0), tiny.config.n_ctx
+    most, reused = 0, 0
+    with single_threaded_blas():  # tiny products on one thread: OpenBLAS's threads on a busy machine are 20x slower
+        for _ in range(500):
+            text = [rng.randrange(1, 300) for _ in range(60)]
+            for ids in (text, text + [rng.randrange(1, 300) for _ in range(12)]):
+                cache, n = store.take(ids, capacity)
+                cache = KVCache(tiny.config, capacity) if cache is None else cache
+                tiny.model.forward(np.asarray(ids[n:]), cache)
+                store.keep(ids, cache)
+                held = sum(cache_bytes(e.cache) for e in store.entries.values())
+                assert held == store.used and store.used <= budget, (held, store.used)
+                most, reused = max(most, held), reused + n
+    assert most > budget // 2 and store.hits >= 500 and reused >= 500 * 60  # every second prompt of a pair
+
+
 def test_a_chat_reuses_the_conversation_and_streams_the_count(tiny):
     from dataclasses import replace
 

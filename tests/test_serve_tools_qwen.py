@@ -20,7 +20,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-import openai
 import pytest
 from llama_cpp_vectors import llama_cpp_models  # noqa: F401 - a fixture
 
@@ -101,6 +100,55 @@ def test_qwen25s_template_and_qwen2s_vocabulary_carry_a_call_there_and_back(qwen
     bare = '```json\n{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}\n```'
     assert tools.parse(bare)[1][0]["function"]["name"] == "get_weather"  # Qwen2.5-Coder's untagged habit
     assert tools.parse('{"name": "get_time", "arguments": {}}') == ('{"name": "get_time", "arguments": {}}', [])
+
+
+@pytest.fixture(scope="module")
+def qwen25_vocabulary(qwen2_vocabulary, tmp_path_factory):
+    """Qwen2.5's tokenizer: Qwen2's with ids 151657 and 151658 (Qwen2's padding) the added tokens
+    <tool_call> and </tool_call>, as Qwen2.5's tokenizer.json has them (special: false)."""
+    from tfcli.engine.tokenizer import Tokenizer
+
+    tok, n_vocab = qwen2_vocabulary
+    doc = json.loads(tok.path.read_text(encoding="utf-8"))
+    tags = {151657: "<tool_call>", 151658: "</tool_call>"}
+    for t in doc["added_tokens"]:
+        if t["id"] in tags:
+            doc["model"]["vocab"].pop(t["content"])
+            t["content"], t["special"] = tags[t["id"]], False
+            doc["model"]["vocab"][t["content"]] = t["id"]
+    path = tmp_path_factory.mktemp("qwen25-vocab") / "tokenizer.json"
+    path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    return Tokenizer(path), n_vocab
+
+
+def test_a_required_call_may_open_with_qwen25s_tool_call_token(qwen_template, qwen25_vocabulary):
+    """Qwen2.5 writes <tool_call> as one token (151657), which the grammar library keeps apart from
+    text: the required call's grammar takes the tags as those tokens or as text, either way to the
+    end of the turn, and the call is read back from the decoded answer."""
+    from functools import partial
+
+    from tfcli.engine.grammar import compile_grammar, tag_rule
+    from tfcli.serve.tools import tools_of
+
+    tok, n_vocab = qwen25_vocabulary
+    assert (tok.encode("<tool_call>"), tok.encode("</tool_call>")) == ([151657], [151658])
+    tools = tools_of({"tools": TOOLS, "tool_choice": "required"}, qwen_template)
+    tag = partial(tag_rule, tokenizer=tok, vocab_size=n_vocab, eos_ids=(151645, 151643))
+    assert tag("<tool_call>") == '("<tool_call>" | <[151657]>)' and tag("<tools>") == '"<tools>"'
+    grammar = compile_grammar("lark", tools.grammar(tag), tok, n_vocab, (151645, 151643))
+    assert tok.encode(CALL)[0] == 151657  # how the model's own call starts
+    first = grammar.start().allowed()
+    assert first[151657] and first[tok.encode("<")[0]] and not first[tok.encode("{")[0]]
+    spelt = tok.encode("<") + tok.encode(CALL[1:])  # the opening tag as text: "<", "tool", "_call", ">\n"
+    assert 151657 not in spelt and 151658 in spelt
+    for ids in (tok.encode(CALL), spelt):
+        c = grammar.start()
+        for t in ids:
+            assert c.allowed()[t], (t, tok.token_text(t))
+            c.advance(t)
+        assert c.accepting and c.allowed()[151645]
+        content, calls = tools.parse(tok.decode(ids, skip_special_tokens=True))
+        assert content is None and calls[0]["function"]["name"] == "get_weather"
 
 
 # --- the real model ---------------------------------------------------------------------------------
@@ -200,12 +248,10 @@ def test_qwen_calls_a_tool_of_its_own_accord_and_answers_from_the_result(qwen):
     assert (name, json.loads(arguments)) == ("get_weather", args)
 
 
-# Found on the real vocabulary: Qwen2.5 has <tool_call> as one special token (151657). The required-call
-# grammar spells the tag as text; llguidance's mask lets the special token through, then refuses it when
-# consumed (a 400). To fix: the tag as `"<tool_call>" | <[151657]>` when the tokenizer has it.
 @pytest.mark.slow
-@pytest.mark.xfail(raises=openai.BadRequestError, strict=True, reason="<tool_call> special token: masked in, refused")
 def test_qwen_required_calls_validate_and_none_answers_in_text(qwen):
+    """tool_choice required, sampled, n=3: each a call (Qwen2.5 opens it with its <tool_call> token,
+    which the grammar admits as well as the text) whose arguments validate; none: text."""
     three = qwen.chat.completions.create(model="qwen", messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=60,
                                          n=3, temperature=1.0, seed=5)  # fmt: skip
     for c in three.choices:

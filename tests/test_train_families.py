@@ -1,5 +1,5 @@
-"""`tfcli train --from` on the families whose block the trainer did not have (Qwen3, Gemma 3,
-Phi-3): their inference forward and engine/grad's backward (engine/train/family.py), on tiny
+"""`tfcli train --from` on Qwen3, Gemma 3 and Phi-3 (GPT-2, Llama and Qwen2: test_train_grads.py):
+their inference forward and engine/grad's backward (engine/train/model.py), on tiny
 random models written by transformers: the gradients equal torch autograd under the checkpoint's
 names, and a few steps give a folder transformers loads and agrees with."""
 
@@ -13,11 +13,11 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tfcli.engine.train import TrainError, trainable  # noqa: E402
-from tfcli.engine.train.folder import load_params  # noqa: E402
-
 from test_new_families import gemma3, phi3, qwen3  # noqa: E402
 from test_train_cli import logits_both  # noqa: E402
+
+from tfcli.engine.train import TrainError, trainable  # noqa: E402
+from tfcli.engine.train.folder import load_params  # noqa: E402
 
 BUILDERS = {"qwen3": qwen3, "gemma3": gemma3, "phi3": phi3}
 
@@ -61,9 +61,28 @@ def test_train_from_a_folder_and_transformers_agrees(cli, folder, tmp_path):
     assert np.abs(ours - before).max() > 1e-3  # it learned something
 
 
-def test_dropout_and_no_mask_are_refused_in_one_line(folder):
+def test_without_the_mask_a_step_equals_autograd_with_a_mask_of_zeros(folder):
+    """--no-mask on these families too (Gemma 3's sliding window goes with the mask): transformers,
+    given an additive 4-D mask of zeros, computes the same loss and gradients."""
+    from transformers import AutoModelForCausalLM
+
     cfg, _, params = load_params(folder)
-    with pytest.raises(TrainError, match="--dropout and --no-mask"):
-        trainable(cfg, params, dropout=0.1)
-    with pytest.raises(TrainError, match="--dropout and --no-mask"):
-        trainable(cfg, params, causal=False)
+    rng = np.random.default_rng(1)
+    x, y = rng.integers(0, cfg.vocab_size, (2, 10)), rng.integers(0, cfg.vocab_size, (2, 10))
+    loss, grads = trainable(cfg, params, causal=False).loss_and_grads(x, y)
+    ref = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="eager").eval()
+    zeros = torch.zeros((2, 1, 10, 10), dtype=torch.float64)
+    logits = ref(torch.tensor(x), attention_mask=zeros).logits
+    out = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab_size), torch.tensor(y).reshape(-1))
+    out.backward()
+    assert loss == pytest.approx(float(out.detach()), rel=1e-5)
+    for name, p in ref.named_parameters():
+        assert np.linalg.norm(grads[name] - p.grad.numpy()) <= 2e-5 * np.linalg.norm(p.grad.numpy()), name
+
+
+def test_an_unknown_family_is_refused_in_one_line(folder):
+    import dataclasses
+
+    cfg, _, params = load_params(folder)
+    with pytest.raises(TrainError, match="cannot train a mamba model"):
+        trainable(dataclasses.replace(cfg, family="mamba"), params)

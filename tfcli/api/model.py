@@ -66,6 +66,8 @@ class Model(Weights):
         # Passed to every forward (the engine's default may change). The fast one on the idle cores,
         # as the commands' default (TFCLI_THREADS wins): a GGUF's products run on that many threads.
         self._run = Fast(max(1, min(auto_threads(), available_cpus()))) if fast else PLAIN
+        if not fast and loaded.model.kv_type is None:
+            loaded.model.kv_type = "f32"  # the textbook keeps float32 keys and values (a GGUF's fast default: f16)
         self._active: list[Hooks] = []  # the hooks of `with model.hooks(...)` blocks now open
 
     # --- what it is -------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """tfcli data: the corpora the recipes use, where they come from, and a copy of each in the cache.
 
-    tfcli data                          the corpora: source, licence, size, present or not
+    tfcli data                          the corpora: source, licence, size, present or not (also: data list)
     tfcli data pull shakespeare         download it (sha256 pinned) into $TFCLI_HOME/data
     tfcli data path shakespeare         its path: --file "$(tfcli data path shakespeare)"
 
@@ -53,11 +53,25 @@ def listing(ctx: typer.Context, as_json: options.Json = False, lang: options.Lan
 
       TFCLI_DATA_URL=http://mirror.example/corpora tfcli data pull tang
     """
+    if ctx.invoked_subcommand is None:
+        _list(as_json, lang)
+
+
+@app.command("list", cls=Command)
+def list_corpora(as_json: options.Json = False, lang: options.LangOption = None) -> None:
+    """The corpora, as 'tfcli data' lists them.
+
+    Example:
+
+      tfcli data list --json
+    """
+    _list(as_json, lang)
+
+
+def _list(as_json: bool, lang) -> None:
     from tfcli.numbers import size
     from tfcli.store.corpora import CORPORA, MIRROR, is_present, path_of
 
-    if ctx.invoked_subcommand is not None:
-        return
     options.chinese(lang)
     if as_json:
         from .json import emit

@@ -115,13 +115,7 @@ def generate(
     lists = {flag: run.parse_list(value, flag, kind) for flag, value, kind in given_lists}
     grammars = (json_schema, grammar, regex)
     n_samples = _check_flags(show_probs, max_tokens, samples, lists, (lookup, slide, as_json), grammars)
-    if prompt is None and file is None and _piped_stdin():
-        prompt = "-"  # `echo hi | tfcli generate`: the text piped in is the prompt, as with '-'
-    given = "give some text to continue, or omit it to start from a newline"
-    if file is not None:
-        text = read_file(file, "continue")
-    else:
-        text = "\n" if prompt is None else read_text(prompt, "the prompt", given)
+    prompt, text = _prompt_text(prompt, file)
     n_threads = options.apply_threads(threads)
     t0 = time.perf_counter()
     lm = apply_quantize(with_template(with_lora(options.load_model(model), lora), template, chat), quantize)
@@ -177,6 +171,17 @@ def _echoed(text: str, chat: bool, prompt: str | None) -> str:
     rule, so that `... | cat` and `> out.txt` hold what the terminal showed); nothing for --chat (the
     template's layout is not the user's text) or when no prompt was given (a newline starts it)."""
     return "" if chat or prompt is None else text
+
+
+def _prompt_text(prompt: str | None, file: Path | None) -> tuple[str | None, str]:
+    """(the prompt as given, '-' when stdin is piped in; the text to continue): --file's text, the
+    prompt's, stdin's, or a newline when none is given."""
+    if file is not None:
+        return prompt, read_file(file, "continue")
+    if prompt is None and _piped_stdin():
+        prompt = "-"  # `echo hi | tfcli generate`: the text piped in is the prompt, as with '-'
+    given = "give some text to continue, or omit it to start from a newline"
+    return prompt, "\n" if prompt is None else read_text(prompt, "the prompt", given)
 
 
 def _given_prompt(prompt: str | None, prompt_option: str | None, file: Path | None = None) -> str | None:

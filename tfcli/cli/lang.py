@@ -62,6 +62,8 @@ _ERRORS = [
     (r"model '(.*)' has not been pulled yet \(run: (.*)\)", r"模型 '\1' 还没有下载（运行：\2）"),
     (r"no such folder: (.*?) \((.*)\)", r"没有这个文件夹：\1（检查路径，或给出模型名，见 'tfcli models'）"),
     (r"(.*) does not exist \(check the path\)", r"\1 不存在（检查路径）"),
+    (r"the corpus (\S+) is not in the cache yet \(run: (.*)\)", r"语料 \1 还不在缓存中（运行：\2）"),
+    (r"no corpus named '(.*)' \(did you mean '(.*)'\?\)", r"没有叫 '\1' 的语料（你是说 '\2' 吗？）"),
     (r"(.*) is empty \((.*)\)", r"\1 是空的（给一个有文字的文件）"),
     (r"(.*) is not valid UTF-8 \(byte (\S+) at offset (\S+)\) \(.*\)",
      r"\1 不是有效的 UTF-8（偏移 \3 处的字节 \2）（先把文字转成 UTF-8）"),

@@ -38,7 +38,9 @@ class Order(str, Enum):
 
 
 def train(
-    text_file: Annotated[Path, typer.Argument(help="The UTF-8 text to train on.", show_default=False)],
+    text_file: Annotated[Path, typer.Argument(
+        help="The UTF-8 text to train on, or a .jsonl file of chat conversations (with --from a chat model).",
+        show_default=False)],
     output: Annotated[Path, typer.Option(
         "--output", "-o", help="The folder of the checkpoint (a Hugging Face model folder).", show_default=False)],
     layers: Annotated[Optional[int], typer.Option(
@@ -77,8 +79,8 @@ def train(
         "--alpha", help="LoRA's alpha: the adapter adds (alpha / rank)·B A. (default: 2 x --lora)",
         show_default=False, rich_help_panel=_LORA)] = None,
     targets: Annotated[str, typer.Option(
-        "--targets", help="The projections LoRA adapts, from q,k,v,o,gate,up,down.",
-        rich_help_panel=_LORA)] = "q,k,v,o",
+        "--targets", help="The projections LoRA adapts, from q,k,v,o,gate,up,down (Phi-3: qkv,o,gate_up,down; "
+        "GPT-2: qkv,o,up,down). (default: q,k,v,o; qkv,o)", show_default=False, rich_help_panel=_LORA)] = "",
     optimizer: Annotated[Optimizer, typer.Option(
         "--optimizer", help="adamw or sgd.", rich_help_panel=_OPT)] = Optimizer.adamw,
     lr: Annotated[float, typer.Option("--lr", help="Peak learning rate.", rich_help_panel=_OPT)] = 1e-3,
@@ -122,8 +124,8 @@ def train(
     as_json: options.Json = False,
     threads: options.Threads = None,
 ) -> None:
-    """Train a GPT-2-style model on a text file with tfcli's NumPy engine: a forward pass and a
-    hand-written backward pass (engine/train/). Progress goes to stderr: the step, the loss,
+    """Train a GPT-2-style model on a text file with tfcli's NumPy engine: the model's own forward
+    pass and a hand-written backward pass (engine/grad/). Progress goes to stderr: the step, the loss,
     tokens per second and the time left; every --eval-every steps the validation loss, a sample
     and a checkpoint. Ctrl-C (or SIGTERM) saves a checkpoint that --resume continues.
 
@@ -138,6 +140,8 @@ def train(
       tfcli train more.txt -o tuned --from shakespeare --lr 3e-4 --steps 200
 
       tfcli train notes.txt -o my-adapter --from smollm2 --lora 8 --steps 100
+
+      tfcli train talk.jsonl -o chat-adapter --from smollm2 --lora 8 --seq-len 256
     """
     from tfcli.engine.train import folder, run as runs
 
@@ -199,10 +203,10 @@ def _lora(f: dict, from_folder: str | None) -> dict:
     """The Settings fields of --lora, --alpha and --targets, each checked (a bad value: exit 2); the
     rank against the model's matrices is checked when the adapter is made (engine/train/lora.py)."""
     from tfcli.engine.errors import UsageError
-    from tfcli.engine.train.lora import MODULES
+    from tfcli.engine.train.lora import TARGETS
 
     if f["lora"] is None:
-        used = "--alpha" if f["alpha"] is not None else "--targets" if f["targets"] != "q,k,v,o" else None
+        used = "--alpha" if f["alpha"] is not None else "--targets" if f["targets"] else None
         if used:
             raise UsageError(f"{used} is a LoRA setting", "add --lora RANK (with --from MODEL) to train an adapter")
         return {}
@@ -215,10 +219,10 @@ def _lora(f: dict, from_folder: str | None) -> dict:
     alpha = 2.0 * f["lora"] if f["alpha"] is None else f["alpha"]
     if not 0 < alpha < 1e6:
         raise UsageError(f"--alpha {alpha:g} is out of range", "give a positive number, e.g. 16")
-    targets = [t.strip() for t in f["targets"].split(",") if t.strip()]
-    unknown = [t for t in targets if t not in MODULES]
-    if unknown or not targets or len(set(targets)) != len(targets):
-        raise UsageError(f"--targets {f['targets']!r} is not a list of projections", f"choose from {','.join(MODULES)}")
+    targets = [t.strip() for t in f["targets"].split(",") if t.strip()]  # none: the family's default
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown or (f["targets"] and not targets) or len(set(targets)) != len(targets):
+        raise UsageError(f"--targets {f['targets']!r} is not a list of projections", f"choose from {','.join(TARGETS)}")
     return {"lora": f["lora"], "lora_alpha": float(alpha), "lora_targets": targets}
 
 
@@ -300,7 +304,8 @@ def _describe(run) -> None:
     mask = "" if s.causal else ", WITHOUT the causal mask"
     shape = f"{cfg.n_layer} blocks, d_model {cfg.d_model}, {cfg.n_head} heads, context {cfg.n_ctx}"
     note(f"{what}: {shape}, vocabulary {cfg.vocab_size:,}, {n} parameters{mask}")
-    tokens = f"{len(run.split.train):,} training tokens, {len(run.split.val):,} validation tokens"
+    n_train, n_val = run.data_tokens
+    tokens = f"{n_train:,} training tokens, {n_val:,} validation tokens"
     note(f"data: {tokens}; batch {s.batch_size} x {s.seq_len}")
     if run.step:
         note(f"resuming at step {run.step:,} of {s.steps:,}")

@@ -142,14 +142,36 @@ def compile_grammar(
     return grammar
 
 
+def tag_rule(text: str, tokenizer: Tokenizer, vocab_size: int, eos_ids: tuple[int, ...]) -> str:
+    """A tag of a Lark grammar (a tool call's `<tool_call>`) as the model may write it: the text, or
+    the one special token the tokenizer reads it as (Qwen2.5's `<tool_call>` is id 151657), which
+    llguidance keeps apart from text and names `<[151657]>`. The text alone is not enough: where the
+    grammar forces the tag, the library tokenizes it into the special token, then refuses that token
+    as no text (found on Qwen2.5-Coder: tool_choice "required" was a 400)."""
+    quoted = json.dumps(text)
+    ids = tokenizer.encode(text)
+    if len(ids) != 1 or ids[0] >= vocab_size:
+        return quoted
+    if not _lltokenizer(tokenizer, vocab_size, eos_ids).is_special_token(ids[0]):
+        return quoted
+    return f"({quoted} | <[{ids[0]}]>)"
+
+
 def _schema(text: str) -> dict:
-    """The schema's text -> the schema as compiled: checked for size, each number's digits bounded."""
+    """The schema's text -> the schema as compiled (prepared_schema)."""
     try:
         schema = json.loads(text)
     except ValueError as e:
         raise GrammarError(f"the JSON schema is not JSON: {e}") from None
     if not isinstance(schema, dict):
         raise GrammarError(f"a JSON schema is an object, not {type(schema).__name__}")
+    return prepared_schema(schema)
+
+
+def prepared_schema(schema: dict) -> dict:
+    """A JSON schema -> a copy as compiled: checked for size (MAX_PROPERTIES), each number's digits
+    bounded (NUMBER_STEP); a GrammarError for an object of too many properties."""
+    schema = json.loads(json.dumps(schema))  # a copy: the caller's schema is left as given
     todo = [schema]
     while todo:  # every object of the schema, without recursion
         node = todo.pop()

@@ -36,10 +36,9 @@ def page_html(lm, text: str, ids: list[int], lang: str, hooks=None) -> str:
     """The whole page for `ids` (the tokens of `text`) run through the loaded model `lm`
     (`hooks`: an experiment's, such as the live page's steering)."""
     from tfcli.analysis import explore as ex
+    from tfcli.draw.labels import token_labels, visible
     from tfcli.engine.fast import FAST
     from tfcli.engine.sampling import SamplingParams
-
-    from tfcli.draw.labels import token_labels, visible
 
     cfg = lm.config
     run = ex.explore(lm.model, ids, hooks=hooks, run=FAST)
@@ -91,12 +90,13 @@ def _fill(lang: str, title: str, data: dict) -> str:
     from tfcli.draw import escape
 
     here = files("tfcli.explore")
-    read = lambda name: here.joinpath(name).read_text(encoding="utf-8")  # noqa: E731
+    read = lambda name: here.joinpath(name).read_text(encoding="utf-8")
     values = {
         "lang": "zh-Hans" if lang == "zh" else "en",
         "title": escape.html(title),
         "style": read("page.css"),
-        "script": "".join(read(name) for name in ("strings.js", "sampler.js", "page.js")),
+        # One script: page.js last, as its main() draws the page once everything before it is defined.
+        "script": "".join(read(name) for name in ("strings.js", "sampler.js", "attention.js", "page.js")),
         "data": escape.json_in_html(data),  # inside <script>: '</script>' cannot end it
     }
     return re.sub(r"\{\{(\w+)\}\}", lambda m: values.get(m.group(1), m.group(0)), read("page.html"))

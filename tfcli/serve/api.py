@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import partial
 
 from tfcli.engine.errors import TfcliError, shown
-from tfcli.engine.grammar import Grammar, GrammarError
+from tfcli.engine.grammar import Grammar, GrammarError, tag_rule
 from tfcli.engine.loader import LoadedModel
 from tfcli.engine.sampling import SamplingParams
 
@@ -107,6 +108,10 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
     if not isinstance(messages, list) or not messages:
         raise bad("'messages' must be a non-empty list of {role, content} objects", "messages")
     tools = tools_of(body, lm.chat.source)
+    for i, f in enumerate(tools.functions if tools is not None and tools.forced else []):
+        if tools.choice in ("required", f["name"]):  # each schema alone, before the prompt: a 400 naming the tool
+            params = json.dumps(tools.parameters(f["name"]))
+            _compiled("json_schema", params, lm, lm.chat_eos_ids(), f"tools[{i}].function.parameters")
     plain, variables = messages_for_template([_message(m, i) for i, m in enumerate(messages)], tools)
     try:
         text = lm.chat.render(plain, add_generation_prompt=True, **variables)
@@ -135,7 +140,8 @@ def chat(body: dict, lm: LoadedModel, served: str) -> Asked:
                 "it cannot also follow 'response_format' or 'grammar'",
                 "tool_choice",
             )
-        asked.grammar = _compiled("lark", tools.grammar(), lm, asked.eos_ids, "tools")
+        tag = partial(tag_rule, tokenizer=lm.tokenizer, vocab_size=lm.config.vocab_size, eos_ids=asked.eos_ids)
+        asked.grammar = _compiled("lark", tools.grammar(tag), lm, asked.eos_ids, "tools")
     return asked
 
 

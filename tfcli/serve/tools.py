@@ -17,7 +17,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from tfcli.engine.grammar import JSON_OPTIONS
+from tfcli.engine.grammar import JSON_OPTIONS, MAPS, VALUES, prepared_schema
 
 from .errors import bad, quoted
 
@@ -26,6 +26,7 @@ CHOICES = ("auto", "none", "required")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # OpenAI's function names
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 _FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)  # a Markdown code block, the whole answer
+NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}  # a function without any
 
 
 @dataclass
@@ -39,32 +40,34 @@ class Tools:
     def forced(self) -> bool:
         return self.choice != "auto"
 
-    def grammar(self) -> str:
-        """A Lark grammar (llguidance's, with %json) of the calls tool_choice requires."""
+    def grammar(self, tag=json.dumps) -> str:
+        """A Lark grammar (llguidance's, with %json) of the calls tool_choice requires; `tag` writes a
+        tag as a rule (engine/grammar.py's tag_rule: the text, or the special token it is)."""
         names = [f["name"] for f in self.functions] if self.choice == "required" else [self.choice]
         key = "parameters" if self.style == "llama" else "arguments"
         calls = [
             {
                 "type": "object",
-                "properties": {"name": {"const": n}, key: self._schema(n)},
+                "properties": {"name": {"const": n}, key: self._schema(n, f"#/anyOf/{i}/properties/{key}")},
                 "required": ["name", key],
                 "additionalProperties": False,
             }
-            for n in names
+            for i, n in enumerate(names)
         ]
         schema = json.dumps({"anyOf": calls, "x-guidance": JSON_OPTIONS})
         if self.style == "llama":
             return f"start: call\ncall: %json {schema}\n"
-        return f'start: "<tool_call>\\n" call "\\n</tool_call>"\ncall: %json {schema}\n'
+        return f'start: {tag("<tool_call>")} "\\n" call "\\n" {tag("</tool_call>")}\ncall: %json {schema}\n'
 
-    def _schema(self, name: str) -> dict:
-        f = next(f for f in self.functions if f["name"] == name)
-        params = f.get("parameters")
-        return (
-            params
-            if isinstance(params, dict) and params
-            else {"type": "object", "properties": {}, "additionalProperties": False}
-        )
+    def _schema(self, name: str, where: str) -> dict:
+        """The function's parameters as compiled (engine/grammar.py's prepared_schema), its own
+        pointers ("#/$defs/Item", as pydantic writes them) rebased to `where` in the whole grammar."""
+        return _rebased(prepared_schema(self.parameters(name)), where)
+
+    def parameters(self, name: str) -> dict:
+        """The function's parameters schema as given (an empty object when it has none)."""
+        params = next(f for f in self.functions if f["name"] == name).get("parameters")
+        return params if isinstance(params, dict) and params else NO_PARAMETERS
 
     def parse(self, text: str) -> tuple[str | None, list[dict]]:
         """The answer's text -> (the content left, or None; the calls, OpenAI's shape). A block
@@ -98,6 +101,26 @@ class Tools:
         if isinstance(args, str):  # some models write the arguments as a JSON string already
             return _call_shape(doc["name"], args)
         return _call_shape(doc["name"], json.dumps(args, ensure_ascii=False))
+
+
+def _rebased(schema, where: str):
+    """The schema with each local "$ref" ("#", "#/$defs/X") pointing under `where` instead of the root:
+    the function's schema is one branch of the grammar's (JSON pointers, RFC 6901)."""
+    if isinstance(schema, list):
+        return [_rebased(v, where) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for k, v in schema.items():
+        if k in VALUES:
+            out[k] = v  # data, not schemas
+        elif k in MAPS and isinstance(v, dict):
+            out[k] = {name: _rebased(sub, where) for name, sub in v.items()}  # name -> schema
+        elif k == "$ref" and isinstance(v, str) and (v == "#" or v.startswith("#/")):
+            out[k] = where + v[1:]
+        else:
+            out[k] = _rebased(v, where)
+    return out
 
 
 def _call_shape(name: str, arguments: str) -> dict:

@@ -11,6 +11,8 @@ from ..console import out
 from . import heatmap
 from .attn import _say, _vec
 
+_ZH_DIMS = {"animal": "动物", "action": "动作", "place": "地点"}  # the worked example's hand-set dimensions
+
 
 def demo_json(ex) -> None:
     t = ex.row
@@ -95,7 +97,7 @@ def _demo_row(ex, say, zh: bool) -> None:
     )
     say(
         f"[dim]Each x_i is ({', '.join(ex.value_dims)}), set by hand.[/]",
-        f"[dim]每个 x_i 是（{', '.join(ex.value_dims)}），手工设定。[/]",
+        f"[dim]每个 x_i 是（{'、'.join(_ZH_DIMS.get(d, d) for d in ex.value_dims)}），手工设定。[/]",
     )
     table = Table(box=None, pad_edge=False, padding=(0, 1), show_footer=True)
     exps = ex.exps(t)

@@ -176,7 +176,7 @@ def _scores(cfg, s, T: int, v: _Shown) -> None:
     v.say(
         f"\n[bold]6. Divided by √Dh[/] = √{Dh} = {Dh**0.5:.3g} (× scale {s.scale:.4g}), so that the scores do not "
         "grow with the head's size.",
-        f"\n[bold]6. 除以 √Dh[/] = √{Dh} = {Dh**0.5:.3g}（× scale {s.scale:.4g}），使分数不随头的大小而变大。",
+        f"\n[bold]6. 除以 √Dh[/] = √{Dh} = {Dh**0.5:.3g}（即乘以 {s.scale:.4g}），使分数不随头的大小而变大。",
     )
     out.print(_grid(s.scaled[:n, :n], None, lab, lab))
     window = (

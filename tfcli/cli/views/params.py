@@ -11,6 +11,7 @@ from rich.cells import cell_len
 from rich.markup import escape
 
 from tfcli import numbers as num
+from tfcli.analysis.params.presets import SOURCES_ZH
 from tfcli.engine.config import MLPS, NORMS, POSITIONS
 
 from ..console import out
@@ -47,7 +48,8 @@ def _header(report: dict, say: _Say) -> None:
         plural = "s" if s["kv_heads"] != 1 else ""
         heads = f"{s['heads']} query heads × {s['head_dim']} ({s['kv_heads']} key/value head{plural})"
         heads_zh = f"{s['heads']} 个查询头 × {s['head_dim']}（{s['kv_heads']} 个键值头）"
-    out.print(f"[bold]{escape(report['title'])}[/]  [dim]{escape(report['name'])} · {escape(report['source'])}[/]")
+    source = SOURCES_ZH.get(report["source"], report["source"]) if say.zh else report["source"]
+    out.print(f"[bold]{escape(report['title'])}[/]  [dim]{escape(report['name'])} · {escape(source)}[/]")
     d, ff = num.count(s["d_model"]), num.count(s["d_ff"])
     _items(
         say,

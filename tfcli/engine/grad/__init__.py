@@ -31,7 +31,7 @@ BACKWARDS: dict[str, type[Backward]] = {
     "gemma3": gemma3.Gemma3Backward,
 }
 
-__all__ = ["Grads", "Tape", "backward", "backward_of", "loss_and_grads", "metric_grads", "record"]
+__all__ = ["IGNORED", "Grads", "Tape", "backward", "backward_of", "loss_and_grads", "metric_grads", "record"]
 
 
 def backward_of(model) -> Backward:
@@ -49,16 +49,25 @@ def backward(model, tape: Tape, d_logits: np.ndarray, grads: Grads | None = None
     return backward_of(model).run(tape, np.asarray(d_logits, dtype=np.float32), grads)
 
 
-def loss_and_grads(model, tokens: np.ndarray, targets: np.ndarray, grads: Grads | None = None) -> tuple[float, Grads]:
-    """The mean next-token cross-entropy of `targets` [B, T] after `tokens` [B, T], in nats, and its gradients."""
-    logits, tape = record(model, tokens)  # [N, V]
+IGNORED = -100  # a target that is not scored (torch's ignore_index): a chat's system and user turns
+
+
+def loss_and_grads(model, tokens: np.ndarray, targets: np.ndarray, grads: Grads | None = None, causal: bool = True,
+                   dropout: float = 0.0, rng: np.random.Generator | None = None) -> tuple[float, Grads]:  # fmt: skip
+    """The mean next-token cross-entropy of `targets` [B, T] after `tokens` [B, T], in nats, and its
+    gradients. A target of IGNORED is left out of the mean. `causal`, `dropout`, `rng`: tape.record's."""
+    logits, tape = record(model, tokens, causal=causal, dropout=dropout, rng=rng)  # [N, V]
     y = np.asarray(targets).reshape(-1)  # [N]
-    shifted = logits - logits.max(axis=-1, keepdims=True)  # [N, V]
-    logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # [N, V] log-softmax
-    loss = -float(logp[np.arange(len(y)), y].mean(dtype=np.float64))
-    d = np.exp(logp)  # [N, V]: d loss / d logits = (softmax - one_hot) / N
-    d[np.arange(len(y)), y] -= 1.0
-    d /= np.float32(len(y))
+    rows = np.flatnonzero(y != IGNORED)  # [n] the scored positions
+    if len(rows) == 0:
+        raise TfcliError("no target of this batch is scored", "give it at least one token to learn")
+    shifted = logits[rows] - logits[rows].max(axis=-1, keepdims=True)  # [n, V]
+    logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # [n, V] log-softmax
+    loss = -float(logp[np.arange(len(rows)), y[rows]].mean(dtype=np.float64))
+    d = np.zeros_like(logits)  # [N, V]: d loss / d logits = (softmax - one_hot) / n on the scored rows, 0 elsewhere
+    d[rows] = np.exp(logp)
+    d[rows, y[rows]] -= 1.0
+    d /= np.float32(len(rows))
     return loss, backward(model, tape, d, grads)
 
 

@@ -60,6 +60,12 @@ class Grads:
         return self.sites[(name, block)]
 
 
+def dropped(dy: np.ndarray, tape: Tape, site: str, block: int) -> np.ndarray:
+    """The gradient [B*T, D] at a site, carried back through the dropout the tape applied there (if any)."""
+    keep = tape.kept.get((site, block))
+    return dy if keep is None else dy * keep  # [B*T, D]
+
+
 class Backward:
     """The shared walk back; a family subclasses it and supplies the backward of its own steps."""
 
@@ -78,15 +84,15 @@ class Backward:
             step, layer = tape.steps[i], self.model.layers[i]
             grads.sites[("resid_post", i)] = dx
             grads.sites[("mlp_out", i)] = dx  # [B*T, D]: x + mlp(..) passes dx to both
-            dh2 = self.mlp_backward(step, layer, i, dx, grads)  # [B*T, D]
+            dh2 = self.mlp_backward(step, layer, i, dropped(dx, tape, "mlp_out", i), grads)  # [B*T, D]
             dx = dx + self.mlp_norm_backward(step.resid_mid, layer, i, dh2, grads)
             grads.sites[("resid_mid", i)] = dx
             grads.sites[("attn_out", i)] = dx
-            dh1 = self.attention_backward(step, layer, i, dx, tape, grads)  # [B*T, D]
+            dh1 = self.attention_backward(step, layer, i, dropped(dx, tape, "attn_out", i), tape, grads)  # [B*T, D]
             dx = dx + self.attn_norm_backward(step.resid_pre, layer, i, dh1, grads)
             grads.sites[("resid_pre", i)] = dx
         grads.sites[("embed", -1)] = dx
-        self.embed_backward(tape, dx, grads)
+        self.embed_backward(tape, dropped(dx, tape, "embed", -1), grads)
         return grads
 
     # -- the steps every family shares (a family replaces what it does differently) ------------

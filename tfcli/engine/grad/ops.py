@@ -83,8 +83,23 @@ _A = np.float32(0.044715)
 
 def gelu_derivative(x: np.ndarray) -> np.ndarray:
     """d/dx of ops.gelu, 0.5 x (1 + tanh u) with u = c (x + a x³): 0.5 (1 + tanh u) + 0.5 x (1 - tanh² u) du/dx."""
-    t = np.tanh(_C * (x + _A * x * x * x))  # [.., F]
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _C * (1.0 + 3.0 * _A * x * x)
+    # in place, in two temporaries: the formula's nine [T, F] temporaries cost as much as a product
+    x2 = np.square(x)  # [.., F] x²
+    t = x2 * (_A * _C)
+    t += _C
+    t *= x
+    np.tanh(t, out=t)  # [.., F] tanh u
+    d = np.square(t)
+    np.subtract(np.float32(1.0), d, out=d)  # 1 - tanh² u
+    x2 *= np.float32(3.0) * _A
+    x2 += np.float32(1.0)
+    x2 *= _C  # du/dx = c (1 + 3 a x²)
+    d *= x2
+    d *= x
+    t += np.float32(1.0)
+    d += t
+    d *= np.float32(0.5)
+    return d  # [.., F]
 
 
 def silu_derivative(x: np.ndarray) -> np.ndarray:

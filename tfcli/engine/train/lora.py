@@ -34,10 +34,54 @@ from ..errors import TfcliError, shown
 from ..grad.model import Grads
 from .model import Params, Trainable
 
-# The short names --targets takes and the Linear each means, for families with separate projections.
-MODULES = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
-           "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj"}  # fmt: skip
-FAMILIES = ("llama", "qwen2", "qwen3", "gemma3")  # Phi-3 and GPT-2 fuse their projections: not yet
+# The short names --targets takes and the Linear (PEFT's module) each means, by family. Phi-3 stores
+# q, k, v as one qkv_proj and gate, up as one gate_up_proj; GPT-2 q, k, v as one c_attn: PEFT adapts
+# a module whole, so an adapter there adapts the fused matrix (an adapter on a slice of it is not a
+# PEFT adapter: nothing else could load it).
+SEPARATE = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
+            "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj"}  # fmt: skip
+MODULES_OF = {
+    "llama": SEPARATE, "qwen2": SEPARATE, "qwen3": SEPARATE, "gemma3": SEPARATE,
+    "phi3": {"qkv": "self_attn.qkv_proj", "o": "self_attn.o_proj", "gate_up": "mlp.gate_up_proj",
+             "down": "mlp.down_proj"},
+    "gpt2": {"qkv": "attn.c_attn", "o": "attn.c_proj", "up": "mlp.c_fc", "down": "mlp.c_proj"},
+}  # fmt: skip
+FUSED_INTO = {"phi3": {"q": "qkv", "k": "qkv", "v": "qkv", "gate": "gate_up", "up": "gate_up"},
+              "gpt2": {"q": "qkv", "k": "qkv", "v": "qkv"}}  # fmt: skip
+TARGETS = ("q", "k", "v", "o", "gate", "up", "down", "qkv", "gate_up")  # every short name of some family
+FAMILIES = tuple(MODULES_OF)
+MODULES = SEPARATE  # the separate projections' table (Llama, Qwen2, Qwen3, Gemma 3)
+
+
+def layer_prefix(family: str, i: int) -> str:
+    return f"transformer.h.{i}." if family == "gpt2" else f"model.layers.{i}."
+
+
+def default_targets(family: str) -> tuple[str, ...]:
+    """The attention's projections: q,k,v,o, or qkv,o where they are fused."""
+    return ("qkv", "o") if "qkv" in MODULES_OF.get(family, {}) else ("q", "k", "v", "o")
+
+
+def resolve_targets(family: str, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """--targets checked against the family (the default when empty); LoraError saying why one is not there."""
+    table = MODULES_OF.get(family)
+    if table is None:
+        raise LoraError(f"LoRA is not available for {family} models", f"it adapts {', '.join(FAMILIES)} models")
+    targets = tuple(targets) or default_targets(family)
+    for t in targets:
+        fused = FUSED_INTO.get(family, {}).get(t)
+        if fused:
+            parts = [k for k, v in FUSED_INTO[family].items() if v == fused]
+            both = ", ".join(parts[:-1]) + " and " + parts[-1]
+            raise LoraError(f"--targets {t}: a {family} model keeps {both} in one matrix "
+                            f"({table[fused].split('.')[-1]}), which an adapter adapts whole",
+                            f"use --targets {fused} (the choices: {','.join(table)})")  # fmt: skip
+        if t not in table:
+            raise LoraError(f"--targets {shown(t)} is not a projection of a {family} block",
+                            f"choose from {','.join(table)}")  # fmt: skip
+    return targets
+
+
 CONFIG = "adapter_config.json"
 WEIGHTS = "adapter_model.safetensors"
 PREFIX = "base_model.model."
@@ -52,11 +96,12 @@ class LoraError(TfcliError):
 class Adapter:
     rank: int
     alpha: float
-    targets: tuple[str, ...]  # short names (MODULES)
+    targets: tuple[str, ...]  # short names (MODULES_OF)
     tensors: Params  # PEFT's names -> A [r, in] or B [out, r]
     base: str = ""  # base_model_name_or_path
     fingerprint: str = ""  # of the base's weights (fingerprint()); "" when unknown (an adapter from peft)
     rslora: bool = False  # s = alpha / √r
+    fan_in_fan_out: bool = False  # the base stores its matrices [in, out] (GPT-2's Conv1D), as PEFT says it
 
     @property
     def scale(self) -> float:
@@ -68,9 +113,16 @@ class Adapter:
         return sorted(name.removeprefix(PREFIX).removesuffix(".lora_A.weight") for name in ends)
 
     def delta(self, module: str) -> np.ndarray:
-        """s·B A [out, in]: what the adapter adds to the module's weight."""
+        """s·B A [out, in] (GPT-2's Conv1D: its transpose [in, out]): what the adapter adds to the
+        module's weight, as the checkpoint stores it."""
         a, b = self.tensors[_key(module, "A")], self.tensors[_key(module, "B")]  # [r, in], [out, r]
-        return np.float32(self.scale) * (b @ a)  # [out, r] @ [r, in] -> [out, in]
+        d = np.float32(self.scale) * (b @ a)  # [out, r] @ [r, in] -> [out, in]
+        return d.T if self.fan_in_fan_out else d
+
+    def stored_shape(self, module: str) -> tuple[int, int]:
+        """The shape the module's weight has in the checkpoint: [out, in], or [in, out] (Conv1D)."""
+        out, n_in = self.tensors[_key(module, "B")].shape[0], self.tensors[_key(module, "A")].shape[1]
+        return (n_in, out) if self.fan_in_fan_out else (out, n_in)
 
 
 def _key(module: str, which: str) -> str:
@@ -87,39 +139,38 @@ def fingerprint(embed_rows: np.ndarray, norm: np.ndarray) -> str:
 
 
 def params_fingerprint(params: Params) -> str:
-    return fingerprint(params["model.embed_tokens.weight"][:8], params["model.norm.weight"])
+    embed, norm = ("transformer.wte.weight", "transformer.ln_f.weight") if "transformer.wte.weight" in params else (
+        "model.embed_tokens.weight", "model.norm.weight")  # fmt: skip
+    return fingerprint(params[embed][:8], params[norm])
 
 
 def new_adapter(config: ModelConfig, params: Params, rank: int, alpha: float, targets: tuple[str, ...],
                 seed: int = 0, base: str = "") -> Adapter:  # fmt: skip
-    """A fresh adapter for these base parameters; LoraError on a family, target or rank it cannot have."""
-    if config.family not in FAMILIES:
-        raise LoraError(f"LoRA is not available for {config.family} models yet",
-                        f"it adapts {', '.join(FAMILIES)} models")  # fmt: skip
-    unknown = [t for t in targets if t not in MODULES]
-    if unknown or not targets:
-        raise LoraError(f"--targets {shown(','.join(unknown) or '')} is not a projection of a {config.family} block",
-                        f"choose from {','.join(MODULES)}")  # fmt: skip
+    """A fresh adapter for these base parameters; LoraError on a family, target or rank it cannot
+    have. `targets` empty: the family's default (default_targets)."""
+    targets = resolve_targets(config.family, targets)
+    table, gpt2 = MODULES_OF[config.family], config.family == "gpt2"
     rng = np.random.default_rng(seed)
     tensors: Params = {}
     for i in range(config.n_layer):
         for t in targets:
-            module = f"model.layers.{i}.{MODULES[t]}"
-            out, n_in = params[module + ".weight"].shape
+            module = layer_prefix(config.family, i) + table[t]
+            shape = params[module + ".weight"].shape
+            n_in, out = shape if gpt2 else shape[::-1]  # Conv1D [in, out]; Linear [out, in]
             if not 0 < rank <= min(out, n_in):
                 raise LoraError(f"--lora {rank} is not a rank of the {out} x {n_in} matrix {module}",
                                 f"give a rank from 1 to {min(out, n_in)}")  # fmt: skip
             bound = 1.0 / np.sqrt(n_in)  # PEFT's kaiming_uniform_(a=√5)
             tensors[_key(module, "A")] = rng.uniform(-bound, bound, (rank, n_in)).astype(np.float32)  # [r, in]
             tensors[_key(module, "B")] = np.zeros((out, rank), dtype=np.float32)  # [out, r]
-    return Adapter(rank, float(alpha), tuple(targets), tensors, base, params_fingerprint(params))
+    return Adapter(rank, float(alpha), targets, tensors, base, params_fingerprint(params), fan_in_fan_out=gpt2)
 
 
 def merged(params: Params, adapter: Adapter) -> Params:
     """The base's parameters with every target W replaced by W + s·B A (new arrays; the rest shared)."""
     out = dict(params)
     for module in adapter.modules():
-        out[module + ".weight"] = params[module + ".weight"] + adapter.delta(module)  # [out, in]
+        out[module + ".weight"] = params[module + ".weight"] + adapter.delta(module)  # [out, in] (Conv1D [in, out])
     return out
 
 
@@ -128,7 +179,8 @@ def adapter_grads(adapter: Adapter, grads: Params) -> Params:
     s, out = np.float32(adapter.scale), {}
     for module in adapter.modules():
         a, b = adapter.tensors[_key(module, "A")], adapter.tensors[_key(module, "B")]
-        dw = grads[module + ".weight"]  # [out, in]
+        dw = grads[module + ".weight"]  # [out, in] (Conv1D: [in, out], turned)
+        dw = dw.T if adapter.fan_in_fan_out else dw
         out[_key(module, "A")] = s * (b.T @ dw)  # [r, out] @ [out, in] -> [r, in]
         out[_key(module, "B")] = s * (dw @ a.T)  # [out, in] @ [in, r] -> [out, r]
     return out
@@ -152,11 +204,15 @@ class AdapterGrads(Grads):
         parts = {"q_proj": ("w_qkv", 0, d_attn), "k_proj": ("w_qkv", d_attn, d_attn + d_kv),
                  "v_proj": ("w_qkv", d_attn + d_kv, d_attn + 2 * d_kv), "o_proj": ("wo", 0, None),
                  "gate_proj": ("mlp.w_in", 0, f), "up_proj": ("mlp.w_in", f, 2 * f),
-                 "down_proj": ("mlp.w_out", 0, None)}  # fmt: skip
+                 "down_proj": ("mlp.w_out", 0, None), "qkv_proj": ("w_qkv", 0, None),
+                 "gate_up_proj": ("mlp.w_in", 0, None), "attn.c_attn": ("c_attn_w", 0, None),
+                 "attn.c_proj": ("c_proj_w", 0, None), "mlp.c_fc": ("mlp.w_in", 0, None),
+                 "mlp.c_proj": ("mlp.w_out", 0, None)}  # fmt: skip
         self.paths: dict[str, list[tuple[str, int, int | None]]] = {}
         for module in adapter.modules():
-            layer, name = module.split(".")[2], module.split(".")[-1]  # model.layers.{i}.self_attn.q_proj
-            path, lo, hi = parts[name]
+            # model.layers.{i}.self_attn.q_proj, transformer.h.{i}.attn.c_attn
+            layer, name = module.split(".")[2], module.split(".", 3)[3]
+            path, lo, hi = parts.get(name) or parts[name.split(".")[-1]]
             self.paths.setdefault(f"layers.{layer}.{path}", []).append((module, lo, hi))
 
     def wants(self, path: str) -> bool:
@@ -180,11 +236,9 @@ class LoraTrainable(Trainable):
     matrices merged, the rest the base's own arrays) and engine/grad's backward into AdapterGrads."""
 
     def __init__(self, config: ModelConfig, base: Params, adapter: Adapter):
-        from .family import FamilyTrainable
-
         super().__init__(config, adapter.tensors)
         self.adapter, self.base = adapter, base
-        self.inner = FamilyTrainable(config, base)
+        self.inner = Trainable(config, base)
 
     def _with_adapter(self) -> None:
         self.inner.params = merged(self.base, self.adapter)
@@ -213,11 +267,18 @@ def config_bytes(adapter: Adapter) -> bytes:
     """adapter_config.json as PEFT's save_pretrained writes it (the fields its LoraConfig reads)."""
     config = {
         "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": adapter.rank, "lora_alpha": adapter.alpha,
-        "target_modules": sorted({MODULES[t].split(".")[-1] for t in adapter.targets}), "lora_dropout": 0.0,
-        "bias": "none", "fan_in_fan_out": False, "inference_mode": True, "use_rslora": adapter.rslora,
+        "target_modules": target_modules(adapter), "lora_dropout": 0.0,
+        "bias": "none", "fan_in_fan_out": adapter.fan_in_fan_out, "inference_mode": True, "use_rslora": adapter.rslora,
         "base_model_name_or_path": adapter.base, "init_lora_weights": True,
     }  # fmt: skip
     return (json.dumps(config, indent=2) + "\n").encode("utf-8")
+
+
+def target_modules(adapter: Adapter) -> list[str]:
+    """PEFT's target_modules: each module's name, which PEFT matches against the end of the model's
+    module paths; GPT-2's two c_proj (attention's and the MLP's) keep their parent to tell them apart."""
+    names = {m.split(".", 3)[3] for m in adapter.modules()}  # self_attn.q_proj, attn.c_proj ...
+    return sorted(n if n.endswith("c_proj") else n.split(".")[-1] for n in names)
 
 
 def weights_bytes(adapter: Adapter) -> bytes:
@@ -253,7 +314,7 @@ def read(folder: Path) -> Adapter:
     except (OSError, ValueError, KeyError, TypeError, AttributeError, SafetensorError) as e:
         raise LoraError(f"{folder} is not a readable LoRA adapter ({type(e).__name__}: {shown(str(e), 80)})",
                         f"it needs {CONFIG} and {WEIGHTS}, as PEFT saves them") from None  # fmt: skip
-    unsupported = [k for k in ("use_dora", "fan_in_fan_out") if cfg.get(k)]
+    unsupported = [k for k in ("use_dora",) if cfg.get(k)]
     unsupported += [k for k in ("rank_pattern", "alpha_pattern") if cfg.get(k)]
     if cfg.get("peft_type", "LORA") != "LORA" or cfg.get("bias", "none") != "none":
         unsupported.append(f"peft_type {cfg.get('peft_type')}, bias {cfg.get('bias')}")
@@ -264,10 +325,11 @@ def read(folder: Path) -> Adapter:
                         "train the adapter without it")  # fmt: skip
     if rank < 1:
         raise LoraError(f"{folder}: its rank r is {rank}", "the adapter is damaged: train it again")
-    names = {m.split(".")[-1]: t for t, m in MODULES.items()}
-    targets = tuple(names[m] for m in cfg.get("target_modules") or () if m in names)
     base = str(cfg.get("base_model_name_or_path") or "")
-    adapter = Adapter(rank, alpha, targets, tensors, base, str(meta.get(BASE_KEY, "")), bool(cfg.get("use_rslora")))
+    adapter = Adapter(rank, alpha, (), tensors, base, str(meta.get(BASE_KEY, "")), bool(cfg.get("use_rslora")),
+                      bool(cfg.get("fan_in_fan_out")))  # fmt: skip
+    shorts = {m: t for table in MODULES_OF.values() for t, m in table.items()}  # self_attn.q_proj -> q
+    adapter.targets = tuple(sorted({shorts.get(m.split(".", 3)[3], m.split(".")[-1]) for m in adapter.modules()}))
     for module in adapter.modules():
         a, b = tensors[_key(module, "A")], tensors.get(_key(module, "B"))
         if b is None or a.ndim != 2 or b.ndim != 2 or a.shape[0] != rank or b.shape[1] != rank:
@@ -284,8 +346,7 @@ def check(adapter: Adapter, where: Path, shape_of, base_print: str, model: str) 
     trained_on = f" ({shown(adapter.base, 60)})" if adapter.base else ""
     hint = f"use the adapter with the model it was trained on{trained_on}"
     for module in adapter.modules():
-        a, b = adapter.tensors[_key(module, "A")], adapter.tensors[_key(module, "B")]
-        want, have = (b.shape[0], a.shape[1]), shape_of(module + ".weight")
+        want, have = adapter.stored_shape(module), shape_of(module + ".weight")
         if have is None or tuple(have) != want:
             what = "has no such matrix" if have is None else f"has it {have[0]} x {have[1]}"
             mine = f"its {module} is {want[0]} x {want[1]}; {model} {what}"
@@ -312,6 +373,8 @@ class AdaptedTensors:
     def __init__(self, inner, adapter: Adapter):
         self.inner, self.adapter = inner, adapter
         self.targeted = {module + ".weight": module for module in adapter.modules()}
+        # a GPT-2 saved without the "transformer." prefix (the original OpenAI conversion)
+        self.targeted |= {name.removeprefix("transformer."): m for name, m in self.targeted.items()}
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)  # names, paths, shape, dtype, ignore, unused, used ...
@@ -324,7 +387,7 @@ class AdaptedTensors:
         module = self.targeted.get(name)
         if module is None:
             return w
-        return np.asarray(w, dtype=np.float32) + self.adapter.delta(module)  # [out, in]
+        return np.asarray(w, dtype=np.float32) + self.adapter.delta(module)  # [out, in] (Conv1D [in, out])
 
     def fused(self, names_rows: list[tuple[str, int]], n_in: int):
         if not any(name in self.targeted for name, _ in names_rows):
@@ -336,6 +399,9 @@ class AdaptedTensors:
 def checkpoint_fingerprint(tensors, config: ModelConfig) -> str:
     """fingerprint() of an opened checkpoint's tensors (a folder, or a GGUF run in place)."""
     embed, norm = "model.embed_tokens.weight", "model.norm.weight"
+    if config.family == "gpt2":  # saved with or without the "transformer." prefix: the trainer's names have it
+        p = "transformer." if "transformer.wte.weight" in tensors else ""
+        embed, norm = p + "wte.weight", p + "ln_f.weight"
     if embed not in tensors or norm not in tensors:
         return ""
     table = tensors.get(embed, (config.vocab_size, config.d_model))
@@ -351,7 +417,11 @@ def adapted(lm, folder: Path):
     adapter = read(folder)
     ckpt = read_checkpoint(lm.path)
     tensors = ckpt.tensors
-    shape_of = lambda name: tensors.shape(name) if name in tensors else None  # noqa: E731
+
+    def shape_of(name: str):
+        name = name if name in tensors else name.removeprefix("transformer.")  # GPT-2 without its prefix
+        return tensors.shape(name) if name in tensors else None
+
     check(adapter, folder, shape_of, checkpoint_fingerprint(tensors, ckpt.config), lm.name)
     ckpt.tensors = AdaptedTensors(tensors, adapter)
     lm.model = build(ckpt)

@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ModelConfig
+from ..errors import shown_number
 from ..families import config_from_hf
 from ..memory import check_allocation
-from ..errors import shown_number
-from . import TrainError, cost, data, folder, gpt2, lora, trainable
+from . import TrainError, chat, cost, data, folder, lora, trainable
 from .card import model_card
+from .model import init_gpt2
 from .optim import SGD, AdamW, clip_by_global_norm, lr_at
 
 
@@ -85,10 +86,26 @@ class Run:
 
     def load_data(self, text: str) -> None:
         s = self.settings
+        self.chats: chat.ChatData | None = None
+        if chat.is_chat(Path(s.text)):  # conversations, scored on the assistant's turns (train/chat.py)
+            from ..chat import load_chat_template
+
+            template = load_chat_template(Path(s.from_model)) if s.from_model else None
+            pad = self.config.eos_token_ids[0] if self.config.eos_token_ids else 0
+            self.chats = chat.ChatData.of(text, Path(s.text), template, self.tokenizer, s.seq_len, s.val_fraction, pad)
+            self.val_batches = self.chats.val_batches(s.batch_size)
+            return
         ids = self.tokenizer.encode(text)  # [N]
         self.split = data.Split.of(ids, s.val_fraction)
         self.split.check(Path(s.text), s.batch_size, s.seq_len, s.data_order)
         self.val_batches = data.eval_batches(self.split.val, s.batch_size, s.seq_len, s.seed)
+
+    @property
+    def data_tokens(self) -> tuple[int, int]:
+        """Tokens of the training and the validation split."""
+        if self.chats is not None:
+            return self.chats.train_tokens, self.chats.val_tokens
+        return len(self.split.train), len(self.split.val)
 
     @property
     def tokens_per_step(self) -> int:
@@ -103,7 +120,10 @@ class Run:
     def train_step(self) -> float:
         """One step: a batch, the loss and its gradients, clipping, the update. Returns the loss."""
         s = self.settings
-        x, y = data.batch(self.split.train, self.step, s.batch_size, s.seq_len, s.data_order, s.seed)  # [B, T] each
+        if self.chats is not None:
+            x, y = self.chats.batch(self.step, s.batch_size, s.data_order, s.seed)  # [B, T] each
+        else:
+            x, y = data.batch(self.split.train, self.step, s.batch_size, s.seq_len, s.data_order, s.seed)  # [B, T] each
         rng = np.random.default_rng([s.seed, self.step, 1]) if s.dropout > 0 else None
         loss, grads = self.model.loss_and_grads(x, y, rng)
         if not math.isfinite(loss):
@@ -142,8 +162,11 @@ class Run:
         cache: milliseconds, and proof that the checkpoint loads); an unmasked one runs as it was
         trained, each position reading the whole prefix, recomputed for every new token."""
         s = self.settings
-        source = self.split.val if len(self.split.val) else self.split.train
-        ids = [int(i) for i in source[: max(1, min(16, s.seq_len // 2))]]
+        if self.chats is not None:
+            ids = self.chats.prompt()  # a held-out conversation, up to the assistant's answer
+        else:
+            source = self.split.val if len(self.split.val) else self.split.train
+            ids = [int(i) for i in source[: max(1, min(16, s.seq_len // 2))]]
         n = min(n_tokens or (200 if self.tokenizer.chars is not None else 60), self.config.n_ctx - len(ids))
         rng = np.random.default_rng([s.seed, self.step, 2])
         saved = s.causal and self.saved_step == self.step
@@ -251,6 +274,7 @@ def start(settings: Settings, out: Path, base_name: str = "") -> Run:
         if s.lora:
             base = base_name or Path(s.from_model).name
             adapter = lora.new_adapter(cfg, params, s.lora, s.lora_alpha, tuple(s.lora_targets), s.seed, base)
+            s.lora_targets = list(adapter.targets)  # the family's default when none were given
     else:
         if s.tokenizer == "char":
             tok = data.char_tokenizer(text, s.context)
@@ -258,7 +282,7 @@ def start(settings: Settings, out: Path, base_name: str = "") -> Run:
             tok = data.bpe_tokenizer(text, int(s.tokenizer[4:]), s.context)
         cfg = new_gpt2_config(s, tok.vocab_size)
         affordable(cfg, s)
-        raw, params = None, gpt2.init_params(cfg, np.random.default_rng(s.seed))
+        raw, params = None, init_gpt2(cfg, np.random.default_rng(s.seed))
     run = Run(s, out, tok, sha, cfg, raw, params, adapter)
     if s.from_model and not adapter:
         run.extra_files = folder.companions(Path(s.from_model))

@@ -131,11 +131,17 @@ class Fast(Plain):
     def numerics(self, model, rows: int) -> str:
         """The products of a pass of up to kernel_products.KERNEL_ROWS rows of a model on the kernels are
         theirs: with the activations quantized to 8 bits for quantized weights (as llama.cpp's),
-        each row's numbers its own whatever the others; longer passes and other models: float32
-        on BLAS, as the textbook's."""
-        if rows > kernel_products.KERNEL_ROWS or not on_kernels(model) or self.with_kernels().kernels is None:
+        each row's numbers its own whatever the others; longer passes: the same for the matrices whose
+        kernels run any number of rows (kernel_products.on_integers), float32 on BLAS for the others
+        and for other models, as the textbook's."""
+        if not on_kernels(model) or self.with_kernels().kernels is None:
             return "float32"
-        return "8-bit activations" if model.quantized() else "float32, compiled"
+        if rows <= kernel_products.KERNEL_ROWS:
+            return "8-bit activations" if model.quantized() else "float32, compiled"
+        on = {kernel_products.on_integers(w) for w in model.weights() if isinstance(w, Quantized)}
+        if on == {True}:
+            return "8-bit activations"
+        return "8-bit activations, some float32" if True in on else "float32"
 
     def plan(self, model, cache, rows: int, hooks) -> Plan:
         """A long prompt pass in parts on threads, when split_prompt cuts it and its hooks (if any)

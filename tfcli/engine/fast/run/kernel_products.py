@@ -9,8 +9,9 @@ multiply. Here, what measurement justified instead (benchmarks/README.md):
   of a fused matrix (Q, K, V) multiplied in one call. The k-quants are read in place in the mapped
   file; the 32-weight types from a copy with their rows interleaved 8 at a time (rows_of,
   interleave.py), made at the first product, which replaces the file's pages in memory;
-- a long prompt: tiles of weight rows dequantized by a compiled loop (bit for bit formats.py's),
-  then BLAS, whose product on many rows is faster than any integer kernel we can write here.
+- a long prompt: the same kernels for the 32-weight types whose integer products beat BLAS at any
+  row count (ALL_ROWS); for the others, tiles of weight rows dequantized by a compiled loop (bit for
+  bit formats.py's), then BLAS.
 
 The compiled kernels are compiled once per machine (numba, in a process of its own: build.py) and
 loaded the first time a quantized product runs (or when the CLI prepares a model on the kernels,
@@ -28,12 +29,31 @@ from collections.abc import Callable
 import numpy as np
 
 from ...gguffile import release
+from ...formats import GGMLType
 from ...quantized import Part, Quantized, textbook_product
 from . import interleave
 
 # up to this many rows of x, the integer kernels; more, dequantized tiles and BLAS (one thread, AMD EPYC:
 KERNEL_ROWS = 48
 # kernels / tiles 0.88 at 32 rows, 0.81-0.90 at 48, 1.00-1.14 at 64 on SmolLM2's and Gemma 3's MLP matrices)
+# ... except the block types whose kernels beat BLAS at any row count: on rows interleaved 8 at a time with
+# the int16 sums of llvm_x8.RUN16 (AMD EPYC Zen 1, one core, CPU time: 39-40 GFLOPS on SmolLM2's Q4_1
+# matrices at 64-512 rows, Gemma 3's Q5_0 31-32; OpenBLAS 33-36 on the same float32 shapes at its best,
+# 10 in some processes; benchmarks/README.md). Q8_0 (29: a vpmaddwd per vpmaddubsw without VNNI) and the
+# k-quants (Q4_K 24, Q6_K 21-22, read row by row) stay on tiles beyond KERNEL_ROWS. Measured on AVX2 alone:
+# where BLAS has 512-bit FMAs (AVX-512) or the kernels VNNI (the 64-row figure above), the tiles stay.
+ALL_ROWS = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1})
+
+
+def _avx2_alone() -> bool:
+    """Whether the CPU's widest vectors are AVX2's, without VNNI (the CPUs ALL_ROWS was measured on)."""
+    from ..load.compiled import cpu_name
+
+    flags = set(" ".join(ln.split(":", 1)[-1] for ln in cpu_name().splitlines() if ln.startswith("flags")).split())
+    return "avx2" in flags and not flags & {"avx512f", "avx_vnni", "avx512_vnni"}
+
+
+ALL_ROWS = ALL_ROWS if _avx2_alone() else frozenset()
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "kernels": the module once loaded; "why": why not
 
@@ -85,14 +105,19 @@ def product(x: np.ndarray, w: Quantized, threads: int = 1, k=None) -> np.ndarray
         return textbook_product(x, w)
     if x.dtype != np.float32 or not x.flags.c_contiguous:
         x = np.ascontiguousarray(x, dtype=np.float32)  # [T, K]
-    if x.shape[0] > KERNEL_ROWS:
-        return _tiled(k, x, w)
+    if x.shape[0] > KERNEL_ROWS and not on_integers(w):
+        return _tiled(k, x, w, threads)
     y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
     calls, order = plan_of(k, w)
     for parts in calls:
         k.product_parts(x, parts, y, threads)
     # computed in the stored order; the model's is a permutation of it
     return y if order is None else y.take(order, axis=1)
+
+
+def on_integers(w: Quantized) -> bool:
+    """Whether w's products of any number of rows run on the integer kernels (ALL_ROWS), not only up to KERNEL_ROWS."""
+    return w.types <= ALL_ROWS
 
 
 _made: dict[int, tuple] = {}  # id(w) -> (a weak reference to w, what _kept made for it): forgotten with w
@@ -155,16 +180,20 @@ def dense_product(k, x: np.ndarray, w: np.ndarray, threads: int = 1) -> np.ndarr
 TILE_ROWS = 256  # weight rows dequantized at a time for a long prompt
 
 
-def _tiled(k, x: np.ndarray, w: Quantized) -> np.ndarray:
+def _tiled(k, x: np.ndarray, w: Quantized, threads: int = 1) -> np.ndarray:
     """A long prompt: tiles of weight rows dequantized (compiled, bit for bit formats.py's), then
-    NumPy's product on BLAS's threads. [T, K] -> [T, N]"""
+    NumPy's product on BLAS's threads; the parts of a type of ALL_ROWS (Gemma 3's Q5_0 queries and keys
+    beside its Q8_0 values) on the integer kernels, on `threads` threads. [T, K] -> [T, N]"""
     y = np.empty((x.shape[0], w.n_rows), dtype=np.float32)  # [T, N]
     tile = np.empty((TILE_ROWS, w.cols), dtype=np.float32)  # [256, K]
     first = 0
     for p in w.parts:
         stored = np.empty((x.shape[0], p.rows), dtype=np.float32) if p.order is not None else None  # [T, n]
         rows = rows_of(p)
-        for a in range(0, p.rows, TILE_ROWS):
+        if p.type_id in ALL_ROWS:
+            table = _kept(rows, lambda: k.PartTable([(rows, p.type_id, 0)]))  # noqa: B023 (made now, for this part)
+            k.product_parts(x, table, stored if stored is not None else y[:, first : first + p.rows], threads)
+        for a in range(0, p.rows if p.type_id not in ALL_ROWS else 0, TILE_ROWS):
             b = min(a + TILE_ROWS, p.rows)
             # the file's bytes
             data = interleave.restore(rows, a, b) if isinstance(rows, interleave.Interleaved) else rows[a:b]

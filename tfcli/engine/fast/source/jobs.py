@@ -189,30 +189,39 @@ def _dot_rows(x, w, out, n):
 
 # --- rows of x against weight rows lo..hi-1 ----------------------------------------------------------
 
+X_TILE = 128  # rows of x a product of interleaved rows takes through all its groups at a time (_rows_x8)
+
 
 def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
     """Weight rows lo..hi-1 of a part interleaved 8 at a time (interleave.py; `groups` [G, record bytes
-    x nb]): for each group of 8 (two at a time where the CPU has 512-bit VNNI), 4 rows of x at a time,
-    then one at a time (llvm_x8.py), each writing the lanes of rows lo..hi-1 alone."""
+    x nb]): for each group of 8 (two at a time where the CPU has 512-bit VNNI), 4 rows of x at a time (a
+    tile of X_TILE rows through every group, then the next), then the last T % 4 one at a time (llvm_x8.py),
+    each writing the lanes of rows lo..hi-1 alone. Every row's numbers are the same whichever way it is reached."""
     T, nb = xd.shape
     K = 32 * nb
     gb, ld = groups.shape[1], out.shape[1]
+    # rows of x in tiles of X_TILE for every group (x's bytes stay in the core's own cache), then the rest
+    for t0 in range(0, T - T % 4, X_TILE):
+        t1 = min(t0 + X_TILE, T - T % 4)
+        g, end = lo // 8, (hi + 7) // 8
+        while g < end:
+            two = llvm_x8.WIDE and g + 1 < end
+            a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 16 if two else 8)
+            for t in range(t0, t1, 4):
+                if two:
+                    llvm_x8.dot_x16x4(
+                        kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
+                    )
+                else:
+                    llvm_x8.dot_x8x4(
+                        kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
+                    )
+            g += 2 if two else 1
     g, end = lo // 8, (hi + 7) // 8
     while g < end:
         two = llvm_x8.WIDE and g + 1 < end
         a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 16 if two else 8)
-        t = 0
-        while t + 4 <= T:
-            if two:
-                llvm_x8.dot_x16x4(
-                    kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
-                )
-            else:
-                llvm_x8.dot_x8x4(
-                    kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
-                )
-            t += 4
-        for t in range(t, T):
+        for t in range(T - T % 4, T):
             if two:
                 llvm_x8.dot_x16x1(
                     kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b

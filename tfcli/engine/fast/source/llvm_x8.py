@@ -26,14 +26,43 @@ from numba.extending import intrinsic
 from ...formats import BLOCK_TYPES, GGMLType
 from ..run.interleave import TYPES
 from .llvm import (
-    _FEATURES, _VNNI, FLOAT, I8, I32, _at, _dot4, _fma, _intrinsic, _load, _plus, _prefetch, _scalar, _signed_dot4,
-    _splat, _switch, _vec, intp,
+    _FEATURES, _VNNI, FLOAT, I8, I16, I32, _at, _dot4, _fma, _intrinsic, _load, _plus, _prefetch, _scalar,
+    _signed_dot4, _splat, _switch, _ubytes_sbytes, _vec, _words, intp,
 )
 
 
 KINDS = TYPES  # the block types interleave.py lays out: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 # two groups at once in 512-bit vectors (dot_x16*)
 WIDE = _VNNI and "avx512vnni" in _FEATURES and "avx512bw" in _FEATURES
+
+
+# Without VNNI, vpmaddubsw's pairs of products (int16) are summed in int16 over this many of a block's 8
+# runs of 4 weights before one vpmaddwd widens them: a pair is at most 2 x 15 x 127 = 3,810 for 4-bit q
+# (8 of them: 30,480 < 32,767), 2 x 31 x 127 = 7,874 for 5-bit q (4: 31,496). The sums stay exact, so the
+# bits do not change; the multiplier port (one on Zen 1) does 9 multiplies per run of 8 instead of 16.
+# Q8_0's pairs (|q| up to 128: 32,512) take a vpmaddwd each. llama.cpp's AVX2 q4_0 products do the same.
+RUN16 = {GGMLType.Q4_0: 8, GGMLType.Q4_1: 8, GGMLType.Q5_0: 4, GGMLType.Q5_1: 4}
+
+
+def _pairs16(builder, w, x4, rows: int, run: int):
+    """[8] x [32] unsigned bytes w (4 weights of each of 8 weight rows: w[j] weights 4j..4j+3), x4(r, j) [32]
+    signed bytes (4 bytes of row r of x broadcast) -> for each row r, [8] int32: lane l = sum_j sum_i
+    w[j][4l+i] x4(r, j)[4l+i], the int16 pairs summed `run` at a time (RUN16 says why that is exact). The
+    runs j and j+4 (a byte's two nibbles) go together for all rows before the next: few registers live."""
+    totals, s16 = [None] * rows, [None] * rows
+    count = 0
+    for k in range(4):
+        for r in range(rows):
+            for j in (k, k + 4):
+                p = _ubytes_sbytes(builder, w[j], x4(r, j))  # [16] int16
+                s16[r] = p if s16[r] is None else builder.add(s16[r], p)
+        count += 2
+        if count % run == 0:
+            for r in range(rows):
+                s32 = _words(builder, s16[r], _splat(1, I16, 16))
+                totals[r] = s32 if totals[r] is None else builder.add(totals[r], s32)
+                s16[r] = None
+    return totals
 
 
 def _dot_x8(rows: int, lanes: int):
@@ -68,6 +97,7 @@ def _emit(context, builder, t, args, kind: int, rows: int, lanes: int) -> None:
     hb_at = 32 if kind == GGMLType.Q5_1 else 16
     qs_at = record - (256 if kind == GGMLType.Q8_0 else 128)
     bias = {GGMLType.Q4_0: 8, GGMLType.Q5_0: 16, GGMLType.Q8_0: 128}.get(kind)
+    run16 = RUN16.get(kind)
     K = builder.mul(nb_, ir.Constant(nb_.type, 32))
     fv = _vec(FLOAT, lanes)
     zeros = ir.Constant(fv, [ir.Constant(FLOAT, 0.0)] * lanes)
@@ -105,20 +135,32 @@ def _emit(context, builder, t, args, kind: int, rows: int, lanes: int) -> None:
                 for j in range(8):
                     bits = builder.bitcast(load(o, hb_at + 4 * j, I32, 1), _vec(ir.IntType(1), width))
                     w[j] = builder.or_(w[j], builder.shl(builder.zext(bits, _vec(I8, width)), _splat(4, I8, width)))
-        for r in range(rows):
-            xo = builder.add(
+        xos = [
+            builder.add(
                 builder.add(ix_, builder.mul(K, ir.Constant(K.type, r))), builder.mul(b, ir.Constant(b.type, 32))
             )
-            sums = [izero, izero]  # two chains of 4
-            for j in range(8):
-                x4 = builder.load(_at(context, builder, t[3], xq_, _plus(builder, xo, 4 * j), I32), align=1)
-                x = builder.bitcast(_splat(x4, I32, lanes, builder), _vec(I8, width))
-                # signed bytes as llama.cpp multiplies them (vpmaddubsw would saturate on q + 128)
-                if kind == GGMLType.Q8_0 and not _VNNI:
-                    sums[j % 2] = builder.add(sums[j % 2], _signed_dot4(builder, w[j], x))
-                else:
-                    sums[j % 2] = _dot4(builder, w[j], x, sums[j % 2])
-            isum = builder.add(sums[0], sums[1])  # [lanes] int32, exact
+            for r in range(rows)
+        ]
+
+        def x4(r, j):
+            """Bytes 4j..4j+3 of row r's block of x, broadcast to the lanes."""
+            v = builder.load(_at(context, builder, t[3], xq_, _plus(builder, xos[r], 4 * j), I32), align=1)
+            return builder.bitcast(_splat(v, I32, lanes, builder), _vec(I8, width))
+
+        isums = _pairs16(builder, w, x4, rows, run16) if run16 and not _VNNI else None
+        for r in range(rows):
+            if isums is not None:
+                isum = isums[r]
+            else:
+                xs4 = [x4(r, j) for j in range(8)]
+                sums = [izero, izero]  # two chains of 4
+                for j in range(8):
+                    # signed bytes as llama.cpp multiplies them (vpmaddubsw would saturate on q + 128)
+                    if kind == GGMLType.Q8_0 and not _VNNI:
+                        sums[j % 2] = builder.add(sums[j % 2], _signed_dot4(builder, w[j], xs4[j]))
+                    else:
+                        sums[j % 2] = _dot4(builder, w[j], xs4[j], sums[j % 2])
+                isum = builder.add(sums[0], sums[1])  # [lanes] int32, exact
             xb = builder.add(builder.add(ixb_, builder.mul(nb_, ir.Constant(nb_.type, r))), b)
             if bias is not None and (kind != GGMLType.Q8_0 or _VNNI):
                 sx = _scalar(context, builder, t[6], xs_, xb)

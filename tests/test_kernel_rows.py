@@ -1,0 +1,140 @@
+"""Prompt passes on the integer kernels: products of many rows of x (more than one tile of
+jobs.X_TILE rows, and more than kernel_products.KERNEL_ROWS) on weight rows interleaved 8 at a time.
+
+- within the 8-bit activations' bound of the textbook: C float32 roundings of |x_q| @ |W|.T from the
+  exact product (float64) of the quantized activations (activations.py) with formats' dequantized
+  weights, as tests/test_kernels.py states it; x_q itself is within 1/254 of each block's largest |x|;
+- each row of x the same bits whatever rows a call covers (one row, a tile, a tile and a rest), on one
+  thread or two;
+- kernel_products.product runs the kernels at any row count for the types of ALL_ROWS (the same bits
+  as the rows one at a time), and dequantized tiles with BLAS beyond KERNEL_ROWS for the others.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tfcli.engine import formats
+from tfcli.engine.formats import GGMLType
+from tfcli.engine.quantized import Part, Quantized
+
+from test_kernels import C, EPS, name, random_rows, reference, weights
+
+ROWS32 = [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0]
+T_LONG = 133  # a tile of 128 rows of x (jobs.X_TILE), 4 more in the tile's loop, then 1 alone
+
+
+@pytest.mark.parametrize("t", ROWS32, ids=name)
+def test_many_rows_equal_the_textbook_within_the_8_bit_bound(kernels, t):
+    rng = np.random.default_rng(900 + t)
+    n, k = 45, 32 * 5
+    rows = random_rows(t, n, k, rng)
+    x = rng.standard_normal((T_LONG, k)).astype(np.float32)
+    x[7, :32] = 0.0  # a block of x that is all zeros (scale 0)
+    _, exact, scale = reference(x, weights(rows, t, n, k), t)
+    out = np.full((T_LONG, n), np.nan, np.float32)
+    kernels.product(x, rows, t, out, 0, n)
+    err = np.abs(out - exact)
+    assert (err <= C * EPS * scale).all(), (err / np.maximum(scale * EPS, 1e-300)).max()
+
+
+@pytest.mark.parametrize("t", ROWS32, ids=name)
+def test_each_row_has_the_same_bits_whatever_rows_a_call_covers(kernels, t):
+    rng = np.random.default_rng(950 + t)
+    n, k = 37, 32 * 3
+    rows = random_rows(t, n, k, rng)
+    x = rng.standard_normal((T_LONG, k)).astype(np.float32)
+    together = np.full((T_LONG, n), np.nan, np.float32)
+    kernels.product(x, rows, t, together, 0, n)
+    two = np.full((T_LONG, n), np.nan, np.float32)
+    kernels.product(x, rows, t, two, 0, n, threads=2)
+    assert np.array_equal(together, two)
+    for first, end in [(0, 1), (127, 128), (128, 133), (3, 70), (132, 133)]:
+        part = np.full((end - first, n), np.nan, np.float32)
+        kernels.product(np.ascontiguousarray(x[first:end]), rows, t, part, 0, n)
+        assert np.array_equal(together[first:end], part), (first, end)
+
+
+def _quantized(t: int, n: int, k: int, rng) -> Quantized:
+    """A family's [in, out] weight of n rows of type t, as a GGUF file holds it."""
+    return Quantized((Part(t, random_rows(t, n, k, rng)),), k).T
+
+
+@pytest.mark.parametrize("t", [GGMLType.Q4_1, GGMLType.Q5_0], ids=name)
+def test_a_long_prompt_product_is_the_kernels_one_row_at_a_time(kernels, t):
+    from tfcli.engine.fast.run import kernel_products
+
+    if t not in kernel_products.ALL_ROWS:
+        pytest.skip("long prompts run on the integer kernels where they were measured faster: AVX2 without VNNI")
+    rng = np.random.default_rng(990 + t)
+    n, k = 52, 32 * 4
+    w = _quantized(t, n, k, rng)
+    x = rng.standard_normal((kernel_products.KERNEL_ROWS + 13, k)).astype(np.float32)  # [T, K]
+    y = kernel_products.product(x, w, threads=2)  # [T, N]
+    for i in (0, 5, len(x) - 1):
+        assert np.array_equal(y[i], kernel_products.product(x[i : i + 1], w)[0]), i
+
+
+def test_the_other_types_run_tiles_beyond_kernel_rows(kernels):
+    """Q8_0 and the k-quants (and every type on CPUs other than AVX2 without VNNI) multiply a long prompt
+    as dequantized float32 tiles (BLAS): within float32's rounding of the float32 weights' product, far
+    inside the 8-bit activations' error (about 1/254 of a block's largest |x|)."""
+    from tfcli.engine.fast.run import kernel_products
+
+    rng = np.random.default_rng(999)
+    cases = [(GGMLType.Q8_0, 64), (GGMLType.Q4_K, 256), (GGMLType.Q6_K, 256), (GGMLType.Q4_1, 64)]
+    for t, k in [(t, k) for t, k in cases if t not in kernel_products.ALL_ROWS]:
+        w = _quantized(t, 24, k, rng)
+        x = rng.standard_normal((kernel_products.KERNEL_ROWS + 1, k)).astype(np.float32)  # [T, K]
+        dense = formats.dequantize(w.parts[0].data, t, (24, k))  # [N, K]
+        exact = x.astype(np.float64) @ dense.astype(np.float64).T  # [T, N]
+        bound = np.abs(x).astype(np.float64) @ np.abs(dense).astype(np.float64).T
+        y = kernel_products.product(x, w)
+        assert (np.abs(y - exact) <= 4 * k * EPS * bound).all(), name(t)  # float32 sums of k terms
+
+
+def test_a_matrix_of_two_types_multiplies_each_part_its_own_way(kernels):
+    """A fused matrix (Gemma 3's Q/K/V: Q5_0 beside Q8_0) past KERNEL_ROWS: the part of a type of ALL_ROWS on
+    the integer kernels (its columns the bits of that part's product alone), the other on float32 tiles."""
+    from tfcli.engine.fast.run import kernel_products
+
+    if GGMLType.Q5_0 not in kernel_products.ALL_ROWS:
+        pytest.skip("long prompts run on the integer kernels where they were measured faster: AVX2 without VNNI")
+    rng = np.random.default_rng(1001)
+    k = 64
+    a, b = random_rows(GGMLType.Q5_0, 40, k, rng), random_rows(GGMLType.Q8_0, 16, k, rng)
+    w = Quantized((Part(GGMLType.Q5_0, a), Part(GGMLType.Q8_0, b, np.arange(16)[::-1].copy())), k).T
+    x = rng.standard_normal((kernel_products.KERNEL_ROWS + 3, k)).astype(np.float32)  # [T, K]
+    y = kernel_products.product(x, w, threads=2)  # [T, 56]
+    alone = np.empty((len(x), 40), np.float32)
+    kernels.product(x, a, GGMLType.Q5_0, alone, 0, 40)
+    assert np.array_equal(y[:, :40], alone)
+    dense = formats.dequantize(b, GGMLType.Q8_0, (16, k))[::-1]  # [16, K], the model's order
+    exact = x.astype(np.float64) @ dense.astype(np.float64).T  # [T, 16]
+    bound = np.abs(x).astype(np.float64) @ np.abs(dense).astype(np.float64).T
+    assert (np.abs(y[:, 40:] - exact) <= 4 * k * EPS * bound).all()
+
+
+@pytest.mark.parametrize("t", [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1], ids=name)
+def test_the_largest_sums_do_not_overflow_16_bits(kernels, t):
+    """Every weight's q at its largest (15, or 31 with the fifth bit) against x whose 8-bit q are all 127
+    or all -127: the int16 sums of llvm_x8.RUN16 reach their bound (8 x 3,810 = 30,480 for 4-bit q,
+    4 x 7,874 = 31,496 for 5-bit) and stay exact, for 1, 4 and 9 rows of x."""
+    from test_kernels import HALF_FIELDS, PAYLOAD
+
+    bt = formats.BLOCK_TYPES[t]
+    n, k = 16, 32 * 4
+    blocks = np.full((n * k // 32, bt.nbytes), 0xFF, np.uint8)  # [B, nbytes]: every q and fifth bit set
+    for at in HALF_FIELDS[t]:
+        blocks[:, at : at + 2] = np.full(len(blocks), 0.5, np.float16).view(np.uint8).reshape(-1, 2)
+    assert PAYLOAD[t][1] <= bt.nbytes
+    rows = blocks.reshape(n, -1)
+    w = weights(rows, t, n, k)
+    for T in (1, 4, 9):
+        x = np.where(np.arange(T)[:, None] % 2 == 0, 1.0, -1.0) * np.ones((T, k))  # [T, K]: q all 127 or all -127
+        x = x.astype(np.float32)
+        _, exact, scale = reference(x, w, t)
+        out = np.full((T, n), np.nan, np.float32)
+        kernels.product(x, rows, t, out, 0, n)
+        assert (np.abs(out - exact) <= C * EPS * scale).all(), (T, out[:, 0], exact[:, 0])
