@@ -162,20 +162,9 @@ def libraries(lib: str, folder: str) -> None:
 
     def byte_vocab():
 
-        # byte-level BPE pieces -> bytes (GPT-2's printable stand-ins)
-        bs = (
-            list(range(ord("!"), ord("~") + 1))
-            + list(range(ord("¡"), ord("¬") + 1))
-            + list(range(ord("®"), ord("ÿ") + 1))
-        )
-        cs = bs[:]
-        n = 0
-        for b in range(256):
-            if b not in bs:
-                bs.append(b)
-                cs.append(256 + n)
-                n += 1
-        inv = {chr(c): b for b, c in zip(bs, cs)}
+        from tfcli.cli.json import byte_decoder
+
+        inv = byte_decoder()  # byte-level BPE pieces -> bytes (GPT-2's printable stand-ins)
         special = {int(i) for i, t in hf.get_added_tokens_decoder().items() if t.special}
         out = []
         for i in range(V):

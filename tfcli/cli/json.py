@@ -16,6 +16,7 @@ No NumPy import here: callers pass NumPy values, which are converted by duck typ
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -39,31 +40,32 @@ def token(tokenizer, token_id: int, *, with_bytes: bool = False) -> dict[str, An
     return row
 
 
-_BYTE_DECODER: dict[str, int] | None = None
+@functools.cache
+def byte_decoder() -> dict[str, int]:
+    """GPT-2's bytes_to_unicode, inverted: printable bytes stand for themselves, the rest are shifted
+    past 255 (built once, on first use)."""
+    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+          + list(range(ord("®"), ord("ÿ") + 1)))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
 
 
 def token_bytes(tokenizer, token_id: int, text: str | None = None) -> bytes:
     """The token's bytes: exact for byte-level BPE pieces (GPT-2's printable byte alphabet), which
     may be part of a character, and for SentencePiece's byte tokens; else its text's UTF-8."""
-    global _BYTE_DECODER  # a table built once, on first use; nothing the forward pass reads
-    if _BYTE_DECODER is None:
-        # GPT-2's bytes_to_unicode: printable bytes stand for themselves, the rest are shifted past 255.
-        bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-              + list(range(ord("®"), ord("ÿ") + 1)))
-        cs = bs[:]
-        n = 0
-        for b in range(256):
-            if b not in bs:
-                bs.append(b)
-                cs.append(256 + n)
-                n += 1
-        _BYTE_DECODER = {chr(c): b for b, c in zip(bs, cs)}
+    decoder = byte_decoder()
     text = tokenizer.token_text(int(token_id)) if text is None else text
     piece = tokenizer.piece(int(token_id))
     if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):  # SentencePiece's byte fallback, <0xE4>
         return bytes([int(piece[3:5], 16)])
-    if "\ufffd" in text and all(ch in _BYTE_DECODER for ch in piece):
-        return bytes(_BYTE_DECODER[ch] for ch in piece)
+    if "\ufffd" in text and all(ch in decoder for ch in piece):
+        return bytes(decoder[ch] for ch in piece)
     return text.encode("utf-8")
 
 
