@@ -33,8 +33,10 @@ import numpy as np
 
 from ...formats import BLOCK_TYPES, GGMLType
 from ..load import pages
+from ..source import k_quants
 
 TYPES = (GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0)
+EVERY = TYPES + k_quants.TYPES  # what interleave() lays out: these, and the k-quants (source/k_quants)
 GROUP = 8  # weight rows per group
 _TILE = 4096  # rows interleaved at a time: bounds the temporary arrays, and the file's pages held at once
 
@@ -93,7 +95,8 @@ def _tile(blocks: np.ndarray, type_id: int) -> np.ndarray:
 
 
 def interleave(data: np.ndarray, type_id: int, release=None) -> Interleaved:
-    """The file's rows `data` [n, nb * nbytes] uint8 of a 32-weight block type, interleaved.
+    """The file's rows `data` [n, nb * nbytes] uint8 of a type of EVERY, interleaved (a k-quant as
+    source/k_quants lays it out).
     `release(view)`, when given, is called with each tile of `data` once it is copied (to drop a
     file mapping's pages: the copy then costs its size once, not twice)."""
     nbytes = BLOCK_TYPES[type_id].nbytes
@@ -102,6 +105,9 @@ def interleave(data: np.ndarray, type_id: int, release=None) -> Interleaved:
     G = -(-n // GROUP)
     # [G, nb * record], on 2 MB pages where the system gives them
     groups = pages.empty(G * nb * GROUP * nbytes).reshape(G, nb * GROUP * nbytes)
+    if type_id in k_quants.TYPES:
+        k_quants.interleave_rows(data, type_id, groups, release)
+        return Interleaved(groups, n, type_id)
     for a in range(0, n, _TILE):
         b = min(a + _TILE, n)
         tile = data[a:b].reshape(b - a, nb, nbytes)  # [n', nb, nbytes]
@@ -115,6 +121,8 @@ def interleave(data: np.ndarray, type_id: int, release=None) -> Interleaved:
 
 def restore(packed: Interleaved, first: int, end: int) -> np.ndarray:
     """The file's rows first..end-1 ([end - first, nb * nbytes] uint8) from their interleaved groups."""
+    if packed.type_id in k_quants.TYPES:
+        return k_quants.restore_rows(packed.groups, packed.type_id, first, end)
     nbytes = BLOCK_TYPES[packed.type_id].nbytes
     g0, g1 = first // GROUP, -(-end // GROUP)
     G, nb = g1 - g0, packed.groups.shape[1] // (GROUP * nbytes)
