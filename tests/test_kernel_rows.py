@@ -125,7 +125,7 @@ def test_a_matrix_of_two_types_multiplies_each_part_its_own_way(kernels):
 @pytest.mark.parametrize("t", [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1], ids=name)
 def test_the_largest_sums_do_not_overflow_16_bits(kernels, t):
     """Every weight's q at its largest (15, or 31 with the fifth bit) against x whose 8-bit q are all 127
-    or all -127: the int16 sums of llvm_x8.RUN16 reach their bound (8 x 3,810 = 30,480 for 4-bit q,
+    or all -127: the int16 sums of blocks32.RUN16 reach their bound (8 x 3,810 = 30,480 for 4-bit q,
     4 x 7,874 = 31,496 for 5-bit) and stay exact, for 1, 4 and 9 rows of x."""
     from test_kernels import HALF_FIELDS, PAYLOAD
 

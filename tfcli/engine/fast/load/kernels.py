@@ -45,11 +45,11 @@ class KernelsUnavailable(Exception):
     """The kernels cannot be compiled or loaded here; str() is a one-line reason."""
 
 
-BLOCKS32 = frozenset(TYPES)  # blocks of 32 weights (interleave.py lays them out), x quantized Q8_0-style
+BLOCKS32 = frozenset(TYPES)  # blocks of 32 weights (source/blocks32 lays them out), x quantized Q8_0-style
 K_QUANTS = frozenset({GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K})  # blocks of 256, x quantized Q8_K-style
 FLOATS = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.BF16})  # x stays float32
 SUPPORTED: frozenset[int] = BLOCKS32 | K_QUANTS | FLOATS
-# the quantized blocks, rows interleaved 8 at a time (interleave.py, source/k_quants): a PartTable row's kind
+# the quantized blocks, rows interleaved 8 at a time (interleave.py): a PartTable row's kind
 INTERLEAVED = frozenset(t + X8 for t in EVERY)
 
 _lock = threading.Lock()

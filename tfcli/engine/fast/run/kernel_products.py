@@ -7,7 +7,7 @@ multiply. Here, what measurement justified instead (benchmarks/README.md):
   each weight block once for all the rows, with the activations quantized to 8-bit blocks as
   llama.cpp's are (activations.py); the weight rows shared among the pass's threads, and the parts
   of a fused matrix (Q, K, V) multiplied in one call. The quantized rows are read from a copy with
-  their rows interleaved 8 at a time (rows_of: interleave.py, source/k_quants), made at the first
+  their rows interleaved 8 at a time (rows_of: interleave.py, source/blocks32, source/k_quants), made at the first
   product, which replaces the file's pages in memory;
 - a long prompt: the same kernels for the block types whose integer products beat BLAS at any
   row count (ALL_ROWS, on AVX2 without VNNI); for the others, tiles of weight rows dequantized by
@@ -37,7 +37,7 @@ from . import interleave
 KERNEL_ROWS = 48
 # kernels / tiles 0.88 at 32 rows, 0.81-0.90 at 48, 1.00-1.14 at 64 on SmolLM2's and Gemma 3's MLP matrices)
 # ... except the block types whose kernels beat BLAS at any row count: on rows interleaved 8 at a time with
-# the int16 sums of llvm_x8.RUN16 and k_quants.RUN16 (AMD EPYC Zen 1, one core, CPU time: 39-40 GFLOPS on
+# the int16 sums of blocks32.RUN16 and k_quants.RUN16 (AMD EPYC Zen 1, one core, CPU time: 39-40 GFLOPS on
 # SmolLM2's Q4_1 matrices at 64-512 rows, Gemma 3's Q5_0 31-32, its Q4_K 40-41 and Q6_K 30; OpenBLAS 33-36
 # on the same float32 shapes at its best, 10 in some processes, and the tiles' dequantizing on top: 9-10
 # under load; benchmarks/README.md). Q8_0 (29: a vpmaddwd per vpmaddubsw without VNNI) stays on tiles

@@ -14,7 +14,7 @@ same product runs on the stored bytes, the way llama.cpp's ggml-cpu kernels do i
 (activations.py is the NumPy twin, and says what that costs), and each block of weights is
 unpacked in registers and dotted with up to 4 rows of x at a time, in integers, with one float
 multiply-add per block, on rows interleaved 8 at a time (one instruction serves 8 weight rows): the
-32-weight types as interleave.py and llvm_x8.py lay out and multiply them, the k-quants as k_quants/ does:
+32-weight types as blocks32/ lays out and multiplies them, the k-quants as k_quants/ does:
 
     Q4_0 Q5_0 Q8_0   x in blocks of 32 values, one float32 scale: w.x = dw dx sum(qw qx)
     Q4_1 Q5_1        the same, plus the block's sum of qx for the minimum: + mw dx sum(qx)
@@ -28,7 +28,8 @@ import numpy as np
 from numba import carray, types
 from numba.extending import intrinsic
 
-from . import llvm, llvm_q8, llvm_x8
+from . import llvm, llvm_q8
+from .blocks32 import dot as x8_dot
 from .k_quants import dot as k_dot
 from ...formats import GGMLType
 from ..arguments import PART_WIDTH, X8, PartColumn, Product
@@ -194,9 +195,9 @@ X_TILE = 128  # rows of x a product of interleaved rows takes through all its gr
 
 
 def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
-    """Weight rows lo..hi-1 of a part interleaved 8 at a time (interleave.py; `groups` [G, record bytes
+    """Weight rows lo..hi-1 of a part interleaved 8 at a time (blocks32/; `groups` [G, record bytes
     x nb]): for each group of 8 (two at a time where the CPU has 512-bit VNNI), 4 rows of x at a time (a
-    tile of X_TILE rows through every group, then the next), then the last T % 4 one at a time (llvm_x8.py),
+    tile of X_TILE rows through every group, then the next), then the last T % 4 one at a time (x8_dot.py),
     each writing the lanes of rows lo..hi-1 alone. Every row's numbers are the same whichever way it is reached."""
     T, nb = xd.shape
     K = 32 * nb
@@ -206,29 +207,29 @@ def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
         t1 = min(t0 + X_TILE, T - T % 4)
         g, end = lo // 8, (hi + 7) // 8
         while g < end:
-            two = llvm_x8.WIDE and g + 1 < end
+            two = x8_dot.WIDE and g + 1 < end
             a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 16 if two else 8)
             for t in range(t0, t1, 4):
                 if two:
-                    llvm_x8.dot_x16x4(
+                    x8_dot.dot_x16x4(
                         kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
                     )
                 else:
-                    llvm_x8.dot_x8x4(
+                    x8_dot.dot_x8x4(
                         kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
                     )
             g += 2 if two else 1
     g, end = lo // 8, (hi + 7) // 8
     while g < end:
-        two = llvm_x8.WIDE and g + 1 < end
+        two = x8_dot.WIDE and g + 1 < end
         a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 16 if two else 8)
         for t in range(T - T % 4, T):
             if two:
-                llvm_x8.dot_x16x1(
+                x8_dot.dot_x16x1(
                     kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
                 )
             else:
-                llvm_x8.dot_x8x1(
+                x8_dot.dot_x8x1(
                     kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
                 )
         g += 2 if two else 1

@@ -4,7 +4,7 @@ together, as ggml keeps a format's layout and kernels: the facts and the interle
 (NumPy: the process that multiplies imports this module, never numba), the vector code that unpacks
 and multiplies it in dot.py (build-time, imported by jobs.py only).
 
-Rows 8g..8g+7 become group g, as the 32-weight types' (run/interleave.py). For each block b of those
+Rows 8g..8g+7 become group g, as the 32-weight types' (source/blocks32). For each block b of those
 rows one record holds every field of the block, in the file's order, cut into runs of `width` bytes,
 the 8 rows' run i side by side: run i of row r at 8 * at + (8 i + r) * width, `at` the field's offset
 in a block (FIELDS). So a record is exactly the 8 blocks' bytes, moved (the file's size):
