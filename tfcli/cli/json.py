@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfcli.json_shapes import SIGNIFICANT, dumps, generated, generation, model_shape, rounded, stats, token
+from tfcli.json_shapes import (
+    SIGNIFICANT,
+    dumps,
+    generated,
+    generation,
+    model_shape,
+    rounded,
+    stats,
+    token,
+)
 
 __all__ = ["SIGNIFICANT", "dumps", "emit", "generated", "generation", "model_shape", "rounded", "stats", "token"]
 
