@@ -15,12 +15,11 @@ from tfcli.json_shapes import (
     generated,
     generation,
     model_shape,
-    rounded,
     stats,
     token,
 )
 
-__all__ = ["SIGNIFICANT", "dumps", "emit", "generated", "generation", "model_shape", "rounded", "stats", "token"]
+__all__ = ["SIGNIFICANT", "dumps", "emit", "generated", "generation", "model_shape", "stats", "token"]
 
 
 def emit(document: dict[str, Any], *, indent: int | None = None, digits: int = SIGNIFICANT) -> None:
