@@ -162,7 +162,7 @@ def libraries(lib: str, folder: str) -> None:
 
     def byte_vocab():
 
-        from tfcli.cli.json import byte_decoder
+        from tfcli.json_shapes import byte_decoder
 
         inv = byte_decoder()  # byte-level BPE pieces -> bytes (GPT-2's printable stand-ins)
         special = {int(i) for i, t in hf.get_added_tokens_decoder().items() if t.special}

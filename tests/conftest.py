@@ -149,6 +149,48 @@ def torch_logits(model, ids) -> np.ndarray:
         return model(torch.tensor([list(ids)])).logits[0].numpy()  # [T, V]
 
 
+# --- LoRA against peft (tests/test_lora.py: separate projections; tests/test_lora_fused.py: fused ones) ---
+
+
+def lora_adapter(cfg, params, targets):
+    """A fresh adapter (engine/train/lora.py) on `targets`, its B random too: a fresh B of zeros
+    would leave A's gradient 0 and hide it."""
+    from tfcli.engine.train.lora import new_adapter
+
+    ad = new_adapter(cfg, params, 4, 8.0, tuple(targets), seed=2)
+    rng = np.random.default_rng(3)
+    for name, t in ad.tensors.items():
+        if name.endswith("lora_B.weight"):
+            t[...] = 0.1 * rng.standard_normal(t.shape)
+    return ad
+
+
+def peft_model(folder: Path, adapter_folder: Path, trainable: bool = False):
+    """peft's model of a base folder with a saved adapter, float32 (the reference tfcli's LoRA must equal)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    return PeftModel.from_pretrained(base, adapter_folder, is_trainable=trainable)
+
+
+def peft_adamw_step(folder: Path, adapter_folder: Path, x, y, lr: float = 1e-2):
+    """One AdamW step of peft + torch on a batch (x, y [B, T] ids; betas 0.9, 0.95, eps 1e-8, no
+    weight decay): -> (loss, gradients, adapter weights after the step), keyed by tfcli's names."""
+    import torch
+
+    model = peft_model(folder, adapter_folder, trainable=True).train()
+    named = [(n.replace(".default", ""), p) for n, p in model.named_parameters() if p.requires_grad]
+    opt = torch.optim.AdamW([p for _, p in named], lr=lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
+    logits = model(torch.tensor(x)).logits  # [B, T, V]
+    out = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(y).reshape(-1))
+    out.backward()
+    grads = {n: p.grad.numpy().copy() for n, p in named}
+    opt.step()
+    return float(out.detach()), grads, {n: p.detach().numpy() for n, p in named}
+
+
 def assert_greedy_equals_transformers(folder, model, text: str = "To be, or not to be", n: int = 32) -> None:
     """n greedy tokens through tfcli's KV cache equal n argmax steps of transformers (no cache),
     and say something (not one token repeated)."""

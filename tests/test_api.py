@@ -111,10 +111,10 @@ def test_import_tfcli_imports_nothing_heavy():
 
 
 def test_a_notebook_session_imports_no_terminal_library():
-    """Loading a model, a run and every result's _repr_html_ (the pictures drawn by tfcli/draw/) leave
-    typer and rich (the command line's libraries) out of the process."""
+    """Loading a model, a run, every result's _repr_html_ (the pictures drawn by tfcli/draw/) and its
+    .save() as JSON, SVG or HTML leave typer and rich (the command line's libraries) out of the process."""
     code = """
-import sys, tfcli
+import json, os, sys, tempfile, tfcli
 m = tfcli.load("shakespeare")
 logits, cache = m.run_with_cache("To be")
 results = [tfcli.lens(m, "To be, or not to b"), tfcli.attention(m, "To be", block=0), tfcli.mask("the cat sat"),
@@ -123,11 +123,46 @@ results = [tfcli.lens(m, "To be, or not to b"), tfcli.attention(m, "To be", bloc
            tfcli.steer(m, "To be", toward="love", away="death", block=1, max_new_tokens=3, temperature=0),
            tfcli.explore_page(m, "To be")]
 assert all(any(tag in r._repr_html_() for tag in ("<svg", "<table", "<div", "<iframe")) for r in results)
+out = tempfile.mkdtemp()
+for i, r in enumerate(results[:-1]):
+    doc = json.loads(r.save(os.path.join(out, f"{i}.json")).read_text(encoding="utf-8"))
+    assert isinstance(doc, dict) and doc, (i, doc)
+    if type(r).__name__ not in ("Params", "Steering"):  # the two without a picture
+        assert r.save(os.path.join(out, f"{i}.svg")).read_text(encoding="utf-8").lstrip().startswith("<")
+assert "<html" in results[-1].save(os.path.join(out, "page.html")).read_text(encoding="utf-8").lower()
 print(sorted(n for n in sys.modules if n.split(".")[0] in ("typer", "rich", "click") or n.startswith("tfcli.cli")))
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_the_api_and_the_drawings_import_nothing_of_the_cli():
+    """A notebook's `import tfcli` and every `.save(...)` work without the command line's layer: no
+    module of tfcli/api or tfcli/draw imports tfcli.cli, not even inside a function (typer and rich
+    stay out of a kernel that never runs a command)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(tfcli.__file__).parent
+    wrong = []
+    for path in [*(root / "api").rglob("*.py"), *(root / "draw").rglob("*.py"), root / "__init__.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:  # from ..cli import x, inside tfcli/api: resolved to tfcli.cli
+                    here = ["tfcli", *path.relative_to(root).parent.parts]
+                    module = ".".join(here[: len(here) - node.level + 1] + ([module] if module else []))
+                names = [module]
+                if module == "tfcli":
+                    names = [f"tfcli.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            wrong += [f"{path.relative_to(root)}:{node.lineno} {n}" for n in names
+                      if n.split(".")[:2] == ["tfcli", "cli"] or n.split(".")[0] in ("typer", "rich")]
+    assert not wrong, wrong
 
 
 def test_load_by_name_path_and_fast():

@@ -136,6 +136,44 @@ def test_bad_keys_are_one_tfcli_error_and_nothing_is_hooked(model, key, needle):
             model.run_with_cache(TEXT, names=[key])
 
 
+@pytest.mark.parametrize("fwd_hooks, needle", [
+    (None, "not NoneType"),
+    (lambda v, s: None, "not function"),
+    ("blocks.0.hook_resid_post", "not str"),
+    ({"blocks.0.hook_resid_post": lambda v, s: None}, "pair, not 'blocks.0.hook_resid_post'"),
+    ([("blocks.0.hook_resid_post", lambda v, s: None, 1)], "pair, not"),
+])  # fmt: skip
+def test_a_wrong_hook_list_is_one_tfcli_error_and_nothing_is_hooked(model, fwd_hooks, needle):
+    base = model(TEXT)
+    with pytest.raises(TfcliError, match=needle):
+        model.run_with_hooks(TEXT, fwd_hooks=fwd_hooks)
+    assert model._active == [] and np.array_equal(model(TEXT), base)
+
+
+def test_a_hook_pair_may_be_a_list_as_transformer_lens_unpacks_it(model):
+    zero = lambda v, s: np.zeros_like(v)  # noqa: E731
+    assert np.array_equal(model.run_with_hooks(TEXT, fwd_hooks=[["blocks.3.hook_mlp_out", zero]]),
+                          model.run_with_hooks(TEXT, fwd_hooks=[("blocks.3.hook_mlp_out", zero)]))  # fmt: skip
+
+
+def test_a_stream_keeps_the_hooks_open_when_it_was_made(model):
+    """generate(stream=True) is one generation: the hooks of the block open when it was made apply
+    to its end, read after the block; a stream made before a block runs without that block's hooks."""
+    plain = model.generate(TEXT, max_new_tokens=6, temperature=0)
+
+    def zero(v, s):
+        return np.zeros_like(v)
+
+    with model.hooks({("mlp_out", 0): zero}):
+        hooked = model.generate(TEXT, max_new_tokens=6, temperature=0)
+        stream = model.generate(TEXT, max_new_tokens=6, temperature=0, stream=True)
+    assert model._active == [] and hooked != plain
+    assert "".join(stream) == hooked
+    before = model.generate(TEXT, max_new_tokens=6, temperature=0, stream=True)
+    with model.hooks({("mlp_out", 0): zero}):
+        assert "".join(before) == plain
+
+
 def test_patch_by_hook_equals_tfcli_patch(model, cli):
     """`tfcli patch --site resid`: cell (i, p) is the corrupt run with the clean run's residual
     stream at index i, position p. The same change by a hook gives the same number."""

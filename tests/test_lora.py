@@ -15,6 +15,8 @@ from tfcli.engine.train.folder import load_params  # noqa: E402
 from tfcli.engine.train.lora import LoraError, LoraTrainable, load, merged, new_adapter, save  # noqa: E402
 from tfcli.engine.train.optim import AdamW  # noqa: E402
 
+from conftest import lora_adapter, peft_adamw_step, peft_model  # noqa: E402
+
 V, B, T = 96, 2, 10
 
 
@@ -40,21 +42,7 @@ def base(request, tmp_path_factory):
 
 
 def adapter_with_b(cfg, params):
-    """A fresh adapter whose B is random too (a fresh B of zeros would leave A's gradient 0 and hide it)."""
-    ad = new_adapter(cfg, params, 4, 8.0, ("q", "v", "o", "gate", "down"), seed=2)
-    rng = np.random.default_rng(3)
-    for name, t in ad.tensors.items():
-        if name.endswith("lora_B.weight"):
-            t[...] = 0.1 * rng.standard_normal(t.shape)
-    return ad
-
-
-def peft_model(folder, adapter_folder, trainable: bool = False):
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
-    base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    return PeftModel.from_pretrained(base, adapter_folder, is_trainable=trainable)
+    return lora_adapter(cfg, params, ("q", "v", "o", "gate", "down"))
 
 
 def test_peft_loads_the_adapter_and_gives_the_same_logits(base, tmp_path):
@@ -95,14 +83,8 @@ def test_one_adamw_step_equals_peft_and_torch(base, tmp_path):
     loss, grads = ours.loss_and_grads(x, y)
     AdamW((0.9, 0.95), 1e-8, 0.0).step(ours.params, grads, 1e-2)
 
-    model = peft_model(folder, tmp_path / "ad", trainable=True).train()
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
-    out = torch.nn.functional.cross_entropy(model(torch.tensor(x)).logits.reshape(-1, V), torch.tensor(y).reshape(-1))
-    out.backward()
-    their_grads = {n.replace(".default", ""): p.grad.numpy().copy() for n, p in model.named_parameters() if p.requires_grad}
-    opt.step()
-    assert loss == pytest.approx(float(out.detach()), rel=1e-5)
-    theirs = {n.replace(".default", ""): p.detach().numpy() for n, p in model.named_parameters() if p.requires_grad}
+    their_loss, their_grads, theirs = peft_adamw_step(folder, tmp_path / "ad", x, y, lr=1e-2)
+    assert loss == pytest.approx(their_loss, rel=1e-5)
     assert set(theirs) == set(ours.params) == set(their_grads)
     for name, g in grads.items():  # Adam's first step is about lr·sign(g) whatever |g|: the gradients are held too
         assert np.linalg.norm(g - their_grads[name]) <= 1e-4 * np.linalg.norm(their_grads[name]), name
@@ -140,10 +122,7 @@ def test_the_adapter_s_gradients_equal_those_of_the_full_weights(kind, tmp_path)
 
     {"qwen3": qwen3, "gemma3": gemma3}[kind](tmp_path / "m", tied=True)
     cfg, _, params = load_params(tmp_path / "m")
-    ad = new_adapter(cfg, params, 4, 8.0, ("q", "k", "v", "o", "gate", "up", "down"), seed=2)
-    for name, t in ad.tensors.items():
-        if name.endswith("lora_B.weight"):
-            t[...] = 0.1 * np.random.default_rng(3).standard_normal(t.shape)
+    ad = lora_adapter(cfg, params, ("q", "k", "v", "o", "gate", "up", "down"))
     rng = np.random.default_rng(5)
     x, y = rng.integers(0, cfg.vocab_size, (B, T)), rng.integers(0, cfg.vocab_size, (B, T))
     loss, grads = LoraTrainable(cfg, params, ad).loss_and_grads(x, y)

@@ -26,6 +26,8 @@ from tfcli.engine.train.lora import (  # noqa: E402
 )
 from tfcli.engine.train.optim import AdamW  # noqa: E402
 
+from conftest import lora_adapter, peft_adamw_step, peft_model  # noqa: E402
+
 B, T = 2, 10
 TARGETS = {"phi3": ("qkv", "o", "gate_up", "down"), "gpt2": ("qkv", "o", "up", "down")}
 
@@ -59,21 +61,8 @@ def base(request, tmp_path_factory):
 
 
 def adapter_with_b(cfg, params):
-    """An adapter on every fused and separate matrix, its B random too (a zero B hides A's gradient)."""
-    ad = new_adapter(cfg, params, 4, 8.0, TARGETS[cfg.family], seed=2)
-    rng = np.random.default_rng(3)
-    for name, t in ad.tensors.items():
-        if name.endswith("lora_B.weight"):
-            t[...] = 0.1 * rng.standard_normal(t.shape)
-    return ad
-
-
-def peft_model(folder, adapter_folder, trainable: bool = False):
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
-    return PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), adapter_folder,
-                                     is_trainable=trainable)  # fmt: skip
+    """An adapter on every fused and separate matrix."""
+    return lora_adapter(cfg, params, TARGETS[cfg.family])
 
 
 def test_peft_loads_the_adapter_and_gives_the_same_logits(base, tmp_path):
@@ -111,21 +100,13 @@ def test_one_adamw_step_equals_peft_and_torch(base, tmp_path):
     loss, grads = ours.loss_and_grads(x, y)
     AdamW((0.9, 0.95), 1e-8, 0.0).step(ours.params, grads, 1e-2)
 
-    model = peft_model(folder, tmp_path / "ad", trainable=True).train()
-    trained = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trained, lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
-    logits = model(torch.tensor(x)).logits.reshape(-1, cfg.vocab_size)
-    out = torch.nn.functional.cross_entropy(logits, torch.tensor(y).reshape(-1))
-    out.backward()
-    named = [(n.replace(".default", ""), p) for n, p in model.named_parameters() if p.requires_grad]
-    their_grads = {n: p.grad.numpy().copy() for n, p in named}
-    opt.step()
-    assert loss == pytest.approx(float(out.detach()), rel=1e-5)
-    assert set(their_grads) == set(ours.params)
+    their_loss, their_grads, theirs = peft_adamw_step(folder, tmp_path / "ad", x, y, lr=1e-2)
+    assert loss == pytest.approx(their_loss, rel=1e-5)
+    assert set(theirs) == set(ours.params) == set(their_grads)
     for name, g in grads.items():
         assert np.linalg.norm(g - their_grads[name]) <= 1e-4 * np.linalg.norm(their_grads[name]), name
-    for name, p in named:
-        assert np.abs(ours.params[name] - p.detach().numpy()).max() <= 1e-5, name
+    for name, p in ours.params.items():
+        assert np.abs(p - theirs[name]).max() <= 1e-5, name
 
 
 @pytest.mark.parametrize("target", ["q", "k", "v", "gate", "up"])

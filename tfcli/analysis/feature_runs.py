@@ -1,5 +1,6 @@
 """Where `tfcli features train` gets its vectors: a model reading a text (piece by piece: neither
-the text, its tokens nor its vectors are ever held whole), or an [N, D] array given directly."""
+the text, its tokens nor its vectors are ever held whole), or an [N, D] array given directly; and the
+steps the command and tfcli.train_features share: the checks, a training's start, its save."""
 
 from __future__ import annotations
 
@@ -187,3 +188,63 @@ def save_training(folder: Path, trainer, lm, block: int | None, site: str, sourc
     cfg = sae_config(source.d, s.n, s.kind, s.k, lm.name if lm else "(vectors)", block, site, window, t)
     write_sae(folder, params, cfg)
     return q
+
+
+def check_folder(folder: Path, force: bool, force_hint: str) -> None:
+    """The SAE's folder: new, empty, or written into with force (`force_hint`: how the caller says it)."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{folder} is a file, not a folder", "give a folder for the SAE")
+    if folder.is_dir() and any(folder.iterdir()) and not force:
+        raise UsageError(
+            f"{folder} already exists and is not empty", f"give a new folder, or {force_hint} to write into it"
+        )
+
+
+def check_training(s, buffer: int, d: int, named: Callable[[str], str], hint: str) -> None:
+    """The ranges a training's settings (engine/train/sae.py's Settings) must be in, then the memory it
+    needs: one UsageError naming a setting as the caller spells it (`named("batch_size")`: "--batch-size"
+    for `features train`, "batch_size" for tfcli.train_features; `hint` may say {name})."""
+    import math
+
+    from tfcli.engine.memory import check_allocation
+
+    from .features import training_bytes
+
+    checks = (
+        ("kind", s.kind, s.kind in ("relu", "topk")),
+        ("lr", s.lr, 0 < s.lr < 10),
+        ("eps", s.eps, 0 < s.eps < 1),
+        ("l1", s.l1, 0 <= s.l1 < 1e6),
+        ("clip", s.clip, s.clip >= 0),
+        ("weight_decay", s.weight_decay, 0 <= s.weight_decay < 1e3),
+        ("warmup", s.warmup, 0 <= s.warmup <= 1 << 24),
+        ("batch_size", s.batch_size, 1 <= s.batch_size <= 1 << 20),
+        ("steps", s.steps, 1 <= s.steps <= 1 << 30),
+        ("buffer", buffer, s.batch_size <= buffer <= 1 << 30),
+        ("k", s.k, s.kind == "relu" or 1 <= s.k <= s.n),
+        ("lr_schedule", s.lr_schedule, s.lr_schedule in ("constant", "cosine")),
+        ("betas", s.betas, len(s.betas) == 2 and all(0 <= b < 1 for b in s.betas)),
+    )
+    for field, value, ok in checks:
+        if not ok or (isinstance(value, float) and not math.isfinite(value)):
+            shown = repr(value) if isinstance(value, str) else value
+            at_least = f" (at least {named('batch_size')})" if field == "buffer" else ""
+            raise UsageError(f"{named(field)} {shown} is out of range", hint.format(name=named(field)) + at_least)
+    check_allocation(
+        training_bytes(d, s.n, s.batch_size, buffer),
+        f"an SAE of {s.n:,} features on width {d} (batch {s.batch_size:,}, buffer {buffer:,})",
+        f"use fewer {named('features')}, a smaller {named('batch_size')} or {named('buffer')}",
+    )
+
+
+def first_batch(s, source: Source, buffer_rows: int):
+    """A training's start, as the command and the API take it: the shuffled buffer filled, one batch
+    checked to fit in what the source gives, the trainer made on the first rows -> (buffer, trainer)."""
+    from tfcli.engine.train.sae import Trainer
+
+    from .features import Buffer
+
+    buf = Buffer(source.start, buffer_rows, s.batch_size, s.seed)
+    first = buf.fill()
+    buf.check()  # one batch fits in what the text gives, before the first step
+    return buf, Trainer(s, first)

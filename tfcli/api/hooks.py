@@ -77,11 +77,12 @@ def keys_of(name, n_blocks: int) -> list[Key]:
 
 def build(pairs: Iterable[tuple[object, Callable]], n_blocks: int) -> Hooks:
     """(name, fn) pairs -> the engine's Hooks; every name is resolved first, so that a bad one
-    raises before anything is hooked."""
-    pairs = list(pairs)
+    raises before anything is hooked. A pair may be a 2-list too, as TransformerLens unpacks them."""
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable):
+        raise UsageError(f"fwd_hooks is a list of (name, function) pairs, not {type(pairs).__name__}")
     resolved = []
-    for pair in pairs:
-        if not (isinstance(pair, tuple) and len(pair) == 2):
+    for pair in list(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise UsageError(f"a hook is a (name, function) pair, not {pair!r:.60}")
         name, fn = pair
         if not callable(fn):

@@ -253,7 +253,9 @@ class Model(Weights):
     def hooks(self, hooks: Mapping[object, Callable]) -> Iterator[Model]:
         """Hooks on every pass inside the `with` block (calling the model, run_with_cache, generate,
         score, chat, tfcli.lens, tfcli.steer), and none after it, even when it raises. Keys:
-        `(site, block)` or TransformerLens names; `fn(value, site) -> None | array`.
+        `(site, block)` or TransformerLens names; `fn(value, site) -> None | array`. A stream
+        (`generate(..., stream=True)`) is one generation: it runs with the hooks open when it was
+        made, to its end, wherever it is read.
 
         >>> import tfcli
         >>> model = tfcli.load("shakespeare")

@@ -104,7 +104,7 @@ class Result:
         path = Path(path)
         kind = path.suffix.lower()
         if kind == ".json":
-            from tfcli.cli.json import dumps
+            from tfcli.json_shapes import dumps
 
             output.save_text(path, dumps(self.to_dict()) + "\n")
             return path

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import html
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,57 +162,24 @@ def train_features(
 
 
 def _check_folder(folder: Path, force: bool) -> None:
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{folder} is a file, not a folder", "give a folder for the SAE")
-    if folder.is_dir() and any(folder.iterdir()) and not force:
-        raise UsageError(
-            f"{folder} already exists and is not empty", "give a new folder, or force=True to write into it"
-        )
+    from tfcli.analysis.feature_runs import check_folder
+
+    check_folder(folder, force, "force=True")
 
 
 def _check_settings(s, buffer: int, d: int) -> None:
-    """The ranges `tfcli features train` allows (cli/features.py), and the memory the run needs."""
-    from tfcli.analysis.features import training_bytes
-    from tfcli.engine.memory import check_allocation
+    """The ranges `tfcli features train` allows, and the memory the run needs."""
+    from tfcli.analysis.feature_runs import check_training
 
-    checks = (
-        ("kind", s.kind, s.kind in ("relu", "topk")),
-        ("lr", s.lr, 0 < s.lr < 10),
-        ("eps", s.eps, 0 < s.eps < 1),
-        ("l1", s.l1, 0 <= s.l1 < 1e6),
-        ("clip", s.clip, s.clip >= 0),
-        ("weight_decay", s.weight_decay, 0 <= s.weight_decay < 1e3),
-        ("warmup", s.warmup, 0 <= s.warmup <= 1 << 24),
-        ("batch_size", s.batch_size, 1 <= s.batch_size <= 1 << 20),
-        ("steps", s.steps, 1 <= s.steps <= 1 << 30),
-        ("buffer", buffer, s.batch_size <= buffer <= 1 << 30),
-        ("k", s.k, s.kind == "relu" or 1 <= s.k <= s.n),
-        ("lr_schedule", s.lr_schedule, s.lr_schedule in ("constant", "cosine")),
-        ("betas", s.betas, len(s.betas) == 2 and all(0 <= b < 1 for b in s.betas)),
-    )
-    for name, value, ok in checks:
-        if not ok or (isinstance(value, float) and not math.isfinite(value)):
-            raise UsageError(
-                f"{name} {value!r} is out of range",
-                "see help(tfcli.train_features)" + (" (at least batch_size)" if name == "buffer" else ""),
-            )
-    check_allocation(
-        training_bytes(d, s.n, s.batch_size, buffer),
-        f"an SAE of {s.n:,} features on width {d} (batch {s.batch_size:,}, buffer {buffer:,})",
-        "use fewer features, a smaller batch_size or buffer",
-    )
+    check_training(s, buffer, d, lambda field: field, "see help(tfcli.train_features)")
 
 
 def _loop(s, source, buffer_rows: int):
     """The steps, as the command takes them (without its progress bar)."""
-    from tfcli.analysis.features import Buffer
-    from tfcli.engine.train.sae import Trainer
+    from tfcli.analysis.feature_runs import first_batch
 
-    buf = Buffer(source.start, buffer_rows, s.batch_size, s.seed)
     t0 = time.perf_counter()
-    first = buf.fill()
-    buf.check()  # one batch fits in what the text gives, before the first step
-    trainer = Trainer(s, first)
+    buf, trainer = first_batch(s, source, buffer_rows)
     for _ in range(s.steps):
         trainer.train_step(buf.next_batch())
     return trainer, time.perf_counter() - t0

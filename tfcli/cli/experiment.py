@@ -77,6 +77,6 @@ def one_token(lm, text: str, flag: str) -> int:
 
 
 def tokens_json(lm, ids) -> list[dict]:
-    from . import json as js
+    from tfcli import json_shapes as js
 
     return [js.token(lm.tokenizer, i) for i in ids]

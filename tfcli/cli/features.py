@@ -256,57 +256,27 @@ def _betas(text: str) -> tuple[float, float]:
 
 
 def _check_settings(s, buffer: int, d: int) -> None:
-    import math
+    from tfcli.analysis.feature_runs import check_training
 
-    from tfcli.analysis.features import training_bytes
-    from tfcli.engine.errors import UsageError
-    from tfcli.engine.memory import check_allocation
+    def flag(field: str) -> str:
+        return "--" + field.replace("_", "-")
 
-    checks = (
-        ("--lr", s.lr, 0 < s.lr < 10),
-        ("--eps", s.eps, 0 < s.eps < 1),
-        ("--l1", s.l1, 0 <= s.l1 < 1e6),
-        ("--clip", s.clip, s.clip >= 0),
-        ("--weight-decay", s.weight_decay, 0 <= s.weight_decay < 1e3),
-        ("--warmup", s.warmup, 0 <= s.warmup <= 1 << 24),
-        ("--batch-size", s.batch_size, 1 <= s.batch_size <= 1 << 20),
-        ("--steps", s.steps, 1 <= s.steps <= 1 << 30),
-        ("--buffer", buffer, s.batch_size <= buffer <= 1 << 30),
-        ("--k", s.k, s.kind == "relu" or 1 <= s.k <= s.n),
-        ("--lr-schedule", s.lr_schedule, s.lr_schedule in ("constant", "cosine")),
-    )
-    for flag, value, ok in checks:
-        if not ok or (isinstance(value, float) and not math.isfinite(value)):
-            raise UsageError(
-                f"{flag} {value} is out of range",
-                f"see 'tfcli features train --help' for what {flag} "
-                "means" + (" (at least --batch-size)" if flag == "--buffer" else ""),
-            )
-    check_allocation(training_bytes(d, s.n, s.batch_size, buffer), f"an SAE of {s.n:,} features on width {d} (batch "
-                                                                   f"{s.batch_size:,}, buffer {buffer:,})",
-                     "use fewer --features, a smaller --batch-size or --buffer")  # fmt: skip
+    check_training(s, buffer, d, flag, "see 'tfcli features train --help' for what {name} means")
 
 
 def _check_output(output: Path, force: bool) -> None:
-    from tfcli.engine.errors import UsageError
+    from tfcli.analysis.feature_runs import check_folder
 
-    if output.exists() and not output.is_dir():
-        raise UsageError(f"{output} is a file, not a folder", "give a folder for the SAE")
-    if output.is_dir() and any(output.iterdir()) and not force:
-        raise UsageError(f"{output} already exists and is not empty", "give a new folder, or --force to write into it")
+    check_folder(output, force, "--force")
 
 
 def _loop(s, source, buffer_rows: int, as_json: bool):
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from tfcli.analysis.features import Buffer
-    from tfcli.engine.train.sae import Trainer
+    from tfcli.analysis.feature_runs import first_batch
 
-    buf = Buffer(source.start, buffer_rows, s.batch_size, s.seed)
     t0 = time.perf_counter()
-    first = buf.fill()
-    buf.check()  # one batch fits in what the text gives, before the first step
-    trainer = Trainer(s, first)
+    buf, trainer = first_batch(s, source, buffer_rows)
     from .lang import say
     from .views.features import MSE_LABEL
 

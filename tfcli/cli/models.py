@@ -79,7 +79,7 @@ def _folder_row(name: str, kind: str, folder: Path, verify: bool) -> dict[str, A
     from tfcli.store.manifest import MANIFEST_NAME
     from tfcli.store.registry import cache_problems
 
-    from .json import model_shape
+    from tfcli.json_shapes import model_shape
 
     row: dict[str, Any] = {"name": name, "kind": kind, "params": None, "bytes": None, "family": None, "shape": None,
                            "about": "", "path": str(folder), "gguf_file": None, "problems": []}

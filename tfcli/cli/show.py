@@ -88,7 +88,7 @@ def _folder(name: str, kind: str, folder: Path, verify: bool) -> dict[str, Any]:
     from tfcli.store import registry
     from tfcli.store.manifest import MANIFEST_NAME, _read, quick_check, verify_manifest
 
-    from .json import model_shape
+    from tfcli.json_shapes import model_shape
     from .models import gguf_file
 
     cfg = load_config(folder / "config.json")

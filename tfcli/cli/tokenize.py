@@ -38,7 +38,7 @@ def tokenize(
     from tfcli.engine.errors import PromptError
     from tfcli.engine.tokenizer import Tokenizer
 
-    from .json import token
+    from tfcli.json_shapes import token
 
     from .inputs import text_or_file
 

@@ -31,7 +31,7 @@ def num(x: float) -> str:
 
 def json_document(name, cfg, tokenizer, text, ids, labels, s) -> dict:
     """The document `attn --steps --json` prints: every array of the steps, whole."""
-    from ..json import token
+    from tfcli.json_shapes import token
 
     return {
         "model": name, "family": cfg.family, "block": s.block, "head": s.head, "kv_head": s.kv_head,
