@@ -85,12 +85,17 @@ SHAKESPEARE = ROOT.parent / "shared/data/tinyshakespeare.txt"
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (LLAMA_RUN.exists() and SHAKESPEARE.exists()), reason="llama.cpp's tools or the corpus are not beside the clone")
-@pytest.mark.xfail(strict=False, reason="under the suite's settings tfcli reads 36.88 against 36.54 (0.9%), alone "
-                   "36.5x (within 0.5%): which kernel setting of the suite moves it is not found yet")
 def test_chunks_perplexity_is_llama_perplexitys(smollm2_folder, tmp_path):
     """SmolLM2's GGUF, 3,000 characters of Shakespeare in chunks of 128: tfcli on its kernels within
     0.5% of llama-perplexity -c 128 (which keeps keys and values in float16) on the same file and text.
-    benchmarks/perplexity.py runs the 20,000-character check on larger files."""
+    benchmarks/perplexity.py runs the 20,000-character check on larger files.
+
+    Both on 2 threads. tfcli's default is the idle cores: inside the suite (two processes) 1, alone 2.
+    On 1 thread OpenBLAS sums attention's products in another order (a float32 step), the 8-bit
+    activations of the next product then round some values the other way, and the 30 blocks carry
+    that to another draw of the activations' rounding noise: 36.88 instead of 36.62 here (per token,
+    0.069 nats apart; on these 378 tokens a draw's perplexity has a spread of about 0.25%; on 20,000
+    characters in chunks of 128, 1 thread reads 46.99 against llama.cpp's 46.92 and the textbook's 46.90)."""
     gguf = smollm2_folder / "model.gguf"  # the file tfcli pull keeps, run in place
     text = tmp_path / "text.txt"
     text.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:3000], encoding="utf-8")
@@ -100,7 +105,7 @@ def test_chunks_perplexity_is_llama_perplexitys(smollm2_folder, tmp_path):
     assert r.returncode == 0 and m, r.stderr[-2000:]
     # what a user runs, in a process of its own (the kernels as a fresh run finds them)
     ran = subprocess.run([sys.executable, "-m", "tfcli", "score", "-m", str(smollm2_folder), "--file", str(text),
-                          "--chunks", "128", "--json"], capture_output=True, text=True, timeout=600)  # fmt: skip
+                          "--chunks", "128", "--threads", "2", "--json"], capture_output=True, text=True, timeout=600)  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
     ours = json.loads(ran.stdout)["perplexity"]
     assert abs(ours / float(m.group(1)) - 1) <= 0.005, (ours, m.group(1))

@@ -22,6 +22,11 @@ def bench(
                                                                                  "128, or what the context has room "
                                                                                  "for)", show_default=False)] = None,
     runs: Annotated[int, typer.Option("--runs", help="Runs per figure; the median is reported.")] = 3,
+    depth: Annotated[
+        Optional[int],
+        typer.Option("--depth", "-d", help="Decode after a context of this many tokens, as llama-bench -d (JSON: "
+                                           "decode_depth). (default: 16)", show_default=False),
+    ] = None,
     threads: options.Threads = None,
     kv_type: options.KvTypeOption = None,
     as_json: options.Json = False,
@@ -36,6 +41,8 @@ def bench(
 
       tfcli bench -m smollm2 --runs 3
 
+      tfcli bench -m gemma3 --prompts 512 --depth 4096 --json
+
       tfcli bench -m tang --lang zh
     """
     from tfcli.engine import bench as engine_bench
@@ -45,11 +52,11 @@ def bench(
     n_threads = options.apply_threads(threads)
     folder = options.model_folder(model)
     n_ctx = load_config(folder / "config.json").n_ctx  # the shape only: bench.run loads (and times) the model
-    prompts, new_tokens = _sizes(engine_bench, n_ctx, prompt_tokens, new_tokens, runs)
+    prompts, new_tokens = _sizes(engine_bench, n_ctx, prompt_tokens, new_tokens, runs, depth)
     from tfcli.engine.threads import available_cpus, busy_cpus
 
     before = busy_cpus()
-    r = _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads, kv_type.value if kv_type else None)
+    r = _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads, kv_type.value if kv_type else None, depth)
     after = busy_cpus()
     busy = max(
         (n for n in (before, after) if n is not None), default=None
@@ -88,9 +95,9 @@ def bench(
 
 
 def _sizes(
-    engine_bench, n_ctx: int, prompt_tokens: str | None, new_tokens: int | None, runs: int
+    engine_bench, n_ctx: int, prompt_tokens: str | None, new_tokens: int | None, runs: int, depth: int | None = None
 ) -> tuple[list[int], int]:
-    """--prompts and --new-tokens, checked against each other and the model's context."""
+    """--prompts, --new-tokens and --depth, checked against each other and the model's context."""
     from tfcli.engine.errors import UsageError
 
     default_prompts, default_new = engine_bench.default_sizes(n_ctx)
@@ -106,11 +113,14 @@ def _sizes(
         raise UsageError("--prompts needs positive token counts")
     if new_tokens < 1 or runs < 1:
         raise UsageError("--new-tokens and --runs must be at least 1")
-    start = engine_bench.DECODE_PROMPT
+    if depth is not None and depth < 0:
+        raise UsageError(f"--depth must be 0 or more, not {depth}")
+    start = engine_bench.DECODE_PROMPT if depth is None else max(depth, 1)
     if max(prompts) > n_ctx or start + new_tokens > n_ctx:
+        what = "--depth" if depth is not None else str(start)
         raise UsageError(
             f"the model's context is {n_ctx} tokens",
-            f"use --prompts and --new-tokens that fit ({start} + new tokens <= {n_ctx})",
+            f"use --prompts and --new-tokens that fit ({what} + new tokens <= {n_ctx})",
         )
     return prompts, new_tokens
 
@@ -137,7 +147,8 @@ _ROWS = {
     "measure": ("measure", "测量"), "value": ("value", "数值"),
     "load": ("load", "加载"), "first": ("load to first token", "加载到第一个词元"),
     "prefill": ("prefill, {n}-token prompt", "预填充，{n} 个词元的提示"),
-    "decode": ("decode, {n} tokens (median of {runs})", "解码 {n} 个词元（{runs} 次的中位数）"),
+    "decode": ("decode, {n} tokens after {depth} (median of {runs})",
+               "解码 {n} 个词元，接在 {depth} 个之后（{runs} 次的中位数）"),
     "peak": ("peak memory", "内存峰值"), "parts": ("(weights {w}, KV cache {kv})", "（权重 {w}，KV 缓存 {kv}）"),
     "held": ("weights as held", "运行时权重"), "bandwidth": ("memory read bandwidth", "内存读带宽"),
     "ceiling": ("decode ceiling = weights / bandwidth", "解码上限 = 带宽 / 权重"),
@@ -163,7 +174,7 @@ def _render(name: str, n_threads: int, r, new_tokens: int, runs: int, fraction: 
     t.add_row(_word("first"), f"{r.first_token_s:.3f} s")
     for n, tps in r.prefill_tps.items():
         t.add_row(_word("prefill", n=n), f"{tps:,.0f} tok/s")
-    t.add_row(_word("decode", n=new_tokens, runs=runs), f"{r.decode_tps:,.1f} tok/s")
+    t.add_row(_word("decode", n=new_tokens, runs=runs, depth=r.decode_depth), f"{r.decode_tps:,.1f} tok/s")
     kv = f"{r.kv_type} {size(r.kv_bytes)}"  # the KV cache's numbers and bytes: f16 1.2 MB
     t.add_row(_word("peak"), f"{size(r.peak_rss)}\n{_word('parts', w=size(r.weight_bytes), kv=kv)}")
     t.add_row(_word("held"), formats)
@@ -173,7 +184,7 @@ def _render(name: str, n_threads: int, r, new_tokens: int, runs: int, fraction: 
     out.print(t)
 
 
-def _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads, kv_type=None):
+def _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads, kv_type=None, depth=None):
     """engine bench.run with its stages shown (a bench takes tens of seconds): a spinner, the stage
     and the seconds at a terminal (cli/progress.py), nothing in a pipe."""
     from .progress import Waiting
@@ -181,7 +192,7 @@ def _measure(engine_bench, folder, prompts, new_tokens, runs, n_threads, kv_type
     with Waiting(_stage("tfcli bench")) as waiting:
         return engine_bench.run(
             folder, prompts, new_tokens, runs, workers=n_threads, stage=lambda text: waiting.update(_stage(text)),
-            kv_type=kv_type,
+            kv_type=kv_type, depth=depth,
         )
 
 
@@ -190,6 +201,7 @@ _STAGES_ZH = [
     (r"loading the model", "加载模型"),
     (r"prompt pass, (\d+) tokens \(run (\d+) of (\d+)\)", r"提示前向，\1 个词元（第 \2 / \3 次）"),
     (r"decoding (\d+) tokens \(run (\d+) of (\d+)\)", r"解码 \1 个词元（第 \2 / \3 次）"),
+    (r"filling a context of (\d+) tokens", r"填充 \1 个词元的上下文"),
     (r"memory read bandwidth", "测内存读带宽"),
 ]
 

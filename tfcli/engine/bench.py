@@ -33,6 +33,7 @@ class BenchResult:
     prefill_tps: dict[int, float] = field(default_factory=dict)  # prompt length -> tokens/s (median)
     decode_tps: float = 0.0  # median over runs
     decode_runs: list[float] = field(default_factory=list)
+    decode_depth: int = 0  # positions the cache holds when the timed decode starts (llama-bench's -d)
     peak_rss: int = 0  # bytes, the process's high-water mark
     weight_bytes: int = 0  # float32 bytes of the model's weights (what each decode step reads)
     kv_bytes: int = 0  # the largest KV cache used
@@ -55,7 +56,7 @@ def peak_rss() -> int:
 
 DEFAULT_PROMPTS = (16, 128, 512)
 DEFAULT_NEW_TOKENS = 128
-DECODE_PROMPT = 16  # the prompt each decode run starts from
+DECODE_PROMPT = 16  # the prompt each decode run starts from (without --depth)
 
 
 def default_sizes(n_ctx: int) -> tuple[list[int], int]:
@@ -67,10 +68,12 @@ def default_sizes(n_ctx: int) -> tuple[list[int], int]:
 
 def run(
     folder: Path, prompts: list[int], new_tokens: int, runs: int, roofline: bool = True, workers: int = 1,
-    stage: Callable[[str], None] | None = None, kv_type: str | None = None,
+    stage: Callable[[str], None] | None = None, kv_type: str | None = None, depth: int | None = None,
 ) -> BenchResult:
     """Measure a model folder. `stage(text)`, if given, is told each step before it starts (the CLI
-    shows it: a bench takes tens of seconds). `kv_type`: the KV cache's numbers (default: the model's)."""
+    shows it: a bench takes tens of seconds). `kv_type`: the KV cache's numbers (default: the model's).
+    `depth`: decode after a context of this many tokens (llama-bench's -d: a decode step's attention
+    reads every position held), filled once and kept between runs; default DECODE_PROMPT."""
     from .loader import load_folder
 
     tell = stage or (lambda text: None)
@@ -94,19 +97,24 @@ def run(
             times.append(time.perf_counter() - t)
         res.prefill_tps[n] = n / statistics.median(times)
 
+    start = DECODE_PROMPT if depth is None else depth
+    s = Session(net, capacity=start + new_tokens, workers=workers)
+    if depth:
+        tell(f"filling a context of {depth} tokens")
     for i in range(runs):
         tell(f"decoding {new_tokens} tokens (run {i + 1} of {runs})")
-        s = Session(net, capacity=DECODE_PROMPT + new_tokens, workers=workers)
-        logits, _ = s.prefill(prompt_ids(vocab, DECODE_PROMPT))
+        # the first run fills the context; the next ones find it in the cache and run only its last token
+        logits, _ = s.prefill(prompt_ids(vocab, max(start, 1)))
         tok = int(np.argmax(logits))
         t = time.perf_counter()
         for _ in range(new_tokens):
             tok = int(np.argmax(s.step(tok)))
         res.decode_runs.append(new_tokens / (time.perf_counter() - t))
     res.decode_tps = statistics.median(res.decode_runs)
+    res.decode_depth = max(start, 1)
     res.peak_rss = peak_rss()
     res.kv_type = net.cache_type()
-    res.kv_bytes = kv_bytes(lm.config, max(prompts + [DECODE_PROMPT + new_tokens]), res.kv_type)
+    res.kv_bytes = kv_bytes(lm.config, max(prompts + [start + new_tokens]), res.kv_type)
     res.weight_bytes = net.weight_bytes()
     if roofline:
         tell("memory read bandwidth")
