@@ -22,13 +22,19 @@ from tfcli.engine.quantized import Part, Quantized
 from test_kernels import C, EPS, name, random_rows, reference, weights
 
 ROWS32 = [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0]
+K_QUANTS = [GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]
+
+
+def _k(t: int, blocks: int) -> int:
+    """K of `blocks` blocks of type t (32 or 256 weights each)."""
+    return formats.BLOCK_TYPES[t].weights * blocks
 T_LONG = 133  # a tile of 128 rows of x (jobs.X_TILE), 4 more in the tile's loop, then 1 alone
 
 
-@pytest.mark.parametrize("t", ROWS32, ids=name)
+@pytest.mark.parametrize("t", ROWS32 + K_QUANTS, ids=name)
 def test_many_rows_equal_the_textbook_within_the_8_bit_bound(kernels, t):
     rng = np.random.default_rng(900 + t)
-    n, k = 45, 32 * 5
+    n, k = 45, _k(t, 5 if t in ROWS32 else 2)
     rows = random_rows(t, n, k, rng)
     x = rng.standard_normal((T_LONG, k)).astype(np.float32)
     x[7, :32] = 0.0  # a block of x that is all zeros (scale 0)
@@ -39,10 +45,10 @@ def test_many_rows_equal_the_textbook_within_the_8_bit_bound(kernels, t):
     assert (err <= C * EPS * scale).all(), (err / np.maximum(scale * EPS, 1e-300)).max()
 
 
-@pytest.mark.parametrize("t", ROWS32, ids=name)
+@pytest.mark.parametrize("t", ROWS32 + K_QUANTS, ids=name)
 def test_each_row_has_the_same_bits_whatever_rows_a_call_covers(kernels, t):
     rng = np.random.default_rng(950 + t)
-    n, k = 37, 32 * 3
+    n, k = 37, _k(t, 3 if t in ROWS32 else 1)
     rows = random_rows(t, n, k, rng)
     x = rng.standard_normal((T_LONG, k)).astype(np.float32)
     together = np.full((T_LONG, n), np.nan, np.float32)
@@ -61,14 +67,14 @@ def _quantized(t: int, n: int, k: int, rng) -> Quantized:
     return Quantized((Part(t, random_rows(t, n, k, rng)),), k).T
 
 
-@pytest.mark.parametrize("t", [GGMLType.Q4_1, GGMLType.Q5_0], ids=name)
+@pytest.mark.parametrize("t", [GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q4_K, GGMLType.Q6_K], ids=name)
 def test_a_long_prompt_product_is_the_kernels_one_row_at_a_time(kernels, t):
     from tfcli.engine.fast.run import kernel_products
 
     if t not in kernel_products.ALL_ROWS:
         pytest.skip("long prompts run on the integer kernels where they were measured faster: AVX2 without VNNI")
     rng = np.random.default_rng(990 + t)
-    n, k = 52, 32 * 4
+    n, k = 52, _k(t, 4 if t in ROWS32 else 1)
     w = _quantized(t, n, k, rng)
     x = rng.standard_normal((kernel_products.KERNEL_ROWS + 13, k)).astype(np.float32)  # [T, K]
     y = kernel_products.product(x, w, threads=2)  # [T, N]
@@ -119,7 +125,7 @@ def test_a_matrix_of_two_types_multiplies_each_part_its_own_way(kernels):
 @pytest.mark.parametrize("t", [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1], ids=name)
 def test_the_largest_sums_do_not_overflow_16_bits(kernels, t):
     """Every weight's q at its largest (15, or 31 with the fifth bit) against x whose 8-bit q are all 127
-    or all -127: the int16 sums of llvm_x8.RUN16 reach their bound (8 x 3,810 = 30,480 for 4-bit q,
+    or all -127: the int16 sums of blocks32.RUN16 reach their bound (8 x 3,810 = 30,480 for 4-bit q,
     4 x 7,874 = 31,496 for 5-bit) and stay exact, for 1, 4 and 9 rows of x."""
     from test_kernels import HALF_FIELDS, PAYLOAD
 
@@ -129,6 +135,31 @@ def test_the_largest_sums_do_not_overflow_16_bits(kernels, t):
     for at in HALF_FIELDS[t]:
         blocks[:, at : at + 2] = np.full(len(blocks), 0.5, np.float16).view(np.uint8).reshape(-1, 2)
     assert PAYLOAD[t][1] <= bt.nbytes
+    rows = blocks.reshape(n, -1)
+    w = weights(rows, t, n, k)
+    for T in (1, 4, 9):
+        x = np.where(np.arange(T)[:, None] % 2 == 0, 1.0, -1.0) * np.ones((T, k))  # [T, K]: q all 127 or all -127
+        x = x.astype(np.float32)
+        _, exact, scale = reference(x, w, t)
+        out = np.full((T, n), np.nan, np.float32)
+        kernels.product(x, rows, t, out, 0, n)
+        assert (np.abs(out - exact) <= C * EPS * scale).all(), (T, out[:, 0], exact[:, 0])
+
+
+@pytest.mark.parametrize("t", K_QUANTS, ids=name)
+def test_the_largest_k_quant_sums_do_not_overflow_16_bits(kernels, t):
+    """Every weight's q at its largest (15, 31 or 63, scales and mins 63 or 127) against x whose 8-bit q
+    are all 127 or all -127: the int16 sums of k_quants.RUN16 reach their bound (8 x 3,810 for Q4_K,
+    4 x 7,874 for Q5_K, 2 x 16,002 for Q6_K) and stay exact, for 1, 4 and 9 rows of x."""
+    from test_kernels import HALF_FIELDS
+
+    bt = formats.BLOCK_TYPES[t]
+    n, k = 16, 256 * 2
+    blocks = np.full((n * k // 256, bt.nbytes), 0xFF, np.uint8)  # [B, nbytes]: every bit of q set
+    if t == GGMLType.Q6_K:
+        blocks[:, 192:208] = 127  # int8 scales: 0xFF would be -1
+    for at in HALF_FIELDS[t]:
+        blocks[:, at : at + 2] = np.full(len(blocks), 0.5, np.float16).view(np.uint8).reshape(-1, 2)
     rows = blocks.reshape(n, -1)
     w = weights(rows, t, n, k)
     for T in (1, 4, 9):

@@ -296,8 +296,12 @@ def test_the_readers_map_names_what_exists():
         names += [w for w in re.findall(r"\b([A-Z][A-Za-z]*[a-z][A-Za-z]*)\b", words) if not words.split(w)[1].startswith("(")]
         for name in names:
             def found(module, dotted=name):
-                obj = module
-                for part in dotted.split("."):
+                """Defined in that module (a def, a class or an assignment at its top), not imported there."""
+                first, *rest = dotted.split(".")
+                if first not in _defined(module.__file__):
+                    return False
+                obj = getattr(module, first)
+                for part in rest:
                     if not hasattr(obj, part):
                         return False
                     obj = getattr(obj, part)
@@ -305,3 +309,15 @@ def test_the_readers_map_names_what_exists():
             assert any(found(m) for m in modules), (name, [m.__name__ for m in modules])
             checked += 1
     assert checked > 30, checked
+
+
+def _defined(path: str) -> set[str]:
+    """The names a module's top level defines: functions, classes, assigned names (imports excluded)."""
+    names = set()
+    for node in ast.parse(Path(path).read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names

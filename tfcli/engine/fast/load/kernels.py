@@ -33,7 +33,7 @@ from . import elf, workers
 from ..arguments import ATTENTION_THREADS_FROM, PART_WIDTH, SLOTS, X8, Attention, Blocks, PartColumn, Product, kv_kind
 from ..run.activations import layout as x_layout
 from .compiled import cache_dir, key_taken, orphan_guard, ours, read_regular, remove_stale, writable
-from ..run.interleave import TYPES, Interleaved, interleave
+from ..run.interleave import EVERY, TYPES, Interleaved, interleave
 
 __all__ = [
     "KernelsUnavailable", "SUPPORTED", "attention", "cache_dir", "dequantize_rows", "layout", "load", "PartTable",
@@ -45,12 +45,12 @@ class KernelsUnavailable(Exception):
     """The kernels cannot be compiled or loaded here; str() is a one-line reason."""
 
 
-BLOCKS32 = frozenset(TYPES)  # blocks of 32 weights (interleave.py lays them out), x quantized Q8_0-style
+BLOCKS32 = frozenset(TYPES)  # blocks of 32 weights (source/blocks32 lays them out), x quantized Q8_0-style
 K_QUANTS = frozenset({GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K})  # blocks of 256, x quantized Q8_K-style
 FLOATS = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.BF16})  # x stays float32
 SUPPORTED: frozenset[int] = BLOCKS32 | K_QUANTS | FLOATS
-# the same blocks, rows interleaved 8 at a time (interleave.py): a PartTable row's kind
-INTERLEAVED = frozenset(t + X8 for t in BLOCKS32)
+# the quantized blocks, rows interleaved 8 at a time (interleave.py): a PartTable row's kind
+INTERLEAVED = frozenset(t + X8 for t in EVERY)
 
 _lock = threading.Lock()
 _k: dict[str, object] = {}  # filled once by load(): the jobs' addresses, `run`, the loaded objects, the pool
@@ -273,7 +273,7 @@ def addresses() -> dict[str, int]:
 
 
 def decode_blocks(slots: np.ndarray, threads: int = 1) -> None:
-    """jobs.decode_blocks with its slots (slots.B_*, an int64 array it keeps for the call): on the
+    """block_job.decode_blocks with its slots (arguments.Blocks, an int64 array it keeps for the call): on the
     caller's thread, its products and attention on the pool's when `threads` > 1 and the pool is
     free (else every chunk here: the same bits). Releases the GIL."""
     if not _k:
@@ -295,10 +295,10 @@ def layout(type_id: int) -> str:
 
 
 def _held(rows, type_id: int):
-    """What a call reads for these rows: the 32-weight block types interleaved (interleave.py)."""
+    """What a call reads for these rows: the quantized block types interleaved (interleave.py)."""
     if isinstance(rows, Interleaved):
         return rows
-    return interleave(_rows_ok(rows), type_id) if type_id in BLOCKS32 else _rows_ok(rows)
+    return interleave(_rows_ok(rows), type_id) if type_id in EVERY else _rows_ok(rows)
 
 
 def _entry(rows, type_id: int, col: int) -> list[int]:

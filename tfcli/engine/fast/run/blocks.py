@@ -1,6 +1,6 @@
 """A few rows (a decode step, a lookup check, a short prompt) through a Llama-style model's blocks in
-one compiled call: jobs.decode_blocks, whose textbook is model.Transformer.block with the family's
-attention (families/llama.py).
+one compiled call: block_job.decode_blocks (fast/source/block_job.py), whose textbook is
+model.Transformer.block with the family's attention (families/llama.py).
 
 Why: a decode step of SmolLM2 makes about a hundred NumPy and Python calls a block around its four
 products and its attention (norms, RoPE, the cache write, SiLU, residual adds, wrapping), a few

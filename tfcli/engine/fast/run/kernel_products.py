@@ -6,12 +6,12 @@ multiply. Here, what measurement justified instead (benchmarks/README.md):
 - a few rows (a decode step, a batch step, a short prompt): a compiled kernel (kernels.py) reads
   each weight block once for all the rows, with the activations quantized to 8-bit blocks as
   llama.cpp's are (activations.py); the weight rows shared among the pass's threads, and the parts
-  of a fused matrix (Q, K, V) multiplied in one call. The k-quants are read in place in the mapped
-  file; the 32-weight types from a copy with their rows interleaved 8 at a time (rows_of,
-  interleave.py), made at the first product, which replaces the file's pages in memory;
-- a long prompt: the same kernels for the 32-weight types whose integer products beat BLAS at any
-  row count (ALL_ROWS); for the others, tiles of weight rows dequantized by a compiled loop (bit for
-  bit formats.py's), then BLAS.
+  of a fused matrix (Q, K, V) multiplied in one call. The quantized rows are read from a copy with
+  their rows interleaved 8 at a time (rows_of: interleave.py, source/blocks32, source/k_quants), made at the first
+  product, which replaces the file's pages in memory;
+- a long prompt: the same kernels for the block types whose integer products beat BLAS at any
+  row count (ALL_ROWS, on AVX2 without VNNI); for the others, tiles of weight rows dequantized by
+  a compiled loop (bit for bit formats.py's), then BLAS.
 
 The compiled kernels are compiled once per machine (numba, in a process of its own: build.py) and
 loaded the first time a quantized product runs (or when the CLI prepares a model on the kernels,
@@ -37,12 +37,14 @@ from . import interleave
 KERNEL_ROWS = 48
 # kernels / tiles 0.88 at 32 rows, 0.81-0.90 at 48, 1.00-1.14 at 64 on SmolLM2's and Gemma 3's MLP matrices)
 # ... except the block types whose kernels beat BLAS at any row count: on rows interleaved 8 at a time with
-# the int16 sums of llvm_x8.RUN16 (AMD EPYC Zen 1, one core, CPU time: 39-40 GFLOPS on SmolLM2's Q4_1
-# matrices at 64-512 rows, Gemma 3's Q5_0 31-32; OpenBLAS 33-36 on the same float32 shapes at its best,
-# 10 in some processes; benchmarks/README.md). Q8_0 (29: a vpmaddwd per vpmaddubsw without VNNI) and the
-# k-quants (Q4_K 24, Q6_K 21-22, read row by row) stay on tiles beyond KERNEL_ROWS. Measured on AVX2 alone:
-# where BLAS has 512-bit FMAs (AVX-512) or the kernels VNNI (the 64-row figure above), the tiles stay.
-ALL_ROWS = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1})
+# the int16 sums of blocks32.RUN16 and k_quants.RUN16 (AMD EPYC Zen 1, one core, CPU time: 39-40 GFLOPS on
+# SmolLM2's Q4_1 matrices at 64-512 rows, Gemma 3's Q5_0 31-32, its Q4_K 40-41 and Q6_K 30; OpenBLAS 33-36
+# on the same float32 shapes at its best, 10 in some processes, and the tiles' dequantizing on top: 9-10
+# under load; benchmarks/README.md). Q8_0 (29: a vpmaddwd per vpmaddubsw without VNNI) stays on tiles
+# beyond KERNEL_ROWS. Measured on AVX2 alone: where BLAS has 512-bit FMAs (AVX-512) or the kernels VNNI
+# (the 64-row figure above), the tiles stay.
+ALL_ROWS = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q4_K, GGMLType.Q5_K,
+                      GGMLType.Q6_K})
 
 
 def _avx2_alone() -> bool:
@@ -142,10 +144,10 @@ def plan_of(k, w) -> tuple[list, np.ndarray | None]:
 
 
 def rows_of(p: Part):
-    """What the kernels read for part p: for the 32-weight block types, its rows interleaved 8 at a
+    """What the kernels read for part p: for the quantized block types, its rows interleaved 8 at a
     time (interleave.py), made the first time and kept as long as p, the file's pages dropped as
-    they are copied (so the copy replaces them in memory); for the others, the file's rows."""
-    if p.type_id not in interleave.TYPES:
+    they are copied (so the copy replaces them in memory); for the floats, the file's rows."""
+    if p.type_id not in interleave.EVERY:
         return p.data
     return _kept(p, lambda: interleave.interleave(p.data, p.type_id, release=release))
 

@@ -13,8 +13,8 @@ same product runs on the stored bytes, the way llama.cpp's ggml-cpu kernels do i
 `ggml_vec_dot_*` in ggml-cpu/quants.c): x is quantized once per call to 8-bit blocks
 (activations.py is the NumPy twin, and says what that costs), and each block of weights is
 unpacked in registers and dotted with up to 4 rows of x at a time, in integers, with one float
-multiply-add per block: the 32-weight types on rows interleaved 8 at a time (interleave.py,
-llvm_x8.py: one instruction serves 8 weight rows), the k-quants row by row (llvm_kquants.py):
+multiply-add per block, on rows interleaved 8 at a time (one instruction serves 8 weight rows): the
+32-weight types as blocks32/ lays out and multiplies them, the k-quants as k_quants/ does:
 
     Q4_0 Q5_0 Q8_0   x in blocks of 32 values, one float32 scale: w.x = dw dx sum(qw qx)
     Q4_1 Q5_1        the same, plus the block's sum of qx for the minimum: + mw dx sum(qx)
@@ -28,7 +28,9 @@ import numpy as np
 from numba import carray, types
 from numba.extending import intrinsic
 
-from . import llvm, llvm_kquants, llvm_q8, llvm_x8
+from . import llvm, llvm_q8
+from .blocks32 import dot as x8_dot
+from .k_quants import dot as k_dot
 from ...formats import GGMLType
 from ..arguments import PART_WIDTH, X8, PartColumn, Product
 
@@ -135,8 +137,8 @@ def _unpack_k(kind, nbytes, row, wq, wd, wdmin, sc, mn):
     for s in range(wd.size):
         o, j = s * nbytes, 256 * s
         if kind == GGMLType.Q6_K:  # ql[128] · qh[64] · scales i8[16] · d
-            llvm_kquants.unpack_q6k_half(row, o, o + 128, wq, j)
-            llvm_kquants.unpack_q6k_half(row, o + 64, o + 160, wq, j + 128)
+            k_dot.unpack_q6k_half(row, o, o + 128, wq, j)
+            k_dot.unpack_q6k_half(row, o + 64, o + 160, wq, j + 128)
             for i in range(16):
                 sc[16 * s + i] = np.int8(row[o + 192 + i])
             wd[s] = llvm.half(row, o + 208)
@@ -145,9 +147,9 @@ def _unpack_k(kind, nbytes, row, wq, wd, wdmin, sc, mn):
         _k_scales(row, o + 4, sc, mn, 8 * s)
         for r in range(4):  # a run of 32 bytes: sub-blocks 2r (low nibbles), 2r+1 (high)
             if kind == GGMLType.Q4_K:  # d · dmin · scales[12] · qs[128]
-                llvm_kquants.unpack_q4k_run(row, o + 16 + 32 * r, wq, j + 64 * r)
+                k_dot.unpack_q4k_run(row, o + 16 + 32 * r, wq, j + 64 * r)
             else:  # Q5_K: d · dmin · scales[12] · qh[32] · qs[128]
-                llvm_kquants.unpack_q5k_run(row, o + 48 + 32 * r, o + 16, r, wq, j + 64 * r)
+                k_dot.unpack_q5k_run(row, o + 48 + 32 * r, o + 16, r, wq, j + 64 * r)
 
 
 def _float_row(kind, row, w):
@@ -193,9 +195,9 @@ X_TILE = 128  # rows of x a product of interleaved rows takes through all its gr
 
 
 def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
-    """Weight rows lo..hi-1 of a part interleaved 8 at a time (interleave.py; `groups` [G, record bytes
+    """Weight rows lo..hi-1 of a part interleaved 8 at a time (blocks32/; `groups` [G, record bytes
     x nb]): for each group of 8 (two at a time where the CPU has 512-bit VNNI), 4 rows of x at a time (a
-    tile of X_TILE rows through every group, then the next), then the last T % 4 one at a time (llvm_x8.py),
+    tile of X_TILE rows through every group, then the next), then the last T % 4 one at a time (x8_dot.py),
     each writing the lanes of rows lo..hi-1 alone. Every row's numbers are the same whichever way it is reached."""
     T, nb = xd.shape
     K = 32 * nb
@@ -205,58 +207,55 @@ def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
         t1 = min(t0 + X_TILE, T - T % 4)
         g, end = lo // 8, (hi + 7) // 8
         while g < end:
-            two = llvm_x8.WIDE and g + 1 < end
+            two = x8_dot.WIDE and g + 1 < end
             a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 16 if two else 8)
             for t in range(t0, t1, 4):
                 if two:
-                    llvm_x8.dot_x16x4(
+                    x8_dot.dot_x16x4(
                         kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
                     )
                 else:
-                    llvm_x8.dot_x8x4(
+                    x8_dot.dot_x8x4(
                         kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
                     )
             g += 2 if two else 1
     g, end = lo // 8, (hi + 7) // 8
     while g < end:
-        two = llvm_x8.WIDE and g + 1 < end
+        two = x8_dot.WIDE and g + 1 < end
         a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 16 if two else 8)
         for t in range(T - T % 4, T):
             if two:
-                llvm_x8.dot_x16x1(
+                x8_dot.dot_x16x1(
                     kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
                 )
             else:
-                llvm_x8.dot_x8x1(
+                x8_dot.dot_x8x1(
                     kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
                 )
         g += 2 if two else 1
 
 
-def _rows_k(xq, xd, xs, rows, kind, out, lo, hi):
+def _rows_kx8(xq, xd, xs, groups, kind, out, lo, hi):
+    """Weight rows lo..hi-1 of a k-quant part interleaved 8 at a time (k_quants/__init__.py; `groups` [G,
+    record bytes x ns]), as _rows_x8 takes the 32-weight types: a tile of X_TILE rows of x, 4 at a time,
+    through every group, then the last T % 4 one at a time (k_quants/dot.py). sum over blocks of
+    dx (d sum_j sc_j sum(qw qx) - dmin sum_j mn_j sum(qx)), j the sub-blocks (llama.cpp's ggml_vec_dot_q4_K_q8_K)."""
     T, ns = xd.shape
     K = 256 * ns
-    rb = rows.shape[1]
-    for n in range(lo, hi):
-        # sum over blocks of dx (d sum_j sc_j sum(qw qx) - dmin sum_j mn_j sum(qx)), j the sub-blocks (llama.cpp's
-        # ggml_vec_dot_q4_K_q8_K, ggml_vec_dot_q6_K_q8_K): 4 rows of x per pass over the weight row, then one at a time
-        t = 0
-        while t + 4 <= T:
-            if kind == GGMLType.Q4_K:
-                r4 = llvm_kquants.dot_q4_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
-            elif kind == GGMLType.Q5_K:
-                r4 = llvm_kquants.dot_q5_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
-            else:
-                r4 = llvm_kquants.dot_q6_kx4(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
-            out[t, n], out[t + 1, n], out[t + 2, n], out[t + 3, n] = r4
-            t += 4
-        for t in range(t, T):
-            if kind == GGMLType.Q4_K:
-                out[t, n] = llvm_kquants.dot_q4_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
-            elif kind == GGMLType.Q5_K:
-                out[t, n] = llvm_kquants.dot_q5_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
-            else:
-                out[t, n] = llvm_kquants.dot_q6_kx1(rows, n * rb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns)
+    gb, ld = groups.shape[1], out.shape[1]
+    g0, end = lo // 8, (hi + 7) // 8
+    for t0 in range(0, T - T % 4, X_TILE):
+        t1 = min(t0 + X_TILE, T - T % 4)
+        for g in range(g0, end):
+            a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 8)
+            for t in range(t0, t1, 4):
+                k_dot.dot_kx8x4(kind, groups, g * gb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns, out, t * ld + 8 * g,
+                                ld, a, b)
+    for g in range(g0, end):
+        a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 8)
+        for t in range(T - T % 4, T):
+            k_dot.dot_kx8x1(kind, groups, g * gb, xq, t * K, xd, xs, t * ns, t * 16 * ns, ns, out, t * ld + 8 * g, ld,
+                            a, b)
 
 
 # --- the jobs: chunk c of a product (x @ W[lo:hi].T into out[:, lo:hi]) or of a dequantization ------
@@ -297,13 +296,13 @@ def product_quantized(a, c):
         rows, out, kind, lo, hi = _part(a, p, first, end)
         if lo >= hi:
             continue
-        if kind & X8:
+        if kind & X8 and (kind - X8 == GGMLType.Q4_K or kind - X8 == GGMLType.Q5_K or kind - X8 == GGMLType.Q6_K):
+            _rows_kx8(xq, xd, carray(_i32(a[Product.XS]), (n, k // 16)), rows, kind - X8, out, lo, hi)
+        elif kind & X8:
             _rows_x8(
                 xq, xd, carray(_i32(a[Product.XS]), (n, k // 32)), carray(_f32(a[Product.XM]), (n, k // 32)), rows,
                 kind - X8, out, lo, hi,
             )
-        else:
-            _rows_k(xq, xd, carray(_i32(a[Product.XS]), (n, k // 16)), rows, kind, out, lo, hi)
 
 
 def product_floats(a, c):
@@ -406,5 +405,5 @@ HELPERS = (  # compiled into the jobs that call them
     "_quantize_x", "_quantize_rows", "_unpack_blocks32", "_k_scales", "_unpack_k", "_float_row", "_chunk", "_span",
     "_dequantize_blocks32", "_dequantize_k", "_part",
 )  # fmt: skip
-ROWS_OF_X = ("_rows_x8", "_rows_k")  # compiled on their own, called by the jobs
+ROWS_OF_X = ("_rows_x8", "_rows_kx8")  # compiled on their own, called by the jobs
 JOBS = ("quantize", "product_quantized", "product_floats", "dequantize")  # and attention_job.py's, block_job.py's

@@ -11,7 +11,7 @@ same bits. numba has no float16 on the CPU, so a float16 scale is read with `fpe
 
 The k-quants' product (_dot_k) reads a weight row's bytes where the file has them and unpacks each
 block once for up to 4 rows of x, never storing it (the 32-weight types' products, on rows
-interleaved 8 at a time, are llvm_x8.py's, built from the operations here); the activations are 8-bit
+interleaved 8 at a time, are blocks32/dot.py's, built from the operations here); the activations are 8-bit
 integers (jobs._quantize_x, activations.py). The `unpack_*` functions store unpacked blocks for the dequantizer
 (jobs._dequantize_*). Every rounding is explicit (llvm.fma, ordered reductions), so a row's
 result is the same bits whether a call covers 1 row of x or 9.
@@ -250,7 +250,7 @@ def _dot4(builder, w, x, acc=None):
     """[32] unsigned bytes w, signed bytes x -> [8] int32: lane i = the sum of w[j] x[j] for j = 4i..4i+3, exact,
     added to acc ([8] int32) when given. One vpdpbusd where the CPU has VNNI (it adds into acc); else
     vpmaddubsw, then vpmaddwd with ones (llama.cpp's x86 route), then the add. [64] bytes -> [16] int32
-    on CPUs with 512-bit VNNI alone (llvm_x8.WIDE)."""
+    on CPUs with 512-bit VNNI alone (blocks32/dot.py's WIDE)."""
     n = w.type.count // 4
     lanes = _vec(I32, n)
     if _VNNI:

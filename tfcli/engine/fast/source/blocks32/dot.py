@@ -1,4 +1,5 @@
-"""The product kernels on weight rows interleaved 8 at a time (interleave.py's layout), in LLVM vector code.
+"""The 32-weight types' product kernels on weight rows interleaved 8 at a time (this package's layout), in
+LLVM vector code.
 
 One 32-byte vector of a record holds 4 weights of each of 8 weight rows, and 4 bytes of a row of x
 broadcast to its 8 lanes make the other operand: one vpdpbusd adds to each of the 8 rows' int32
@@ -23,25 +24,20 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ...formats import BLOCK_TYPES, GGMLType
-from ..run.interleave import TYPES
-from .llvm import (
+from ....formats import BLOCK_TYPES, GGMLType
+from . import RUN16, TYPES
+from ..llvm import (
     _FEATURES, _VNNI, FLOAT, I8, I16, I32, _at, _dot4, _fma, _intrinsic, _load, _plus, _prefetch, _scalar,
     _signed_dot4, _splat, _switch, _ubytes_sbytes, _vec, _words, intp,
 )
 
 
-KINDS = TYPES  # the block types interleave.py lays out: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+KINDS = TYPES  # the block types this package lays out: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 # two groups at once in 512-bit vectors (dot_x16*)
 WIDE = _VNNI and "avx512vnni" in _FEATURES and "avx512bw" in _FEATURES
 
 
-# Without VNNI, vpmaddubsw's pairs of products (int16) are summed in int16 over this many of a block's 8
-# runs of 4 weights before one vpmaddwd widens them: a pair is at most 2 x 15 x 127 = 3,810 for 4-bit q
-# (8 of them: 30,480 < 32,767), 2 x 31 x 127 = 7,874 for 5-bit q (4: 31,496). The sums stay exact, so the
-# bits do not change; the multiplier port (one on Zen 1) does 9 multiplies per run of 8 instead of 16.
-# Q8_0's pairs (|q| up to 128: 32,512) take a vpmaddwd each. llama.cpp's AVX2 q4_0 products do the same.
-RUN16 = {GGMLType.Q4_0: 8, GGMLType.Q4_1: 8, GGMLType.Q5_0: 4, GGMLType.Q5_1: 4}
+# RUN16 (__init__.py): the int16 sums without VNNI, and why they are exact.
 
 
 def _pairs16(builder, w, x4, rows: int, run: int):
