@@ -84,9 +84,20 @@ def pytest_configure(config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     # The compiled kernels of quantized products, compiled once for the whole suite (every test's
     # own TFCLI_HOME would compile them again, seconds each) and kept in pytest's cache between runs.
+    # Without pytest's cache (`-p no:cacheprovider`), one folder for this run, made by the first
+    # process (xdist's workers inherit it) and removed by it at the end.
     cache = getattr(config, "cache", None)
-    if cache is not None and "TFCLI_KERNEL_CACHE" not in os.environ:
+    if "TFCLI_KERNEL_CACHE" in os.environ:
+        return
+    if cache is not None:
         os.environ["TFCLI_KERNEL_CACHE"] = str(cache.mkdir("tfcli-kernels"))
+    elif not hasattr(config, "workerinput"):
+        import shutil
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="tfcli-test-kernels-")
+        os.environ["TFCLI_KERNEL_CACHE"] = folder
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 EPS32 = float(np.finfo(np.float32).eps)  # 2^-23: one float32 step at 1.0

@@ -506,7 +506,7 @@ def test_sigterm_ends_the_open_stream_and_exits(smollm2_folder, tmp_path):
     try:
         from tfcli.serve.app import wait_ready
 
-        wait_ready(f"http://127.0.0.1:{port}/health", timeout=60)
+        wait_ready(f"http://127.0.0.1:{port}/health", timeout=600)  # a cold kernel cache compiles first (minutes)
         body = json.dumps({"prompt": "1, 2, 3, 4, 5,", "max_tokens": 3000, "stream": True, "temperature": 0}).encode()  # counts on for long
         req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body, headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
