@@ -51,7 +51,15 @@ def interleave(data: np.ndarray, type_id: int, release=None) -> Interleaved:
     G = -(-n // GROUP)
     # [G, nb * record], on 2 MB pages where the system gives them
     groups = pages.empty(G * nb * GROUP * nbytes).reshape(G, nb * GROUP * nbytes)
-    _FAMILY[type_id].interleave_rows(data, type_id, groups, release)
+    family = _FAMILY[type_id]
+    for a in range(0, n, family.TILE):  # a tile at a time: bounds the temporaries and the file's pages held
+        b = min(a + family.TILE, n)
+        tile = data[a:b].reshape(b - a, nb, nbytes)  # [n', nb, nbytes]
+        if (b - a) % GROUP:  # the last group: zero rows after the matrix's own (scale 0)
+            tile = np.concatenate([tile, np.zeros((GROUP - (b - a) % GROUP, nb, nbytes), np.uint8)])
+        groups[a // GROUP : -(-b // GROUP)] = family.records(tile, type_id).reshape(-1, nb * GROUP * nbytes)
+        if release is not None:
+            release(data[a:b])
     return Interleaved(groups, n, type_id)
 
 

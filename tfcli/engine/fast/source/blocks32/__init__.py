@@ -23,7 +23,7 @@ load of qs (then a mask or a shift for nibbles) gives "4 weights of each of 8 ro
 vpdpbusd multiplies by 4 bytes of x broadcast to the 8 lanes (dot.py). A matrix whose row count
 is not a multiple of 8 has its last group padded with zero rows (scale 0, never written out).
 
-`interleave_rows` makes the layout from the file's rows, `restore_rows` gives the file's rows back (bit
+`records` makes the layout from the file's rows, `restore_rows` gives the file's rows back (bit
 for bit: the tiles of a long prompt are dequantized from them by formats.py's rules); run/interleave.py
 calls them (and the k-quants', source/k_quants) for every family.
 """
@@ -36,7 +36,7 @@ from ....formats import BLOCK_TYPES, GGMLType
 
 TYPES = (GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0)
 GROUP = 8  # weight rows per group
-_TILE = 4096  # rows interleaved at a time: bounds the temporary arrays, and the file's pages held at once
+TILE = 4096  # rows interleaved at a time: bounds the temporary arrays, and the file's pages held at once
 
 # Without VNNI, vpmaddubsw's pairs of products (int16) are summed in int16 over this many of a block's 8
 # runs of 4 weights before one vpmaddwd widens them: a pair is at most 2 x 15 x 127 = 3,810 for 4-bit q
@@ -62,7 +62,7 @@ def _nibbles_swapped(words: np.ndarray) -> np.ndarray:
     return np.bitwise_or.reduce(nibbles << shifts, axis=-1)  # [..., 8j]
 
 
-def _tile(blocks: np.ndarray, type_id: int) -> np.ndarray:
+def records(blocks: np.ndarray, type_id: int) -> np.ndarray:
     """[8G, nb, nbytes] uint8 blocks -> [G, nb, 8 * nbytes] records (the module's layout)."""
     n, nb, nbytes = blocks.shape
     G = n // GROUP
@@ -84,23 +84,6 @@ def _tile(blocks: np.ndarray, type_id: int) -> np.ndarray:
     qs = by_group[:, :, :, qs_at : qs_at + 4 * runs].view("<u4")  # [G, nb, 8r, runs]
     out[:, :, at:].view("<u4").reshape(G, nb, runs, GROUP)[...] = qs.transpose(0, 1, 3, 2)
     return out
-
-
-def interleave_rows(data: np.ndarray, type_id: int, into: np.ndarray, release=None) -> None:
-    """The file's rows `data` [n, nb * nbytes] uint8 interleaved into `into` [ceil(n/8), nb * 8 * nbytes]
-    (a last group padded with zero rows: scale 0). `release(view)`, when given, is called with each tile
-    of `data` once it is copied (to drop a file mapping's pages: the copy then costs its size once)."""
-    nbytes = BLOCK_TYPES[type_id].nbytes
-    n, row_bytes = data.shape
-    nb = row_bytes // nbytes
-    for a in range(0, n, _TILE):
-        b = min(a + _TILE, n)
-        tile = data[a:b].reshape(b - a, nb, nbytes)  # [n', nb, nbytes]
-        if (b - a) % GROUP:  # the last group: zero rows after the matrix's own
-            tile = np.concatenate([tile, np.zeros((GROUP - (b - a) % GROUP, nb, nbytes), np.uint8)])
-        into[a // GROUP : -(-b // GROUP)] = _tile(tile, type_id).reshape(-1, nb * GROUP * nbytes)
-        if release is not None:
-            release(data[a:b])
 
 
 def restore_rows(groups: np.ndarray, type_id: int, first: int, end: int) -> np.ndarray:

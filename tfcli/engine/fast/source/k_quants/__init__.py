@@ -43,12 +43,12 @@ FIELDS = {
 # 2 x 15 x 127 = 3,810 for Q4_K's q (8 of them: 30,480 < 32,767), 2 x 31 x 127 = 7,874 for Q5_K's
 # (4: 31,496), 2 x 63 x 127 = 16,002 for Q6_K's (2: 32,004). The sums stay exact.
 RUN16 = {GGMLType.Q4_K: 8, GGMLType.Q5_K: 4, GGMLType.Q6_K: 2}
-_TILE = 2048  # rows interleaved at a time: bounds the temporaries, and the file's pages held at once
+TILE = 2048  # rows interleaved at a time: bounds the temporaries, and the file's pages held at once
 
 _UINT = {1: "u1", 2: "<u2", 4: "<u4"}
 
 
-def _records(blocks: np.ndarray, type_id: int) -> np.ndarray:
+def records(blocks: np.ndarray, type_id: int) -> np.ndarray:
     """[8G, nb, nbytes] uint8 blocks -> [G, nb, 8 * nbytes] records (the layout above)."""
     n, nb, nbytes = blocks.shape
     G = n // GROUP
@@ -60,22 +60,6 @@ def _records(blocks: np.ndarray, type_id: int) -> np.ndarray:
         dest = out[:, :, GROUP * at : GROUP * (at + length)].view(_UINT[width]).reshape(G, nb, runs, GROUP)
         dest[...] = field.transpose(0, 2, 3, 1)  # [G, nb, runs, 8r]
     return out
-
-
-def interleave_rows(data: np.ndarray, type_id: int, into: np.ndarray, release=None) -> None:
-    """The file's rows `data` [n, nb * nbytes] uint8 interleaved into `into` [ceil(n/8), nb * 8 * nbytes]
-    (a last group padded with zero rows: scales 0). `release(view)`: called with each tile of data once copied."""
-    nbytes = BLOCK_TYPES[type_id].nbytes
-    n, row_bytes = data.shape
-    nb = row_bytes // nbytes
-    for a in range(0, n, _TILE):
-        b = min(a + _TILE, n)
-        tile = data[a:b].reshape(b - a, nb, nbytes)  # [n', nb, nbytes]
-        if (b - a) % GROUP:
-            tile = np.concatenate([tile, np.zeros((GROUP - (b - a) % GROUP, nb, nbytes), np.uint8)])
-        into[a // GROUP : -(-b // GROUP)] = _records(tile, type_id).reshape(-1, nb * GROUP * nbytes)
-        if release is not None:
-            release(data[a:b])
 
 
 def restore_rows(groups: np.ndarray, type_id: int, first: int, end: int) -> np.ndarray:
