@@ -127,23 +127,13 @@ def test_the_largest_sums_do_not_overflow_16_bits(kernels, t):
     """Every weight's q at its largest (15, or 31 with the fifth bit) against x whose 8-bit q are all 127
     or all -127: the int16 sums of blocks32.RUN16 reach their bound (8 x 3,810 = 30,480 for 4-bit q,
     4 x 7,874 = 31,496 for 5-bit) and stay exact, for 1, 4 and 9 rows of x."""
-    from test_kernels import HALF_FIELDS, PAYLOAD
+    from test_kernels import PAYLOAD
 
     bt = formats.BLOCK_TYPES[t]
     n, k = 16, 32 * 4
     blocks = np.full((n * k // 32, bt.nbytes), 0xFF, np.uint8)  # [B, nbytes]: every q and fifth bit set
-    for at in HALF_FIELDS[t]:
-        blocks[:, at : at + 2] = np.full(len(blocks), 0.5, np.float16).view(np.uint8).reshape(-1, 2)
     assert PAYLOAD[t][1] <= bt.nbytes
-    rows = blocks.reshape(n, -1)
-    w = weights(rows, t, n, k)
-    for T in (1, 4, 9):
-        x = np.where(np.arange(T)[:, None] % 2 == 0, 1.0, -1.0) * np.ones((T, k))  # [T, K]: q all 127 or all -127
-        x = x.astype(np.float32)
-        _, exact, scale = reference(x, w, t)
-        out = np.full((T, n), np.nan, np.float32)
-        kernels.product(x, rows, t, out, 0, n)
-        assert (np.abs(out - exact) <= C * EPS * scale).all(), (T, out[:, 0], exact[:, 0])
+    assert_extreme_sums_exact(kernels, blocks, t, n, k)
 
 
 @pytest.mark.parametrize("t", K_QUANTS, ids=name)
@@ -151,13 +141,20 @@ def test_the_largest_k_quant_sums_do_not_overflow_16_bits(kernels, t):
     """Every weight's q at its largest (15, 31 or 63, scales and mins 63 or 127) against x whose 8-bit q
     are all 127 or all -127: the int16 sums of k_quants.RUN16 reach their bound (8 x 3,810 for Q4_K,
     4 x 7,874 for Q5_K, 2 x 16,002 for Q6_K) and stay exact, for 1, 4 and 9 rows of x."""
-    from test_kernels import HALF_FIELDS
-
     bt = formats.BLOCK_TYPES[t]
     n, k = 16, 256 * 2
     blocks = np.full((n * k // 256, bt.nbytes), 0xFF, np.uint8)  # [B, nbytes]: every bit of q set
     if t == GGMLType.Q6_K:
         blocks[:, 192:208] = 127  # int8 scales: 0xFF would be -1
+    assert_extreme_sums_exact(kernels, blocks, t, n, k)
+
+
+def assert_extreme_sums_exact(kernels, blocks, t, n: int, k: int) -> None:
+    """`blocks` [n * k / block, nbytes] with every half-precision scale set to 0.5, as n rows of k
+    weights, against x whose 8-bit q are all 127 or all -127 (rows alternating), for 1, 4 and 9 rows
+    of x: the kernels' products within the 8-bit activations' bound of the exact sums."""
+    from test_kernels import HALF_FIELDS
+
     for at in HALF_FIELDS[t]:
         blocks[:, at : at + 2] = np.full(len(blocks), 0.5, np.float16).view(np.uint8).reshape(-1, 2)
     rows = blocks.reshape(n, -1)
