@@ -87,17 +87,83 @@ def pytest_configure(config) -> None:
     # Without pytest's cache (`-p no:cacheprovider`), one folder for this run, made by the first
     # process (xdist's workers inherit it) and removed by it at the end.
     cache = getattr(config, "cache", None)
-    if "TFCLI_KERNEL_CACHE" in os.environ:
-        return
-    if cache is not None:
-        os.environ["TFCLI_KERNEL_CACHE"] = str(cache.mkdir("tfcli-kernels"))
-    elif not hasattr(config, "workerinput"):
-        import shutil
-        import tempfile
+    if "TFCLI_KERNEL_CACHE" not in os.environ:
+        if cache is not None:
+            os.environ["TFCLI_KERNEL_CACHE"] = str(cache.mkdir("tfcli-kernels"))
+        elif not hasattr(config, "workerinput"):
+            import shutil
+            import tempfile
 
-        folder = tempfile.mkdtemp(prefix="tfcli-test-kernels-")
-        os.environ["TFCLI_KERNEL_CACHE"] = folder
-        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+            folder = tempfile.mkdtemp(prefix="tfcli-test-kernels-")
+            os.environ["TFCLI_KERNEL_CACHE"] = folder
+            config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    if whole_suite(config) and not hasattr(config, "workerinput"):
+        compile_kernels_in_the_background(config)
+    if os.environ.get(COMPILE_LOCK):
+        wait_for_the_suites_compile()
+
+
+COMPILE_LOCK = "TFCLI_TEST_COMPILE_LOCK"  # the lock file the suite's one compile holds while it runs
+
+
+def whole_suite(config) -> bool:
+    """No files named: the suite runs whole (pytest_cmdline_main's two processes)."""
+    return config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.collectonly
+
+
+def compile_kernels_in_the_background(config) -> None:
+    """On a machine without the kernels compiled (a clean clone, as CI runs): the whole suite's one
+    compile starts now, in a process of its own, while the tests are collected and the first ones run.
+    It holds an exclusive lock on a file for as long as it runs; a test process that would compile
+    waits on that lock instead (wait_for_the_suites_compile), so both test processes do not compile
+    the same kernels side by side (minutes each on a busy machine)."""
+    import fcntl
+    import subprocess
+    import sys
+
+    from tfcli.engine.fast.load import compiled
+
+    folder = compiled.cache_dir()
+    if compiled.ours(folder) or not compiled.writable(folder.parent):
+        return
+    lock = folder.parent / f".{folder.name}.suite-lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # taken here, before any test process starts; held by the child's copy
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    code = "from tfcli.engine.fast.load import kernels\ntry:\n    kernels.load()\nexcept kernels.KernelsUnavailable:\n    pass\n"
+    child = subprocess.Popen([sys.executable, "-c", code], env=env, pass_fds=(fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(fd)  # the lock is the child's now: released when it ends, however it ends
+    os.environ[COMPILE_LOCK] = str(lock)
+
+    def end() -> None:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        lock.unlink(missing_ok=True)
+
+    config.add_cleanup(end)
+
+
+def wait_for_the_suites_compile() -> None:
+    """In each test process: a compile into the suite's kernel folder first waits for the suite's own
+    (compile_kernels_in_the_background) to end, then loads what it wrote. A process a test starts
+    (tfcli in a subprocess) compiles as tfcli does: the suite's compile ends within the first minutes."""
+    import fcntl
+
+    from tfcli.engine.fast.load import compiled, kernels
+
+    lock, folder, build_into = os.environ[COMPILE_LOCK], compiled.cache_dir(), kernels._build_into
+
+    def after_the_suites_compile(target: Path) -> None:
+        if target == folder:
+            with open(lock, "rb") as f:
+                fcntl.flock(f, fcntl.LOCK_SH)  # returns when the suite's compile has ended
+            if compiled.ours(target):
+                return
+        build_into(target)
+
+    kernels._build_into = after_the_suites_compile
 
 
 EPS32 = float(np.finfo(np.float32).eps)  # 2^-23: one float32 step at 1.0
