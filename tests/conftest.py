@@ -71,6 +71,48 @@ def pytest_cmdline_main(config) -> None:
     if whole_suite and not worker and config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None and not config.option.collectonly:
         config.option.numprocesses = 2
         config.option.dist = "loadfile"
+        config.option.loadscopereorder = False  # files go out longest first (pytest_collection_modifyitems)
+
+
+# Files that take a minute or more of one process (the model cards' scores, a wheel built and installed,
+# the docs site, the notebooks, servers, real models): sent out first, so that neither process is left
+# running one alone at the end. Those that need no compiled kernels come first: on a clean clone
+# they run while the kernels compile (compile_kernels_in_the_background). The seconds each file took
+# in the last whole run (kept in pytest's cache) order them when known.
+LONG_FILES = [
+    "test_score.py", "test_fresh_install.py", "test_docs_site.py", "test_notebooks.py", "test_serve.py",
+    "test_kernels.py", "test_smollm2.py", "test_gemma3.py", "test_serve_tools_qwen.py", "test_docs_examples.py",
+    "test_explore.py", "test_score_chunks.py", "test_cache.py", "test_constrained.py", "test_serve_prompt_cache.py",
+    "test_lens.py", "test_new_families.py", "test_bad_streams.py",
+]  # fmt: skip
+FILE_SECONDS = "tfcli/file-seconds"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """In the two processes of the whole suite (each collects it, in the same order): the files in
+    order of the seconds they took last time, else LONG_FILES first; a file's tests keep their order."""
+    if not hasattr(config, "workerinput"):
+        return
+    cache = getattr(config, "cache", None)
+    seconds = (cache.get(FILE_SECONDS, None) if cache is not None else None) or {}
+    rank = {name: 1e6 - i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], rank.get(item.path.name, 0)))
+
+
+class FileSeconds:
+    """Seconds per test file of a whole run (setup, call and teardown of each test), kept for the next."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        name = report.nodeid.split("::")[0]
+        self.seconds[name] = self.seconds.get(name, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session, exitstatus) -> None:
+        cache = getattr(session.config, "cache", None)
+        if cache is not None and exitstatus in (0, 1) and self.seconds:  # passed, or some tests failed
+            cache.set(FILE_SECONDS, {k: round(v, 1) for k, v in self.seconds.items()})
 
 
 def pytest_configure(config) -> None:
@@ -99,6 +141,7 @@ def pytest_configure(config) -> None:
             config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
     if whole_suite(config) and not hasattr(config, "workerinput"):
         compile_kernels_in_the_background(config)
+        config.pluginmanager.register(FileSeconds(), "tfcli-file-seconds")
     if os.environ.get(COMPILE_LOCK):
         wait_for_the_suites_compile()
 
