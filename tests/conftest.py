@@ -112,7 +112,8 @@ class FileSeconds:
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         cache = getattr(session.config, "cache", None)
         if cache is not None and exitstatus in (0, 1) and self.seconds:  # passed, or some tests failed
-            cache.set(FILE_SECONDS, {k: round(v, 1) for k, v in self.seconds.items()})
+            known = cache.get(FILE_SECONDS, None) or {}
+            cache.set(FILE_SECONDS, {**known, **{k: round(v, 1) for k, v in self.seconds.items()}})
 
 
 def pytest_configure(config) -> None:
@@ -179,10 +180,13 @@ def compile_kernels_in_the_background(config) -> None:
     os.close(fd)  # the lock is the child's now: released when it ends, however it ends
     os.environ[COMPILE_LOCK] = str(lock)
 
-    def end() -> None:
+    def end() -> None:  # a run shorter than the compile (or stopped): the compile stopped, nothing half-written left
+        import shutil
+
         if child.poll() is None:
             child.kill()
         child.wait()
+        shutil.rmtree(folder.with_name(f".{folder.name}.tmp-{child.pid}"), ignore_errors=True)  # kernels._build_into's
         lock.unlink(missing_ok=True)
 
     config.add_cleanup(end)
