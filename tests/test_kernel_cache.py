@@ -203,3 +203,39 @@ def test_the_key_changes_with_every_file_the_kernels_are_compiled_from(monkeypat
             m.setattr(P, "read_bytes", lambda self, s=source: real(self) + (b"\n# edited\n" if self == s else b""))
             assert compiled.cache_dir() != before, source.relative_to(fast)
     assert compiled.cache_dir() == before
+
+
+def _dead_pid() -> int:
+    """A pid no process has: a child that has exited and been waited for."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_the_sweep_removes_the_partial_folders_of_compiles_that_died(tmp_path):
+    """A compile killed before it could clean up (SIGKILL, a power cut) leaves `.<key>.tmp-<pid>`
+    beside the cache's folders; the next compile's sweep removes it once its process is gone, and
+    leaves a running compile's folder, a look-alike holding anything else, and a link alone."""
+    dead = _dead_pid()
+    gone = tmp_path / f".{'1' * 16}.tmp-{dead}"
+    gone.mkdir()
+    (gone / "attention.o").write_bytes(b"\x7fELF")
+    (gone / "index.json").write_text("{}")
+    empty = tmp_path / f".{'2' * 16}.tmp-{dead}"
+    empty.mkdir()
+    running = tmp_path / f".{'3' * 16}.tmp-{os.getpid()}"
+    running.mkdir()
+    (running / "pool.o").write_bytes(b"\x7fELF")
+    users = tmp_path / f".{'4' * 16}.tmp-{dead}"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "pool.o").write_bytes(b"\x7fELF")
+    link = tmp_path / f".{'5' * 16}.tmp-{dead}"
+    link.symlink_to(elsewhere)
+    newest = _key_folder(tmp_path, "a" * 16)
+    remove_stale(newest)
+    assert not gone.exists() and not empty.exists()
+    assert (running / "pool.o").exists() and (users / "notes.txt").read_text() == "mine\n"
+    assert link.is_symlink() and (elsewhere / "pool.o").exists() and newest.exists()

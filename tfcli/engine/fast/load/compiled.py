@@ -126,6 +126,39 @@ def remove_stale(folder: Path) -> None:
     for _, other in sorted(mine, reverse=True)[KEEP - 1 :]:  # KEEP - 1 besides `folder`, the newest
         if ours(other):  # checked again just before: another process may have changed it meanwhile
             shutil.rmtree(other, ignore_errors=True)
+    for other in others:
+        if abandoned(other):
+            shutil.rmtree(other, ignore_errors=True)
+
+
+PARTIAL = re.compile(r"\.([0-9a-f]{16})\.tmp-([0-9]+)")  # kernels._build_into's folder while it compiles
+BUILT = re.compile(r"[a-z_]+\.o|index\.json|ready")  # the files a compile writes there (source/build.py)
+
+
+def abandoned(folder: Path) -> bool:
+    """Whether `folder` is the partial folder of a compile whose process is gone (killed before it could
+    remove it): named as kernels._build_into names it, a real folder (not a link), holding only regular
+    files a compile writes, its process no longer running. Anything else is not tfcli's to remove."""
+    m = PARTIAL.fullmatch(folder.name)
+    if not m or _running(int(m.group(2))):
+        return False
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return False
+        return all(BUILT.fullmatch(f.name) and stat.S_ISREG(os.lstat(f).st_mode) for f in folder.iterdir())
+    except OSError:
+        return False
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists (one of another user's counts: its compile may still be writing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def key_taken(folder: Path) -> str | None:
