@@ -42,9 +42,9 @@ def rope_order(rows: int, heads: int) -> np.ndarray:
 @dataclass(frozen=True)
 class MappedPart(Part):
     """Rows read in place from the mapped file. A lookup of some of them (an embedding's tokens)
-    drops their pages from resident memory once read: the kernel maps 64 KB around each row it
-    reads, and the rows a 512-token prompt looks up held most of the matrix (25 of SmolLM2's 30 MB,
-    39 MB of Gemma 3's), beside the kernels' copy of the same matrix that a tied output head reads
+    drops their pages from resident memory once read: the kernel maps up to 2 MB around each row
+    it reads (gguffile.FAULT_AROUND), and the rows a 512-token prompt looks up held most of the
+    matrix (25 of SmolLM2's 30 MB, 39 MB of Gemma 3's), beside the kernels' copy of the same matrix that a tied output head reads
     (fast/run/interleave.py). The pages stay in the OS page cache: a later read costs a minor fault."""
 
     def dequantize(self, stored: np.ndarray | slice, cols: int) -> np.ndarray:
@@ -140,7 +140,7 @@ class GGUFTensors:
                 data = data.view("<f4")  # [N, K]
             order = rope_order(info.shape[0], heads) if heads else None
             return Quantized((MappedPart(info.type_id, data, order),), info.shape[1])
-        # [n] float32, a copy: a norm read in place each step would keep 64 KB of the file around it resident
+        # [n] float32, a copy: a norm read in place each step would keep the file's pages around it resident
         w = np.array(self.g.tensor(info.name))
         release(self.g.raw(info.name), FAULT_AROUND)
         if heads:
