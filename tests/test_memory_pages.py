@@ -49,7 +49,8 @@ def matrix(tmp_path):
         w.add_tensor(name, rows, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
     w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
     f = GGUFFile(tmp_path / "m.gguf")
-    yield f, rows, f.raw("token_embd").reshape(N, -1)
+    with open(tmp_path / "m.gguf", "rb", buffering=0) as file:
+        yield f, rows, f.raw("token_embd").reshape(N, -1), (file, f.tensors["token_embd"].start)
     f.close()
 
 
@@ -58,16 +59,16 @@ def span(view: np.ndarray, around: int = 0) -> tuple[int, int]:
 
 
 def test_a_lookup_leaves_no_pages_of_the_matrix_behind(matrix):
-    """512 tokens looked up read the right rows and leave (nearly) nothing of the 10 MB mapped: without
-    the drop, the pages mapped around them held all of it."""
-    f, rows, view = matrix
+    """512 tokens looked up read the right rows and leave nothing of the 10 MB mapped: read through
+    the mapping, the pages mapped around them held all of it."""
+    f, rows, view, read = matrix
     ids = np.random.default_rng(1).integers(0, N, 512)  # [512]
     bare = Quantized((Part(Q8_0, view),), NB * 32)
     got = bare.rows(ids)  # the plain Part: the pages stay
     assert present(*span(view)) * PAGE > 0.9 * view.nbytes, "the fault-around this test measures did not happen"
     release(view, FAULT_AROUND)
     assert present(*span(view, FAULT_AROUND)) == 0
-    mapped = Quantized((MappedPart(Q8_0, view),), NB * 32)
+    mapped = Quantized((MappedPart(Q8_0, view, None, *read),), NB * 32)
     np.testing.assert_array_equal(mapped.rows(ids), got)  # [512, 576]: the same values
     np.testing.assert_array_equal(mapped[ids[:3]], Part(Q8_0, rows).dequantize(ids[:3], NB * 32))
     assert present(*span(view, FAULT_AROUND)) == 0, "a lookup's pages stayed resident"
@@ -82,8 +83,8 @@ def test_interleaving_holds_the_copy_alone(matrix):
     from tfcli.engine.fast.run import kernel_products
     from tfcli.engine.fast.run.interleave import restore
 
-    f, rows, view = matrix
-    part = MappedPart(Q8_0, view)
+    f, rows, view, read = matrix
+    part = MappedPart(Q8_0, view, None, *read)
     packed = kernel_products.rows_of(part)
     assert packed.nbytes >= view.nbytes
     assert present(*span(view, FAULT_AROUND)) == 0, "the file's pages stayed beside the copy"

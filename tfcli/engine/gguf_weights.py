@@ -18,6 +18,7 @@ vectors (norms, biases) as float32.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,34 +42,27 @@ def rope_order(rows: int, heads: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class MappedPart(Part):
-    """Rows read in place from the mapped file. A lookup of some of them (an embedding's tokens)
-    drops their pages from resident memory once read: the kernel maps up to 2 MB around each row
-    it reads (gguffile.FAULT_AROUND), and the rows a 512-token prompt looks up held most of the
-    matrix (25 of SmolLM2's 30 MB, 39 MB of Gemma 3's), beside the kernels' copy of the same matrix that a tied output head reads
-    (fast/run/interleave.py). The pages stay in the OS page cache: a later read costs a minor fault."""
+    """Rows read in place from the mapped file, whose lookups (an embedding's tokens) read the file
+    instead (os.pread, from the OS page cache): a read through the mapping makes the kernel map up
+    to 2 MB of pages around each row (gguffile.FAULT_AROUND), and the rows a 512-token prompt looked
+    up held most of the matrix resident (25 of SmolLM2's 30 MB, 39 MB of Gemma 3's), beside the
+    kernels' copy of the same matrix that a tied output head reads (fast/run/interleave.py).
+    `file`: the file, open for reading; `at`: the offset of data's first byte in it."""
+
+    file: object = None
+    at: int = 0
 
     def dequantize(self, stored: np.ndarray | slice, cols: int) -> np.ndarray:
-        out = super().dequantize(stored, cols)  # [n, K]
-        if isinstance(stored, np.ndarray) and self.order is None:  # a lookup, not a tile of rows in order
-            drop_rows(self.data, stored)
-        return out
-
-
-def drop_rows(data: np.ndarray, rows: np.ndarray) -> None:
-    """Drop the pages a read of `rows` of `data` [N, row bytes] (a view of a GGUF mapping) mapped: the
-    aligned windows of FAULT_AROUND bytes that hold each row's bytes, one call per run of windows."""
-    if len(rows) == 0 or not data.flags.c_contiguous:
-        return
-    flat = data.reshape(-1).view(np.uint8)  # [N * row bytes]
-    base, row_bytes = flat.ctypes.data, data.strides[0]
-    at = base + rows.astype(np.int64) * row_bytes  # [n] each row's first byte
-    first, last = at // FAULT_AROUND, (at + row_bytes - 1) // FAULT_AROUND  # [n], [n]
-    span = np.arange(row_bytes // FAULT_AROUND + 2)  # windows a row can touch
-    windows = np.unique(np.minimum(first[:, None] + span, last[:, None]))  # [w] sorted
-    for run in np.split(windows, np.flatnonzero(np.diff(windows) > 1) + 1):
-        lo, hi = int(run[0]) * FAULT_AROUND - base, (int(run[-1]) + 1) * FAULT_AROUND - base
-        edge = lo < 0 or hi > flat.nbytes  # the window reaches into the next tensor's bytes
-        release(flat[max(lo, 0) : min(hi, flat.nbytes)], FAULT_AROUND if edge else 0)
+        if not (isinstance(stored, np.ndarray) and self.order is None and self.file is not None):
+            return super().dequantize(stored, cols)  # tiles of rows in order: read in place
+        row_bytes = self.data.strides[0]
+        rows = np.empty((len(stored), row_bytes), np.uint8)  # [n, row bytes]
+        fd = self.file.fileno()
+        for j, i in enumerate(np.asarray(stored, np.int64)):
+            got = os.preadv(fd, [rows[j]], self.at + int(i) * row_bytes)
+            if got != row_bytes:
+                return super().dequantize(stored, cols)  # the file shrank under us: the mapping says how
+        return Part(self.type_id, rows.view(self.data.dtype)).dequantize(slice(None), cols)  # [n, K]
 
 
 def read_index(folder: Path) -> dict:
@@ -103,6 +97,12 @@ class GGUFTensors:
             if not (isinstance(e, dict) and e.get("name") in self.g.tensors):
                 raise CheckpointError(f"{INDEX_NAME}: {shown(hf)} names no tensor of {self.file.name}", STALE)
         self.used: set[str] = set()
+
+    def _file(self):
+        """The file open for reading, for MappedPart's lookups (one per model, closed with it)."""
+        if getattr(self, "_opened", None) is None:
+            self._opened = open(self.file, "rb", buffering=0)  # noqa: SIM115 (lives as long as the parts)
+        return self._opened
 
     def __contains__(self, name: str) -> bool:
         return name in self.entries
@@ -139,7 +139,7 @@ class GGUFTensors:
             if info.type_id == GGMLType.F32:
                 data = data.view("<f4")  # [N, K]
             order = rope_order(info.shape[0], heads) if heads else None
-            return Quantized((MappedPart(info.type_id, data, order),), info.shape[1])
+            return Quantized((MappedPart(info.type_id, data, order, self._file(), info.start),), info.shape[1])
         # [n] float32, a copy: a norm read in place each step would keep the file's pages around it resident
         w = np.array(self.g.tensor(info.name))
         release(self.g.raw(info.name), FAULT_AROUND)
