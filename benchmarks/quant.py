@@ -23,6 +23,7 @@ SmolLM2 as Q4_0 and Q8_0 (`tfcli convert --quantize`), the last three written on
     python benchmarks/quant.py                 # the whole set, 3 rounds (about 20 minutes idle)
     python benchmarks/quant.py --quick         # 1 round
     python benchmarks/quant.py FILE.gguf --rounds 5 --no-depth --json out.json
+    python benchmarks/quant.py --memory        # tfcli's peak alone, above the bare process (no llama-bench)
 """
 
 from __future__ import annotations
@@ -195,6 +196,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "tfcli-quant", help="where the generated files are kept")
     ap.add_argument("--llama", type=Path, default=LLAMA_RUN, help="llama.cpp's run script (../shared/tools/llama.cpp/run)")
     ap.add_argument("--json", type=Path, help="also write every round's figures here")
+    ap.add_argument("--memory", action="store_true", help="only tfcli's peak per file (one process each), no llama-bench")
     args = ap.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)
     depth = 0 if args.no_depth else args.depth
@@ -207,6 +209,12 @@ def main() -> None:
     print(f"CPU: {cpu()}, {os.cpu_count()} cores; {args.threads} threads; {rounds} rounds; load average {load_before[0]:.2f} "
           f"{load_before[1]:.2f} {load_before[2]:.2f}; {started}", flush=True)
     bare = tfcli("-", args, 0)["peak"]
+    if args.memory:
+        print(f"\n| file | file size | tfcli peak | above the bare process ({mb(bare)}) | x file |\n|---|---|---|---|---|")
+        for f in files:
+            peak, size = tfcli(f, args, 0)["peak"], f.stat().st_size  # after pp512 and tg128, as the table's peak
+            print(f"| {name(f)} | {mb(size)} | {mb(peak)} | {mb(peak - bare)} | {(peak - bare) / size:.2f}x |", flush=True)
+        return
     results: dict[Path, dict[str, list]] = {f: {"llama": [], "tfcli": []} for f in files}
     backend, build = "?", "?"
     for r in range(rounds):

@@ -13,6 +13,61 @@ from .memory import give_back
 
 
 
+# A tokenizer.json of at least this many bytes is built from its parts (_lean_bpe): the library's own
+# parse of a large one leaves its leftovers in the heap (Gemma 3's 16 MB, 262,144 tokens and 514,847
+# merges: 97 MB held after it, 77 MB built from the parts, the same tokenizer); a small one it
+# parses for less (SmolLM2's 1.5 MB: 12 MB, 14 MB from the parts).
+LEAN_FROM = 4_000_000
+_BPE_OPTIONS = ("dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
+                "byte_fallback", "ignore_merges")
+# each part's module and a class to take its JSON (__setstate__ replaces the whole part)
+_PARTS = {"normalizer": ("normalizers", "NFC"), "pre_tokenizer": ("pre_tokenizers", "Whitespace"),
+          "decoder": ("decoders", "Fuse"), "post_processor": ("processors", "ByteLevel")}
+
+
+def _lean_bpe(text: bytes):
+    """The tokenizer of a large BPE tokenizer.json built from its vocabulary and merges directly,
+    the other parts from their own JSON: the same tokenizer as the library's parse of the whole
+    file (tests/test_memory_tokenizer.py holds that), held in less memory. None when the file is
+    small, or is anything else than the plain BPE tokenizer.json tfcli writes and Hugging Face
+    ships: the library then parses it, and says what is wrong with a malformed one."""
+    import json
+
+    import tokenizers
+    from tokenizers import AddedToken, models
+
+    if len(text) < LEAN_FROM:
+        return None
+    try:
+        spec = json.loads(text)
+        model = spec["model"]
+        shaped = (set(spec) <= {"version", "truncation", "padding", "added_tokens", *_PARTS, "model"}
+                  and spec.get("truncation") is None and spec.get("padding") is None
+                  and model.get("type") == "BPE" and isinstance(model.get("vocab"), dict)
+                  and isinstance(model.get("merges"), list)
+                  and set(model) <= {"type", "vocab", "merges", *_BPE_OPTIONS})
+        if not shaped:
+            return None
+        vocab, merges = model.pop("vocab"), model.pop("merges")
+        merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in merges]
+        options = {k: model[k] for k in _BPE_OPTIONS if model.get(k) is not None}
+        tok = tokenizers.Tokenizer(models.BPE(vocab, merges, **options))
+        del vocab, merges
+        for key, (module, base) in _PARTS.items():
+            if spec.get(key) is not None:
+                part = getattr(getattr(tokenizers, module), base)()
+                part.__setstate__(json.dumps(spec[key]).encode())  # the part as the file spells it
+                setattr(tok, key, part)
+        added = spec.get("added_tokens") or []
+        tok.add_tokens([AddedToken(t["content"], single_word=t["single_word"], lstrip=t["lstrip"], rstrip=t["rstrip"],
+                                   normalized=t["normalized"], special=t["special"]) for t in added])
+        if any(tok.token_to_id(t["content"]) != t["id"] for t in added):
+            return None  # ids the library's parse would give otherwise: it decides
+        return tok
+    except Exception:  # anything unexpected: the library parses the file (and names what is wrong)
+        return None
+
+
 def _library_failure(e: BaseException) -> bool:
     """The tokenizers library raises bare Exceptions, and a Rust panic arrives as pyo3's
     PanicException, which derives from BaseException only (and cannot be imported by name): both are
@@ -32,7 +87,7 @@ class Tokenizer:
         try:
             with _stderr_captured():
                 # bytes: a str of a large vocabulary would take 4 bytes a character
-                self._tok = HFTokenizer.from_buffer(text)
+                self._tok = _lean_bpe(text) or HFTokenizer.from_buffer(text)
         except BaseException as e:  # the tokenizers library raises a bare Exception (or panics) on malformed files
             if not _library_failure(e):
                 raise

@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...gguffile import release
+from ...gguffile import FAULT_AROUND, release
 from ...formats import GGMLType
 from ...quantized import Part, Quantized, textbook_product
 from . import interleave
@@ -149,7 +149,12 @@ def rows_of(p: Part):
     they are copied (so the copy replaces them in memory); for the floats, the file's rows."""
     if p.type_id not in interleave.EVERY:
         return p.data
-    return _kept(p, lambda: interleave.interleave(p.data, p.type_id, release=release))
+    return _kept(p, lambda: interleave.interleave(p.data, p.type_id, release=_release))
+
+
+def _release(view: np.ndarray) -> None:
+    """Drop a tile's pages once copied, and those a read of it mapped around it (gguffile.FAULT_AROUND)."""
+    release(view, FAULT_AROUND)
 
 
 def _plan(k, w: Quantized) -> tuple[list, np.ndarray | None]:
