@@ -30,7 +30,8 @@ import numpy as np
 
 from ...formats import BLOCK_TYPES, GGMLType
 from . import elf, workers
-from ..arguments import ATTENTION_THREADS_FROM, PART_WIDTH, SLOTS, X8, Attention, Blocks, PartColumn, Product, kv_kind, kv_numbers
+from ..arguments import ATTENTION_THREADS_FROM, PART_WIDTH, SLOTS, X8, Attention, Blocks, PartColumn, Product
+from ..arguments import kv_kind, kv_numbers
 from ..run.activations import layout as x_layout
 from .compiled import cache_dir, key_taken, orphan_guard, ours, read_regular, remove_stale, writable
 from ..run.interleave import EVERY, TYPES, Interleaved, interleave

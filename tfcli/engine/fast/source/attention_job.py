@@ -73,7 +73,8 @@ def _attend(a, c):
     if kind == KV_F16:
         _heads(a, c, carray(_u16(a[Attention.K]), (kn,)), carray(_u16(a[Attention.V]), (vn,)))
     elif kind == KV_Q8_0:
-        _heads(a, c, carray(_i8(a[Attention.K]), (_kv_at(kind, kn),)), carray(_i8(a[Attention.V]), (_kv_at(kind, vn),)))
+        keys = carray(_i8(a[Attention.K]), (_kv_at(kind, kn),))  # bytes
+        _heads(a, c, keys, carray(_i8(a[Attention.V]), (_kv_at(kind, vn),)))
     else:
         _heads(a, c, carray(_f32(a[Attention.K]), (kn,)), carray(_f32(a[Attention.V]), (vn,)))
 
@@ -94,7 +95,8 @@ def _heads(a, c, keys, values):
     size = (n_kv * split + chunks - 1) // chunks
     for u in range(c * size, min(n_kv * split, (c + 1) * size)):
         h, part = u // split, u % split
-        k, v = keys[_kv_at(kind, h * a[Attention.KH]) :], values[_kv_at(kind, h * a[Attention.VH]) :]  # head h's [S, Dh]
+        # head h's [S, Dh] (views)
+        k, v = keys[_kv_at(kind, h * a[Attention.KH]) :], values[_kv_at(kind, h * a[Attention.VH]) :]
         _ask_ahead(v, vs, s_len, dh)  # the first of this head's values, read after its scores, asked for now
         # and of the next head's keys
         if part == split - 1 and h + 1 < n_kv and u + 1 < min(n_kv * split, (c + 1) * size):
@@ -208,8 +210,8 @@ def _prep(r):
     if kind == KV_F16:
         _keep(r, qm, carray(_u16(r[Attention.K]), (n_kv * kh,)), carray(_u16(r[Attention.V]), (n_kv * vh,)))
     elif kind == KV_Q8_0:
-        keys, values = carray(_i8(r[Attention.K]), (_kv_at(kind, n_kv * kh),)), carray(_i8(r[Attention.V]), (_kv_at(kind, n_kv * vh),))
-        _keep_blocks(r, qm, keys, values)
+        keys = carray(_i8(r[Attention.K]), (_kv_at(kind, n_kv * kh),))
+        _keep_blocks(r, qm, keys, carray(_i8(r[Attention.V]), (_kv_at(kind, n_kv * vh),)))
     else:
         _keep(r, qm, carray(_f32(r[Attention.K]), (n_kv * kh,)), carray(_f32(r[Attention.V]), (n_kv * vh,)))
 
@@ -234,8 +236,10 @@ def _keep_blocks(r, qm, keys, values):
     n_head, n_kv, dh = r[Attention.NHEAD], r[Attention.HKV], r[Attention.DH]
     kh, ks, vh, vs, col = r[Attention.KH], r[Attention.KS], r[Attention.VH], r[Attention.VS], r[Attention.COL]
     for g in range(n_kv):
-        _q8_row(qm[(n_head + g) * dh : (n_head + g + 1) * dh], keys[_kv_at(KV_Q8_0, g * kh + col * ks) :])
-        _q8_row(qm[(n_head + n_kv + g) * dh : (n_head + n_kv + g + 1) * dh], values[_kv_at(KV_Q8_0, g * vh + col * vs) :])
+        key = qm[(n_head + g) * dh : (n_head + g + 1) * dh]
+        value = qm[(n_head + n_kv + g) * dh : (n_head + n_kv + g + 1) * dh]
+        _q8_row(key, keys[_kv_at(KV_Q8_0, g * kh + col * ks) :])
+        _q8_row(value, values[_kv_at(KV_Q8_0, g * vh + col * vs) :])
 
 
 def _q8_row(x, out):
@@ -266,5 +270,8 @@ def _rms_row(x, g, out, eps):
 
 
 # compiled into the job
-HELPERS = ("_attend", "_heads", "_prep", "_keep", "_keep_blocks", "_q8_row", "_kv_at", "_rms_row", "_exp", "_quantize_rows", "_quantized_for", "_ask_ahead")
+HELPERS = (
+    "_attend", "_heads", "_prep", "_keep", "_keep_blocks", "_q8_row", "_kv_at", "_rms_row", "_exp", "_quantize_rows",
+    "_quantized_for", "_ask_ahead",
+)
 JOBS = ("attention",)

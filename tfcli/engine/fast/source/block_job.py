@@ -204,5 +204,6 @@ def block_rows(a, c):
             _quantized_for(nxt, 0, c)
 
 
-HELPERS = ("_exp", "_rms_row", "_products", "_quantized_for", "_rows", "_cache_row", "_kv_at", "_kv_bytes")  # compiled into the jobs
+# compiled into the jobs
+HELPERS = ("_exp", "_rms_row", "_products", "_quantized_for", "_rows", "_cache_row", "_kv_at", "_kv_bytes")
 JOBS = ("decode_blocks", "block_rows")
