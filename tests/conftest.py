@@ -71,6 +71,49 @@ def pytest_cmdline_main(config) -> None:
     if whole_suite and not worker and config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None and not config.option.collectonly:
         config.option.numprocesses = 2
         config.option.dist = "loadfile"
+        config.option.loadscopereorder = False  # files go out longest first (pytest_collection_modifyitems)
+
+
+# Files that take a minute or more of one process (the model cards' scores, a wheel built and installed,
+# the docs site, the notebooks, servers, real models): sent out first, so that neither process is left
+# running one alone at the end. Those that need no compiled kernels come first: on a clean clone
+# they run while the kernels compile (compile_kernels_in_the_background). The seconds each file took
+# in the last whole run (kept in pytest's cache) order them when known.
+LONG_FILES = [
+    "test_score.py", "test_fresh_install.py", "test_docs_site.py", "test_notebooks.py", "test_serve.py",
+    "test_kernels.py", "test_smollm2.py", "test_gemma3.py", "test_serve_tools_qwen.py", "test_docs_examples.py",
+    "test_explore.py", "test_score_chunks.py", "test_cache.py", "test_constrained.py", "test_serve_prompt_cache.py",
+    "test_lens.py", "test_new_families.py", "test_bad_streams.py",
+]  # fmt: skip
+FILE_SECONDS = "tfcli/file-seconds"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """In the two processes of the whole suite (each collects it, in the same order): the files in
+    order of the seconds they took last time, else LONG_FILES first; a file's tests keep their order."""
+    if not hasattr(config, "workerinput"):
+        return
+    cache = getattr(config, "cache", None)
+    seconds = (cache.get(FILE_SECONDS, None) if cache is not None else None) or {}
+    rank = {name: 1e6 - i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], rank.get(item.path.name, 0)))
+
+
+class FileSeconds:
+    """Seconds per test file of a whole run (setup, call and teardown of each test), kept for the next."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        name = report.nodeid.split("::")[0]
+        self.seconds[name] = self.seconds.get(name, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session, exitstatus) -> None:
+        cache = getattr(session.config, "cache", None)
+        if cache is not None and exitstatus in (0, 1) and self.seconds:  # passed, or some tests failed
+            known = cache.get(FILE_SECONDS, None) or {}
+            cache.set(FILE_SECONDS, {**known, **{k: round(v, 1) for k, v in self.seconds.items()}})
 
 
 def pytest_configure(config) -> None:
@@ -87,17 +130,87 @@ def pytest_configure(config) -> None:
     # Without pytest's cache (`-p no:cacheprovider`), one folder for this run, made by the first
     # process (xdist's workers inherit it) and removed by it at the end.
     cache = getattr(config, "cache", None)
-    if "TFCLI_KERNEL_CACHE" in os.environ:
-        return
-    if cache is not None:
-        os.environ["TFCLI_KERNEL_CACHE"] = str(cache.mkdir("tfcli-kernels"))
-    elif not hasattr(config, "workerinput"):
-        import shutil
-        import tempfile
+    if "TFCLI_KERNEL_CACHE" not in os.environ:
+        if cache is not None:
+            os.environ["TFCLI_KERNEL_CACHE"] = str(cache.mkdir("tfcli-kernels"))
+        elif not hasattr(config, "workerinput"):
+            import shutil
+            import tempfile
 
-        folder = tempfile.mkdtemp(prefix="tfcli-test-kernels-")
-        os.environ["TFCLI_KERNEL_CACHE"] = folder
-        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+            folder = tempfile.mkdtemp(prefix="tfcli-test-kernels-")
+            os.environ["TFCLI_KERNEL_CACHE"] = folder
+            config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    if whole_suite(config) and not hasattr(config, "workerinput"):
+        compile_kernels_in_the_background(config)
+        config.pluginmanager.register(FileSeconds(), "tfcli-file-seconds")
+    if os.environ.get(COMPILE_LOCK):
+        wait_for_the_suites_compile()
+
+
+COMPILE_LOCK = "TFCLI_TEST_COMPILE_LOCK"  # the lock file the suite's one compile holds while it runs
+
+
+def whole_suite(config) -> bool:
+    """No files named: the suite runs whole (pytest_cmdline_main's two processes)."""
+    return config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.collectonly
+
+
+def compile_kernels_in_the_background(config) -> None:
+    """On a machine without the kernels compiled (a clean clone, as CI runs): the whole suite's one
+    compile starts now, in a process of its own, while the tests are collected and the first ones run.
+    It holds an exclusive lock on a file for as long as it runs; a test process that would compile
+    waits on that lock instead (wait_for_the_suites_compile), so both test processes do not compile
+    the same kernels side by side (minutes each on a busy machine)."""
+    import fcntl
+    import subprocess
+    import sys
+
+    from tfcli.engine.fast.load import compiled
+
+    folder = compiled.cache_dir()
+    if compiled.ours(folder) or not compiled.writable(folder.parent):
+        return
+    lock = folder.parent / f".{folder.name}.suite-lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # taken here, before any test process starts; held by the child's copy
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    code = "from tfcli.engine.fast.load import kernels\ntry:\n    kernels.load()\nexcept kernels.KernelsUnavailable:\n    pass\n"
+    child = subprocess.Popen([sys.executable, "-c", code], env=env, pass_fds=(fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(fd)  # the lock is the child's now: released when it ends, however it ends
+    os.environ[COMPILE_LOCK] = str(lock)
+
+    def end() -> None:  # a run shorter than the compile (or stopped): the compile stopped, nothing half-written left
+        import shutil
+
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        shutil.rmtree(folder.with_name(f".{folder.name}.tmp-{child.pid}"), ignore_errors=True)  # kernels._build_into's
+        lock.unlink(missing_ok=True)
+
+    config.add_cleanup(end)
+
+
+def wait_for_the_suites_compile() -> None:
+    """In each test process: a compile into the suite's kernel folder first waits for the suite's own
+    (compile_kernels_in_the_background) to end, then loads what it wrote. A process a test starts
+    (tfcli in a subprocess) compiles as tfcli does: the suite's compile ends within the first minutes."""
+    import fcntl
+
+    from tfcli.engine.fast.load import compiled, kernels
+
+    lock, folder, build_into = os.environ[COMPILE_LOCK], compiled.cache_dir(), kernels._build_into
+
+    def after_the_suites_compile(target: Path) -> None:
+        if target == folder:
+            with open(lock, "rb") as f:
+                fcntl.flock(f, fcntl.LOCK_SH)  # returns when the suite's compile has ended
+            if compiled.ours(target):
+                return
+        build_into(target)
+
+    kernels._build_into = after_the_suites_compile
 
 
 EPS32 = float(np.finfo(np.float32).eps)  # 2^-23: one float32 step at 1.0

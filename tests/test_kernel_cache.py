@@ -185,3 +185,21 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except OSError:
         return False
+
+
+def test_the_key_changes_with_every_file_the_kernels_are_compiled_from(monkeypatch):
+    """Compiled code is found by its key: an edit to any file of the kernels' sources (fast/source and
+    its rooms blocks32/ and k_quants/, fast/arguments.py) gives a new key, so a cache (a user's, the
+    suite's kept between runs) never hands back the machine code of the sources before the edit."""
+    from pathlib import Path as P
+
+    fast = P(compiled.__file__).resolve().parents[1]
+    sources = sorted((fast / "source").rglob("*.py")) + [fast / "arguments.py"]
+    assert {"blocks32", "k_quants"} <= {p.parent.name for p in sources}
+    before = compiled.cache_dir()
+    real = P.read_bytes
+    for source in sources:
+        with monkeypatch.context() as m:
+            m.setattr(P, "read_bytes", lambda self, s=source: real(self) + (b"\n# edited\n" if self == s else b""))
+            assert compiled.cache_dir() != before, source.relative_to(fast)
+    assert compiled.cache_dir() == before

@@ -294,14 +294,67 @@ def test_commands_without_a_quantized_product_never_import_numba(args, tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+# What product() of quantized rows runs: the activation quantizer and the quantized product. A variant
+# compiles these alone, about a third of a whole compile: what this test compares runs nothing else.
+VARIANT_JOBS = ("quantize", "product_quantized")
+
+# In a process of its own: the kernels compiled as for a CPU of TFCLI_KERNEL_FEATURES, VARIANT_JOBS alone,
+# into their key's folder (kept between runs in pytest's cache where there is one), then loaded.
+COMPILE_VARIANT = (
+    "import shutil\n"
+    "from tfcli.engine.fast.load import compiled, kernels\n"
+    "from tfcli.engine.fast.source import attention_job, block_job, build, jobs, top_job\n"
+    "attention_job.JOBS = block_job.JOBS = top_job.JOBS = ()\n"
+    f"jobs.JOBS = {VARIANT_JOBS!r}\n"
+    "folder = kernels.cache_dir()\n"
+    "if not compiled.ours(folder):\n"
+    "    partial = folder.with_name(folder.name + '.partial')\n"
+    "    shutil.rmtree(partial, ignore_errors=True)\n"
+    "    partial.mkdir(parents=True)\n"
+    "    build.build(partial)\n"
+    "    shutil.rmtree(folder, ignore_errors=True)\n"
+    "    partial.rename(folder)\n"
+    "kernels.load()\n"
+    "assert sorted(kernels._k['jobs']) == sorted(jobs.JOBS), kernels._k['jobs']\n"
+)
+
+
+ROUTES = (
+    "from tfcli.engine.fast.source import llvm\n"
+    "from tfcli.engine.fast.source.blocks32 import dot\n"
+    "print('avx2' in llvm._FEATURES, llvm._VNNI, dot.WIDE)\n"
+)
+
+
+def _routes(features: list[str] | None) -> str:
+    """Which instructions the kernels' sources pick for a feature set (None: this CPU's), as they decide
+    it at import: vpmaddubsw/vpmaddwd by name (AVX2), vpdpbusd (VNNI), two groups at once (512-bit VNNI).
+    In a process of its own: the sources import numba."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "TFCLI_KERNEL_FEATURES"}
+    if features is not None:
+        env["TFCLI_KERNEL_FEATURES"] = ",".join(features)
+    return subprocess.run([sys.executable, "-c", ROUTES], capture_output=True, text=True, env=env, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def host_routes():
+    return _routes(None)
+
+
 @pytest.mark.parametrize("features", [["avx2"], []], ids=["avx2", "generic"])
-def test_other_cpus_compute_the_same_bits(kernels, features, tmp_path):
+def test_other_cpus_compute_the_same_bits(kernels, features, host_routes, tmp_path, request):
     """vpmaddwd is asked for by name on AVX-512 (llvm._madd), as two halves on AVX2, and written as
     the generic even/odd pattern elsewhere: kernels compiled as for those CPUs (in a process of
-    their own, cached apart) give this machine's products bit for bit, 1 and 5 rows of x."""
+    their own, cached apart) give this machine's products bit for bit, 1 and 5 rows of x. A feature
+    set that picks this machine's own instructions compiles what the suite's kernels are: nothing to
+    compare."""
     import json
     import os
 
+    if _routes(features) == host_routes:
+        pytest.skip(f"compiled as for {json.dumps(features)}, the kernels pick this CPU's instructions: the suite's own")
     rng = np.random.default_rng(700)
     cases = {}
     for t in QUANTIZED:
@@ -311,10 +364,8 @@ def test_other_cpus_compute_the_same_bits(kernels, features, tmp_path):
         cases[t] = [np.empty((T, n), np.float32) for T in (1, 5)]
         for out in cases[t]:
             kernels.product(x[: len(out)], rows, t, out, 0, n)
-    code = (
-        "import json, sys, numpy as np\n"
-        "from tfcli.engine.fast.load import kernels\n"
-        "kernels.load()\n"
+    code = COMPILE_VARIANT + (
+        "import numpy as np\n"
         f"folder = {str(tmp_path)!r}\n"
         f"for t in {QUANTIZED!r}:\n"
         "    rows, x = np.load(f'{folder}/rows{t}.npy'), np.load(f'{folder}/x{t}.npy')\n"
@@ -323,8 +374,10 @@ def test_other_cpus_compute_the_same_bits(kernels, features, tmp_path):
         "        kernels.product(np.ascontiguousarray(x[:T]), rows, t, out, 0, len(rows))\n"
         "        np.save(f'{folder}/out{t}-{T}.npy', out)\n"
     )
-    env = dict(os.environ, TFCLI_KERNEL_CACHE=str(tmp_path / "kernels"), TFCLI_KERNEL_FEATURES=",".join(features))  # compiled as for that CPU
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    cache = getattr(request.config, "cache", None)
+    variants = cache.mkdir("tfcli-kernel-variants") if cache is not None else tmp_path / "kernels"
+    env = dict(os.environ, TFCLI_KERNEL_CACHE=str(variants), TFCLI_KERNEL_FEATURES=",".join(features))  # compiled as for that CPU
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     for t, outs in cases.items():
         for out in outs:
@@ -386,7 +439,10 @@ def test_decode_attention_is_the_numpy_attention(kernels, shape):
 
 def test_a_damaged_cache_is_compiled_again(kernels, tmp_path):
     """A cached object file cut short (a full disk, a killed copy) fails its sha256: the folder is
-    removed and the kernels compiled again, once, and the product runs, in a process of its own."""
+    removed and the kernels compiled again, once, and the product runs, in a process of its own.
+    The compile there is kernels._build's product without its minutes: the suite's compiled files
+    copied into the folder it is given (the real compile is the suite's first, and
+    test_the_compiling_process_imports_this_tfcli_whatever_the_working_directory's command line)."""
     import shutil
 
     cached = kernels.cache_dir()
@@ -394,7 +450,17 @@ def test_a_damaged_cache_is_compiled_again(kernels, tmp_path):
     shutil.copytree(cached, copy)
     damaged = copy / "product_quantized.o"
     damaged.write_bytes(damaged.read_bytes()[:1000])
+    builds = tmp_path / "builds.txt"
+    compile_by_copy = (
+        "import shutil\n"
+        "from tfcli.engine.fast.load import kernels\n"
+        "def _build(folder):\n"
+        f"    open({str(builds)!r}, 'a').write(str(folder) + '\\n')\n"
+        f"    shutil.copytree({str(cached)!r}, folder, dirs_exist_ok=True)\n"
+        "kernels._build = _build\n"
+    )
     env = dict(_env(kernels), TFCLI_KERNEL_CACHE=str(tmp_path))
-    r = subprocess.run([sys.executable, "-c", ZERO_PRODUCT], capture_output=True, text=True, env=env, timeout=600)
+    r = subprocess.run([sys.executable, "-c", compile_by_copy + ZERO_PRODUCT], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert len(damaged.read_bytes()) > 1000  # compiled again in place
+    assert len(builds.read_text().splitlines()) == 1  # compiled again once
+    assert damaged.read_bytes() == (cached / "product_quantized.o").read_bytes()  # in place

@@ -138,6 +138,7 @@ def executed(tmp_path_factory):
         nbformat = pytest.importorskip("nbformat")
         nbclient = pytest.importorskip("nbclient")
         pytest.importorskip("ipykernel")
+        from jupyter_core.utils import run_sync
         tmp = tmp_path_factory.mktemp(path.stem.replace(".", "-"))
         nb = nbformat.read(path, as_version=4)
         nb.cells.append(nbformat.v4.new_code_cell(CHECK))
@@ -146,10 +147,15 @@ def executed(tmp_path_factory):
         env["TFCLI_HOME"] = home or str(tmp / "tfcli-home")  # never the user's model cache
         env["NO_COLOR"] = "1"
         env.pop("PYTHONSTARTUP", None)
-        client = nbclient.NotebookClient(nb, km=_kernel_manager(tmp), timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(tmp)}})
+        km = _kernel_manager(tmp)
+        client = nbclient.NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(tmp)}})
         start = time.monotonic()
-        client.execute(env=env)
-        seconds = time.monotonic() - start
+        try:
+            client.execute(env=env)
+        finally:  # a kernel manager given to nbclient is the caller's to stop: else each kernel, its model loaded, lives on
+            seconds = time.monotonic() - start
+            if km.has_kernel:
+                run_sync(km.shutdown_kernel)(now=True)
         runs[path] = (nb, seconds)
         return runs[path]
 

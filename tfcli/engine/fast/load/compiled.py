@@ -39,7 +39,7 @@ def cache_dir() -> Path:
 
     fast = Path(__file__).resolve().parents[1]
     key = hashlib.sha256()
-    for path in [*sorted((fast / "source").glob("*.py")), fast / "arguments.py"]:
+    for path in [*sorted((fast / "source").rglob("*.py")), fast / "arguments.py"]:  # blocks32/, k_quants/ too
         key.update(path.read_bytes())  # their bytes: a fresh checkout of the same sources finds its kernels
     for package in ("numba", "llvmlite"):
         try:
