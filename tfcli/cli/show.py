@@ -19,6 +19,7 @@ def show(
         "--verify", help="Check every file against the sha256 recorded when the model was converted (slower: "
                          "reads every byte).")] = False,
     template: Annotated[bool, typer.Option("--template", help="Print the chat template itself.")] = False,
+    kv_type: options.KvTypeOption = None,
     as_json: options.Json = False,
 ) -> None:
     """Show one model: its shape, parameters, files and sizes, source and licence, chat template, checksums.
@@ -33,15 +34,16 @@ def show(
     """
     from .json import emit
 
-    report = describe(name, verify=verify)
+    report = describe(name, verify=verify, kv_type=kv_type.value if kv_type else None)
     if as_json:
         emit(report, indent=2)
         return
     _render(report, template)
 
 
-def describe(name: str, *, verify: bool = False) -> dict[str, Any]:
-    """Everything `show` says about a model, as the JSON document it prints."""
+def describe(name: str, *, verify: bool = False, kv_type: str | None = None) -> dict[str, Any]:
+    """Everything `show` says about a model, as the JSON document it prints (its KV cache: of `kv_type`, or
+    of the type a run keeps by default)."""
     from tfcli.engine.errors import CheckpointError, ModelNotFoundError
     from tfcli.store import registry
 
@@ -65,7 +67,7 @@ def describe(name: str, *, verify: bool = False) -> dict[str, Any]:
         kind = "folder"
     # a GGUF: its cache entry's name
     shown_name = folder.name if kind == "folder" or name.lower().endswith(".gguf") else name
-    return _folder(shown_name, kind, folder, verify)
+    return _folder(shown_name, kind, folder, verify, kv_type)
 
 
 def _pullable(name: str) -> dict[str, Any]:
@@ -81,7 +83,7 @@ def _pullable(name: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _folder(name: str, kind: str, folder: Path, verify: bool) -> dict[str, Any]:
+def _folder(name: str, kind: str, folder: Path, verify: bool, kv_type: str | None = None) -> dict[str, Any]:
     from tfcli.engine.chat import load_chat_template
     from tfcli.engine.checkpoint import open_tensors
     from tfcli.engine.families import load_config, read_config_json
@@ -133,7 +135,7 @@ def _folder(name: str, kind: str, folder: Path, verify: bool) -> dict[str, Any]:
         "generation": generation,
         "dtype": sorted({tensors.dtype(t) for t in tensors.names}) if hasattr(tensors, "dtype") else None,
         "weights": (weights := _weights(tensors)),
-        "kv_cache": _kv_cache(cfg, weights["in_place"] is not None),
+        "kv_cache": _kv_cache(cfg, weights["in_place"] is not None, kv_type),
         "in_cache": kind == "pulled", "manifest": MANIFEST_NAME if manifest is not None else None,
         "removable": kind == "pulled" and not (registry.shipped_dir() / name).is_dir(),
         # made by -m FILE.gguf: the file it runs in place (as models --json)
@@ -173,12 +175,13 @@ def _weights(tensors) -> dict[str, Any]:
             "formats": sorted(groups.values(), key=lambda g: -g["bytes"])}  # fmt: skip
 
 
-def _kv_cache(cfg, quantized: bool) -> dict[str, Any]:
-    """The KV cache a run keeps by default (engine/kvcache.py: float16 for a GGUF, float32 else; --kv-type):
-    its type, bytes a token and for the whole context."""
-    from tfcli.engine.kvcache import default_kv_type, kv_bytes
+def _kv_cache(cfg, quantized: bool, kv_type: str | None = None) -> dict[str, Any]:
+    """The KV cache of `kv_type` or the one a run keeps by default (engine/kvcache.py: float16 for a GGUF,
+    float32 else; --kv-type): its type, bytes a token and for the whole context."""
+    from tfcli.engine.kvcache import check_kv_type, default_kv_type, kv_bytes
 
-    kind = default_kv_type(quantized)
+    kind = kv_type or default_kv_type(quantized)
+    check_kv_type(cfg, kind)  # q8_0 on a head size it cannot cut: one line
     return {"type": kind, "bytes_per_token": kv_bytes(cfg, 1, kind), "context_bytes": kv_bytes(cfg, cfg.n_ctx, kind)}
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .bandwidth import measure_read_bandwidth
 from .generate import Session
-from .kvcache import kv_bytes
+from .kvcache import check_kv_type, kv_bytes
 from .memory import proc_bytes
 
 
@@ -82,6 +82,8 @@ def run(
     lm = load_folder(folder)
     load_s = time.perf_counter() - t0
     vocab, net = lm.config.vocab_size, lm.model
+    if kv_type:
+        check_kv_type(lm.config, kv_type)  # a head size q8_0 cannot cut: one line, before any pass
     net.kv_type = kv_type or net.kv_type
     logits, _ = Session(net, capacity=4).prefill(prompt_ids(vocab, 4))
     int(np.argmax(logits))

@@ -111,15 +111,16 @@ class ModelConfig:
         """Matrices of D x F in one MLP: up and down (GELU), or gate, up and down (SwiGLU, GeGLU)."""
         return MLPS[self.mlp].matrices
 
-    def kv_cache_bytes(self, n_positions: int, value_bytes: int = 4) -> int:
-        """K and V for every layer: 2 x L x Hkv x positions x Dh x value_bytes (4: float32, 2: float16,
+    def kv_cache_bytes(self, n_positions: int, value_bytes: int = 4, block: int = 1) -> int:
+        """K and V for every layer: 2 x L x Hkv x positions x Dh/block x value_bytes, value_bytes the bytes
+        of a block of `block` numbers (4 or 2 bytes for 1: float32, float16; 34 for 32: Q8_0;
         engine/kvcache.py's KV_TYPES), where a sliding layer holds at most its window and SLIDING_EXTRA
         positions more (engine/kvcache.py)."""
         held = sum(
             n_positions if not w else min(n_positions, w + SLIDING_EXTRA)
             for w in (self.windows or (None,) * self.n_layer)
         )
-        return 2 * held * self.n_kv_head * self.head_dim * value_bytes
+        return 2 * held * self.n_kv_head * (self.head_dim // block) * value_bytes
 
 
 # positions a sliding layer's cache may hold beyond its window: kvcache.SLACK and one pass's new ones

@@ -12,21 +12,26 @@ third less, 1 row or 4 (benchmarks/README.md). Attention reads the keys as views
 (held(), store()), the transposed view of the same floats, so that the scores of a head's queries
 are q [G*T, Dh] @ k [Dh, S] wherever they are computed.
 
-The numbers are float32 or float16 (KV_TYPES, `--kv-type`): float16 halves the cache and what a
-decode step reads of it, as llama.cpp's default cache does; a key is rounded once, when written
-(to the nearest float16, as ggml's fp32_to_fp16), and read back exactly, so a pass sees the same
-keys whether they were written by it or by an earlier one. float16 is the default of quantized
-(GGUF) models, float32 of float ones (default_kv_type).
+The numbers are float32, float16 or Q8_0 blocks (KV_TYPES, `--kv-type`): float16 halves the cache
+and what a decode step reads of it, as llama.cpp's default cache does; a key is rounded once, when
+written (to the nearest float16, as ggml's fp32_to_fp16), and read back exactly, so a pass sees the
+same keys whether they were written by it or by an earlier one. q8_0 keeps each row of Dh numbers as
+ggml's Q8_0 blocks (formats.py: 32 int8 and their float16 scale, 34 bytes), as llama.cpp's
+`--cache-type-k q8_0`: 34/64 of float16's bytes; a row is quantized once, when written, and the
+textbook reads it through formats.py's dequantizer (the compiled attention reads the int8 in place).
+float16 is the default of quantized (GGUF) models, float32 of float ones (default_kv_type).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from .config import ModelConfig
 from .errors import PromptError, ResourceError, UsageError
+from .formats import GGMLType, dequantize, quantize
 from .memory import check_allocation
 
 
@@ -35,7 +40,21 @@ FIRST_ROOM = 256  # positions allocated before the first write asks for more
 # reuse) needs no recomputation
 SLACK = 256
 
-KV_TYPES = {"f32": np.float32, "f16": np.float16}  # --kv-type: the cache's numbers
+@dataclass(frozen=True)
+class KVType:
+    """How a cache keeps a row of Dh numbers: Dh / block blocks of `nbytes` bytes, in arrays of `dtype`."""
+
+    dtype: type
+    block: int  # numbers a block holds (1: plain floats)
+    nbytes: int  # its bytes
+
+    def width(self, head_dim: int) -> int:
+        """Elements of `dtype` a row of head_dim numbers takes: Dh for floats, Dh/32 x 34 bytes for Q8_0."""
+        return head_dim // self.block * self.nbytes // np.dtype(self.dtype).itemsize
+
+
+# --kv-type: the cache's numbers. q8_0: ggml's block_q8_0 (formats.py), as llama.cpp's --cache-type-k q8_0
+KV_TYPES = {"f32": KVType(np.float32, 1, 4), "f16": KVType(np.float16, 1, 2), "q8_0": KVType(np.uint8, 32, 34)}
 
 
 def default_kv_type(quantized: bool) -> str:
@@ -44,16 +63,54 @@ def default_kv_type(quantized: bool) -> str:
     return "f16" if quantized else "f32"
 
 
-def kv_dtype(kv_type: str) -> type:
-    """The NumPy type of a --kv-type name; UsageError naming the choices otherwise."""
+def kv_kind(kv_type: str) -> KVType:
+    """The KVType of a --kv-type name; UsageError naming the choices otherwise."""
     if kv_type not in KV_TYPES:
         raise UsageError(f"unknown KV cache type {kv_type!r}", f"use one of {', '.join(KV_TYPES)}")
     return KV_TYPES[kv_type]
 
 
+def kv_dtype(kv_type: str) -> type:
+    """The NumPy type of a --kv-type name's arrays (q8_0: uint8, the blocks' bytes); UsageError otherwise."""
+    return kv_kind(kv_type).dtype
+
+
+def check_kv_type(config: ModelConfig, kv_type: str) -> None:
+    """UsageError unless `kv_type` is a type a cache of this model can keep: a block type needs a head
+    size that is a multiple of its block (llama.cpp refuses a q8_0 cache on such a model too)."""
+    kind = kv_kind(kv_type)
+    if config.head_dim % kind.block:
+        others = ", ".join(t for t, k in KV_TYPES.items() if config.head_dim % k.block == 0)
+        raise UsageError(
+            f"--kv-type {kv_type} needs a head size that is a multiple of {kind.block}; this model's is "
+            f"{config.head_dim}", f"use one of {others}",
+        )
+
+
 def kv_bytes(config: ModelConfig, n_positions: int, kv_type: str = "f32") -> int:
     """Bytes of a cache of `n_positions` positions holding `kv_type` numbers (ModelConfig.kv_cache_bytes)."""
-    return config.kv_cache_bytes(n_positions, np.dtype(kv_dtype(kv_type)).itemsize)
+    kind = kv_kind(kv_type)
+    return config.kv_cache_bytes(n_positions, kind.nbytes, kind.block)
+
+
+def stored(x: np.ndarray, dtype: type) -> np.ndarray:
+    """Float32 rows x [..., Dh] as a cache whose arrays are of `dtype` keeps them: float32 or float16
+    as they are (the assignment rounds: to nearest, ties to even), uint8 as their Q8_0 blocks
+    [..., Dh/32 x 34] (formats.quantize: ggml's quantize_row_q8_0_ref)."""
+    if dtype != np.uint8:
+        return x
+    head_dim = x.shape[-1]
+    _, blocks = quantize(x.reshape(-1, head_dim), "q8_0")  # [N, Dh/32 x 34]
+    return blocks.reshape(*x.shape[:-1], blocks.shape[-1])
+
+
+def numbers(kept: np.ndarray) -> np.ndarray:
+    """What a cache keeps [..., width] as the numbers they stand for [..., Dh]: float32 and float16 as
+    they are (a view), Q8_0 blocks dequantized to float32 (formats.py's textbook: w = d * q)."""
+    if kept.dtype != np.uint8:
+        return kept
+    head_dim = kept.shape[-1] // 34 * 32
+    return dequantize(kept, GGMLType.Q8_0, (*kept.shape[:-1], head_dim))  # [..., Dh] float32
 
 
 class Cache(Protocol):
@@ -132,7 +189,8 @@ class KVCache:
 
     def __init__(self, config: ModelConfig, capacity: int, kv_type: str = "f32"):
         self.config = config
-        self.dtype = kv_dtype(kv_type)  # the numbers kept: float32 or float16
+        check_kv_type(config, kv_type)
+        self.dtype = kv_dtype(kv_type)  # the numbers kept: float32, float16 or Q8_0 blocks (uint8)
         self.kv_type = kv_type
         check_allocation(self.nbytes(capacity), f"a KV cache of {capacity:,} positions")
         self.capacity = capacity
@@ -159,8 +217,9 @@ class KVCache:
         return kv_bytes(self.config, room, self.kv_type)
 
     def _arrays(self, layers: int, room: int) -> tuple[np.ndarray, np.ndarray]:
-        shape = (layers, self.config.n_kv_head, room, self.config.head_dim)
-        return np.zeros(shape, self.dtype), np.zeros(shape, self.dtype)  # keys, values [layers, Hkv, room, Dh]
+        shape = (layers, self.config.n_kv_head, room, kv_kind(self.kv_type).width(self.config.head_dim))
+        # keys, values [layers, Hkv, room, Dh] (Q8_0: [layers, Hkv, room, Dh/32 x 34] bytes)
+        return np.zeros(shape, self.dtype), np.zeros(shape, self.dtype)
 
     def _allocate(self, room: int) -> None:
         k, v = self._arrays(self.config.n_layer - self.n_sliding, room)  # [Lg, Hkv, room, Dh] each
@@ -217,21 +276,27 @@ class KVCache:
         """The oldest position a layer still holds (0, except on a sliding layer that has slid)."""
         return self.off if self.slot[layer][0] else 0
 
-    def held(self, layer: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """The keys [Hkv, Dh, S'] (the transposed view of the stored [Hkv, S', Dh]) and values [Hkv, S', Dh]
-        of positions first(layer)..end-1 (views)."""
+    def kept(self, layer: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """The keys and values of positions first(layer)..end-1 as the cache keeps them [Hkv, S', width]
+        (views: Dh floats a row, or Q8_0 blocks)."""
         sliding, i = self.slot[layer]
         if sliding:
-            return self.ks[i, :, : end - self.off].transpose(0, 2, 1), self.vs[i, :, : end - self.off]
-        return self.k[i, :, :end].transpose(0, 2, 1), self.v[i, :, :end]
+            return self.ks[i, :, : end - self.off], self.vs[i, :, : end - self.off]
+        return self.k[i, :, :end], self.v[i, :, :end]
+
+    def held(self, layer: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """The keys [Hkv, Dh, S'] (the transposed view of the stored [Hkv, S', Dh]) and values [Hkv, S', Dh]
+        of positions first(layer)..end-1 (views; a Q8_0 cache's dequantized to float32 copies)."""
+        keys, values = self.kept(layer, end)  # [Hkv, S', width] each
+        return numbers(keys).transpose(0, 2, 1), numbers(values)
 
     def _write(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
         end = start + k.shape[0]
         sliding, i = self.slot[layer]
         keys, values, at = (self.ks, self.vs, start - self.off) if sliding else (self.k, self.v, start)
-        # [T, Hkv, Dh] -> [Hkv, T, Dh], rounded to the cache's type (float16: to nearest, ties to even)
-        keys[i, :, at : at + end - start] = k.transpose(1, 0, 2)
-        values[i, :, at : at + end - start] = v.transpose(1, 0, 2)
+        # [T, Hkv, Dh] -> [Hkv, T, Dh], rounded to the cache's type (float16: to nearest, ties to even; Q8_0: blocks)
+        keys[i, :, at : at + end - start] = stored(k.transpose(1, 0, 2), keys.dtype)
+        values[i, :, at : at + end - start] = stored(v.transpose(1, 0, 2), values.dtype)
 
     def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Write k, v [T, Hkv, Dh] at positions start..start+T-1; return the keys [Hkv, Dh, S'] and
@@ -295,6 +360,7 @@ class BatchCache:
 
     def __init__(self, config: ModelConfig, rows: int, capacity: int, kv_type: str | None = None):
         """`kv_type`: the numbers kept (KV_TYPES); None: those of the cache fill() copies (float32 before)."""
+        check_kv_type(config, kv_type or "f32")
         check_allocation(rows * kv_bytes(config, capacity, kv_type or "f32"), f"a KV cache for {rows:,} samples of "
                                                                               f"{capacity:,} positions", BATCH_HINT)
         self.config = config
@@ -306,9 +372,10 @@ class BatchCache:
 
     def _allocate(self, kv_type: str) -> None:
         self.kv_type = kv_type
-        shape = (self.config.n_layer, self.rows, self.config.n_kv_head, self.capacity, self.config.head_dim)
-        self.k = np.zeros(shape, kv_dtype(kv_type))  # [L, B, Hkv, capacity, Dh]
-        self.v = np.zeros(shape, kv_dtype(kv_type))  # [L, B, Hkv, capacity, Dh]
+        width = kv_kind(kv_type).width(self.config.head_dim)  # Dh (Q8_0: Dh/32 x 34 bytes)
+        shape = (self.config.n_layer, self.rows, self.config.n_kv_head, self.capacity, width)
+        self.k = np.zeros(shape, kv_dtype(kv_type))  # [L, B, Hkv, capacity, width]
+        self.v = np.zeros(shape, kv_dtype(kv_type))  # [L, B, Hkv, capacity, width]
 
     def fill(self, prefix: KVCache) -> None:
         """Give every row the positions a single-sequence cache holds (the shared prompt)."""
@@ -319,8 +386,10 @@ class BatchCache:
             self._allocate(prefix.kv_type)
         for layer in range(self.config.n_layer):
             first = prefix.first(layer)  # a sliding layer's older positions are beyond every window: left zero
-            keys, values = prefix.held(layer, n)  # [Hkv, Dh, n - first], [Hkv, n - first, Dh]
-            self.k[layer, : self.rows, :, first:n] = keys.transpose(0, 2, 1)  # -> every row
+            keys, values = prefix.kept(layer, n)  # [Hkv, n - first, width] each, as the prompt's cache keeps them
+            if keys.dtype != self.k.dtype:  # another type asked for: its numbers, kept as this cache keeps them
+                keys, values = stored(numbers(keys), self.k.dtype), stored(numbers(values), self.k.dtype)
+            self.k[layer, : self.rows, :, first:n] = keys  # -> every row
             self.v[layer, : self.rows, :, first:n] = values
         self.length = n
 
@@ -360,19 +429,18 @@ class BatchCache:
     def store(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Write each row's new k, v [B, Hkv, Dh] at position `start`; return the keys
         [B*Hkv, Dh, S] and values [B*Hkv, S, Dh] of positions 0..start (views, no copy)."""
-        b_len, n_kv, head_dim = k.shape
+        b_len, n_kv, _ = k.shape
         end = start + 1
         if b_len != self.rows:
             raise ValueError(f"{b_len} new rows for a batch of {self.rows}")
         if end > self.capacity:
             raise ResourceError(f"the batch cache holds {self.capacity} positions; position {start} does not fit")
-        self.k[layer, :b_len, :, start] = k  # [B, Hkv, Dh]
-        self.v[layer, :b_len, :, start] = v  # [B, Hkv, Dh]
-        keys = (
-            self.k[layer, :b_len, :, :end].reshape(b_len * n_kv, end, head_dim).transpose(0, 2, 1)
-        )  # [B*Hkv, Dh, S], a view
-        values = self.v[layer, :b_len, :, :end].reshape(b_len * n_kv, end, head_dim)  # [B*Hkv, S, Dh], a view
-        return keys, values
+        self.k[layer, :b_len, :, start] = stored(k, self.k.dtype)  # [B, Hkv, Dh] (Q8_0: [B, Hkv, width])
+        self.v[layer, :b_len, :, start] = stored(v, self.v.dtype)
+        width = self.k.shape[-1]
+        keys = numbers(self.k[layer, :b_len, :, :end].reshape(b_len * n_kv, end, width))  # [B*Hkv, S, Dh]
+        values = numbers(self.v[layer, :b_len, :, :end].reshape(b_len * n_kv, end, width))  # [B*Hkv, S, Dh]
+        return keys.transpose(0, 2, 1), values  # [B*Hkv, Dh, S] (a view), [B*Hkv, S, Dh]
 
 
 class Sequences:

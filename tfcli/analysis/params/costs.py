@@ -16,6 +16,14 @@ from .tally import tally_3b1b
 
 WEIGHT_BITS = {"fp32": 32, "fp16": 16, "int8": 8, "int4": 4}  # bits per stored weight (bf16 as fp16)
 CACHE_BYTES = {"fp32": 4, "fp16": 2}  # tfcli keeps fp16 for a GGUF, fp32 for float weights (--kv-type)
+# --kv-type q8_0 (engine/kvcache.py): each head's Dh numbers as Dh/32 blocks of 34 bytes (ggml's Q8_0), where Dh
+# is a multiple of 32
+Q8_0_BLOCK, Q8_0_BYTES = 32, 34
+
+
+def cache_types(s: ModelConfig) -> tuple[str, ...]:
+    """The KV caches tfcli can keep for this shape: fp32, fp16, and q8_0 where Dh is a multiple of 32."""
+    return (*CACHE_BYTES, "q8_0") if s.head_dim % Q8_0_BLOCK == 0 else tuple(CACHE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -63,13 +71,17 @@ class KVCache:
 
 
 def kv_per_token(s: ModelConfig, dtype: str) -> Row:
-    """2 × L × Hkv × Dh × bytes: a token's keys and values in every layer, as a row with its formula."""
+    """2 × L × Hkv × Dh × bytes: a token's keys and values in every layer, as a row with its formula
+    (q8_0: 2 × L × Hkv × Dh/32 × 34, its blocks)."""
+    if dtype == "q8_0":
+        return Row("kv_per_token", (const(2), axis("L", s.n_layer), axis("Hkv", s.n_kv_head),
+                                    axis("Dh/32", s.head_dim // Q8_0_BLOCK), const(Q8_0_BYTES)))
     return Row("kv_per_token", (const(2), axis("L", s.n_layer), axis("Hkv", s.n_kv_head), axis("Dh", s.head_dim),
                                 const(CACHE_BYTES[dtype])))
 
 
 def kv_cache(s: ModelConfig) -> KVCache:
-    per_token = {k: kv_per_token(s, k).count for k in CACHE_BYTES}
+    per_token = {k: kv_per_token(s, k).count for k in cache_types(s)}
     return KVCache(per_token, {k: n * s.n_ctx for k, n in per_token.items()})
 
 

@@ -63,7 +63,7 @@ def build(subject: Subject) -> dict[str, Any]:
     tally, ex = tally_3b1b(s), exact(s)
     comp, kv, pattern = costs.compute(s), costs.kv_cache(s), costs.attention_pattern(s)
     attention = costs.attention_flops(s)
-    kv_rows = {dtype: costs.kv_per_token(s, dtype) for dtype in costs.CACHE_BYTES}
+    kv_rows = {dtype: costs.kv_per_token(s, dtype) for dtype in costs.cache_types(s)}
     untied_total = ex.total + (s.vocab_size * s.d_model if s.tie_embeddings else 0)
     report: dict[str, Any] = {
         "name": subject.name,

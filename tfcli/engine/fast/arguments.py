@@ -128,16 +128,24 @@ class Attention:
     TAKE: int  # several rows: in the k-th row of fields, the row that chunk k takes (most keys first)
     QZ: int  # several rows: the address of the layer's row of the layer table (LayerColumn), whose
     # W_o calls a row quantizes its output for (0: none)
-    KV: int  # the keys' and values' numbers: KV_F32 or KV_F16 (engine/kvcache.py's KV_TYPES)
+    KV: int  # the keys' and values' numbers: KV_F32, KV_F16 or KV_Q8_0 (engine/kvcache.py's KV_TYPES)
 
 
 PREP, PREP_ONLY = 1, 2  # Attention.PREP's flags
-KV_F32, KV_F16 = 0, 1  # Attention.KV, RowColumn.KV
+# Attention.KV, RowColumn.KV: float32, float16, or Q8_0 blocks (32 numbers in 34 bytes: a float16 scale, 32 int8).
+# Strides and offsets in a cache count numbers, whatever the kind: a Q8_0 cache's number n is in block n // 32.
+KV_F32, KV_F16, KV_Q8_0 = 0, 1, 2
 
 
 def kv_kind(itemsize: int) -> int:
-    """Attention.KV of a cache whose numbers take `itemsize` bytes (4: float32, 2: float16)."""
-    return KV_F16 if itemsize == 2 else KV_F32
+    """Attention.KV of a cache whose arrays' elements take `itemsize` bytes (4: float32, 2: float16, 1: the
+    bytes of Q8_0 blocks)."""
+    return {4: KV_F32, 2: KV_F16, 1: KV_Q8_0}[itemsize]
+
+
+def kv_numbers(nbytes: int, itemsize: int) -> int:
+    """The numbers `nbytes` bytes of a cache hold (a stride of its arrays: a multiple of a row)."""
+    return nbytes // 34 * 32 if itemsize == 1 else nbytes // itemsize
 ATTENTION_THREADS_FROM = 1 << 18  # S x Hkv x G x Dh multiply-adds from which a call is shared among threads
 
 SLOTS = max(len(Product), len(Attention))  # an argument array's length: a thread's, a row's of Attention.TABLE
@@ -258,7 +266,7 @@ class RowColumn:
     POS: int  # the row's position
     # whether its cache keeps sliding layers apart (LayerColumn.SLIDING, CACHE), else layer l is l in KG
     SLIDES: int
-    KV: int  # its cache's numbers (Attention.KV); the strides above count them
+    KV: int  # its cache's numbers (Attention.KV); the strides above count them (kv_numbers)
 
 
 # The widths of the tables above, as plain ints (numba reads a module's ints as constants, not len() of a class)

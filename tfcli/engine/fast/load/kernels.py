@@ -30,7 +30,8 @@ import numpy as np
 
 from ...formats import BLOCK_TYPES, GGMLType
 from . import elf, workers
-from ..arguments import ATTENTION_THREADS_FROM, PART_WIDTH, SLOTS, X8, Attention, Blocks, PartColumn, Product, kv_kind
+from ..arguments import ATTENTION_THREADS_FROM, PART_WIDTH, SLOTS, X8, Attention, Blocks, PartColumn, Product
+from ..arguments import kv_kind, kv_numbers
 from ..run.activations import layout as x_layout
 from .compiled import cache_dir, key_taken, orphan_guard, ours, read_regular, remove_stale, writable
 from ..run.interleave import EVERY, TYPES, Interleaved, interleave
@@ -405,7 +406,9 @@ def product_parts(x: np.ndarray, parts: PartTable, out: np.ndarray, threads: int
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> np.ndarray:
     """fast/run/dense_ops._attention_block for a decode step, without weights, softcap or window, compiled
     (attention_job.attention): q [Hkv, G, 1, Dh] for the last of S positions, k [Hkv, Dh, S] and v [Hkv, S,
-    Dh] as the caches give them (views of keys and values kept [Hkv, S, Dh]) -> out [Hkv, G, 1, Dh]."""
+    Dh] as the caches give them (views of keys and values kept [Hkv, S, Dh]) -> out [Hkv, G, 1, Dh]. A Q8_0
+    cache's (engine/kvcache.py): k [Hkv, Dh/32 x 34, S] and v [Hkv, S, Dh/32 x 34], the bytes of its blocks
+    (uint8), read in place."""
     if q.shape[2] != 1:
         raise ValueError("the compiled attention takes one query position (a decode step)")
     if not _k:
@@ -415,8 +418,12 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> 
     s_len = k.shape[2]
     k = k.transpose(0, 2, 1)  # [Hkv, S, Dh], as the caches keep the keys
     (kh, ks, kd), (vh, vs, vd) = k.strides, v.strides
-    size = k.itemsize  # float32 or float16 keys and values (engine/kvcache.py's KV_TYPES), read as they are kept
-    if k.dtype not in (np.float32, np.float16) or v.dtype != k.dtype or kd != size or vd != size \
+    size = k.itemsize  # float32, float16 or Q8_0 keys and values (engine/kvcache.py's KV_TYPES), read as kept
+    if k.dtype == np.uint8:  # Q8_0 blocks: whole rows of them, strides in whole blocks
+        if head_dim % 32 or k.shape[2] * 32 != head_dim * 34 or v.dtype != k.dtype or v.shape != k.shape \
+                or kd != 1 or vd != 1 or (kh | ks | vh | vs) % 34:
+            raise ValueError("Q8_0 keys and values: rows of Dh/32 blocks of 34 bytes, Dh a multiple of 32")
+    elif k.dtype not in (np.float32, np.float16) or v.dtype != k.dtype or kd != size or vd != size \
             or (kh | ks | vh | vs) % size:
         k, v = np.ascontiguousarray(k, np.float32), np.ascontiguousarray(v, np.float32)
         size = 4
@@ -429,8 +436,10 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, threads: int = 1) -> 
     scratch = np.empty((chunks, group, s_len), np.float32)  # [chunks, G, S]: a head's scores, then their exponentials
     a = [0] * SLOTS
     a[Attention.Q], a[Attention.ROWS], a[Attention.DH], a[Attention.HKV] = _data_address(q), group, head_dim, n_kv
-    a[Attention.K], a[Attention.KH], a[Attention.KS] = _data_address(k), k.strides[0] // size, k.strides[1] // size
-    a[Attention.V], a[Attention.VH], a[Attention.VS] = _data_address(v), v.strides[0] // size, v.strides[1] // size
+    a[Attention.K], a[Attention.KH] = _data_address(k), kv_numbers(k.strides[0], size)
+    a[Attention.KS] = kv_numbers(k.strides[1], size)
+    a[Attention.V], a[Attention.VH] = _data_address(v), kv_numbers(v.strides[0], size)
+    a[Attention.VS] = kv_numbers(v.strides[1], size)
     a[Attention.KV] = kv_kind(size)
     a[Attention.S], a[Attention.OUT], a[Attention.CHUNKS] = s_len, _data_address(out), chunks
     a[Attention.SCRATCH], a[Attention.SPLIT] = _data_address(scratch), split

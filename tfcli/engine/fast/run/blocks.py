@@ -31,7 +31,7 @@ from ...kvcache import BatchCache, KVCache
 from ...slots import Prompts, Slots
 from ...quantized import Quantized
 from ..arguments import BLOCKS_WIDTH, CALL_WIDTH, LAYER_WIDTH, ROW_WIDTH, SLOTS, Blocks, Call, LayerColumn, RowColumn
-from ..arguments import kv_kind
+from ..arguments import kv_kind, kv_numbers
 from .kernel_products import KERNEL_ROWS, plan_of
 
 
@@ -222,7 +222,7 @@ def _rows(cache, positions: np.ndarray) -> tuple[np.ndarray, int]:
         for at, array in ((RowColumn.KG, cache.k), (RowColumn.VG, cache.v)):  # [L, B, Hkv, ...]
             table[:, at] = array.ctypes.data + np.arange(len(positions)) * array.strides[1]
             table[:, at + 1], table[:, at + 2], table[:, at + 3] = (
-                s // array.itemsize for s in (array.strides[0], *array.strides[2:4])
+                kv_numbers(s, array.itemsize) for s in (array.strides[0], *array.strides[2:4])
             )
         table[:, RowColumn.POS], table[:, RowColumn.KV] = positions, kv_kind(cache.k.itemsize)
         return table, cache.capacity
@@ -237,7 +237,7 @@ def _rows(cache, positions: np.ndarray) -> tuple[np.ndarray, int]:
         if isinstance(cache, Slots):
             c.reserve(int(p) + 1, int(p))
         for at, array in ((RowColumn.KG, c.k), (RowColumn.VG, c.v), (RowColumn.KW, c.ks), (RowColumn.VW, c.vs)):
-            strides = [s // array.itemsize for s in array.strides[:3]]  # in numbers, float32 or float16
+            strides = [kv_numbers(s, array.itemsize) for s in array.strides[:3]]  # in numbers, whatever their kind
             table[t, at], table[t, at + 1 : at + 4] = array.ctypes.data, strides
         table[t, RowColumn.OFF], table[t, RowColumn.POS], table[t, RowColumn.SLIDES] = c.off, p, 1
         table[t, RowColumn.KV] = kv_kind(c.k.itemsize)

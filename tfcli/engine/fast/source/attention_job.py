@@ -9,11 +9,14 @@ from numba import carray
 
 from numba import types
 
-from .llvm_attention import ask, dots, kv_get, kv_put, tile_1, tile_4
+from .llvm_attention import ask, dots, half_put, kv_get, kv_put, tile_1, tile_4
 from .jobs import _exp, _f32, _float_bits, _i64, _pointer, _quantize_rows
-from ..arguments import CALL_WIDTH, KV_F16, LAYER_WIDTH, PREP, PREP_ONLY, SLOTS, Attention, Call, LayerColumn
+from ..arguments import (
+    CALL_WIDTH, KV_F16, KV_Q8_0, LAYER_WIDTH, PREP, PREP_ONLY, SLOTS, Attention, Call, LayerColumn,
+)
 
 _u16 = _pointer(types.uint16)  # a float16 cache's bits
+_i8 = _pointer(types.int8)  # a Q8_0 cache's bytes
 
 
 # positions whose values (and the next head's keys) a head asks for before its scores: more were slower after 2,000
@@ -55,26 +58,36 @@ def attention(a, c):
                 _quantized_for(carray(_i64(s[Attention.QZ]), (LAYER_WIDTH,)), 1, t)
 
 
+def _kv_at(kind, n):
+    """The element of a cache's array (Attention.KV `kind`) where its number n is (n a multiple of 32 for
+    Q8_0: a block's first byte, 34 bytes for 32 numbers), or its elements before number n."""
+    return n // 32 * 34 if kind == KV_Q8_0 else n
+
+
 def _attend(a, c):
-    """attention() of one row: its slots `a`, chunk c of its heads, on a float32 or a float16 cache
-    (Attention.KV): the same code, compiled for each (_heads)."""
-    n_kv, s_len = a[Attention.HKV], a[Attention.S]
-    kn = (n_kv - 1) * a[Attention.KH] + s_len * a[Attention.KS]  # elements from the first key to past the last
+    """attention() of one row: its slots `a`, chunk c of its heads, on a float32, a float16 or a Q8_0
+    cache (Attention.KV): the same code, compiled for each (_heads)."""
+    n_kv, s_len, kind = a[Attention.HKV], a[Attention.S], a[Attention.KV]
+    kn = (n_kv - 1) * a[Attention.KH] + s_len * a[Attention.KS]  # numbers from the first key to past the last
     vn = (n_kv - 1) * a[Attention.VH] + s_len * a[Attention.VS]
-    if a[Attention.KV] == KV_F16:
+    if kind == KV_F16:
         _heads(a, c, carray(_u16(a[Attention.K]), (kn,)), carray(_u16(a[Attention.V]), (vn,)))
+    elif kind == KV_Q8_0:
+        keys = carray(_i8(a[Attention.K]), (_kv_at(kind, kn),))  # bytes
+        _heads(a, c, keys, carray(_i8(a[Attention.V]), (_kv_at(kind, vn),)))
     else:
         _heads(a, c, carray(_f32(a[Attention.K]), (kn,)), carray(_f32(a[Attention.V]), (vn,)))
 
 
 def _heads(a, c, keys, values):
-    """_attend over the keys and values of every head (float32 or float16 bits, uint16)."""
+    """_attend over the keys and values of every head (float32, float16 bits as uint16, or Q8_0 blocks' bytes:
+    offsets count numbers, which kv_get, dots and the tiles find in the blocks)."""
     rows, dh, n_kv, s_len = a[Attention.ROWS], a[Attention.DH], a[Attention.HKV], a[Attention.S]
     chunks = a[Attention.CHUNKS]
     q = carray(_f32(a[Attention.Q]), (n_kv * rows * dh,))
     out = carray(_f32(a[Attention.OUT]), (n_kv * rows * dh,))
     e = carray(_f32(a[Attention.SCRATCH]), (chunks * rows * s_len,))
-    ks, vs = a[Attention.KS], a[Attention.VS]
+    ks, vs, kind = a[Attention.KS], a[Attention.VS], a[Attention.KV]
     scale = np.float32(1.0 / np.sqrt(np.float64(dh)))
     # a head's queries in this many parts (jobs run the parts: Gemma 3's one head on two threads)
     split = a[Attention.SPLIT]
@@ -82,11 +95,12 @@ def _heads(a, c, keys, values):
     size = (n_kv * split + chunks - 1) // chunks
     for u in range(c * size, min(n_kv * split, (c + 1) * size)):
         h, part = u // split, u % split
-        k, v = keys[h * a[Attention.KH] :], values[h * a[Attention.VH] :]  # head h's [S, Dh] (views)
+        # head h's [S, Dh] (views)
+        k, v = keys[_kv_at(kind, h * a[Attention.KH]) :], values[_kv_at(kind, h * a[Attention.VH]) :]
         _ask_ahead(v, vs, s_len, dh)  # the first of this head's values, read after its scores, asked for now
         # and of the next head's keys
         if part == split - 1 and h + 1 < n_kv and u + 1 < min(n_kv * split, (c + 1) * size):
-            _ask_ahead(keys[(h + 1) * a[Attention.KH] :], ks, s_len, dh)
+            _ask_ahead(keys[_kv_at(kind, (h + 1) * a[Attention.KH]) :], ks, s_len, dh)
         for r0 in range(part * per, min(rows, (part + 1) * per), 4):
             n = min(4, min(rows, (part + 1) * per) - r0)
             qo = (h * rows + r0) * dh
@@ -192,9 +206,12 @@ def _prep(r):
             x1, x2 = head[i], head[half + i]
             head[i] = x1 * cos[i] - x2 * sin[i]
             head[half + i] = x2 * cos[i] + x1 * sin[i]
-    kh, vh = r[Attention.KH], r[Attention.VH]
-    if r[Attention.KV] == KV_F16:
+    kh, vh, kind = r[Attention.KH], r[Attention.VH], r[Attention.KV]
+    if kind == KV_F16:
         _keep(r, qm, carray(_u16(r[Attention.K]), (n_kv * kh,)), carray(_u16(r[Attention.V]), (n_kv * vh,)))
+    elif kind == KV_Q8_0:
+        keys = carray(_i8(r[Attention.K]), (_kv_at(kind, n_kv * kh),))
+        _keep_blocks(r, qm, keys, carray(_i8(r[Attention.V]), (_kv_at(kind, n_kv * vh),)))
     else:
         _keep(r, qm, carray(_f32(r[Attention.K]), (n_kv * kh,)), carray(_f32(r[Attention.V]), (n_kv * vh,)))
 
@@ -214,6 +231,34 @@ def _keep(r, qm, keys, values):
             kv_put(vrow, e, value[e])
 
 
+def _keep_blocks(r, qm, keys, values):
+    """_keep on a Q8_0 cache: row r's key and value heads quantized into their blocks at column Attention.COL."""
+    n_head, n_kv, dh = r[Attention.NHEAD], r[Attention.HKV], r[Attention.DH]
+    kh, ks, vh, vs, col = r[Attention.KH], r[Attention.KS], r[Attention.VH], r[Attention.VS], r[Attention.COL]
+    for g in range(n_kv):
+        key = qm[(n_head + g) * dh : (n_head + g + 1) * dh]
+        value = qm[(n_head + n_kv + g) * dh : (n_head + n_kv + g + 1) * dh]
+        _q8_row(key, keys[_kv_at(KV_Q8_0, g * kh + col * ks) :])
+        _q8_row(value, values[_kv_at(KV_Q8_0, g * vh + col * vs) :])
+
+
+def _q8_row(x, out):
+    """x [Dh] float32 -> its Dh/32 Q8_0 blocks at out's first bytes, bit for bit as formats._quantize_q8_0
+    (ggml's quantize_row_q8_0_ref): d = max|x| / 127 rounded to float16, q = round(x * (1 / d)), halves
+    away from zero (floor(|y| + 0.5), as formats._round_half_away), each product in float32."""
+    for b in range(x.shape[0] // 32):
+        amax = np.float32(0)
+        for j in range(32):
+            amax = max(amax, abs(x[b * 32 + j]))
+        d = amax / np.float32(127)
+        inv = np.float32(1) / d if d != 0 else np.float32(0)
+        half_put(out, b * 34, d)
+        for j in range(32):
+            y = x[b * 32 + j] * inv
+            t = np.int8(np.floor(abs(y) + np.float32(0.5)))
+            out[b * 34 + 2 + j] = t if y >= 0 else -t
+
+
 def _rms_row(x, g, out, eps):
     """out = x / sqrt(mean(x^2) + eps) * g for one vector x [n] (ops.rms_norm); the sum of squares in float64."""
     s = 0.0
@@ -225,5 +270,8 @@ def _rms_row(x, g, out, eps):
 
 
 # compiled into the job
-HELPERS = ("_attend", "_heads", "_prep", "_keep", "_rms_row", "_exp", "_quantize_rows", "_quantized_for", "_ask_ahead")
+HELPERS = (
+    "_attend", "_heads", "_prep", "_keep", "_keep_blocks", "_q8_row", "_kv_at", "_rms_row", "_exp", "_quantize_rows",
+    "_quantized_for", "_ask_ahead",
+)
 JOBS = ("attention",)

@@ -10,10 +10,10 @@ import numpy as np
 from numba import carray
 
 from . import llvm
-from .attention_job import _quantized_for, _rms_row
+from .attention_job import _kv_at, _quantized_for, _rms_row
 from .jobs import _exp, _f32, _float_bits, _i64
 from ..arguments import (
-    ATTENTION_THREADS_FROM, CALL_WIDTH, KV_F16, LAYER_WIDTH, PREP, PREP_ONLY, ROW_WIDTH, SLOTS, Attention, Blocks,
+    ATTENTION_THREADS_FROM, CALL_WIDTH, KV_F16, KV_F32, LAYER_WIDTH, PREP, PREP_ONLY, ROW_WIDTH, SLOTS, Attention, Blocks,
     Call, LayerColumn, RowColumn, Stage,
 )
 
@@ -44,11 +44,16 @@ def _cache_row(row, layer, li):
         sliding, index = 0, li
     kv, vv = (RowColumn.KW, RowColumn.VW) if sliding else (RowColumn.KG, RowColumn.VG)
     off = row[RowColumn.OFF] if sliding else 0
-    size = 2 if row[RowColumn.KV] == KV_F16 else 4  # bytes of a float16 or float32 key
+    kind = row[RowColumn.KV]
     return (
-        row[kv] + size * index * row[kv + 1], row[kv + 2], row[kv + 3], row[vv] + size * index * row[vv + 1],
-        row[vv + 2], row[vv + 3], off,
+        row[kv] + _kv_bytes(kind, index * row[kv + 1]), row[kv + 2], row[kv + 3],
+        row[vv] + _kv_bytes(kind, index * row[vv + 1]), row[vv + 2], row[vv + 3], off,
     )
+
+
+def _kv_bytes(kind, n):
+    """Bytes of n numbers of a cache of kind `kind` (RowColumn.KV): 4 or 2 each, Q8_0 34 for 32 (n a multiple)."""
+    return _kv_at(kind, n) * (2 if kind == KV_F16 else 4 if kind == KV_F32 else 1)
 
 
 def decode_blocks(a, c):
@@ -100,10 +105,9 @@ def decode_blocks(a, c):
             r = every[t]
             r[Attention.Q], r[Attention.ROWS], r[Attention.DH] = a[Blocks.QM] + 4 * t * nq, group, dh
             r[Attention.HKV] = n_kv
-            r[Attention.KV] = rows[t, RowColumn.KV]  # float32 or float16 keys and values: 4 or 2 bytes each
-            size = 2 if r[Attention.KV] == KV_F16 else 4
-            r[Attention.K], r[Attention.KH], r[Attention.KS] = k_at + size * first * k_s, k_h, k_s
-            r[Attention.V], r[Attention.VH], r[Attention.VS] = v_at + size * first * v_s, v_h, v_s
+            kind = r[Attention.KV] = rows[t, RowColumn.KV]  # float32, float16 or Q8_0 keys and values
+            r[Attention.K], r[Attention.KH], r[Attention.KS] = k_at + _kv_bytes(kind, first * k_s), k_h, k_s
+            r[Attention.V], r[Attention.VH], r[Attention.VS] = v_at + _kv_bytes(kind, first * v_s), v_h, v_s
             r[Attention.S], r[Attention.OUT], r[Attention.CHUNKS] = s_len, a[Blocks.Z] + 4 * t * n_head * dh, chunks
             r[Attention.SCRATCH], r[Attention.SPLIT] = a[Blocks.SCRATCH] + 4 * used, split
             r[Attention.QKV], r[Attention.ORDER] = a[Blocks.QKV] + 4 * t * nq, layer[LayerColumn.ORDER]
@@ -200,5 +204,6 @@ def block_rows(a, c):
             _quantized_for(nxt, 0, c)
 
 
-HELPERS = ("_exp", "_rms_row", "_products", "_quantized_for", "_rows", "_cache_row")  # compiled into the jobs
+# compiled into the jobs
+HELPERS = ("_exp", "_rms_row", "_products", "_quantized_for", "_rows", "_cache_row", "_kv_at", "_kv_bytes")
 JOBS = ("decode_blocks", "block_rows")

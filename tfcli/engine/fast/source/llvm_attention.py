@@ -1,10 +1,14 @@
 """Attention's two products on the caches' layout, in LLVM vector code (attention_job.py): the scores
 of a query over keys kept position by position (dots: a dot product per key, 16 keys' sums folded
 together), and the values weighted by the exponentials (the tile: 16 columns of values per vector,
-up to 4 rows of weights at once). The keys and values are float32 arrays or float16 ones (uint16
-arrays holding the bits: numba has no float16 on the CPU), read 16 at a time as float32 (_floats16:
-vcvtph2ps with F16C); their kind is the array's type, so each kernel is compiled once for each.
-Imported by attention_job.py only, in build.py's process (it imports numba through llvm.py)."""
+up to 4 rows of weights at once). The keys and values are float32 arrays, float16 ones (uint16
+arrays holding the bits: numba has no float16 on the CPU) or Q8_0 blocks (int8 arrays holding the
+bytes of ggml's block_q8_0: a float16 scale d, then 32 int8 q; formats.py), read 16 at a time as
+float32 (_floats16: vcvtph2ps with F16C; or 16 int8 widened, vpmovsxbd + vcvtdq2ps, times d: w = d * q,
+formats._q8_0's float32 product); their kind is the array's type, so each kernel is compiled once for
+each. An offset into a cache counts numbers whatever its kind: a Q8_0 cache's number n is byte
+n % 32 + 2 of block n // 32 (_block_at). Imported by attention_job.py only, in build.py's process (it
+imports numba through llvm.py)."""
 
 from __future__ import annotations
 
@@ -21,24 +25,63 @@ def _halves(arrty) -> bool:
     return arrty.dtype == types.uint16
 
 
+def _blocks(arrty) -> bool:
+    """Whether a cache array holds Q8_0 blocks (int8 bytes)."""
+    return arrty.dtype == types.int8
+
+
+def _block_at(builder, offset):
+    """Number `offset` of a Q8_0 cache -> (its byte, its block's first byte: the scale d): block
+    offset // 32 starts at byte 34 x that, its q at 2 bytes in."""
+    start = builder.mul(builder.lshr(offset, ir.Constant(offset.type, 5)), ir.Constant(offset.type, 34))
+    return builder.add(start, builder.add(builder.and_(offset, ir.Constant(offset.type, 31)),
+                                          ir.Constant(offset.type, 2))), start
+
+
+def _scale(context, builder, arrty, arr, start):
+    """A Q8_0 block's d (the float16 at its first byte), as float32, exactly."""
+    return builder.fpext(_load(context, builder, arrty, arr, start, ir.HalfType()), FLOAT)
+
+
 def _floats16(context, builder, arrty, arr, offset):
-    """The 16 numbers of a cache array from element `offset` on, as float32: loaded as they are, or as
-    16 float16 widened exactly (fpext: vcvtph2ps)."""
+    """The 16 numbers of a cache array from number `offset` on, as float32: loaded as they are, 16
+    float16 widened exactly (fpext: vcvtph2ps), or 16 int8 of one Q8_0 block widened and times its d
+    (`offset` a multiple of 16: within one block), the product formats._q8_0 computes."""
     if _halves(arrty):
         return builder.fpext(_load(context, builder, arrty, arr, offset, _vec(ir.HalfType(), 16)), _vec(FLOAT, 16))
+    if _blocks(arrty):
+        at, start = _block_at(builder, offset)
+        q = builder.sitofp(_load(context, builder, arrty, arr, at, _vec(I8, 16)), _vec(FLOAT, 16))
+        return builder.fmul(q, _splat(_scale(context, builder, arrty, arr, start), FLOAT, 16, builder))
     return _load(context, builder, arrty, arr, offset, _vec(FLOAT, 16))
 
 
 @intrinsic
 def kv_get(typingctx, x, i):
-    """x[i] of a cache array as float32 (float16 widened exactly)."""
+    """Number i of a cache array as float32 (float16 widened exactly; a Q8_0 block's q times its d)."""
 
     def codegen(context, builder, sig, args):
         if _halves(sig.args[0]):
             return builder.fpext(_load(context, builder, sig.args[0], args[0], args[1], ir.HalfType()), FLOAT)
+        if _blocks(sig.args[0]):
+            at, start = _block_at(builder, args[1])
+            q = builder.sitofp(_load(context, builder, sig.args[0], args[0], at, I8), FLOAT)
+            return builder.fmul(q, _scale(context, builder, sig.args[0], args[0], start))
         return _scalar(context, builder, sig.args[0], args[0], args[1])
 
     return types.float32(x, intp), codegen
+
+
+@intrinsic
+def half_put(typingctx, x, i, value):
+    """Bytes x[i:i+2] (an int8 array) = value (float32) rounded to the nearest float16, ties to even
+    (fptrunc: vcvtps2ph), as NumPy's astype(float16) rounds: a Q8_0 block's d."""
+
+    def codegen(context, builder, sig, args):
+        v = builder.fptrunc(args[2], ir.HalfType())
+        builder.store(v, _at(context, builder, sig.args[0], args[0], args[1], v.type), align=1)
+
+    return types.void(x, intp, types.float32), codegen
 
 
 @intrinsic
@@ -168,9 +211,10 @@ def _fold(builder, vectors):
 
 @intrinsic
 def ask(typingctx, x, i):
-    """Ask for the cache line of x[i], to be read soon."""
+    """Ask for the cache line of number i of a cache array, to be read soon."""
 
     def codegen(context, builder, sig, args):
-        _ask(builder, _at(context, builder, sig.args[0], args[0], args[1], I8), write=0)
+        at = _block_at(builder, args[1])[0] if _blocks(sig.args[0]) else args[1]
+        _ask(builder, _at(context, builder, sig.args[0], args[0], at, I8), write=0)
 
     return types.void(x, intp), codegen
