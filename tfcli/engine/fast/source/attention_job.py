@@ -9,7 +9,7 @@ from numba import carray
 
 from numba import types
 
-from .llvm_attention import ask, dots, half_put, kv_get, kv_put, tile_1, tile_4
+from .llvm_attention import dots, half_put, kv_get, kv_put, tile_1, tile_4
 from .jobs import _exp, _f32, _float_bits, _i64, _pointer, _quantize_rows
 from ..arguments import (
     CALL_WIDTH, KV_F16, KV_Q8_0, LAYER_WIDTH, PREP, PREP_ONLY, SLOTS, Attention, Call, LayerColumn,
@@ -17,11 +17,6 @@ from ..arguments import (
 
 _u16 = _pointer(types.uint16)  # a float16 cache's bits
 _i8 = _pointer(types.int8)  # a Q8_0 cache's bytes
-
-
-# positions whose values (and the next head's keys) a head asks for before its scores: more were slower after 2,000
-# positions
-ASK_AHEAD = 64
 
 
 def attention(a, c):
@@ -97,10 +92,6 @@ def _heads(a, c, keys, values):
         h, part = u // split, u % split
         # head h's [S, Dh] (views)
         k, v = keys[_kv_at(kind, h * a[Attention.KH]) :], values[_kv_at(kind, h * a[Attention.VH]) :]
-        _ask_ahead(v, vs, s_len, dh)  # the first of this head's values, read after its scores, asked for now
-        # and of the next head's keys
-        if part == split - 1 and h + 1 < n_kv and u + 1 < min(n_kv * split, (c + 1) * size):
-            _ask_ahead(keys[_kv_at(kind, (h + 1) * a[Attention.KH]) :], ks, s_len, dh)
         for r0 in range(part * per, min(rows, (part + 1) * per), 4):
             n = min(4, min(rows, (part + 1) * per) - r0)
             qo = (h * rows + r0) * dh
@@ -151,13 +142,6 @@ def _heads(a, c, keys, values):
                     total += e[eo + r * s_len + j]
                 for dd in range(dh):
                     o[dd] /= total
-
-
-def _ask_ahead(x, stride, s_len, dh):
-    """Ask for the cache lines of the first ASK_AHEAD of the s_len rows of x (Dh floats each, `stride` apart)."""
-    for j in range(min(s_len, ASK_AHEAD)):
-        for d in range(0, dh, 16):
-            ask(x, j * stride + d)
 
 
 def _quantized_for(layer, m, t):
@@ -272,6 +256,6 @@ def _rms_row(x, g, out, eps):
 # compiled into the job
 HELPERS = (
     "_attend", "_heads", "_prep", "_keep", "_keep_blocks", "_q8_row", "_kv_at", "_rms_row", "_exp", "_quantize_rows",
-    "_quantized_for", "_ask_ahead",
+    "_quantized_for",
 )
 JOBS = ("attention",)

@@ -17,7 +17,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .llvm import FLOAT, I8, I16, I32, _ask, _at, _fma, _intrinsic, _load, _plus, _scalar, _splat, _switch, _vec, intp
+from .llvm import FLOAT, I8, I16, I32, _at, _fma, _intrinsic, _load, _plus, _scalar, _splat, _switch, _vec, intp
 
 
 def _halves(arrty) -> bool:
@@ -209,12 +209,3 @@ def _fold(builder, vectors):
     return builder.shuffle_vector(v, v, ir.Constant(_vec(I32, 16), [owners.index(p) for p in range(16)]))
 
 
-@intrinsic
-def ask(typingctx, x, i):
-    """Ask for the cache line of number i of a cache array, to be read soon."""
-
-    def codegen(context, builder, sig, args):
-        at = _block_at(builder, args[1])[0] if _blocks(sig.args[0]) else args[1]
-        _ask(builder, _at(context, builder, sig.args[0], args[0], at, I8), write=0)
-
-    return types.void(x, intp), codegen
