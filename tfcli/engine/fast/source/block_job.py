@@ -13,8 +13,8 @@ from . import llvm
 from .attention_job import _kv_at, _quantized_for, _rms_row
 from .jobs import _exp, _f32, _float_bits, _i64
 from ..arguments import (
-    ATTENTION_THREADS_FROM, CALL_WIDTH, KV_F16, KV_F32, LAYER_WIDTH, PREP, PREP_ONLY, ROW_WIDTH, SLOTS, Attention, Blocks,
-    Call, LayerColumn, RowColumn, Stage,
+    ATTENTION_THREADS_FROM, CALL_WIDTH, KV_F16, KV_F32, LAYER_WIDTH, PREP, PREP_ONLY, ROW_WIDTH, SLOTS, Attention,
+    Blocks, Call, LayerColumn, RowColumn, Stage,
 )
 
 
