@@ -171,13 +171,11 @@ class TestCompiled:
         """A quantized model (f16 by default) decoding on the compiled blocks: its keys and values rounded
         to nearest, ties to even, as astype(float16) rounds the same step's float32 keys (the f32 cache's
         decode on the same path); its batch and server rows each equal the sequence alone."""
-        from conftest import decoded_alone
         from test_compiled_blocks import BUILDERS
 
         from tfcli.engine.fast.run import fast_executor as executor
         from tfcli.engine.fast.run.fast_executor import Fast
         from tfcli.engine.quantized import quantize_weights
-        from tfcli.engine.slots import Slots
 
         monkeypatch.setattr(executor, "KERNELS_FROM", 0)
         BUILDERS["llama3"](tmp_path)
@@ -196,18 +194,29 @@ class TestCompiled:
         # block 0's keys and values (written by the compiled blocks, vcvtps2ph): the f32 ones rounded by NumPy
         assert np.array_equal(c16.k[0, :, :9], c32.k[0, :, :9].astype(np.float16))
         assert np.array_equal(c16.v[0, :, :9], c32.v[0, :, :9].astype(np.float16))
-        m.kv_type = "f16"
-        nexts = np.array([17, 42])
-        batch = BatchCache(m.config, 2, 32, "f16")
-        batch.fill(c16)
-        rows = m.decode_batch(nexts, batch, Fast(2, batch=True))  # [2, V]
-        for b in range(2):
-            assert np.array_equal(rows[b], decoded_alone(m, prompt, [nexts[b]])[0])
-        other = m.new_cache(32)
-        m.forward(prompt[:4], other, run=Fast(2))
-        rows = m.decode_batch(nexts, Slots([c16, other]), Fast(2, batch=True))  # positions 9 and 4
-        assert np.array_equal(rows[0], decoded_alone(m, prompt, [nexts[0]])[0])
-        assert np.array_equal(rows[1], decoded_alone(m, prompt[:4], [nexts[1]])[0])
+        assert_batch_steps_equal_alone(m, prompt, c16, "f16")
+
+
+def assert_batch_steps_equal_alone(m, prompt, cache, kv_type):
+    """A batch step from `cache` (the prompt's, of kv_type) and a step of two sequences of different lengths
+    (Slots) give each row the bits of that sequence decoded alone."""
+    from conftest import decoded_alone
+
+    from tfcli.engine.fast.run.fast_executor import Fast
+    from tfcli.engine.slots import Slots
+
+    m.kv_type = kv_type
+    nexts = np.array([17, 42])
+    batch = BatchCache(m.config, 2, 32, kv_type)
+    batch.fill(cache)
+    rows = m.decode_batch(nexts, batch, Fast(2, batch=True))  # [2, V]
+    for b in range(2):
+        assert np.array_equal(rows[b], decoded_alone(m, prompt, [nexts[b]])[0])
+    other = m.new_cache(32)
+    m.forward(prompt[:4], other, run=Fast(2))
+    rows = m.decode_batch(nexts, Slots([cache, other]), Fast(2, batch=True))  # positions 9 and 4
+    assert np.array_equal(rows[0], decoded_alone(m, prompt, [nexts[0]])[0])
+    assert np.array_equal(rows[1], decoded_alone(m, prompt[:4], [nexts[1]])[0])
 
 
 class TestCompiledQ8:
@@ -251,14 +260,12 @@ class TestCompiledQ8:
         """A quantized model (Dh 32) on the compiled blocks (a few rows, then decode steps) into a q8_0 cache:
         block 0's keys and values (computed before any quantized one is read) are formats.quantize's blocks
         of the f32 cache's rows, bit for bit; its batch and server rows each equal the sequence alone."""
-        from conftest import decoded_alone
         from test_new_families import llama3
 
         from tfcli.engine.fast.run import fast_executor as executor
         from tfcli.engine.fast.run.fast_executor import Fast
         from tfcli.engine.formats import quantize
         from tfcli.engine.quantized import quantize_weights
-        from tfcli.engine.slots import Slots
 
         monkeypatch.setattr(executor, "KERNELS_FROM", 0)
         llama3(tmp_path, tied=False, num_attention_heads=2, num_key_value_heads=1)  # Dh 32
@@ -281,18 +288,7 @@ class TestCompiledQ8:
 
         assert np.array_equal(cq.k[0, :, :9], blocks(c32.k[0, :, :9]))
         assert np.array_equal(cq.v[0, :, :9], blocks(c32.v[0, :, :9]))
-        m.kv_type = "q8_0"
-        nexts = np.array([17, 42])
-        batch = BatchCache(m.config, 2, 32, "q8_0")
-        batch.fill(cq)
-        rows = m.decode_batch(nexts, batch, Fast(2, batch=True))  # [2, V]
-        for b in range(2):
-            assert np.array_equal(rows[b], decoded_alone(m, prompt, [nexts[b]])[0])
-        other = m.new_cache(32)
-        m.forward(prompt[:4], other, run=Fast(2))
-        rows = m.decode_batch(nexts, Slots([cq, other]), Fast(2, batch=True))  # positions 9 and 4
-        assert np.array_equal(rows[0], decoded_alone(m, prompt, [nexts[0]])[0])
-        assert np.array_equal(rows[1], decoded_alone(m, prompt[:4], [nexts[1]])[0])
+        assert_batch_steps_equal_alone(m, prompt, cq, "q8_0")
 
 
 def test_the_q8_0_cache_holds_34_64_of_f16s_bytes_in_every_count(small, cli):
