@@ -109,7 +109,8 @@ def numbers(kept: np.ndarray) -> np.ndarray:
     they are (a view), Q8_0 blocks dequantized to float32 (formats.py's textbook: w = d * q)."""
     if kept.dtype != np.uint8:
         return kept
-    head_dim = kept.shape[-1] // 34 * 32
+    q8 = KV_TYPES["q8_0"]
+    head_dim = kept.shape[-1] // q8.nbytes * q8.block
     return dequantize(kept, GGMLType.Q8_0, (*kept.shape[:-1], head_dim))  # [..., Dh] float32
 
 
