@@ -128,21 +128,28 @@ def test_generate_samples_take_the_flag(cli):
     assert len(texts) == 2 and texts[0] == texts[1] and texts[0].startswith("ROMEO:")
 
 
-def test_the_prompt_cache_keeps_and_gives_back_f16(tiny):
-    """The server's prompt cache (serve/promptcache.py) stores copies of the caches it is given: an f16
-    entry holds half the bytes of an f32 one and a hit continues in f16."""
+def prompt_cache_sizes(model, kv_types):
+    """For each type, a cache of a 12-token prompt kept in the server's prompt cache (serve/promptcache.py):
+    a hit on it gives back a cache of that type holding the same keys; the bytes each entry took."""
     from tfcli.serve.promptcache import PromptCache
 
     ids = list(range(1, 13))
     sizes = {}
-    for t in FLOATS:
-        c = KVCache(tiny.config, 16, t)
-        tiny.forward(np.array(ids), c)
+    for t in kv_types:
+        c = KVCache(model.config, 16, t)
+        model.forward(np.array(ids), c)
         store = PromptCache(1 << 24)
         store.keep(ids, c)
         sizes[t] = store.used
         got, n = store.take(ids + [5], 32)
         assert n == 12 and got.kv_type == t and np.array_equal(got.k[:, :, :12], c.k[:, :, :12])
+    return sizes
+
+
+def test_the_prompt_cache_keeps_and_gives_back_f16(tiny):
+    """The server's prompt cache (serve/promptcache.py) stores copies of the caches it is given: an f16
+    entry holds half the bytes of an f32 one and a hit continues in f16."""
+    sizes = prompt_cache_sizes(tiny, FLOATS)
     assert sizes["f32"] == 2 * sizes["f16"]
 
 
@@ -394,18 +401,7 @@ def test_q8_0_copies_batches_grown_and_slid_caches_keep_their_blocks(tmp_path):
 def test_the_prompt_cache_keeps_and_gives_back_q8_0(small):
     """The server's prompt cache (serve/promptcache.py): a q8_0 entry holds 34/64 of an f16 one's bytes
     and a hit continues in q8_0 from the same blocks."""
-    from tfcli.serve.promptcache import PromptCache
-
-    ids = list(range(1, 13))
-    sizes = {}
-    for t in ("f16", "q8_0"):
-        c = KVCache(small.config, 16, t)
-        small.forward(np.array(ids), c)
-        store = PromptCache(1 << 24)
-        store.keep(ids, c)
-        sizes[t] = store.used
-        got, n = store.take(ids + [5], 32)
-        assert n == 12 and got.kv_type == t and np.array_equal(got.k[:, :, :12], c.k[:, :, :12])
+    sizes = prompt_cache_sizes(small, ("f16", "q8_0"))
     assert 64 * sizes["q8_0"] == 34 * sizes["f16"]
 
 
