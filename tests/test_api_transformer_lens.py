@@ -12,7 +12,6 @@ import tfcli
 from conftest import TINY_GPT2, assert_f32_near
 
 torch = pytest.importorskip("torch")
-bridge = pytest.importorskip("transformer_lens.model_bridge")
 
 IDS = [5, 17, 99, 23, 41, 8, 77, 150, 3, 60, 12, 200]
 STEPS = 64  # float32 steps of each array's largest value: the same sums in another order
@@ -20,6 +19,8 @@ STEPS = 64  # float32 steps of each array's largest value: the same sums in anot
 
 @pytest.fixture(scope="module")
 def theirs():
+    # imported here, not at collection: seconds of imports each of the suite's two processes would pay
+    bridge = pytest.importorskip("transformer_lens.model_bridge")
     model = bridge.TransformerBridge.boot_transformers(str(TINY_GPT2), device="cpu")
     with torch.no_grad():
         logits, cache = model.run_with_cache(torch.tensor([IDS]))
