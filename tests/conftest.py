@@ -130,6 +130,8 @@ def pytest_configure(config) -> None:
     # Without pytest's cache (`-p no:cacheprovider`), one folder for this run, made by the first
     # process (xdist's workers inherit it) and removed by it at the end.
     cache = getattr(config, "cache", None)
+    if cache is not None and not REFERENCES:
+        REFERENCES.append(Path(cache.mkdir("tfcli-references")))
     if "TFCLI_KERNEL_CACHE" not in os.environ:
         if cache is not None:
             os.environ["TFCLI_KERNEL_CACHE"] = str(cache.mkdir("tfcli-kernels"))
@@ -256,13 +258,50 @@ def assert_f32_near(actual, expected, steps: float = 24) -> None:
 
 def hf_pretrained(folder: Path):
     """transformers' model of a folder, float32, in eval mode; a folder holding a GGUF run in place
-    (a pulled model: model.gguf beside its index) is read from that GGUF (gguf_file=, dequantized)."""
+    (a pulled model: model.gguf beside its index) is read from that GGUF (gguf_file=, dequantized),
+    once: what transformers made of it is kept in pytest's cache (gguf_reference_folder)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     folder = Path(folder)
+    if (folder / "model.gguf").exists():
+        folder = gguf_reference_folder(folder)
     extra = {"gguf_file": "model.gguf"} if (folder / "model.gguf").exists() else {}
     return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **extra).eval()
+
+
+REFERENCES: list[Path] = []  # pytest's cache folder for transformers' readings of GGUF files (pytest_configure)
+
+
+def gguf_reference_folder(folder: Path) -> Path:
+    """transformers' float32 model of folder/model.gguf, saved (safetensors) in pytest's cache under the
+    file's SHA-256 and transformers' version, and that folder returned: reading a GGUF, transformers
+    spends minutes on a busy machine (SmolLM2's) parsing and dequantizing it, the same work each run.
+    Without pytest's cache, the GGUF's own folder (read as before)."""
+    import hashlib
+    import shutil
+
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    if not REFERENCES:
+        return folder
+    with open(folder / "model.gguf", "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()[:32]
+    saved = REFERENCES[0] / f"{digest}-transformers-{transformers.__version__}"
+    if not (saved / "config.json").exists():
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, gguf_file="model.gguf")
+        model.hf_quantizer = None  # dequantized to float32 as it was read: plain weights from here on
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        partial = saved.with_name(f"{saved.name}.partial-{os.getpid()}")
+        model.save_pretrained(partial, safe_serialization=True)
+        try:
+            partial.rename(saved)  # whole or not at all; the other process may have saved it first
+        except OSError:
+            shutil.rmtree(partial, ignore_errors=True)
+    return saved
 
 
 def torch_logits(model, ids) -> np.ndarray:
