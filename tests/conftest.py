@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
+
+# With PYTHONDONTWRITEBYTECODE set (some CI images and containers set it), every test process and each of
+# the suite's hundreds of `python -m tfcli` subprocesses compiles tfcli's sources again, and pytest
+# rewrites the asserts of every test file again in each process: about 0.3 s a subprocess, minutes a suite.
+# What the setting keeps out, __pycache__ folders in the tree, stays out: the run's bytecode goes to one
+# folder under the system's temporary directory, shared by its processes (written atomically, as always).
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / f"tfcli-tests-bytecode-{uid}"))
+    sys.pycache_prefix, sys.dont_write_bytecode = os.environ["PYTHONPYCACHEPREFIX"], False
 
 DATA = Path(__file__).parent / "data"
 TINY_GPT2 = DATA / "tiny-gpt2"
