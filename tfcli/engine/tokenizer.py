@@ -7,7 +7,7 @@ import tempfile
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from .compact_bpe import CompactBPE, compact_bpe
+from .compact_bpe import CompactBPE, afresh, compact_bpe, revived
 from .errors import PromptError, TokenizerError, printable
 from .files import TOKENIZER_BYTES, check_utf8_file, read_small
 from .memory import give_back
@@ -39,7 +39,13 @@ def _large(text: bytes):
         return None
     if not isinstance(spec, dict):
         return None
-    return compact_bpe(spec) or _lean_bpe(spec)
+    tok = compact_bpe(spec)
+    if tok is None:
+        return _lean_bpe(spec)
+    state = afresh(tok)
+    del tok, spec
+    give_back()
+    return revived(state)
 
 
 def _lean_bpe(text: bytes | dict):
