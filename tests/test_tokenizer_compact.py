@@ -129,6 +129,7 @@ def test_gemma3_in_arrays_holds_far_less(gemma3_folder):
 
 HELD = r"""
 import sys
+import numpy  # loaded in every run of a model: not the tokenizer's
 import tfcli.engine.tokenizer as t
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * 4096

@@ -7,7 +7,6 @@ import tempfile
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from .compact_bpe import CompactBPE, afresh, compact_bpe, revived
 from .errors import PromptError, TokenizerError, printable
 from .files import TOKENIZER_BYTES, check_utf8_file, read_small
 from .memory import give_back
@@ -33,6 +32,8 @@ def _large(text: bytes):
 
     if len(text) < LEAN_FROM:
         return None
+    from .compact_bpe import afresh, compact_bpe, revived  # imported here: only a large file's load pays for it
+
     try:
         spec = json.loads(text)
     except ValueError:
@@ -123,7 +124,7 @@ class Tokenizer:
                 f"{path} is not a valid tokenizer.json ({_first_line(e)})", "re-save or re-convert the tokenizer"
             ) from None
         self.path = path
-        if isinstance(self._tok, CompactBPE):
+        if hasattr(self._tok, "longest_piece"):  # held in arrays (compact_bpe): it knows both
             self.vocab_size, self.longest_piece = self._tok.vocab_size, self._tok.longest_piece
         else:
             vocab = self._run(self._tok.get_vocab, with_added_tokens=True)  # {piece: id}
