@@ -453,6 +453,7 @@ def revived(state: bytes) -> CompactBPE:
 
     tok = CompactBPE.__new__(CompactBPE)
     tok.__dict__ = pickle.loads(state)
+    tok._made()  # while loading, not in the first prompt's time
     return tok
 
 
