@@ -70,9 +70,6 @@ class CompactBPE:
         self.blob = b"".join(encoded)  # every piece's UTF-8, in id order
         self.ends = np.cumsum([len(b) for b in encoded], dtype=np.int64).astype(np.int32)  # [V] byte offset after each piece
         del encoded
-        hashes = np.array([hash(p) & 0xFFFFFFFF for p in pieces], dtype=np.uint32)  # [V] this process's str hashes, cut
-        self.by_hash = np.argsort(hashes, kind="stable").astype(np.int32)  # [V]
-        self.hashes = hashes[self.by_hash]  # [V] sorted
         self.char_ids = np.array([i for p, i in vocab.items() if len(p) == 1], dtype=np.int32)  # [C]
         byte_ids = [vocab.get(f"<0x{b:02X}>") for b in range(256)]
         self.byte_ids = [int(i) for i in byte_ids] if all(i is not None for i in byte_ids) else None
@@ -148,16 +145,20 @@ class CompactBPE:
         return self.blob[start : int(self.ends[i])].decode("utf-8")
 
     def token_to_id(self, piece: str) -> int | None:
-        added = self._made()[1]
+        """The id of a piece: an added token's or a character's from their lookups, any other's found
+        in the blob (a few calls per run: no hash table of 262,144 pieces kept for them)."""
+        chars, added = self._made()[:2]
         if piece in added:
             return added[piece]
-        h = hash(piece) & 0xFFFFFFFF
-        at = int(np.searchsorted(self.hashes, h))
-        while at < len(self.hashes) and self.hashes[at] == h:
-            i = int(self.by_hash[at])
-            if self.present[i] and self.id_to_token(i) == piece:
+        if len(piece) <= 1:
+            return chars.get(piece) if piece else None
+        b = piece.encode("utf-8")
+        at = self.blob.find(b)
+        while at >= 0:
+            i = int(self.ends.searchsorted(at, side="right"))  # the piece whose bytes hold byte `at`
+            if (int(self.ends[i - 1]) if i > 0 else 0) == at and int(self.ends[i]) == at + len(b) and self.present[i]:
                 return i
-            at += 1
+            at = self.blob.find(b, at + 1)
         return None
 
     def get_added_tokens_decoder(self) -> dict[int, Added]:
@@ -478,7 +479,7 @@ def _takes(spec: dict) -> bool:
             and all(model.get(k) == v for k, v in _BPE_DEFAULTS.items())):  # fmt: skip
         return False
     vocab = model["vocab"]
-    if any(f"<0x{b:02X}>" not in vocab for b in range(256)):
+    if "" in vocab or any(f"<0x{b:02X}>" not in vocab for b in range(256)):
         return False
     for t in spec.get("added_tokens") or []:
         if t.get("normalized") or t.get("lstrip") or t.get("rstrip") or t.get("single_word") or not t["content"]:
