@@ -13,10 +13,10 @@ from .memory import give_back
 
 
 
-# A tokenizer.json of at least this many bytes is built from its parts (_lean_bpe): the library's own
-# parse of a large one leaves its leftovers in the heap (Gemma 3's 16 MB, 262,144 tokens and 514,847
-# merges: 97 MB held after it, 77 MB built from the parts, the same tokenizer); a small one it
-# parses for less (SmolLM2's 1.5 MB: 12 MB, 14 MB from the parts).
+# A tokenizer.json of at least this many bytes is held in arrays where engine/compact_bpe.py
+# reproduces it (Gemma 3's 16 MB, 262,144 tokens and 514,847 merges: the library's parse holds
+# 97 MB after it, built from the parts 72 MB, in arrays 14 MB), else built from its parts
+# (_lean_bpe); a small one the library parses for less (SmolLM2's 1.5 MB: 12 MB, 14 MB from the parts).
 LEAN_FROM = 4_000_000
 _BPE_OPTIONS = ("dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
                 "byte_fallback", "ignore_merges")
@@ -25,7 +25,31 @@ _PARTS = {"normalizer": ("normalizers", "NFC"), "pre_tokenizer": ("pre_tokenizer
           "decoder": ("decoders", "Fuse"), "post_processor": ("processors", "ByteLevel")}
 
 
-def _lean_bpe(text: bytes):
+def _large(text: bytes):
+    """A large tokenizer.json's tokenizer in arrays (compact_bpe) or built from its parts (_lean_bpe);
+    None when the file is small or neither takes it: the library then parses it."""
+    import json
+
+    if len(text) < LEAN_FROM:
+        return None
+    from .compact_bpe import afresh, compact_bpe, revived  # imported here: only a large file's load pays for it
+
+    try:
+        spec = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(spec, dict):
+        return None
+    tok = compact_bpe(spec)
+    if tok is None:
+        return _lean_bpe(spec)
+    state = afresh(tok)
+    del tok, spec
+    give_back()
+    return revived(state)
+
+
+def _lean_bpe(text: bytes | dict):
     """The tokenizer of a large BPE tokenizer.json built from its vocabulary and merges directly,
     the other parts from their own JSON: the same tokenizer as the library's parse of the whole
     file (tests/test_memory_tokenizer.py holds that), held in less memory. None when the file is
@@ -36,10 +60,10 @@ def _lean_bpe(text: bytes):
     import tokenizers
     from tokenizers import AddedToken, models
 
-    if len(text) < LEAN_FROM:
+    if isinstance(text, bytes) and len(text) < LEAN_FROM:
         return None
     try:
-        spec = json.loads(text)
+        spec = json.loads(text) if isinstance(text, bytes) else text  # (a parsed one: changed in place)
         model = spec["model"]
         shaped = (set(spec) <= {"version", "truncation", "padding", "added_tokens", *_PARTS, "model"}
                   and spec.get("truncation") is None and spec.get("padding") is None
@@ -68,6 +92,13 @@ def _lean_bpe(text: bytes):
         return None
 
 
+def _library(text: bytes):
+    # imported here: only commands that tokenize pay for it (and not a tokenizer held in arrays)
+    from tokenizers import Tokenizer as HFTokenizer
+
+    return HFTokenizer.from_buffer(text)
+
+
 def _library_failure(e: BaseException) -> bool:
     """The tokenizers library raises bare Exceptions, and a Rust panic arrives as pyo3's
     PanicException, which derives from BaseException only (and cannot be imported by name): both are
@@ -77,8 +108,6 @@ def _library_failure(e: BaseException) -> bool:
 
 class Tokenizer:
     def __init__(self, path: Path):
-        from tokenizers import Tokenizer as HFTokenizer  # imported here: only commands that tokenize pay for it
-
         path = Path(path)
         if not os.path.lexists(path):
             raise TokenizerError(f"{path} is missing", "a model folder needs tokenizer.json next to config.json")
@@ -87,7 +116,7 @@ class Tokenizer:
         try:
             with _stderr_captured():
                 # bytes: a str of a large vocabulary would take 4 bytes a character
-                self._tok = _lean_bpe(text) or HFTokenizer.from_buffer(text)
+                self._tok = _large(text) or _library(text)
         except BaseException as e:  # the tokenizers library raises a bare Exception (or panics) on malformed files
             if not _library_failure(e):
                 raise
@@ -95,13 +124,17 @@ class Tokenizer:
                 f"{path} is not a valid tokenizer.json ({_first_line(e)})", "re-save or re-convert the tokenizer"
             ) from None
         self.path = path
-        vocab = self._run(self._tok.get_vocab, with_added_tokens=True)  # {piece: id}
-        # The ids the tokenizer can produce run up to the largest one, not up to how many there are:
-        # a vocabulary with gaps still needs a model with that many rows. The loader warns when the
-        # model has fewer.
-        self.vocab_size = max(vocab.values(), default=-1) + 1
-        self.longest_piece = max(map(len, vocab), default=1)  # in characters, for tail_chars
-        del vocab, text
+        if hasattr(self._tok, "longest_piece"):  # held in arrays (compact_bpe): it knows both
+            self.vocab_size, self.longest_piece = self._tok.vocab_size, self._tok.longest_piece
+        else:
+            vocab = self._run(self._tok.get_vocab, with_added_tokens=True)  # {piece: id}
+            # The ids the tokenizer can produce run up to the largest one, not up to how many there are:
+            # a vocabulary with gaps still needs a model with that many rows. The loader warns when the
+            # model has fewer.
+            self.vocab_size = max(vocab.values(), default=-1) + 1
+            self.longest_piece = max(map(len, vocab), default=1)  # in characters, for tail_chars
+            del vocab
+        del text
         give_back()  # what parsing the file took and freed
 
     def encode(self, text: str) -> list[int]:
