@@ -164,7 +164,7 @@ def test_every_default_output_fits_80_columns(cli80, args):
 
 COST_ROWS = ("N: weights per token", "attention FLOPs per token", "forward FLOPs per token", "training FLOPs per token",
              *(f"weights in {d}" for d in ("fp32", "fp16", "int8", "int4")), "KV cache per token, fp32", "KV cache per token, fp16",
-             "one head's pattern", "… a block's heads, fp32", "… all blocks' heads")  # fmt: skip
+             "KV cache per token, q8_0", "one head's pattern", "… a block's heads, fp32", "… all blocks' heads")  # fmt: skip
 
 
 @pytest.mark.parametrize("args", [["params"], ["params", "-m", "tang"], ["params", "--preset", "smollm2-135m"]])
@@ -175,7 +175,9 @@ def test_params_cost_rows_keep_their_names_whole(cli80, args):
     names = [line[:width].strip() for line in table.splitlines()[4:]]
     names = [n for n in names if n]
     assert all(n in COST_ROWS or re.fullmatch(r"… for [\d,]+ tokens", n) for n in names), names
-    assert len(names) == len(COST_ROWS) + 2
+    kv = [n for n in names if n.startswith("KV cache per token")]  # fp32, fp16, and q8_0 where Dh allows it
+    assert kv[:2] == ["KV cache per token, fp32", "KV cache per token, fp16"]
+    assert len(names) == len(COST_ROWS) - 3 + 2 * len(kv)  # each cache's row and its "… for T tokens"
 
 
 def test_score_colour_legend_fits_80_columns(cli80, monkeypatch):

@@ -655,3 +655,14 @@ def test_from_a_bare_file_name_is_the_file(cli, tmp_path, monkeypatch):
     r, f = compare(cli, "model.safetensors")
     assert r.exit_code == 0, r.stderr
     assert f["agree"] and f["path"] == "model.safetensors"
+
+
+def test_cli_kv_rows_follow_the_caches_tfcli_keeps(cli):
+    # GPT-3's heads of 128 take q8_0's blocks of 32: the table shows that cache beside fp32 and fp16
+    # with the JSON's figure; a head of 40 cannot, and the row is not shown
+    r = cli("params", "--preset", "gpt3")
+    assert "KV cache per token, q8_0" in r.stdout and "2 × 96 × 96 × 4 × 34" in r.stdout
+    assert "2.51 MB" in r.stdout and "5.13 GB" in r.stdout  # 2,506,752 bytes a token; x 2,048
+    r = cli("params", "--preset", "gpt2", "--head-dim", "40")
+    assert r.exit_code == 0, r.stderr
+    assert "KV cache per token, fp16" in r.stdout and "q8_0" not in r.stdout

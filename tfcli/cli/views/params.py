@@ -333,7 +333,7 @@ def _render_costs(report: dict, say: _Say) -> None:
         )
     table.add_section()
     kv = m["kv_cache"]
-    for dtype in ("fp32", "fp16"):
+    for dtype in kv["per_token"]:  # fp32, fp16, and q8_0 where a head's size allows its blocks
         row(
             f"KV cache per token, {dtype}",
             f"每词元 KV 缓存（{dtype}）",
