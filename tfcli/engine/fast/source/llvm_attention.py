@@ -140,7 +140,9 @@ def _emit_tile(context, builder, t, args, width: int, rows: int) -> None:
         i = loop.index
         at = builder.add(mo_, builder.mul(i, ms_))
         if width % 2 == 0:  # 32 numbers at a time: a Q8_0 block's d read once (mo and ms multiples of 32)
-            vectors = [v for w in range(0, width, 2) for v in _floats32(context, builder, t[0], m_, _plus(builder, at, 16 * w))]
+            vectors = [
+                v for w in range(0, width, 2) for v in _floats32(context, builder, t[0], m_, _plus(builder, at, 16 * w))
+            ]
         else:
             vectors = [_floats16(context, builder, t[0], m_, _plus(builder, at, 16 * w)) for w in range(width)]
         for r in range(rows):
@@ -190,7 +192,10 @@ def _emit_dots(context, builder, t, args, cols: int) -> None:
         with cgutils.for_range(builder, builder.udiv(n_, ir.Constant(n_.type, step))) as loop:
             i = builder.mul(loop.index, ir.Constant(n_.type, step))
             at = builder.add(builder.add(mo_, builder.mul(ms_, ir.Constant(ms_.type, j))), i)
-            keys = _floats32(context, builder, t[0], m_, at) if step == 32 else [_floats16(context, builder, t[0], m_, at)]
+            if step == 32:
+                keys = _floats32(context, builder, t[0], m_, at)
+            else:
+                keys = [_floats16(context, builder, t[0], m_, at)]
             for h, key in zip(range(0, step, 16), keys):
                 q = _load(context, builder, t[3], a_, _plus(builder, builder.add(ao_, i), h), v16)
                 builder.store(_fma(builder, q, key, builder.load(acc[j])), acc[j])
