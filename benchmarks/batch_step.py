@@ -11,7 +11,13 @@ cache (`each_row`). The sequences' prompts are 9, 13, 17, ... 37 tokens long (Sm
 and the 1-row step is the shortest. Prints ms per step (median and range), the ratio of 4 and 8
 rows to 1, and whether each row's logits equal, bit for bit, those of its sequence decoding alone.
 
+`--products` times instead each quantized product of a step alone (one block's matrices, then
+the unembedding), on one thread, for 1 and 4 rows of x: microseconds (the best of several
+repeats), the ratio, and the multiply-adds a second each achieves, the figures that say whether
+a step of 4 rows is bound by reading the weights (1 row) or by the arithmetic (4 rows).
+
     python benchmarks/batch_step.py -m smollm2 --repeats 12
+    python benchmarks/batch_step.py -m smollm2 --products
     python benchmarks/batch_step.py -m /work/files/SmolLM2-135M-Instruct.Q4_1.gguf
 """
 
@@ -38,16 +44,57 @@ from tfcli.store import load  # noqa: E402
 ROWS = (1, 4, 8)
 
 
+def products(model, repeats: int) -> None:
+    """Each quantized product of a step (block 0's, the unembedding) timed alone on one thread, 1 and 4 rows."""
+    from tfcli.engine.fast.run.kernel_products import product
+    from tfcli.engine.formats import GGMLType
+    from tfcli.engine.quantized import Quantized
+
+    layer = model.layers[0]
+    named = [("qkv", getattr(layer, "w_qkv", None)), ("attn out", getattr(layer, "wo", None)),
+             ("mlp in", getattr(layer.mlp, "w_in", None)), ("mlp out", getattr(layer.mlp, "w_out", None)),
+             ("unembedding", model.unembedding)]
+    rng = np.random.default_rng(0)
+    print(f"one thread, its CPU time, best of {repeats} repeats; GMAC/s: multiply-adds a second, T x K x N / time\n")
+    print("| product | type | K x N | 1 row (us) | 4 rows (us) | 4 rows / 1 | GMAC/s, 1 row | GMAC/s, 4 rows |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    step = {1: 0.0, 4: 0.0}
+    for name, w in named:
+        if not isinstance(w, Quantized):
+            continue
+        K, N = w.shape  # [in, out]
+        xs = {T: rng.standard_normal((T, K)).astype(np.float32) for T in (1, 4)}  # [T, K]
+        reps = max(1, int(2e7 // (K * N)))  # about 20 M multiply-adds a timing
+        times: dict[int, list[float]] = {1: [], 4: []}
+        for _ in range(repeats + 1):  # 1 and 4 rows in turn; the thread's CPU time, which others' load does not count
+            for T, x in xs.items():
+                t0 = time.thread_time()
+                for _ in range(reps):
+                    product(x, w, threads=1)
+                times[T].append((time.thread_time() - t0) / reps)
+        best = {T: min(t[1:]) for T, t in times.items()}  # the first round warms the kernels and the copy
+        for T in best:
+            step[T] += best[T] * (1 if name == "unembedding" else len(model.layers))
+        kinds = "+".join(GGMLType(t).name for t in sorted(w.types))
+        print(f"| {name} | {kinds} | {K} x {N} | {best[1] * 1e6:.0f} | {best[4] * 1e6:.0f} | {best[4] / best[1]:.2f}x "
+              f"| {K * N / best[1] / 1e9:.1f} | {4 * K * N / best[4] / 1e9:.1f} |")
+    print(f"\nall of a step's products, one thread: {step[1] * 1e3:.1f} ms for 1 row, {step[4] * 1e3:.1f} ms for 4 "
+          f"({step[4] / step[1]:.2f}x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name", nargs="?", default="smollm2", help="a model name, folder or GGUF file (or -m)")
     ap.add_argument("-m", "--model", default=None, help="a model name, folder or GGUF file, e.g. -m FILE.gguf")
     ap.add_argument("--repeats", type=int, default=12)
+    ap.add_argument("--products", action="store_true", help="time each quantized product alone, 1 and 4 rows")
     args = ap.parse_args()
     args.model = args.model or args.name
     set_blas_threads(2)
     lm = load(args.model)
     model = lm.model
+    if args.products:
+        return products(model, args.repeats)
     sessions = [Session(model, capacity=512, workers=2) for _ in range(max(ROWS))]
     for i, s in enumerate(sessions):  # prompts of different lengths: each row at its own position
         s.prefill(lm.tokenizer.encode(f"Story number {i}:" + " once upon a time" * (i + 1)))

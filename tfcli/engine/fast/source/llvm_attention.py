@@ -56,6 +56,20 @@ def _floats16(context, builder, arrty, arr, offset):
     return _load(context, builder, arrty, arr, offset, _vec(FLOAT, 16))
 
 
+def _floats32(context, builder, arrty, arr, offset):
+    """The 32 numbers from number `offset` on as two _floats16 vectors, the same bits; a Q8_0 cache's
+    (`offset` a multiple of 32: one block) read with its d loaded and widened once for both halves."""
+    if not _blocks(arrty):
+        return [_floats16(context, builder, arrty, arr, _plus(builder, offset, h)) for h in (0, 16)]
+    at, start = _block_at(builder, offset)
+    d = _splat(_scale(context, builder, arrty, arr, start), FLOAT, 16, builder)
+    return [
+        builder.fmul(builder.sitofp(_load(context, builder, arrty, arr, _plus(builder, at, h), _vec(I8, 16)),
+                                    _vec(FLOAT, 16)), d)
+        for h in (0, 16)
+    ]
+
+
 @intrinsic
 def kv_get(typingctx, x, i):
     """Number i of a cache array as float32 (float16 widened exactly; a Q8_0 block's q times its d)."""
@@ -125,7 +139,12 @@ def _emit_tile(context, builder, t, args, width: int, rows: int) -> None:
     with cgutils.for_range(builder, n_) as loop:
         i = loop.index
         at = builder.add(mo_, builder.mul(i, ms_))
-        vectors = [_floats16(context, builder, t[0], m_, _plus(builder, at, 16 * w)) for w in range(width)]
+        if width % 2 == 0:  # 32 numbers at a time: a Q8_0 block's d read once (mo and ms multiples of 32)
+            vectors = [
+                v for w in range(0, width, 2) for v in _floats32(context, builder, t[0], m_, _plus(builder, at, 16 * w))
+            ]
+        else:
+            vectors = [_floats16(context, builder, t[0], m_, _plus(builder, at, 16 * w)) for w in range(width)]
         for r in range(rows):
             weight = _scalar(
                 context, builder, t[3], a_,
@@ -165,14 +184,21 @@ def _emit_dots(context, builder, t, args, cols: int) -> None:
     v16 = _vec(FLOAT, 16)
     zeros = ir.Constant(v16, [ir.Constant(FLOAT, 0.0)] * 16)
     acc = [cgutils.alloca_once_value(builder, zeros) for _ in range(cols)]
-    with cgutils.for_range(builder, builder.udiv(n_, ir.Constant(n_.type, 16))) as loop:
-        i = builder.mul(loop.index, ir.Constant(n_.type, 16))
-        q = _load(context, builder, t[3], a_, builder.add(ao_, i), v16)
-        for j in range(cols):
-            key = _floats16(
-                context, builder, t[0], m_, builder.add(builder.add(mo_, builder.mul(ms_, ir.Constant(ms_.type, j))), i)
-            )
-            builder.store(_fma(builder, q, key, builder.load(acc[j])), acc[j])
+    # a Q8_0 cache: 32 numbers a pass, its block's d read once for both halves (n a multiple of 32 there)
+    step = 32 if _blocks(t[0]) else 16
+    # One key at a time over all of n, its sum in registers: 16 keys' sums at once (32 registers of 8 floats)
+    # spilled at every fma on AVX2's 16 registers. Each sum's fmas are in the same order either way: the same bits.
+    for j in range(cols):
+        with cgutils.for_range(builder, builder.udiv(n_, ir.Constant(n_.type, step))) as loop:
+            i = builder.mul(loop.index, ir.Constant(n_.type, step))
+            at = builder.add(builder.add(mo_, builder.mul(ms_, ir.Constant(ms_.type, j))), i)
+            if step == 32:
+                keys = _floats32(context, builder, t[0], m_, at)
+            else:
+                keys = [_floats16(context, builder, t[0], m_, at)]
+            for h, key in zip(range(0, step, 16), keys):
+                q = _load(context, builder, t[3], a_, _plus(builder, builder.add(ao_, i), h), v16)
+                builder.store(_fma(builder, q, key, builder.load(acc[j])), acc[j])
     sums = builder.fmul(
         _fold(builder, [builder.load(acc[j]) if j < cols else zeros for j in range(16)]),
         _splat(scale_, FLOAT, 16, builder),
