@@ -125,7 +125,6 @@ class Attention:
     HALF: int  # R/2
     NHEAD: int  # H
     COL: int  # the cache's column from K, V on
-    TAKE: int  # several rows: in the k-th row of fields, the row that chunk k takes (most keys first)
     QZ: int  # several rows: the address of the layer's row of the layer table (LayerColumn), whose
     # W_o calls a row quantizes its output for (0: none)
     KV: int  # the keys' and values' numbers: KV_F32, KV_F16 or KV_Q8_0 (engine/kvcache.py's KV_TYPES)

@@ -31,9 +31,8 @@ def attention(a, c):
 
     Several rows of a batch step in one call (Attention.COUNT > 1): `a` is the first of Attention.COUNT rows of
     slots (at Attention.TABLE, SLOTS apart), each row's heads in one chunk (its Attention.CHUNKS 1), and chunk c
-    takes the rows that the rows of slots c, c + Attention.SHARE, ... name (Attention.TAKE: the longest first, so
-    that the threads, taking chunks as they come, end together): the same code, so the same bits,
-    as a row alone.
+    takes the rows of slots c, c + Attention.SHARE, ... (the threads take chunks as they come): the same code, so
+    the same bits, as a row alone.
 
     A row of the compiled blocks (block_job.py, Attention.PREP) first turns its Q/K/V product into its
     queries and writes its key and value into its cache (_prep): on the thread that then reads
@@ -44,7 +43,7 @@ def attention(a, c):
     first, step = (c, a[Attention.SHARE]) if count > 1 else (0, 1)
     table = carray(_i64(a[Attention.TABLE]), (count, SLOTS)) if count > 1 else carray(a, (1, SLOTS))  # [rows, SLOTS]
     for k in range(first, max(count, 1), step):
-        t = table[k, Attention.TAKE] if count > 1 else 0
+        t = k if count > 1 else 0
         s = table[t]
         if s[Attention.PREP] & PREP:
             _prep(s)

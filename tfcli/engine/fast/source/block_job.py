@@ -119,13 +119,6 @@ def decode_blocks(a, c):
             # several rows: each quantizes its output for W_o (_quantized_for)
             r[Attention.QZ] = a[Blocks.LAYERS] + 8 * li * LAYER_WIDTH if n > 1 else 0
             used += group * s_len
-        # the rows by their keys, most first (ties: the lower row first): the chunks take the longest first
-        for t in range(n):
-            s_len, rank = every[t, Attention.S], 0
-            for j in range(n):
-                if every[j, Attention.S] > s_len or (every[j, Attention.S] == s_len and j < t):
-                    rank += 1
-            every[rank, Attention.TAKE] = t
         # A row makes its queries, key and value and attends in one chunk, on one thread. Rows of one
         # sequence see each other's keys, and a row whose heads two chunks share needs them made
         # first: then a call that makes them all, and one that attends.
