@@ -95,14 +95,7 @@ class Quantized:
         an int, else [n, K]. Only the blocks of those rows are dequantized."""
         if isinstance(key, (int, np.integer)):
             return self.rows(np.array([key]))[0]  # [K]
-        # a decode step's tokens: no arange of the vocabulary
-        if isinstance(key, np.ndarray) and key.dtype.kind in "iu" and key.ndim == 1:
-            index = key.astype(np.int64)  # [n]
-            if len(index) and (index.min() < -self.n_rows or index.max() >= self.n_rows):
-                np.arange(self.n_rows)[key]  # raises NumPy's IndexError
-            index = np.where(index < 0, index + self.n_rows, index)  # [n]
-        else:
-            index = np.arange(self.n_rows)[key]  # [n], checked against the size as NumPy checks it
+        index = np.arange(self.n_rows)[key]  # [n], checked against the size as NumPy checks it
         out = np.empty((len(index), self.cols), dtype=np.float32)  # [n, K]
         first = 0
         for p in self.parts:
