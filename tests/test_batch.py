@@ -244,10 +244,10 @@ def test_ctrl_c_in_a_batch_keeps_every_text_and_exits_130(cli, monkeypatch):
 
 @pytest.mark.parametrize("t_len", [2, 3, 4, 8, 9, 16, 17, 32])
 def test_the_product_for_a_few_rows_equals_the_plain_one(t_len):
-    """ops.linear for 2-32 rows (a batch step, a lookup check) on the stored rows, against the plain
-    product: without a helper, and in blocks for BLAS's small-matrix kernel (up to 16 rows) on this
-    thread or with a second thread taking half the blocks, with rows left after the last whole block, and on a slice of
-    the stored rows' columns (half of an MLP's hidden units, as Transformer.block takes them)."""
+    """dense_ops.linear and each_row for 2-32 rows (a batch step, a lookup check) on the stored rows, against the
+    plain product: each_row on this thread or with a second thread taking half the blocks, with rows left after the
+    last whole block, and on a slice of the stored rows' columns (half of an MLP's hidden units, as
+    Transformer.block takes them)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tfcli.engine.fast.run import dense_ops as fast_ops
@@ -260,8 +260,7 @@ def test_the_product_for_a_few_rows_equals_the_plain_one(t_len):
             for w in (stored.T, stored[:, : n_in // 2 + 1].T):  # [in, out] views, the second of some columns only
                 x = rng.standard_normal((t_len, w.shape[0]), dtype=np.float32)
                 want = x.astype(np.float64) @ w.astype(np.float64)
-                for helper in (None, ON_THIS_THREAD, pool):
-                    got = fast_ops.linear(x, w, helper)
+                for got in (fast_ops.linear(x, w), *(fast_ops.each_row(x, w.T, h) for h in (None, ON_THIS_THREAD, pool))):
                     assert got.shape == want.shape and got.dtype == np.float32
                     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
@@ -277,7 +276,7 @@ def test_an_error_in_the_second_thread_reaches_the_caller():
 
     x = np.ones((4, 96), dtype=np.float32)
     with Failing(1) as pool, pytest.raises(ZeroDivisionError):
-        fast_ops.linear(x, np.ones((5000, 96), dtype=np.float32).T, pool)
+        fast_ops.each_row(x, np.ones((5000, 96), dtype=np.float32), pool)
 
 
 @pytest.mark.parametrize("split", [0, 1, 2, 37, 80, 81])

@@ -18,7 +18,7 @@ Importing tfcli is cheap: NumPy and the engine are imported when a name is first
 import os
 
 # OpenBLAS's idle threads spin for about 0.1 s after each threaded product before they sleep. A
-# batch step or a lookup check runs its products on two threads of its own (engine/fast/ops.py, few_rows),
+# batch step or a lookup check runs its MLP on two threads of its own (engine/fast/run/fast_executor.py),
 # and a spinning BLAS thread then takes half a core from them: a 16-token pass right after a
 # decode step took 80 ms instead of 51. 2^20 cycles (under a millisecond) still keeps the threads
 # awake between the products of a decode step. Read when NumPy loads OpenBLAS, so it is set here,

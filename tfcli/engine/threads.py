@@ -110,7 +110,7 @@ def _blas_controller():
 
 @contextmanager
 def helper_thread(workers: int, kept: Executor | None = None) -> Iterator[Executor]:
-    """Where the second half of a few-row product or of an MLP runs (fast/run/dense_ops.py few_rows, an MLP's half): a
+    """Where the second half of a few-row pass's MLP or of each_row's blocks runs (fast/run/dense_ops.py): a
     thread of its own with 2 workers or more, else this thread, right after the first half.
     `kept`: a helper that outlives the call (a Session's, new_helper()), used instead of starting
     a thread for it: a thread started for each step cost 1.3 ms of a 37 ms batch step."""

@@ -13,24 +13,18 @@ from ...ops import softmax  # noqa: F401  (the textbook's, for readers comparing
 from ...threads import ON_THIS_THREAD
 
 
-FEW_ROWS = 16  # products of up to this many rows go through few_rows()
-FEW_ROWS_TILE = 1 << 19  # rows x weights per block of few_rows(): under OpenBLAS's limit for its small-matrix kernel
+FEW_ROWS = 16  # passes of up to this many rows: the MLP split between two threads, the compiled attention
 
 
-def linear(x: np.ndarray, w: np.ndarray, pool: Executor | None = None) -> np.ndarray:
+def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """x [T, in] @ w [in, out] -> [T, out].
 
-    Llama's weights are [in, out] views of [out, in] rows (engine/families/llama.py). Given a
-    `pool` (a batch step, a lookup check, a short prompt), a product of a few rows goes through
-    few_rows(), half of it on the pool. Up to 256 rows, OpenBLAS is faster computing the product
-    the other way round, (w^T x^T)^T, which reads the stored rows directly instead of repacking
-    the whole matrix for each small product.
+    Llama's weights are [in, out] views of [out, in] rows (engine/families/llama.py). Up to 256 rows,
+    OpenBLAS is faster computing the product the other way round, (w^T x^T)^T, which reads the stored
+    rows directly instead of repacking the whole matrix for each small product.
     """
     t_len = x.shape[0]
     rows = stored_rows(w)
-    # blocks of 16+ rows
-    if pool is not None and 1 < t_len <= FEW_ROWS and rows and 0 < t_len * w.shape[0] * 16 <= FEW_ROWS_TILE:
-        return few_rows(x, w.T, pool)
     if 1 < t_len <= 256 and rows:
         return (w.T @ x.T).T  # [out, in] @ [in, T] -> [out, T] -> [T, out] view
     return x @ w
@@ -55,35 +49,6 @@ def in_halves(
     finally:
         if later is not None:
             later.result()  # its error, if any, is raised here
-
-
-def few_rows(x: np.ndarray, rows: np.ndarray, pool: Executor | None = None) -> np.ndarray:
-    """x [T, in] times the weight rows [out, in], for a few T: -> [T, out], i.e. x @ rows.T.
-
-    Why not plain x @ rows.T: for a few rows, OpenBLAS's general kernel spends most of its time
-    copying (packing) the weights, so 4 rows cost twice the time of 1 (benchmarks/README.md). Cut
-    into blocks of `FEW_ROWS_TILE // (T*in)` weight rows, each product is small enough for its small-matrix
-    kernel, which reads the weights in place; NumPy runs all the blocks in one stacked matmul call.
-    That kernel runs on the calling thread only, so `pool` takes half the blocks: with a thread
-    of its own, the two halves stream their weights on two cores at once.
-    """
-    t_len, n_in = x.shape
-    n_out = rows.shape[0]
-    size = max(16, min(n_out, FEW_ROWS_TILE // (t_len * n_in)) // 16 * 16)  # weight rows per block
-    n = n_out // size
-    y = np.empty((t_len, n_out), dtype=np.float32)  # [T, out]
-    blocks = rows[: n * size].reshape(n, size, n_in)  # [n, size, in], a view
-    into = y[:, : n * size].reshape(t_len, n, size).transpose(1, 0, 2)  # [n, T, size], a view of y
-
-    def run(a: int, b: int) -> None:
-        if b > a:
-            np.matmul(x, blocks[a:b].transpose(0, 2, 1), out=into[a:b])  # [T, in] @ [b-a, in, size] -> [b-a, T, size]
-
-    def rest() -> None:  # the rows after the last whole block
-        np.matmul(x, rows[n * size :].T, out=y[:, n * size :])  # [T, in] @ [in, rest] -> [T, rest]
-
-    in_halves(run, n, pool, rest if n * size < n_out else None)
-    return y
 
 
 ROW_BLOCK = 32  # weight rows per block of each_row(): 32 x in floats stay in cache while every row of x reads them

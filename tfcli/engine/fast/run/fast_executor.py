@@ -4,9 +4,8 @@ What measurement justified, each in benchmarks/README.md:
 
 - a product of up to 256 rows with a stored [out, in] matrix as (w x^T)^T, which reads the stored
   rows instead of repacking the matrix (fast/run/dense_ops.py, linear);
-- a product of 2-16 rows (a batch step, a lookup check, a short prompt) in blocks small enough for
-  OpenBLAS's small-matrix kernel, half of them on a helper thread (few_rows);
-- the MLP of such a pass split by hidden units, a share on each thread, one hand-off per MLP;
+- the MLP of a pass of 2-16 rows (a batch step, a lookup check, a short prompt) split by hidden units,
+  a share on each thread, one hand-off per MLP;
 - a long prompt cut into parts, each part on its own thread through all the blocks, waiting at
   each block for the keys and values of the part before it (split_prompt, Parts, fast/run/parts.py);
 - quantized weights multiplied by compiled kernels on their blocks (fast/run/kernel_products.py); in the
@@ -175,7 +174,7 @@ class _BlasAlone(Plan):
 
 
 class _FewRows(Fast):
-    """A pass of 2-16 rows: products in small-matrix blocks, half on `pool`; the MLP split."""
+    """A pass of 2-16 rows: the MLP split, a share of its hidden units on `pool`."""
 
     def __init__(self, fast: Fast, pool: Executor):
         self.workers, self.batch, self.helper, self.pool = fast.workers, fast.batch, fast.helper, pool
@@ -188,7 +187,7 @@ class _FewRows(Fast):
         # [T, out]
         y = kernel_products.product(x, w, self.workers, self.kernels) if isinstance(w, Quantized) else self.dense(x, w)
         if y is None:
-            y = dense_ops.linear(x, w, self.pool)  # [T, out]
+            y = dense_ops.linear(x, w)  # [T, out]
         if b is not None:
             y += b
         return y
@@ -280,8 +279,8 @@ def split_prompt(cfg: ModelConfig, start: int, t_len: int, workers: int) -> list
 class RowByRow(Fast):
     """A batch-invariant executor for decode steps: each row's products are exactly the one-row
     products of a sequence decoding alone (OpenBLAS's vector-matrix product, one row at a time),
-    so a row's numbers never depend on its company. The batched kernels (dense_ops.few_rows) pick their
-    blocks and OpenBLAS its kernel by the number of rows, which moves a result by a few float32
+    so a row's numbers never depend on its company. OpenBLAS picks its kernel by the number of rows,
+    which moves a result by a few float32
     steps, enough to flip a greedy choice between two near-equal tokens (the "batch invariance"
     of Thinking Machines, "Defeating Nondeterminism in LLM Inference", 2025). Stored weight rows
     (every family but GPT-2, whose matrices are stored [in, out]) are still read from memory about
