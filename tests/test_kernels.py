@@ -303,8 +303,8 @@ VARIANT_JOBS = ("quantize", "product_quantized")
 COMPILE_VARIANT = (
     "import shutil\n"
     "from tfcli.engine.fast.load import compiled, kernels\n"
-    "from tfcli.engine.fast.source import attention_job, block_job, build, jobs, top_job\n"
-    "attention_job.JOBS = block_job.JOBS = top_job.JOBS = ()\n"
+    "from tfcli.engine.fast.source import attention_job, block_job, build, jobs\n"
+    "attention_job.JOBS = block_job.JOBS = ()\n"
     f"jobs.JOBS = {VARIANT_JOBS!r}\n"
     "folder = kernels.cache_dir()\n"
     "if not compiled.ours(folder):\n"

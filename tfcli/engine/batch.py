@@ -26,7 +26,7 @@ from .memory import check_allocation
 from .model import Transformer
 from .sampling import Sampler
 from .sites import Hooks
-from .fast.run.fast_executor import RowByRow, on_kernels
+from .fast.run.fast_executor import RowByRow
 from .tokenizer import Tokenizer
 
 
@@ -80,27 +80,9 @@ class Batch:
     def draw(self) -> list[tuple[Row, Step]]:
         """Every row draws its next token from its logits; the rows that finish (EOS, a stop string,
         their budget) leave the batch. Returns each row with its step, in the batch's order."""
-        tops = self._tops()
-        drawn = [(r, r.gen.take(r.logits, top)) for r, top in zip(self.rows, tops)]
+        drawn = [(r, r.gen.take(r.logits)) for r in self.rows]
         self.keep(lambda r: not r.gen.stats.stop_reason)
         return drawn
-
-    def _tops(self) -> list:
-        """Each row's top-k ids (Sampler.takes_top), found for all the rows at once on the compiled
-        kernels' threads (fast/run/top.py), where a model runs on them and two rows or more want them;
-        else None for each: the row's sampler finds its own (the same ids)."""
-        ks = [r.gen.sampler.takes_top if not r.gen.show_top else 0 for r in self.rows]
-        want = [i for i, k in enumerate(ks) if k]
-        tops: list = [None] * len(self.rows)
-        if len(want) >= 2 and on_kernels(self.model):
-            from .fast.run.top import top_k_rows
-
-            found = top_k_rows(
-                [self.rows[i].logits for i in want], [ks[i] for i in want], getattr(self.run, "workers", 1)
-            )
-            for i, top in zip(want, found or []):
-                tops[i] = top
-        return tops
 
     def step(self) -> None:
         """The rows still going run one decode step together: each gets the logits after its last token."""

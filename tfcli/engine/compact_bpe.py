@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_BPE_DEFAULTS = {"dropout": None, "continuing_subword_prefix": None, "end_of_word_suffix": None}
-_NEWLINE_SPLIT = {"type": "Split", "pattern": {"Regex": "[^\\n]+|[\\n]+"}, "behavior": "Isolated", "invert": False}
+from .compact_kinds import takes
+
 CACHE_WORDS = 10_000  # words' tokens kept (as the library's BPE cache)
 CACHE_PAIRS = 50_000  # merges looked up and kept (about 5 MB at most)
 SMALL_WORD = 48  # symbols: up to this many, merged by looking over the pairs; more, with a heap
@@ -68,7 +68,8 @@ class CompactBPE:
         self.longest_piece = max(map(len, pieces), default=1)
         encoded = [p.encode("utf-8") for p in pieces]
         self.blob = b"".join(encoded)  # every piece's UTF-8, in id order
-        self.ends = np.cumsum([len(b) for b in encoded], dtype=np.int64).astype(np.int32)  # [V] byte offset after each piece
+        # [V] the byte offset after each piece
+        self.ends = np.cumsum([len(b) for b in encoded], dtype=np.int64).astype(np.int32)
         del encoded
         self.char_ids = np.array([i for p, i in vocab.items() if len(p) == 1], dtype=np.int32)  # [C]
         byte_ids = [vocab.get(f"<0x{b:02X}>") for b in range(256)]
@@ -100,7 +101,9 @@ class CompactBPE:
 
         norm = spec.get("normalizer")
         steps = (norm["normalizers"] if norm["type"] == "Sequence" else [norm]) if norm else []
-        self.normalizers = [(s["type"], s.get("prepend"), s.get("pattern", {}).get("String"), s.get("content")) for s in steps]
+        self.normalizers = [
+            (s["type"], s.get("prepend"), s.get("pattern", {}).get("String"), s.get("content")) for s in steps
+        ]
         self.split_newlines = spec.get("pre_tokenizer") is not None
         post = spec.get("post_processor")
         self.template = []  # ids before and after the sequence when special tokens are added
@@ -462,65 +465,8 @@ def compact_bpe(spec: dict) -> CompactBPE | None:
     """The tokenizer of a parsed tokenizer.json in arrays, or None when it is not of the kind this
     module reproduces exactly (the library then builds it)."""
     try:
-        if not _takes(spec):
+        if not takes(spec):
             return None
         return CompactBPE(spec)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
-
-
-def _takes(spec: dict) -> bool:
-    model = spec.get("model") or {}
-    if not (set(spec) <= {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
-                          "post_processor", "decoder", "model"}
-            and spec.get("truncation") is None and spec.get("padding") is None
-            and model.get("type") == "BPE" and isinstance(model.get("vocab"), dict)
-            and isinstance(model.get("merges"), list) and model.get("byte_fallback") is True
-            and all(model.get(k) == v for k, v in _BPE_DEFAULTS.items())):  # fmt: skip
-        return False
-    vocab = model["vocab"]
-    if "" in vocab or any(f"<0x{b:02X}>" not in vocab for b in range(256)):
-        return False
-    for t in spec.get("added_tokens") or []:
-        if t.get("normalized") or t.get("lstrip") or t.get("rstrip") or t.get("single_word") or not t["content"]:
-            return False
-        if vocab.get(t["content"]) != t["id"]:
-            return False
-    norm = spec.get("normalizer")
-    steps = (norm.get("normalizers") if norm.get("type") == "Sequence" else [norm]) if norm else []
-    for s in steps or []:
-        # one character for one: a token's offsets are its characters' own
-        if not (s.get("type") == "Prepend" and isinstance(s.get("prepend"), str)
-                or s.get("type") == "Replace" and isinstance(s.get("pattern", {}).get("String"), str)
-                and len(s["pattern"]["String"]) == 1 and isinstance(s.get("content"), str) and len(s["content"]) == 1):  # fmt: skip
-            return False
-    if spec.get("pre_tokenizer") not in (None, _NEWLINE_SPLIT):
-        return False
-    post = spec.get("post_processor")
-    if post is not None:
-        if post.get("type") != "TemplateProcessing":
-            return False
-        items = post["single"]
-        if sum("Sequence" in i for i in items) != 1 or not all("Sequence" in i or "SpecialToken" in i for i in items):
-            return False
-    dec = spec.get("decoder")
-    steps = (dec.get("decoders") if dec.get("type") == "Sequence" else [dec]) if dec else []
-    for d in steps or []:
-        kind = d.get("type")
-        if kind == "Replace" and isinstance(d.get("pattern", {}).get("String"), str) and d["pattern"]["String"]:
-            continue
-        if kind in ("ByteFallback", "Fuse"):
-            continue
-        if kind == "Strip" and len(d.get("content", "")) == 1:
-            continue
-        return False
-    return True
-
-
-def compact_from_json(text: bytes) -> CompactBPE | None:
-    """compact_bpe of a tokenizer.json's bytes (None also when they are not JSON)."""
-    try:
-        spec = json.loads(text)
-    except ValueError:
-        return None
-    return compact_bpe(spec) if isinstance(spec, dict) else None

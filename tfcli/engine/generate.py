@@ -194,10 +194,9 @@ class Generation:
         self._pending = ""  # decoded text held back: it could be the start of a stop string
         self.history = list(self.prompt)
 
-    def take(self, logits: np.ndarray, top: np.ndarray | None = None) -> Step:
+    def take(self, logits: np.ndarray) -> Step:
         """Draw the next token from logits [V] and say what it adds; stats.stop_reason is set when
-        it ends the generation (EOS, a stop string, the token budget). `top`: the top-k ids of the
-        logits, found already (Sampler.candidates)."""
+        it ends the generation (EOS, a stop string, the token budget)."""
         sampler, stats, constraint = self.sampler, self.stats, self.constraint
         allowed = None if constraint is None else constraint.allowed()  # [V] bool
         if self.show_top:
@@ -206,7 +205,7 @@ class Generation:
             )
             token = choice.token
         else:
-            choice, token = None, sampler.sample(logits, self.history, top if allowed is None else None, allowed)
+            choice, token = None, sampler.sample(logits, self.history, allowed)
         self.history.append(token)
         stats.new_tokens += 1
         if constraint is not None:

@@ -97,27 +97,24 @@ class Sampler:
         self.rng = np.random.default_rng(params.seed)
 
     def candidates(
-        self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None, allowed: np.ndarray | None = None
+        self, logits: np.ndarray, history: list[int], allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """logits [V] -> the distribution sampled from, as (token ids [K], probabilities [K]).
 
         Only the tokens that survive the filters are carried: with top-k on, the softmax and the
         top-p sort see k values, not the whole vocabulary (the result is the same, since tokens
-        filtered out would get probability 0; temperature does not change the ranking). `top`:
-        top_k_ids(logits, top_k), found already with the logits checked finite (a batch's rows,
-        engine/batch.py: takes_top says when it may be given). `allowed` [V] bool: a grammar's mask
-        (engine/grammar.py): the tokens it forbids are gone before the temperature and the
-        filters, so the softmax is taken over the allowed ones alone (top is then not used).
+        filtered out would get probability 0; temperature does not change the ranking). `allowed`
+        [V] bool: a grammar's mask (engine/grammar.py): the tokens it forbids are gone before the
+        temperature and the filters, so the softmax is taken over the allowed ones alone.
         """
-        if top is None or allowed is not None:
-            check_finite(logits)
+        check_finite(logits)
         logits = self._penalized(logits, history)  # [V]
         if allowed is None:
-            return self._filtered(logits, top)
+            return self._filtered(logits)
         pool = np.flatnonzero(allowed)  # [A] the tokens the grammar allows
         if len(pool) == 0:
             raise UsageError("the grammar allows no token here")
-        ids, probs = self._filtered(logits[pool], None)  # ids: positions in pool
+        ids, probs = self._filtered(logits[pool])  # ids: positions in pool
         return pool[ids], probs
 
     def _penalized(self, logits: np.ndarray, history: list[int]) -> np.ndarray:
@@ -139,7 +136,7 @@ class Sampler:
             logits[seen] = new
         return logits
 
-    def _filtered(self, logits: np.ndarray, top: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def _filtered(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Temperature, top-k, top-p and min-p over the logits given [K'] (the vocabulary, or the
         tokens a grammar allows) -> (positions in `logits` [K], probabilities [K])."""
         p = self.params
@@ -148,7 +145,7 @@ class Sampler:
         vocab = logits.shape[0]
         if 0 < p.top_k < vocab:
             # [>= k]: ties with the k-th are kept, as in transformers
-            ids = top_k_ids(logits, p.top_k) if top is None else top
+            ids = top_k_ids(logits, p.top_k)
         else:
             ids = np.arange(vocab)
         probs = _tempered(logits[ids], p.temperature)  # [K]
@@ -170,21 +167,8 @@ class Sampler:
         dense[ids] = probs
         return dense
 
-    def sample(
-        self, logits: np.ndarray, history: list[int], top: np.ndarray | None = None, allowed: np.ndarray | None = None
-    ) -> int:
-        return self._pick(*self.candidates(logits, history, top, allowed))
-
-    @property
-    def takes_top(self) -> int:
-        """The k of the top-k ids candidates() may be given (found for several rows at once), or 0:
-        none (greedy, no top-k, or a repetition penalty, which changes the logits first)."""
-        p = self.params
-        return (
-            p.top_k
-            if p.temperature != 0 and p.top_k > 0 and (p.repetition_penalty == 1.0 or p.repeat_last_n <= 0)
-            else 0
-        )
+    def sample(self, logits: np.ndarray, history: list[int], allowed: np.ndarray | None = None) -> int:
+        return self._pick(*self.candidates(logits, history, allowed))
 
     def choose(self, logits: np.ndarray, history: list[int], top_n: int, allowed: np.ndarray | None = None) -> Choice:
         """Sample like `sample`, and report the top candidates before and after the knobs (and,

@@ -1,10 +1,10 @@
 """What each compiled job takes, declared once. Imports nothing of tfcli.
 
-Every compiled job (source/jobs.py, attention_job.py, block_job.py, top_job.py) takes one int64
+Every compiled job (source/jobs.py, attention_job.py, block_job.py) takes one int64
 array `a`: addresses of arrays, sizes, float32 bits. Each class below names the fields of one kind
 of job's array, in order: a field's position is where it is declared (0, 1, 2...), never a number
 kept in step by hand. Both sides read a field by its name: the loader fills `a[Product.X]`
-(load/kernels.py, run/blocks.py, run/top.py), the job reads `a[Product.X]` (@fields makes each
+(load/kernels.py, run/blocks.py), the job reads `a[Product.X]` (@fields makes each
 class a named tuple of ints, which numba reads as constants: the machine code is that of a literal
 index).
 """
@@ -67,23 +67,6 @@ class PartColumn:
 
 
 X8 = 256  # added to a type id in a part's KIND: its rows interleaved 8 at a time (run/interleave.py)
-
-
-@fields
-class TopK:
-    """The top-k job (top_job.top_k): each row's candidates for sampling (sampling.top_k_ids)."""
-
-    ROWS: int  # the rows' addresses [B] int64 (float32 [V] each)
-    V: int
-    K: int  # each row's k [B] int64
-    OUT: int  # ids [B, CAP] int64
-    CAP: int
-    COUNT: int  # each row's count [B] int64
-    COLS_AT: int  # scratch [B, 3 x TOPK_COLUMNS] float32
-    VALS: int  # scratch [B, CAP] float32
-
-
-TOPK_COLUMNS = 1024  # the columns whose maxima bound a row's k-th largest value (k at most this)
 
 
 @fields

@@ -259,13 +259,6 @@ def _call(first: str | None, job: str, slots: list[int], chunks: int, threads: i
         raise RuntimeError(f"compiled kernel {job} failed (status {status})")
 
 
-def run_job(job: str, slots: list[int], chunks: int, threads: int) -> None:
-    """A job of the compiled sources (top_job.top_k, ...) with its slots, its chunks on `threads` threads."""
-    if not _k:
-        load()
-    _call(None, job, slots, chunks, threads)
-
-
 def addresses() -> dict[str, int]:
     """Where the jobs are ({name: address}, and "run": tfcli_run's), for a job that calls jobs (decode_blocks)."""
     if not _k:

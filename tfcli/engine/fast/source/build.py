@@ -34,12 +34,12 @@ def build(folder: Path) -> None:
     import numba
     from numba import types
 
-    from . import attention_job, block_job, jobs, pool, top_job
+    from . import attention_job, block_job, jobs, pool
     from ..load.compiled import marker
 
     binding, machine = _target_machine()
     # each module's helpers compiled in its own namespace, where its jobs find them
-    for module in (jobs, attention_job, block_job, top_job):
+    for module in (jobs, attention_job, block_job):
         vars(module).update(
             {
                 name: numba.njit(nogil=True, inline="always", error_model="numpy")(getattr(module, name))
@@ -53,7 +53,7 @@ def build(folder: Path) -> None:
     signature = types.void(types.CPointer(types.int64), types.int64)
     symbols, digests = {}, {}
     for module, name in [
-        (module, name) for module in (jobs, attention_job, block_job, top_job) for name in module.JOBS
+        (module, name) for module in (jobs, attention_job, block_job) for name in module.JOBS
     ]:
         # sums in vector lanes, multiply-adds fused
         fast = {"fastmath": {"reassoc", "contract"}} if name == "attention" else {}
