@@ -275,19 +275,21 @@ future = (w_open * ~causal).sum(axis=1)  # [T] weight each row would put on late
 for ch, share in zip(chars, future):
     print(f"{ch}: {share:.2f} of its weight on what comes after it")
 
-changed = model("今天天气很坏")  # [T, V]
-same_before = bool((changed[:-1] == logits[:-1]).all())
+# one route for both texts (run_with_cache records on another, whose last bits may differ)
+before, changed = model(text), model("今天天气很坏")  # [T, V] each
+same_before = bool((changed[:-1] == before[:-1]).all())
 print("outputs before the changed character identical:", same_before,
-      "; the last one moved:", not np.allclose(changed[-1], logits[-1]))
+      "; the last one moved:", not np.allclose(changed[-1], before[-1]))
 """, """
 w_open = softmax(scores)  # [T, T] 同一个头，去掉掩码
 future = (w_open * ~causal).sum(axis=1)  # [T] 每一行会分给后面字的权重
 for ch, share in zip(chars, future):
     print(f"{ch}：{share:.2f} 的权重落在它后面的字上")
 
-changed = model("今天天气很坏")  # [T, V]
-same_before = bool((changed[:-1] == logits[:-1]).all())
-print("被改的字之前的输出完全相同：", same_before, "；最后一个位置变了：", not np.allclose(changed[-1], logits[-1]))
+# 两段文字走同一条路（run_with_cache 记录时走另一条，末几位可能不同）
+before, changed = model(text), model("今天天气很坏")  # [T, V] 各一个
+same_before = bool((changed[:-1] == before[:-1]).all())
+print("被改的字之前的输出完全相同：", same_before, "；最后一个位置变了：", not np.allclose(changed[-1], before[-1]))
 """),
 md("""
 Without the mask, 今 would put 0.95 of head 0's weight on the characters after it: at training
