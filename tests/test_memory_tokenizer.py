@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from llama_cpp_vectors import llama_cpp_models  # noqa: F401 - a fixture
 
-from tfcli.engine.tokenizer import LEAN_FROM, _lean_bpe
+from tfcli.engine.tokenizer import LEAN_FROM, _large, _lean_bpe
 from tfcli.store.gguf import GGUFFile
 from tfcli.store.gguf.tokenizer import tokenizer_json
 
@@ -34,7 +34,7 @@ def test_the_parts_make_the_libraries_tokenizer(name, llama_cpp_models, tmp_path
     path = written(llama_cpp_models, name, tmp_path)
     text = path.read_bytes()
     assert len(text) >= LEAN_FROM, "too small to take the lean path: pick a larger vocabulary"
-    lean, whole = _lean_bpe(text), tokenizers.Tokenizer.from_buffer(text)
+    lean, whole = _lean_bpe(json.loads(text)), tokenizers.Tokenizer.from_buffer(text)
     assert lean is not None
     assert json.loads(lean.to_str()) == json.loads(whole.to_str())
     sample = "Hello world!  3 quick foxes, naïve café 東京 😀\n\n\tdone"
@@ -42,8 +42,8 @@ def test_the_parts_make_the_libraries_tokenizer(name, llama_cpp_models, tmp_path
 
 
 def test_not_a_plain_bpe_file_goes_to_the_library():
-    assert _lean_bpe(b"{" + b" " * LEAN_FROM + b"}") is None  # no model: the library names what is wrong
-    assert _lean_bpe(b"{}") is None  # small: the library's parse
+    assert _large(b"{" + b" " * LEAN_FROM + b"}") is None  # no model: the library names what is wrong
+    assert _large(b"{}") is None  # small: the library's parse
 
 
 HELD = r"""

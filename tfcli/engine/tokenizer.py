@@ -49,21 +49,18 @@ def _large(text: bytes):
     return revived(state)
 
 
-def _lean_bpe(text: bytes | dict):
-    """The tokenizer of a large BPE tokenizer.json built from its vocabulary and merges directly,
-    the other parts from their own JSON: the same tokenizer as the library's parse of the whole
-    file (tests/test_memory_tokenizer.py holds that), held in less memory. None when the file is
-    small, or is anything else than the plain BPE tokenizer.json tfcli writes and Hugging Face
-    ships: the library then parses it, and says what is wrong with a malformed one."""
+def _lean_bpe(spec: dict):
+    """The tokenizer of a large BPE tokenizer.json (`spec`, its parse, changed in place) built from its
+    vocabulary and merges directly, the other parts from their own JSON: the same tokenizer as the
+    library's parse of the whole file (tests/test_memory_tokenizer.py holds that), held in less
+    memory. None when it is anything else than the plain BPE tokenizer.json tfcli writes and Hugging
+    Face ships: the library then parses it, and says what is wrong with a malformed one."""
     import json
 
     import tokenizers
     from tokenizers import AddedToken, models
 
-    if isinstance(text, bytes) and len(text) < LEAN_FROM:
-        return None
     try:
-        spec = json.loads(text) if isinstance(text, bytes) else text  # (a parsed one: changed in place)
         model = spec["model"]
         shaped = (set(spec) <= {"version", "truncation", "padding", "added_tokens", *_PARTS, "model"}
                   and spec.get("truncation") is None and spec.get("padding") is None
