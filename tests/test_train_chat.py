@@ -131,8 +131,8 @@ def test_a_chat_run_cut_short_and_resumed_ends_on_the_same_adapter(cli, chat_mod
                                       {"role": "assistant", "content": f"It is {i + 1}."}]}) for i in range(20)]  # fmt: skip
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     args = ["--from", chat_model, "--lora", "2", "--seq-len", "48", "--batch-size", "2", "--eval-every", "2",
-            "--steps", "4", "--json", "--threads", "1"]  # fmt: skip  (one thread in every run: the default
-    # takes the cores idle at the time, and sums in another order would move the adapter's last bits)
+            "--steps", "4", "--json", "--threads", "1"]  # fmt: skip  (one thread: the default takes the
+    # cores idle at the time, and the resume below must take the run's own count, whatever is idle then)
     whole = cli("train", path, "-o", tmp_path / "whole", *args)
     assert whole.exit_code == 0, (whole.stderr, whole.exception)
     first = json.loads(whole.stdout)
@@ -143,10 +143,13 @@ def test_a_chat_run_cut_short_and_resumed_ends_on_the_same_adapter(cli, chat_mod
     r = cli("train", path, "-o", tmp_path / "cut", *args)
     assert r.exit_code == 130, r.stderr
     monkeypatch.setattr(Run, "train_step", real)
-    r = cli("train", path, "-o", tmp_path / "cut", "--resume", "--json", "--threads", "1")
+    r = cli("train", path, "-o", tmp_path / "cut", "--resume", "--json")  # no --threads: the run's own
     assert r.exit_code == 0, (r.stderr, r.exception)
+    assert "thread" not in r.stderr, r.stderr
+    assert json.loads((tmp_path / "cut" / "trainer_state.json").read_text())["threads"] == 1
     a, b = (load_file(str(tmp_path / d / "adapter_model.safetensors")) for d in ("whole", "cut"))
     assert set(a) == set(b) and all(np.array_equal(a[k], b[k]) for k in a)
+
 
 
 def test_chat_data_errors_are_one_line(cli, chat_model, tmp_path):

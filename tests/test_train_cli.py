@@ -89,6 +89,19 @@ def test_ctrl_c_saves_and_resume_continues_exactly(cli, text, tmp_path, monkeypa
     assert "# resumed after step 3:" in (tmp_path / "cut" / "README.md").read_text(encoding="utf-8")
 
 
+def test_a_resume_on_another_thread_count_says_it_is_not_exact(cli, text, tmp_path):
+    from tfcli.engine.threads import available_cpus
+
+    if available_cpus() < 2:
+        pytest.skip("one core: there is no other thread count to resume on")
+    args = ["--layers", "1", "--d-model", "16", "--heads", "2", "--context", "16", "--steps", "2", "--eval-every", "100"]
+    assert cli("train", text, "-o", tmp_path / "m", *args, "--threads", "1").exit_code == 0
+    r = cli("train", text, "-o", tmp_path / "m", "--resume", "--steps", "3", "--threads", "2")
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert "trained on 1 thread and resumes on 2" in r.stderr and "--threads 1 continues it exactly" in r.stderr
+    assert json.loads((tmp_path / "m" / "trainer_state.json").read_text())["threads"] == 2
+
+
 def test_bpe_tokenizer_and_png(cli, text, tmp_path):
     out, png = tmp_path / "m", tmp_path / "curve.png"
     r = cli("train", text, "-o", out, *TINY, "--tokenizer", "bpe:300", "--steps", "4", "--eval-every", "2", "--png", png)

@@ -204,6 +204,7 @@ def read_text(value: str, what: str, hint: str) -> str:
     return value
 
 
+THREAD_VARIABLES = ("TFCLI_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")  # as auto_threads reads them
 MAX_THREADS = 4096  # more than any machine's cores; BLAS takes a C int, and 10**20 is none
 
 
@@ -229,7 +230,7 @@ def apply_threads(threads: int | None) -> int:
     if n > cores:
         given = f"--threads {n:,}" if threads else next(
             (f"{var}={v if len(v) <= 24 else v[:21] + '...'}"
-             for var in ("TFCLI_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+             for var in THREAD_VARIABLES
              if (v := os.environ.get(var, "")).isascii() and v.isdigit() and v.strip("0")),
              f"{shown_number(n)} threads")  # fmt: skip
         warn(f"{given} is more than the {cores} core{'s' if cores != 1 else ''} this process may use: using {cores} "

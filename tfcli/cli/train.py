@@ -145,19 +145,44 @@ def train(
     """
     from tfcli.engine.train import folder, run as runs
 
-    options.apply_threads(threads)
+    n = options.apply_threads(threads)
     if resume:
         run = runs.resume(output, text_file, _positive(steps, "--steps"), _positive(eval_every, "--eval-every"))
+        n = _resume_threads(run.threads_before, threads, n)
     else:
         folder.check_output(output, force, resume)
         settings = _settings(locals())
         run = runs.start(settings, output, base_name=from_model or "")
+    run.threads = n
     command = "tfcli train ..."
     if sys.argv and "tfcli" in Path(sys.argv[0]).name:
         command = shlex.join(["tfcli", *sys.argv[1:]])
     _describe(run)
     _loop(run, command, as_json)
     _finish(run, png, as_json)
+
+
+def _resume_threads(before: int | None, flag: int | None, n: int) -> int:
+    """The threads a --resume runs on: the part it continues had `before` (None: not recorded). A
+    product's last bits depend on how many threads share it, so a resume on another count ends near an
+    unbroken run's weights, not on them: unless told otherwise, take the run's own count."""
+    import os
+
+    from tfcli.engine.threads import available_cpus
+
+    from .console import warn
+
+    if before is None or before == n:
+        return n
+    told = flag is not None or any((v := os.environ.get(var, "")).isascii() and v.isdigit() and v.strip("0")
+                                   for var in options.THREAD_VARIABLES)
+    cores = available_cpus()
+    if not told and before <= cores:
+        return options.apply_threads(before)
+    exactly = f"; --threads {before} continues it exactly" if before <= cores else ""
+    warn(f"the run was trained on {before} thread{'s' if before != 1 else ''} and resumes on {n}: its weights will "
+         f"differ from an unbroken run's in the last bits (float32 rounding){exactly}")
+    return n
 
 
 def _settings(flags: dict):

@@ -152,6 +152,9 @@ def check_state(state, path: Path) -> None:
         raise wrong("'commands' is not a list of [step, command] pairs")
     if not isinstance(state.get("text_sha256"), str):
         raise wrong("'text_sha256' is missing")
+    threads = state.get("threads", 1)  # absent from checkpoints written before it was kept
+    if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 1 << 16:
+        raise wrong(f"'threads' is {shown(threads, 60)}, not a thread count")
 
 
 def check_optimizer(arrays: Params, params: Params, optimizer: str, out: Path, step: int) -> None:

@@ -78,6 +78,10 @@ class Run:
         self.commands_before: list[tuple[int, str]] = []  # (step begun at, command) of the parts before this one
         self.started = time.perf_counter()
         self.saved_step: int | None = None  # the step of the last checkpoint written
+        # BLAS threads of this part of the run, and of the part a --resume continues (None: not recorded). A product's
+        # last bits depend on how many threads share it: a resume equals an unbroken run only on the same count.
+        self.threads: int | None = None
+        self.threads_before: int | None = None
         # --from: the source's own files that travel with it (sampling defaults, chat template)
         self.extra_files: dict[str, bytes] = {}
         self.cost = cost.estimate(config, s.batch_size, s.seq_len, s.optimizer, bool(s.lora))
@@ -254,6 +258,7 @@ class Run:
             "seconds": round(self.seconds, 3),
             "commands": [list(c) for c in self.commands(command)],
             "text_sha256": self.sha256,
+            **({"threads": self.threads} if self.threads else {}),
         }
 
 
@@ -373,5 +378,6 @@ def _continued(run: Run, state: dict, opt, text: str) -> Run:
     run.losses = list(state["losses"])
     run.evals = [tuple(e) for e in state["evals"]]
     run.seconds_before = float(state["seconds"])
+    run.threads_before = state.get("threads")
     run.load_data(text)
     return run
