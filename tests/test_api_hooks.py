@@ -214,3 +214,16 @@ def test_steer_by_hook_equals_tfcli_steer(model, cli, tmp_path):
         steered = model.generate("To be, or", max_new_tokens=12, temperature=0)
     assert steered == got["steered"]["text"]
     assert model.generate("To be, or", max_new_tokens=12, temperature=0) == got["plain"]["text"] != steered
+
+
+def test_a_plain_pass_a_recorded_one_and_a_hook_that_changes_nothing_give_the_same_bits(smollm2_folder):
+    """Every pass of the API stops at the sites, hooked or not: on a GGUF on the kernels the compiled
+    blocks (norms and RoPE rounded in compiled code, then 8-bit activations) moved model()'s logits by
+    up to 1.1 from run_with_cache's, which a clean-against-patched comparison would count as an effect."""
+    model = tfcli.load(smollm2_folder)
+    text = "今天天气很好, and the Eiffel Tower is in"
+    plain = model(text)
+    recorded, _ = model.run_with_cache(text, names=[("resid_post", 3)])
+    hooked = model.run_with_hooks(text, fwd_hooks=[(("resid_post", 3), lambda value, site: value.copy())])
+    np.testing.assert_array_equal(recorded, plain)
+    np.testing.assert_array_equal(hooked, plain)

@@ -318,7 +318,7 @@ def quality(model, f: Features, ids: np.ndarray, window: int, run: Plain = PLAIN
 
     ids_list = [int(i) for i in ids]
     w = min(window, model.config.n_ctx)
-    clean = score(model, ids_list, w, w, run=run).nats_per_token
+    clean = score(model, ids_list, w, w, hooks=Hooks(), run=run).nats_per_token  # the hooked passes' route
     with_sae = score(model, ids_list, w, w, hooks=Hooks().add(f.site, replaced, f.block), run=run).nats_per_token
     zero = score(model, ids_list, w, w, hooks=Hooks().add(f.site, zeroed, f.block), run=run).nats_per_token
     return {
@@ -341,7 +341,8 @@ def ablate_feature(model, f: Features, idx: int, ids: list[int], answer: int | N
     from tfcli.engine.score import log_softmax
 
     arr = np.asarray(ids)
-    clean = log_softmax(model.forward(arr, model.new_cache(len(arr)), run=run)[-1])  # [V]
+    # the clean pass through the sites too (an empty Hooks()): the ablated one's route, so only the feature differs
+    clean = log_softmax(model.forward(arr, model.new_cache(len(arr)), hooks=Hooks(), run=run)[-1])  # [V]
     gone = log_softmax(model.forward(arr, model.new_cache(len(arr)), hooks=ablate_hooks(f, idx), run=run)[-1])  # [V]
     answer = int(np.argmax(clean)) if answer is None else answer
     act = float(f.encode(site_rows(model, arr, f.block, f.site, run))[-1, idx])

