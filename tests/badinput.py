@@ -163,6 +163,43 @@ def run_tfcli(tmp_path: Path, *args, timeout: float = 60, env: dict[str, str] | 
     return subprocess.run(tfcli_command(*args), env=env or subprocess_env(tmp_path), cwd=ROOT, timeout=timeout, **kw)
 
 
+# `python -m tfcli` once per command line, one after another in one process: what a shell's runs of
+# tfcli in the same environment do, without starting Python, NumPy and the command line's modules
+# again for each (about a second each on a busy machine). stdout is put back between runs (the entry
+# point wraps it), and each run's output ends with a separator that no run writes.
+SEPARATOR = "\x1e"
+EACH = (
+    "import json, runpy, sys\n"
+    "stdout, codes = sys.stdout, []\n"
+    "for args in json.loads(sys.argv[1]):\n"
+    "    sys.argv = ['tfcli', *args]\n"
+    "    try:\n"
+    "        runpy.run_module('tfcli', run_name='__main__', alter_sys=True)\n"
+    "        codes.append(0)\n"
+    "    except SystemExit as e:\n"
+    "        codes.append(e.code if isinstance(e.code, int) else 0 if e.code is None else 1)\n"
+    "    sys.stdout.flush(), sys.stderr.flush()\n"
+    "    sys.stdout = stdout\n"
+    f"    print({SEPARATOR!r}, end='', flush=True), print({SEPARATOR!r}, end='', file=sys.stderr, flush=True)\n"
+    "print(json.dumps(codes))\n"
+)
+
+
+def run_tfcli_each(tmp_path: Path, commands: list[list], env: dict[str, str] | None = None, timeout: float = 60) -> list[subprocess.CompletedProcess]:
+    """Each of `commands` run as `tfcli ARGS` through the real entry point (tfcli/__main__.py), in
+    order, in ONE fresh process with env: for what a process's environment does to every command.
+    Returns one CompletedProcess per command (its exit code, stdout and stderr bytes)."""
+    import json
+
+    args = [[str(a) for a in c] for c in commands]
+    r = subprocess.run([sys.executable, "-c", EACH, json.dumps(args)], env=env or subprocess_env(tmp_path), cwd=ROOT,
+                       timeout=timeout * len(commands), capture_output=True)  # fmt: skip
+    outs, errs = r.stdout.split(SEPARATOR.encode()), r.stderr.split(SEPARATOR.encode())
+    assert r.returncode == 0 and len(outs) == len(errs) == len(commands) + 1, (r.returncode, r.stderr.decode(errors="replace")[-3000:])
+    codes = json.loads(outs[-1])
+    return [subprocess.CompletedProcess(c, code, out, err) for c, code, out, err in zip(commands, codes, outs, errs)]
+
+
 def assert_one_line(stderr: bytes, returncode: int, code: int, *needles: bytes) -> None:
     """A subprocess failed cleanly: its exit code, one `error:` line on stderr (after any warnings),
     no traceback, no raw control character."""
