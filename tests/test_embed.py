@@ -17,12 +17,38 @@ from tfcli.engine.fast import FAST
 KEYS = {TINY_GPT2: "transformer.wte.weight", TINY_LLAMA: "model.embed_tokens.weight"}
 
 
+def gguf_embedding(path: Path) -> np.ndarray:
+    """token_embd.weight of a GGUF file as gguf-py reads and dequantizes it: [V, D]. Kept in
+    pytest's cache under the file's SHA-256 and gguf-py's version: gguf-py's reader parses every
+    metadata field before the first tensor (SmolLM2's 49,152-token vocabulary: 11 s of 14), the same
+    work each run. Without pytest's cache, read each time."""
+    import hashlib
+    import os
+    from importlib.metadata import version
+
+    import gguf
+
+    from conftest import REFERENCES
+
+    saved = None
+    if REFERENCES:
+        with open(path, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()[:32]
+        saved = REFERENCES[0] / f"{digest}-gguf-{version('gguf')}-token_embd.npy"
+        if saved.exists():
+            return np.load(saved)
+    t = next(t for t in gguf.GGUFReader(path).tensors if t.name == "token_embd.weight")
+    e = np.asarray(gguf.quants.dequantize(np.asarray(t.data), t.tensor_type))  # [V, D], float32
+    if saved is not None:
+        partial = saved.with_name(f"{saved.name}.partial-{os.getpid()}.npy")
+        np.save(partial, e)
+        partial.rename(saved)  # whole or not at all
+    return e
+
+
 def brute_units(folder: Path, key: str) -> np.ndarray:
     if (folder / "model.gguf").exists():  # a pulled model runs its GGUF in place: gguf-py reads the embedding
-        import gguf
-
-        t = next(t for t in gguf.GGUFReader(folder / "model.gguf").tensors if t.name == "token_embd.weight")
-        e = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).astype(np.float64)  # [V, D]
+        e = gguf_embedding(folder / "model.gguf").astype(np.float64)  # [V, D]
     else:
         e = load_file(str(folder / "model.safetensors"))[key].astype(np.float64)  # [V, D]
     return e / np.linalg.norm(e, axis=1, keepdims=True)
