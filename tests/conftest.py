@@ -159,6 +159,30 @@ def pytest_configure(config) -> None:
         config.pluginmanager.register(FileSeconds(), "tfcli-file-seconds")
     if os.environ.get(COMPILE_LOCK):
         wait_for_the_suites_compile()
+    one_torch_thread()
+
+
+def one_torch_thread() -> None:
+    """torch (the test-only reference) on one thread in each test process, once it is imported. Its
+    own default, a thread per core, has two test processes on 2 cores run four OpenMP threads that
+    spin waiting for each other: a greedy continuation of a two-block model through transformers
+    took 16 s with both cores busy, 0.6 s on one thread (0.3 s either way on an idle machine). What
+    a reference computes is the same sums in another order: the tolerances already allow that."""
+    torch = sys.modules.get("torch")
+    if torch is not None and not ONE_TORCH_THREAD:
+        torch.set_num_threads(1)
+        ONE_TORCH_THREAD.append(True)
+
+
+ONE_TORCH_THREAD: list[bool] = []
+
+
+def pytest_collection_finish(session) -> None:  # test files that import torch have been imported
+    one_torch_thread()
+
+
+def pytest_runtest_setup(item) -> None:  # an earlier test imported torch in its body
+    one_torch_thread()
 
 
 COMPILE_LOCK = "TFCLI_TEST_COMPILE_LOCK"  # the lock file the suite's one compile holds while it runs
