@@ -449,21 +449,20 @@ def afresh(tok: CompactBPE) -> bytes:
     (Gemma 3: 8 MB)."""
     import pickle
 
-    return pickle.dumps(tok.__dict__, protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.dumps(tok, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def revived(state: bytes) -> CompactBPE:
     import pickle
 
-    tok = CompactBPE.__new__(CompactBPE)
-    tok.__dict__ = pickle.loads(state)
+    tok = pickle.loads(state)
     tok._made()  # while loading, not in the first prompt's time
     return tok
 
 
 def compact_bpe(spec: dict) -> CompactBPE | None:
     """The tokenizer of a parsed tokenizer.json in arrays, or None when it is not of the kind this
-    module reproduces exactly (the library then builds it)."""
+    module reproduces exactly (byte-level ones: compact_bytes; else the library builds it)."""
     try:
         if not takes(spec):
             return None

@@ -55,3 +55,39 @@ def takes(spec: dict) -> bool:
             continue
         return False
     return True
+
+
+def takes_bytes(spec: dict) -> bool:
+    """Whether compact_bytes reproduces the tokenizer of this parsed tokenizer.json exactly: a byte-level
+    BPE (a ByteLevel pre-tokenizer, alone or in a Sequence), its added tokens at their vocabulary ids,
+    no post-processor but a TemplateProcessing (the library's normalizer, pre-tokenizer and decoder run
+    as they are)."""
+    model = spec.get("model") or {}
+    if not (set(spec) <= {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
+                          "post_processor", "decoder", "model"}
+            and spec.get("truncation") is None and spec.get("padding") is None
+            and model.get("type") == "BPE" and isinstance(model.get("vocab"), dict)
+            and isinstance(model.get("merges"), list) and not model.get("byte_fallback")
+            and model.get("unk_token") is None and not model.get("fuse_unk")
+            and set(model) <= {"type", "vocab", "merges", "byte_fallback", "ignore_merges", "unk_token", "fuse_unk",
+                               *_BPE_DEFAULTS}
+            and all(model.get(k) == v for k, v in _BPE_DEFAULTS.items())):  # fmt: skip
+        return False
+    pre = spec.get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else [pre]
+    if not isinstance(steps, list) or not any(isinstance(s, dict) and s.get("type") == "ByteLevel" for s in steps):
+        return False
+    vocab = model["vocab"]
+    if "" in vocab or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in vocab.values()):
+        return False
+    for t in spec.get("added_tokens") or []:
+        if not isinstance(t, dict) or not t.get("content") or vocab.get(t["content"]) != t.get("id"):
+            return False
+    post = spec.get("post_processor")
+    if post is not None:
+        if post.get("type") != "TemplateProcessing":
+            return False
+        items = post["single"]
+        if sum("Sequence" in i for i in items) != 1 or not all("Sequence" in i or "SpecialToken" in i for i in items):
+            return False
+    return True
