@@ -16,7 +16,7 @@ from .memory import give_back
 # A tokenizer.json of at least COMPACT_FROM bytes is held in arrays where engine/compact_bpe.py or
 # compact_bytes.py reproduces it (Gemma 3's 16 MB, 262,144 tokens and 514,847 merges: the library's
 # parse holds 97 MB after it, built from the parts 72 MB, in arrays 14 MB; SmolLM2's 1.5 MB: 12 MB
-# in the library, MEASURED in arrays), else, from LEAN_FROM bytes, built from its parts (_lean_bpe); a
+# in the library, 8 in arrays), else, from LEAN_FROM bytes, built from its parts (_lean_bpe); a
 # small one the library parses (a test model's few hundred tokens: their arrays would save nothing).
 COMPACT_FROM = 1_000_000
 LEAN_FROM = 4_000_000
