@@ -6,16 +6,16 @@ SmolLM2's 49,152 tokens and 48,900 merges hold 12 MB, Qwen2's 151,936 and 151,38
 beside a 98 MB (or 1 GB) file. Here they are compact_bpe's arrays: one UTF-8 blob with offsets, the
 merges sorted by pair for a binary search.
 
-What the library still does, because it does it fast and exactly: the added tokens, the normalizer,
-the pre-tokenizer (its regex over Unicode classes, the bytes mapped to characters) and the decoder.
-They run as a Tokenizer of the file's own parts over a model that knows only the file's byte
-characters and added tokens, and no merge: its encoding gives each word's byte characters with
-their ids and offsets, and the words apart (word_ids). Each word is then merged here, lowest rank
-first and leftmost (compact_bpe's loop, after the library's models/bpe/word.rs), and a token's
-offsets are those of its first and last characters, as the library's. A byte character missing from
-the vocabulary (SmolLM2 lacks 21) is dropped by both, as a BPE without an unknown token does.
-Which files it takes: compact_kinds.takes_bytes; tests/test_tokenizer_compact.py holds the ids,
-offsets and text equal to the library's.
+What the library still does, because it does it fast and exactly: the pre-tokenizer (its regex over
+Unicode classes, the bytes mapped to characters: `pre_tokenize_str` gives each word's byte characters
+and its span of the text) and the decoder, both the file's own parts. Here: the added tokens, found
+in the raw text as the library finds them (compact_bpe's _split_added), and each word's merges,
+lowest rank first and leftmost (compact_bpe's loop, after the library's models/bpe/word.rs); a
+token's offsets are those of its first and last bytes' characters, as the library's. A byte whose
+character the vocabulary lacks (SmolLM2 lacks 21) is left out by both, as a BPE without an unknown
+token does. Which files it takes: compact_kinds.takes_bytes (no normalizer; the ByteLevel parts
+without a prefix space). tests/test_tokenizer_compact_bytes.py holds the ids, offsets and text
+equal to the library's.
 """
 
 from __future__ import annotations
@@ -27,30 +27,19 @@ import numpy as np
 from .compact_bpe import CACHE_WORDS, SMALL_WORD, CompactBPE, Encoding
 from .compact_kinds import takes_bytes
 
-_HELPER_PARTS = ("version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "decoder")
-
-
 class CompactByteBPE(CompactBPE):
-    """CompactBPE's vocabulary, merges and merge loop; encoding and decoding through a Tokenizer of the
-    file's own parts (the library's) over the byte characters alone."""
+    """CompactBPE's vocabulary, added tokens, merges and merge loop; the file's own pre-tokenizer and
+    decoder, run by the library."""
 
     def __init__(self, spec: dict):
-        from tokenizers.pre_tokenizers import ByteLevel
-
-        model = spec["model"]
-        # the arrays, the template and the added tokens; the parts the library runs are kept for the helper
+        # the arrays, the template and the added tokens; the parts the library runs are kept as the file has them
         super().__init__({k: v for k, v in spec.items() if k not in ("normalizer", "pre_tokenizer", "decoder")})
-        vocab = model["vocab"]
-        letters = {c: vocab[c] for c in ByteLevel.alphabet() if c in vocab}  # the byte characters it has
-        letters.update((t["content"], t["id"]) for t in spec.get("added_tokens") or [])
-        helper = {k: spec.get(k) for k in _HELPER_PARTS}
-        helper["post_processor"] = None  # the template is added after the merges (CompactBPE.encode's)
-        helper["model"] = {"type": "BPE", "vocab": letters, "merges": [], "dropout": None, "unk_token": None,
-                           "continuing_subword_prefix": None, "end_of_word_suffix": None, "fuse_unk": False,
-                           "byte_fallback": False, "ignore_merges": False}  # fmt: skip
-        self.helper_json = json.dumps(helper)
-        self._helper = None
-        self.whole_words = None  # ignore_merges: a word that is a token is that token (_whole)
+        empty = {"type": "BPE", "vocab": {}, "merges": []}
+        parts = {"pre_tokenizer": spec["pre_tokenizer"], "decoder": spec.get("decoder"), "model": empty}
+        self.helper_json = json.dumps({"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+                                       "normalizer": None, "post_processor": None, **parts})
+        self._helper = None  # a Tokenizer of those parts: its pre_tokenizer and decoder
+        self.whole_words = None  # ignore_merges: a word that is a token is that token (_Whole)
 
     def _made(self):
         got = super()._made()
@@ -69,24 +58,23 @@ class CompactByteBPE(CompactBPE):
     # ---- encoding
     def encode(self, text: str, add_special_tokens: bool = True) -> Encoding:
         self._made()
-        got = self._helper.encode(text, add_special_tokens=False)
-        letters, spans, words = got.ids, got.offsets, got.word_ids
+        split = self._helper.pre_tokenizer.pre_tokenize_str
         ids: list[int] = []
         offsets: list[tuple[int, int]] = []
-        i, n = 0, len(letters)
-        while i < n:
-            j = i + 1
-            if words[i] is not None:
-                while j < n and words[j] == words[i]:
-                    j += 1
-            if j - i == 1:
-                ids.append(letters[i])
-                offsets.append(spans[i])
-            else:
-                for token, a, b in self._word(tuple(letters[i:j])):
-                    ids.append(token)
-                    offsets.append((spans[i + a][0], spans[i + b - 1][1]))
-            i = j
+        for start, end, added_id in self._split_added(text):
+            if added_id is not None:
+                ids.append(added_id)
+                offsets.append((start, end))
+                continue
+            segment = text[start:end]
+            for word, (a, b) in split(segment):  # its byte characters, its characters in the segment
+                got = self._word(word)
+                if len(word) == b - a:  # ASCII: a byte is a character
+                    offsets.extend((start + a + f, start + a + e) for _, f, e in got)
+                else:
+                    at = [start + a + k for k, c in enumerate(segment[a:b]) for _ in range(len(c.encode("utf-8")))]
+                    offsets.extend((at[f], at[e - 1] + 1) for _, f, e in got)
+                ids.extend(i for i, _, _ in got)
         if add_special_tokens and self.template:
             at = self.template.index(None) if None in self.template else len(self.template)
             before, after = self.template[:at], self.template[at + 1 :]
@@ -94,26 +82,34 @@ class CompactByteBPE(CompactBPE):
             offsets = [(0, 0)] * len(before) + offsets + [(0, 0)] * len(after)
         return Encoding(ids, offsets)
 
-    def _word(self, letters: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
-        """(id, first, end) of each token of a word given as its byte characters' ids: first and end
-        count characters of the word. Kept for the words that come again (the library's cache)."""
-        got = self._cache.get(letters)
+    def _word(self, word: str) -> tuple[tuple[int, int, int], ...]:
+        """(id, first, end) of each token of a word given as its byte characters: first and end count
+        bytes of the word. A byte whose character the vocabulary lacks is left out (the library's BPE
+        without an unknown token), and its neighbours may merge. Kept for the words that come again."""
+        got = self._cache.get(word)
         if got is not None:
             return got
-        whole = self.whole_words.find(letters) if self.whole_words is not None else None
+        whole = self.whole_words.find(word) if self.whole_words is not None else None
         if whole is not None:
-            got = ((whole, 0, len(letters)),)
+            got = ((whole, 0, len(word)),)
         else:
-            sym = list(letters)
-            span = [[k, k + 1] for k in range(len(sym))]
+            chars = self._made()[0]
+            sym, span = [], []
+            for k, ch in enumerate(word):
+                i = chars.get(ch)
+                if i is not None:
+                    sym.append(i)
+                    span.append([k, k + 1])
+            if len(sym) < len(word):
+                span = _shifted(word, [k for k, ch in enumerate(word) if ch in chars])
             if len(sym) > SMALL_WORD:
                 self._merge_all(sym, span)
-            else:
+            elif len(sym) > 1:
                 self._merge_small(sym, span)
             got = tuple((i, a, b) for i, (a, b) in zip(sym, span) if i >= 0)
         if len(self._cache) >= CACHE_WORDS:
             self._cache.clear()
-        self._cache[letters] = got
+        self._cache[word] = got
         return got
 
     # ---- decoding
@@ -128,6 +124,20 @@ class CompactByteBPE(CompactBPE):
         return "".join(tokens) if decoder is None else decoder.decode(tokens)
 
 
+def _shifted(word: str, kept: list[int]) -> list[list[int]]:
+    """The spans the library gives the kept characters of a word some of whose characters it left out:
+    it places each kept symbol after the bytes (UTF-8, of the byte characters) of the kept ones before
+    it, so a left-out character's room goes to what follows; a span is [first, last + 1] of the word's
+    characters those bytes fall in (models/bpe/model.rs merge_word, Word::get_offsets)."""
+    sizes = [len(ch.encode("utf-8")) for ch in word]
+    owner = [k for k, n in enumerate(sizes) for _ in range(n)]  # the character of each byte of the word
+    spans, at = [], 0
+    for k in kept:
+        spans.append([owner[at], owner[at + sizes[k] - 1] + 1])
+        at += sizes[k]
+    return spans
+
+
 class _Whole:
     """The ids of the pieces that are whole words, found by the pieces' byte strings: a sorted array of
     each piece's 64-bit hash (Python's, made in this process) beside its id, checked against the blob."""
@@ -139,11 +149,10 @@ class _Whole:
         hashes = np.array([hash(blob[a:b]) for a, b in zip(starts.tolist(), tok.ends.tolist())], dtype=np.int64)
         order = np.argsort(hashes, kind="stable")
         self.hashes, self.ids = hashes[order], order.astype(np.int32)  # [V] each
-        self.letters = {i: tok.id_to_token(i).encode("utf-8") for i in tok.char_ids.tolist()}
 
-    def find(self, letters: tuple[int, ...]) -> int | None:
-        """The id of the piece spelled by these single-character pieces, or None."""
-        piece = b"".join(self.letters[i] for i in letters)
+    def find(self, word: str) -> int | None:
+        """The id of the piece that is this whole word, or None."""
+        piece = word.encode("utf-8")
         h = hash(piece)
         at = int(np.searchsorted(self.hashes, h))
         tok = self.tok

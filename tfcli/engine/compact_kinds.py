@@ -59,13 +59,13 @@ def takes(spec: dict) -> bool:
 
 def takes_bytes(spec: dict) -> bool:
     """Whether compact_bytes reproduces the tokenizer of this parsed tokenizer.json exactly: a byte-level
-    BPE (a ByteLevel pre-tokenizer, alone or in a Sequence), its added tokens at their vocabulary ids,
-    no post-processor but a TemplateProcessing (the library's normalizer, pre-tokenizer and decoder run
-    as they are)."""
+    BPE (a ByteLevel pre-tokenizer without a prefix space, alone or in a Sequence), no normalizer, its
+    added tokens matched on the raw text at their vocabulary ids, no post-processor but a
+    TemplateProcessing (the pre-tokenizer and the decoder run as the library runs them)."""
     model = spec.get("model") or {}
     if not (set(spec) <= {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
                           "post_processor", "decoder", "model"}
-            and spec.get("truncation") is None and spec.get("padding") is None
+            and spec.get("truncation") is None and spec.get("padding") is None and spec.get("normalizer") is None
             and model.get("type") == "BPE" and isinstance(model.get("vocab"), dict)
             and isinstance(model.get("merges"), list) and not model.get("byte_fallback")
             and model.get("unk_token") is None and not model.get("fuse_unk")
@@ -75,13 +75,19 @@ def takes_bytes(spec: dict) -> bool:
         return False
     pre = spec.get("pre_tokenizer") or {}
     steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else [pre]
-    if not isinstance(steps, list) or not any(isinstance(s, dict) and s.get("type") == "ByteLevel" for s in steps):
+    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+        return False
+    byte_level = [s for s in steps if s.get("type") == "ByteLevel"]
+    if not byte_level or any(s.get("add_prefix_space") for s in byte_level):
         return False
     vocab = model["vocab"]
     if "" in vocab or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in vocab.values()):
         return False
     for t in spec.get("added_tokens") or []:
-        if not isinstance(t, dict) or not t.get("content") or vocab.get(t["content"]) != t.get("id"):
+        stripped = any(t.get(k) for k in ("lstrip", "rstrip", "single_word")) if isinstance(t, dict) else True
+        if stripped or not t.get("content"):
+            return False
+        if vocab.get(t["content"]) != t.get("id"):
             return False
     post = spec.get("post_processor")
     if post is not None:
