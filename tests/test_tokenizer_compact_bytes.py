@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from llama_cpp_vectors import llama_cpp_models, vocab_cases  # noqa: F401 - a fixture
 
+from test_tokenizer_compact import same, same_pieces, vocab_specs  # noqa: F401 - vocab_specs: a fixture
 from tfcli.engine.compact_bytes import CompactByteBPE, compact_bytes
 from tfcli.store.gguf import GGUFFile
 from tfcli.store.gguf.tokenizer import tokenizer_json
@@ -31,30 +32,6 @@ def texts(extra: list[str]) -> list[str]:
     return extra + [MIXED] + ["".join(rng.choice(pool) for _ in range(rng.randrange(1, 60))) for _ in range(150)]
 
 
-def same(ours, lib, cases: list[str]) -> None:
-    for text in cases:
-        for special in (False, True):
-            want = lib.encode(text, add_special_tokens=special)
-            got = ours.encode(text, add_special_tokens=special)
-            assert got.ids == want.ids, (text, special)
-            assert got.offsets == want.offsets, (text, special)
-        for skip in (False, True):
-            assert ours.decode(want.ids, skip_special_tokens=skip) == lib.decode(want.ids, skip_special_tokens=skip), text
-
-
-@pytest.fixture(scope="module")
-def specs(llama_cpp_models):  # noqa: F811
-    made = {}
-
-    def get(name: str) -> dict:
-        if name not in made:
-            with GGUFFile(llama_cpp_models / f"ggml-vocab-{name}.gguf") as g:
-                made[name] = tokenizer_json(g)
-        return made[name]
-
-    return get
-
-
 def pair(spec: dict):
     import tokenizers
 
@@ -64,28 +41,20 @@ def pair(spec: dict):
 
 
 @pytest.mark.parametrize("name", BYTES)
-def test_ids_offsets_and_text_equal_the_library(name, specs, llama_cpp_models):  # noqa: F811
-    ours, lib = pair(specs(name))
+def test_ids_offsets_and_text_equal_the_library(name, vocab_specs, llama_cpp_models):  # noqa: F811
+    ours, lib = pair(vocab_specs(name))
     same(ours, lib, texts([t for t, _ in vocab_cases(llama_cpp_models, name)]))
 
 
-def test_pieces_and_ids_equal_the_library(specs):
-    ours, lib = pair(specs("llama-bpe"))
-    assert ours.vocab_size == max(lib.get_vocab(with_added_tokens=True).values()) + 1
-    for i in [*range(0, 300), *range(ours.vocab_size - 300, ours.vocab_size + 2), -1]:
-        piece = lib.id_to_token(i) if i >= 0 else None
-        assert ours.id_to_token(i) == piece, i
-        if piece is not None:
-            assert ours.token_to_id(piece) == lib.token_to_id(piece), piece
-    want = {i: t.special for i, t in lib.get_added_tokens_decoder().items()}
-    assert {i: t.special for i, t in ours.get_added_tokens_decoder().items()} == want
+def test_pieces_and_ids_equal_the_library(vocab_specs):
+    same_pieces(*pair(vocab_specs("llama-bpe")))
 
 
-def test_a_changed_merge_order_is_seen(specs, llama_cpp_models):  # noqa: F811
+def test_a_changed_merge_order_is_seen(vocab_specs, llama_cpp_models):  # noqa: F811
     """The comparison above fails when the merges go wrong: the first merge ("Ġ t") made the last."""
     import tokenizers
 
-    spec = json.loads(json.dumps(specs("gpt-2")))
+    spec = json.loads(json.dumps(vocab_specs("gpt-2")))
     lib = tokenizers.Tokenizer.from_str(json.dumps(spec))
     merges = spec["model"]["merges"]
     merges.append(merges.pop(0))
@@ -93,14 +62,14 @@ def test_a_changed_merge_order_is_seen(specs, llama_cpp_models):  # noqa: F811
         same(compact_bytes(spec), lib, texts([t for t, _ in vocab_cases(llama_cpp_models, "gpt-2")]))
 
 
-def test_other_kinds_go_elsewhere(specs):
-    spec = json.loads(json.dumps(specs("gpt-2")))
+def test_other_kinds_go_elsewhere(vocab_specs):
+    spec = json.loads(json.dumps(vocab_specs("gpt-2")))
     spec["model"]["dropout"] = 0.1
     assert compact_bytes(spec) is None
-    spec = json.loads(json.dumps(specs("gpt-2")))
+    spec = json.loads(json.dumps(vocab_specs("gpt-2")))
     spec["pre_tokenizer"] = None  # not byte-level
     assert compact_bytes(spec) is None
-    spec = json.loads(json.dumps(specs("gpt-2")))
+    spec = json.loads(json.dumps(vocab_specs("gpt-2")))
     spec["added_tokens"][0]["id"] += 1  # an added token away from its vocabulary id
     assert compact_bytes(spec) is None
     assert compact_bytes({"model": "not a model"}) is None
@@ -139,11 +108,11 @@ print(type(tok._tok).__name__, rss() - before)
 
 
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads /proc/self/statm (Linux)")
-def test_qwen2_in_arrays_holds_far_less(specs, tmp_path):
+def test_qwen2_in_arrays_holds_far_less(vocab_specs, tmp_path):
     """Resident memory after the tokenizer is made, in fresh processes: Qwen2's 151,936 tokens held 9 MB
     in arrays where the library's tokenizer held 38 MB (measured)."""
     path = tmp_path / "tokenizer.json"
-    path.write_text(json.dumps(specs("qwen2"), ensure_ascii=False), encoding="utf-8")
+    path.write_text(json.dumps(vocab_specs("qwen2"), ensure_ascii=False), encoding="utf-8")
     held = {}
     for way in ("arrays", "library"):
         out = subprocess.run([sys.executable, "-c", HELD, str(path), way], capture_output=True, text=True, check=True)

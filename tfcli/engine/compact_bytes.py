@@ -24,7 +24,7 @@ import json
 
 import numpy as np
 
-from .compact_bpe import CACHE_WORDS, SMALL_WORD, CompactBPE, Encoding
+from .compact_bpe import CACHE_WORDS, SMALL_WORD, CompactBPE
 from .compact_kinds import takes_bytes
 
 class CompactByteBPE(CompactBPE):
@@ -56,31 +56,19 @@ class CompactByteBPE(CompactBPE):
         return {**self.__dict__, "_helper": None, "_lookups": None, "whole_words": None}
 
     # ---- encoding
-    def encode(self, text: str, add_special_tokens: bool = True) -> Encoding:
+    def _segment(self, text: str, start: int, end: int, ids: list, offsets: list) -> None:
+        """The tokens of text[start:end], a span between added tokens: its words as the file's
+        pre-tokenizer cuts them (their byte characters, their spans), each merged."""
         self._made()
-        split = self._helper.pre_tokenizer.pre_tokenize_str
-        ids: list[int] = []
-        offsets: list[tuple[int, int]] = []
-        for start, end, added_id in self._split_added(text):
-            if added_id is not None:
-                ids.append(added_id)
-                offsets.append((start, end))
-                continue
-            segment = text[start:end]
-            for word, (a, b) in split(segment):  # its byte characters, its characters in the segment
-                got = self._word(word)
-                if len(word) == b - a:  # ASCII: a byte is a character
-                    offsets.extend((start + a + f, start + a + e) for _, f, e in got)
-                else:
-                    at = [start + a + k for k, c in enumerate(segment[a:b]) for _ in range(len(c.encode("utf-8")))]
-                    offsets.extend((at[f], at[e - 1] + 1) for _, f, e in got)
-                ids.extend(i for i, _, _ in got)
-        if add_special_tokens and self.template:
-            at = self.template.index(None) if None in self.template else len(self.template)
-            before, after = self.template[:at], self.template[at + 1 :]
-            ids = before + ids + after
-            offsets = [(0, 0)] * len(before) + offsets + [(0, 0)] * len(after)
-        return Encoding(ids, offsets)
+        segment = text[start:end]
+        for word, (a, b) in self._helper.pre_tokenizer.pre_tokenize_str(segment):
+            got = self._word(word)
+            if len(word) == b - a:  # ASCII: a byte is a character
+                offsets.extend((start + a + f, start + a + e) for _, f, e in got)
+            else:
+                at = [start + a + k for k, c in enumerate(segment[a:b]) for _ in range(len(c.encode("utf-8")))]
+                offsets.extend((at[f], at[e - 1] + 1) for _, f, e in got)
+            ids.extend(i for i, _, _ in got)
 
     def _word(self, word: str) -> tuple[tuple[int, int, int], ...]:
         """(id, first, end) of each token of a word given as its byte characters: first and end count
@@ -114,11 +102,7 @@ class CompactByteBPE(CompactBPE):
 
     # ---- decoding
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
-        tokens = []
-        for i in ids:
-            piece = self.id_to_token(int(i))
-            if piece is not None and not (skip_special_tokens and int(i) in self.special):
-                tokens.append(piece)
+        tokens = self._pieces_of(ids, skip_special_tokens)
         self._made()
         decoder = self._helper.decoder
         return "".join(tokens) if decoder is None else decoder.decode(tokens)
