@@ -27,6 +27,7 @@ import numpy as np
 from .compact_bpe import CACHE_WORDS, SMALL_WORD, CompactBPE
 from .compact_kinds import takes_bytes
 
+
 class CompactByteBPE(CompactBPE):
     """CompactBPE's vocabulary, added tokens, merges and merge loop; the file's own pre-tokenizer and
     decoder, run by the library."""
