@@ -52,7 +52,7 @@ import tfcli.engine.tokenizer as t
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * 4096
 if sys.argv[2] == "whole":
-    t.LEAN_FROM = float("inf")
+    t.COMPACT_FROM = t.LEAN_FROM = float("inf")
 before = rss()
 tok = t.Tokenizer(sys.argv[1])
 print(rss() - before)

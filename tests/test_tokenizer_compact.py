@@ -49,7 +49,7 @@ def same(ours: CompactBPE, lib, cases: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def spm_specs(llama_cpp_models):  # noqa: F811
+def vocab_specs(llama_cpp_models):  # noqa: F811
     made = {}
 
     def get(name: str) -> dict:
@@ -62,12 +62,12 @@ def spm_specs(llama_cpp_models):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def pairs(spm_specs):
+def pairs(vocab_specs):
     made = {}
 
     def get(name: str):
         if name not in made:
-            made[name] = pair(spm_specs(name))
+            made[name] = pair(vocab_specs(name))
         return made[name]
 
     return get
@@ -81,7 +81,11 @@ def test_ids_offsets_and_text_equal_the_library(name, pairs, llama_cpp_models): 
 
 @pytest.mark.parametrize("name", SPM)
 def test_pieces_and_ids_equal_the_library(name, pairs):
-    ours, lib = pairs(name)
+    same_pieces(*pairs(name))
+
+
+def same_pieces(ours, lib) -> None:
+    """The vocabulary's size, the pieces of the first and last ids, their ids, the added tokens."""
     assert ours.vocab_size == max(lib.get_vocab(with_added_tokens=True).values()) + 1
     for i in [*range(0, 300), *range(ours.vocab_size - 300, ours.vocab_size + 2), -1]:
         piece = lib.id_to_token(i) if i >= 0 else None
@@ -93,13 +97,13 @@ def test_pieces_and_ids_equal_the_library(name, pairs):
     assert {i: t.special for i, t in ours.get_added_tokens_decoder().items()} == want
 
 
-def test_other_kinds_go_to_the_library(spm_specs, llama_cpp_models):  # noqa: F811
+def test_other_kinds_go_to_the_library(vocab_specs, llama_cpp_models):  # noqa: F811
     with GGUFFile(llama_cpp_models / "ggml-vocab-qwen2.gguf") as g:
         assert compact_bpe(tokenizer_json(g)) is None  # byte-level BPE: its pre-tokenizer's regex
-    spec = json.loads(json.dumps(spm_specs("llama-spm")))
+    spec = json.loads(json.dumps(vocab_specs("llama-spm")))
     spec["model"]["dropout"] = 0.1
     assert compact_bpe(spec) is None
-    spec = json.loads(json.dumps(spm_specs("llama-spm")))
+    spec = json.loads(json.dumps(vocab_specs("llama-spm")))
     spec["added_tokens"][0]["lstrip"] = True
     assert compact_bpe(spec) is None
     assert compact_bpe({"model": "not a model"}) is None

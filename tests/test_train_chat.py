@@ -145,7 +145,7 @@ def test_a_chat_run_cut_short_and_resumed_ends_on_the_same_adapter(cli, chat_mod
     monkeypatch.setattr(Run, "train_step", real)
     r = cli("train", path, "-o", tmp_path / "cut", "--resume", "--json")  # no --threads: the run's own
     assert r.exit_code == 0, (r.stderr, r.exception)
-    assert "thread" not in r.stderr, r.stderr
+    assert "resumes on" not in r.stderr, r.stderr  # (a busy machine may add that the run's 1 thread is kept)
     assert json.loads((tmp_path / "cut" / "trainer_state.json").read_text())["threads"] == 1
     a, b = (load_file(str(tmp_path / d / "adapter_model.safetensors")) for d in ("whole", "cut"))
     assert set(a) == set(b) and all(np.array_equal(a[k], b[k]) for k in a)

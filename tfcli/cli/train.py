@@ -168,7 +168,7 @@ def _resume_threads(before: int | None, flag: int | None, n: int) -> int:
     unbroken run's weights, not on them: unless told otherwise, take the run's own count."""
     import os
 
-    from tfcli.engine.threads import available_cpus
+    from tfcli.engine.threads import available_cpus, busy_cpus, set_blas_threads
 
     from .console import warn
 
@@ -178,7 +178,11 @@ def _resume_threads(before: int | None, flag: int | None, n: int) -> int:
                                    for var in options.THREAD_VARIABLES)
     cores = available_cpus()
     if not told and before <= cores:
-        return options.apply_threads(before)
+        set_blas_threads(before)
+        if (busy := busy_cpus()) and before > cores - busy:  # one line: threads on busy cores stall each other
+            warn(f"resuming on the run's {before} threads, as it was trained, to end on the same weights; with {busy} "
+                 f"of {cores} cores busy, --threads {max(1, cores - busy)} is faster but not exact")
+        return before
     exactly = f"; --threads {before} continues it exactly" if before <= cores else ""
     warn(f"the run was trained on {before} thread{'s' if before != 1 else ''} and resumes on {n}: its weights will "
          f"differ from an unbroken run's in the last bits (float32 rounding){exactly}")

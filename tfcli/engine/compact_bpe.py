@@ -176,14 +176,18 @@ class CompactBPE:
                 ids.append(added_id)
                 offsets.append((start, end))
                 continue
-            for a, b, word in self._words(text[start:end]):
-                self._tokenize(word, start + a, start, ids, offsets)
+            self._segment(text, start, end, ids, offsets)
         if add_special_tokens and self.template:
             at = self.template.index(None) if None in self.template else len(self.template)
             before, after = self.template[:at], self.template[at + 1 :]
             ids = before + ids + after
             offsets = [(0, 0)] * len(before) + offsets + [(0, 0)] * len(after)
         return Encoding(ids, offsets)
+
+    def _segment(self, text: str, start: int, end: int, ids: list, offsets: list) -> None:
+        """The tokens of text[start:end], a span between added tokens, appended to ids and offsets."""
+        for a, b, word in self._words(text[start:end]):
+            self._tokenize(word, start + a, start, ids, offsets)
 
     def _split_added(self, text: str):
         """(start, end, id or None) spans of text: the added tokens, leftmost-longest (the library's
@@ -365,12 +369,17 @@ class CompactBPE:
         return np.where(hit, self.ranks[at], -1), self.new[at]
 
     # ---- decoding
-    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+    def _pieces_of(self, ids: list[int], skip_special_tokens: bool) -> list[str]:
+        """The pieces of ids, an unknown id's left out, a special token's too when asked."""
         tokens = []
         for i in ids:
             piece = self.id_to_token(int(i))
             if piece is not None and not (skip_special_tokens and int(i) in self.special):
                 tokens.append(piece)
+        return tokens
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        tokens = self._pieces_of(ids, skip_special_tokens)
         for d in self.decoders:
             kind = d["type"]
             if kind == "Replace":
@@ -449,21 +458,20 @@ def afresh(tok: CompactBPE) -> bytes:
     (Gemma 3: 8 MB)."""
     import pickle
 
-    return pickle.dumps(tok.__dict__, protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.dumps(tok, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def revived(state: bytes) -> CompactBPE:
     import pickle
 
-    tok = CompactBPE.__new__(CompactBPE)
-    tok.__dict__ = pickle.loads(state)
+    tok = pickle.loads(state)
     tok._made()  # while loading, not in the first prompt's time
     return tok
 
 
 def compact_bpe(spec: dict) -> CompactBPE | None:
     """The tokenizer of a parsed tokenizer.json in arrays, or None when it is not of the kind this
-    module reproduces exactly (the library then builds it)."""
+    module reproduces exactly (byte-level ones: compact_bytes; else the library builds it)."""
     try:
         if not takes(spec):
             return None

@@ -13,10 +13,12 @@ from .memory import give_back
 
 
 
-# A tokenizer.json of at least this many bytes is held in arrays where engine/compact_bpe.py
-# reproduces it (Gemma 3's 16 MB, 262,144 tokens and 514,847 merges: the library's parse holds
-# 97 MB after it, built from the parts 72 MB, in arrays 14 MB), else built from its parts
-# (_lean_bpe); a small one the library parses for less (SmolLM2's 1.5 MB: 12 MB, 14 MB from the parts).
+# A tokenizer.json of at least COMPACT_FROM bytes is held in arrays where engine/compact_bpe.py or
+# compact_bytes.py reproduces it (Gemma 3's 16 MB, 262,144 tokens and 514,847 merges: the library's
+# parse holds 97 MB after it, built from the parts 72 MB, in arrays 14 MB; SmolLM2's 1.5 MB: 12 MB
+# in the library, 8 in arrays), else, from LEAN_FROM bytes, built from its parts (_lean_bpe); a
+# small one the library parses (a test model's few hundred tokens: their arrays would save nothing).
+COMPACT_FROM = 1_000_000
 LEAN_FROM = 4_000_000
 _BPE_OPTIONS = ("dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
                 "byte_fallback", "ignore_merges")
@@ -30,9 +32,10 @@ def _large(text: bytes):
     None when the file is small or neither takes it: the library then parses it."""
     import json
 
-    if len(text) < LEAN_FROM:
+    if len(text) < COMPACT_FROM:
         return None
     from .compact_bpe import afresh, compact_bpe, revived  # imported here: only a large file's load pays for it
+    from .compact_bytes import compact_bytes
 
     try:
         spec = json.loads(text)
@@ -40,9 +43,9 @@ def _large(text: bytes):
         return None
     if not isinstance(spec, dict):
         return None
-    tok = compact_bpe(spec)
+    tok = compact_bpe(spec) or compact_bytes(spec)
     if tok is None:
-        return _lean_bpe(spec)
+        return _lean_bpe(spec) if len(text) >= LEAN_FROM else None
     state = afresh(tok)
     del tok, spec
     give_back()
