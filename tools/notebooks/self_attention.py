@@ -275,7 +275,7 @@ future = (w_open * ~causal).sum(axis=1)  # [T] weight each row would put on late
 for ch, share in zip(chars, future):
     print(f"{ch}: {share:.2f} of its weight on what comes after it")
 
-# one route for both texts (run_with_cache records on another, whose last bits may differ)
+# the whole model on both texts: a character's output depends only on it and the ones before
 before, changed = model(text), model("今天天气很坏")  # [T, V] each
 same_before = bool((changed[:-1] == before[:-1]).all())
 print("outputs before the changed character identical:", same_before,
@@ -286,7 +286,7 @@ future = (w_open * ~causal).sum(axis=1)  # [T] 每一行会分给后面字的权
 for ch, share in zip(chars, future):
     print(f"{ch}：{share:.2f} 的权重落在它后面的字上")
 
-# 两段文字走同一条路（run_with_cache 记录时走另一条，末几位可能不同）
+# 整个模型跑两段文字：每个字的输出只取决于它自己和它前面的字
 before, changed = model(text), model("今天天气很坏")  # [T, V] 各一个
 same_before = bool((changed[:-1] == before[:-1]).all())
 print("被改的字之前的输出完全相同：", same_before, "；最后一个位置变了：", not np.allclose(changed[-1], before[-1]))
