@@ -108,23 +108,10 @@ def _blas_controller():
     return ThreadpoolController()
 
 
-@contextmanager
-def helper_thread(workers: int, kept: Executor | None = None) -> Iterator[Executor]:
-    """Where the second half of a few-row pass's MLP or of each_row's blocks runs (fast/run/dense_ops.py): a
-    thread of its own with 2 workers or more, else this thread, right after the first half.
-    `kept`: a helper that outlives the call (a Session's, new_helper()), used instead of starting
-    a thread for it: a thread started for each step cost 1.3 ms of a 37 ms batch step."""
-    if workers < 2:
-        yield ON_THIS_THREAD
-    elif kept is not None:
-        yield kept
-    else:
-        with new_helper() as pool:
-            yield pool
-
-
 def new_helper() -> ThreadPoolExecutor:
-    """The one helper thread of helper_thread() (started on its first task)."""
+    """A helper thread for the second half of a few-row pass's MLP or of each_row's blocks
+    (fast/run/dense_ops.py), started on its first task: a Session keeps one, since a thread started
+    for each step cost 1.3 ms of a 37 ms batch step."""
     return ThreadPoolExecutor(1, thread_name_prefix="tfcli-half")
 
 
