@@ -142,10 +142,11 @@ def test_a_pass_runs_the_textbook_unless_its_caller_picks_the_fast_executor(monk
         assert not seen, "the fast executor ran the textbook's products"
 
 
-def test_the_numerics_of_a_pass_are_the_executors():
+def test_the_numerics_of_a_pass_are_the_executors(monkeypatch):
     """An experiment asks the executor how a pass of R rows computes (analysis/experiments/common.py):
     the textbook in float32 whatever R; the fast one, on a quantized model on the kernels, with 8-bit
-    activations up to kernel_products.KERNEL_ROWS rows and float32 beyond; a small float32 model in float32."""
+    activations up to kernel_products.KERNEL_ROWS rows and float32 beyond (Q8_0 on AVX2 without VNNI), or
+    8-bit at any length (with VNNI); a small float32 model in float32."""
     from tfcli.engine.quantized import quantize_weights
 
     small = load(TINY_LLAMA).model
@@ -155,4 +156,7 @@ def test_the_numerics_of_a_pass_are_the_executors():
     if fast_executor.kernel_products.running() is None:
         pytest.skip("compiled kernels unavailable")
     few = fast_executor.kernel_products.KERNEL_ROWS
+    monkeypatch.setattr(fast_executor.kernel_products, "ALL_ROWS", fast_executor.kernel_products.AVX2_ROWS)
     assert [Fast().numerics(small, r) for r in (1, few, few + 1)] == ["8-bit activations", "8-bit activations", "float32"]
+    monkeypatch.setattr(fast_executor.kernel_products, "ALL_ROWS", fast_executor.kernel_products.VNNI_ROWS)
+    assert {Fast().numerics(small, r) for r in (1, few + 1, 512)} == {"8-bit activations"}

@@ -131,16 +131,21 @@ def test_patched_residual_equals_transformers(pair):
             assert abs(got.grid[i, p] - want) < TOL, (i, p, got.grid[i, p], want)
 
 
-def test_patching_a_quantized_model_compares_like_with_like():
-    """On a quantized model the kernels' 8-bit activations run passes of up to 48 rows, float32 ones
-    longer passes: the variants run as the recorded passes did (rows_per_pass, the executor forward
-    takes), so a patch that changes nothing (position 0, the same token in both texts, and the last
-    index everywhere but the last position) moves the logit difference by exactly 0."""
+def test_patching_a_quantized_model_compares_like_with_like(monkeypatch):
+    """On a quantized model whose type's kernels run only a few rows (Q8_0 on AVX2 without VNNI) the
+    kernels' 8-bit activations run passes of up to 48 rows, float32 ones longer passes: the variants
+    run as the recorded passes did (rows_per_pass, the executor forward takes), so a patch that
+    changes nothing (position 0, the same token in both texts, and the last index everywhere but the
+    last position) moves the logit difference by exactly 0. With VNNI every length is on the kernels."""
+    from tfcli.engine.fast.run import kernel_products
     from tfcli.engine.quantized import quantize_weights
 
     lm = load(TINY_LLAMA)
     quantize_weights(lm.model, "q8_0")
     clean, corrupt = _texts(lm)
+    monkeypatch.setattr(kernel_products, "ALL_ROWS", kernel_products.VNNI_ROWS)
+    assert rows_per_pass(lm.model, FAST) == ROWS
+    monkeypatch.setattr(kernel_products, "ALL_ROWS", kernel_products.AVX2_ROWS)
     assert rows_per_pass(lm.model, FAST) == 48 and rows_per_pass(lm.model) == ROWS  # the textbook's numerics do not change with rows
     got = patching.patch(lm.model, clean, corrupt, "resid", run=FAST)
     assert (got.grid[:, 0] == 0).all() and (got.grid[:, 1] == 0).all()  # before the changed token: the same streams

@@ -67,12 +67,11 @@ def _quantized(t: int, n: int, k: int, rng) -> Quantized:
     return Quantized((Part(t, random_rows(t, n, k, rng)),), k).T
 
 
-@pytest.mark.parametrize("t", [GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q4_K, GGMLType.Q6_K], ids=name)
-def test_a_long_prompt_product_is_the_kernels_one_row_at_a_time(kernels, t):
+@pytest.mark.parametrize("t", [GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q6_K], ids=name)
+def test_a_long_prompt_product_is_the_kernels_one_row_at_a_time(kernels, t, monkeypatch):
     from tfcli.engine.fast.run import kernel_products
 
-    if t not in kernel_products.ALL_ROWS:
-        pytest.skip("long prompts run on the integer kernels where they were measured faster: AVX2 without VNNI")
+    monkeypatch.setattr(kernel_products, "ALL_ROWS", kernel_products.VNNI_ROWS)  # as on a CPU with VNNI
     rng = np.random.default_rng(990 + t)
     n, k = 52, _k(t, 4 if t in ROWS32 else 1)
     w = _quantized(t, n, k, rng)
@@ -82,15 +81,16 @@ def test_a_long_prompt_product_is_the_kernels_one_row_at_a_time(kernels, t):
         assert np.array_equal(y[i], kernel_products.product(x[i : i + 1], w)[0]), i
 
 
-def test_the_other_types_run_tiles_beyond_kernel_rows(kernels):
-    """Q8_0 and the k-quants (and every type on CPUs other than AVX2 without VNNI) multiply a long prompt
-    as dequantized float32 tiles (BLAS): within float32's rounding of the float32 weights' product, far
-    inside the 8-bit activations' error (about 1/254 of a block's largest |x|)."""
+def test_the_other_types_run_tiles_beyond_kernel_rows(kernels, monkeypatch):
+    """The types outside ALL_ROWS (every type on an AVX-512 CPU without VNNI, Q8_0 on AVX2 without VNNI)
+    multiply a long prompt as dequantized float32 tiles (BLAS): within float32's rounding of the float32
+    weights' product, far inside the 8-bit activations' error (about 1/254 of a block's largest |x|)."""
     from tfcli.engine.fast.run import kernel_products
 
+    monkeypatch.setattr(kernel_products, "ALL_ROWS", frozenset())
     rng = np.random.default_rng(999)
     cases = [(GGMLType.Q8_0, 64), (GGMLType.Q4_K, 256), (GGMLType.Q6_K, 256), (GGMLType.Q4_1, 64)]
-    for t, k in [(t, k) for t, k in cases if t not in kernel_products.ALL_ROWS]:
+    for t, k in cases:
         w = _quantized(t, 24, k, rng)
         x = rng.standard_normal((kernel_products.KERNEL_ROWS + 1, k)).astype(np.float32)  # [T, K]
         dense = formats.dequantize(w.parts[0].data, t, (24, k))  # [N, K]
@@ -100,13 +100,13 @@ def test_the_other_types_run_tiles_beyond_kernel_rows(kernels):
         assert (np.abs(y - exact) <= 4 * k * EPS * bound).all(), name(t)  # float32 sums of k terms
 
 
-def test_a_matrix_of_two_types_multiplies_each_part_its_own_way(kernels):
-    """A fused matrix (Gemma 3's Q/K/V: Q5_0 beside Q8_0) past KERNEL_ROWS: the part of a type of ALL_ROWS on
-    the integer kernels (its columns the bits of that part's product alone), the other on float32 tiles."""
+def test_a_matrix_of_two_types_multiplies_each_part_its_own_way(kernels, monkeypatch):
+    """A fused matrix (Gemma 3's Q/K/V: Q5_0 beside Q8_0) past KERNEL_ROWS on AVX2 without VNNI: the part of a
+    type of ALL_ROWS on the integer kernels (its columns the bits of that part's product alone), the other on
+    float32 tiles."""
     from tfcli.engine.fast.run import kernel_products
 
-    if GGMLType.Q5_0 not in kernel_products.ALL_ROWS:
-        pytest.skip("long prompts run on the integer kernels where they were measured faster: AVX2 without VNNI")
+    monkeypatch.setattr(kernel_products, "ALL_ROWS", kernel_products.AVX2_ROWS)
     rng = np.random.default_rng(1001)
     k = 64
     a, b = random_rows(GGMLType.Q5_0, 40, k, rng), random_rows(GGMLType.Q8_0, 16, k, rng)
@@ -120,6 +120,17 @@ def test_a_matrix_of_two_types_multiplies_each_part_its_own_way(kernels):
     exact = x.astype(np.float64) @ dense.astype(np.float64).T  # [T, 16]
     bound = np.abs(x).astype(np.float64) @ np.abs(dense).astype(np.float64).T
     assert (np.abs(y[:, 40:] - exact) <= 4 * k * EPS * bound).all()
+
+
+def test_which_types_run_every_row_count_on_the_integers_follows_the_cpu():
+    """VNNI: every type (Q8_0 too); AVX2 alone: all but Q8_0; AVX-512 without VNNI, or no AVX2: none."""
+    from tfcli.engine.fast.run.kernel_products import AVX2_ROWS, VNNI_ROWS, all_rows_for
+
+    assert all_rows_for({"avx2", "avx512f", "avx512_vnni"}) == VNNI_ROWS
+    assert all_rows_for({"avx2", "avx_vnni"}) == VNNI_ROWS
+    assert all_rows_for({"avx2", "fma"}) == AVX2_ROWS
+    assert GGMLType.Q8_0 in VNNI_ROWS and GGMLType.Q8_0 not in AVX2_ROWS
+    assert all_rows_for({"avx2", "avx512f"}) == all_rows_for({"sse4_2"}) == frozenset()
 
 
 @pytest.mark.parametrize("t", [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1], ids=name)

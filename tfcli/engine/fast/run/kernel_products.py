@@ -41,21 +41,28 @@ KERNEL_ROWS = 48
 # SmolLM2's Q4_1 matrices at 64-512 rows, Gemma 3's Q5_0 31-32, its Q4_K 40-41 and Q6_K 30; OpenBLAS 33-36
 # on the same float32 shapes at its best, 10 in some processes, and the tiles' dequantizing on top: 9-10
 # under load; benchmarks/README.md). Q8_0 (29: a vpmaddwd per vpmaddubsw without VNNI) stays on tiles
-# beyond KERNEL_ROWS. Measured on AVX2 alone: where BLAS has 512-bit FMAs (AVX-512) or the kernels VNNI
-# (the 64-row figure above), the tiles stay.
-ALL_ROWS = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q4_K, GGMLType.Q5_K,
-                      GGMLType.Q6_K})
+# beyond KERNEL_ROWS there. With VNNI (a vpdpbusd does 4 multiply-adds per byte lane where a float32 FMA
+# does one) every type, Q8_0 too, is faster on the integers at any row count: AMD EPYC Zen 4, 2 threads,
+# pp512 of whole models 1.7-1.9x the tiles' (docs/speed.md). AVX-512 without VNNI: not measured, the tiles.
+AVX2_ROWS = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q4_K, GGMLType.Q5_K,
+                       GGMLType.Q6_K})
+VNNI_ROWS = AVX2_ROWS | {GGMLType.Q8_0}
 
 
-def _avx2_alone() -> bool:
-    """Whether the CPU's widest vectors are AVX2's, without VNNI (the CPUs ALL_ROWS was measured on)."""
+def _flags() -> set[str]:
     from ..load.compiled import cpu_name
 
-    flags = set(" ".join(ln.split(":", 1)[-1] for ln in cpu_name().splitlines() if ln.startswith("flags")).split())
-    return "avx2" in flags and not flags & {"avx512f", "avx_vnni", "avx512_vnni"}
+    return set(" ".join(ln.split(":", 1)[-1] for ln in cpu_name().splitlines() if ln.startswith("flags")).split())
 
 
-ALL_ROWS = ALL_ROWS if _avx2_alone() else frozenset()
+def all_rows_for(flags: set[str]) -> frozenset:
+    """The block types whose products run on the integer kernels at any row count on a CPU with these flags."""
+    if flags & {"avx512_vnni", "avx_vnni"}:
+        return VNNI_ROWS
+    return AVX2_ROWS if "avx2" in flags and "avx512f" not in flags else frozenset()
+
+
+ALL_ROWS = all_rows_for(_flags())
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "kernels": the module once loaded; "why": why not
 
