@@ -87,8 +87,10 @@ SHAKESPEARE = ROOT.parent / "shared/data/tinyshakespeare.txt"
 @pytest.mark.skipif(not (LLAMA_RUN.exists() and SHAKESPEARE.exists()), reason="llama.cpp's tools or the corpus are not beside the clone")
 def test_chunks_perplexity_is_llama_perplexitys(smollm2_folder, tmp_path):
     """SmolLM2's GGUF, 3,000 characters of Shakespeare in chunks of 128: tfcli on its kernels within
-    0.5% of llama-perplexity -c 128 (which keeps keys and values in float16) on the same file and text.
-    benchmarks/perplexity.py runs the 20,000-character check on larger files.
+    1% of llama-perplexity -c 128 (which keeps keys and values in float16) on the same file and text.
+    benchmarks/perplexity.py runs the 20,000-character check (0.5%) on larger files: on these 378
+    scored tokens llama.cpp's own builds differ by more than 0.5% from CPU to CPU (its avx2 backend
+    36.54, its avx512 one 36.86 on an AMD EPYC Zen 4, 2026-12-06; tfcli 36.65, its textbook 36.54).
 
     Both on 2 threads. tfcli's default is the idle cores: inside the suite (two processes) 1, alone 2.
     On 1 thread OpenBLAS sums attention's products in another order (a float32 step), the 8-bit
@@ -108,4 +110,4 @@ def test_chunks_perplexity_is_llama_perplexitys(smollm2_folder, tmp_path):
                           "--chunks", "128", "--threads", "2", "--json"], capture_output=True, text=True, timeout=600)  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
     ours = json.loads(ran.stdout)["perplexity"]
-    assert abs(ours / float(m.group(1)) - 1) <= 0.005, (ours, m.group(1))
+    assert abs(ours / float(m.group(1)) - 1) <= 0.01, (ours, m.group(1))
