@@ -141,11 +141,14 @@ class CompactBPE:
         blob = self.blob
         return [blob[a:b].decode("utf-8") for a, b in zip(starts, ends)]
 
+    def _piece_bytes(self, i: int) -> bytes:
+        """Piece i's UTF-8 bytes in the blob (b"" for an id without a piece)."""
+        return self.blob[(int(self.ends[i - 1]) if i > 0 else 0) : int(self.ends[i])]
+
     def id_to_token(self, i: int) -> str | None:
         if not 0 <= i < self.vocab_size or not self.present[i]:
             return None
-        start = int(self.ends[i - 1]) if i > 0 else 0
-        return self.blob[start : int(self.ends[i])].decode("utf-8")
+        return self._piece_bytes(i).decode("utf-8")
 
     def token_to_id(self, piece: str) -> int | None:
         """The id of a piece: an added token's or a character's from their lookups, any other's found

@@ -143,7 +143,7 @@ class _Whole:
         tok = self.tok
         while at < len(self.hashes) and self.hashes[at] == h:
             i = int(self.ids[at])
-            if tok.present[i] and tok.blob[(int(tok.ends[i - 1]) if i > 0 else 0) : int(tok.ends[i])] == piece:
+            if tok.present[i] and tok._piece_bytes(i) == piece:
                 return i
             at += 1
         return None
