@@ -160,3 +160,34 @@ def test_the_numerics_of_a_pass_are_the_executors(monkeypatch):
     assert [Fast().numerics(small, r) for r in (1, few, few + 1)] == ["8-bit activations", "8-bit activations", "float32"]
     monkeypatch.setattr(fast_executor.kernel_products, "ALL_ROWS", fast_executor.kernel_products.VNNI_ROWS)
     assert {Fast().numerics(small, r) for r in (1, few + 1, 512)} == {"8-bit activations"}
+
+
+@pytest.mark.parametrize("on_integers", [True, False], ids=["on the integers", "on tiles"])
+def test_a_pass_on_the_kernels_threads_runs_blas_on_one(monkeypatch, on_integers):
+    """A pass beyond KERNEL_ROWS whose every product runs on the kernels' threads (a quantized model whose
+    types are in ALL_ROWS) runs BLAS (its attention) on one thread, as a few rows do: two libraries' pools
+    spinning on the same two cores wait for each other (a 128-token SmolLM2 prompt 2.9x slower). A pass
+    whose products run on BLAS's tiles keeps BLAS's threads."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from tfcli.engine.quantized import quantize_weights
+    from tfcli.engine.sites import Hooks
+
+    lm = load(TINY_LLAMA)
+    quantize_weights(lm.model, "q4_0")
+    if fast_executor.kernel_products.running() is None:
+        pytest.skip("compiled kernels unavailable")
+    if not any(i["user_api"] == "blas" for i in threadpool_info()):
+        pytest.skip("no BLAS library that threadpoolctl can see")
+    monkeypatch.setattr(fast_executor.kernel_products, "ALL_ROWS",
+                        fast_executor.kernel_products.VNNI_ROWS if on_integers else frozenset())
+    seen = []
+
+    def blas_threads(x, site):
+        seen.append(min(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"))
+
+    rows = fast_executor.kernel_products.KERNEL_ROWS + 12
+    with threadpool_limits(limits=2, user_api="blas"):
+        lm.model.forward(np.arange(1, rows + 1), lm.model.new_cache(rows), run=Fast(2),
+                         hooks=Hooks().add("attn_out", blas_threads, block=0))
+    assert seen == ([1] if on_integers else [2])
