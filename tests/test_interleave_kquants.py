@@ -43,16 +43,17 @@ def weights_by_the_drawing(groups: np.ndarray, t: int, n: int, ns: int) -> np.nd
         g, r = divmod(row, GROUP)
         for s in range(ns):
             rec = groups[g, s * record : (s + 1) * record]
-            if t == 14:  # ql [32][8][4] at 0, qh [16][8][4] at 1024, scales [16][8] at 1536, d at 1664
-                d = _half(rec, 1664 + 2 * r)
+            if t == 14:  # scales [16][8] at 0, d at 128, then per run 8h+m: ql 16h+m, ql 16h+8+m, qh 8h+m
+                d = _half(rec, 128 + 2 * r)
                 for i in range(256):
                     h, g4, l = i // 128, (i % 128) // 32, i % 32
                     ql_byte = 64 * h + l + 32 * (g4 % 2)  # the byte of the row's ql (formats._q6_k)
-                    ql = rec[32 * (ql_byte // 4) + 4 * r + ql_byte % 4]
+                    v = ql_byte // 4  # its 32-byte vector of ql
+                    ql = rec[144 + 96 * (8 * (v // 16) + v % 8) + 32 * (v % 16 // 8) + 4 * r + ql_byte % 4]
                     low = ql & 15 if g4 < 2 else ql >> 4
                     qh_byte = 32 * h + l
-                    top = (rec[1024 + 32 * (qh_byte // 4) + 4 * r + qh_byte % 4] >> (2 * g4)) & 3
-                    sc = np.float32(int(rec[1536 + 8 * (i // 16) + r].astype(np.int8)))
+                    top = (rec[144 + 96 * (qh_byte // 4) + 64 + 4 * r + qh_byte % 4] >> (2 * g4)) & 3
+                    sc = np.float32(int(rec[8 * (i // 16) + r].astype(np.int8)))
                     out[row, 256 * s + i] = (d * sc) * np.float32(int(low | (top << 4)) - 32)
                 continue
             d, dmin = _half(rec, 2 * r), _half(rec, 16 + 2 * r)

@@ -16,7 +16,9 @@ in a block (FIELDS). So a record is exactly the 8 blocks' bytes, moved (the file
     Q5_K (1,408 bytes)  as Q4_K, with qh [8][8][4] at 128 (vector k: the fifth bits of weights
                         l = 4k..4k+3 of every sub-block, bit s for sub-block s) and qs at 384
     Q6_K (1,680 bytes)  ql [32][8][4] at 0 · qh [16][8][4] at 1,024 · scales [16][8] int8 at 1,536
-                        (scale s of row r at 1,536 + 8s + r) · d [8] f16 at 1,664
+                        (scale s of row r at 1,536 + 8s + r) · d [8] f16 at 1,664; then the bytes
+                        moved into the order the kernel reads them (READ_ORDER): scales at 0, d at
+                        128, from 144 each run's three vectors (ql 16h+m, ql 16h+8+m, qh 8h+m)
 
 A 32-byte vector of qs, ql or qh is "4 bytes of each of 8 rows", which vpmaddubsw multiplies by 4
 bytes of x broadcast to the 8 lanes: each weight row's sums land in its own lanes (dot.py).
@@ -48,6 +50,26 @@ TILE = 2048  # rows interleaved at a time: bounds the temporaries, and the file'
 _UINT = {1: "u1", 2: "<u2", 4: "<u4"}
 
 
+def _q6k_read_order() -> np.ndarray:
+    """Q6_K's record (FIELDS' layout, 1,680 bytes) in the order dot.py reads it: the scales and d first,
+    then for each run m of each half h the three 32-byte vectors it multiplies (ql 16h+m, ql 16h+8+m,
+    qh 8h+m), so that a record is read front to back. In the fields' order (the scales at its end read
+    first, then ql and qh in turns) the hardware's prefetchers lost the stream: one core read Q6_K's
+    weights from memory at 7-8 GB/s in a decode step, 18-19 in this order (Q4_K: 17-21; AMD EPYC Zen 4;
+    docs/speed.md)."""
+    vector = lambda at: np.arange(at, at + 32)  # noqa: E731
+    parts = [np.arange(1536, 1680)]
+    for h in (0, 1):
+        for m in range(8):
+            parts += [vector(32 * (16 * h + m)), vector(32 * (16 * h + 8 + m)), vector(1024 + 32 * (8 * h + m))]
+    return np.concatenate(parts)
+
+
+# a record's bytes, for the types whose kernels read them in another order than FIELDS lays them out
+READ_ORDER = {GGMLType.Q6_K: _q6k_read_order()}
+Q6K_SCALES, Q6K_D, Q6K_Q = 0, 128, 144  # where the reordered record holds them (Q6K_Q: 96 bytes per run m)
+
+
 def records(blocks: np.ndarray, type_id: int) -> np.ndarray:
     """[8G, nb, nbytes] uint8 blocks -> [G, nb, 8 * nbytes] records (the layout above)."""
     n, nb, nbytes = blocks.shape
@@ -59,7 +81,7 @@ def records(blocks: np.ndarray, type_id: int) -> np.ndarray:
         field = by_group[..., at : at + length].view(_UINT[width])  # [G, 8r, nb, runs]
         dest = out[:, :, GROUP * at : GROUP * (at + length)].view(_UINT[width]).reshape(G, nb, runs, GROUP)
         dest[...] = field.transpose(0, 2, 3, 1)  # [G, nb, runs, 8r]
-    return out
+    return out if type_id not in READ_ORDER else np.ascontiguousarray(out[..., READ_ORDER[type_id]])
 
 
 def restore_rows(groups: np.ndarray, type_id: int, first: int, end: int) -> np.ndarray:
@@ -68,6 +90,8 @@ def restore_rows(groups: np.ndarray, type_id: int, first: int, end: int) -> np.n
     g0, g1 = first // GROUP, -(-end // GROUP)
     G, nb = g1 - g0, groups.shape[1] // (GROUP * nbytes)
     records = groups[g0:g1].reshape(G, nb, GROUP * nbytes)
+    if type_id in READ_ORDER:
+        records = np.ascontiguousarray(records[..., np.argsort(READ_ORDER[type_id])])  # back to the fields' order
     blocks = np.empty((G, GROUP, nb, nbytes), np.uint8)  # [G, 8r, nb, nbytes]
     for at, length, width in FIELDS[type_id]:
         runs = length // width

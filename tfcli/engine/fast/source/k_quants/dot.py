@@ -26,7 +26,7 @@ from ..llvm import (
     FLOAT, I8, I16, I32, _at, _fma, _intrinsic, _load, _nibbles, _plus, _prefetch, _scalar, _splat, _store_wide,
     _switch, _ubytes_sbytes, _vec, _words, intp,
 )
-from . import RUN16, TYPES
+from . import Q6K_D, Q6K_Q, Q6K_SCALES, RUN16, TYPES
 
 # --- unpacking one stored row's block, for the dequantizer (jobs._unpack_k) ---------------------------
 
@@ -108,13 +108,13 @@ def _steps(builder, kind: int, load32):
     32 bytes at `at` of the record."""
     lo4, s4 = _splat(0x0F, I8, 32), _splat(4, I8, 32)
     steps = []
-    if kind == GGMLType.Q6_K:  # ql at 0, qh at 1,024: weight 128h + 32g + l as formats._q6_k
+    if kind == GGMLType.Q6_K:  # the runs as READ_ORDER lays them: weight 128h + 32g + l as formats._q6_k
         for h in (0, 1):
             for mp in range(4):  # l = 4m..4m+3 for m = 2mp, 2mp+1: one sub-block 8h + 2g + mp // 2 per g
                 def pieces(k, h=h, mp=mp):
                     m = 2 * mp + k
-                    a, b = load32(32 * (16 * h + m)), load32(32 * (16 * h + 8 + m))
-                    c = load32(1024 + 32 * (8 * h + m))
+                    at = Q6K_Q + 96 * (8 * h + m)  # ql 16h+m, ql 16h+8+m, qh 8h+m (READ_ORDER)
+                    a, b, c = load32(at), load32(at + 32), load32(at + 64)
                     low = [builder.and_(a, lo4), builder.and_(b, lo4), builder.lshr(a, s4), builder.lshr(b, s4)]
                     top = [builder.and_(builder.lshr(c, _splat(2 * g, I8, 32)), _splat(3, I8, 32)) for g in range(4)]
                     w = [builder.or_(low[g], builder.shl(top[g], s4)) for g in range(4)]
@@ -178,8 +178,8 @@ def _emit(context, builder, t, args, kind: int, rows: int) -> None:
             return _load(context, builder, t[0], src_, _plus(builder, o, at), _vec(elem, n))
 
         if kind == GGMLType.Q6_K:
-            d8 = builder.fpext(load(1664, ir.HalfType(), 8), fv)
-            sc = [builder.sext(load(1536 + 8 * s, I8, 8), _vec(I16, 8)) for s in range(16)]  # [16] of [8] int16
+            d8 = builder.fpext(load(Q6K_D, ir.HalfType(), 8), fv)
+            sc = [builder.sext(load(Q6K_SCALES + 8 * s, I8, 8), _vec(I16, 8)) for s in range(16)]  # [16] of [8] int16
             scales = [_lane_pairs(builder, v) for v in sc]
             # (sc_2i, sc_2i+1) of each row, against x's (sums_2i, sums_2i+1): the -32 term by 16 weights
             mins = [
