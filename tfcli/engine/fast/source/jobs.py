@@ -224,7 +224,9 @@ def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
     for g in range(lo // 8, (hi + 7) // 8):
         a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 8)
         for t in range(T - T % 4, T):
-            x8_dot.dot_x8x1(kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b)
+            x8_dot.dot_x8x1(
+                kind, groups, g * gb, gb, xq, t * K, xd, xs, xm, t * nb, nb, out, t * ld + 8 * g, ld, a, b
+            )
 
 
 def _rows_kx8(xq, xd, xs, groups, kind, out, lo, hi):
