@@ -192,6 +192,7 @@ def _dot_rows(x, w, out, n):
 # --- rows of x against weight rows lo..hi-1 ----------------------------------------------------------
 
 X_TILE = 128  # rows of x a product of interleaved rows takes through all its groups at a time (_rows_x8)
+WIDE_ROWS = 16  # from this many rows of x, two groups side by side (fewer: a step bound by memory, one stream)
 
 
 def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
@@ -208,7 +209,7 @@ def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
         t1 = min(t0 + X_TILE, T - T % 4)
         g, end = lo // 8, (hi + 7) // 8
         while g < end:
-            two = x8_dot.WIDE and g + 1 < end
+            two = x8_dot.WIDE and g + 1 < end and T >= WIDE_ROWS
             a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 16 if two else 8)
             for t in range(t0, t1, 4):
                 if two:
