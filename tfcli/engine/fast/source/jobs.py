@@ -197,10 +197,10 @@ WIDE_ROWS = 16  # from this many rows of x, two groups side by side (fewer: a st
 
 def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
     """Weight rows lo..hi-1 of a part interleaved 8 at a time (blocks32/; `groups` [G, record bytes
-    x nb]): for each group of 8 (two at a time where the CPU has 512-bit VNNI), 4 rows of x at a time (a
-    tile of X_TILE rows through every group, then the next), then the last T % 4 one at a time, one group
-    at a time (x8_dot.py), each writing the lanes of rows lo..hi-1 alone. Every row's numbers are the same
-    whichever way it is reached."""
+    x nb]): for each group of 8 (two at a time where the CPU has 512-bit VNNI and x has WIDE_ROWS rows or
+    more), 4 rows of x at a time (a tile of X_TILE rows through every group, then the next), then the last
+    T % 4 one at a time, one group at a time (x8_dot.py), each writing the lanes of rows lo..hi-1 alone.
+    Every row's numbers are the same whichever way it is reached."""
     T, nb = xd.shape
     K = 32 * nb
     gb, ld = groups.shape[1], out.shape[1]

@@ -185,7 +185,8 @@ def _emit(context, builder, t, args, kind: int, rows: int, lanes: int) -> None:
 
 # dot_x8x4(kind, src, i, step, xq, ix, xd, xs, xm, ixb, nb, out, oo, os, lo, hi): 4 rows of x against a group of 8
 # interleaved weight rows (step unused); dot_x8x1 one row; dot_x16x4 4 rows against two groups (WIDE CPUs only).
-# One row of x (a decode step) takes one group at a time: two groups side by side are two streams from
-# memory, and a Zen 4's prefetchers kept a core reading them at 14-16 GB/s against 27-33 for one (jobs._rows_x8).
+# Fewer than jobs.WIDE_ROWS rows of x (a decode or batch step) take one group at a time: two groups side by
+# side are two streams from memory, and a Zen 4's prefetchers kept a core reading them at 14-16 GB/s
+# against 27-33 for one (1 row of x).
 dot_x8x1, dot_x8x4 = _dot_x8(1, 8), _dot_x8(4, 8)
 dot_x16x4 = _dot_x8(4, 16) if WIDE else dot_x8x4
