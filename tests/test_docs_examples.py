@@ -101,15 +101,12 @@ def test_the_pages_have_examples():
     assert any(e.page == "README.md" for e in ALL)
 
 
-def expected_pattern(expected: list[str], excerpt: bool) -> re.Pattern:
-    """A regex for the output a page states: `...` lines are any lines, timing figures are free."""
+def expected_pattern(expected: list[str], excerpt: bool, read_line=None) -> re.Pattern:
+    """A regex for the output a page states: `...` lines are any lines, each other line as
+    `read_line` reads it (default line_pattern: as printed, timing figures free)."""
+    read = read_line or line_pattern
     gap = r"(?:[^\n]*\n)*?"
-    parts = []
-    for line in expected:
-        if line.strip() == "...":
-            parts.append(gap)
-            continue
-        parts.append(line_pattern(line).pattern + r"\n")
+    parts = [gap if line.strip() == "..." else read(line).pattern + r"\n" for line in expected]
     if excerpt:
         return re.compile(gap + gap.join(parts) + r"(?:[^\n]*\n)*")
     return re.compile("".join(parts))
@@ -126,21 +123,19 @@ def line_pattern(line: str) -> re.Pattern:
 FIGURE = re.compile(r"[+-]?\d[\d,]*(?:\.\d+%?|%)|[+-]?\d{3,}")  # decimals, a percentage, or 3+ digits
 
 
-def figures_pattern(expected: list[str], excerpt: bool) -> tuple[re.Pattern, list[str]]:
-    """expected_pattern with every figure (decimals, percentages, whole numbers of 3+ digits) of a line without a
-    timing captured, and those figures as stated; smaller whole numbers (a row's index) stay as stated."""
-    gap, parts, stated = r"(?:[^\n]*\n)*?", [], []
-    for line in expected:
-        if line.strip() == "...":
-            parts.append(gap)
-        elif TIMING.search(line):
-            parts.append(line_pattern(line).pattern + r"\n")
-        else:
-            parts.append(f"({FIGURE.pattern})".join(re.escape(p) for p in FIGURE.split(line)) + r"\n")
-            stated += FIGURE.findall(line)
-    if excerpt:
-        return re.compile(gap + gap.join(parts) + r"(?:[^\n]*\n)*"), stated
-    return re.compile("".join(parts)), stated
+def figures_line(line: str) -> re.Pattern:
+    """line_pattern with every figure (decimals, percentages, whole numbers of 3+ digits) of a line without a
+    timing captured; smaller whole numbers (a row's index) stay as stated."""
+    if TIMING.search(line):
+        return line_pattern(line)
+    return re.compile(f"({FIGURE.pattern})".join(re.escape(p) for p in FIGURE.split(line)))
+
+
+def within_rounding(expected: list[str], excerpt: bool, text: str) -> bool:
+    """Whether text is what the page states but for figures each near() the stated one."""
+    m = expected_pattern(expected, excerpt, figures_line).fullmatch(text)
+    stated = [f for line in expected if line.strip() != "..." and not TIMING.search(line) for f in FIGURE.findall(line)]
+    return m is not None and all(near(e, a) for e, a in zip(stated, m.groups(), strict=True))
 
 
 def near(stated: str, got: str) -> bool:
@@ -196,9 +191,7 @@ def test_example_runs_as_shown(example: Example, request, monkeypatch, tmp_path)
     pattern = expected_pattern(expected, excerpt)
     text = "\n".join(actual) + "\n"
     if pattern.fullmatch(text) is None and any(name in shlex.split(example.command, comments=True) for name in PULLED):
-        loose, stated = figures_pattern(expected, excerpt)
-        m = loose.fullmatch(text)
-        if m is not None and all(near(e, a) for e, a in zip(stated, m.groups(), strict=True)):
+        if within_rounding(expected, excerpt, text):
             return
     assert pattern.fullmatch(text), f"{example.id}: the page says\n" + "\n".join(expected) + "\n\ntfcli printed\n" + text
 
@@ -230,9 +223,7 @@ def test_a_pulled_models_figures_may_round_the_other_way_but_nothing_else():
     page = ["resid #1           #2", "   29 ␣Paris 8%    ␣T 6%", "   30 ␣Paris 69%   ␣Rome 3%", "cos 0.810 -8.78 626"]
 
     def passes(printed: list[str]) -> bool:
-        pattern, stated = figures_pattern(page, excerpt=False)
-        m = pattern.fullmatch("\n".join(printed) + "\n")
-        return m is not None and all(near(e, a) for e, a in zip(stated, m.groups(), strict=True))
+        return within_rounding(page, False, "\n".join(printed) + "\n")
 
     assert passes(page)
     assert passes([page[0], "   29 ␣Paris 9%    ␣T 6%", "   30 ␣Paris 69%   ␣Rome 4%", "cos 0.808 -8.92 625"])
