@@ -67,6 +67,7 @@ def _q6k_read_order() -> np.ndarray:
 
 # a record's bytes, for the types whose kernels read them in another order than FIELDS lays them out
 READ_ORDER = {GGMLType.Q6_K: _q6k_read_order()}
+FIELDS_ORDER = {t: np.argsort(order) for t, order in READ_ORDER.items()}  # a record's bytes back in FIELDS' order
 Q6K_SCALES, Q6K_D, Q6K_Q = 0, 128, 144  # where the reordered record holds them (Q6K_Q: 96 bytes per run m)
 
 
@@ -91,7 +92,7 @@ def restore_rows(groups: np.ndarray, type_id: int, first: int, end: int) -> np.n
     G, nb = g1 - g0, groups.shape[1] // (GROUP * nbytes)
     records = groups[g0:g1].reshape(G, nb, GROUP * nbytes)
     if type_id in READ_ORDER:
-        records = np.ascontiguousarray(records[..., np.argsort(READ_ORDER[type_id])])  # back to the fields' order
+        records = np.ascontiguousarray(records[..., FIELDS_ORDER[type_id]])
     blocks = np.empty((G, GROUP, nb, nbytes), np.uint8)  # [G, 8r, nb, nbytes]
     for at, length, width in FIELDS[type_id]:
         runs = length // width
