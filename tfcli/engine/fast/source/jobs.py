@@ -204,12 +204,13 @@ def _rows_x8(xq, xd, xs, xm, groups, kind, out, lo, hi):
     T, nb = xd.shape
     K = 32 * nb
     gb, ld = groups.shape[1], out.shape[1]
+    wide = x8_dot.WIDE and T >= WIDE_ROWS  # two groups side by side
     # rows of x in tiles of X_TILE for every group (x's bytes stay in the core's own cache), then the rest
     for t0 in range(0, T - T % 4, X_TILE):
         t1 = min(t0 + X_TILE, T - T % 4)
         g, end = lo // 8, (hi + 7) // 8
         while g < end:
-            two = x8_dot.WIDE and g + 1 < end and T >= WIDE_ROWS
+            two = wide and g + 1 < end
             a, b = max(lo - 8 * g, 0), min(hi - 8 * g, 16 if two else 8)
             for t in range(t0, t1, 4):
                 if two:
