@@ -81,22 +81,24 @@ def _intrinsic(builder, name: str, result: ir.Type, *args):
 PREFETCH = 8192  # bytes ahead of the block a kernel reads, asked for from memory (_prefetch)
 
 
-def _prefetch(context, builder, arrty, arr, offset, size: int) -> None:
+def _prefetch(context, builder, arrty, arr, offset, size: int, level: int = 1) -> None:
     """Ask for the cache lines of the `size` bytes PREFETCH bytes after byte `offset` of arr (the
-    block a kernel reads): a product reads its rows straight through, and the hardware's own
-    prefetcher runs too few lines ahead to keep a core's reads in flight (a decode step's largest
-    product, Gemma 3's unembedding: 9.2 -> 4.3 ms on two threads; benchmarks/README.md). Every line
-    of the block, not its first alone: a SmolLM2 batch step of 4 rows, whose products compute
-    longer on each block, 5.2 -> 4.6 ms. A prefetch past the end is harmless. The float32 rows'
-    product (jobs._dot_rows) runs slower with it, and goes without."""
+    block a kernel reads) into the cache of `level` (1: the first, 2: the second): a product reads its
+    rows straight through, and the hardware's own prefetcher runs too few lines ahead to keep a core's
+    reads in flight (a decode step's largest product, Gemma 3's unembedding: 9.2 -> 4.3 ms on two
+    threads; benchmarks/README.md). Every line of the block, not its first alone: a SmolLM2 batch step
+    of 4 rows, whose products compute longer on each block, 5.2 -> 4.6 ms. A prefetch past the end is
+    harmless. The float32 rows' product (jobs._dot_rows) runs slower with it, and goes without."""
     for line in range(0, size, 64):
-        _ask(builder, _at(context, builder, arrty, arr, _plus(builder, offset, PREFETCH + line), I8), write=0)
+        at = _at(context, builder, arrty, arr, _plus(builder, offset, PREFETCH + line), I8)
+        _ask(builder, at, write=0, locality=4 - level)
 
 
-def _ask(builder, at, write: int) -> None:
-    """Ask for the cache line at pointer `at`, to be read (0) or written (1), into the first-level cache."""
+def _ask(builder, at, write: int, locality: int = 3) -> None:
+    """Ask for the cache line at pointer `at`, to be read (0) or written (1), into the first-level cache
+    (locality 3: x86's prefetcht0), or the second (2: prefetcht1)."""
     _intrinsic(
-        builder, "llvm.prefetch.p0", ir.VoidType(), at, ir.Constant(I32, write), ir.Constant(I32, 3),
+        builder, "llvm.prefetch.p0", ir.VoidType(), at, ir.Constant(I32, write), ir.Constant(I32, locality),
         ir.Constant(I32, 1),
     )
 
