@@ -191,3 +191,31 @@ def test_a_pass_on_the_kernels_threads_runs_blas_on_one(monkeypatch, on_integers
         lm.model.forward(np.arange(1, rows + 1), lm.model.new_cache(rows), run=Fast(2),
                          hooks=Hooks().add("attn_out", blas_threads, block=0))
     assert seen == ([1] if on_integers else [2])
+
+
+def test_a_prompt_part_multiplies_on_its_own_thread(monkeypatch):
+    """A prompt cut into parts (a thread each) asks the kernels for one thread per product: a part that
+    took the kernels' pool beside the other part made three busy threads on two cores. A pass in one
+    part shares its products among the workers."""
+    from tfcli.engine.quantized import quantize_weights
+
+    lm = load(TINY_LLAMA)
+    quantize_weights(lm.model, "q4_0")
+    if fast_executor.kernel_products.running() is None:
+        pytest.skip("compiled kernels unavailable")
+    monkeypatch.setattr(fast_executor, "PART_MIN_TOKENS", 8)
+    asked = []
+    product = fast_executor.kernel_products.product
+
+    def counted(x, w, threads=1, k=None):
+        asked.append(threads)
+        return product(x, w, threads, k)
+
+    monkeypatch.setattr(fast_executor.kernel_products, "product", counted)
+    rows = 40
+    assert len(fast_executor.split_prompt(lm.config, 0, rows, 2)) == 2
+    lm.model.forward(np.arange(1, rows + 1), lm.model.new_cache(rows), run=Fast(2))
+    assert asked and set(asked) == {1}
+    asked.clear()
+    lm.model.forward(np.arange(1, 5), lm.model.new_cache(4), run=Fast(2))
+    assert asked and set(asked) == {2}
