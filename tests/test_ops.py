@@ -55,3 +55,20 @@ def test_each_row_is_each_row_alone_to_the_bit(out, n_in):
         y = fast_ops.each_row(x, rows, pool)
         assert y.shape == (5, out) and y.flags.c_contiguous
         np.testing.assert_array_equal(y, alone)
+
+
+def test_silu_of_a_large_negative_is_its_limit_without_a_warning():
+    """e^-x overflows float32 below x = -88.7; x / inf is SiLU's limit (-0.0) and nothing is printed."""
+    import warnings
+
+    from tfcli.engine.ops import silu
+
+    x = np.array([-1000.0, -100.0, -88.0, 0.0, 3.0, 100.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = silu(x)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float64) / (1.0 + np.exp(-x.astype(np.float64)))
+    # float32 terms: a few units in the last place, and below its smallest normal (1.2e-38) the limit's 0
+    np.testing.assert_allclose(got, want, rtol=4 * EPS32, atol=np.finfo(np.float32).tiny)
+    assert np.signbit(got[0]) and got[0] == 0.0

@@ -54,9 +54,11 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 
 def silu(x: np.ndarray) -> np.ndarray:
-    """x * sigmoid(x), the gate of a SwiGLU MLP (x / (1 + e^-x), with one temporary)."""
+    """x * sigmoid(x), the gate of a SwiGLU MLP (x / (1 + e^-x), with one temporary). Below x = -88.7,
+    e^-x is inf in float32 and x / inf the limit, -0.0: not a fault to warn of."""
     t = np.negative(x)
-    np.exp(t, out=t)
+    with np.errstate(over="ignore"):
+        np.exp(t, out=t)
     t += 1.0
     return np.divide(x, t, out=t)
 
