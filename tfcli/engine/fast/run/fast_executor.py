@@ -149,7 +149,7 @@ class Fast(Plain):
             return "float32"
         if rows <= kernel_products.KERNEL_ROWS:
             return "8-bit activations" if model.quantized() else "float32, compiled"
-        on = {kernel_products.on_integers(w) for w in model.weights() if isinstance(w, Quantized)}
+        on = _on_integers(model)
         if on == {True}:
             return "8-bit activations"
         return "8-bit activations, some float32" if True in on else "float32"
@@ -174,10 +174,16 @@ class Fast(Plain):
             if len(parts) > 1:
                 return Parts(self.alone(), cache, config.n_layer, parts)
         if kernels and self.workers > 1 and (
-            rows <= kernel_products.KERNEL_ROWS or self.numerics(model, rows) == "8-bit activations"
+            rows <= kernel_products.KERNEL_ROWS or (self.kernels is not None and _on_integers(model) == {True})
         ):
             return _BlasAlone(self.sized(rows), cache, rows)
         return Plan(self.sized(rows), cache, rows)
+
+
+def _on_integers(model) -> set[bool]:
+    """Whether each of a model's quantized matrices multiplies any number of rows on the integer kernels
+    (kernel_products.on_integers): {True} when all of them do."""
+    return {kernel_products.on_integers(w) for w in model.weights() if isinstance(w, Quantized)}
 
 
 class _BlasAlone(Plan):
