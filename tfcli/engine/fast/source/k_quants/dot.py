@@ -172,10 +172,10 @@ def _emit(context, builder, t, args, kind: int, rows: int) -> None:
     with cgutils.for_range(builder, ns_) as loop:
         b = loop.index
         o = builder.add(i_, builder.mul(b, ir.Constant(b.type, record)))
-        # into the second-level cache: a k-quant block computes longer than a 32-weight one, and lines asked
-        # into the first took its few fill buffers from the reads in flight (AMD EPYC Zen 4, 8,960 x 1,536
-        # matrices from memory, one row of x: one core Q4_K 18-19 -> 28-30 GB/s, Q6_K 20-21 -> 28-31; the
-        # 32-weight types read slower that way, 30-31 -> 22-26, and keep the first)
+        # into the second-level cache, which these kernels read faster from than the first (AMD EPYC Zen 4,
+        # 8,960 x 1,536 matrices from memory, one row of x: one core Q4_K 18-19 -> 28-30 GB/s, Q6_K 20-21 ->
+        # 28-31; the 32-weight types the other way round, 30-31 -> 22-26, so they keep the first). Other CPUs:
+        # not measured
         _prefetch(context, builder, t[0], src_, o, record, level=2)
 
         def load(at, elem, n):
