@@ -123,16 +123,16 @@ class Fast(Plain):
         return self._with_kernels
 
     def alone(self) -> Fast:
-        """This executor with every product on the calling thread (made once): a prompt part's (Parts),
-        whose thread is one of the workers. With the kernels' pool as well, the part that held it and
-        the other were three busy threads on two cores (a 512-token prompt of the 1.5B class on a Zen
-        4, in turn: 98-109 -> 120-126 tok/s)."""
+        """This executor with every product on the calling thread: a prompt part's (Parts), whose
+        thread is one of the workers. With the kernels' pool as well, the part that held it and the
+        other were three busy threads on two cores (a 512-token prompt of the 1.5B class on a Zen 4,
+        in turn: 98-109 -> 120-126 tok/s). Made for each such pass (a shallow copy), so it never
+        outlives the executor's own state: with_kernels() copies this executor."""
         if self.workers == 1:
             return self
-        if getattr(self, "_alone", None) is None:
-            self._alone = copy.copy(self)
-            self._alone.workers, self._alone.helper = 1, None
-        return self._alone
+        one = copy.copy(self)
+        one.workers, one.helper = 1, None
+        return one
 
     def sized(self, rows: int) -> Plain:
         """The executor for a pass of `rows` rows in one part."""
