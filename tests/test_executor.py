@@ -162,6 +162,17 @@ def test_the_numerics_of_a_pass_are_the_executors(monkeypatch):
     assert {Fast().numerics(small, r) for r in (1, few + 1, 512)} == {"8-bit activations"}
 
 
+def _llama_on_the_kernels():
+    """The tiny Llama quantized to Q4_0 (its passes on the compiled kernels); the test skips without them."""
+    from tfcli.engine.quantized import quantize_weights
+
+    lm = load(TINY_LLAMA)
+    quantize_weights(lm.model, "q4_0")
+    if fast_executor.kernel_products.running() is None:
+        pytest.skip("compiled kernels unavailable")
+    return lm
+
+
 @pytest.mark.parametrize("on_integers", [True, False], ids=["on the integers", "on tiles"])
 def test_a_pass_on_the_kernels_threads_runs_blas_on_one(monkeypatch, on_integers):
     """A pass beyond KERNEL_ROWS whose every product runs on the kernels' threads (a quantized model whose
@@ -170,13 +181,9 @@ def test_a_pass_on_the_kernels_threads_runs_blas_on_one(monkeypatch, on_integers
     whose products run on BLAS's tiles keeps BLAS's threads."""
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from tfcli.engine.quantized import quantize_weights
     from tfcli.engine.sites import Hooks
 
-    lm = load(TINY_LLAMA)
-    quantize_weights(lm.model, "q4_0")
-    if fast_executor.kernel_products.running() is None:
-        pytest.skip("compiled kernels unavailable")
+    lm = _llama_on_the_kernels()
     if not any(i["user_api"] == "blas" for i in threadpool_info()):
         pytest.skip("no BLAS library that threadpoolctl can see")
     monkeypatch.setattr(fast_executor.kernel_products, "ALL_ROWS",
@@ -197,12 +204,7 @@ def test_a_prompt_part_multiplies_on_its_own_thread(monkeypatch):
     """A prompt cut into parts (a thread each) asks the kernels for one thread per product: a part that
     took the kernels' pool beside the other part made three busy threads on two cores. A pass in one
     part shares its products among the workers."""
-    from tfcli.engine.quantized import quantize_weights
-
-    lm = load(TINY_LLAMA)
-    quantize_weights(lm.model, "q4_0")
-    if fast_executor.kernel_products.running() is None:
-        pytest.skip("compiled kernels unavailable")
+    lm = _llama_on_the_kernels()
     monkeypatch.setattr(fast_executor, "PART_MIN_TOKENS", 8)
     asked = []
     product = fast_executor.kernel_products.product
